@@ -1,0 +1,41 @@
+# The two README commands: `make demo` (the main job) and `make test` (the default test run).
+# Both set everything up on a fresh machine: a local venv, torch's CPU build (pinned: an unpinned
+# torch pulls a multi-GB CUDA build), and this project installed editable. A second run reuses it.
+PYTHON ?= python3.11
+VENV := .venv
+BIN := $(VENV)/bin
+STAMP := $(VENV)/.installed-stamp
+
+.PHONY: setup demo test test-all lint bench clean
+
+$(STAMP): pyproject.toml
+	@command -v $(PYTHON) >/dev/null || { echo "need $(PYTHON) on PATH (or make PYTHON=...)"; exit 1; }
+	$(PYTHON) -m venv $(VENV)
+	$(BIN)/pip install -q --disable-pip-version-check torch==2.13.0 2>&1 | grep -v "is ignored" || true
+	$(BIN)/python -c "import torch" 
+	$(BIN)/pip install -q --disable-pip-version-check -e '.[dev,parquet,sweep]' 2>&1 | grep -v "is ignored" || true
+	$(BIN)/python -c "import hwsim, kernels, bridge, numba, simpy, ml_dtypes, pytest"
+	touch $(STAMP)
+
+setup: $(STAMP)
+
+demo: setup
+	$(BIN)/hwsim demo
+
+test: setup
+	$(BIN)/pytest -n 2 -q
+
+test-all: setup
+	$(BIN)/pytest -n 2 -q -m ""
+
+lint: setup
+	$(BIN)/ruff check .
+	$(BIN)/ruff format --check .
+	$(BIN)/mypy
+
+bench: setup
+	$(BIN)/python bench/fidelity.py
+	$(BIN)/python bench/speed.py
+
+clean:
+	rm -rf $(VENV) .pytest_cache .mypy_cache .ruff_cache

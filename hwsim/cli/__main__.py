@@ -1,0 +1,7 @@
+"""``python -m hwsim.cli``: the same as the ``hwsim`` command."""
+
+import sys
+
+from hwsim.cli.main import main
+
+sys.exit(main())

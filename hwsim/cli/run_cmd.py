@@ -1,0 +1,24 @@
+"""``hwsim run WORKLOAD``: build a workload, simulate it on a config, print or write the results."""
+
+from __future__ import annotations
+
+import argparse
+
+from hwsim.cli.main import add_config_arguments
+
+
+def register(commands: argparse._SubParsersAction) -> None:
+    parser = commands.add_parser("run", help="simulate a workload, e.g. gemm:512x1024x2048:bf16")
+    parser.add_argument("workload", nargs="?", help="gemm:MxKxN[:dtype], a kernel name, ...")
+    add_config_arguments(parser)
+    parser.add_argument("--json", action="store_true", help="print the summary as one JSON object")
+    parser.add_argument("--timing-only", action="store_true", help="skip numerics (for sweeps)")
+    parser.add_argument("--out", help="directory for trace, summary, tables and plots")
+    parser.add_argument("--list", action="store_true", help="list the built-in workloads")
+    parser.set_defaults(handler=_run)
+
+
+def _run(args: argparse.Namespace) -> int:
+    from hwsim.workloads.cli_run import run_from_cli
+
+    return run_from_cli(args)

@@ -1,0 +1,236 @@
+"""The typed, frozen hardware-config schema: every field with its unit, range and meaning.
+
+Presets in ``configs/*.yaml`` fill this schema; each number there cites ``HARDWARE.md``. The
+schema itself holds no hardware numbers except conservative bounds: defaults are deliberately
+absent so that a preset is always complete.
+"""
+
+from __future__ import annotations
+
+from typing import Annotated, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, model_validator
+
+#: dtype names used across the project (the keys of per-dtype tables).
+DTYPE_NAMES = (
+    "fp32",
+    "bf16",
+    "fp16",
+    "fp8_e4m3",
+    "fp8_e5m2",
+    "int8",
+    "int16",
+    "int32",
+    "uint8",
+    "uint16",
+    "uint32",
+)
+DTypeName = Literal[
+    "fp32",
+    "bf16",
+    "fp16",
+    "fp8_e4m3",
+    "fp8_e5m2",
+    "int8",
+    "int16",
+    "int32",
+    "uint8",
+    "uint16",
+    "uint32",
+]
+#: The dtypes TensorE multiplies (HARDWARE.md §3, nc_matmul).
+MatmulDType = Literal["fp32", "bf16", "fp16", "fp8_e4m3", "fp8_e5m2"]
+
+PositiveInt = Annotated[int, Field(ge=1)]
+NonNegInt = Annotated[int, Field(ge=0)]
+ClockMHz = Annotated[int, Field(ge=1, le=100_000, description="clock frequency in MHz")]
+
+
+class _Section(BaseModel):
+    """A frozen config section that rejects unknown keys."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid", strict=True)
+
+
+class ChipConfig(_Section):
+    name: str = Field(description="preset name, e.g. 'trn2'")
+    generation: Literal["v2", "v3", "v4"] = Field(description="NeuronCore generation")
+    cores_per_chip: Annotated[int, Field(ge=1, le=64)] = Field(
+        description="physical NeuronCores per chip"
+    )
+    cores_per_logical_core: Annotated[int, Field(ge=1, le=8)] = Field(
+        description="physical cores fused into one logical NeuronCore (LNC)"
+    )
+
+
+class TensorEngineConfig(_Section):
+    clock_mhz: ClockMHz
+    rows: Annotated[int, Field(ge=1, le=1024)] = Field(
+        description="PE rows = contraction (partition) dimension of one matmul"
+    )
+    cols: Annotated[int, Field(ge=1, le=1024)] = Field(
+        description="PE columns = max stationary free size (output partitions)"
+    )
+    timing_model: str = Field(
+        description="TensorE timing model by registered name (closed_form, systolic_cycle, ...)"
+    )
+    cycles_multiplier_by_dtype: dict[MatmulDType, Annotated[int, Field(ge=1, le=64)]] = Field(
+        description="matmul cycle multiplier per input dtype (fp32 passes through the array 4x)"
+    )
+    contraction_packing_by_dtype: dict[MatmulDType, Annotated[int, Field(ge=1, le=8)]] = Field(
+        description="contraction rows per PE row per dtype (v3 fp8 'double row' = 2, else 1)"
+    )
+    moving_free_max: Annotated[int, Field(ge=1, le=65536)] = Field(
+        description="max moving free size (elements) of one matmul"
+    )
+    stationary_free_max: Annotated[int, Field(ge=1, le=1024)] = Field(
+        description="max stationary free size (elements) of one matmul"
+    )
+    min_ii_cycles: NonNegInt = Field(
+        description="initiation-interval floor of one MultiplyMoving (MM_INIT_LATENCY), cycles"
+    )
+    fast_weight_load_factor: Annotated[int, Field(ge=1, le=64)] = Field(
+        description="LoadStationary is this many times faster than an MM of the same free size"
+    )
+    result_latency_cycles: NonNegInt = Field(
+        description="cycles after an MM's issue interval until its PSUM result is visible"
+    )
+
+
+class ComputeEngineConfig(_Section):
+    """VectorE, ScalarE and GpSimdE share one shape of config."""
+
+    clock_mhz: ClockMHz
+    lanes: Annotated[int, Field(ge=1, le=1024)] = Field(
+        description="parallel lanes = partitions processed per cycle"
+    )
+    elements_per_cycle_per_lane_by_dtype: dict[DTypeName, Annotated[int, Field(ge=1, le=16)]] = (
+        Field(description="free-dim elements per lane per cycle, per input dtype")
+    )
+    min_ii_cycles: NonNegInt = Field(description="initiation-interval floor (MIN_II), cycles")
+    fixed_overhead_cycles: NonNegInt = Field(
+        description="fixed start cost added to every instruction (e.g. GPSIMD_START), cycles"
+    )
+    pipeline_latency_cycles: NonNegInt = Field(
+        description="cycles after the issue interval until results are visible to consumers"
+    )
+    strided_access_stride_bytes: PositiveInt = Field(
+        description="an innermost stride above this many bytes halves the SBUF/PSUM bandwidth"
+    )
+    performance_mode: bool = Field(
+        description="NeuronCore-v3+ VectorE 2x/4x mode for 16-bit SBUF operands"
+    )
+    can_access_psum: bool = Field(description="whether this engine may read/write PSUM")
+
+
+class DmaConfig(_Section):
+    engines: Annotated[int, Field(ge=1, le=256)] = Field(description="DMA engines per core")
+    queues_per_engine: Annotated[int, Field(ge=1, le=64)] = Field(description="queues per engine")
+    bandwidth_bytes_per_ns: Annotated[float, Field(gt=0, le=10_000)] = Field(
+        description="sustained bandwidth of one DMA engine, bytes/ns (= GB/s)"
+    )
+    start_latency_ns: Annotated[float, Field(ge=0, le=1_000_000)] = Field(
+        description="latency from trigger to the transfer starting on a DMA engine, ns"
+    )
+    descriptor_overhead_ns: Annotated[float, Field(ge=0, le=100_000)] = Field(
+        description="DMA-engine occupancy per contiguous descriptor (buffer), ns"
+    )
+    trigger_ns: Annotated[float, Field(ge=0, le=1_000_000)] = Field(
+        description="time the triggering engine is busy issuing one dma_copy, ns"
+    )
+    transpose_bandwidth_fraction: Annotated[float, Field(gt=0, le=1)] = Field(
+        description="fraction of DMA bandwidth reached by dma_transpose"
+    )
+
+
+class SbufConfig(_Section):
+    partitions: Annotated[int, Field(ge=1, le=1024)]
+    bytes_per_partition: Annotated[int, Field(ge=1024, le=1 << 30)]
+    vector_gpsimd_share_access: bool = Field(
+        description="VectorE and GpSimdE cannot access SBUF in parallel (NeuronCore-v2)"
+    )
+
+
+class PsumConfig(_Section):
+    partitions: Annotated[int, Field(ge=1, le=1024)]
+    bytes_per_partition: Annotated[int, Field(ge=64, le=1 << 24)]
+    banks: Annotated[int, Field(ge=1, le=64)]
+    vector_scalar_share_access: bool = Field(
+        description="VectorE and ScalarE cannot access PSUM in parallel (NeuronCore-v2)"
+    )
+
+    @property
+    def bank_bytes(self) -> int:
+        """Bytes of one bank in one partition."""
+        return self.bytes_per_partition // self.banks
+
+
+class HbmConfig(_Section):
+    stacks: Annotated[int, Field(ge=1, le=64)] = Field(description="HBM stacks per chip")
+    capacity_bytes_per_stack: Annotated[int, Field(ge=1 << 20)] = Field(
+        description="capacity of one stack, bytes"
+    )
+    bandwidth_bytes_per_ns_per_stack: Annotated[float, Field(gt=0, le=100_000)] = Field(
+        description="bandwidth of one stack, bytes/ns (= GB/s)"
+    )
+    cores_per_stack: Annotated[int, Field(ge=1, le=64)] = Field(
+        description="NeuronCores sharing one stack's bandwidth"
+    )
+
+
+class HardwareConfig(_Section):
+    """One complete hardware description (a preset plus any overrides)."""
+
+    chip: ChipConfig
+    tensor_engine: TensorEngineConfig
+    vector_engine: ComputeEngineConfig
+    scalar_engine: ComputeEngineConfig
+    gpsimd_engine: ComputeEngineConfig
+    dma: DmaConfig
+    sbuf: SbufConfig
+    psum: PsumConfig
+    hbm: HbmConfig
+
+    @model_validator(mode="after")
+    def _cross_field_invariants(self) -> HardwareConfig:
+        te, psum, sbuf = self.tensor_engine, self.psum, self.sbuf
+        errors = []
+        if te.rows > sbuf.partitions:
+            errors.append(
+                f"tensor_engine.rows ({te.rows}) exceeds sbuf.partitions ({sbuf.partitions})"
+            )
+        if te.cols > psum.partitions:
+            errors.append(
+                f"tensor_engine.cols ({te.cols}) exceeds psum.partitions ({psum.partitions})"
+            )
+        if te.stationary_free_max > te.cols:
+            errors.append(
+                f"tensor_engine.stationary_free_max ({te.stationary_free_max}) exceeds "
+                f"tensor_engine.cols ({te.cols})"
+            )
+        if psum.bytes_per_partition % psum.banks:
+            errors.append(
+                f"psum.bytes_per_partition ({psum.bytes_per_partition}) is not a multiple of "
+                f"psum.banks ({psum.banks})"
+            )
+        fp32_bank_elements = psum.bytes_per_partition // psum.banks // 4
+        if te.moving_free_max > fp32_bank_elements * psum.banks:
+            errors.append(
+                f"tensor_engine.moving_free_max ({te.moving_free_max}) exceeds the fp32 "
+                f"capacity of all PSUM banks ({fp32_bank_elements * psum.banks})"
+            )
+        if "bf16" not in te.cycles_multiplier_by_dtype:
+            errors.append("tensor_engine.cycles_multiplier_by_dtype must give 'bf16'")
+        for name in ("vector_engine", "scalar_engine", "gpsimd_engine"):
+            eng: ComputeEngineConfig = getattr(self, name)
+            if "fp32" not in eng.elements_per_cycle_per_lane_by_dtype:
+                errors.append(f"{name}.elements_per_cycle_per_lane_by_dtype must give 'fp32'")
+        if self.hbm.cores_per_stack * self.hbm.stacks < self.chip.cores_per_chip:
+            errors.append(
+                f"hbm.stacks x hbm.cores_per_stack ({self.hbm.stacks} x "
+                f"{self.hbm.cores_per_stack}) covers fewer cores than chip.cores_per_chip "
+                f"({self.chip.cores_per_chip})"
+            )
+        if errors:
+            raise ValueError("; ".join(errors))
+        return self

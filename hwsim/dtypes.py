@@ -1,0 +1,104 @@
+"""Data types of the simulated machine: sizes, numpy storage types, and hardware-exact casts.
+
+Storage uses ml_dtypes for bf16 and fp8, so a value held in SBUF is bit-exact. Engines compute in
+fp32 (HARDWARE.md §3 "VectorE/ScalarE compute in FP32 with free casting in/out"); every down-cast
+rounds to nearest, ties to even (RNE), which is what ml_dtypes' casts do.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import ml_dtypes
+import numpy as np
+
+from hwsim.errors import IllegalInstructionError
+
+
+@dataclass(frozen=True, slots=True)
+class DType:
+    """A hardware dtype: its project-wide name, size, and numpy storage dtype."""
+
+    name: str
+    itemsize: int
+    numpy: np.dtype
+    is_float: bool
+
+    def __repr__(self) -> str:
+        return self.name
+
+    @property
+    def is_signed_int(self) -> bool:
+        return not self.is_float and np.issubdtype(self.numpy, np.signedinteger)
+
+
+def _make(name: str, np_type: type | np.dtype, is_float: bool) -> DType:
+    dtype = np.dtype(np_type)
+    return DType(name, dtype.itemsize, dtype, is_float)
+
+
+FP32 = _make("fp32", np.float32, True)
+BF16 = _make("bf16", ml_dtypes.bfloat16, True)
+FP16 = _make("fp16", np.float16, True)
+FP8_E4M3 = _make("fp8_e4m3", ml_dtypes.float8_e4m3, True)
+FP8_E5M2 = _make("fp8_e5m2", ml_dtypes.float8_e5m2, True)
+INT8 = _make("int8", np.int8, False)
+INT16 = _make("int16", np.int16, False)
+INT32 = _make("int32", np.int32, False)
+UINT8 = _make("uint8", np.uint8, False)
+UINT16 = _make("uint16", np.uint16, False)
+UINT32 = _make("uint32", np.uint32, False)
+
+DTYPES: dict[str, DType] = {
+    d.name: d
+    for d in (FP32, BF16, FP16, FP8_E4M3, FP8_E5M2, INT8, INT16, INT32, UINT8, UINT16, UINT32)
+}
+#: Accepted spellings besides the canonical names (numpy / torch / NKI style).
+_ALIASES = {
+    "float32": "fp32",
+    "bfloat16": "bf16",
+    "float16": "fp16",
+    "float8_e4m3": "fp8_e4m3",
+    "float8_e5m2": "fp8_e5m2",
+}
+
+
+def dtype(name: str | DType) -> DType:
+    """Look a dtype up by name; an unknown name is an error listing the valid ones."""
+    if isinstance(name, DType):
+        return name
+    key = _ALIASES.get(name, name)
+    try:
+        return DTYPES[key]
+    except KeyError:
+        raise IllegalInstructionError(
+            f"unknown dtype '{name}'; valid: {', '.join(DTYPES)}"
+        ) from None
+
+
+def machine_epsilon(dt: DType) -> float:
+    """Spacing of floats just above 1.0 in ``dt`` (0 for integer dtypes)."""
+    if not dt.is_float:
+        return 0.0
+    return float(ml_dtypes.finfo(dt.numpy).eps)
+
+
+def to_compute(values: np.ndarray) -> np.ndarray:
+    """Values as the engines compute on them: floats widen exactly to fp32, ints stay integers."""
+    if values.dtype.kind in "iu":
+        return values
+    return values.astype(np.float32, copy=False)
+
+
+def cast(values: np.ndarray, target: DType) -> np.ndarray:
+    """Convert to ``target`` as the hardware does: RNE for floats; ints round then saturate."""
+    if target.is_float:
+        if values.dtype == target.numpy:
+            return values
+        return values.astype(np.float32, copy=False).astype(target.numpy)
+    if values.dtype.kind in "iu":
+        info = np.iinfo(target.numpy)
+        return np.clip(values, info.min, info.max).astype(target.numpy)
+    info = np.iinfo(target.numpy)
+    rounded = np.rint(np.nan_to_num(values.astype(np.float64), nan=0.0))
+    return np.clip(rounded, info.min, info.max).astype(target.numpy)

@@ -1,0 +1,20 @@
+"""The simulated ISA: access patterns, the instruction contract and registry, and the instructions.
+
+Importing this package registers every instruction in ``ISA`` (opcode -> class).
+"""
+
+from hwsim.isa import copy_ops, dma_ops, tensor_ops  # noqa: F401  (register instructions)
+from hwsim.isa.ap import AccessPattern, MemorySpace, contiguous
+from hwsim.isa.base import ENGINES, ISA, Cost, Instruction, MachineSpec, register
+
+__all__ = [
+    "ENGINES",
+    "ISA",
+    "AccessPattern",
+    "Cost",
+    "Instruction",
+    "MachineSpec",
+    "MemorySpace",
+    "contiguous",
+    "register",
+]

@@ -1,0 +1,211 @@
+"""TensorE instructions: ``nc_matmul`` and the TensorE form of ``nc_transpose``.
+
+Costs come from the configured TensorE timing model (``hwsim.timing.tensor_models``); legality
+follows HARDWARE.md §2.1 and §3: stationary [K, M] and moving [K, N] in SBUF, K <= rows,
+M <= stationary_free_max, N <= moving_free_max, dst [M, N] fp32 in one PSUM bank (v2/v3).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+import numpy as np
+
+from hwsim.isa.ap import AccessPattern, MemorySpace
+from hwsim.isa.base import Cost, Instruction, MachineSpec, register
+from hwsim.timing.tensor_models import TENSOR_TIMING_MODELS, MatmulShape
+
+if TYPE_CHECKING:
+    from hwsim.machine.state import CoreState
+
+MATMUL_DTYPES = frozenset({"fp32", "bf16", "fp16", "fp8_e4m3", "fp8_e5m2"})
+
+
+def as_2d(values: np.ndarray) -> np.ndarray:
+    """[P, *free] -> [P, N] (free dims flattened, row-major)."""
+    return values.reshape(values.shape[0], -1)
+
+
+def check_fits_psum_bank(
+    instruction: Instruction, spec: MachineSpec, name: str, ap: AccessPattern
+) -> None:
+    """A TensorE result must lie in one PSUM bank per partition (v2/v3) [S1][S15]."""
+    first, last = ap.byte_span()
+    bank = spec.psum_bank_bytes
+    max_span = spec.config.tensor_engine.moving_free_max * 4
+    if max_span <= bank and first // bank != (last - 1) // bank:
+        instruction.fail(
+            f"operand '{name}' bytes [{first}, {last}) cross a PSUM bank boundary "
+            f"(banks are {bank} B per partition); start it at a multiple of {bank} "
+            f"or use at most {bank // ap.dtype.itemsize} elements"
+        )
+
+
+@register
+@dataclass(frozen=True, kw_only=True)
+class NcMatmul(Instruction):
+    """dst[M, N] (+)= stationary[K, M].T @ moving[K, N], accumulated in fp32 in PSUM.
+
+    accumulate=False starts an accumulation group (overwrite); True adds to what dst holds.
+    """
+
+    OPCODE = "nc_matmul"
+    ENGINES = ("tensor",)
+    PROFILER_OPCODE = "MATMUL"
+
+    dst: AccessPattern
+    stationary: AccessPattern
+    moving: AccessPattern
+    accumulate: bool = False
+
+    def reads(self) -> tuple[AccessPattern, ...]:
+        return (
+            (self.stationary, self.moving, self.dst)
+            if self.accumulate
+            else (
+                self.stationary,
+                self.moving,
+            )
+        )
+
+    def writes(self) -> tuple[AccessPattern, ...]:
+        return (self.dst,)
+
+    def check_operand(
+        self, spec: MachineSpec, name: str, ap: AccessPattern, *, is_write: bool
+    ) -> None:
+        # dst is both read and written when accumulating; TensorE's near-memory accumulate
+        # reads PSUM, which the generic read rule (SBUF only) does not know.
+        super().check_operand(spec, name, ap, is_write=is_write or name == "dst")
+
+    def check(self, spec: MachineSpec) -> None:
+        super().check(spec)
+        te = spec.config.tensor_engine
+        k, m, n = (
+            self.stationary.partitions,
+            self.stationary.free_elements,
+            self.moving.free_elements,
+        )
+        for name, ap in (("stationary", self.stationary), ("moving", self.moving)):
+            if ap.dtype.name not in MATMUL_DTYPES:
+                self.fail(
+                    f"operand '{name}' dtype {ap.dtype.name} is not one TensorE multiplies "
+                    f"({', '.join(sorted(MATMUL_DTYPES))})"
+                )
+        if (self.stationary.dtype.name == "fp32") != (self.moving.dtype.name == "fp32"):
+            self.fail(
+                "fp32 inputs must be paired with fp32 (stationary "
+                f"{self.stationary.dtype.name}, moving {self.moving.dtype.name})"
+            )
+        if self.moving.partitions != k:
+            self.fail(
+                f"contraction mismatch: stationary has {k} partitions, moving has "
+                f"{self.moving.partitions}"
+            )
+        if k > te.rows:
+            self.fail(f"contraction K={k} exceeds the {te.rows} PE rows")
+        if m > te.stationary_free_max:
+            self.fail(
+                f"stationary free size {m} exceeds {te.stationary_free_max} "
+                "(tensor_engine.stationary_free_max)"
+            )
+        if n > te.moving_free_max:
+            self.fail(
+                f"moving free size {n} exceeds {te.moving_free_max} (tensor_engine.moving_free_max)"
+            )
+        if self.dst.memory is not MemorySpace.PSUM:
+            self.fail(f"dst must be in PSUM, not {self.dst.memory.value}")
+        if self.dst.dtype.name != "fp32" and spec.config.chip.generation != "v4":
+            self.fail(
+                f"dst dtype must be fp32 on {spec.config.chip.generation} "
+                f"(PSUM accumulates in fp32), not {self.dst.dtype.name}"
+            )
+        if self.dst.partitions != m or self.dst.free_elements != n:
+            self.fail(f"dst shape {self.dst.shape} does not match [M={m}, N={n}]")
+        check_fits_psum_bank(self, spec, "dst", self.dst)
+
+    def timing_shape(self) -> MatmulShape:
+        return MatmulShape(
+            self.stationary.partitions,
+            self.stationary.free_elements,
+            self.moving.free_elements,
+            self.stationary.dtype.name,
+        )
+
+    def cost(self, spec: MachineSpec) -> Cost:
+        te = spec.config.tensor_engine
+        timing = TENSOR_TIMING_MODELS[te.timing_model](te, self.timing_shape())
+        issue = max(timing.issue_interval_cycles, timing.load_stationary_cycles)
+        return Cost(spec.cycles("tensor", issue), spec.cycles("tensor", timing.latency_cycles))
+
+    def flops(self) -> int:
+        return (
+            2
+            * self.stationary.partitions
+            * self.stationary.free_elements
+            * self.moving.free_elements
+        )
+
+    def execute(self, state: CoreState) -> None:
+        from kernels.matmul import matmul_accumulate
+
+        stationary = as_2d(state.read(self.stationary))
+        moving = as_2d(state.read(self.moving))
+        if self.accumulate:
+            acc = as_2d(state.read(self.dst))
+        else:
+            acc = np.empty((stationary.shape[1], moving.shape[1]), dtype=np.float32)
+        matmul_accumulate(acc, stationary, moving, self.accumulate)
+        state.write(self.dst, acc.reshape(self.dst.shape))
+
+
+@register
+@dataclass(frozen=True, kw_only=True)
+class NcTranspose(Instruction):
+    """dst[F, P] = src[P, F]: on TensorE (<= [128, 128], SBUF -> PSUM, via the PE array) or on
+    VectorE (<= [32, 32] blocks, SBUF/PSUM) [S15][S16]."""
+
+    OPCODE = "nc_transpose"
+    ENGINES = ("tensor", "vector")
+    PROFILER_OPCODE = "TRANSPOSE"
+
+    dst: AccessPattern
+    src: AccessPattern
+
+    def reads(self) -> tuple[AccessPattern, ...]:
+        return (self.src,)
+
+    def writes(self) -> tuple[AccessPattern, ...]:
+        return (self.dst,)
+
+    def check(self, spec: MachineSpec) -> None:
+        super().check(spec)
+        p, f = self.src.partitions, self.src.free_elements
+        limit = min(spec.config.tensor_engine.rows, spec.config.tensor_engine.cols)
+        if self.engine == "vector":
+            limit = 32
+        if p > limit or f > limit:
+            self.fail(
+                f"src [{p}, {f}] exceeds the {limit}x{limit} transpose limit of {self.engine}"
+            )
+        if self.dst.partitions != f or self.dst.free_elements != p:
+            self.fail(f"dst shape {self.dst.shape} must be [{f}, {p}] for src [{p}, {f}]")
+        if self.engine == "tensor":
+            check_fits_psum_bank(self, spec, "dst", self.dst)
+            if self.dst.dtype.name not in ("fp32", self.src.dtype.name):
+                self.fail(
+                    f"TensorE transpose writes fp32 or the input dtype, not {self.dst.dtype.name}"
+                )
+
+    def cost(self, spec: MachineSpec) -> Cost:
+        p, f = self.src.partitions, self.src.free_elements
+        if self.engine == "tensor":
+            cycles = max(p, min(spec.config.tensor_engine.min_ii_cycles, f))  # [S16]
+            latency = cycles + spec.config.tensor_engine.result_latency_cycles
+            return Cost(spec.cycles("tensor", cycles), spec.cycles("tensor", latency))
+        return spec.compute_cost("vector", f)  # max(MIN_II, N) [S16]
+
+    def execute(self, state: CoreState) -> None:
+        values = as_2d(state.read(self.src))
+        state.write(self.dst, np.ascontiguousarray(values.T).reshape(self.dst.shape))

@@ -1,0 +1,131 @@
+"""Memory state of the machine: SBUF and PSUM per core, HBM as named tensors shared by the chip.
+
+On-chip memories are byte arrays ``[partitions x bytes_per_partition]``; operands are strided
+views onto them, so an instruction reads and writes exactly the bytes its access pattern names.
+New on-chip memory is filled with 0xFF bytes (NaN for every float dtype), like the NKI simulator's
+sentinels, so a read of never-written memory shows up in results instead of passing silently.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+from numpy.lib.stride_tricks import as_strided
+
+from hwsim.dtypes import DType, cast, to_compute
+from hwsim.errors import MemoryAccessError
+from hwsim.isa.ap import AccessPattern, MemorySpace
+
+UNINITIALISED_BYTE = 0xFF
+
+
+@dataclass
+class HbmTensor:
+    """A named tensor in HBM: a flat byte buffer with the shape and dtype it was declared with."""
+
+    name: str
+    shape: tuple[int, ...]
+    dtype: DType
+    data: np.ndarray  # uint8, flat
+    stack: int = 0
+
+    @property
+    def nbytes(self) -> int:
+        return int(self.data.size)
+
+    def as_array(self) -> np.ndarray:
+        """The tensor's contents with its declared shape and dtype (a view)."""
+        return self.data.view(self.dtype.numpy).reshape(self.shape)
+
+
+class Hbm:
+    """All HBM tensors of a chip, with per-stack capacity accounting."""
+
+    def __init__(self, stacks: int, capacity_bytes_per_stack: int) -> None:
+        self.tensors: dict[str, HbmTensor] = {}
+        self.capacity_bytes_per_stack = capacity_bytes_per_stack
+        self.used_bytes = [0] * stacks
+
+    def add(
+        self,
+        name: str,
+        shape: tuple[int, ...],
+        dtype: DType,
+        values: np.ndarray | None = None,
+        stack: int = 0,
+    ) -> HbmTensor:
+        if name in self.tensors:
+            raise MemoryAccessError(f"HBM tensor '{name}' is declared twice")
+        nbytes = int(np.prod(shape, dtype=np.int64)) * dtype.itemsize
+        if self.used_bytes[stack] + nbytes > self.capacity_bytes_per_stack:
+            raise MemoryAccessError(
+                f"HBM tensor '{name}' ({nbytes} B) does not fit: stack {stack} has "
+                f"{self.capacity_bytes_per_stack - self.used_bytes[stack]} B free"
+            )
+        self.used_bytes[stack] += nbytes
+        data = np.zeros(nbytes, dtype=np.uint8)
+        tensor = HbmTensor(name, tuple(shape), dtype, data, stack)
+        if values is not None:
+            tensor.as_array()[...] = cast(np.asarray(values).reshape(shape), dtype)
+        self.tensors[name] = tensor
+        return tensor
+
+
+class CoreState:
+    """SBUF and PSUM of one NeuronCore, plus access to the chip's HBM."""
+
+    def __init__(
+        self,
+        sbuf_geometry: tuple[int, int],
+        psum_geometry: tuple[int, int],
+        hbm: Hbm,
+        core: int = 0,
+    ) -> None:
+        self.core = core
+        self.sbuf = np.full(sbuf_geometry, UNINITIALISED_BYTE, dtype=np.uint8)
+        self.psum = np.full(psum_geometry, UNINITIALISED_BYTE, dtype=np.uint8)
+        self.hbm = hbm
+
+    def view(self, ap: AccessPattern) -> np.ndarray:
+        """A writable strided view of the operand's elements, shaped ``ap.shape``."""
+        size = ap.dtype.itemsize
+        strides_bytes = tuple(s * size for s in ap.free_strides)
+        if ap.memory is MemorySpace.HBM:
+            try:
+                buffer = self.hbm.tensors[ap.tensor].data
+            except KeyError:
+                raise MemoryAccessError(f"no HBM tensor named '{ap.tensor}'") from None
+            first, last = ap.byte_span()
+            if first < 0 or last > buffer.size:
+                raise MemoryAccessError(
+                    f"HBM access [{first}, {last}) outside tensor '{ap.tensor}' "
+                    f"({buffer.size} bytes)"
+                )
+            base = _typed(buffer[ap.offset_bytes :], ap.dtype)
+            return as_strided(
+                base, shape=ap.shape, strides=(ap.partition_stride * size, *strides_bytes)
+            )
+        memory = self.sbuf if ap.memory is MemorySpace.SBUF else self.psum
+        rows = memory[ap.start_partition : ap.end_partition, ap.offset_bytes :]
+        return as_strided(
+            _typed(rows, ap.dtype), shape=ap.shape, strides=(memory.strides[0], *strides_bytes)
+        )
+
+    def read(self, ap: AccessPattern) -> np.ndarray:
+        """The operand's values as engines compute on them (fp32 for floats), a fresh array."""
+        return np.array(to_compute(self.view(ap)), copy=True)
+
+    def write(self, ap: AccessPattern, values: np.ndarray) -> None:
+        """Store values into the operand, casting to its dtype with hardware rounding."""
+        target = self.view(ap)
+        target[...] = cast(np.broadcast_to(values, ap.shape), ap.dtype)
+
+
+def _typed(raw: np.ndarray, dtype: DType) -> np.ndarray:
+    """Reinterpret the leading bytes of a uint8 array (1-D or rows) as ``dtype`` elements."""
+    if raw.ndim == 1:
+        usable = raw.size - raw.size % dtype.itemsize
+        return raw[:usable].view(dtype.numpy)
+    usable = raw.shape[1] - raw.shape[1] % dtype.itemsize
+    return raw[:, :usable].view(dtype.numpy)

@@ -1,0 +1,98 @@
+"""A program: HBM tensors plus, per NeuronCore, one in-order instruction stream per engine.
+
+A program is plain data, independent of any hardware config, so one program can be simulated
+against many configs (sweeps). Semaphores are named per core; an instruction waits for
+``semaphore >= value`` and increments semaphores when it completes.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from typing import Any, Literal
+
+import numpy as np
+
+from hwsim.dtypes import DType
+from hwsim.errors import IllegalInstructionError
+from hwsim.isa.base import ENGINES, Instruction
+
+TensorKind = Literal["input", "output", "scratch"]
+
+
+@dataclass
+class HbmTensorDecl:
+    """An HBM tensor the program uses. Inputs carry their initial values."""
+
+    name: str
+    shape: tuple[int, ...]
+    dtype: DType
+    kind: TensorKind = "scratch"
+    values: np.ndarray | None = None
+
+    @property
+    def nbytes(self) -> int:
+        return int(np.prod(self.shape, dtype=np.int64)) * self.dtype.itemsize
+
+
+@dataclass(frozen=True)
+class Allocation:
+    """A named SBUF/PSUM buffer, for occupancy statistics (bytes per partition x partitions)."""
+
+    core: int
+    memory: str
+    name: str
+    start_partition: int
+    partitions: int
+    offset_bytes: int
+    size_bytes: int  # per partition
+
+
+@dataclass
+class CoreProgram:
+    """The instruction streams of one NeuronCore, keyed by engine name."""
+
+    streams: dict[str, list[Instruction]] = field(
+        default_factory=lambda: {engine: [] for engine in ENGINES}
+    )
+
+    def instructions(self) -> Iterator[tuple[str, int, Instruction]]:
+        for engine, stream in self.streams.items():
+            for pc, instruction in enumerate(stream):
+                yield engine, pc, instruction
+
+    @property
+    def instruction_count(self) -> int:
+        return sum(len(s) for s in self.streams.values())
+
+
+@dataclass
+class Program:
+    """HBM tensors + per-core instruction streams + named allocations + free-form metadata."""
+
+    hbm: dict[str, HbmTensorDecl] = field(default_factory=dict)
+    cores: list[CoreProgram] = field(default_factory=lambda: [CoreProgram()])
+    allocations: list[Allocation] = field(default_factory=list)
+    meta: dict[str, Any] = field(default_factory=dict)
+
+    def add_tensor(
+        self,
+        name: str,
+        shape: tuple[int, ...],
+        dtype: DType,
+        kind: TensorKind = "scratch",
+        values: np.ndarray | None = None,
+    ) -> HbmTensorDecl:
+        if name in self.hbm:
+            raise IllegalInstructionError(f"HBM tensor '{name}' is declared twice")
+        if values is not None and tuple(np.shape(values)) != tuple(shape):
+            raise IllegalInstructionError(
+                f"HBM tensor '{name}': values have shape {np.shape(values)}, declared {shape}"
+            )
+        decl = HbmTensorDecl(name, tuple(shape), dtype, kind, values)
+        self.hbm[name] = decl
+        return decl
+
+    @property
+    def instruction_count(self) -> int:
+        return sum(core.instruction_count for core in self.cores)

@@ -1,0 +1,1 @@
+"""Cost models: closed-form per-instruction costs, and the pluggable TensorE timing models."""

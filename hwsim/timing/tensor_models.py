@@ -1,0 +1,76 @@
+"""TensorE timing models, registered by name; the config picks one (``tensor_engine.timing_model``).
+
+Contract of a model: given the config and one matmul's shape, return the TensorE cost as a
+``MatmulTiming`` in TensorE cycles. A model must be a pure function of its arguments (no state kept
+between calls), so the simulator may compute costs once per program and cache them.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+
+from hwsim.config.schema import TensorEngineConfig
+
+
+@dataclass(frozen=True, slots=True)
+class MatmulShape:
+    """One ``nc_matmul``: stationary [K, M] (weights), moving [K, N] (streamed), dst [M, N]."""
+
+    k_rows: int  # contraction = partitions of both inputs
+    m_stationary: int  # stationary free size = output partitions = PE columns used
+    n_moving: int  # moving free size = output free size
+    dtype: str  # input dtype name
+
+
+@dataclass(frozen=True, slots=True)
+class MatmulTiming:
+    """Cycles of one matmul on TensorE.
+
+    ``load_stationary_cycles``: the LoadStationary (LDWEIGHTS) occupancy; it runs in the
+    background of the previous MultiplyMoving, so it only costs when it is the longer one.
+    ``issue_interval_cycles``: MultiplyMoving (MATMUL) occupancy; the next matmul issues after it.
+    ``latency_cycles``: from issue until the PSUM result is visible to other engines.
+    """
+
+    load_stationary_cycles: int
+    issue_interval_cycles: int
+    latency_cycles: int
+
+
+TensorTimingModel = Callable[[TensorEngineConfig, MatmulShape], MatmulTiming]
+TENSOR_TIMING_MODELS: dict[str, TensorTimingModel] = {}
+
+
+def register_tensor_model(name: str) -> Callable[[TensorTimingModel], TensorTimingModel]:
+    """Register a TensorE timing model under ``name``; a duplicate name is an error."""
+
+    def decorate(model: TensorTimingModel) -> TensorTimingModel:
+        if name in TENSOR_TIMING_MODELS:
+            raise ValueError(f"TensorE timing model '{name}' is already registered")
+        TENSOR_TIMING_MODELS[name] = model
+        return model
+
+    return decorate
+
+
+@register_tensor_model("closed_form")
+def closed_form(te: TensorEngineConfig, shape: MatmulShape) -> MatmulTiming:
+    """The documented rules (HARDWARE.md §2.1).
+
+    MM issue interval = multiplier(dtype) * max(min(MM_INIT_LATENCY, M_stationary), N_moving)
+    cycles: the documented average cost of back-to-back matmuls [S16], which reduces to
+    max(N_moving, 64) for full stationary tiles [S1][S10].
+    LoadStationary = multiplier * ceil(M_stationary / fast_weight_load_factor) cycles [S1][S10];
+    it overlaps the previous MM ("background LoadStationary"), so it never exceeds the MM here.
+    Latency = issue interval + the array's result latency (fill/drain, a config parameter).
+    """
+    multiplier = te.cycles_multiplier_by_dtype.get(shape.dtype, 1)  # type: ignore[call-overload]
+    floor_cycles = min(te.min_ii_cycles, shape.m_stationary)
+    mm_cycles = multiplier * max(floor_cycles, shape.n_moving)
+    load_cycles = multiplier * -(-shape.m_stationary // te.fast_weight_load_factor)
+    return MatmulTiming(load_cycles, mm_cycles, mm_cycles + te.result_latency_cycles)
+
+
+# At the bottom: systolic_models imports this module's names, which all exist by now.
+from hwsim.timing import systolic_models as _systolic_models  # noqa: E402, F401  (registers models)

@@ -1,0 +1,1 @@
+"""Timing traces: the records a run produces, and their exports (Chrome JSON, tables)."""

@@ -1,0 +1,85 @@
+"""What ``hwsim run`` does: build the workload, simulate, check numerics, report."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import time
+from typing import Any
+
+from hwsim.config import load_config
+from hwsim.errors import WorkloadError
+from hwsim.workloads.registry import list_workloads, resolve_workload
+
+
+def run_workload(
+    workload_text: str,
+    config_name: str = "trn2",
+    overrides: list[str] | None = None,
+    *,
+    numerics: bool = True,
+    race_check: bool = False,
+) -> tuple[Any, dict[str, Any]]:
+    """Build and simulate a workload; returns (RunResult, summary with numerics fields)."""
+    from hwsim.machine.simulator import run
+    from kernels import warm_up
+
+    config = load_config(config_name, overrides or [])
+    workload = resolve_workload(workload_text)
+    warm_up()  # JIT compilation is never counted as simulation time
+    build_start = time.perf_counter()
+    program = workload.build(config)
+    build_s = time.perf_counter() - build_start
+    sim_start = time.perf_counter()
+    result = run(program, config, numerics=numerics, race_check=race_check)
+    sim_s = time.perf_counter() - sim_start
+    summary = dict(result.summary)
+    summary["workload"] = workload.name
+    summary["config"] = config_name
+    summary["instructions_simulated"] = program.instruction_count
+    summary["wall_build_s"] = round(build_s, 3)
+    summary["wall_simulate_s"] = round(sim_s, 3)
+    if numerics and workload.check is not None:
+        err, ok = workload.check(result.outputs)
+        summary["max_abs_err"] = err
+        summary["numerics_ok"] = ok
+    return result, summary
+
+
+def run_from_cli(args: argparse.Namespace) -> int:
+    if args.list:
+        for name, description in list_workloads():
+            print(f"{name:28s} {description}")
+        return 0
+    if not args.workload:
+        raise WorkloadError("name a workload (e.g. gemm:512x1024x2048:bf16) or use --list")
+    result, summary = run_workload(
+        args.workload, args.config, args.overrides, numerics=not args.timing_only
+    )
+    if args.out is not None or not args.json:
+        _write_outputs(result, summary, args.out)
+    if args.json:
+        print(json.dumps(summary, indent=None, default=str))
+    else:
+        _print_summary(summary)
+    return 0 if summary.get("numerics_ok", True) else 1
+
+
+def _write_outputs(result: Any, summary: dict[str, Any], out: str | None) -> None:
+    try:
+        from hwsim.trace.outputs import default_run_dir, write_run_outputs
+    except ImportError:
+        return
+    out_dir = out or default_run_dir(summary.get("workload", "run"))
+    paths = write_run_outputs(result.trace, out_dir, summary=summary)
+    summary["out_dir"] = str(out_dir)
+    summary["files"] = sorted(str(p) for p in paths.values())
+
+
+def _print_summary(summary: dict[str, Any]) -> None:
+    try:
+        from hwsim.report.run_summary import print_run_summary
+    except ImportError:
+        print(json.dumps(summary, indent=2, default=str))
+        return
+    print_run_summary(summary)

@@ -1,0 +1,269 @@
+"""Exact-tick tests of the engine model, DMA, semaphores, deadlock and race detection.
+
+All on the ``tiny`` preset: base clock 1000 MHz (1 tick = 1 ns), TensorE 1 tick/cycle, the other
+engines 2 ticks/cycle, 4 DMA engines at 4 B/ns, DMA start latency 100 ns, trigger 10 ns,
+HBM 8 B/ns. Every expected number below is worked out by hand from the cost formulas.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from hwsim.builder import ProgramBuilder
+from hwsim.config import load_config
+from hwsim.dtypes import BF16, FP32
+from hwsim.errors import DeadlockError, RaceError
+from hwsim.isa import MemorySpace, contiguous
+from hwsim.isa.copy_ops import TensorCopy
+from hwsim.isa.dma_ops import DmaCopy
+from hwsim.isa.tensor_ops import NcMatmul
+from hwsim.machine.simulator import run
+from hwsim.program import Program
+
+SBUF, PSUM, HBM = MemorySpace.SBUF, MemorySpace.PSUM, MemorySpace.HBM
+
+
+def records_by(result, engine):
+    return [r for r in result.trace.instructions if r.engine == engine]
+
+
+def matmul(offset_psum: int = 0, n: int = 128) -> NcMatmul:
+    return NcMatmul(
+        engine="tensor",
+        dst=contiguous(PSUM, FP32, 32, n, offset_bytes=offset_psum),
+        stationary=contiguous(SBUF, BF16, 32, 32, offset_bytes=0),
+        moving=contiguous(SBUF, BF16, 32, n, offset_bytes=1024),
+    )
+
+
+def test_matmul_issue_and_latency_ticks_and_dependent_start():
+    # MM: max(min(16, M=32), N=128) = 128 cycles = 128 ticks; latency + 32 cycles = 160.
+    # The PSUM->SBUF copy (VectorE, N=128 fp32): max(16, 128) = 128 cycles x 2 = 256 ticks,
+    # pipeline latency 10 cycles = 20 ticks; it starts exactly when the matmul completes.
+    b = ProgramBuilder()
+    b.emit(matmul())
+    b.emit(
+        TensorCopy(
+            engine="vector",
+            dst=contiguous(SBUF, FP32, 32, 128, offset_bytes=4096),
+            src=contiguous(PSUM, FP32, 32, 128),
+        )
+    )
+    result = run(b.build(), "tiny", numerics=False)
+    (mm,) = records_by(result, "tensor")
+    (copy,) = records_by(result, "vector")
+    assert (mm.start_tick, mm.end_tick, mm.done_tick) == (0, 128, 160)
+    assert copy.ready_tick == 0
+    assert (copy.start_tick, copy.end_tick, copy.done_tick) == (160, 416, 436)
+
+
+def test_back_to_back_independent_matmuls_issue_at_the_interval_not_the_latency():
+    b = ProgramBuilder()
+    b.emit(matmul(offset_psum=0))
+    b.emit(matmul(offset_psum=2048))
+    result = run(b.build(), "tiny", numerics=False)
+    first, second = records_by(result, "tensor")
+    assert second.start_tick == first.end_tick == 128
+    assert second.done_tick == 128 + 160
+
+
+def test_same_engine_dependency_waits_for_the_latency():
+    # copy1 writes X; copy2 reads X on the same engine: it waits for copy1's latency (276), not
+    # only its issue interval (256) — the ~100-cycle overhead of dependent instructions [S1].
+    b = ProgramBuilder()
+    x = contiguous(SBUF, FP32, 32, 128, offset_bytes=0)
+    y = contiguous(SBUF, FP32, 32, 128, offset_bytes=1024)
+    z = contiguous(SBUF, FP32, 32, 128, offset_bytes=2048)
+    b.emit(TensorCopy(engine="vector", dst=x, src=z))
+    b.emit(TensorCopy(engine="vector", dst=y, src=x))
+    result = run(b.build(), "tiny", numerics=False)
+    first, second = records_by(result, "vector")
+    assert first.end_tick == 256 and first.done_tick == 276
+    assert second.ready_tick == 256 and second.start_tick == 276
+
+
+def test_independent_engines_overlap():
+    b = ProgramBuilder()
+    b.emit(
+        TensorCopy(
+            engine="vector",
+            dst=contiguous(SBUF, FP32, 32, 64, offset_bytes=0),
+            src=contiguous(SBUF, FP32, 32, 64, offset_bytes=1024),
+        )
+    )
+    b.emit(
+        TensorCopy(
+            engine="gpsimd",
+            dst=contiguous(SBUF, FP32, 32, 64, offset_bytes=2048),
+            src=contiguous(SBUF, FP32, 32, 64, offset_bytes=3072),
+        )
+    )
+    result = run(b.build(), "tiny", numerics=False)
+    assert records_by(result, "vector")[0].start_tick == 0
+    assert records_by(result, "gpsimd")[0].start_tick == 0
+
+
+def dma_program(transfers: int, fp32_cols: int = 64) -> Program:
+    b = ProgramBuilder()
+    for i in range(transfers):
+        name = f"x{i}"
+        b.hbm_tensor(name, (32, fp32_cols), FP32, "input", np.zeros((32, fp32_cols), np.float32))
+        b.emit(
+            DmaCopy(
+                engine="sync",
+                queue=i,
+                dst=contiguous(SBUF, FP32, 32, fp32_cols, offset_bytes=i * fp32_cols * 4),
+                src=contiguous(HBM, FP32, 32, fp32_cols, tensor=name),
+            )
+        )
+    return b.build()
+
+
+def dma_completions(result):
+    return sorted(u.tick for u in result.trace.semaphore_updates if u.semaphore.startswith("S.dma"))
+
+
+def test_dma_split_by_partitions_latency_and_engine_bandwidth():
+    # 32 partitions over 4 engines = 8 each = 2048 B per piece; 2048 B / 4 B/ns = 512 ns; the
+    # pieces arrive 100 ns (start latency) after the trigger. With abundant HBM bandwidth the
+    # transfer completes at 100 + 512.
+    config = load_config("tiny", {"hbm.bandwidth_bytes_per_ns_per_stack": 10_000})
+    result = run(dma_program(1), config, numerics=False)
+    pieces = result.trace.dma
+    assert [p.dma_engine for p in pieces] == [0, 1, 2, 3]
+    assert all(p.transfer_bytes == 2048 and p.queued_tick == 100 for p in pieces)
+    assert all((p.start_tick, p.end_tick) == (100, 612) for p in pieces)
+    assert dma_completions(result) == [612]
+    (trigger,) = records_by(result, "sync")
+    assert (trigger.start_tick, trigger.end_tick) == (0, 10)
+
+
+def test_dma_shares_hbm_bandwidth_first_come_first_served():
+    # Engines could move 16 B/ns together but the stack gives 8 B/ns: the 8 KiB transfer ends
+    # when its last piece's HBM reservation ends: 100 + 8192 / 8 = 1124 ns.
+    result = run(dma_program(1), "tiny", numerics=False)
+    assert sorted(p.end_tick for p in result.trace.dma) == [612, 612, 868, 1124]
+    assert dma_completions(result) == [1124]
+
+
+def test_two_transfers_contend_for_hbm_by_the_modelled_amount():
+    # Fast engines (1000 B/ns), HBM 8 B/ns: one 8 KiB transfer = 1024 ns after arrival; two on
+    # two queues share the stack and the second ends 1024 ns later still.
+    config = load_config("tiny", {"dma.bandwidth_bytes_per_ns": 1000})
+    one = dma_completions(run(dma_program(1), config, numerics=False))
+    two = dma_completions(run(dma_program(2), config, numerics=False))
+    assert one == [100 + 1024]
+    # the second trigger starts 10 ns later (the sync engine's trigger cost)
+    assert two == [100 + 1024, 100 + 2048]
+
+
+def test_consumer_of_a_dma_starts_exactly_at_its_completion():
+    config = load_config("tiny", {"hbm.bandwidth_bytes_per_ns_per_stack": 10_000})
+    b = ProgramBuilder()
+    b.hbm_tensor("x", (32, 64), FP32, "input", np.ones((32, 64), np.float32))
+    tile = contiguous(SBUF, FP32, 32, 64)
+    b.emit(DmaCopy(engine="sync", dst=tile, src=contiguous(HBM, FP32, 32, 64, tensor="x")))
+    b.emit(
+        TensorCopy(engine="vector", dst=contiguous(SBUF, FP32, 32, 64, offset_bytes=4096), src=tile)
+    )
+    result = run(b.build(), config)
+    (copy,) = records_by(result, "vector")
+    assert copy.start_tick == 612
+
+
+def test_deadlock_names_the_blocked_instruction_semaphore_and_values():
+    program = Program()
+    program.cores[0].streams["vector"].append(
+        TensorCopy(
+            engine="vector",
+            dst=contiguous(SBUF, FP32, 1, 1),
+            src=contiguous(SBUF, FP32, 1, 1, offset_bytes=4),
+            waits=(("S.never", 3),),
+        )
+    )
+    with pytest.raises(DeadlockError) as error:
+        run(program, "tiny", numerics=False)
+    message = str(error.value)
+    assert "vector[0]" in message and "tensor_copy" in message
+    assert "S.never >= 3 (value 0)" in message
+
+
+def test_race_checker_flags_unordered_writes_and_accepts_builder_programs():
+    tile = contiguous(SBUF, FP32, 32, 16)
+    program = Program()
+    program.cores[0].streams["vector"].append(
+        TensorCopy(engine="vector", dst=tile, src=contiguous(SBUF, FP32, 32, 16, offset_bytes=1024))
+    )
+    program.cores[0].streams["scalar"].append(
+        TensorCopy(engine="scalar", dst=tile, src=contiguous(SBUF, FP32, 32, 16, offset_bytes=2048))
+    )
+    with pytest.raises(RaceError) as error:
+        run(program, "tiny", numerics=False, race_check=True)
+    assert "vector[0]" in str(error.value) and "scalar[0]" in str(error.value)
+    # the same two writes through the builder get a WAW semaphore and no race
+    b = ProgramBuilder()
+    for instruction in (
+        program.cores[0].streams["vector"][0],
+        program.cores[0].streams["scalar"][0],
+    ):
+        b.emit(instruction)
+    run(b.build(), "tiny", numerics=False, race_check=True)
+
+
+def test_race_checker_ignores_disjoint_interleaved_columns():
+    even = contiguous(SBUF, FP32, 32, 8)
+    even = type(even)(SBUF, FP32, 0, 32, 0, (8,), (2,))
+    odd = type(even)(SBUF, FP32, 0, 32, 4, (8,), (2,))
+    program = Program()
+    program.cores[0].streams["vector"].append(
+        TensorCopy(engine="vector", dst=even, src=contiguous(SBUF, FP32, 32, 8, offset_bytes=1024))
+    )
+    program.cores[0].streams["scalar"].append(
+        TensorCopy(engine="scalar", dst=odd, src=contiguous(SBUF, FP32, 32, 8, offset_bytes=2048))
+    )
+    run(program, "tiny", numerics=False, race_check=True)
+
+
+def test_runs_are_deterministic():
+    from hwsim.workloads.gemm import GemmSpec, build_gemm
+
+    config = load_config("tiny")
+    spec = GemmSpec.parse("gemm:70x100x130:bf16")
+
+    def timeline():
+        result = run(build_gemm(spec, config), config)
+        return (
+            [
+                (r.engine, r.pc, r.start_tick, r.end_tick, r.done_tick)
+                for r in result.trace.instructions
+            ],
+            [(d.dma_engine, d.queue, d.start_tick, d.end_tick) for d in result.trace.dma],
+            result.outputs["c"].tobytes(),
+        )
+
+    assert timeline() == timeline()
+
+
+def test_v2_shared_sbuf_port_serialises_vector_and_gpsimd():
+    config = load_config("tiny", {"sbuf.vector_gpsimd_share_access": True})
+    b = ProgramBuilder()
+    b.emit(
+        TensorCopy(
+            engine="vector",
+            dst=contiguous(SBUF, FP32, 32, 64, offset_bytes=0),
+            src=contiguous(SBUF, FP32, 32, 64, offset_bytes=1024),
+        )
+    )
+    b.emit(
+        TensorCopy(
+            engine="gpsimd",
+            dst=contiguous(SBUF, FP32, 32, 64, offset_bytes=2048),
+            src=contiguous(SBUF, FP32, 32, 64, offset_bytes=3072),
+        )
+    )
+    result = run(b.build(), config, numerics=False)
+    vector = records_by(result, "vector")[0]
+    gpsimd = records_by(result, "gpsimd")[0]
+    assert vector.start_tick == 0
+    assert gpsimd.start_tick == vector.end_tick  # waits for the shared port, not for data
