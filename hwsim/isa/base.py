@@ -122,6 +122,15 @@ class Instruction:
     name: str = field(default="", compare=False)
 
     # ---- operands -----------------------------------------------------------------------------
+    def static_key(self) -> tuple[Any, ...]:
+        """Everything but synchronisation and labels: equal keys have equal legality and cost."""
+        fields = _STATIC_FIELDS.get(type(self))
+        if fields is None:
+            skip = {"waits", "signals", "tag", "name"}
+            fields = tuple(f for f in self.__dataclass_fields__ if f not in skip)
+            _STATIC_FIELDS[type(self)] = fields
+        return (type(self), *(getattr(self, f) for f in fields))
+
     def reads(self) -> tuple[AccessPattern, ...]:
         """Operands read, in a stable order."""
         return ()
@@ -220,6 +229,9 @@ class Instruction:
             if k not in skip and not isinstance(getattr(self, k), AccessPattern)
         }
 
+
+#: Per instruction class: its dataclass fields that matter for legality and cost.
+_STATIC_FIELDS: dict[type, tuple[str, ...]] = {}
 
 InstructionT = TypeVar("InstructionT", bound=type[Instruction])
 

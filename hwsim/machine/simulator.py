@@ -175,16 +175,30 @@ def _prepare(
     """Check legality and compute static costs once per program (not per simulated step)."""
     config = spec.config
     issue, latency, waits, signals, ports, dmas = [], [], [], [], [], []
+    # Instructions differing only in their semaphores share legality and cost: compute once.
+    known: dict[tuple[Any, ...], tuple[int, int, tuple[int, ...], Any]] = {}
+    sem_index = sems.index
     for instruction in stream:
-        instruction.check(spec)
-        _check_hbm_operands(instruction, program)
-        cost = instruction.cost(spec)
-        issue.append(cost.issue_ticks)
-        latency.append(max(cost.latency_ticks, cost.issue_ticks))
-        waits.append(tuple((sems.index[name], value) for name, value in instruction.waits))
-        signals.append(tuple((sems.index[name], amount) for name, amount in instruction.signals))
-        ports.append(_ports_used(instruction, config))
-        dmas.append(instruction.dma_plan(spec, dma.split) if instruction.IS_DMA else None)  # type: ignore[attr-defined]
+        key = instruction.static_key()
+        facts = known.get(key)
+        if facts is None:
+            instruction.check(spec)
+            _check_hbm_operands(instruction, program)
+            cost = instruction.cost(spec)
+            plan = instruction.dma_plan(spec, dma.split) if instruction.IS_DMA else None  # type: ignore[attr-defined]
+            facts = (
+                cost.issue_ticks,
+                max(cost.latency_ticks, cost.issue_ticks),
+                _ports_used(instruction, config),
+                plan,
+            )
+            known[key] = facts
+        issue.append(facts[0])
+        latency.append(facts[1])
+        ports.append(facts[2])
+        dmas.append(facts[3])
+        waits.append(tuple((sem_index[name], value) for name, value in instruction.waits))
+        signals.append(tuple((sem_index[name], amount) for name, amount in instruction.signals))
     return _Static(issue, latency, waits, signals, ports, dmas)
 
 
