@@ -1,0 +1,85 @@
+"""The kernel language: write NKI-style kernels against the simulated NeuronCore.
+
+    from hwsim import lang
+    from hwsim.lang import isa as nisa
+
+    @lang.kernel
+    def double(x):
+        out = lang.ndarray(x.shape, x.dtype, buffer=lang.hbm)
+        tile = lang.load(x)
+        nisa.tensor_scalar(tile, tile, nisa.AluOp.multiply, 2.0)
+        lang.store(out, tile)
+        return out
+
+    result = double(np.ones((128, 512), np.float32), config="trn2")
+    result.output, result.summary["total_ns"]
+
+See docs/kernel-language.md for a walk-through.
+"""
+
+from hwsim.lang import isa
+from hwsim.lang.allocator import OutOfMemoryError
+from hwsim.lang.kernel import (
+    BuiltKernel,
+    Kernel,
+    KernelResult,
+    TensorSpec,
+    current,
+    kernel,
+    ndarray,
+)
+from hwsim.lang.language import (
+    bfloat16,
+    config,
+    float8_e4m3,
+    float8_e5m2,
+    float16,
+    float32,
+    int8,
+    int16,
+    int32,
+    load,
+    store,
+    tile_size,
+    uint8,
+    uint16,
+    uint32,
+)
+from hwsim.lang.tiles import Buffer, Tile, View, hbm, psum, sbuf
+from kernels.ops import ActivationFunction, AluOp, ReduceOp
+
+__all__ = [
+    "ActivationFunction",
+    "AluOp",
+    "Buffer",
+    "BuiltKernel",
+    "Kernel",
+    "KernelResult",
+    "OutOfMemoryError",
+    "ReduceOp",
+    "TensorSpec",
+    "Tile",
+    "View",
+    "bfloat16",
+    "config",
+    "current",
+    "float8_e4m3",
+    "float8_e5m2",
+    "float16",
+    "float32",
+    "hbm",
+    "int8",
+    "int16",
+    "int32",
+    "isa",
+    "kernel",
+    "load",
+    "ndarray",
+    "psum",
+    "sbuf",
+    "store",
+    "tile_size",
+    "uint8",
+    "uint16",
+    "uint32",
+]

@@ -1,0 +1,287 @@
+"""ISA calls of the kernel language, named and ordered like ``nki.isa`` so NKI kernels port easily.
+
+Each call converts tiles/views to access patterns, builds the registered instruction, tags it with
+the kernel's source line, and appends it in program order (the builder adds the semaphores).
+Where several engines can run an op, ``engine=`` names one (``vector``, ``scalar``, ``gpsimd``…).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from hwsim.isa.base import ISA, Instruction
+from hwsim.lang.kernel import current, source_location
+from hwsim.lang.tiles import Tile, View, as_ap
+from kernels.ops import ActivationFunction, AluOp, ReduceOp
+
+#: Engine names (NKI: ``nki.isa.engine``).
+tensor_engine, vector_engine, scalar_engine, gpsimd_engine, sync_engine = (
+    "tensor",
+    "vector",
+    "scalar",
+    "gpsimd",
+    "sync",
+)
+
+
+def emit(opcode: str, engine: str, **fields: Any) -> Instruction:
+    """Append one instruction by opcode; tile and view arguments become access patterns."""
+    context = current()
+    operands = {
+        key: as_ap(value, f"{opcode} argument '{key}'")
+        if isinstance(value, (Tile, View))
+        else value
+        for key, value in fields.items()
+    }
+    tag = f"{context.name}:{source_location()}"
+    instruction = ISA[opcode](engine=engine, tag=tag, **operands)  # type: ignore[arg-type]
+    return context.emit(instruction)
+
+
+def _scalar(value: Any) -> Any:
+    return value if isinstance(value, (Tile, View)) else float(value)
+
+
+# ---- TensorE ---------------------------------------------------------------------------------
+def nc_matmul(dst: Any, stationary: Any, moving: Any, *, accumulate: bool = False) -> Instruction:
+    """dst[M, N] (+)= stationary[K, M].T @ moving[K, N] in PSUM (fp32 accumulation)."""
+    return emit(
+        "nc_matmul",
+        tensor_engine,
+        dst=dst,
+        stationary=stationary,
+        moving=moving,
+        accumulate=accumulate,
+    )
+
+
+def nc_transpose(dst: Any, data: Any, *, engine: str = tensor_engine) -> Instruction:
+    """dst[F, P] = data[P, F] on TensorE (<= 128x128, into PSUM) or VectorE (<= 32x32)."""
+    return emit("nc_transpose", engine, dst=dst, src=data)
+
+
+# ---- ScalarE ---------------------------------------------------------------------------------
+def activation(
+    dst: Any, op: ActivationFunction, data: Any, *, bias: Any = None, scale: Any = 1.0
+) -> Instruction:
+    """dst = op(data * scale + bias); scale an immediate or [P, 1] tile, bias a [P, 1] tile."""
+    return emit(
+        "activation",
+        scalar_engine,
+        dst=dst,
+        src=data,
+        func=ActivationFunction(op),
+        bias=bias,
+        scale=_scalar(scale),
+    )
+
+
+def activation_reduce(
+    dst: Any,
+    op: ActivationFunction,
+    data: Any,
+    *,
+    reduce_res: Any,
+    bias: Any = None,
+    scale: Any = 1.0,
+) -> Instruction:
+    """activation, plus reduce_res[P, 1] = sum over the free axis of the result."""
+    return emit(
+        "activation_reduce",
+        scalar_engine,
+        dst=dst,
+        src=data,
+        func=ActivationFunction(op),
+        bias=bias,
+        scale=_scalar(scale),
+        reduce_dst=reduce_res,
+    )
+
+
+# ---- VectorE / GpSimdE ------------------------------------------------------------------------
+def tensor_tensor(
+    dst: Any, data1: Any, data2: Any, op: AluOp, *, engine: str = vector_engine
+) -> Instruction:
+    """dst = data1 op data2, elementwise."""
+    return emit("tensor_tensor", engine, dst=dst, src0=data1, src1=data2, op=AluOp(op))
+
+
+def tensor_scalar(
+    dst: Any,
+    data: Any,
+    op0: AluOp,
+    operand0: Any,
+    *,
+    reverse0: bool = False,
+    op1: AluOp | None = None,
+    operand1: Any = 0.0,
+    reverse1: bool = False,
+    engine: str = vector_engine,
+) -> Instruction:
+    """dst = (data op0 operand0) op1 operand1; operands immediates or [P, 1] tiles."""
+    return emit(
+        "tensor_scalar",
+        engine,
+        dst=dst,
+        src=data,
+        op0=AluOp(op0),
+        scalar0=_scalar(operand0),
+        reverse0=reverse0,
+        op1=AluOp.bypass if op1 is None else AluOp(op1),
+        scalar1=_scalar(operand1),
+        reverse1=reverse1,
+    )
+
+
+def scalar_tensor_tensor(
+    dst: Any,
+    data: Any,
+    op0: AluOp,
+    operand0: Any,
+    op1: AluOp,
+    operand1: Any,
+    *,
+    reverse0: bool = False,
+    reverse1: bool = False,
+) -> Instruction:
+    """dst = (data op0 operand0) op1 operand1, with operand1 a tile shaped like data."""
+    return emit(
+        "scalar_tensor_tensor",
+        vector_engine,
+        dst=dst,
+        src0=data,
+        op0=AluOp(op0),
+        scalar0=_scalar(operand0),
+        op1=AluOp(op1),
+        src1=operand1,
+        reverse0=reverse0,
+        reverse1=reverse1,
+    )
+
+
+def tensor_reduce(
+    dst: Any, op: ReduceOp, data: Any, *, axes: int = 1, negate: bool = False
+) -> Instruction:
+    """dst = reduce(data) over its ``axes`` innermost free dimensions."""
+    return emit(
+        "tensor_reduce", vector_engine, dst=dst, src=data, op=ReduceOp(op), axes=axes, negate=negate
+    )
+
+
+def tensor_copy(dst: Any, src: Any, *, engine: str = vector_engine) -> Instruction:
+    """dst = src, converting dtype with round-to-nearest-even."""
+    return emit("tensor_copy", engine, dst=dst, src=src)
+
+
+def reciprocal(dst: Any, data: Any) -> Instruction:
+    return emit("reciprocal", vector_engine, dst=dst, src=data)
+
+
+def memset(dst: Any, value: float, *, engine: str = vector_engine) -> Instruction:
+    return emit("memset", engine, dst=dst, value=float(value))
+
+
+def select(dst: Any, predicate: Any, on_true: Any, on_false: Any) -> Instruction:
+    """dst = on_true where predicate != 0 else on_false."""
+    return emit(
+        "select", vector_engine, dst=dst, pred=predicate, on_true=on_true, on_false=on_false
+    )
+
+
+def bn_stats(dst: Any, data: Any) -> Instruction:
+    """Per-partition statistics of data (<= 512 elements) for bn_aggr."""
+    return emit("bn_stats", vector_engine, dst=dst, src=data)
+
+
+def bn_aggr(dst: Any, data: Any) -> Instruction:
+    """dst[P, 2] = (mean, variance) from concatenated bn_stats results."""
+    return emit("bn_aggr", vector_engine, dst=dst, src=data)
+
+
+# ---- GpSimdE --------------------------------------------------------------------------------
+def iota(
+    dst: Any, *, steps: tuple[int, ...] = (), offset: int = 0, channel_multiplier: int = 0
+) -> Instruction:
+    """dst[p, i...] = offset + p * channel_multiplier + sum(i_k * steps[k])."""
+    return emit(
+        "iota",
+        gpsimd_engine,
+        dst=dst,
+        offset=offset,
+        channel_multiplier=channel_multiplier,
+        steps=tuple(steps),
+    )
+
+
+def affine_select(
+    dst: Any,
+    on_true_tile: Any,
+    on_false_value: float,
+    cmp_op: AluOp,
+    *,
+    steps: tuple[int, ...] = (),
+    offset: int = 0,
+    channel_multiplier: int = 0,
+) -> Instruction:
+    """Keep on_true_tile where (offset + p * channel_multiplier + sum(i_k * steps[k])) cmp_op 0
+    holds, else on_false_value — how causal masks are built."""
+    return emit(
+        "affine_select",
+        gpsimd_engine,
+        dst=dst,
+        src=on_true_tile,
+        cmp_op=AluOp(cmp_op),
+        on_false=float(on_false_value),
+        offset=offset,
+        channel_multiplier=channel_multiplier,
+        steps=tuple(steps),
+    )
+
+
+def tensor_partition_reduce(dst: Any, op: ReduceOp, data: Any) -> Instruction:
+    """dst[1, N] = reduce over the partitions of data[P, N]."""
+    return emit("tensor_partition_reduce", gpsimd_engine, dst=dst, src=data, op=ReduceOp(op))
+
+
+# ---- DMA -------------------------------------------------------------------------------------
+def dma_copy(
+    dst: Any, src: Any, *, engine: str = sync_engine, queue: int | None = None
+) -> Instruction:
+    """Copy HBM/SBUF -> HBM/SBUF (with dtype conversion), triggered by ``engine`` on ``queue``."""
+    chosen = current().next_queue(engine) if queue is None else queue
+    return emit("dma_copy", engine, dst=dst, src=src, queue=chosen)
+
+
+def dma_transpose(
+    dst: Any, src: Any, *, engine: str = sync_engine, queue: int | None = None
+) -> Instruction:
+    """dst[F, P] = src[P, F] during a DMA (2-byte dtypes)."""
+    chosen = current().next_queue(engine) if queue is None else queue
+    return emit("dma_transpose", engine, dst=dst, src=src, queue=chosen)
+
+
+__all__ = [
+    "ActivationFunction",
+    "AluOp",
+    "ReduceOp",
+    "activation",
+    "activation_reduce",
+    "affine_select",
+    "bn_aggr",
+    "bn_stats",
+    "dma_copy",
+    "dma_transpose",
+    "emit",
+    "iota",
+    "memset",
+    "nc_matmul",
+    "nc_transpose",
+    "reciprocal",
+    "scalar_tensor_tensor",
+    "select",
+    "tensor_copy",
+    "tensor_partition_reduce",
+    "tensor_reduce",
+    "tensor_scalar",
+    "tensor_tensor",
+]

@@ -1,0 +1,278 @@
+"""The ``@kernel`` decorator and the build context of the kernel language.
+
+A kernel is a Python function. Its array arguments become HBM input tensors (named after the
+parameters); inside it, ``ndarray`` allocates tiles and ISA calls append instructions in program
+order to a ``ProgramBuilder``, which places each on its engine's stream and inserts semaphores.
+Python loops simply unroll while the function runs. The HBM tiles it returns are the outputs.
+"""
+
+from __future__ import annotations
+
+import contextvars
+import inspect
+import itertools
+import math
+import sys
+import weakref
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+from hwsim.builder import ProgramBuilder
+from hwsim.config import HardwareConfig, load_config
+from hwsim.dtypes import DType
+from hwsim.dtypes import dtype as lookup_dtype
+from hwsim.errors import HwsimError, IllegalInstructionError
+from hwsim.isa.ap import MemorySpace
+from hwsim.isa.base import Instruction
+from hwsim.lang.allocator import SBUF_ALIGN_BYTES, Pool
+from hwsim.lang.tiles import Buffer, Tile, hbm, sbuf
+from hwsim.program import Program
+
+_CURRENT: contextvars.ContextVar[KernelContext | None] = contextvars.ContextVar(
+    "hwsim_kernel", default=None
+)
+_LANG_DIR = __file__.rsplit("/", 1)[0]
+
+#: DMA queues the builder rotates through per trigger engine when a call names none.
+DEFAULT_DMA_QUEUES = 4
+
+
+@dataclass(frozen=True)
+class TensorSpec:
+    """Shape and dtype of a kernel input when building without data (timing-only)."""
+
+    shape: tuple[int, ...]
+    dtype: str | DType = "fp32"
+
+
+class KernelContext:
+    """State while one kernel is being built."""
+
+    def __init__(self, name: str, config: HardwareConfig) -> None:
+        self.name = name
+        self.config = config
+        self.builder = ProgramBuilder()
+        self.pools = {
+            MemorySpace.SBUF: Pool("sbuf", config.sbuf.bytes_per_partition, SBUF_ALIGN_BYTES),
+            MemorySpace.PSUM: Pool(
+                "psum",
+                config.psum.bytes_per_partition,
+                config.psum.bytes_per_partition // config.psum.banks,
+            ),
+        }
+        self._names = itertools.count()
+        self._queues: dict[str, itertools.count[int]] = {}
+
+    def fresh_name(self, prefix: str) -> str:
+        return f"{prefix}{next(self._names)}"
+
+    def next_queue(self, engine: str) -> int:
+        counter = self._queues.setdefault(engine, itertools.count())
+        return next(counter) % min(DEFAULT_DMA_QUEUES, self.config.dma.queues_per_engine)
+
+    def emit(self, instruction: Instruction) -> Instruction:
+        return self.builder.emit(instruction)
+
+
+def current() -> KernelContext:
+    context = _CURRENT.get()
+    if context is None:
+        raise HwsimError(
+            "kernel-language calls must run inside a function decorated with @hwsim.lang.kernel "
+            "(while it is being built or run)"
+        )
+    return context
+
+
+def source_location() -> str:
+    """``file:line`` of the innermost caller outside the kernel-language package."""
+    frame = sys._getframe(1)
+    while frame is not None and frame.f_code.co_filename.startswith(_LANG_DIR):
+        frame = frame.f_back  # type: ignore[assignment]
+    if frame is None:
+        return "?"
+    return f"{frame.f_code.co_filename.rsplit('/', 1)[-1]}:{frame.f_lineno}"
+
+
+def ndarray(
+    shape: tuple[int, ...] | list[int],
+    dtype: str | DType,
+    buffer: Buffer = sbuf,
+    *,
+    name: str | None = None,
+    offset: int | None = None,
+) -> Tile:
+    """Allocate a tile (NKI ``nl.ndarray``): on chip, shape is [partitions, *free].
+
+    offset: explicit byte placement within each partition (SBUF/PSUM) instead of the pool.
+    """
+    context = current()
+    dt = lookup_dtype(dtype)
+    shape = tuple(int(n) for n in shape)
+    where = source_location()
+    if not shape or any(n < 1 for n in shape):
+        raise IllegalInstructionError(
+            f"{where}: ndarray shape {shape} must be non-empty and positive"
+        )
+    if buffer is hbm or buffer.memory is MemorySpace.HBM:
+        tensor_name = name or context.fresh_name("hbm")
+        context.builder.hbm_tensor(tensor_name, shape, dt, "scratch")
+        return Tile(tensor_name, shape, dt, hbm)
+    memory = buffer.memory
+    partitions = (
+        context.config.sbuf.partitions
+        if memory is MemorySpace.SBUF
+        else context.config.psum.partitions
+    )
+    if shape[0] > partitions:
+        raise IllegalInstructionError(
+            f"{where}: {memory.value} tile shape {shape} has {shape[0]} partitions; the first "
+            f"dimension is the partition dimension and must be <= {partitions}"
+        )
+    size = math.prod(shape[1:]) * dt.itemsize
+    tile_name = name or context.fresh_name(memory.value)
+    pool = context.pools[memory]
+    block = (
+        pool.allocate(tile_name, size, where)
+        if offset is None
+        else pool.reserve(tile_name, offset, size, where)
+    )
+    tile = Tile(tile_name, shape, dt, buffer, offset_bytes=block.offset, block=block)
+    weakref.finalize(tile, pool.free, block)
+    context.builder.note_allocation(memory, tile_name, 0, shape[0], block.offset, size)
+    return tile
+
+
+@dataclass
+class BuiltKernel:
+    """A kernel lowered to a program, plus which HBM tensors are its outputs (in order)."""
+
+    program: Program
+    outputs: list[str]
+    config: HardwareConfig
+    sbuf_peak_bytes: int = 0
+    psum_peak_bytes: int = 0
+
+
+@dataclass
+class KernelResult:
+    """What running a kernel gives: output arrays, the trace, the summary and the program."""
+
+    outputs: tuple[np.ndarray, ...]
+    trace: Any
+    summary: dict[str, Any] = field(default_factory=dict)
+    program: Program | None = None
+
+    @property
+    def output(self) -> np.ndarray:
+        """The single output of a one-output kernel."""
+        if len(self.outputs) != 1:
+            raise HwsimError(f"kernel has {len(self.outputs)} outputs; use .outputs")
+        return self.outputs[0]
+
+
+class Kernel:
+    """A kernel-language function. ``build(...)`` lowers it; calling it builds and runs it."""
+
+    def __init__(self, fn: Callable[..., Any]) -> None:
+        self.fn = fn
+        self.name = fn.__name__
+        self.signature = inspect.signature(fn)
+        self.__doc__ = fn.__doc__
+
+    def build(
+        self, *args: Any, config: str | HardwareConfig = "trn2", **kwargs: Any
+    ) -> BuiltKernel:
+        hw = load_config(config) if isinstance(config, str) else config
+        context = KernelContext(self.name, hw)
+        bound = self.signature.bind(*args, **kwargs)
+        call_args = {}
+        for param, value in bound.arguments.items():
+            call_args[param] = self._input(context, param, value)
+        token = _CURRENT.set(context)
+        try:
+            returned = self.fn(**call_args)
+        finally:
+            _CURRENT.reset(token)
+        outputs = self._outputs(context, returned)
+        program = context.builder.build()
+        program.meta.setdefault("workload", self.name)
+        return BuiltKernel(
+            program,
+            outputs,
+            hw,
+            context.pools[MemorySpace.SBUF].peak_bytes,
+            context.pools[MemorySpace.PSUM].peak_bytes,
+        )
+
+    def _input(self, context: KernelContext, param: str, value: Any) -> Any:
+        if isinstance(value, TensorSpec):
+            dt = lookup_dtype(value.dtype)
+            context.builder.hbm_tensor(param, tuple(value.shape), dt, "input")
+            return Tile(param, tuple(value.shape), dt, hbm)
+        if isinstance(value, np.ndarray):
+            dt = _dtype_of_array(value)
+            context.builder.hbm_tensor(param, value.shape, dt, "input", value)
+            return Tile(param, value.shape, dt, hbm)
+        return value  # a Python value (scalar, flag, tile size): the kernel specialises on it
+
+    def _outputs(self, context: KernelContext, returned: Any) -> list[str]:
+        items = returned if isinstance(returned, (tuple, list)) else [returned]
+        if returned is None:
+            items = []
+        names = []
+        for item in items:
+            if not isinstance(item, Tile) or item.memory is not MemorySpace.HBM:
+                raise HwsimError(
+                    f"kernel {self.name} must return HBM tiles (ndarray(..., buffer=hbm)), "
+                    f"got {item!r}"
+                )
+            decl = context.builder.program.hbm[item.name]
+            if decl.kind == "input":
+                raise HwsimError(f"kernel {self.name} returns its input '{item.name}' unchanged")
+            decl.kind = "output"
+            names.append(item.name)
+        return names
+
+    def __call__(
+        self,
+        *args: Any,
+        config: str | HardwareConfig = "trn2",
+        numerics: bool = True,
+        race_check: bool = False,
+        **kwargs: Any,
+    ) -> KernelResult:
+        """Build and simulate; returns outputs (as numpy arrays), trace and summary."""
+        from hwsim.machine.simulator import run
+        from kernels import warm_up
+
+        warm_up()
+        built = self.build(*args, config=config, **kwargs)
+        result = run(built.program, built.config, numerics=numerics, race_check=race_check)
+        outputs = tuple(result.outputs[name] for name in built.outputs) if numerics else ()
+        return KernelResult(outputs, result.trace, result.summary, built.program)
+
+
+def kernel(fn: Callable[..., Any]) -> Kernel:
+    """Decorator: make ``fn`` a kernel-language kernel."""
+    return Kernel(fn)
+
+
+def _dtype_of_array(value: np.ndarray) -> DType:
+    name = {
+        "float32": "fp32",
+        "float16": "fp16",
+        "bfloat16": "bf16",
+        "float8_e4m3": "fp8_e4m3",
+        "float8_e5m2": "fp8_e5m2",
+    }.get(value.dtype.name, value.dtype.name)
+    try:
+        return lookup_dtype(name)
+    except IllegalInstructionError:
+        raise HwsimError(
+            f"kernel input of numpy dtype {value.dtype} has no hardware dtype; use float32, "
+            "bfloat16 (ml_dtypes), float16, float8 or an int/uint type"
+        ) from None

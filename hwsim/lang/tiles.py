@@ -1,0 +1,239 @@
+"""Tiles of the kernel language: ``ndarray`` in HBM, SBUF or PSUM, and views made by indexing.
+
+Indexing follows numpy (ints and slices with positive steps); a view turns into the hardware
+access pattern of an instruction operand: the first remaining dimension is the partition
+dimension, the rest are up to 4 strided free dimensions. On-chip tiles are [P, *free] with
+P <= partitions, laid out row-major within each partition, like NKI tiles.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+from hwsim.dtypes import DType
+from hwsim.errors import IllegalInstructionError
+from hwsim.isa.ap import MAX_FREE_DIMS, AccessPattern, MemorySpace
+
+if TYPE_CHECKING:
+    from hwsim.lang.allocator import Block
+
+
+@dataclass(frozen=True)
+class Buffer:
+    """Where a tile lives: ``hbm``, ``sbuf`` or ``psum`` (NKI's ``buffer=`` argument)."""
+
+    memory: MemorySpace
+
+    def __repr__(self) -> str:
+        return self.memory.value
+
+
+hbm = Buffer(MemorySpace.HBM)
+sbuf = Buffer(MemorySpace.SBUF)
+psum = Buffer(MemorySpace.PSUM)
+
+
+class Tile:
+    """A kernel tensor. Created with ``ndarray(...)``; index it to get views for instructions.
+
+    On-chip tiles own a block of their memory for as long as the Python object lives (views keep
+    their tile alive); when the last reference goes, the block returns to the pool for reuse.
+    """
+
+    def __init__(
+        self,
+        name: str,
+        shape: tuple[int, ...],
+        dtype: DType,
+        buffer: Buffer,
+        *,
+        start_partition: int = 0,
+        offset_bytes: int = 0,
+        block: Block | None = None,
+    ) -> None:
+        self.name = name
+        self.shape = tuple(int(n) for n in shape)
+        self.dtype = dtype
+        self.buffer = buffer
+        self.start_partition = start_partition
+        self.offset_bytes = offset_bytes
+        self.block = block  # the allocator's record; released when this object dies
+
+    @property
+    def memory(self) -> MemorySpace:
+        return self.buffer.memory
+
+    @property
+    def ndim(self) -> int:
+        return len(self.shape)
+
+    @property
+    def size(self) -> int:
+        return math.prod(self.shape)
+
+    def __repr__(self) -> str:
+        return f"{self.name}: {self.buffer}[{', '.join(map(str, self.shape))}] {self.dtype}"
+
+    def _element_strides(self) -> tuple[int, ...]:
+        """Strides in elements of each dimension (the partition dim has stride 0 on chip)."""
+        strides = []
+        step = 1
+        for n in reversed(self.shape[1:] if self.memory is not MemorySpace.HBM else self.shape):
+            strides.append(step)
+            step *= n
+        strides.reverse()
+        if self.memory is MemorySpace.HBM:
+            return tuple(strides)
+        return (0, *strides)
+
+    def full(self) -> View:
+        return View(self, tuple((0, n, 1) for n in self.shape), tuple(range(self.ndim)))
+
+    def __getitem__(self, index: Any) -> View:
+        return self.full()[index]
+
+    def ap(self) -> AccessPattern:
+        return self.full().ap()
+
+
+class View:
+    """A strided window onto a tile: per tile dimension (start, count, step), some dims kept."""
+
+    def __init__(
+        self, tile: Tile, dims: tuple[tuple[int, int, int], ...], kept: tuple[int, ...]
+    ) -> None:
+        self.tile = tile
+        self.dims = dims
+        self.kept = kept
+
+    @property
+    def shape(self) -> tuple[int, ...]:
+        return tuple(self.dims[d][1] for d in self.kept)
+
+    @property
+    def dtype(self) -> DType:
+        return self.tile.dtype
+
+    def __repr__(self) -> str:
+        return f"{self.tile.name}{list(self.shape)}"
+
+    def __getitem__(self, index: Any) -> View:
+        if not isinstance(index, tuple):
+            index = (index,)
+        if len(index) > len(self.kept):
+            raise IllegalInstructionError(
+                f"{self.tile.name}: {len(index)} indices for a view of {len(self.kept)} dims"
+            )
+        dims = list(self.dims)
+        kept = []
+        for position, axis in enumerate(self.kept):
+            start, count, step = dims[axis]
+            if position >= len(index):
+                kept.append(axis)
+                continue
+            item = index[position]
+            if isinstance(item, slice):
+                first, stop, stride = item.indices(count)
+                if stride <= 0:
+                    raise IllegalInstructionError(
+                        f"{self.tile.name}: slice steps must be positive, got {stride}"
+                    )
+                new_count = max(0, -(-(stop - first) // stride))
+                if new_count == 0:
+                    raise IllegalInstructionError(
+                        f"{self.tile.name}: empty slice {item} of a dimension of size {count}"
+                    )
+                dims[axis] = (start + first * step, new_count, step * stride)
+                kept.append(axis)
+            else:
+                value = int(item)
+                if value < 0:
+                    value += count
+                if not 0 <= value < count:
+                    raise IllegalInstructionError(
+                        f"{self.tile.name}: index {item} out of range for size {count}"
+                    )
+                dims[axis] = (start + value * step, 1, step)
+        return View(self.tile, tuple(dims), tuple(kept))
+
+    def ap(self) -> AccessPattern:
+        """The access pattern of this view as an instruction operand."""
+        tile = self.tile
+        strides = tile._element_strides()
+        size = tile.dtype.itemsize
+        base_elements = sum(
+            start * stride for (start, _, _), stride in zip(self.dims, strides, strict=True)
+        )
+        kept = list(self.kept) or [0]
+        if tile.memory is MemorySpace.HBM and len(kept) == 1:  # a 1-D view is one row
+            partitions, partition_stride, free_axes, start_partition = 1, 0, kept, 0
+        elif tile.memory is MemorySpace.HBM:
+            partition_axis, free_axes = kept[0], kept[1:]
+            partitions = self.dims[partition_axis][1]
+            partition_stride = strides[partition_axis] * self.dims[partition_axis][2]
+            start_partition = 0
+        else:
+            if kept[0] != 0:  # the partition dim was indexed away: one partition remains
+                partitions, free_axes = 1, kept
+                start_partition = tile.start_partition + self.dims[0][0]
+            else:
+                start, partitions, step = self.dims[0]
+                if step != 1:
+                    raise IllegalInstructionError(
+                        f"{tile.name}: the partition dimension cannot be strided (step {step})"
+                    )
+                start_partition, free_axes = tile.start_partition + start, kept[1:]
+            partition_stride = 0
+        sizes = tuple(self.dims[a][1] for a in free_axes) or (1,)
+        free_strides = tuple(strides[a] * self.dims[a][2] for a in free_axes) or (1,)
+        if len(sizes) > MAX_FREE_DIMS:  # only then merge dims that are contiguous together
+            sizes, free_strides = _merge_free_dims(sizes, free_strides)
+        if len(sizes) > MAX_FREE_DIMS:
+            raise IllegalInstructionError(
+                f"{tile.name}: view {list(self.shape)} needs {len(sizes)} free dims "
+                f"(hardware access patterns have at most {MAX_FREE_DIMS})"
+            )
+        return AccessPattern(
+            tile.memory,
+            tile.dtype,
+            start_partition,
+            partitions,
+            tile.offset_bytes + base_elements * size,
+            sizes,
+            free_strides,
+            partition_stride,
+            tile.name if tile.memory is MemorySpace.HBM else "",
+        )
+
+
+def _merge_free_dims(
+    sizes: tuple[int, ...], strides: tuple[int, ...]
+) -> tuple[tuple[int, ...], tuple[int, ...]]:
+    """Merge adjacent free dims that are contiguous with each other (fewer, longer dims)."""
+    merged_sizes = [sizes[-1]]
+    merged_strides = [strides[-1]]
+    for n, s in zip(reversed(sizes[:-1]), reversed(strides[:-1]), strict=True):
+        if n == 1:
+            continue
+        if merged_sizes[0] == 1:
+            merged_sizes[0], merged_strides[0] = n, s
+        elif s == merged_sizes[0] * merged_strides[0]:
+            merged_sizes[0] *= n
+        else:
+            merged_sizes.insert(0, n)
+            merged_strides.insert(0, s)
+    return tuple(merged_sizes), tuple(merged_strides)
+
+
+Operand = Tile | View
+
+
+def as_ap(operand: Operand, what: str) -> AccessPattern:
+    """The access pattern of a tile or view argument (a clear error for anything else)."""
+    if isinstance(operand, (Tile, View)):
+        return operand.ap()
+    raise IllegalInstructionError(
+        f"{what}: expected a tile or a view of one, got {type(operand).__name__}"
+    )

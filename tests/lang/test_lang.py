@@ -1,0 +1,178 @@
+"""The kernel language: indexing to access patterns, allocation and reuse, auto-sync, errors."""
+
+from __future__ import annotations
+
+import gc
+
+import ml_dtypes
+import numpy as np
+import pytest
+
+from hwsim import lang
+from hwsim.errors import HwsimError, IllegalInstructionError
+from hwsim.isa import MemorySpace
+from hwsim.lang import isa as nisa
+
+
+def build(fn, *args, config="tiny"):
+    return lang.kernel(fn).build(*args, config=config)
+
+
+def test_views_become_hardware_access_patterns():
+    seen = {}
+
+    def body(x):
+        tile = lang.ndarray((32, 8, 16), lang.float32)
+        seen["full"] = tile.ap()
+        seen["slice"] = tile[4:12, 2, ::2].ap()
+        seen["hbm"] = x[10:20, 4:8].ap()
+        seen["row"] = x[3].ap()
+
+    build(body, lang.TensorSpec((64, 40), "bf16"))
+    full, part, hbm, row = seen["full"], seen["slice"], seen["hbm"], seen["row"]
+    assert (full.memory, full.partitions, full.free_sizes, full.free_strides) == (
+        MemorySpace.SBUF,
+        32,
+        (8, 16),
+        (16, 1),
+    )
+    assert (part.start_partition, part.partitions, part.free_sizes, part.free_strides) == (
+        4,
+        8,
+        (8,),
+        (2,),
+    )
+    assert part.offset_bytes == full.offset_bytes + 2 * 16 * 4
+    assert (hbm.tensor, hbm.partitions, hbm.partition_stride, hbm.free_sizes) == ("x", 10, 40, (4,))
+    assert hbm.offset_bytes == (10 * 40 + 4) * 2
+    assert (row.partitions, row.free_sizes, row.offset_bytes) == (1, (40,), 3 * 40 * 2)
+
+
+def test_bad_indexing_is_a_clear_error():
+    def body():
+        tile = lang.ndarray((32, 8), lang.float32)
+        tile[0:32:2].ap()
+
+    with pytest.raises(IllegalInstructionError, match="partition dimension cannot be strided"):
+        build(body)
+
+    def out_of_range():
+        lang.ndarray((32, 8), lang.float32)[0, 9]
+
+    with pytest.raises(IllegalInstructionError, match="index 9 out of range for size 8"):
+        build(out_of_range)
+
+
+def test_pool_reuses_memory_of_dead_tiles_and_reports_live_tiles_when_full():
+    offsets = []
+
+    def body():
+        for _ in range(3):
+            tile = lang.ndarray((32, 1024), lang.float32)  # 4 KiB per partition
+            offsets.append(tile.offset_bytes)
+            del tile
+
+    build(body)
+    assert offsets == [0, 0, 0]
+
+    def too_much():
+        keep = [lang.ndarray((32, 1024), lang.float32, name=f"big{i}") for i in range(5)]
+        return keep
+
+    with pytest.raises(lang.OutOfMemoryError) as error:
+        build(too_much)  # tiny has 16 KiB per partition: the 5th 4 KiB tile does not fit
+    message = str(error.value)
+    assert "out of SBUF" in message and "big4 needs 4096 bytes" in message
+    assert "big0 4096 B at 0" in message and "test_lang.py" in message
+
+
+def test_explicit_placement_and_overlap_error():
+    def body():
+        a = lang.ndarray((32, 16), lang.float32, offset=1024)
+        assert a.offset_bytes == 1024
+        lang.ndarray((32, 16), lang.float32, offset=1056)
+
+    with pytest.raises(lang.OutOfMemoryError, match="overlaps live tile"):
+        build(body)
+
+
+def test_psum_tiles_take_whole_banks():
+    offsets = []
+
+    def body():
+        a = lang.ndarray((32, 16), lang.float32, buffer=lang.psum)
+        b = lang.ndarray((32, 16), lang.float32, buffer=lang.psum)
+        offsets.extend([a.offset_bytes, b.offset_bytes])
+
+    build(body)
+    assert offsets == [0, 2048]  # tiny: 4 banks of 2 KiB
+
+
+def test_builder_inserts_raw_war_waw_semaphores():
+    def body(x):
+        out = lang.ndarray(x.shape, x.dtype, buffer=lang.hbm)
+        tile = lang.ndarray((32, 16), lang.float32)
+        nisa.dma_copy(tile, x, queue=0)  # writes tile (DMA queue 0)
+        nisa.tensor_copy(tile, tile, engine="vector")  # RAW on the DMA; WAW
+        nisa.tensor_scalar(tile, tile, nisa.AluOp.add, 1.0, engine="gpsimd")  # RAW on vector
+        nisa.dma_copy(out, tile, queue=1)  # RAW on gpsimd
+        nisa.dma_copy(x, tile, queue=2)  # also WAR on the input x, which queue 0 read
+
+    program = build(body, lang.TensorSpec((32, 16))).program
+    streams = program.cores[0].streams
+    assert streams["vector"][0].waits == (("S.dma.q0", 1),)
+    assert streams["gpsimd"][0].waits == (("S.vector", 1),)
+    assert streams["sync"][1].waits == (("S.gpsimd", 1),)
+    # the sync stream already waited for gpsimd; the WAR on x adds only the reader's queue
+    assert streams["sync"][2].waits == (("S.dma.q0", 1),)
+    assert streams["sync"][0].signals == (("S.dma.q0", 1),)
+
+
+def test_kernel_runs_with_numerics_and_race_checker():
+    @lang.kernel
+    def scale_rows(x, factor):
+        out = lang.ndarray(x.shape, x.dtype, buffer=lang.hbm)
+        for p0 in range(0, x.shape[0], 32):
+            tile = lang.load(x[p0 : p0 + 32])
+            nisa.tensor_scalar(tile, tile, nisa.AluOp.multiply, factor)
+            lang.store(out[p0 : p0 + 32], tile)
+        return out
+
+    x = np.arange(64 * 24, dtype=np.float32).reshape(64, 24).astype(ml_dtypes.bfloat16)
+    result = scale_rows(x, 0.5, config="tiny", race_check=True)
+    expected = (x.astype(np.float32) * 0.5).astype(ml_dtypes.bfloat16)
+    assert result.output.dtype == ml_dtypes.bfloat16
+    assert np.array_equal(result.output, expected)
+    assert result.summary["total_ns"] > 0
+    tags = {r.instruction.tag for r in result.trace.instructions}
+    assert any(tag.startswith("scale_rows:test_lang.py:") for tag in tags)
+
+
+def test_timing_only_build_from_specs_needs_no_data():
+    @lang.kernel
+    def copy(x):
+        out = lang.ndarray(x.shape, x.dtype, buffer=lang.hbm)
+        lang.store(out, lang.load(x))
+        return out
+
+    result = copy(lang.TensorSpec((32, 64), "bf16"), config="tiny", numerics=False)
+    assert result.outputs == ()
+    assert result.summary["total_ns"] > 0
+
+
+def test_calls_outside_a_kernel_and_bad_returns_are_clear_errors():
+    with pytest.raises(HwsimError, match="inside a function decorated"):
+        lang.ndarray((4, 4), lang.float32)
+
+    def returns_sbuf():
+        return lang.ndarray((4, 4), lang.float32)
+
+    with pytest.raises(HwsimError, match="must return HBM tiles"):
+        build(returns_sbuf)
+
+    def too_many_partitions():
+        lang.ndarray((33, 4), lang.float32)
+
+    with pytest.raises(IllegalInstructionError, match="must be <= 32"):
+        build(too_many_partitions)
+    gc.collect()
