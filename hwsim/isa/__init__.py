@@ -3,7 +3,14 @@
 Importing this package registers every instruction in ``ISA`` (opcode -> class).
 """
 
-from hwsim.isa import copy_ops, dma_ops, tensor_ops  # noqa: F401  (register instructions)
+from hwsim.isa import (  # noqa: F401  (register instructions)
+    copy_ops,
+    dma_ops,
+    gpsimd_ops,
+    scalar_ops,
+    tensor_ops,
+    vector_ops,
+)
 from hwsim.isa.ap import AccessPattern, MemorySpace, contiguous
 from hwsim.isa.base import ENGINES, ISA, Cost, Instruction, MachineSpec, register
 

@@ -8,6 +8,7 @@ instructions plug in without touching the simulator.
 
 from __future__ import annotations
 
+import dataclasses
 import math
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -124,12 +125,8 @@ class Instruction:
     # ---- operands -----------------------------------------------------------------------------
     def static_key(self) -> tuple[Any, ...]:
         """Everything but synchronisation and labels: equal keys have equal legality and cost."""
-        fields = _STATIC_FIELDS.get(type(self))
-        if fields is None:
-            skip = {"waits", "signals", "tag", "name"}
-            fields = tuple(f for f in self.__dataclass_fields__ if f not in skip)
-            _STATIC_FIELDS[type(self)] = fields
-        return (type(self), *(getattr(self, f) for f in fields))
+        skip = ("waits", "signals", "tag", "name")
+        return (type(self), *(getattr(self, f) for f in _field_names(type(self)) if f not in skip))
 
     def reads(self) -> tuple[AccessPattern, ...]:
         """Operands read, in a stable order."""
@@ -143,7 +140,7 @@ class Instruction:
         """Operands by field name, for messages and traces."""
         return {
             name: value
-            for name in self.__dataclass_fields__
+            for name in _field_names(type(self))
             if isinstance(value := getattr(self, name), AccessPattern)
         }
 
@@ -225,13 +222,20 @@ class Instruction:
         skip = {"engine", "waits", "signals", "tag", "name"}
         return {
             k: getattr(self, k)
-            for k in self.__dataclass_fields__
+            for k in _field_names(type(self))
             if k not in skip and not isinstance(getattr(self, k), AccessPattern)
         }
 
 
-#: Per instruction class: its dataclass fields that matter for legality and cost.
-_STATIC_FIELDS: dict[type, tuple[str, ...]] = {}
+#: Per instruction class: the names of its dataclass fields (class constants excluded).
+_FIELD_NAMES: dict[type, tuple[str, ...]] = {}
+
+
+def _field_names(cls: type) -> tuple[str, ...]:
+    names = _FIELD_NAMES.get(cls)
+    if names is None:
+        names = _FIELD_NAMES[cls] = tuple(f.name for f in dataclasses.fields(cls))
+    return names
 
 InstructionT = TypeVar("InstructionT", bound=type[Instruction])
 

@@ -1,0 +1,104 @@
+"""ScalarE instructions: ``activation`` and ``activation_reduce`` (func(src * scale + bias))."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+import numpy as np
+
+import kernels
+from hwsim.isa.ap import AccessPattern
+from hwsim.isa.base import Cost, MachineSpec, elements_cycles, register
+from hwsim.isa.copy_ops import same_shape
+from hwsim.isa.vector_ops import ComputeInstruction, Scalar, read_2d, read_scalar, write_result
+from kernels import ActivationFunction
+
+if TYPE_CHECKING:
+    from hwsim.machine.state import CoreState
+
+PerPartition = np.ndarray | float | int
+
+
+@register
+@dataclass(frozen=True, kw_only=True)
+class Activation(ComputeInstruction):
+    """dst = func(src * scale + bias), computed in fp32 [S15].
+
+    scale: an immediate or a [P, 1] tile; bias: a [P, 1] tile or None (0). Cost max(MIN_II, N)
+    ScalarE cycles [S16], the same with or without scale and bias [S1].
+    """
+
+    OPCODE = "activation"
+    ENGINES = ("scalar",)
+    PROFILER_OPCODE = "ACTIVATE"
+    FLOPS_PER_ELEMENT = 3  # multiply by scale, add bias, apply the function
+
+    dst: AccessPattern
+    src: AccessPattern
+    func: ActivationFunction
+    bias: AccessPattern | None = None
+    scale: Scalar = 1.0
+
+    def reads(self) -> tuple[AccessPattern, ...]:
+        extra = tuple(v for v in (self.bias, self.scale) if isinstance(v, AccessPattern))
+        return (self.src, *extra)
+
+    def writes(self) -> tuple[AccessPattern, ...]:
+        return (self.dst,)
+
+    def check(self, spec: MachineSpec) -> None:
+        super().check(spec)
+        same_shape(self, self.src, self.dst, "src/dst")
+        if self.bias is not None:
+            self.check_scalar("bias", self.bias, self.src)
+        self.check_scalar("scale", self.scale, self.src)
+
+    def cost(self, spec: MachineSpec) -> Cost:
+        return spec.compute_cost("scalar", elements_cycles(spec, "scalar", self.src))
+
+    def evaluate(self, state: CoreState) -> tuple[np.ndarray, PerPartition, PerPartition]:
+        """(src [P, N] fp32, scale, bias) as the activation kernels take them."""
+        bias: PerPartition = 0.0 if self.bias is None else read_scalar(state, self.bias, False)
+        return read_2d(state, self.src, False), read_scalar(state, self.scale, False), bias
+
+    def execute(self, state: CoreState) -> None:
+        x, scale, bias = self.evaluate(state)
+        out = kernels.activation(x, self.func, scale, bias)
+        write_result(state, self.dst, out, False)
+
+
+@register
+@dataclass(frozen=True, kw_only=True)
+class ActivationReduce(Activation):
+    """``activation`` plus reduce_dst[P, 1] = add-reduce of the fp32 activation output.
+
+    The reduction is the only one the ScalarE accumulator registers do (add) [S1][S15]. Cost
+    max(MIN_II, N) + MIN_II ScalarE cycles: Activate plus ActReadAccumulator [S1][S16].
+    """
+
+    OPCODE = "activation_reduce"
+
+    reduce_dst: AccessPattern
+
+    def writes(self) -> tuple[AccessPattern, ...]:
+        return (self.dst, self.reduce_dst)
+
+    def check(self, spec: MachineSpec) -> None:
+        super().check(spec)
+        if self.reduce_dst.partitions != self.src.partitions or self.reduce_dst.free_elements != 1:
+            self.fail(
+                f"operand 'reduce_dst' has shape {self.reduce_dst.shape}; it must be "
+                f"[{self.src.partitions}, 1] (one sum per partition of src)"
+            )
+
+    def cost(self, spec: MachineSpec) -> Cost:
+        read_accumulator = spec.engine_configs["scalar"].min_ii_cycles
+        work = elements_cycles(spec, "scalar", self.src)
+        return spec.compute_cost("scalar", work, extra_cycles=read_accumulator)
+
+    def execute(self, state: CoreState) -> None:
+        x, scale, bias = self.evaluate(state)
+        out, red = kernels.activation_reduce(x, self.func, scale, bias)
+        write_result(state, self.dst, out, False)
+        write_result(state, self.reduce_dst, red, False)

@@ -1,0 +1,608 @@
+"""VectorE instructions and the operand rules they share with ScalarE and GpSimdE.
+
+Instructions: tensor_tensor, tensor_scalar, scalar_tensor_tensor, tensor_reduce, reciprocal,
+memset, select, bn_stats, bn_aggr.
+Costs are the documented per-instruction estimates of HARDWARE.md §3 [S16] in engine cycles, with
+the MIN_II floor and fixed overhead applied by ``MachineSpec.compute_cost``; N is counted by
+``elements_cycles`` (N cycles per input tile, doubled for a strided innermost dimension [S1]).
+
+Data types follow nki.isa [S15]: arithmetic ops convert inputs to fp32 and compute in fp32;
+bitvec ops (bitwise and shift ops) need integer tensors and act on the bit patterns; GpSimdE runs
+arithmetic natively in 32-bit integers when every tensor is int32/uint32. The integer path keeps
+the low 32 bits of each result (two's-complement wrap) before the cast to the destination dtype.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+import numpy as np
+
+import kernels
+from hwsim.dtypes import DType
+from hwsim.isa.ap import AccessPattern, MemorySpace
+from hwsim.isa.base import Cost, Instruction, MachineSpec, elements_cycles, register
+from hwsim.isa.copy_ops import performance_mode_factor, same_shape
+from hwsim.isa.tensor_ops import as_2d
+from kernels import AluOp, ReduceOp
+
+if TYPE_CHECKING:
+    from hwsim.machine.state import CoreState
+
+#: Largest free size (elements per partition) of a VectorE/ScalarE operand: "up to 64K
+#: elements/partition from SBUF or 4K from PSUM" (HARDWARE.md §1.4 [S1]).
+FREE_MAX_ELEMENTS = {MemorySpace.SBUF: 64 * 1024, MemorySpace.PSUM: 4 * 1024}
+#: ``bn_stats_fmax``: most elements per partition one bn_stats reads (HARDWARE.md §3 [S16][S17]).
+BN_STATS_FMAX = 512
+#: Ops of the documented fast tensor_tensor case (bf16, both inputs in SBUF) [S16].
+FAST_BF16_OPS = frozenset({AluOp.add, AluOp.multiply, AluOp.subtract})
+
+#: An immediate (compile-time constant) or a per-partition [P, 1] operand.
+Scalar = float | AccessPattern
+
+
+def _int32_family(dtype: DType) -> bool:
+    return dtype.name in ("int32", "uint32")
+
+
+@dataclass(frozen=True, kw_only=True)
+class ComputeInstruction(Instruction):
+    """Base of VectorE/ScalarE/GpSimdE compute instructions: tile-size limits and dtype rules."""
+
+    #: Floating-point operations per element of the main input (for HFU statistics).
+    FLOPS_PER_ELEMENT = 0
+
+    def check_operand(
+        self, spec: MachineSpec, name: str, ap: AccessPattern, *, is_write: bool
+    ) -> None:
+        super().check_operand(spec, name, ap, is_write=is_write)
+        limit = FREE_MAX_ELEMENTS.get(ap.memory)
+        if self.engine in ("vector", "scalar") and limit and ap.free_elements > limit:
+            self.fail(
+                f"operand '{name}' has {ap.free_elements} elements per partition; {self.engine} "
+                f"instructions take at most {limit} from {ap.memory.value} [S1]: split the tile"
+            )
+
+    def check_scalar(self, name: str, value: Scalar, data: AccessPattern) -> None:
+        """A scalar operand is an immediate or a [P, 1] tile with data's partitions."""
+        if isinstance(value, AccessPattern) and (
+            value.partitions != data.partitions or value.free_elements != 1
+        ):
+            self.fail(
+                f"operand '{name}' has shape {value.shape}; a per-partition scalar must be "
+                f"[{data.partitions}, 1] (one element per partition of the data)"
+            )
+
+    def check_integer(self, why: str, operands: dict[str, Scalar]) -> None:
+        """Every named operand must be integer-typed (tiles) or integral (immediates)."""
+        for name, value in operands.items():
+            if isinstance(value, AccessPattern):
+                if value.dtype.is_float:
+                    self.fail(
+                        f"{why} needs integer operands, but '{name}' is {value.dtype.name} "
+                        "(use int8/16/32 or uint8/16/32 tiles)"
+                    )
+            elif not float(value).is_integer():
+                self.fail(f"{why} needs an integral immediate, but '{name}' is {value!r}")
+
+    def integer_path(self, bitvec: bool, tensors: tuple[AccessPattern, ...]) -> bool:
+        """Whether the op computes in 32-bit integers rather than fp32 [S15]."""
+        return bitvec or (self.engine == "gpsimd" and all(_int32_family(t.dtype) for t in tensors))
+
+    def flops(self) -> int:
+        reads = self.reads()
+        return self.FLOPS_PER_ELEMENT * reads[0].elements if reads else 0
+
+
+def read_2d(state: CoreState, ap: AccessPattern, integer: bool) -> np.ndarray:
+    """An operand as [P, N]: int64 on the integer path, fp32 otherwise (ints convert exactly)."""
+    values = as_2d(state.read(ap))
+    return values.astype(np.int64) if integer else values.astype(np.float32, copy=False)
+
+
+def read_scalar(state: CoreState, value: Scalar, integer: bool) -> np.ndarray | float | int:
+    """A scalar operand as the kernels take it: [P] array for a tile, a Python number otherwise."""
+    if isinstance(value, AccessPattern):
+        return read_2d(state, value, integer).reshape(value.partitions)
+    return int(value) if integer else float(value)
+
+
+def write_result(state: CoreState, dst: AccessPattern, values: np.ndarray, integer: bool) -> None:
+    """Store a kernel result; integer results keep their low 32 bits (wrap) before the cast."""
+    if integer:
+        low = (values & 0xFFFFFFFF).astype(np.uint32)
+        values = low.view(np.int32) if dst.dtype.is_signed_int or dst.dtype.is_float else low
+    state.write(dst, values.reshape(dst.shape))
+
+
+def _scalar_aps(*values: Scalar | None) -> tuple[AccessPattern, ...]:
+    return tuple(v for v in values if isinstance(v, AccessPattern))
+
+
+@register
+@dataclass(frozen=True, kw_only=True)
+class TensorTensor(ComputeInstruction):
+    """dst = src0 op src1, elementwise (same partitions and elements per partition).
+
+    Cost [S16]: max(MIN_II, 2N), halved to max(MIN_II, N) when (a) one input is in PSUM (the two
+    inputs stream over separate SBUF and PSUM ports), or (b) both inputs are in SBUF, every tensor
+    is bf16, op is add/multiply/subtract and all are contiguous [S16], or (c) VectorE performance
+    mode is on (v3) with both inputs in SBUF and every tensor 16-bit float [S2]. The three are the
+    same 2x speed-up seen from different documents, so they never compound: the fastest case is N.
+    """
+
+    OPCODE = "tensor_tensor"
+    ENGINES = ("vector", "gpsimd")
+    PROFILER_OPCODE = "TENSOR_TENSOR"
+    FLOPS_PER_ELEMENT = 1
+
+    dst: AccessPattern
+    src0: AccessPattern
+    src1: AccessPattern
+    op: AluOp
+
+    def reads(self) -> tuple[AccessPattern, ...]:
+        return (self.src0, self.src1)
+
+    def writes(self) -> tuple[AccessPattern, ...]:
+        return (self.dst,)
+
+    def _bitvec(self) -> bool:
+        return AluOp(self.op) in kernels.INTEGER_ONLY_OPS
+
+    def check(self, spec: MachineSpec) -> None:
+        super().check(spec)
+        same_shape(self, self.src0, self.src1, "src0/src1")
+        same_shape(self, self.src0, self.dst, "src0/dst")
+        if self.src0.memory is MemorySpace.PSUM and self.src1.memory is MemorySpace.PSUM:
+            self.fail("src0 and src1 are both in PSUM; at most one input may be in PSUM [S15]")
+        if AluOp(self.op) is AluOp.power and self.engine != "gpsimd":
+            self.fail("op=power runs on GpSimdE only [S15]; use engine='gpsimd'")
+        if self._bitvec():
+            self.check_integer(
+                f"op={AluOp(self.op).name}", {"src0": self.src0, "src1": self.src1, "dst": self.dst}
+            )
+
+    def fast(self, spec: MachineSpec) -> bool:
+        """Whether one of the documented 2x cases applies (class docstring)."""
+        if self.engine != "vector":
+            return False
+        inputs = (self.src0, self.src1)
+        if sum(ap.memory is MemorySpace.PSUM for ap in inputs) == 1:
+            return True
+        tensors = (*inputs, self.dst)
+        if any(ap.memory is not MemorySpace.SBUF for ap in inputs):
+            return False
+        if (
+            all(ap.dtype.name == "bf16" for ap in tensors)
+            and AluOp(self.op) in FAST_BF16_OPS
+            and all(ap.free_strides[-1] == 1 for ap in tensors)
+        ):
+            return True
+        return spec.engine_configs["vector"].performance_mode and all(
+            ap.dtype.is_float and ap.dtype.itemsize == 2 for ap in tensors
+        )
+
+    def cost(self, spec: MachineSpec) -> Cost:
+        work = elements_cycles(spec, self.engine, self.src0) + elements_cycles(
+            spec, self.engine, self.src1
+        )
+        if self.fast(spec):
+            work = -(-work // 2)
+        return spec.compute_cost(self.engine, work)
+
+    def execute(self, state: CoreState) -> None:
+        integer = self.integer_path(self._bitvec(), (self.src0, self.src1, self.dst))
+        a = read_2d(state, self.src0, integer)
+        b = read_2d(state, self.src1, integer)
+        if integer:
+            write_result(state, self.dst, kernels.tensor_tensor_int(a, b, self.op), True)
+        else:
+            write_result(state, self.dst, kernels.tensor_tensor(a, b, self.op), False)
+
+
+#: ScalarE tensor_scalar on NeuronCore-v2/v3: only multiply-then-add, multiply, add [S16].
+SCALAR_ENGINE_OP_PAIRS = frozenset(
+    {(AluOp.multiply, AluOp.add), (AluOp.multiply, AluOp.bypass), (AluOp.add, AluOp.bypass)}
+)
+
+
+@register
+@dataclass(frozen=True, kw_only=True)
+class TensorScalar(ComputeInstruction):
+    """dst = (src op0 scalar0) op1 scalar1; scalars are immediates or [P, 1] tiles; op1 may be
+    bypass (one op). ``reverseK`` swaps opK's operands (scalar opK value).
+
+    Cost max(MIN_II, N) whether one or two ops [S16], with VectorE performance mode as
+    ``tensor_copy`` (4x/2x on v3 for 16-bit data and dst) [S2].
+    """
+
+    OPCODE = "tensor_scalar"
+    ENGINES = ("vector", "scalar", "gpsimd")
+    PROFILER_OPCODE = "TENSOR_SCALAR"
+
+    dst: AccessPattern
+    src: AccessPattern
+    op0: AluOp
+    scalar0: Scalar
+    reverse0: bool = False
+    op1: AluOp = AluOp.bypass
+    scalar1: Scalar = 0.0
+    reverse1: bool = False
+
+    def reads(self) -> tuple[AccessPattern, ...]:
+        return (self.src, *_scalar_aps(self.scalar0, self.scalar1))
+
+    def writes(self) -> tuple[AccessPattern, ...]:
+        return (self.dst,)
+
+    def _bitvec(self) -> bool:
+        return bool({AluOp(self.op0), AluOp(self.op1)} & kernels.INTEGER_ONLY_OPS)
+
+    def flops(self) -> int:
+        ops = sum(AluOp(op) is not AluOp.bypass for op in (self.op0, self.op1))
+        return 0 if self._bitvec() else ops * self.src.elements
+
+    def check(self, spec: MachineSpec) -> None:
+        super().check(spec)
+        same_shape(self, self.src, self.dst, "src/dst")
+        self.check_scalar("scalar0", self.scalar0, self.src)
+        self.check_scalar("scalar1", self.scalar1, self.src)
+        op0, op1 = AluOp(self.op0), AluOp(self.op1)
+        kinds = {op in kernels.INTEGER_ONLY_OPS for op in (op0, op1) if op is not AluOp.bypass}
+        if len(kinds) > 1:
+            self.fail(
+                f"op0={op0.name} and op1={op1.name} mix a bitvec and an arithmetic op; "
+                "both must be bitvec or both arithmetic [S15]"
+            )
+        if self._bitvec():
+            if self.engine != "vector":
+                self.fail("bitvec ops run on VectorE only [S15]; use engine='vector'")
+            operands = {"src": self.src, "dst": self.dst, "scalar0": self.scalar0}
+            if op1 is not AluOp.bypass:
+                operands["scalar1"] = self.scalar1
+            self.check_integer("a bitvec op", operands)
+        generation = spec.config.chip.generation
+        if (
+            self.engine == "scalar"
+            and generation in ("v2", "v3")
+            and (op0, op1) not in SCALAR_ENGINE_OP_PAIRS
+        ):
+            self.fail(
+                f"ScalarE on NeuronCore-{generation} runs only multiply-then-add, multiply or add "
+                f"[S16], not op0={op0.name}, op1={op1.name}; use engine='vector'"
+            )
+
+    def cost(self, spec: MachineSpec) -> Cost:
+        work = elements_cycles(spec, self.engine, self.src)
+        work = -(-work // performance_mode_factor(spec, self.engine, (self.src, self.dst)))
+        return spec.compute_cost(self.engine, work)
+
+    def execute(self, state: CoreState) -> None:
+        integer = self._bitvec()
+        x = read_2d(state, self.src, integer)
+        s0 = read_scalar(state, self.scalar0, integer)
+        s1 = read_scalar(state, self.scalar1, integer)
+        kernel = kernels.tensor_scalar_int if integer else kernels.tensor_scalar
+        out = kernel(x, self.op0, s0, self.reverse0, self.op1, s1, self.reverse1)
+        write_result(state, self.dst, out, integer)
+
+
+@register
+@dataclass(frozen=True, kw_only=True)
+class ScalarTensorTensor(ComputeInstruction):
+    """dst = (src0 op0 scalar0) op1 src1, with src1 shaped like src0; arithmetic ops, in fp32.
+
+    Cost [S16]: N if every tensor is bf16, op0 is subtract, op1 is multiply and N is even; else
+    2N. The MIN_II floor applies as to every VectorE instruction (HARDWARE.md §2.2 [S1]); the
+    [S16] formula omits it.
+    """
+
+    OPCODE = "scalar_tensor_tensor"
+    ENGINES = ("vector",)
+    PROFILER_OPCODE = "SCALAR_TENSOR_TENSOR"
+    FLOPS_PER_ELEMENT = 2
+
+    dst: AccessPattern
+    src0: AccessPattern
+    op0: AluOp
+    scalar0: Scalar
+    op1: AluOp
+    src1: AccessPattern
+    reverse0: bool = False
+    reverse1: bool = False
+
+    def reads(self) -> tuple[AccessPattern, ...]:
+        return (self.src0, self.src1, *_scalar_aps(self.scalar0))
+
+    def writes(self) -> tuple[AccessPattern, ...]:
+        return (self.dst,)
+
+    def check(self, spec: MachineSpec) -> None:
+        super().check(spec)
+        same_shape(self, self.src0, self.src1, "src0/src1")
+        same_shape(self, self.src0, self.dst, "src0/dst")
+        self.check_scalar("scalar0", self.scalar0, self.src0)
+        if self.src0.memory is MemorySpace.PSUM and self.src1.memory is MemorySpace.PSUM:
+            self.fail("src0 and src1 are both in PSUM; at most one may be in PSUM [S16]")
+        for name, op in (("op0", self.op0), ("op1", self.op1)):
+            if AluOp(op) in kernels.INTEGER_ONLY_OPS:
+                self.fail(
+                    f"{name}={AluOp(op).name} is a bitvec op; scalar_tensor_tensor takes "
+                    "arithmetic ops (use tensor_scalar/tensor_tensor for bitvec ops)"
+                )
+
+    def cost(self, spec: MachineSpec) -> Cost:
+        work = elements_cycles(spec, "vector", self.src0) + elements_cycles(
+            spec, "vector", self.src1
+        )
+        fast = (
+            all(ap.dtype.name == "bf16" for ap in (self.src0, self.src1, self.dst))
+            and (AluOp(self.op0), AluOp(self.op1)) == (AluOp.subtract, AluOp.multiply)
+            and self.src0.free_elements % 2 == 0
+        )
+        return spec.compute_cost("vector", -(-work // 2) if fast else work)
+
+    def execute(self, state: CoreState) -> None:
+        out = kernels.scalar_tensor_tensor(
+            read_2d(state, self.src0, False),
+            self.op0,
+            read_scalar(state, self.scalar0, False),
+            self.op1,
+            read_2d(state, self.src1, False),
+            self.reverse0,
+            self.reverse1,
+        )
+        write_result(state, self.dst, out, False)
+
+
+@register
+@dataclass(frozen=True, kw_only=True)
+class TensorReduce(ComputeInstruction):
+    """dst[P, kept] = reduce of src over its ``axes`` innermost free dims (1..4), optionally
+    negated (arithmetic ops only). Arithmetic ops reduce in fp32; bitwise_or/and need integers.
+
+    Cost [S16]: N/2 if src and dst are bf16 and op is add or max, else N; MIN_II floor.
+    """
+
+    OPCODE = "tensor_reduce"
+    ENGINES = ("vector",)
+    PROFILER_OPCODE = "REDUCE"
+    FLOPS_PER_ELEMENT = 1
+
+    dst: AccessPattern
+    src: AccessPattern
+    op: ReduceOp
+    axes: int = 1
+    negate: bool = False
+
+    def reads(self) -> tuple[AccessPattern, ...]:
+        return (self.src,)
+
+    def writes(self) -> tuple[AccessPattern, ...]:
+        return (self.dst,)
+
+    def _bitvec(self) -> bool:
+        return ReduceOp(self.op) in kernels.INTEGER_ONLY_REDUCE_OPS
+
+    def check(self, spec: MachineSpec) -> None:
+        super().check(spec)
+        free = self.src.free_sizes
+        if not 1 <= self.axes <= len(free):
+            self.fail(
+                f"axes={self.axes} is not a number of innermost free dims of src {self.src.shape} "
+                f"(1..{len(free)})"
+            )
+        kept = math.prod(free[: len(free) - self.axes])
+        if self.dst.partitions != self.src.partitions or self.dst.free_elements != kept:
+            self.fail(
+                f"dst shape {self.dst.shape} does not hold the result: reducing the last "
+                f"{self.axes} free dims of src {self.src.shape} gives "
+                f"[{self.src.partitions}, {kept}]"
+            )
+        if self._bitvec():
+            self.check_integer(f"op={ReduceOp(self.op).name}", {"src": self.src, "dst": self.dst})
+            if self.negate:
+                self.fail("negate applies to arithmetic reductions only, not bitvec ops [S15]")
+
+    def cost(self, spec: MachineSpec) -> Cost:
+        work = elements_cycles(spec, "vector", self.src)
+        if (
+            self.src.dtype.name == "bf16"
+            and self.dst.dtype.name == "bf16"
+            and ReduceOp(self.op) in (ReduceOp.add, ReduceOp.max)
+        ):
+            work = -(-work // 2)
+        return spec.compute_cost("vector", work)
+
+    def execute(self, state: CoreState) -> None:
+        integer = self._bitvec()
+        reduced = math.prod(self.src.free_sizes[len(self.src.free_sizes) - self.axes :])
+        x = read_2d(state, self.src, integer).reshape(self.src.partitions, -1, reduced)
+        write_result(state, self.dst, kernels.tensor_reduce(x, self.op, self.negate), integer)
+
+
+@dataclass(frozen=True, kw_only=True)
+class _UnaryVector(ComputeInstruction):
+    dst: AccessPattern
+    src: AccessPattern
+
+    def reads(self) -> tuple[AccessPattern, ...]:
+        return (self.src,)
+
+    def writes(self) -> tuple[AccessPattern, ...]:
+        return (self.dst,)
+
+
+@register
+@dataclass(frozen=True, kw_only=True)
+class Reciprocal(_UnaryVector):
+    """dst = 1 / src in fp32. Cost max(MIN_II, 8N) [S16]."""
+
+    OPCODE = "reciprocal"
+    ENGINES = ("vector",)
+    PROFILER_OPCODE = "RECIPROCAL"
+    FLOPS_PER_ELEMENT = 1
+
+    def check(self, spec: MachineSpec) -> None:
+        super().check(spec)
+        same_shape(self, self.src, self.dst, "src/dst")
+
+    def cost(self, spec: MachineSpec) -> Cost:
+        return spec.compute_cost("vector", 8 * elements_cycles(spec, "vector", self.src))
+
+    def execute(self, state: CoreState) -> None:
+        write_result(state, self.dst, kernels.reciprocal(read_2d(state, self.src, False)), False)
+
+
+@register
+@dataclass(frozen=True, kw_only=True)
+class Memset(ComputeInstruction):
+    """dst = value everywhere (rounded to dst's dtype). Cost [S16]: max(MIN_II, N/2) for 0 into
+    bf16/fp16, else max(MIN_II, N)."""
+
+    OPCODE = "memset"
+    ENGINES = ("vector", "gpsimd")
+    PROFILER_OPCODE = "MEMSET"
+
+    dst: AccessPattern
+    value: float
+
+    def writes(self) -> tuple[AccessPattern, ...]:
+        return (self.dst,)
+
+    def check(self, spec: MachineSpec) -> None:
+        super().check(spec)
+        if not self.dst.dtype.is_float:
+            info = np.iinfo(self.dst.dtype.numpy)
+            if not float(self.value).is_integer() or not info.min <= self.value <= info.max:
+                self.fail(
+                    f"value {self.value!r} is not representable in dst dtype "
+                    f"{self.dst.dtype.name} (integers {info.min}..{info.max})"
+                )
+
+    def cost(self, spec: MachineSpec) -> Cost:
+        work = elements_cycles(spec, self.engine, self.dst)
+        if self.value == 0 and self.dst.dtype.name in ("bf16", "fp16"):
+            work = -(-work // 2)
+        return spec.compute_cost(self.engine, work)
+
+    def execute(self, state: CoreState) -> None:
+        state.write(self.dst, np.full(self.dst.shape, self.value))
+
+
+@register
+@dataclass(frozen=True, kw_only=True)
+class Select(ComputeInstruction):
+    """dst = on_true where pred != 0, else on_false (all the same shape; values via fp32).
+
+    No documented cost: uses the ``tensor_copy_predicated`` rule [S16], max(MIN_II, N) when an
+    input is in PSUM, else max(MIN_II, 2N). At most one input may be in PSUM, as for the other
+    multi-input VectorE instructions [S16].
+    """
+
+    OPCODE = "select"
+    ENGINES = ("vector",)
+    PROFILER_OPCODE = "SELECT"
+
+    dst: AccessPattern
+    pred: AccessPattern
+    on_true: AccessPattern
+    on_false: AccessPattern
+
+    def reads(self) -> tuple[AccessPattern, ...]:
+        return (self.pred, self.on_true, self.on_false)
+
+    def writes(self) -> tuple[AccessPattern, ...]:
+        return (self.dst,)
+
+    def check(self, spec: MachineSpec) -> None:
+        super().check(spec)
+        for name, ap in (("on_true", self.on_true), ("on_false", self.on_false), ("dst", self.dst)):
+            same_shape(self, self.pred, ap, f"pred/{name}")
+        names = ("pred", "on_true", "on_false")
+        in_psum = [
+            n for n, ap in zip(names, self.reads(), strict=True) if ap.memory is MemorySpace.PSUM
+        ]
+        if len(in_psum) > 1:
+            self.fail(f"{' and '.join(in_psum)} are in PSUM; at most one input may be in PSUM")
+
+    def cost(self, spec: MachineSpec) -> Cost:
+        work = elements_cycles(spec, "vector", self.on_true)
+        if not any(ap.memory is MemorySpace.PSUM for ap in self.reads()):
+            work *= 2
+        return spec.compute_cost("vector", work)
+
+    def execute(self, state: CoreState) -> None:
+        pred = as_2d(state.read(self.pred))
+        out = kernels.select(
+            pred, read_2d(state, self.on_true, False), read_2d(state, self.on_false, False)
+        )
+        write_result(state, self.dst, out, False)
+
+
+@register
+@dataclass(frozen=True, kw_only=True)
+class BnStats(_UnaryVector):
+    """dst[P, 6] = (count, mean, M2) of the even then odd elements of src[P, N], N <= 512.
+
+    Cost max(MIN_II, N) [S16].
+    """
+
+    OPCODE = "bn_stats"
+    ENGINES = ("vector",)
+    PROFILER_OPCODE = "BN_STATS"
+
+    def check(self, spec: MachineSpec) -> None:
+        super().check(spec)
+        if self.src.free_elements > BN_STATS_FMAX:
+            self.fail(
+                f"src has {self.src.free_elements} elements per partition; bn_stats takes at "
+                f"most {BN_STATS_FMAX} (bn_stats_fmax [S16]): split it and combine with bn_aggr"
+            )
+        width = kernels.BN_STATS_WIDTH
+        if self.dst.partitions != self.src.partitions or self.dst.free_elements != width:
+            self.fail(f"dst shape {self.dst.shape} must be [{self.src.partitions}, {width}]")
+        if not self.dst.dtype.is_float:
+            self.fail(f"dst dtype {self.dst.dtype.name} cannot hold statistics; use fp32")
+
+    def cost(self, spec: MachineSpec) -> Cost:
+        return spec.compute_cost("vector", elements_cycles(spec, "vector", self.src))
+
+    def execute(self, state: CoreState) -> None:
+        write_result(state, self.dst, kernels.bn_stats(read_2d(state, self.src, False)), False)
+
+
+@register
+@dataclass(frozen=True, kw_only=True)
+class BnAggr(_UnaryVector):
+    """dst[P, 2] = (mean, variance) combined from src[P, 3k] (count, mean, M2) groups.
+
+    Cost max(MIN_II, 13 * N / 3) [S16].
+    """
+
+    OPCODE = "bn_aggr"
+    ENGINES = ("vector",)
+    PROFILER_OPCODE = "BN_AGGR"
+
+    def check(self, spec: MachineSpec) -> None:
+        super().check(spec)
+        group = kernels.BN_GROUP_WIDTH
+        if self.src.free_elements % group:
+            self.fail(
+                f"src has {self.src.free_elements} elements per partition; bn_aggr reads whole "
+                f"(count, mean, M2) groups, a multiple of {group} [S16]"
+            )
+        if self.dst.partitions != self.src.partitions or self.dst.free_elements != 2:
+            self.fail(f"dst shape {self.dst.shape} must be [{self.src.partitions}, 2]")
+        if not self.dst.dtype.is_float:
+            self.fail(f"dst dtype {self.dst.dtype.name} cannot hold mean/variance; use fp32")
+
+    def cost(self, spec: MachineSpec) -> Cost:
+        work = elements_cycles(spec, "vector", self.src)
+        return spec.compute_cost("vector", -(-13 * work // kernels.BN_GROUP_WIDTH))
+
+    def execute(self, state: CoreState) -> None:
+        write_result(state, self.dst, kernels.bn_aggr(read_2d(state, self.src, False)), False)

@@ -1,0 +1,151 @@
+"""Numerics of every simulated instruction: Numba-jitted kernels, each with a NumPy ``*_ref`` twin.
+
+Operands arrive as fp32 (float dtypes) or int64 (integer dtypes) arrays flattened to ``[P, N]``
+(P = partitions); results are fp32/int64 and hwsim casts them to the destination dtype. This
+package imports only numpy, numba and the standard library. Call ``warm_up()`` once before timing
+anything so that JIT compilation (or loading the on-disk cache) is not counted as simulation time.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from kernels._jit_cache import invalidate_stale_cache
+from kernels.activations import ACTIVATION_REF
+from kernels.elementwise import (
+    activation,
+    activation_reduce,
+    activation_reduce_ref,
+    activation_ref,
+    reciprocal,
+    reciprocal_ref,
+    scalar_tensor_tensor,
+    scalar_tensor_tensor_ref,
+    select,
+    select_ref,
+    tensor_scalar,
+    tensor_scalar_ref,
+    tensor_tensor,
+    tensor_tensor_ref,
+)
+from kernels.index import MAX_FREE_DIMS, affine_select, affine_select_ref, iota, iota_ref
+from kernels.integer import (
+    tensor_scalar_int,
+    tensor_scalar_int_ref,
+    tensor_tensor_int,
+    tensor_tensor_int_ref,
+)
+from kernels.matmul import matmul_accumulate, matmul_accumulate_ref, transpose, transpose_ref
+from kernels.ops import (
+    AFFINE_SELECT_CMP_OPS,
+    BOOLEAN_RESULT_OPS,
+    COMPARISON_OPS,
+    EXACT_ACTIVATIONS,
+    FLOAT_EXACT_OPS,
+    INTEGER_ONLY_OPS,
+    INTEGER_ONLY_REDUCE_OPS,
+    LOGICAL_OPS,
+    UNARY_ALU_OPS,
+    ActivationFunction,
+    AluOp,
+    ReduceOp,
+)
+from kernels.reduce import (
+    BN_GROUP_WIDTH,
+    BN_STATS_WIDTH,
+    bn_aggr,
+    bn_aggr_ref,
+    bn_stats,
+    bn_stats_ref,
+    tensor_partition_reduce,
+    tensor_partition_reduce_ref,
+    tensor_reduce,
+    tensor_reduce_ref,
+)
+
+__all__ = [
+    "ACTIVATION_REF",
+    "AFFINE_SELECT_CMP_OPS",
+    "BN_GROUP_WIDTH",
+    "BN_STATS_WIDTH",
+    "BOOLEAN_RESULT_OPS",
+    "COMPARISON_OPS",
+    "EXACT_ACTIVATIONS",
+    "FLOAT_EXACT_OPS",
+    "INTEGER_ONLY_OPS",
+    "INTEGER_ONLY_REDUCE_OPS",
+    "LOGICAL_OPS",
+    "MAX_FREE_DIMS",
+    "UNARY_ALU_OPS",
+    "ActivationFunction",
+    "AluOp",
+    "ReduceOp",
+    "activation",
+    "activation_reduce",
+    "activation_reduce_ref",
+    "activation_ref",
+    "affine_select",
+    "affine_select_ref",
+    "bn_aggr",
+    "bn_aggr_ref",
+    "bn_stats",
+    "bn_stats_ref",
+    "iota",
+    "iota_ref",
+    "matmul_accumulate",
+    "matmul_accumulate_ref",
+    "reciprocal",
+    "reciprocal_ref",
+    "scalar_tensor_tensor",
+    "scalar_tensor_tensor_ref",
+    "select",
+    "select_ref",
+    "tensor_partition_reduce",
+    "tensor_partition_reduce_ref",
+    "tensor_reduce",
+    "tensor_reduce_ref",
+    "tensor_scalar",
+    "tensor_scalar_int",
+    "tensor_scalar_int_ref",
+    "tensor_scalar_ref",
+    "tensor_tensor",
+    "tensor_tensor_int",
+    "tensor_tensor_int_ref",
+    "tensor_tensor_ref",
+    "transpose",
+    "transpose_ref",
+    "warm_up",
+]
+
+# Numba reads its disk cache at a kernel's first call, so clearing stale entries now (after the
+# imports, before any call) is in time.
+invalidate_stale_cache()
+
+
+def warm_up() -> None:
+    """Compile (or load from the on-disk cache) every jitted kernel once, on tiny inputs.
+
+    The public wrappers always hand the jitted cores the same argument types (C-contiguous,
+    writable fp32/int64 arrays, plain ints and bools), so one call per kernel and dtype covers
+    every later call.
+    """
+    x = np.ones((2, 3), np.float32)
+    xi = np.ones((2, 3), np.int64)
+    activation(x, ActivationFunction.exp)
+    activation_reduce(x, ActivationFunction.exp)
+    tensor_tensor(x, x, AluOp.add)
+    tensor_tensor_int(xi, xi, AluOp.add)
+    tensor_scalar(x, AluOp.add, 1.0, False, AluOp.multiply, 2.0, True)
+    tensor_scalar_int(xi, AluOp.add, 1, False, AluOp.bitwise_and, 3, True)
+    scalar_tensor_tensor(x, AluOp.add, 1.0, AluOp.multiply, x)
+    reciprocal(x)
+    select(x, x, x)
+    select(xi, x, x)
+    tensor_reduce(x.reshape(2, 1, 3), ReduceOp.add)
+    tensor_reduce(xi.reshape(2, 1, 3), ReduceOp.add)
+    tensor_partition_reduce(x, ReduceOp.max)
+    tensor_partition_reduce(xi, ReduceOp.bitwise_or)
+    bn_aggr(bn_stats(x))
+    iota((2, 3), 0, 1, (1,))
+    affine_select(x, 0, 1, (-1,), AluOp.is_ge, -np.inf)
+    matmul_accumulate(np.zeros((3, 3), np.float32), x, x, True)

@@ -1,0 +1,127 @@
+"""Tests of matmul_accumulate and transpose; a benchmark of the tiled matmul against np.matmul."""
+
+from __future__ import annotations
+
+import time
+
+import numpy as np
+import pytest
+from helpers import assert_exact, assert_within_sum_bound, mixed_f32, moderate_f32
+
+import kernels as K
+
+MATMUL_SHAPES = [  # (K, M, N): contraction (partitions), stationary free size, moving free size
+    (1, 1, 1),
+    (3, 1, 7),
+    (1, 128, 512),
+    (128, 128, 512),
+    (128, 3, 1),
+    (7, 128, 7),
+    (64, 96, 300),
+]
+
+
+def _check_against_float64(
+    acc: np.ndarray, stationary: np.ndarray, moving: np.ndarray, start: np.ndarray | None
+) -> None:
+    # Each element is a K-term fp32 dot product (plus the previous accumulator value), so its
+    # error is bounded by the summation bound: eps * sqrt(K) * Σ_k |s_km| |v_kn| (times a small
+    # constant; see assert_within_sum_bound), measured against the float64 value.
+    s64, v64 = stationary.astype(np.float64), moving.astype(np.float64)
+    exact = s64.T @ v64
+    abs_sum = np.abs(s64).T @ np.abs(v64)
+    if start is not None:
+        exact = exact + start
+        abs_sum = abs_sum + np.abs(start)
+    assert_within_sum_bound(acc, exact, abs_sum, stationary.shape[0] + 1, "matmul")
+
+
+@pytest.mark.parametrize("shape", MATMUL_SHAPES)
+@pytest.mark.parametrize("accumulate", [False, True])
+def test_matmul_accumulate(shape: tuple[int, int, int], accumulate: bool) -> None:
+    k, m, n = shape
+    rng = np.random.default_rng(k * 10000 + m * 100 + n)
+    stationary, moving = moderate_f32(rng, (k, m)), moderate_f32(rng, (k, n))
+    start = moderate_f32(rng, (m, n), scale=50.0)
+    for kernel in (K.matmul_accumulate, K.matmul_accumulate_ref):
+        acc = start.copy()
+        assert kernel(acc, stationary, moving, accumulate) is None  # in place
+        _check_against_float64(
+            acc, stationary, moving, start.astype(np.float64) if accumulate else None
+        )
+
+
+def test_matmul_reference_is_rounded_float64() -> None:
+    rng = np.random.default_rng(1)
+    stationary, moving = mixed_f32(rng, (16, 8)), mixed_f32(rng, (16, 4))
+    acc = np.full((8, 4), np.nan, np.float32)
+    K.matmul_accumulate_ref(acc, stationary, moving, False)
+    with np.errstate(all="ignore"):
+        expected = (stationary.astype(np.float64).T @ moving.astype(np.float64)).astype(np.float32)
+    assert_exact(acc, expected, "reference")
+
+
+def test_matmul_accumulates_over_contraction_tiles() -> None:
+    # How TensorE builds a K = 512 product: four K = 128 matmuls into one PSUM accumulator.
+    rng = np.random.default_rng(2)
+    stationary, moving = moderate_f32(rng, (512, 128)), moderate_f32(rng, (512, 512))
+    acc = np.full((128, 512), 99.0, np.float32)  # overwritten by the first (accumulate=False)
+    for t in range(4):
+        rows = slice(128 * t, 128 * (t + 1))
+        K.matmul_accumulate(acc, stationary[rows], moving[rows], accumulate=t > 0)
+    _check_against_float64(acc, stationary, moving, None)
+
+
+def test_matmul_views_and_errors() -> None:
+    rng = np.random.default_rng(3)
+    big = moderate_f32(rng, (32, 64))
+    stationary, moving = big[:, ::4], big.T[::2, :].T  # strided views: [32, 16] and [32, 32]
+    psum = np.zeros((32, 64), np.float32)
+    acc = psum[::2, ::2]  # writing in place through a strided view
+    K.matmul_accumulate(acc, stationary, moving, False)
+    _check_against_float64(psum[::2, ::2], stationary, moving, None)
+    assert np.all(psum[1::2] == 0.0)
+    with pytest.raises(ValueError, match="contraction"):
+        K.matmul_accumulate(np.zeros((16, 32), np.float32), stationary[:8], moving, False)
+    with pytest.raises(ValueError, match=r"acc must be \[M=16, N=32\]"):
+        K.matmul_accumulate(np.zeros((32, 16), np.float32), stationary, moving, False)
+    with pytest.raises(TypeError, match="acc must be a 2-D float32 ndarray"):
+        K.matmul_accumulate(np.zeros((16, 32)), stationary, moving, False)
+
+
+@pytest.mark.parametrize("shape", [(1, 1), (3, 7), (128, 512), (128, 128)])
+@pytest.mark.parametrize("dtype", [np.float32, np.int32, np.uint16])
+def test_transpose(shape: tuple[int, int], dtype: type) -> None:
+    x = np.random.default_rng(shape[1]).integers(0, 1000, size=shape).astype(dtype)
+    got = K.transpose(x)
+    assert got.flags.c_contiguous
+    assert_exact(got, K.transpose_ref(x), "transpose")
+    assert_exact(got, x.T.copy(), "x.T")
+
+
+@pytest.mark.benchmark
+def test_tiled_matmul_speed_is_close_to_numpy() -> None:
+    """A [M, K] x [K, N] matmul as the simulator runs it (128 x 128 x 512 nc_matmul tiles, PSUM
+    accumulation over K) must take at most 3x the time of one np.matmul of the same size."""
+    m, k, n = 1024, 2048, 2048
+    rng = np.random.default_rng(0)
+    a_t = rng.standard_normal((k, m), dtype=np.float32)  # stationary layout: [K, M]
+    b = rng.standard_normal((k, n), dtype=np.float32)
+    K.warm_up()
+    np.matmul(a_t.T, b)
+    start = time.perf_counter()
+    expected = a_t.T @ b
+    numpy_s = time.perf_counter() - start
+    out = np.empty((m, n), np.float32)
+    start = time.perf_counter()
+    for m0 in range(0, m, 128):
+        for n0 in range(0, n, 512):
+            acc = out[m0 : m0 + 128, n0 : n0 + 512]
+            for k0 in range(0, k, 128):
+                K.matmul_accumulate(
+                    acc, a_t[k0 : k0 + 128, m0 : m0 + 128], b[k0 : k0 + 128, n0 : n0 + 512], k0 > 0
+                )
+    tiled_s = time.perf_counter() - start
+    print(f"np.matmul {numpy_s:.3f} s, tiled {tiled_s:.3f} s, ratio {tiled_s / numpy_s:.2f}")
+    np.testing.assert_allclose(out, expected, rtol=1e-3, atol=1e-2)
+    assert tiled_s <= 3.0 * numpy_s
