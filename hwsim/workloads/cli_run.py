@@ -41,8 +41,8 @@ def run_workload(
     summary["wall_simulate_s"] = round(sim_s, 3)
     if numerics and workload.check is not None:
         err, ok = workload.check(result.outputs)
-        summary["max_abs_err"] = err
-        summary["numerics_ok"] = ok
+        summary["max_abs_err"] = float(err)
+        summary["numerics_ok"] = bool(ok)
     return result, summary
 
 
@@ -66,10 +66,8 @@ def run_from_cli(args: argparse.Namespace) -> int:
 
 
 def _write_outputs(result: Any, summary: dict[str, Any], out: str | None) -> None:
-    try:
-        from hwsim.trace.outputs import default_run_dir, write_run_outputs
-    except ImportError:
-        return
+    from hwsim.trace.outputs import default_run_dir, write_run_outputs
+
     out_dir = out or default_run_dir(summary.get("workload", "run"))
     paths = write_run_outputs(result.trace, out_dir, summary=summary)
     summary["out_dir"] = str(out_dir)
@@ -77,9 +75,11 @@ def _write_outputs(result: Any, summary: dict[str, Any], out: str | None) -> Non
 
 
 def _print_summary(summary: dict[str, Any]) -> None:
-    try:
-        from hwsim.report.run_summary import print_run_summary
-    except ImportError:
-        print(json.dumps(summary, indent=2, default=str))
-        return
-    print_run_summary(summary)
+    from hwsim.cli.report_cmd import print_summary
+
+    print_summary(summary)
+    if "numerics_ok" in summary:
+        verdict = "OK" if summary["numerics_ok"] else "MISMATCH"
+        print(f"numerics: {verdict} (max abs error {summary['max_abs_err']:.3g})")
+    if "out_dir" in summary:
+        print(f"wrote {summary['out_dir']}")

@@ -1,0 +1,496 @@
+"""Derived views of a trace that its exports share: instruction facts, who released whom, DMA
+transfers, semaphore waits, interval arithmetic and HBM traffic per DMA piece.
+
+Nothing here keeps state between runs; each view is built from a ``Trace`` on demand. Everything
+that touches every record is either one Python pass or numpy, so traces of 1e6 records stay fast.
+"""
+
+from __future__ import annotations
+
+from array import array
+from bisect import bisect_left
+from collections import Counter, defaultdict
+from collections.abc import Callable, Sequence
+from operator import attrgetter
+from typing import Any, Generic, NamedTuple, TypeVar
+
+import numpy as np
+
+from hwsim.trace.records import ENGINE_ORDER, Trace
+
+#: Display names of the engines, as the profiler and HARDWARE.md call them.
+ENGINE_LABELS = {
+    "tensor": "TensorE",
+    "vector": "VectorE",
+    "scalar": "ScalarE",
+    "gpsimd": "GpSimdE",
+    "sync": "Sync",
+}
+#: Memories in the order of ``InstructionFacts.read_bytes`` / ``write_bytes``.
+MEMORIES = ("hbm", "sbuf", "psum")
+HBM, SBUF, PSUM = range(3)
+_MEMORY_INDEX = {name: i for i, name in enumerate(MEMORIES)}
+#: Semaphore-source class of DMA transfer completions (``SemaphoreUpdate.source_engine``).
+DMA_SOURCE = "dma"
+
+_ENGINE_CODES: dict[str, int] = {name: i for i, name in enumerate(ENGINE_ORDER)}
+_ENGINE_NAMES: list[str] = list(ENGINE_ORDER)
+_KEY_CORE_SHIFT = 48
+_KEY_ENGINE_SHIFT = 40
+
+
+def engine_label(engine: str) -> str:
+    return ENGINE_LABELS.get(engine, engine)
+
+
+def engine_code(engine: str) -> int:
+    """A small integer per engine name: ENGINE_ORDER position, unknown names after it."""
+    code = _ENGINE_CODES.get(engine)
+    if code is None:
+        code = _ENGINE_CODES[engine] = len(_ENGINE_CODES)
+        _ENGINE_NAMES.append(engine)
+    return code
+
+
+def engine_of_code(code: int) -> str:
+    return _ENGINE_NAMES[code]
+
+
+def semaphore_class(name: str, source_engine: str = "") -> str:
+    """What a semaphore counts: 'dma' (DMA queue completions), an engine name, or 'other'.
+
+    Follows the builder's convention (``S.<engine>``, ``S.dma.q<k>``); a semaphore named otherwise
+    is classed by the engine that signalled it.
+    """
+    if name.startswith("S.dma"):
+        return DMA_SOURCE
+    if name.startswith("S.") and name[2:] in _ENGINE_CODES:
+        return name[2:]
+    if source_engine:
+        return source_engine
+    return "other"
+
+
+# ---- per-instruction facts --------------------------------------------------------------------
+
+
+class InstructionFacts(NamedTuple):
+    """Static facts of one instruction, read once from the Instruction object.
+
+    read_bytes / write_bytes: bytes per memory in MEMORIES order (hbm, sbuf, psum).
+    spans: on-chip operands as (memory, first partition, end partition, first byte, end byte),
+    bytes within each partition; the bounding box of a strided pattern.
+    dtype: dtype name of the first operand read ('' if none): the matmul input dtype for TensorE.
+    """
+
+    opcode: str
+    profiler_opcode: str
+    tag: str
+    flops: int
+    dtype: str
+    read_bytes: tuple[int, int, int]
+    write_bytes: tuple[int, int, int]
+    spans: tuple[tuple[str, int, int, int, int], ...]
+    is_dma: bool
+    signals: tuple[str, ...]
+
+
+def instruction_facts(instruction: Any) -> InstructionFacts:
+    reads, writes = instruction.reads(), instruction.writes()
+    read_bytes, write_bytes = [0, 0, 0], [0, 0, 0]
+    spans: list[tuple[str, int, int, int, int]] = []
+    for aps, totals in ((reads, read_bytes), (writes, write_bytes)):
+        for ap in aps:
+            memory = ap.memory
+            totals[_MEMORY_INDEX[memory]] += ap.nbytes
+            if memory != "hbm":
+                first, end = _on_chip_span(ap)
+                spans.append((str(memory), ap.start_partition, ap.end_partition, first, end))
+    signals = instruction.signals
+    return InstructionFacts(
+        instruction.OPCODE,
+        instruction.PROFILER_OPCODE or instruction.OPCODE.upper(),
+        instruction.tag,
+        int(instruction.flops()),
+        reads[0].dtype.name if reads else "",
+        (read_bytes[0], read_bytes[1], read_bytes[2]),
+        (write_bytes[0], write_bytes[1], write_bytes[2]),
+        tuple(spans),
+        bool(instruction.IS_DMA),
+        (signals[0][0],) if len(signals) == 1 else tuple([name for name, _ in signals]),
+    )
+
+
+def _on_chip_span(ap: Any) -> tuple[int, int]:
+    """``AccessPattern.byte_span()`` of an SBUF/PSUM operand, inlined: it runs once per operand of
+    every instruction of a trace, and the generic method (HBM rows, strict zips) is ~5x slower."""
+    low = high = 0
+    for n, stride in zip(ap.free_sizes, ap.free_strides):  # noqa: B905 (lengths are checked)
+        if stride > 0:
+            high += (n - 1) * stride
+        elif stride < 0:
+            low += (n - 1) * stride
+    size = ap.dtype.itemsize
+    return ap.offset_bytes + low * size, ap.offset_bytes + (high + 1) * size
+
+
+T = TypeVar("T")
+
+
+class IdentityMemo(Generic[T]):
+    """``fn(instruction)`` memoised by object identity, bounded to ``limit`` entries.
+
+    Programs reuse instruction objects (unrolled loops, repeated layers), so most look-ups hit;
+    a trace of distinct objects only costs a cleared cache now and then, never unbounded memory.
+    The memo keeps a reference to each key object so an id is never reused while cached.
+    """
+
+    def __init__(self, fn: Callable[[Any], T], limit: int = 8192) -> None:
+        self._fn = fn
+        self._limit = limit
+        self._memo: dict[int, tuple[Any, T]] = {}
+
+    def __call__(self, obj: Any) -> T:
+        hit = self._memo.get(id(obj))
+        if hit is not None and hit[0] is obj:
+            return hit[1]
+        value = self._fn(obj)
+        if len(self._memo) >= self._limit:
+            self._memo.clear()
+        self._memo[id(obj)] = (obj, value)
+        return value
+
+
+def facts_memo() -> IdentityMemo[InstructionFacts]:
+    return IdentityMemo(instruction_facts)
+
+
+# ---- columns ----------------------------------------------------------------------------------
+
+
+def int_column(records: Sequence[Any], field: str) -> np.ndarray:
+    """One integer field of every record as an int64 array."""
+    return np.fromiter(map(attrgetter(field), records), np.int64, len(records))
+
+
+def engine_codes(records: Sequence[Any], field: str = "engine") -> np.ndarray:
+    get = attrgetter(field)
+    return np.fromiter((engine_code(get(r)) for r in records), np.int64, len(records))
+
+
+def instruction_keys(cores: np.ndarray, engines: np.ndarray, pcs: np.ndarray) -> np.ndarray:
+    """One int64 per (core, engine code, pc), for sorted look-ups."""
+    return (cores << _KEY_CORE_SHIFT) | (engines << _KEY_ENGINE_SHIFT) | pcs
+
+
+class InstructionIndex:
+    """Find an instruction record by (core, engine, pc) without a per-record dict."""
+
+    def __init__(self, trace: Trace) -> None:
+        recs = trace.instructions
+        keys = instruction_keys(
+            int_column(recs, "core"), engine_codes(recs), int_column(recs, "pc")
+        )
+        self._order = np.argsort(keys, kind="stable")
+        self._keys = keys[self._order]
+
+    def find_many(self, keys: np.ndarray) -> np.ndarray:
+        """Record indices of the given keys, -1 where absent."""
+        if not len(self._keys):
+            return np.full(len(keys), -1, np.int64)
+        pos = np.searchsorted(self._keys, keys)
+        pos = np.minimum(pos, len(self._keys) - 1)
+        found = self._keys[pos] == keys
+        return np.where(found, self._order[pos], -1)
+
+    def find(self, core: int, engine: str, pc: int) -> int:
+        key = (core << _KEY_CORE_SHIFT) | (engine_code(engine) << _KEY_ENGINE_SHIFT) | pc
+        return int(self.find_many(np.array([key], np.int64))[0])
+
+
+class SemaphoreIndex:
+    """For a wait (core, semaphore, value): the first update that brought it to >= value."""
+
+    def __init__(self, trace: Trace) -> None:
+        updates = trace.semaphore_updates
+        names: dict[tuple[int, str], int] = {}
+        group = np.fromiter(
+            (names.setdefault((u.core, u.semaphore), len(names)) for u in updates),
+            np.int64,
+            len(updates),
+        )
+        ticks = int_column(updates, "tick")
+        values = int_column(updates, "value")
+        order = np.lexsort((np.arange(len(updates)), ticks, group))
+        bounds = np.searchsorted(group[order], np.arange(len(names) + 1))
+        self._groups: dict[tuple[int, str], tuple[array[int], array[int]]] = {}
+        for key, g in names.items():
+            members = order[bounds[g] : bounds[g + 1]]
+            reached = np.maximum.accumulate(values[members])
+            self._groups[key] = (_as_array(reached), _as_array(members))
+
+    def satisfying(self, core: int, semaphore: str, value: int) -> int:
+        """Index into trace.semaphore_updates, or -1 if the wait never needed an update."""
+        group = self._groups.get((core, semaphore))
+        if group is None:
+            return -1
+        reached, members = group
+        k = bisect_left(reached, value)
+        return members[k] if k < len(reached) else -1
+
+
+def _as_array(values: np.ndarray) -> array[int]:
+    out = array("q")
+    out.frombytes(np.ascontiguousarray(values, np.int64).tobytes())
+    return out
+
+
+class Transfers:
+    """DMA pieces grouped into transfers, one per triggering DMA instruction, as columns.
+
+    piece_transfer[i]: transfer of piece i. Per transfer t: last_piece[t] (its last-ending piece),
+    core[t], engine_code[t], pc[t] (the triggering instruction) and trigger_record[t] (its index
+    in trace.instructions, -1 if absent).
+    """
+
+    def __init__(self, trace: Trace, index: InstructionIndex | None = None) -> None:
+        dma = trace.dma
+        keys = instruction_keys(
+            int_column(dma, "core"),
+            engine_codes(dma, "trigger_engine"),
+            int_column(dma, "trigger_pc"),
+        )
+        self.keys, inverse = np.unique(keys, return_inverse=True)
+        self.piece_transfer = inverse.reshape(-1).astype(np.int64)
+        self.core = self.keys >> _KEY_CORE_SHIFT
+        self.engine_code = (self.keys >> _KEY_ENGINE_SHIFT) & 0xFF
+        self.pc = self.keys & ((1 << _KEY_ENGINE_SHIFT) - 1)
+        index = index or InstructionIndex(trace)
+        self.trigger_record = index.find_many(self.keys)
+        ends = int_column(dma, "end_tick")
+        last = np.full(len(self.keys), -1, np.int64)
+        # the last piece of each transfer: sort by (transfer, end) and take each group's tail
+        order = np.lexsort((ends, self.piece_transfer))
+        if len(order):
+            tails = np.append(np.flatnonzero(np.diff(self.piece_transfer[order])), len(order) - 1)
+            last[self.piece_transfer[order[tails]]] = order[tails]
+        self.last_piece = last
+        core_pc = (self.core << _KEY_ENGINE_SHIFT) | self.pc
+        self._by_pc_order = np.argsort(core_pc, kind="stable")
+        self._by_pc_keys = core_pc[self._by_pc_order]
+
+    def __len__(self) -> int:
+        return len(self.keys)
+
+    def trigger(self, t: int) -> tuple[int, str, int]:
+        """(core, engine, pc) of transfer t's triggering instruction."""
+        key = int(self.keys[t])
+        return (
+            key >> _KEY_CORE_SHIFT,
+            engine_of_code((key >> _KEY_ENGINE_SHIFT) & 0xFF),
+            key & ((1 << _KEY_ENGINE_SHIFT) - 1),
+        )
+
+    def signalled_by(
+        self, core: int, pc: int, semaphore: str, signals_of: Callable[[int], tuple[str, ...]]
+    ) -> int:
+        """The transfer whose completion is a ``("dma", pc)`` update of ``semaphore``, or -1.
+
+        pcs count per engine stream, so (core, pc) may name DMAs of several trigger engines; the
+        one whose instruction signals this semaphore is the source.
+        """
+        key = (core << _KEY_ENGINE_SHIFT) | pc
+        lo, hi = np.searchsorted(self._by_pc_keys, [key, key + 1])
+        candidates = self._by_pc_order[lo:hi].tolist()
+        if len(candidates) > 1:
+            candidates = [t for t in candidates if semaphore in signals_of(t)] or candidates
+        return candidates[0] if candidates else -1
+
+
+# ---- who released whom ------------------------------------------------------------------------
+
+
+class Dependencies:
+    """Which record each semaphore update came from, and which update released each wait.
+
+    An update's source is an instruction record (``update_instruction[u]``) or, for DMA completions,
+    a transfer (``update_transfer[u]``; its last piece is the slice that finished it).
+    """
+
+    def __init__(self, trace: Trace, facts: IdentityMemo[InstructionFacts]) -> None:
+        self.trace = trace
+        self.semaphores = SemaphoreIndex(trace)
+        self.instructions = InstructionIndex(trace)
+        self.transfers = Transfers(trace, self.instructions)
+        updates = trace.semaphore_updates
+        n = len(updates)
+        is_dma = np.fromiter((u.source_engine == DMA_SOURCE for u in updates), bool, n)
+        keys = instruction_keys(
+            int_column(updates, "core"),
+            np.fromiter(
+                (
+                    0 if u.source_engine == DMA_SOURCE else engine_code(u.source_engine)
+                    for u in updates
+                ),
+                np.int64,
+                n,
+            ),
+            int_column(updates, "source_pc"),
+        )
+        self.update_instruction = np.where(is_dma, -1, self.instructions.find_many(keys))
+        self.update_transfer = np.full(n, -1, np.int64)
+        if is_dma.any():
+            records = trace.instructions
+
+            def signals_of(t: int) -> tuple[str, ...]:
+                index = self.transfers.trigger_record[t]
+                return facts(records[index].instruction).signals if index >= 0 else ()
+
+            for u in np.flatnonzero(is_dma):
+                up = updates[u]
+                self.update_transfer[u] = self.transfers.signalled_by(
+                    up.core, up.source_pc, up.semaphore, signals_of
+                )
+        self.update_tick = int_column(updates, "tick")
+
+    def wait_updates(self, record_index: int) -> list[tuple[str, int, int]]:
+        """(semaphore, value, update index) for each wait of an instruction that an update met."""
+        rec = self.trace.instructions[record_index]
+        out = []
+        for semaphore, value in rec.instruction.waits:
+            u = self.semaphores.satisfying(rec.core, semaphore, value)
+            if u >= 0:
+                out.append((semaphore, value, u))
+        return out
+
+
+def semaphore_waits(
+    trace: Trace, deps: Dependencies, ready: np.ndarray, start: np.ndarray
+) -> tuple[dict[str, Counter[str]], np.ndarray]:
+    """Wait ticks per engine by semaphore class, and the update that released each instruction."""
+    waits: dict[str, Counter[str]] = defaultdict(Counter)
+    binding = np.full(len(trace.instructions), -1, np.int64)
+    updates = trace.semaphore_updates
+    tick = deps.update_tick
+    for i in np.flatnonzero(start > ready):
+        rec = trace.instructions[i]
+        wait = int(start[i] - ready[i])
+        best, best_tick = -1, -1
+        for _, _, u in deps.wait_updates(int(i)):
+            if tick[u] > best_tick:
+                best, best_tick = u, int(tick[u])
+        if best >= 0 and best_tick > ready[i]:
+            binding[i] = best
+            up = updates[best]
+            waits[rec.engine][semaphore_class(up.semaphore, up.source_engine)] += wait
+        else:
+            waits[rec.engine]["other"] += wait
+    return waits, binding
+
+
+# ---- intervals --------------------------------------------------------------------------------
+
+
+def union_ticks(starts: np.ndarray, ends: np.ndarray) -> int:
+    """Length of the union of [start, end) intervals."""
+    if not len(starts):
+        return 0
+    order = np.argsort(starts, kind="stable")
+    s, e = starts[order], ends[order]
+    reach = np.maximum.accumulate(e)
+    # a new disjoint block starts where an interval begins after everything before it ended
+    new_block = np.empty(len(s), bool)
+    new_block[0] = True
+    new_block[1:] = s[1:] > reach[:-1]
+    block_id = np.cumsum(new_block) - 1
+    block_start = s[new_block]
+    block_end = np.zeros(len(block_start), np.int64)
+    np.maximum.at(block_end, block_id, reach)
+    return int((block_end - block_start).sum())
+
+
+def interval_integral(
+    starts: np.ndarray, ends: np.ndarray, rates: np.ndarray, at: np.ndarray
+) -> np.ndarray:
+    """∫₀ᵗ Σᵢ rateᵢ·[startᵢ ≤ τ < endᵢ] dτ at each t in ``at`` (float64, same unit as rate·time)."""
+    if not len(starts):
+        return np.zeros(len(at))
+    times = np.concatenate([starts, ends]).astype(np.float64)
+    deltas = np.concatenate([rates, -rates]).astype(np.float64)
+    order = np.argsort(times, kind="stable")
+    times, deltas = times[order], deltas[order]
+    level = np.cumsum(deltas)
+    area = np.concatenate([[0.0], np.cumsum(level[:-1] * np.diff(times))])
+    return np.interp(at, times, area, left=0.0, right=area[-1])
+
+
+def binned_amounts(
+    starts: np.ndarray, ends: np.ndarray, amounts: np.ndarray, edges: np.ndarray
+) -> np.ndarray:
+    """Per-bin totals of ``amounts`` spread evenly over each [start, end) (empty spans: 1 tick)."""
+    ends = np.maximum(ends, starts + 1)
+    rates = amounts / (ends - starts)
+    return np.diff(interval_integral(starts, ends, rates, edges))
+
+
+def bin_edges(total_ticks: int, bins: int) -> np.ndarray:
+    """``bins`` equal bins over [0, total_ticks] (fewer if the run has fewer ticks than bins)."""
+    count = max(1, min(bins, total_ticks))
+    return np.linspace(0, max(total_ticks, 1), count + 1)
+
+
+# ---- HBM traffic ------------------------------------------------------------------------------
+
+
+class DmaColumns(NamedTuple):
+    """Per DMA piece: core, start/end ticks, HBM bytes read and written (by transfer direction)."""
+
+    core: np.ndarray
+    start: np.ndarray
+    end: np.ndarray
+    hbm_read: np.ndarray
+    hbm_write: np.ndarray
+
+
+def dma_columns(
+    trace: Trace,
+    facts: IdentityMemo[InstructionFacts],
+    index: InstructionIndex | None = None,
+    transfers: Transfers | None = None,
+) -> DmaColumns:
+    """Columns of the DMA pieces; a piece reads HBM if its instruction's source is in HBM, writes
+    HBM if its destination is (both for HBM->HBM copies)."""
+    dma = trace.dma
+    transfers = transfers or Transfers(trace, index)
+    reads = np.zeros(len(transfers), bool)
+    writes = np.zeros(len(transfers), bool)
+    records = trace.instructions
+    for t, found in enumerate(transfers.trigger_record.tolist()):
+        if found >= 0:
+            f = facts(records[found].instruction)
+            reads[t] = f.read_bytes[HBM] > 0
+            writes[t] = f.write_bytes[HBM] > 0
+    size = int_column(dma, "transfer_bytes")
+    of = transfers.piece_transfer
+    return DmaColumns(
+        int_column(dma, "core"),
+        int_column(dma, "start_tick"),
+        int_column(dma, "end_tick"),
+        np.where(reads[of], size, 0) if len(dma) else size,
+        np.where(writes[of], size, 0) if len(dma) else size,
+    )
+
+
+def end_tick(trace: Trace) -> int:
+    """End of the run: the last instruction done or DMA piece end."""
+    ends = 0
+    if trace.instructions:
+        ends = int(int_column(trace.instructions, "done_tick").max())
+    if trace.dma:
+        ends = max(ends, int(int_column(trace.dma, "end_tick").max()))
+    return ends
+
+
+def cores_of(trace: Trace) -> list[int]:
+    cores = {r.core for r in trace.instructions} | {r.core for r in trace.dma}
+    return sorted(cores) or [0]

@@ -1,0 +1,503 @@
+"""Chrome Trace Event JSON of a run, for Perfetto UI and chrome://tracing, streamed to disk.
+
+Layout (see traces/README.md for how to read it):
+
+- one process per NeuronCore (pid ``CORE_PID_BASE + core``) and one "host" process (PyTorch ops
+  on the CPU, from ``trace.meta['host_events']``), ordered by ``process_sort_index``;
+- per core, one track per engine in ENGINE_ORDER, then one track per used (DMA queue, DMA engine)
+  pair ("DMA q0 e3"), ordered by ``thread_sort_index``; an engine runs one instruction at a time
+  and a DMA engine one piece at a time, so slices on a track never overlap;
+- complete ("X") slices whose args carry ticks, opcode, profiler opcode, operands, bytes per
+  memory, FLOPs and the source tag;
+- flow arrows ("s" -> "f", bound to the enclosing slices) from the instruction or DMA transfer
+  whose semaphore update met a wait, to the instruction that waited;
+- counters ("C"): HBM read and write bandwidth (GB/s, binned) and SBUF/PSUM occupancy (bytes).
+
+Times are µs with ns resolution: every tick is floored to an integer ns first and ``dur`` is the
+difference of floored ends, so adjacent slices never overlap after rounding (Perfetto stores
+integer ns; rounding ``ts`` and ``dur`` independently could make them overlap). Exact ticks are in
+the args.
+
+File shape: the first line holds ``displayTimeUnit`` and ``otherData`` (format, time base, meta,
+the effective config and the run summary), the second opens ``traceEvents``, then one event per
+line. It is ordinary JSON; ``read_header`` and ``iter_events`` use the line shape to read a
+summary or stream events without loading the file (and fall back to ``json.load`` otherwise).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+from collections.abc import Iterator
+from pathlib import Path
+from typing import IO, Any
+
+import numpy as np
+
+from hwsim.isa.ap import AccessPattern
+from hwsim.trace.analysis import (
+    MEMORIES,
+    Dependencies,
+    IdentityMemo,
+    InstructionFacts,
+    bin_edges,
+    binned_amounts,
+    cores_of,
+    dma_columns,
+    end_tick,
+    engine_code,
+    engine_label,
+    facts_memo,
+)
+from hwsim.trace.occupancy import OperandSpans, occupancy_steps
+from hwsim.trace.records import ENGINE_ORDER, Trace
+
+TRACE_FORMAT = "hwsim.chrome/1"
+HOST_PID = 1
+CORE_PID_BASE = 10
+HOST_TID = 1
+DMA_TID_BASE = 100
+#: HBM bandwidth counters: bins over the run (each bin's value is its mean bandwidth).
+COUNTER_BINS = 1000
+_HEADER_KEY = '{"displayTimeUnit":"ns","otherData":'
+_EVENTS_LINE = '"traceEvents":['
+
+
+def core_pid(core: int) -> int:
+    return CORE_PID_BASE + core
+
+
+def engine_tid(engine: str) -> int:
+    """Engine tracks 1..5 in hardware order (unknown engines after them)."""
+    return engine_code(engine) + 1
+
+
+def dma_tid(queue: int, dma_engine: int, engines_per_core: int = 256) -> int:
+    return DMA_TID_BASE + queue * engines_per_core + dma_engine
+
+
+def write_chrome_trace(
+    trace: Trace,
+    path: str | Path,
+    *,
+    summary: dict[str, Any] | None = None,
+    counter_bins: int = COUNTER_BINS,
+) -> Path:
+    """Write ``trace`` as Chrome Trace Event JSON at ``path``; returns the path.
+
+    Streams: events go to the file as they are formatted; only per-semaphore and per-record index
+    arrays (a few int64 per record) are held, never the event list.
+    """
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with path.open("w", encoding="utf-8", buffering=1 << 20) as out:
+        _Writer(trace, out, summary, counter_bins).write()
+    return path
+
+
+class _EventStream:
+    """Writes one event per line with the commas JSON needs (holds back one line)."""
+
+    def __init__(self, out: IO[str]) -> None:
+        self._out = out
+        self._pending: str | None = None
+
+    def emit(self, line: str) -> None:
+        if self._pending is not None:
+            self._out.write(self._pending)
+            self._out.write(",\n")
+        self._pending = line
+
+    def close(self) -> None:
+        if self._pending is not None:
+            self._out.write(self._pending)
+            self._out.write("\n")
+        self._out.write("]}\n")
+
+
+class _Writer:
+    def __init__(
+        self, trace: Trace, out: IO[str], summary: dict[str, Any] | None, counter_bins: int
+    ) -> None:
+        self.trace = trace
+        self.out = out
+        self.summary = summary
+        self.counter_bins = counter_bins
+        self.base = trace.base_mhz
+        self.facts = facts_memo()
+        self.static_args: IdentityMemo[str] = IdentityMemo(self._static_args)
+        self.events = _EventStream(out)
+        self.cores = cores_of(trace)
+        config = trace.config
+        self.engines_per_core = max(
+            [getattr(getattr(config, "dma", None), "engines", 16)]
+            + [r.dma_engine + 1 for r in trace.dma]
+        )
+
+    # ---- time ---------------------------------------------------------------------------------
+    def ns(self, tick: int) -> int:
+        return tick * 1000 // self.base
+
+    @staticmethod
+    def us(ns: int) -> str:
+        return f"{ns // 1000}.{ns % 1000:03d}"
+
+    # ---- top level ----------------------------------------------------------------------------
+    def write(self) -> None:
+        self.out.write(_HEADER_KEY + json.dumps(self._other_data(), default=str) + ",\n")
+        self.out.write(_EVENTS_LINE + "\n")
+        dma_tracks = sorted({(r.core, r.queue, r.dma_engine) for r in self.trace.dma})
+        self._metadata(dma_tracks)
+        deps = Dependencies(self.trace, self.facts)
+        spans = OperandSpans()
+        self._instructions(deps, spans)
+        self._dma(deps)
+        self._host()
+        self._counters(deps, spans)
+        self.events.close()
+
+    def _other_data(self) -> dict[str, Any]:
+        trace = self.trace
+        meta = {k: v for k, v in trace.meta.items() if k != "host_events"}
+        config = trace.config
+        dump = config.model_dump(mode="json") if hasattr(config, "model_dump") else None
+        return {
+            "format": TRACE_FORMAT,
+            "base_mhz": trace.base_mhz,
+            "meta": meta,
+            "config": dump,
+            "summary": self.summary,
+        }
+
+    def _metadata(self, dma_tracks: list[tuple[int, int, int]]) -> None:
+        emit = self.events.emit
+        emit(_meta("process_name", HOST_PID, None, {"name": "host (PyTorch ops)"}))
+        emit(_meta("process_sort_index", HOST_PID, None, {"sort_index": 0}))
+        emit(
+            _meta("thread_name", HOST_PID, HOST_TID, {"name": "PyTorch ops", "hwsim_track": "host"})
+        )
+        emit(_meta("thread_sort_index", HOST_PID, HOST_TID, {"sort_index": 0}))
+        engines = list(ENGINE_ORDER) + sorted(
+            {r.engine for r in self.trace.instructions} - set(ENGINE_ORDER)
+        )
+        for core in self.cores:
+            pid = core_pid(core)
+            emit(
+                _meta("process_name", pid, None, {"name": f"NeuronCore {core}", "hwsim_core": core})
+            )
+            emit(_meta("process_sort_index", pid, None, {"sort_index": 1 + core}))
+            for rank, engine in enumerate(engines):
+                names = {"name": engine_label(engine), "hwsim_track": engine}
+                emit(_meta("thread_name", pid, engine_tid(engine), names))
+                emit(_meta("thread_sort_index", pid, engine_tid(engine), {"sort_index": rank}))
+            rank = len(engines)
+            for c, queue, dma_engine in dma_tracks:
+                if c != core:
+                    continue
+                tid = dma_tid(queue, dma_engine, self.engines_per_core)
+                args: dict[str, Any] = {
+                    "name": f"DMA q{queue} e{dma_engine}",
+                    "hwsim_track": "dma",
+                    "queue": queue,
+                    "dma_engine": dma_engine,
+                }
+                emit(_meta("thread_name", pid, tid, args))
+                emit(_meta("thread_sort_index", pid, tid, {"sort_index": rank}))
+                rank += 1
+
+    # ---- instruction slices and flows ---------------------------------------------------------
+    def _static_args(self, instruction: Any) -> str:
+        f = self.facts(instruction)
+        parts = [
+            f'"opcode":{json_str(f.opcode)}',
+            f'"profiler_opcode":{json_str(f.profiler_opcode)}',
+            f'"operands":{json_str(instruction.describe())}',
+            f'"tag":{json_str(f.tag)}',
+            f'"flops":{f.flops}',
+        ]
+        for m, memory in enumerate(MEMORIES):
+            if f.read_bytes[m]:
+                parts.append(f'"{memory}_read_bytes":{f.read_bytes[m]}')
+            if f.write_bytes[m]:
+                parts.append(f'"{memory}_write_bytes":{f.write_bytes[m]}')
+        attributes = {
+            name: value
+            for name in _attribute_fields(type(instruction))
+            if not isinstance(value := getattr(instruction, name), AccessPattern)
+        }
+        if attributes:
+            parts.append(f'"attributes":{json.dumps(attributes, default=str)}')
+        return ",".join(parts)
+
+    def _instructions(self, deps: Dependencies, spans: OperandSpans) -> None:
+        trace, emit, ns, us = self.trace, self.events.emit, self.ns, self.us
+        src_pid, src_tid, src_ns = self._update_sources(deps)
+        track_spans = bool(trace.memory_allocations)
+        satisfying = deps.semaphores.satisfying
+        flow_id = 0
+        for rec in trace.instructions:
+            instruction = rec.instruction
+            pid, tid = core_pid(rec.core), engine_tid(rec.engine)
+            t0, t1 = ns(rec.start_tick), ns(rec.end_tick)
+            wait_ns = ns(rec.start_tick) - ns(rec.ready_tick)
+            emit(
+                f'{{"ph":"X","pid":{pid},"tid":{tid},"ts":{us(t0)},"dur":{us(t1 - t0)},'
+                f'"name":"{instruction.OPCODE}","cat":"{rec.engine}","args":{{'
+                f'"pc":{rec.pc},"ready_tick":{rec.ready_tick},"start_tick":{rec.start_tick},'
+                f'"end_tick":{rec.end_tick},"done_tick":{rec.done_tick},"wait_ns":{wait_ns},'
+                f"{self.static_args(instruction)}}}}}"
+            )
+            if track_spans:
+                spans.add(rec.core, self.facts(instruction).spans, rec.start_tick, rec.done_tick)
+            if not instruction.waits:
+                continue
+            here = us((t0 + t1) // 2)
+            for semaphore, value in instruction.waits:
+                u = satisfying(rec.core, semaphore, value)
+                if u < 0 or src_pid[u] < 0:
+                    continue
+                flow_id += 1
+                name = json.dumps(f"{semaphore}>={value}")
+                emit(
+                    f'{{"ph":"s","id":{flow_id},"pid":{src_pid[u]},"tid":{src_tid[u]},'
+                    f'"ts":{us(int(src_ns[u]))},"name":{name},"cat":"semaphore"}}'
+                )
+                emit(
+                    f'{{"ph":"f","bp":"e","id":{flow_id},"pid":{pid},"tid":{tid},'
+                    f'"ts":{here},"name":{name},"cat":"semaphore"}}'
+                )
+
+    def _update_sources(self, deps: Dependencies) -> tuple[list[int], list[int], np.ndarray]:
+        """Per semaphore update: pid, tid and mid-slice ns of the slice that made it (-1: none)."""
+        trace = self.trace
+        n = len(trace.semaphore_updates)
+        pid = [-1] * n
+        tid = [-1] * n
+        mid = np.zeros(n, np.int64)
+        recs = trace.instructions
+        for u in np.flatnonzero(deps.update_instruction >= 0):
+            rec = recs[deps.update_instruction[u]]
+            pid[u], tid[u] = core_pid(rec.core), engine_tid(rec.engine)
+            mid[u] = (self.ns(rec.start_tick) + self.ns(rec.end_tick)) // 2
+        last_piece = deps.transfers.last_piece
+        for u in np.flatnonzero(deps.update_transfer >= 0):
+            piece = trace.dma[last_piece[deps.update_transfer[u]]]
+            pid[u] = core_pid(piece.core)
+            tid[u] = dma_tid(piece.queue, piece.dma_engine, self.engines_per_core)
+            mid[u] = (self.ns(piece.start_tick) + self.ns(piece.end_tick)) // 2
+        return pid, tid, mid
+
+    # ---- DMA pieces ---------------------------------------------------------------------------
+    def _dma(self, deps: Dependencies) -> None:
+        trace, emit, ns, us = self.trace, self.events.emit, self.ns, self.us
+        transfers = deps.transfers
+        labels = []
+        for t, index in enumerate(transfers.trigger_record.tolist()):
+            _, engine, pc = transfers.trigger(t)
+            if index < 0:
+                labels.append(('"dma"', f'"trigger":"{engine}[{pc}]"'))
+                continue
+            f = self.facts(trace.instructions[index].instruction)
+            src = next((m for m, b in zip(MEMORIES, f.read_bytes, strict=True) if b), "?")
+            dst = next((m for m, b in zip(MEMORIES, f.write_bytes, strict=True) if b), "?")
+            labels.append(
+                (
+                    json.dumps(f.opcode),
+                    f'"trigger":"{engine}[{pc}]","direction":"{src}->{dst}",'
+                    f'"tag":{json.dumps(f.tag)}',
+                )
+            )
+        for r, t in zip(trace.dma, transfers.piece_transfer.tolist(), strict=True):
+            name, extra = labels[t]
+            t0, t1 = ns(r.start_tick), ns(r.end_tick)
+            emit(
+                f'{{"ph":"X","pid":{core_pid(r.core)},'
+                f'"tid":{dma_tid(r.queue, r.dma_engine, self.engines_per_core)},'
+                f'"ts":{us(t0)},"dur":{us(t1 - t0)},"name":{name},"cat":"dma","args":{{'
+                f'"queued_tick":{r.queued_tick},"start_tick":{r.start_tick},'
+                f'"end_tick":{r.end_tick},"bytes":{r.transfer_bytes},'
+                f'"descriptors":{r.descriptors},"queue":{r.queue},"dma_engine":{r.dma_engine},'
+                f'"piece":{r.piece},{extra}}}}}'
+            )
+
+    # ---- host ---------------------------------------------------------------------------------
+    def _host(self) -> None:
+        lanes = host_lanes(self.trace.meta.get("host_events") or [])
+        for lane in sorted({lane for lane, _ in lanes} - {0}):
+            name = {"name": f"PyTorch ops ({lane + 1})", "hwsim_track": "host"}
+            self.events.emit(_meta("thread_name", HOST_PID, HOST_TID + lane, name))
+            sort = {"sort_index": lane}
+            self.events.emit(_meta("thread_sort_index", HOST_PID, HOST_TID + lane, sort))
+        for lane, event in lanes:
+            t0 = int(event["start_ns"])
+            t1 = max(t0, int(event["end_ns"]))
+            args = json.dumps(event.get("args", {}), default=str)
+            self.events.emit(
+                f'{{"ph":"X","pid":{HOST_PID},"tid":{HOST_TID + lane},"ts":{self.us(t0)},'
+                f'"dur":{self.us(t1 - t0)},"name":{json.dumps(str(event["name"]))},'
+                f'"cat":"host","args":{args}}}'
+            )
+
+    # ---- counters -----------------------------------------------------------------------------
+    def _counters(self, deps: Dependencies, spans: OperandSpans) -> None:
+        for name, core, ns, values, unit in counter_series(
+            self.trace, self.facts, deps, spans, self.counter_bins
+        ):
+            self._counter(core_pid(core), name, unit, ns, values)
+
+    def _counter(self, pid: int, name: str, unit: str, ns: np.ndarray, values: np.ndarray) -> None:
+        previous = None
+        for t, value in zip(ns.tolist(), values.tolist(), strict=True):
+            text = f"{value:.6g}" if isinstance(value, float) else str(value)
+            if text == previous:  # binned rates carry float noise: compare what is written
+                continue
+            previous = text
+            self.events.emit(
+                f'{{"ph":"C","pid":{pid},"ts":{self.us(int(t))},"name":"{name}",'
+                f'"args":{{"{unit}":{text}}}}}'
+            )
+
+
+def counter_series(
+    trace: Trace,
+    facts: IdentityMemo[InstructionFacts],
+    deps: Dependencies,
+    spans: OperandSpans,
+    bins: int = COUNTER_BINS,
+) -> Iterator[tuple[str, int, np.ndarray, np.ndarray, str]]:
+    """(counter name, core, times in integer ns, values, unit) of every counter track.
+
+    HBM read/write: GB/s per bin (bytes of the DMA pieces overlapping the bin, spread evenly over
+    each piece). SBUF/PSUM occupancy: bytes in use (``occupancy.occupancy_steps``); ``spans``
+    must already hold the instructions' operand spans.
+    """
+    total = end_tick(trace)
+    base = trace.base_mhz
+    edges = bin_edges(total, bins)
+    edge_ns = (edges * 1000 / base).astype(np.int64)
+    width_ns = np.maximum(np.diff(edges) * 1000 / base, 1e-9)
+    cols = dma_columns(trace, facts, deps.instructions, deps.transfers)
+    lives = spans.lifetimes(trace.memory_allocations)
+    for core in cores_of(trace):
+        mine = cols.core == core
+        for name, amount in (("HBM read", cols.hbm_read), ("HBM write", cols.hbm_write)):
+            if not amount[mine].any():
+                continue
+            per_bin = binned_amounts(cols.start[mine], cols.end[mine], amount[mine], edges)
+            gbps = per_bin / width_ns  # bytes/ns = GB/s
+            yield name, core, edge_ns, np.append(gbps, 0.0), "GB/s"
+        for memory, label in (("sbuf", "SBUF occupancy"), ("psum", "PSUM occupancy")):
+            if not any(life.memory == memory and life.core == core for life in lives):
+                continue
+            ticks, level = occupancy_steps(lives, memory, core)
+            yield label, core, ticks * 1000 // base, level, "bytes"
+
+
+def host_lanes(events: list[dict[str, Any]]) -> list[tuple[int, dict[str, Any]]]:
+    """Assign host events to lanes so each lane nests properly (no partial overlaps).
+
+    Sorted by (start, longest first); an event joins the first lane whose open events either
+    ended before it starts or contain it.
+    """
+    ordered = sorted(events, key=lambda e: (float(e["start_ns"]), -float(e["end_ns"])))
+    stacks: list[list[float]] = []
+    out = []
+    for event in ordered:
+        start, end = float(event["start_ns"]), float(event["end_ns"])
+        for lane, stack in enumerate(stacks):
+            while stack and stack[-1] <= start:
+                stack.pop()
+            if not stack or end <= stack[-1]:
+                stack.append(end)
+                out.append((lane, event))
+                break
+        else:
+            stacks.append([end])
+            out.append((len(stacks) - 1, event))
+    return out
+
+
+_ATTRIBUTE_FIELDS: dict[type, tuple[str, ...]] = {}
+
+
+def _attribute_fields(cls: type) -> tuple[str, ...]:
+    """Fields of an instruction class that ``Instruction.attributes()`` reports (non-operand,
+    non-sync), without ClassVars, which dataclasses also lists in ``__dataclass_fields__``."""
+    names = _ATTRIBUTE_FIELDS.get(cls)
+    if names is None:
+        skip = {"engine", "waits", "signals", "tag", "name"}
+        names = tuple(f.name for f in dataclasses.fields(cls) if f.name not in skip)
+        _ATTRIBUTE_FIELDS[cls] = names
+    return names
+
+
+def json_str(text: str) -> str:
+    """``json.dumps`` of a string, with a fast path for the plain ASCII of opcodes and operands."""
+    if text.isascii() and text.isprintable() and '"' not in text and "\\" not in text:
+        return f'"{text}"'
+    return json.dumps(text)
+
+
+def _meta(name: str, pid: int, tid: int | None, args: dict[str, Any]) -> str:
+    tid_part = f',"tid":{tid}' if tid is not None else ""
+    return f'{{"ph":"M","pid":{pid}{tid_part},"name":"{name}","args":{json.dumps(args)}}}'
+
+
+# ---- reading ------------------------------------------------------------------------------------
+
+
+def read_header(path: str | Path) -> dict[str, Any]:
+    """The ``otherData`` of a trace written by this module (summary, meta, config) without
+    reading the events; for other Chrome JSON files, their ``otherData`` (or {})."""
+    with Path(path).open(encoding="utf-8") as f:
+        first = f.readline()
+        if first.startswith(_HEADER_KEY) and first.rstrip().endswith(","):
+            data: dict[str, Any] = json.loads(first[len(_HEADER_KEY) :].rstrip()[:-1])
+            return data
+    loaded = _load(path)
+    return loaded.get("otherData", {}) if isinstance(loaded, dict) else {}
+
+
+def is_line_format(path: str | Path) -> bool:
+    """Whether the file has the one-event-per-line shape this module writes."""
+    with Path(path).open(encoding="utf-8") as f:
+        first = f.readline(len(_HEADER_KEY) + 1)
+        if not first.startswith(_HEADER_KEY):
+            return False
+        f.readline()  # rest of the header line
+        return f.readline().strip() == _EVENTS_LINE
+
+
+def iter_events(path: str | Path) -> Iterator[dict[str, Any]]:
+    """Every event of a Chrome trace file; line by line (streaming) for files written here.
+
+    Raises ValueError for a line that is not JSON or a file cut off before its closing ``]}``.
+    """
+    if not is_line_format(path):
+        loaded = _load(path)
+        yield from loaded.get("traceEvents", []) if isinstance(loaded, dict) else loaded
+        return
+    with Path(path).open(encoding="utf-8") as f:
+        f.readline()
+        f.readline()
+        closed = False
+        for number, line in enumerate(f, start=3):
+            text = line.strip()
+            if text == "]}":
+                closed = True
+                continue
+            if not text:
+                continue
+            if closed:
+                raise ValueError(f"line {number}: data after the closing ']}}'")
+            try:
+                yield json.loads(text[:-1] if text.endswith(",") else text)
+            except json.JSONDecodeError as exc:
+                raise ValueError(f"line {number}: {exc}") from None
+        if not closed:
+            raise ValueError("the file ends before the closing ']}' (truncated?)")
+
+
+def _load(path: str | Path) -> Any:
+    with Path(path).open(encoding="utf-8") as f:
+        return json.load(f)

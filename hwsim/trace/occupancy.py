@@ -1,0 +1,190 @@
+"""SBUF/PSUM occupancy from a trace: when each named buffer held data, and bytes in use over time.
+
+Rule: a buffer (an entry of ``trace.memory_allocations``) is live from the first start to the last
+done tick of the instructions whose operands overlap it; bytes shared by several buffers (an
+allocator reusing freed space) count once. See ``allocation_lifetimes`` and ``occupancy_steps``.
+"""
+
+from __future__ import annotations
+
+import itertools
+from collections.abc import Sequence
+from typing import Any, NamedTuple
+
+import numpy as np
+
+from hwsim.trace.analysis import IdentityMemo, InstructionFacts
+from hwsim.trace.records import Trace
+
+
+class AllocationLife(NamedTuple):
+    """When a named SBUF/PSUM buffer held data: first start .. last done of the instructions whose
+    operands overlap it (first_tick = last_tick = -1 if none did), and where it lives."""
+
+    core: int
+    memory: str
+    name: str
+    start_partition: int
+    partitions: int
+    offset_bytes: int
+    size_bytes: int  # per partition
+    first_tick: int
+    last_tick: int
+
+    @property
+    def nbytes(self) -> int:
+        return self.partitions * self.size_bytes
+
+
+class OperandSpans:
+    """Distinct on-chip operand spans of a trace, each with the first start and last done tick of
+    the instructions using it. Filled during a pass over the instructions the caller makes anyway.
+    """
+
+    def __init__(self) -> None:
+        self._spans: dict[tuple[int, str, int, int, int, int], list[int]] = {}
+
+    def add(
+        self, core: int, spans: tuple[tuple[str, int, int, int, int], ...], start: int, done: int
+    ) -> None:
+        for memory, p0, p1, b0, b1 in spans:
+            key = (core, memory, p0, p1, b0, b1)
+            seen = self._spans.get(key)
+            if seen is None:
+                self._spans[key] = [start, done]
+            else:
+                if start < seen[0]:
+                    seen[0] = start
+                if done > seen[1]:
+                    seen[1] = done
+
+    def lifetimes(self, allocations: Sequence[tuple[Any, ...]]) -> list[AllocationLife]:
+        """Live interval of every SBUF/PSUM allocation (see ``allocation_lifetimes``)."""
+        groups: dict[tuple[int, str], list[tuple[int, int, int, int, int, int]]] = {}
+        for (core, memory, p0, p1, b0, b1), (first, last) in self._spans.items():
+            groups.setdefault((core, memory), []).append((p0, p1, b0, b1, first, last))
+        arrays = {key: np.array(rows, np.int64) for key, rows in groups.items()}
+        lives = []
+        for core, memory, name, p0, parts, offset, size in allocations:
+            memory = str(memory)
+            if memory == "hbm":
+                continue
+            rows = arrays.get((core, memory))
+            first = last = -1
+            if rows is not None:
+                hit = (
+                    (rows[:, 0] < p0 + parts)
+                    & (rows[:, 1] > p0)
+                    & (rows[:, 2] < offset + size)
+                    & (rows[:, 3] > offset)
+                )
+                if hit.any():
+                    first, last = int(rows[hit, 4].min()), int(rows[hit, 5].max())
+            lives.append(AllocationLife(core, memory, name, p0, parts, offset, size, first, last))
+        return lives
+
+
+def allocation_lifetimes(
+    trace: Trace, facts: IdentityMemo[InstructionFacts]
+) -> list[AllocationLife]:
+    """Live interval of every on-chip allocation in ``trace.memory_allocations``.
+
+    Rule: an allocation is live from the first start tick to the last done tick of the
+    instructions with an operand overlapping it (partition range and byte span per partition both
+    intersect; a strided operand counts by its bounding span). Distinct operand spans are
+    collapsed first, so the cost is one pass over the instructions plus spans x allocations.
+    """
+    spans = OperandSpans()
+    if trace.memory_allocations:
+        for rec in trace.instructions:
+            spans.add(rec.core, facts(rec.instruction).spans, rec.start_tick, rec.done_tick)
+    return spans.lifetimes(trace.memory_allocations)
+
+
+def occupancy_steps(
+    lives: Sequence[AllocationLife], memory: str, core: int | None = None
+) -> tuple[np.ndarray, np.ndarray]:
+    """Bytes in use in ``memory`` as a step function: value[i] holds from ticks[i] to ticks[i+1].
+
+    Each byte counts once: buffers that share addresses (an allocator reusing freed space) are
+    grouped, and a group occupies the union of its live buffers' (partition x byte) rectangles.
+    As the trace cannot tell which of two such buffers an access belongs to, both get the
+    lifetime of all accesses to their bytes; counting bytes once keeps the total within capacity.
+    Starts at (0, 0); ``core=None`` sums all cores; a buffer freed at the tick another is first
+    used does not overlap it.
+    """
+    live = [
+        life
+        for life in lives
+        if life.memory == memory and life.first_tick >= 0 and (core is None or life.core == core)
+    ]
+    deltas: dict[int, int] = {0: 0}
+    for group in _address_groups(live):
+        if len(group) == 1:
+            (life,) = group
+            deltas[life.first_tick] = deltas.get(life.first_tick, 0) + life.nbytes
+            deltas[life.last_tick] = deltas.get(life.last_tick, 0) - life.nbytes
+            continue
+        previous = 0
+        for tick in sorted({t for life in group for t in (life.first_tick, life.last_tick)}):
+            area = _union_area([g for g in group if g.first_tick <= tick < g.last_tick])
+            deltas[tick] = deltas.get(tick, 0) + area - previous
+            previous = area
+    ticks = np.array(sorted(deltas), np.int64)
+    level = np.cumsum(np.array([deltas[t] for t in ticks.tolist()], np.int64))
+    return ticks, level
+
+
+def _address_groups(lives: list[AllocationLife]) -> list[list[AllocationLife]]:
+    """Connected groups of buffers whose (core, partition, byte) ranges overlap."""
+    parent = list(range(len(lives)))
+
+    def root(i: int) -> int:
+        while parent[i] != i:
+            parent[i] = parent[parent[i]]
+            i = parent[i]
+        return i
+
+    order = sorted(range(len(lives)), key=lambda i: (lives[i].core, lives[i].offset_bytes))
+    active: list[int] = []  # sweep over byte offsets: buffers whose byte range is still open
+    for i in order:
+        a = lives[i]
+        active = [
+            j
+            for j in active
+            if lives[j].core == a.core
+            and lives[j].offset_bytes + lives[j].size_bytes > a.offset_bytes
+        ]
+        for j in active:
+            b = lives[j]
+            if (
+                a.start_partition < b.start_partition + b.partitions
+                and b.start_partition < a.start_partition + a.partitions
+            ):
+                parent[root(i)] = root(j)
+        active.append(i)
+    groups: dict[int, list[AllocationLife]] = {}
+    for i, life in enumerate(lives):
+        groups.setdefault(root(i), []).append(life)
+    return list(groups.values())
+
+
+def _union_area(rects: list[AllocationLife]) -> int:
+    """Bytes covered by the union of buffers' partition x byte rectangles."""
+    if len(rects) <= 1:
+        return sum(r.nbytes for r in rects)
+    xs = sorted({x for r in rects for x in (r.offset_bytes, r.offset_bytes + r.size_bytes)})
+    area = 0
+    for x0, x1 in itertools.pairwise(xs):
+        spans = sorted(
+            (r.start_partition, r.start_partition + r.partitions)
+            for r in rects
+            if r.offset_bytes <= x0 and r.offset_bytes + r.size_bytes >= x1
+        )
+        covered, reach = 0, -1
+        for p0, p1 in spans:
+            if p1 > reach:
+                covered += p1 - max(p0, reach)
+                reach = p1
+        area += covered * (x1 - x0)
+    return area

@@ -1,0 +1,342 @@
+"""A run's output folder (trace.json, summary.json, tables/, four PNGs) and reading one back.
+
+Reading back serves ``hwsim report`` and ``hwsim plot``. Everything the plots need is in
+trace.json itself: slices with their source tags (timeline), counter events (memory), and the
+summary in the file's header line (utilisation, roofline). So ``hwsim plot trace.json`` works on a
+bare trace; summary.json is the same summary for tools that do not parse traces, and ``report``
+prefers it because it is small.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import time
+from array import array
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from hwsim.errors import HwsimError
+from hwsim.trace.analysis import (
+    Dependencies,
+    cores_of,
+    engine_code,
+    engine_codes,
+    engine_label,
+    facts_memo,
+    int_column,
+)
+from hwsim.trace.occupancy import OperandSpans
+from hwsim.trace.records import ENGINE_ORDER, Trace
+
+TRACE_FILE = "trace.json"
+SUMMARY_FILE = "summary.json"
+TABLES_DIR = "tables"
+PLOT_FILES = {
+    "timeline": "timeline.png",
+    "util": "util.png",
+    "memory": "memory.png",
+    "roofline": "roofline.png",
+}
+#: Where runs go by default (relative to the working directory); ignored by git.
+TRACES_DIR = Path("traces")
+
+
+@dataclass
+class RunData:
+    """What ``report`` and the plots read, from a Trace in memory or from a trace.json.
+
+    Slices (instructions and DMA pieces) are columns: ``slice_row`` indexes ``rows`` (timeline
+    rows in hardware order: engines, then DMA engines with all their queues), ``slice_key``
+    indexes ``keys`` (the source tag, or the opcode for untagged work). Times are ns.
+    ``counters[name][core]`` = (times ns, values) for "HBM read"/"HBM write" (GB/s) and
+    "SBUF occupancy"/"PSUM occupancy" (bytes).
+    """
+
+    summary: dict[str, Any]
+    rows: list[str] = field(default_factory=list)
+    slice_row: np.ndarray = field(default_factory=lambda: np.zeros(0, np.int64))
+    slice_start_ns: np.ndarray = field(default_factory=lambda: np.zeros(0))
+    slice_end_ns: np.ndarray = field(default_factory=lambda: np.zeros(0))
+    slice_key: np.ndarray = field(default_factory=lambda: np.zeros(0, np.int64))
+    keys: list[str] = field(default_factory=list)
+    counters: dict[str, dict[int, tuple[np.ndarray, np.ndarray]]] = field(default_factory=dict)
+    source: str = ""
+
+
+# ---- writing ------------------------------------------------------------------------------------
+
+
+def write_run_outputs(
+    trace: Trace,
+    out_dir: str | Path,
+    summary: dict[str, Any] | None = None,
+    *,
+    plots: bool = True,
+) -> dict[str, Path]:
+    """Write trace.json, summary.json, tables/ (CSV, + Parquet with pyarrow) and the PNGs.
+
+    Returns {"trace": ..., "summary": ..., "Instruction.csv": ..., "timeline": ..., ...}.
+    """
+    from hwsim.trace.chrome import write_chrome_trace
+    from hwsim.trace.stats import summarize
+    from hwsim.trace.tables import write_tables
+
+    out = Path(out_dir)
+    out.mkdir(parents=True, exist_ok=True)
+    summary = summary if summary is not None else summarize(trace)
+    paths = {"trace": write_chrome_trace(trace, out / TRACE_FILE, summary=summary)}
+    summary_path = out / SUMMARY_FILE
+    summary_path.write_text(json.dumps(summary, indent=1, default=str) + "\n")
+    paths["summary"] = summary_path
+    paths.update(write_tables(trace, out / TABLES_DIR, summary))
+    if plots:
+        from hwsim.plots import plot
+
+        run = run_data(trace, summary)
+        for kind, name in PLOT_FILES.items():
+            paths[kind] = plot(kind, run, out / name)
+    return paths
+
+
+def default_run_dir(workload: str = "run", root: str | Path = TRACES_DIR) -> Path:
+    """A new folder ``<root>/<YYYYmmdd-HHMMSS>-<workload>`` (suffixed -2, -3... if taken)."""
+    slug = re.sub(r"[^A-Za-z0-9_.-]+", "_", workload).strip("_") or "run"
+    base = Path(root) / f"{time.strftime('%Y%m%d-%H%M%S')}-{slug}"
+    path, n = base, 1
+    while path.exists():
+        n += 1
+        path = base.with_name(f"{base.name}-{n}")
+    path.mkdir(parents=True)
+    return path
+
+
+# ---- from a trace in memory ---------------------------------------------------------------------
+
+
+def run_data(trace: Trace, summary: dict[str, Any] | None = None) -> RunData:
+    """The plot/report view of an in-memory trace (same content ``load_run`` reads from JSON)."""
+    from hwsim.trace.chrome import counter_series
+    from hwsim.trace.stats import summarize
+
+    summary = summary if summary is not None else summarize(trace)
+    facts = facts_memo()
+    cores = cores_of(trace)
+    engines = list(ENGINE_ORDER) + sorted(
+        {r.engine for r in trace.instructions} - set(ENGINE_ORDER)
+    )
+    dma_engines = sorted({(r.core, r.dma_engine) for r in trace.dma})
+    rows, engine_row, dma_row = _rows(cores, engines, dma_engines)
+
+    keys: dict[str, int] = {}
+    recs = trace.instructions
+    spans = OperandSpans()
+    key_codes = array("q")
+    for rec in recs:
+        f = facts(rec.instruction)
+        key_codes.append(keys.setdefault(f.tag or f.opcode, len(keys)))
+        if trace.memory_allocations:
+            spans.add(rec.core, f.spans, rec.start_tick, rec.done_tick)
+    lookup = np.full((max(cores) + 1, max(engine_code(e) for e in engines) + 1), -1, np.int64)
+    for (core, engine), row in engine_row.items():
+        lookup[core, engine_code(engine)] = row
+    inst_rows = (
+        lookup[int_column(recs, "core"), engine_codes(recs)] if recs else np.zeros(0, np.int64)
+    )
+
+    deps = Dependencies(trace, facts)
+    transfer_key = []
+    for index in deps.transfers.trigger_record.tolist():
+        trigger = facts(recs[index].instruction) if index >= 0 else None
+        name = (trigger.tag or trigger.opcode) if trigger else "dma"
+        transfer_key.append(keys.setdefault(name, len(keys)))
+    dma = trace.dma
+    dma_lookup = {pair: row for pair, row in dma_row.items()}
+    piece_rows = np.fromiter((dma_lookup[r.core, r.dma_engine] for r in dma), np.int64, len(dma))
+    piece_keys = (
+        np.array(transfer_key, np.int64)[deps.transfers.piece_transfer]
+        if dma
+        else np.zeros(0, np.int64)
+    )
+    ns = 1000 / trace.base_mhz
+    counters: dict[str, dict[int, tuple[np.ndarray, np.ndarray]]] = {}
+    for name, core, times, values, _ in counter_series(trace, facts, deps, spans):
+        counters.setdefault(name, {})[core] = (times.astype(np.float64), values.astype(np.float64))
+    return RunData(
+        summary=summary,
+        rows=rows,
+        slice_row=np.concatenate([inst_rows, piece_rows]),
+        slice_start_ns=np.concatenate(
+            [int_column(recs, "start_tick") * ns, int_column(dma, "start_tick") * ns]
+        ),
+        slice_end_ns=np.concatenate(
+            [int_column(recs, "end_tick") * ns, int_column(dma, "end_tick") * ns]
+        ),
+        slice_key=np.concatenate(
+            [np.frombuffer(key_codes, np.int64) if recs else np.zeros(0, np.int64), piece_keys]
+        ),
+        keys=list(keys),
+        counters=counters,
+        source=str(trace.meta.get("workload", "")),
+    )
+
+
+def _rows(
+    cores: list[int], engines: list[str], dma_engines: list[tuple[int, int]]
+) -> tuple[list[str], dict[tuple[int, str], int], dict[tuple[int, int], int]]:
+    """Row labels in hardware order and the row of each (core, engine) / (core, DMA engine)."""
+    rows: list[str] = []
+    engine_row: dict[tuple[int, str], int] = {}
+    dma_row: dict[tuple[int, int], int] = {}
+    prefix = len(cores) > 1
+    for core in cores:
+        lead = f"NC{core} " if prefix else ""
+        for engine in engines:
+            engine_row[core, engine] = len(rows)
+            rows.append(lead + engine_label(engine))
+        for c, k in dma_engines:
+            if c == core:
+                dma_row[core, k] = len(rows)
+                rows.append(f"{lead}DMA e{k}")
+    return rows, engine_row, dma_row
+
+
+# ---- from disk ----------------------------------------------------------------------------------
+
+
+def resolve_run(path: str | Path) -> tuple[Path | None, Path | None]:
+    """(trace.json, summary.json) of a run folder or a trace file; either may be None."""
+    path = Path(path)
+    if path.is_dir():
+        trace = path / TRACE_FILE
+        summary = path / SUMMARY_FILE
+        found = (trace if trace.is_file() else None, summary if summary.is_file() else None)
+        if found == (None, None):
+            raise HwsimError(f"{path}: no {TRACE_FILE} or {SUMMARY_FILE} in this folder")
+        return found
+    if path.is_file():
+        if path.name == SUMMARY_FILE:
+            return None, path
+        sidecar = path.with_name(SUMMARY_FILE)
+        return path, sidecar if path.name == TRACE_FILE and sidecar.is_file() else None
+    raise HwsimError(f"{path}: no such trace file or run folder")
+
+
+def load_summary(path: str | Path) -> dict[str, Any]:
+    """The run summary of a run folder, summary.json or trace.json (its header; no events read)."""
+    from hwsim.trace.chrome import read_header
+
+    trace_path, summary_path = resolve_run(path)
+    if summary_path is not None:
+        data: dict[str, Any] = json.loads(summary_path.read_text())
+        return data
+    assert trace_path is not None
+    try:
+        summary = read_header(trace_path).get("summary")
+    except (ValueError, UnicodeDecodeError) as exc:
+        raise HwsimError(f"{trace_path}: not a Chrome trace JSON file ({exc})") from None
+    if not summary:
+        raise HwsimError(f"{trace_path}: no hwsim summary in this trace (was it written by hwsim?)")
+    return dict(summary)
+
+
+def load_run(path: str | Path) -> RunData:
+    """Read a run folder or trace.json back into a RunData (slices, counters, summary)."""
+    from hwsim.trace.chrome import iter_events
+
+    trace_path, _ = resolve_run(path)
+    summary = load_summary(path)
+    if trace_path is None:
+        return RunData(summary=summary, source=str(path))
+    cores: dict[int, int] = {}
+    tracks: dict[tuple[int, int], dict[str, Any]] = {}
+    pids, tids, keys_col = array("q"), array("q"), array("q")
+    starts, ends = array("d"), array("d")
+    keys: dict[str, int] = {}
+    raw_counters: dict[tuple[str, int], tuple[array[float], array[float]]] = {}
+    try:
+        for event in iter_events(trace_path):
+            ph = event.get("ph")
+            if ph == "X":
+                args = event.get("args") or {}
+                pids.append(event["pid"])
+                tids.append(event["tid"])
+                starts.append(event["ts"] * 1000)
+                ends.append((event["ts"] + event["dur"]) * 1000)
+                key = args.get("tag") or event.get("name", "")
+                keys_col.append(keys.setdefault(key, len(keys)))
+            elif ph == "C":
+                for value in event["args"].values():
+                    times, values = raw_counters.setdefault(
+                        (event["name"], event["pid"]), (array("d"), array("d"))
+                    )
+                    times.append(event["ts"] * 1000)
+                    values.append(float(value))
+            elif ph == "M" and event.get("name") == "process_name":
+                core = (event.get("args") or {}).get("hwsim_core")
+                if core is not None:
+                    cores[event["pid"]] = int(core)
+            elif ph == "M" and event.get("name") == "thread_name":
+                tracks[event["pid"], event.get("tid", 0)] = event.get("args") or {}
+    except (ValueError, KeyError, TypeError) as exc:
+        raise HwsimError(f"{trace_path}: cannot read trace events ({exc})") from None
+    return _run_from_columns(
+        summary, cores, tracks, pids, tids, starts, ends, keys_col, keys, raw_counters, trace_path
+    )
+
+
+def _run_from_columns(
+    summary: dict[str, Any],
+    cores: dict[int, int],
+    tracks: dict[tuple[int, int], dict[str, Any]],
+    pids: array[int],
+    tids: array[int],
+    starts: array[float],
+    ends: array[float],
+    keys_col: array[int],
+    keys: dict[str, int],
+    raw_counters: dict[tuple[str, int], tuple[array[float], array[float]]],
+    trace_path: Path,
+) -> RunData:
+    engines_seen = {str(t["hwsim_track"]) for t in tracks.values() if t.get("hwsim_track")}
+    engines_seen -= {"dma", "host"}
+    engines = list(ENGINE_ORDER) + sorted(engines_seen - set(ENGINE_ORDER))
+    dma_engines = sorted(
+        {
+            (cores[pid], int(t["dma_engine"]))
+            for (pid, _), t in tracks.items()
+            if t.get("hwsim_track") == "dma" and pid in cores
+        }
+    )
+    rows, engine_row, dma_row = _rows(sorted(set(cores.values())) or [0], engines, dma_engines)
+    track_row: dict[tuple[int, int], int] = {}
+    for (pid, tid), t in tracks.items():
+        if pid not in cores:
+            continue
+        kind = t.get("hwsim_track")
+        if kind == "dma":
+            track_row[pid, tid] = dma_row[cores[pid], int(t["dma_engine"])]
+        elif (cores[pid], kind) in engine_row:
+            track_row[pid, tid] = engine_row[cores[pid], str(kind)]
+    row = np.fromiter(
+        (track_row.get((p, t), -1) for p, t in zip(pids, tids, strict=True)), np.int64, len(pids)
+    )
+    device = row >= 0
+    counters: dict[str, dict[int, tuple[np.ndarray, np.ndarray]]] = {}
+    for (name, pid), (times, values) in raw_counters.items():
+        if pid in cores:
+            counters.setdefault(name, {})[cores[pid]] = (np.array(times), np.array(values))
+    return RunData(
+        summary=summary,
+        rows=rows,
+        slice_row=row[device],
+        slice_start_ns=np.array(starts)[device],
+        slice_end_ns=np.array(ends)[device],
+        slice_key=np.array(keys_col, np.int64)[device],
+        keys=list(keys),
+        counters=counters,
+        source=str(trace_path),
+    )

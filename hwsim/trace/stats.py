@@ -1,0 +1,386 @@
+"""Statistics of a run derived only from its trace (engines keep no counters).
+
+``summarize(trace)`` returns one JSON-ready dict with three layers of keys:
+
+- the CLI contract (DESIGN.md "Command line"): ``total_ns``, ``total_ticks``, ``engines`` (per
+  engine ``busy_pct``, ``instructions``, ...), ``mfu_pct``, ``hbm_bytes``, ``bottleneck``;
+- Neuron Explorer Summary names where one exists (HARDWARE.md §6): ``total_time`` (s),
+  ``mfu_estimated_percent``, ``hfu_estimated_percent``, ``mbu_estimated_percent``,
+  ``dma_active_time_percent``, ``<engine>_engine_active_time_percent``,
+  ``<engine>_instruction_count``, ``hardware_flops``, ``{hbm,sbuf,psum}_{read,write}_bytes``;
+- details: ``dma``, ``memory`` (SBUF/PSUM peak and step series), ``critical_path``, ``peaks``,
+  ``tags``.
+
+Definitions (T = total_ticks, the last instruction done or DMA piece end; multi-core traces divide
+by T x cores, so per-engine numbers are averages over the cores):
+
+- busy %: sum of the engine's slices (start..end, the issue interval) / T.
+- semaphore wait: start - ready of each instruction, attributed to the semaphore met last (its
+  class: ``dma`` for DMA-queue semaphores, else the signalling engine; ``other`` when the wait was
+  not a semaphore, e.g. a shared access port).
+- HFU: TensorE FLOPs executed / (peak FLOP/s of their dtype x time); MFU: ``meta['model_flops']``
+  (else the TensorE FLOPs) / (peak of the dominant dtype x time).
+- MBU: HBM bytes read + written by DMA / (per-core HBM bandwidth x time).
+- DMA active %: union of all DMA piece intervals / T.
+- critical path: see ``critical_path``; bottleneck: see ``bottleneck_verdict``.
+"""
+
+from __future__ import annotations
+
+from array import array
+from collections import Counter
+from typing import Any, NamedTuple
+
+import numpy as np
+
+from hwsim.trace.analysis import (
+    HBM,
+    MEMORIES,
+    Dependencies,
+    IdentityMemo,
+    InstructionFacts,
+    cores_of,
+    dma_columns,
+    end_tick,
+    engine_code,
+    engine_codes,
+    engine_label,
+    facts_memo,
+    int_column,
+    semaphore_waits,
+    union_ticks,
+)
+from hwsim.trace.critical_path import CriticalStep, bottleneck_verdict, critical_path, path_stats
+from hwsim.trace.occupancy import AllocationLife, OperandSpans, occupancy_steps
+from hwsim.trace.records import ENGINE_ORDER, Trace
+
+__all__ = ["CriticalStep", "bottleneck_verdict", "critical_path", "summarize"]
+
+SUMMARY_SCHEMA = "hwsim.summary/1"
+#: Step series in the summary are reduced (keeping each bin's maximum) to at most this many points.
+SERIES_MAX_POINTS = 2000
+#: Source tags listed in the summary (by busy time).
+TOP_TAGS = 20
+
+
+def summarize(trace: Trace) -> dict[str, Any]:
+    """All statistics of ``trace`` as a JSON-ready dict (see the module docstring)."""
+    facts = facts_memo()
+    total = end_tick(trace)
+    cores = len(cores_of(trace))
+    span = max(total, 1) * cores  # ticks of machine time per resource
+    deps = Dependencies(trace, facts)
+
+    eng = engine_codes(trace.instructions)
+    start = int_column(trace.instructions, "start_tick")
+    end = int_column(trace.instructions, "end_tick")
+    ready = int_column(trace.instructions, "ready_tick")
+    spans = OperandSpans()
+    work = _instruction_work(trace, facts, spans)
+    waits, binding = semaphore_waits(trace, deps, ready, start)
+
+    engines = _engine_stats(eng, start, end, ready, work.opcodes, waits, span)
+    dma = _dma_stats(trace, facts, deps, total, span)
+    memory = _memory_stats(trace, spans.lifetimes(trace.memory_allocations))
+    peaks = _peaks(trace, cores, work.tensor_flops_by_dtype)
+    total_s = total / trace.base_mhz / 1e6
+    flops = _flop_stats(trace, work, peaks, total_s)
+    hbm_read, hbm_write = work.read_bytes[HBM], work.write_bytes[HBM]
+    hbm_bytes = hbm_read + hbm_write
+    mbu = 100.0 * hbm_bytes / (peaks["hbm_bytes_per_s"] * total_s) if total_s else 0.0
+    steps = critical_path(trace, deps=deps, binding=binding)
+    path = path_stats(steps, total)
+    busy_any = union_ticks(
+        np.concatenate([start, int_column(trace.dma, "start_tick")]),
+        np.concatenate([end, int_column(trace.dma, "end_tick")]),
+    )
+    idle_pct = 100.0 * (1 - busy_any / max(total, 1)) if total else 0.0
+    verdict, resource, evidence = bottleneck_verdict(
+        engines, dma["active_pct"], mbu, idle_pct, path["share_pct"], flops["mfu_pct"]
+    )
+
+    summary: dict[str, Any] = {
+        "schema": SUMMARY_SCHEMA,
+        "workload": trace.meta.get("workload", ""),
+        "config_name": trace.meta.get("config_name", _config_name(trace)),
+        "config_hash": trace.meta.get("config_hash", ""),
+        "cores": cores,
+        "base_mhz": trace.base_mhz,
+        "total_ticks": total,
+        "total_ns": total * 1000 / trace.base_mhz,
+        "engines": engines,
+        "instructions": len(trace.instructions),
+        "mfu_pct": flops["mfu_pct"],
+        "hfu_pct": flops["hfu_pct"],
+        "mbu_pct": mbu,
+        "dma_active_pct": dma["active_pct"],
+        "idle_pct": idle_pct,
+        "hbm_bytes": hbm_bytes,
+        "hbm_read_bytes": hbm_read,
+        "hbm_write_bytes": hbm_write,
+        "bottleneck": verdict,
+        "bottleneck_resource": resource,
+        "bottleneck_evidence": evidence,
+        # Neuron Explorer Summary names
+        "total_time": total_s,
+        "hardware_flops": flops["hardware_flops"],
+        "model_flops": flops["model_flops"],
+        "mfu_estimated_percent": flops["mfu_pct"],
+        "hfu_estimated_percent": flops["hfu_pct"],
+        "mbu_estimated_percent": mbu,
+        "dma_active_time_percent": dma["active_pct"],
+    }
+    for name in ENGINE_ORDER:
+        summary[f"{name}_engine_active_time_percent"] = engines[name]["busy_pct"]
+        summary[f"{name}_instruction_count"] = engines[name]["instructions"]
+    for m, memory_name in enumerate(MEMORIES):
+        summary[f"{memory_name}_read_bytes"] = work.read_bytes[m]
+        summary[f"{memory_name}_write_bytes"] = work.write_bytes[m]
+    summary["sbuf_peak_bytes"] = memory["sbuf"]["peak_bytes"]
+    summary["psum_peak_bytes"] = memory["psum"]["peak_bytes"]
+    summary.update(
+        {
+            "flops": flops,
+            "dma": dma,
+            "memory": memory,
+            "critical_path": path,
+            "peaks": peaks,
+            "tags": _top_tags(work.tags, trace.base_mhz),
+        }
+    )
+    return summary
+
+
+# ---- per-instruction work -----------------------------------------------------------------------
+
+
+class _Work(NamedTuple):
+    opcodes: Counter[tuple[str, str]]
+    tensor_flops_by_dtype: dict[str, int]
+    hardware_flops: int
+    read_bytes: list[int]
+    write_bytes: list[int]
+    tags: dict[
+        str, list[int]
+    ]  # tag -> [instructions, flops, hbm bytes, busy, first start, last end]
+
+
+def _instruction_work(
+    trace: Trace, facts: IdentityMemo[InstructionFacts], spans: OperandSpans
+) -> _Work:
+    """Opcode counts, FLOPs, bytes and per-tag totals, plus the operand spans SBUF/PSUM
+    lifetimes need: one pass that keeps only integer columns (a trace of distinct instruction
+    objects would otherwise hold a facts tuple per record)."""
+    recs = trace.instructions
+    track_spans = bool(trace.memory_allocations)
+    flops, hbm, op_code, dtype_code, tag_code = (array("q") for _ in range(5))
+    reads, writes = [0, 0, 0], [0, 0, 0]
+    ops: dict[tuple[str, str], int] = {}
+    dtypes: dict[str, int] = {}
+    tag_ids: dict[str, int] = {}
+    for rec in recs:
+        f = facts(rec.instruction)
+        if track_spans:
+            spans.add(rec.core, f.spans, rec.start_tick, rec.done_tick)
+        flops.append(f.flops)
+        r, w = f.read_bytes, f.write_bytes
+        hbm.append(r[HBM] + w[HBM])
+        for m in range(3):
+            reads[m] += r[m]
+            writes[m] += w[m]
+        op_code.append(ops.setdefault((rec.engine, f.opcode), len(ops)))
+        dtype_code.append(dtypes.setdefault(f.dtype or "bf16", len(dtypes)))
+        tag_code.append(tag_ids.setdefault(f.tag or f.opcode, len(tag_ids)))
+    flop = np.frombuffer(flops, np.int64) if recs else np.zeros(0, np.int64)
+    op_count = np.bincount(_np(op_code), minlength=len(ops))
+    opcodes = Counter({key: int(op_count[code]) for key, code in ops.items()})
+    mask = (engine_codes(recs) == engine_code("tensor")) & (flop > 0)
+    by_code = np.bincount(_np(dtype_code)[mask], weights=flop[mask], minlength=len(dtypes))
+    by_dtype = {d: int(by_code[c]) for d, c in dtypes.items() if by_code[c]}
+
+    tag = _np(tag_code)
+    start = int_column(recs, "start_tick")
+    end = int_column(recs, "end_tick")
+    k = len(tag_ids)
+    first = np.full(k, np.iinfo(np.int64).max)
+    last = np.zeros(k, np.int64)
+    np.minimum.at(first, tag, start)
+    np.maximum.at(last, tag, end)
+    counts = np.bincount(tag, minlength=k)
+    tag_flops = np.bincount(tag, weights=flop, minlength=k)
+    tag_hbm = np.bincount(tag, weights=_np(hbm), minlength=k)
+    busy = np.bincount(tag, weights=end - start, minlength=k)
+    tags = {
+        name: [
+            int(counts[i]),
+            int(tag_flops[i]),
+            int(tag_hbm[i]),
+            int(busy[i]),
+            int(first[i]),
+            int(last[i]),
+        ]
+        for name, i in tag_ids.items()
+    }
+    return _Work(opcodes, by_dtype, int(flop.sum()), reads, writes, tags)
+
+
+def _np(values: array[int]) -> np.ndarray:
+    return np.frombuffer(values, np.int64) if len(values) else np.zeros(0, np.int64)
+
+
+def _engine_stats(
+    eng: np.ndarray,
+    start: np.ndarray,
+    end: np.ndarray,
+    ready: np.ndarray,
+    opcodes: Counter[tuple[str, str]],
+    waits: dict[str, Counter[str]],
+    span: int,
+) -> dict[str, dict[str, Any]]:
+    names = list(ENGINE_ORDER) + sorted({e for e, _ in opcodes} - set(ENGINE_ORDER))
+    size = max(engine_code(n) for n in names) + 1
+    busy = np.bincount(eng, weights=end - start, minlength=size)
+    waited = np.bincount(eng, weights=start - ready, minlength=size)
+    count = np.bincount(eng, minlength=size)
+    out = {}
+    for name in names:
+        code = engine_code(name)
+        by_source = waits.get(name, Counter())
+        out[name] = {
+            "label": engine_label(name),
+            "busy_ticks": int(busy[code]),
+            "busy_pct": 100.0 * busy[code] / span,
+            "instructions": int(count[code]),
+            "opcodes": dict(
+                sorted(
+                    ((op, n) for (e, op), n in opcodes.items() if e == name), key=lambda x: -x[1]
+                )
+            ),
+            "wait_ticks": int(waited[code]),
+            "wait_pct": 100.0 * waited[code] / span,
+            "wait_ticks_by_source": dict(by_source),
+            "wait_pct_by_source": {k: 100.0 * v / span for k, v in by_source.items()},
+        }
+    return out
+
+
+def _dma_stats(
+    trace: Trace, facts: IdentityMemo[InstructionFacts], deps: Dependencies, total: int, span: int
+) -> dict[str, Any]:
+    dma = trace.dma
+    cols = dma_columns(trace, facts, deps.instructions, deps.transfers)
+    nbytes = int_column(dma, "transfer_bytes")
+    engine = int_column(dma, "dma_engine")
+    queue = int_column(dma, "queue")
+    active = 0
+    for core in np.unique(cols.core):
+        mine = cols.core == core
+        active += union_ticks(cols.start[mine], cols.end[mine])
+    busy = np.bincount(engine, weights=cols.end - cols.start) if len(dma) else np.zeros(0)
+    per_queue = np.bincount(queue, weights=nbytes) if len(dma) else np.zeros(0)
+    return {
+        "active_ticks": active,
+        "active_pct": 100.0 * active / span if total else 0.0,
+        "transfers": len(deps.transfers),
+        "pieces": len(dma),
+        "bytes": int(nbytes.sum()),
+        "hbm_read_bytes": int(cols.hbm_read.sum()),
+        "hbm_write_bytes": int(cols.hbm_write.sum()),
+        "engine_busy_pct": {int(k): 100.0 * v / span for k, v in enumerate(busy) if v},
+        "queue_bytes": {int(k): int(v) for k, v in enumerate(per_queue) if v},
+    }
+
+
+def _memory_stats(trace: Trace, lives: list[AllocationLife]) -> dict[str, Any]:
+    config = trace.config
+    out = {}
+    for memory in ("sbuf", "psum"):
+        ticks, level = occupancy_steps(lives, memory)
+        section = getattr(config, memory, None)
+        capacity = section.partitions * section.bytes_per_partition if section else 0
+        ticks, level = downsample_steps(ticks, level, SERIES_MAX_POINTS)
+        out[memory] = {
+            "peak_bytes": int(level.max()) if len(level) else 0,
+            "capacity_bytes": capacity,
+            "peak_pct": 100.0 * level.max() / capacity if capacity and len(level) else 0.0,
+            "allocations": sum(1 for life in lives if life.memory == memory),
+            "series_ns": (ticks * 1000 / trace.base_mhz).tolist(),
+            "series_bytes": level.tolist(),
+        }
+    return out
+
+
+def downsample_steps(
+    ticks: np.ndarray, level: np.ndarray, max_points: int
+) -> tuple[np.ndarray, np.ndarray]:
+    """At most ``max_points`` steps, each the maximum of the steps in its time bin."""
+    if len(ticks) <= max_points:
+        return ticks, level
+    edges = np.linspace(ticks[0], ticks[-1], max_points + 1)
+    which = np.minimum(np.searchsorted(edges, ticks, side="right") - 1, max_points - 1)
+    starts = np.flatnonzero(np.append(True, which[1:] != which[:-1]))
+    return edges[which[starts]].astype(np.int64), np.maximum.reduceat(level, starts)
+
+
+def _config_name(trace: Trace) -> str:
+    chip = getattr(trace.config, "chip", None)
+    return getattr(chip, "name", "") if chip else ""
+
+
+# ---- FLOPs and peaks --------------------------------------------------------------------------
+
+
+def _peaks(trace: Trace, cores: int, by_dtype: dict[str, int]) -> dict[str, Any]:
+    from hwsim.report.peaks import (
+        dma_bandwidth_bytes_per_ns_per_core,
+        hbm_bandwidth_bytes_per_ns_per_core,
+        peak_flops_per_s,
+    )
+
+    config = trace.config
+    dtype = trace.meta.get("dtype") or (
+        max(by_dtype, key=by_dtype.__getitem__) if by_dtype else "bf16"
+    )
+    return {
+        "dtype": dtype,
+        "cores": cores,
+        "flops_per_s": peak_flops_per_s(config, dtype) * cores,
+        "flops_per_s_by_dtype": {d: peak_flops_per_s(config, d) * cores for d in by_dtype},
+        "hbm_bytes_per_s": hbm_bandwidth_bytes_per_ns_per_core(config) * 1e9 * cores,
+        "dma_bytes_per_s": dma_bandwidth_bytes_per_ns_per_core(config) * 1e9 * cores,
+        "dma_engines": config.dma.engines * cores,
+    }
+
+
+def _flop_stats(trace: Trace, work: _Work, peaks: dict[str, Any], total_s: float) -> dict[str, Any]:
+    tensor_flops = sum(work.tensor_flops_by_dtype.values())
+    model_flops = int(trace.meta.get("model_flops") or tensor_flops)
+    # HFU: each dtype's FLOPs against its own peak, so mixed-precision runs are not skewed
+    busy_at_peak_s = sum(
+        f / peaks["flops_per_s_by_dtype"][d] for d, f in work.tensor_flops_by_dtype.items()
+    )
+    return {
+        "hardware_flops": work.hardware_flops,
+        "tensor_flops": tensor_flops,
+        "tensor_flops_by_dtype": work.tensor_flops_by_dtype,
+        "model_flops": model_flops,
+        "achieved_flops_per_s": tensor_flops / total_s if total_s else 0.0,
+        "hfu_pct": 100.0 * busy_at_peak_s / total_s if total_s else 0.0,
+        "mfu_pct": 100.0 * model_flops / (peaks["flops_per_s"] * total_s) if total_s else 0.0,
+    }
+
+
+def _top_tags(tags: dict[str, list[int]], base_mhz: int) -> list[dict[str, Any]]:
+    ranked = sorted(tags.items(), key=lambda kv: -kv[1][3])[:TOP_TAGS]
+    return [
+        {
+            "tag": tag,
+            "instructions": n,
+            "flops": flops,
+            "hbm_bytes": hbm,
+            "busy_ns": busy * 1000 / base_mhz,
+            "start_ns": first * 1000 / base_mhz,
+            "end_ns": last * 1000 / base_mhz,
+        }
+        for tag, (n, flops, hbm, busy, first, last) in ranked
+    ]

@@ -1,0 +1,47 @@
+"""The trace exports on a real simulated run (skipped until the simulator and workloads exist)."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from hwsim.trace.chrome import iter_events
+from hwsim.trace.validate import validate_chrome_trace
+
+cli_run = pytest.importorskip("hwsim.workloads.cli_run")
+
+
+def test_gemm_run_folder(tmp_path: Path) -> None:
+    from hwsim.trace.outputs import load_run, write_run_outputs
+    from hwsim.trace.stats import summarize
+
+    result, _ = cli_run.run_workload("gemm:256x256x512:bf16", "trn2")
+    trace = result.trace
+    summary = summarize(trace)
+    paths = write_run_outputs(trace, tmp_path, summary=summary)
+    assert validate_chrome_trace(paths["trace"]) == []
+
+    engines = summary["engines"]
+    assert sum(e["instructions"] for e in engines.values()) == len(trace.instructions)
+    assert all(0 <= e["busy_pct"] <= 100 for e in engines.values())
+    assert engines["tensor"]["instructions"] > 0 and summary["mfu_pct"] > 0
+    assert 0 < summary["dma_active_pct"] <= 100
+    assert sum(summary["critical_path"]["share_pct"].values()) == pytest.approx(100)
+    for memory in ("sbuf", "psum"):
+        assert (
+            0
+            < summary["memory"][memory]["peak_bytes"]
+            <= summary["memory"][memory]["capacity_bytes"]
+        )
+
+    events = list(iter_events(paths["trace"]))
+    waits = sum(
+        1 for rec in trace.instructions for sem, value in rec.instruction.waits if value > 0
+    )
+    flows = [e for e in events if e["ph"] == "s"]
+    assert 0 < len(flows) <= waits
+    assert len([e for e in events if e["ph"] == "X"]) == len(trace.instructions) + len(trace.dma)
+    assert json.loads(paths["summary"].read_text())["total_ticks"] == summary["total_ticks"]
+    assert load_run(tmp_path).rows[:5] == ["TensorE", "VectorE", "ScalarE", "GpSimdE", "Sync"]
