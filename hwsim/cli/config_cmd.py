@@ -28,6 +28,11 @@ def register(commands: argparse._SubParsersAction) -> None:
     schema.add_argument("-o", "--output", type=Path, help="output path (default: stdout)")
     schema.set_defaults(handler=_schema)
 
+    peaks = sub.add_parser("peaks", help="what a config implies: peak FLOP/s, capacities, BW")
+    peaks.add_argument("name", metavar="NAME|PATH", help="preset name or YAML path")
+    peaks.add_argument("--set", dest="overrides", action="append", default=[], metavar="KEY=VALUE")
+    peaks.set_defaults(handler=_peaks)
+
     check = sub.add_parser("check", help="validate a config and print its hash")
     add_config_arguments(check)
     check.set_defaults(handler=_check)
@@ -69,6 +74,13 @@ def _schema(args: argparse.Namespace) -> int:
         print(f"wrote {args.output}")
     else:
         print(text, end="")
+    return 0
+
+
+def _peaks(args: argparse.Namespace) -> int:
+    from hwsim.report.preset_summary import print_preset_summary
+
+    print_preset_summary(args.name, args.overrides)
     return 0
 
 

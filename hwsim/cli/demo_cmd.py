@@ -21,9 +21,11 @@ def register(commands: argparse._SubParsersAction) -> None:  # type: ignore[type
 
 def _demo(args: argparse.Namespace) -> int:
     from hwsim.cli.report_cmd import print_summary
+    from hwsim.config import load_config
     from hwsim.trace.outputs import default_run_dir, write_run_outputs
     from hwsim.workloads.cli_run import run_workload
 
+    load_config(args.config)  # a bad config fails before anything is printed
     print(f"hwsim demo: {args.workload} on {args.config}, with numerics, checked against numpy\n")
     result, summary = run_workload(args.workload, args.config)
     out_dir = args.out or default_run_dir(f"demo-{args.workload}")
@@ -33,9 +35,8 @@ def _demo(args: argparse.Namespace) -> int:
     print(
         f"\nnumerics: {'OK' if ok else 'MISMATCH'} (max abs error {summary.get('max_abs_err'):.3g})"
     )
-    print(
-        f"simulated {summary['instructions_simulated']} instructions in {summary['wall_simulate_s']} s"
-    )
+    count, wall_s = summary["instructions_simulated"], summary["wall_simulate_s"]
+    print(f"simulated {count} instructions in {wall_s} s")
     print(f"wrote {out_dir}/: " + ", ".join(sorted(p.name for p in paths.values())))
     print(f"open {paths['trace']} in https://ui.perfetto.dev to browse the timeline")
     return 0 if ok else 1

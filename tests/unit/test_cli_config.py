@@ -113,8 +113,8 @@ def test_schema_to_stdout_and_file(capsys: pytest.CaptureFixture[str], tmp_path:
     assert target.read_text() == json_schema_text()
 
 
-def test_demo_prints_the_peak_table(capsys: pytest.CaptureFixture[str]) -> None:
-    code, out, err = _run(capsys, "demo")
+def test_config_peaks_prints_the_peak_table(capsys: pytest.CaptureFixture[str]) -> None:
+    code, out, err = _run(capsys, "config", "peaks", "trn2")
     assert code == 0
     assert err == ""
     assert "trn2" in out
@@ -125,10 +125,38 @@ def test_demo_prints_the_peak_table(capsys: pytest.CaptureFixture[str]) -> None:
 
 
 @pytest.mark.parametrize("name", PRESET_NAMES)
-def test_demo_runs_on_every_preset(capsys: pytest.CaptureFixture[str], name: str) -> None:
-    code, out, _ = _run(capsys, "demo", "--config", name)
+def test_config_peaks_on_every_preset(capsys: pytest.CaptureFixture[str], name: str) -> None:
+    code, out, _ = _run(capsys, "config", "peaks", name)
     assert code == 0
     assert f"{name}: NeuronCore-" in out
+
+
+@pytest.mark.parametrize("name", PRESET_NAMES)
+def test_demo_simulates_checks_and_writes_a_run_on_every_preset(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path, name: str
+) -> None:
+    out_dir = tmp_path / name
+    code, out, _ = _run(
+        capsys,
+        "demo",
+        "--config",
+        name,
+        "--workload",
+        "gemm:64x128x256:bf16",
+        "--out",
+        str(out_dir),
+    )
+    assert code == 0
+    assert "numerics: OK" in out and "Bottleneck:" in out
+    for name in (
+        "trace.json",
+        "summary.json",
+        "timeline.png",
+        "util.png",
+        "memory.png",
+        "roofline.png",
+    ):
+        assert (out_dir / name).stat().st_size > 0
 
 
 def test_cli_subprocess_error_is_one_line() -> None:
