@@ -7,24 +7,11 @@ absent so that a preset is always complete.
 
 from __future__ import annotations
 
-from typing import Annotated, Literal
+from typing import Annotated, Literal, get_args
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 #: dtype names used across the project (the keys of per-dtype tables).
-DTYPE_NAMES = (
-    "fp32",
-    "bf16",
-    "fp16",
-    "fp8_e4m3",
-    "fp8_e5m2",
-    "int8",
-    "int16",
-    "int32",
-    "uint8",
-    "uint16",
-    "uint32",
-)
 DTypeName = Literal[
     "fp32",
     "bf16",
@@ -38,6 +25,7 @@ DTypeName = Literal[
     "uint16",
     "uint32",
 ]
+DTYPE_NAMES: tuple[str, ...] = get_args(DTypeName)
 #: The dtypes TensorE multiplies (HARDWARE.md §3, nc_matmul).
 MatmulDType = Literal["fp32", "bf16", "fp16", "fp8_e4m3", "fp8_e5m2"]
 
