@@ -77,6 +77,9 @@ class TensorEngineConfig(_Section):
     min_ii_cycles: NonNegInt = Field(
         description="initiation-interval floor of one MultiplyMoving (MM_INIT_LATENCY), cycles"
     )
+    access_overhead_cycles: NonNegInt = Field(
+        description="cycles each matmul/transpose spends starting its SBUF/PSUM tensor accesses"
+    )
     fast_weight_load_factor: Annotated[int, Field(ge=1, le=64)] = Field(
         description="LoadStationary is this many times faster than an MM of the same free size"
     )

@@ -201,7 +201,9 @@ class NcTranspose(Instruction):
     def cost(self, spec: MachineSpec) -> Cost:
         p, f = self.src.partitions, self.src.free_elements
         if self.engine == "tensor":
-            cycles = max(p, min(spec.config.tensor_engine.min_ii_cycles, f))  # [S16]
+            te = spec.config.tensor_engine
+            # [S16] max(P, min(64, F)) plus the tensor-access overhead, as for matmuls [S1]
+            cycles = max(p, min(te.min_ii_cycles, f)) + te.access_overhead_cycles
             latency = cycles + spec.config.tensor_engine.result_latency_cycles
             return Cost(spec.cycles("tensor", cycles), spec.cycles("tensor", latency))
         return spec.compute_cost("vector", f)  # max(MIN_II, N) [S16]

@@ -102,7 +102,8 @@ def systolic_cycle(te: TensorEngineConfig, shape: MatmulShape) -> MatmulTiming:
         shape.m_stationary,
         shape.n_moving,
     )
-    issue = multiplier * counts.stream_cycles
+    # The tensor-access start overhead [S1] is outside the array; added as closed_form adds it.
+    issue = multiplier * counts.stream_cycles + te.access_overhead_cycles
     return MatmulTiming(multiplier * counts.load_cycles, issue, issue + counts.tail_cycles)
 
 

@@ -37,6 +37,8 @@ def register_workload(name: str, factory: Callable[[], Workload]) -> None:
 
 def list_workloads() -> list[tuple[str, str]]:
     """(name or pattern, description) of every built-in workload."""
+    import hwsim.library.workloads  # noqa: F401  (registers the library kernels)
+
     rows = [
         ("gemm:MxKxN[:dtype]", "C = A @ B with the blocked TensorE matmul kernel, checked vs numpy")
     ]
@@ -45,6 +47,8 @@ def list_workloads() -> list[tuple[str, str]]:
 
 
 def resolve_workload(text: str) -> Workload:
+    import hwsim.library.workloads  # noqa: F401  (registers the library kernels)
+
     if text.startswith("gemm:"):
         from hwsim.workloads.gemm import GemmSpec, build_gemm, check_result
 

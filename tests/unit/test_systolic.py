@@ -166,7 +166,7 @@ def test_closed_form_differs_from_cycle_model_by_documented_rule(
         # LoadStationary: identical.
         assert cf.load_stationary_cycles == cy.load_stationary_cycles == mult * math.ceil(m / 4)
         # MM issue: the array streams N columns; closed_form adds the MM_INIT_LATENCY floor.
-        assert cy.issue_interval_cycles == mult * n
+        assert cy.issue_interval_cycles == mult * n + te.access_overhead_cycles
         assert cf.issue_interval_cycles == max(
             cy.issue_interval_cycles, mult * min(te.min_ii_cycles, m)
         )
@@ -183,9 +183,12 @@ def test_systolic_cycle_folds_shapes_larger_than_the_array() -> None:
     folds = SystolicArray(16, 8, fast_load_factor=4).reference_schedule(100, 20, 64)
     assert len(folds) == 7 * 3
     assert timing.load_stationary_cycles == folds[0].load_cycles
-    assert timing.issue_interval_cycles == folds[-1].last_input - folds[0].first_input + 1
+    overhead = te.access_overhead_cycles  # the tensor-access start, outside the array [S1]
+    assert (
+        timing.issue_interval_cycles == folds[-1].last_input - folds[0].first_input + 1 + overhead
+    )
     last_output = max(f.last_output for f in folds)
-    assert timing.latency_cycles == last_output - folds[0].first_input + 1
+    assert timing.latency_cycles == last_output - folds[0].first_input + 1 + overhead
 
 
 def test_fp8_double_row_packs_two_contraction_rows_per_pe_row() -> None:
