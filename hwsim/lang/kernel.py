@@ -36,7 +36,7 @@ _CURRENT: contextvars.ContextVar[KernelContext | None] = contextvars.ContextVar(
 )
 _LANG_DIR = __file__.rsplit("/", 1)[0]
 
-#: DMA queues the builder rotates through per trigger engine when a call names none.
+#: DMA queues the builder rotates through when a call names none.
 DEFAULT_DMA_QUEUES = 4
 
 
@@ -64,14 +64,15 @@ class KernelContext:
             ),
         }
         self._names = itertools.count()
-        self._queues: dict[str, itertools.count[int]] = {}
+        self._queues = itertools.count()
 
     def fresh_name(self, prefix: str) -> str:
         return f"{prefix}{next(self._names)}"
 
     def next_queue(self, engine: str) -> int:
-        counter = self._queues.setdefault(engine, itertools.count())
-        return next(counter) % min(DEFAULT_DMA_QUEUES, self.config.dma.queues_per_engine)
+        """The queue for a DMA call that names none: one rotation shared by all trigger engines,
+        since queue FIFOs and completion semaphores are per queue ID, not per trigger engine."""
+        return next(self._queues) % min(DEFAULT_DMA_QUEUES, self.config.dma.queues_per_engine)
 
     def emit(self, instruction: Instruction) -> Instruction:
         return self.builder.emit(instruction)
