@@ -146,10 +146,9 @@ def _streaming_run(tmp_path: Path, steps: int) -> tuple[int, float, float]:
 
 
 def test_streams_1e5_records_in_little_memory(tmp_path: Path) -> None:
-    records, peak_mib, seconds = _streaming_run(tmp_path, 14_286)
+    records, peak_mib, _seconds = _streaming_run(tmp_path, 14_286)
     assert records >= 100_000
-    assert peak_mib < 60, f"peak {peak_mib:.0f} MiB"
-    assert seconds < 30
+    assert peak_mib < 60, f"peak {peak_mib:.0f} MiB"  # memory, not speed: bench/ measures speed
     assert validate_chrome_trace(tmp_path / "big.json") == []
 
 
