@@ -1,4 +1,43 @@
-"""The PyTorch bridge: lowers PyTorch (Core ATen) ops onto the simulated NeuronCore.
+"""The PyTorch bridge: runs PyTorch (Core ATen) ops on the simulated NeuronCore.
 
-Not implemented yet; see the PyTorch-bridge issue. Imports hwsim, kernels and torch.
+Front doors, over one lowering core:
+
+- ``torch.compile(model, backend="hwsim", options={...})`` (``bridge.dynamo``; registered as a
+  ``torch_dynamo_backends`` entry point): whole graphs lowered into one program, unsupported ops
+  partitioned out to the CPU; ``bridge.last_report()`` after a run;
+- ``with bridge.HwsimMode("trn2") as mode: ...`` (``bridge.offload``): eager offload, op by op,
+  each compared with the CPU; ``mode.report``;
+- ``bridge.analyze(model, *inputs)``: the op-support table, before anything runs;
+- ``bridge.lower_graph(fx_graph, example_inputs)`` (``bridge.graph_lowering``): the core itself.
+
+Importing ``bridge`` is cheap (names below load on first use), so the dynamo entry point costs
+nothing until the backend is used. Imports hwsim, kernels and torch; hwsim never imports bridge.
 """
+
+from __future__ import annotations
+
+import importlib
+from typing import Any
+
+_EXPORTS = {
+    "HwsimMode": "bridge.offload",
+    "analyze": "bridge.analysis",
+    "last_report": "bridge.dynamo",
+    "hwsim_backend": "bridge.dynamo",
+    "lower_graph": "bridge.graph_lowering",
+    "Precision": "bridge.precision",
+    "TilingOptions": "bridge.context",
+    "Report": "bridge.report",
+    "Unsupported": "bridge.errors",
+    "FallbackError": "bridge.errors",
+    "Reason": "bridge.errors",
+}
+
+__all__ = sorted(_EXPORTS)
+
+
+def __getattr__(name: str) -> Any:
+    module = _EXPORTS.get(name)
+    if module is None:
+        raise AttributeError(f"module 'bridge' has no attribute {name!r}")
+    return getattr(importlib.import_module(module), name)

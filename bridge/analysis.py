@@ -1,0 +1,65 @@
+"""``analyze(model, *inputs)``: the op-support table of a model before anything runs.
+
+Traces the model with FakeTensors (no compute) into Core ATen with the same decompositions as the
+``torch.compile`` path, then asks ``check_support`` about every node; nothing is lowered or
+simulated. Parameters and buffers are traced as inputs, so a module needs no real forward pass.
+The trace follows Python straight through (make_fx), so it shows what the ops need, not where
+dynamo would break the graph.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import torch
+from rich.console import Console
+
+from bridge.partition import analyze as analyze_graph
+from bridge.report import OpRecord, Report
+
+
+def trace_core_aten(model: Any, inputs: tuple[Any, ...]) -> torch.fx.GraphModule:
+    """``model(*inputs)`` as a Core ATen FX graph with FakeTensor metadata on every node."""
+    from torch._decomp import core_aten_decompositions
+    from torch.fx.experimental.proxy_tensor import make_fx
+
+    if isinstance(model, torch.nn.Module):
+        state = {**dict(model.named_parameters()), **dict(model.named_buffers())}
+
+        def call(state: dict[str, Any], *args: Any) -> Any:
+            return torch.func.functional_call(model, state, args)
+
+        traced_args: tuple[Any, ...] = (state, *inputs)
+    else:
+
+        def call(*args: Any) -> Any:  # type: ignore[misc]
+            return model(*args)
+
+        traced_args = inputs
+    decompositions: Any = core_aten_decompositions()
+    with torch.no_grad():
+        return make_fx(call, decomposition_table=decompositions, tracing_mode="fake")(*traced_args)
+
+
+def analyze(model: Any, *inputs: Any, show: bool = True, console: Console | None = None) -> Report:
+    """Which ops of ``model(*inputs)`` would run on the simulator and which on the CPU (and
+    why). Prints the table when ``show``; returns the report (mode 'analyze')."""
+    graph = trace_core_aten(model, inputs)
+    report = Report("analyze", "-", {}, "-")
+    for verdict in analyze_graph(graph.graph).values():
+        if verdict.op == "getitem":
+            continue
+        problem = verdict.unsupported
+        report.ops.append(
+            OpRecord(
+                verdict.node,
+                verdict.op,
+                "simulator" if problem is None else "cpu",
+                "" if problem is None else problem.reason.value,
+                "" if problem is None else problem.detail,
+                verdict.shapes,
+            )
+        )
+    if show:
+        report.print(console)
+    return report

@@ -1,0 +1,124 @@
+"""A supported subgraph as a module that runs on the simulator: lower once, run per call.
+
+``SimPartition`` lowers its graph when created (from the example inputs' metadata, so lowering
+errors surface at compile time) and again only for inputs of another layout (shape, strides,
+dtype). Each call fills the program's inputs, simulates, records the run and each node's simulated
+time in the report, compares the outputs with the graph run on the CPU (``check``), writes the
+trace if asked, and returns the simulator's outputs. A subgraph whose lowering fails runs on the
+CPU from then on (under fallback 'cpu'/'warn'), with the reason in the report.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import torch
+from torch import fx
+from torch.utils import _pytree as pytree
+
+from bridge.errors import Unsupported, as_unsupported
+from bridge.graph_lowering import GraphRun, LoweredGraph, lower_graph
+from bridge.options import BridgeOptions, apply_fallback
+from bridge.precision import compare
+from bridge.report import SUMMARY_KEYS, OpRecord, OutputRecord, Report
+from hwsim.errors import HwsimError
+
+
+def layout_key(args: tuple[Any, ...] | list[Any]) -> tuple[Any, ...]:
+    return tuple(
+        (tuple(a.shape), tuple(a.stride()), a.dtype) if isinstance(a, torch.Tensor) else repr(a)
+        for a in args
+    )
+
+
+class SimPartition(torch.nn.Module):
+    """Runs ``gm`` on the simulator (see module docstring)."""
+
+    def __init__(
+        self,
+        gm: fx.GraphModule,
+        name: str,
+        options: BridgeOptions,
+        example_inputs: list[Any],
+        records: dict[str, OpRecord],
+    ) -> None:
+        super().__init__()
+        self.gm = gm
+        self.name = name
+        self.options = options
+        self.records = records  # node name -> its report record (shared with the report)
+        self._lowered: dict[tuple[Any, ...], LoweredGraph] = {}
+        self._cpu: Unsupported | None = None
+        self._calls = 0
+        self._lower(example_inputs)
+
+    @property
+    def report(self) -> Report:
+        assert self.options.report is not None
+        return self.options.report
+
+    def _lower(self, args: list[Any]) -> LoweredGraph | None:
+        key = layout_key(args)
+        if key not in self._lowered:
+            try:
+                self._lowered[key] = lower_graph(
+                    self.gm,
+                    args,
+                    config=self.options.config,
+                    precision=self.options.precision,
+                    options=self.options.tiling,
+                    name=self.name,
+                )
+            except HwsimError as error:  # Unsupported, or the kernel build failing (OOM, …)
+                problem = as_unsupported(error, self.name)
+                apply_fallback(self.options, problem, self.name)
+                self._to_cpu(problem)
+                return None
+        return self._lowered[key]
+
+    def _to_cpu(self, error: Unsupported) -> None:
+        self._cpu = error
+        for node in self.gm.graph.nodes:
+            record = self.records.get(node.name)
+            if record is not None:
+                record.status, record.reason = "cpu", error.reason.value
+                record.detail = f"its subgraph {self.name} failed to lower: {error}"
+
+    def forward(self, *args: Any) -> Any:
+        lowered = None if self._cpu is not None else self._lower(list(args))
+        if lowered is None:
+            return self.gm(*args)
+        run = lowered.run(list(args))
+        self._calls += 1
+        self._record(run)
+        if self.options.check:
+            self._check(run.outputs, self.gm(*args))
+        if self.options.trace is not None:
+            from hwsim.trace.chrome import write_chrome_trace
+
+            path = self.options.trace / f"{self.name}_call{self._calls}.trace.json"
+            write_chrome_trace(run.result.trace, path, summary=run.result.summary)
+        return run.outputs
+
+    def _record(self, run: GraphRun) -> None:
+        summary = run.result.summary
+        self.report.runs.append(
+            {"graph": self.name, "call": self._calls} | {k: summary.get(k) for k in SUMMARY_KEYS}
+        )
+        for node, time in run.op_times.items():
+            record = self.records.get(node)
+            if record is not None:
+                record.sim_ns, record.span_ns = time.bound_ns, time.span_ns
+                record.instructions = time.instructions
+
+    def _check(self, actual: Any, expected: Any) -> None:
+        pairs = zip(pytree.tree_leaves(actual), pytree.tree_leaves(expected), strict=True)
+        for i, (got, want) in enumerate(pairs):
+            if not isinstance(want, torch.Tensor):
+                continue
+            name = self.options.precision.result_dtype_name(want.dtype)
+            stats = compare(got, want, self.options.precision.tolerance(want.dtype))
+            record = OutputRecord(
+                f"{self.name}.out{i}", tuple(want.shape), str(want.dtype), name, stats
+            )
+            self.report.add_output(record)

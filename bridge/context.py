@@ -1,0 +1,119 @@
+"""What a lowering sees while it emits: the kernel being built, precision, tiling knobs, its node.
+
+One ``LoweringContext`` lives for one graph program. Lowerings run inside the kernel language's
+build (``hwsim.lang``), so they allocate tiles and call ISA functions directly; the context adds
+what the bridge shares across ops: DMA queue assignment (one rotation for the whole program, so
+loads of one op and stores of the previous overlap), HBM allocation of new values, the precision,
+and the output metadata of the node being lowered (torch's shapes and dtypes are the truth).
+"""
+
+from __future__ import annotations
+
+import itertools
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
+from typing import Any
+
+from bridge.precision import Precision
+from bridge.values import HbmValue
+from hwsim import lang
+from hwsim.config import HardwareConfig
+from hwsim.dtypes import DType
+from hwsim.library.common import DmaQueues, Limits, limits
+
+
+@dataclass(frozen=True)
+class TilingOptions:
+    """Knobs of the shared tiling (what an autotuner would search).
+
+    free_elements: most elements per partition of one elementwise/reduction tile.
+    row_elements:  most elements per partition of a row an op needs whole (softmax).
+    buffers:       tiles in flight per operand (loads of tile i+1 overlap compute of tile i).
+    matmul_sbuf_share: share of SBUF per partition a matmul's operand blocks may take.
+    transpose:     how stationary/moving operands with the contraction dim contiguous are
+                   transposed on the way in: 'auto', 'tensor' (TensorE) or 'dma' (2-byte dtypes).
+    """
+
+    free_elements: int = 2048
+    row_elements: int = 16384
+    buffers: int = 3
+    matmul_sbuf_share: float = 0.5
+    transpose: str = "auto"
+
+
+@dataclass(frozen=True)
+class TensorMeta:
+    """What torch says a value is: shape, dtype (hardware), and torch's strides."""
+
+    shape: tuple[int, ...]
+    dtype: DType
+    strides: tuple[int, ...]
+
+
+class LoweringContext:
+    """Shared state of one graph program's lowering (create it inside the kernel build)."""
+
+    def __init__(self, precision: Precision, options: TilingOptions) -> None:
+        self.precision = precision
+        self.options = options
+        self.config: HardwareConfig = lang.config()
+        self.limits: Limits = limits(self.config)
+        self.queues = DmaQueues(load_queues=2)
+        self.node_name = ""
+        self.out: Any = None  # TensorMeta or tuple of them, for the node being lowered
+        self._names = itertools.count()
+
+    # ---- sizes --------------------------------------------------------------------------------
+    @property
+    def pmax(self) -> int:
+        return self.limits.pmax
+
+    def free_budget(self, operands: int, itemsize: int = 4) -> int:
+        """Elements per partition of one tile when ``operands`` tiles of ``buffers`` each must
+        fit in half of SBUF (never more than ``options.free_elements``)."""
+        share = self.limits.sbuf_bytes // 2
+        fits = share // max(1, operands * self.options.buffers * itemsize)
+        return max(1, min(self.options.free_elements, fits))
+
+    # ---- values -------------------------------------------------------------------------------
+    def new_value(self, shape: tuple[int, ...], dtype: DType) -> HbmValue:
+        """A new contiguous HBM tensor for a result (named after the node being lowered)."""
+        shape = tuple(int(n) for n in shape)
+        n = next(self._names)
+        name = f"%{self.node_name or 'value'}" + (f".{n}" if n else "")
+        tile = lang.ndarray((max(1, _prod(shape)),), dtype, buffer=lang.hbm, name=name)
+        return HbmValue.contiguous(tile, shape)
+
+    def tile_dtype(self, dtype: DType) -> DType:
+        """On-chip operand dtype for an op computing in ``dtype`` (the precision's rule)."""
+        return self.precision.tile_dtype(dtype)
+
+    @property
+    def acc_dtype(self) -> str:
+        return self.precision.accumulate
+
+    # ---- per node -----------------------------------------------------------------------------
+    @contextmanager
+    def node(self, name: str, out: Any) -> Iterator[None]:
+        """Lower one node: tag its instructions with the node name and expose its metadata.
+
+        The kernel language tags every instruction ``f"{kernel name}:{source line}"``; the
+        kernel name is set to the node name while the node is lowered, so the trace attributes
+        each instruction (and its DMA transfers) to the op it came from.
+        """
+        kernel = lang.current()
+        saved = kernel.name, self.node_name, self.out
+        kernel.name, self.node_name, self.out = name, name, out
+        self._names = itertools.count()
+        try:
+            yield
+        finally:
+            kernel.name, self.node_name, self.out = saved
+
+
+def _prod(shape: tuple[int, ...]) -> int:
+    total = 1
+    for n in shape:
+        total *= n
+    return total

@@ -1,0 +1,147 @@
+"""``torch.compile(model, backend="hwsim", options={...})``: the compile front door.
+
+Registered through the ``torch_dynamo_backends`` entry point (pyproject.toml), so ``import torch``
+loads none of this; dynamo imports it when the backend is first looked up. The backend is built on
+AOTAutograd with PyTorch's core-ATen decompositions, so the lowerings see Core ATen graphs
+(nn.Linear arrives as ``permute`` + ``addmm``, SiLU as ``sigmoid`` * x). For each forward graph:
+
+1. every node gets a support verdict (``bridge.partition.analyze``), recorded in the report;
+2. unsupported nodes meet the fallback policy: 'error' raises ``FallbackError`` (dynamo reports it
+   as BackendCompilerFailed with ours as the cause), 'warn' warns, 'cpu' just records;
+3. a fully supported graph is lowered whole into one program; otherwise maximal supported
+   subgraphs each become one program and the rest runs on the CPU between them.
+
+Backward graphs (training) run on the CPU, unlowered, and say so in the report. Options are in
+``bridge.options``; ``last_report()`` returns the report of the latest compile.
+"""
+
+from __future__ import annotations
+
+import itertools
+from collections.abc import Callable, Sequence
+from typing import Any
+
+import torch
+from torch import fx
+
+_GRAPH_IDS = itertools.count()
+#: Every report made so far, oldest first; and the report of each options dict in use, so the
+#: graphs of one torch.compile call (graph breaks give several) share one report.
+_REPORTS: list[Any] = []
+_BY_OPTIONS: dict[int, tuple[dict[str, Any], Any]] = {}
+
+
+def last_report() -> Any:
+    """The ``Report`` the latest ``torch.compile(..., backend='hwsim')`` fills as it runs.
+
+    All graphs of one compiled model share a report when options were given (dynamo hands every
+    graph the same options dict); without options each graph gets its own (see ``reports()``).
+    """
+    return _REPORTS[-1] if _REPORTS else None
+
+
+def reports() -> list[Any]:
+    """Every report made by the backend in this process, oldest first."""
+    return list(_REPORTS)
+
+
+def hwsim_backend(
+    gm: fx.GraphModule,
+    example_inputs: Sequence[Any],
+    *,
+    options: dict[str, Any] | None = None,
+    mode: str | None = None,
+) -> Callable[..., Any]:
+    """The dynamo backend (see module docstring). ``mode`` is not used by hwsim."""
+    from torch._decomp import core_aten_decompositions
+    from torch._dynamo.backends.common import aot_autograd
+
+    from bridge.options import BridgeOptions
+
+    known = _BY_OPTIONS.get(id(options))
+    if options is not None and known is not None and known[0] is options:
+        parsed = BridgeOptions.parse({**options, "report": known[1]})
+    else:
+        parsed = BridgeOptions.parse(options)
+        if options is not None:
+            _BY_OPTIONS[id(options)] = (options, parsed.report)
+    _REPORTS[:] = [r for r in _REPORTS if r is not parsed.report]  # (by identity)
+    _REPORTS.append(parsed.report)  # the latest is the one being filled
+    compiler = _Compiler(parsed)
+    backend = aot_autograd(
+        fw_compiler=compiler.forward,
+        bw_compiler=compiler.backward,
+        decompositions=core_aten_decompositions(),
+    )
+    return backend(gm, example_inputs)
+
+
+class _Compiler:
+    def __init__(self, options: Any) -> None:
+        self.options = options
+
+    def forward(self, gm: fx.GraphModule, example_inputs: Sequence[Any]) -> Callable[..., Any]:
+        from functorch.compile import make_boxed_func
+
+        from bridge.compiled import SimPartition
+        from bridge.options import apply_fallback
+        from bridge.partition import analyze, partition
+        from bridge.report import OpRecord
+
+        name = f"graph{next(_GRAPH_IDS)}"
+        report = self.options.report
+        verdicts = analyze(gm.graph)
+        records: dict[str, OpRecord] = {}
+        for verdict in verdicts.values():
+            if verdict.op == "getitem":
+                continue
+            problem = verdict.unsupported
+            record = OpRecord(
+                verdict.node,
+                verdict.op,
+                "simulator" if problem is None else "cpu",
+                "" if problem is None else problem.reason.value,
+                "" if problem is None else problem.detail,
+                verdict.shapes,
+            )
+            records[verdict.node] = record
+            report.ops.append(record)
+        unsupported = [v for v in verdicts.values() if not v.supported and v.op != "getitem"]
+        for verdict in unsupported:
+            assert verdict.unsupported is not None
+            apply_fallback(self.options, verdict.unsupported, verdict.node)
+        if not unsupported:
+            runner: torch.nn.Module = SimPartition(
+                gm, name, self.options, list(example_inputs), records
+            )
+            parts = 1
+        else:
+            runner = partition(gm, verdicts)
+            parts = 0
+            for child, module in list(runner.named_children()):
+                if child.startswith("fused_") and isinstance(module, fx.GraphModule):
+                    examples = [
+                        n.meta.get("val") for n in module.graph.nodes if n.op == "placeholder"
+                    ]
+                    sim = SimPartition(module, f"{name}.{child}", self.options, examples, records)
+                    setattr(runner, child, sim)
+                    parts += 1
+        report.graphs.append(
+            {
+                "graph": name,
+                "kind": "forward",
+                "nodes": len(records),
+                "simulator": sum(r.status == "simulator" for r in records.values()),
+                "cpu": len(unsupported),
+                "partitions": parts,
+            }
+        )
+        return make_boxed_func(runner)
+
+    def backward(self, gm: fx.GraphModule, example_inputs: Sequence[Any]) -> Callable[..., Any]:
+        from functorch.compile import make_boxed_func
+
+        self.options.report.graphs.append(
+            {"graph": f"graph{next(_GRAPH_IDS)}", "kind": "backward", "runs_on": "cpu"}
+        )
+        return make_boxed_func(gm.forward)

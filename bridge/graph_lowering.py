@@ -1,0 +1,330 @@
+"""Lower an FX graph of Core ATen ops into ONE kernel-language program, and run it.
+
+The whole graph becomes one program, so the builder's dependency tracking lets engines and DMA
+queues of different ops overlap (op 2 starts on the tiles op 1 has stored). Contract:
+
+- placeholders are tensors of a movable dtype (``bridge.dtypes``); each becomes an HBM input
+  holding the tensor's storage span as is, viewed with the tensor's own strides, so a
+  non-contiguous input (a transposed weight) is read through its layout, like on a device;
+- every ``call_function`` node must pass ``check_support`` (else ``Unsupported`` propagates, or
+  wraps whatever the lowering raised as ``Reason.LOWERING_FAILED``); ``operator.getitem`` picks
+  from a multi-output node;
+- each node's metadata (``node.meta['val']``: FakeTensors from AOTAutograd/dynamo, or real
+  tensors) gives torch's shapes and dtypes; lowerings must produce exactly those shapes;
+- outputs are contiguous HBM tensors (a view, an input or a repeated value is copied out); the
+  run gives them back as torch tensors with torch's strides.
+
+``lower_graph`` builds once (no data); ``LoweredGraph.run`` fills the inputs and simulates, as
+often as wanted, on the config it was built for. ``get_attr`` nodes (constants captured in the
+graph) are not supported yet: AOTAutograd passes parameters as inputs.
+"""
+
+from __future__ import annotations
+
+import inspect
+import math
+import operator
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import torch
+from torch import fx
+from torch.utils import _pytree as pytree
+
+from bridge import lowerings as _lowerings  # noqa: F401  (fills the registry)
+from bridge.context import LoweringContext, TensorMeta, TilingOptions
+from bridge.dtypes import MOVABLE_DTYPES, numpy_to_tensor, tensor_to_numpy, to_hw
+from bridge.errors import BridgeError, Reason, Unsupported
+from bridge.precision import Precision
+from bridge.registry import OpCall, check_support
+from bridge.report import OpTime, op_times
+from bridge.tiling import copy_tiles
+from bridge.values import HbmValue
+from hwsim import lang
+from hwsim.config import HardwareConfig, load_config
+from hwsim.errors import HwsimError
+from hwsim.machine.simulator import RunResult, run
+from hwsim.program import Program
+
+
+@dataclass(frozen=True)
+class InputBinding:
+    """Placeholder ``index`` is HBM input ``name``: its storage span, viewed with ``strides``."""
+
+    name: str
+    index: int
+    shape: tuple[int, ...]
+    strides: tuple[int, ...]
+    dtype: torch.dtype
+
+    @property
+    def span(self) -> int:
+        if math.prod(self.shape) == 0:
+            return 1
+        return 1 + sum((n - 1) * s for n, s in zip(self.shape, self.strides, strict=True))
+
+
+@dataclass(frozen=True)
+class OutputBinding:
+    """A graph output: HBM tensor ``name`` (None for a non-tensor ``constant``)."""
+
+    name: str | None
+    shape: tuple[int, ...] = ()
+    strides: tuple[int, ...] = ()
+    dtype: torch.dtype | None = None
+    constant: Any = None
+
+
+@dataclass
+class GraphRun:
+    """One simulation of a lowered graph: outputs (torch, in the graph's output structure; None
+    for a timing-only run), the simulator's result (trace, summary) and each node's time."""
+
+    outputs: Any
+    result: RunResult
+    op_times: dict[str, OpTime]
+
+
+@dataclass
+class LoweredGraph:
+    """A graph lowered to a program for one config; ``run`` simulates it on given inputs."""
+
+    program: Program
+    config: HardwareConfig
+    inputs: list[InputBinding]
+    outputs: list[OutputBinding]
+    out_spec: pytree.TreeSpec
+    nodes: dict[str, str] = field(default_factory=dict)  # lowered node name -> op name
+    sbuf_peak_bytes: int = 0
+    psum_peak_bytes: int = 0
+
+    def run(
+        self, args: Sequence[torch.Tensor], *, numerics: bool = True, race_check: bool = False
+    ) -> GraphRun:
+        for binding in self.inputs:
+            tensor = args[binding.index]
+            if tuple(tensor.shape) != binding.shape or tuple(tensor.stride()) != binding.strides:
+                raise BridgeError(
+                    f"input {binding.name}: shape {tuple(tensor.shape)} strides "
+                    f"{tuple(tensor.stride())} differ from the lowered {binding.shape} "
+                    f"{binding.strides}; lower the graph again for these inputs"
+                )
+            span = torch.as_strided(tensor.detach(), (binding.span,), (1,), tensor.storage_offset())
+            self.program.hbm[binding.name].values = tensor_to_numpy(span)
+        _warm_up()
+        result = run(self.program, self.config, numerics=numerics, race_check=race_check)
+        outputs = None
+        if numerics:  # timing-only runs compute no values
+            leaves = [self._output(o, result) for o in self.outputs]
+            outputs = pytree.tree_unflatten(leaves, self.out_spec)
+        return GraphRun(outputs, result, op_times(result.trace))
+
+    @staticmethod
+    def _output(binding: OutputBinding, result: RunResult) -> Any:
+        if binding.name is None:
+            return binding.constant
+        assert binding.dtype is not None
+        values = result.outputs[binding.name][: math.prod(binding.shape)]
+        tensor = numpy_to_tensor(values, binding.dtype).reshape(binding.shape)
+        if not _dense(binding.shape, binding.strides):  # e.g. an expanded view: keep it dense
+            return tensor
+        strided = torch.empty_strided(binding.shape, binding.strides, dtype=binding.dtype)
+        return strided.copy_(tensor)
+
+
+def _dense(shape: tuple[int, ...], strides: tuple[int, ...]) -> bool:
+    """Whether strides lay ``shape`` out densely with no overlap (a permuted contiguous)."""
+    expected = 1
+    for n, s in sorted(zip(shape, strides, strict=True), key=lambda d: d[1]):
+        if n != 1 and s != expected:
+            return False
+        expected *= n
+    return True
+
+
+_WARM = False
+
+
+def _warm_up() -> None:
+    """JIT-compile (or load) the numerics kernels once per process, as hwsim.lang does."""
+    global _WARM
+    if not _WARM:
+        from kernels import warm_up
+
+        warm_up()
+        _WARM = True
+
+
+def lower_graph(
+    graph: fx.GraphModule | fx.Graph,
+    example_inputs: Sequence[Any],
+    *,
+    config: str | HardwareConfig = "trn2",
+    precision: Precision | None = None,
+    options: TilingOptions | None = None,
+    name: str = "graph",
+) -> LoweredGraph:
+    """Lower ``graph`` (placeholders in ``example_inputs`` order; tensors, real or fake)."""
+    fx_graph = graph.graph if isinstance(graph, fx.GraphModule) else graph
+    hw = load_config(config) if isinstance(config, str) else config
+    placeholders = [n for n in fx_graph.nodes if n.op == "placeholder"]
+    if len(placeholders) != len(example_inputs):
+        raise BridgeError(
+            f"{name}: {len(placeholders)} placeholders but {len(example_inputs)} example inputs"
+        )
+    pairs = zip(placeholders, example_inputs, strict=True)
+    bindings = [_bind(i, n, x) for i, (n, x) in enumerate(pairs)]
+    lowering = _GraphBuilder(fx_graph, bindings, precision or Precision(), options)
+    kernel = lowering.kernel(name)
+    specs = [lang.TensorSpec((b.span,), to_hw(b.dtype)) for b in bindings]
+    built = kernel.build(*specs, config=hw)
+    return LoweredGraph(
+        built.program,
+        hw,
+        bindings,
+        lowering.output_bindings,
+        lowering.out_spec,
+        lowering.lowered,
+        built.sbuf_peak_bytes,
+        built.psum_peak_bytes,
+    )
+
+
+def _bind(index: int, node: fx.Node, example: Any) -> InputBinding:
+    if not isinstance(example, torch.Tensor):
+        raise Unsupported(
+            "placeholder", Reason.SHAPE, f"input {node.name} is {type(example).__name__}"
+        )
+    if example.dtype not in MOVABLE_DTYPES:
+        raise Unsupported("placeholder", Reason.DTYPE, f"input {node.name} is {example.dtype}")
+    if any(not isinstance(n, int) for n in (*example.shape, *example.stride())):
+        raise Unsupported("placeholder", Reason.SHAPE, f"input {node.name} has symbolic sizes")
+    return InputBinding(
+        node.name, index, tuple(example.shape), tuple(example.stride()), example.dtype
+    )
+
+
+def _meta(value: Any) -> Any:
+    """TensorMeta of a tensor (or a tuple of them) from node metadata."""
+    if isinstance(value, torch.Tensor):
+        return TensorMeta(tuple(value.shape), to_hw(value.dtype), tuple(value.stride()))
+    if isinstance(value, (tuple, list)):
+        return tuple(_meta(v) for v in value)
+    return value
+
+
+class _GraphBuilder:
+    """Holds what the kernel body needs and what it leaves behind (outputs, lowered nodes)."""
+
+    def __init__(
+        self,
+        graph: fx.Graph,
+        bindings: list[InputBinding],
+        precision: Precision,
+        options: TilingOptions | None,
+    ) -> None:
+        self.graph = graph
+        self.bindings = bindings
+        self.precision = precision
+        self.options = options or TilingOptions()
+        self.output_bindings: list[OutputBinding] = []
+        self.out_spec: pytree.TreeSpec = pytree.tree_flatten(None)[1]
+        self.lowered: dict[str, str] = {}
+
+    def kernel(self, name: str) -> lang.Kernel:
+        """The kernel-language kernel whose parameters are the graph's inputs, by name."""
+
+        def body(**tiles: Any) -> list[Any]:
+            return self._body(tiles)
+
+        parameters = [
+            inspect.Parameter(b.name, inspect.Parameter.POSITIONAL_OR_KEYWORD)
+            for b in self.bindings
+        ]
+        body.__signature__ = inspect.Signature(parameters)  # type: ignore[attr-defined]
+        body.__name__ = name
+        return lang.kernel(body)
+
+    def _body(self, tiles: dict[str, Any]) -> list[Any]:
+        ctx = LoweringContext(self.precision, self.options)
+        env: dict[fx.Node, Any] = {}
+        inputs = set()
+        by_name = {b.name: b for b in self.bindings}
+        for node in self.graph.nodes:
+            if node.op == "placeholder":
+                b = by_name[node.name]
+                env[node] = HbmValue(tiles[node.name], b.shape, b.strides, 0)
+                inputs.add(tiles[node.name].name)
+            elif node.op == "call_function":
+                env[node] = self._lower(ctx, node, env)
+            elif node.op == "output":
+                return self._outputs(ctx, node, env, inputs)
+            else:
+                raise Unsupported(node.op, Reason.NO_LOWERING, f"{node.op} node {node.name}")
+        raise BridgeError("graph has no output node")
+
+    def _lower(self, ctx: LoweringContext, node: fx.Node, env: dict[fx.Node, Any]) -> Any:
+        if node.target is operator.getitem:
+            source, index = node.args
+            return env[source][index]  # type: ignore[index]
+        meta = node.meta.get("val")
+        args_meta, kwargs_meta = pytree.tree_map_only(
+            fx.Node, lambda n: n.meta.get("val"), (node.args, node.kwargs)
+        )
+        lowering = check_support(OpCall(node.target, tuple(args_meta), dict(kwargs_meta), meta))
+        args, kwargs = pytree.tree_map_only(fx.Node, lambda n: env[n], (node.args, node.kwargs))
+        try:
+            with ctx.node(node.name, _meta(meta)):
+                result = lowering.fn(ctx, *args, **kwargs)
+        except Unsupported:
+            raise
+        except (HwsimError, ValueError, IndexError, TypeError, KeyError) as error:
+            raise Unsupported(
+                node.target, Reason.LOWERING_FAILED, f"node {node.name}: {error}"
+            ) from error
+        _check_result(node, result, meta)
+        self.lowered[node.name] = str(node.target)
+        return result
+
+    def _outputs(
+        self, ctx: LoweringContext, node: fx.Node, env: dict[fx.Node, Any], inputs: set[str]
+    ) -> list[Any]:
+        leaves, self.out_spec = pytree.tree_flatten(node.args[0])
+        tiles, used = [], set(inputs)
+        for i, leaf in enumerate(leaves):
+            value = env[leaf] if isinstance(leaf, fx.Node) else leaf
+            if not isinstance(value, HbmValue):
+                self.output_bindings.append(OutputBinding(None, constant=value))
+                continue
+            meta = leaf.meta["val"]
+            whole = value.is_contiguous() and value.offset == 0
+            if not whole or value.tile.name in used or value.numel != value.tile.shape[0]:
+                with ctx.node(f"output{i}", None):
+                    copy = ctx.new_value(value.shape, value.dtype)
+                    copy_tiles(ctx, copy, value)
+                value = copy
+            used.add(value.tile.name)
+            tiles.append(value.tile)
+            self.output_bindings.append(
+                OutputBinding(value.tile.name, value.shape, tuple(meta.stride()), meta.dtype)
+            )
+        return tiles
+
+
+def _check_result(node: fx.Node, result: Any, meta: Any) -> None:
+    """A lowering must return torch's shapes (a mismatch is a bug in the lowering)."""
+    results = result if isinstance(result, (tuple, list)) else (result,)
+    metas = meta if isinstance(meta, (tuple, list)) else (meta,)
+    for got, want in zip(results, metas, strict=False):
+        if (
+            isinstance(got, HbmValue)
+            and isinstance(want, torch.Tensor)
+            and got.shape != tuple(want.shape)
+        ):
+            raise Unsupported(
+                node.target,
+                Reason.LOWERING_FAILED,
+                f"node {node.name}: lowering returned shape {got.shape}, torch says "
+                f"{tuple(want.shape)}",
+            )

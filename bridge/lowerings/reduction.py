@@ -1,0 +1,140 @@
+"""Reductions (sum, mean, amax, amin over any dims) and softmax / log_softmax over one dim.
+
+Reduced dims go on the free axis of each tile and kept dims on partitions (``reduce_tiles``), so
+any set of dims reduces with VectorE ``tensor_reduce``; reduced dims larger than one tile are
+accumulated across tiles in fp32. Softmax needs its whole row in one tile (``row_tiles``); it is
+the library softmax's instruction sequence (``hwsim.library.softmax``): -max by ``tensor_reduce``,
+exp and the row sum in one ScalarE ``activation_reduce``, ``reciprocal``, one multiply.
+
+Limits: a reduction of everything runs on one partition (no cross-partition second stage yet);
+softmax rows longer than ``TilingOptions.row_elements`` (16K) are not lowered (no online softmax).
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from typing import Any
+
+import torch
+
+from bridge.context import LoweringContext, TensorMeta
+from bridge.errors import Reason, Unsupported
+from bridge.registry import OpCall, register_lowering
+from bridge.tiling import TilingError, reduce_tiles, row_tiles
+from bridge.tiling.drivers import Operand
+from bridge.values import HbmValue
+from hwsim import lang
+from hwsim.lang import isa as nisa
+from hwsim.library.common import BufferRing
+from kernels.ops import ActivationFunction as Act
+from kernels.ops import AluOp, ReduceOp
+
+aten = torch.ops.aten
+
+
+def _dims(dim: Any, ndim: int) -> list[int]:
+    """The reduced dims, wrapped; None or [] means all dims (torch's convention)."""
+    if dim is None:
+        return list(range(ndim))
+    dims = [dim] if isinstance(dim, int) else list(dim)
+    if not dims:
+        return list(range(ndim))
+    return sorted({d % max(1, ndim) for d in dims})
+
+
+def _dtype_check(call: OpCall) -> None:
+    dtype = call.kwargs.get("dtype")
+    if dtype is not None and dtype not in (torch.float32, torch.bfloat16, torch.float16):
+        raise Unsupported(call.op, Reason.DTYPE, f"accumulation dtype={dtype}")
+
+
+def _reduce(
+    ctx: LoweringContext, x: HbmValue, dim: Any, keepdim: bool, op: ReduceOp, mean: bool
+) -> HbmValue:
+    meta: TensorMeta = ctx.out
+    dims = _dims(dim, x.ndim)
+    out = ctx.new_value(meta.shape, meta.dtype)
+    kept_shape = tuple(1 if d in dims else n for d, n in enumerate(x.shape))
+    broadcast = HbmValue.contiguous(out.tile, kept_shape).expand(x.shape)
+    count = math.prod(x.shape[d] for d in dims)
+    reduce_tiles(ctx, x, broadcast, dims, op, scale=1.0 / count if mean else None)
+    return out
+
+
+@register_lowering(aten.sum.dim_IntList, check=_dtype_check)
+def sum_dims(
+    ctx: LoweringContext, x: HbmValue, dim: Any = None, keepdim: bool = False, **_: Any
+) -> HbmValue:
+    return _reduce(ctx, x, dim, keepdim, ReduceOp.add, mean=False)
+
+
+@register_lowering(aten.sum.default, check=_dtype_check)
+def sum_all(ctx: LoweringContext, x: HbmValue, **_: Any) -> HbmValue:
+    return _reduce(ctx, x, None, False, ReduceOp.add, mean=False)
+
+
+@register_lowering(aten.mean.dim, check=_dtype_check)
+def mean_dims(
+    ctx: LoweringContext, x: HbmValue, dim: Any = None, keepdim: bool = False, **_: Any
+) -> HbmValue:
+    return _reduce(ctx, x, dim, keepdim, ReduceOp.add, mean=True)
+
+
+@register_lowering(aten.mean.default, check=_dtype_check)
+def mean_all(ctx: LoweringContext, x: HbmValue, **_: Any) -> HbmValue:
+    return _reduce(ctx, x, None, False, ReduceOp.add, mean=True)
+
+
+@register_lowering(aten.amax.default)
+def amax(ctx: LoweringContext, x: HbmValue, dim: Sequence[int] = (), keepdim: bool = False):
+    return _reduce(ctx, x, dim, keepdim, ReduceOp.max, mean=False)
+
+
+@register_lowering(aten.amin.default)
+def amin(ctx: LoweringContext, x: HbmValue, dim: Sequence[int] = (), keepdim: bool = False):
+    return _reduce(ctx, x, dim, keepdim, ReduceOp.min, mean=False)
+
+
+# ---- softmax --------------------------------------------------------------------------------
+
+
+def _softmax_check(call: OpCall) -> None:
+    if len(call.args) > 2 and call.args[2]:
+        raise Unsupported(call.op, Reason.DTYPE, "half_to_float=True (a CUDA-only variant)")
+
+
+def _row_op(ctx: LoweringContext, x: HbmValue, dim: int, log: bool) -> HbmValue:
+    meta: TensorMeta = ctx.out
+    out = ctx.new_value(meta.shape, meta.dtype)
+    stats_ring, temp_ring = BufferRing(ctx.options.buffers), BufferRing(2)
+
+    def compute(y: Operand, xt: Operand) -> None:
+        p, free = xt.shape[0], xt.shape[1]
+        stats = stats_ring((p, 3), lang.float32, lang.sbuf)  # -max, sum, 1/sum or log(sum)
+        neg_max, total, last = stats[:, 0:1], stats[:, 1:2], stats[:, 2:3]
+        nisa.tensor_reduce(neg_max, ReduceOp.max, xt, negate=True)
+        e = temp_ring((p, free), lang.float32, lang.sbuf)
+        nisa.activation_reduce(e, Act.exp, xt, bias=neg_max, reduce_res=total)
+        if log:  # y = (x - max) - log(sum)
+            nisa.activation(last, Act.log, total)
+            nisa.tensor_scalar(y, xt, AluOp.add, neg_max, op1=AluOp.subtract, operand1=last)
+        else:  # y = e / sum
+            nisa.reciprocal(last, total)
+            nisa.tensor_scalar(y, e, AluOp.multiply, last)
+
+    try:
+        row_tiles(ctx, x, out, dim % max(1, x.ndim), compute, temporaries=1)
+    except TilingError as error:
+        raise Unsupported("softmax", Reason.SHAPE, str(error)) from None
+    return out
+
+
+@register_lowering(aten._softmax.default, check=_softmax_check)
+def softmax(ctx: LoweringContext, x: HbmValue, dim: int, half_to_float: bool = False):
+    return _row_op(ctx, x, dim, log=False)
+
+
+@register_lowering(aten._log_softmax.default, check=_softmax_check)
+def log_softmax(ctx: LoweringContext, x: HbmValue, dim: int, half_to_float: bool = False):
+    return _row_op(ctx, x, dim, log=True)

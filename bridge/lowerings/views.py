@@ -1,0 +1,140 @@
+"""View and copy lowerings: metadata-only views become strided HBM views; copies move data.
+
+permute, transpose, t, expand, unsqueeze, squeeze, slice (any positive step), select, alias and
+view/reshape of a viewable layout emit no instructions: they return a new ``HbmValue`` over the
+same HBM tensor, and the ops that read it load through its strides. A view the layout cannot
+express (``view`` of a permuted tensor) copies to a contiguous tensor first, as ``reshape`` does.
+
+clone is an alias too: lowered graphs are functional (AOTAutograd removed mutation), so nothing can
+observe the sharing; a graph output that aliases another value is copied out at the end.
+``_to_copy`` to another dtype is one HBM -> HBM DMA per tile (DMA engines cast, via fp32 [S12]).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import torch
+
+from bridge.context import LoweringContext, TensorMeta
+from bridge.dtypes import MOVABLE_DTYPES
+from bridge.errors import Reason, Unsupported
+from bridge.registry import OpCall, register_lowering
+from bridge.tiling import copy_tiles
+from bridge.values import HbmValue
+
+aten = torch.ops.aten
+
+
+def views(*ops: Any):
+    return register_lowering(*ops, family="views", dtypes=MOVABLE_DTYPES)
+
+
+def materialize(ctx: LoweringContext, x: HbmValue, dtype: Any = None) -> HbmValue:
+    """A new contiguous copy of ``x`` (cast to ``dtype`` if given)."""
+    out = ctx.new_value(x.shape, dtype or x.dtype)
+    copy_tiles(ctx, out, x)
+    return out
+
+
+@views(aten.view.default, aten._unsafe_view.default, aten.reshape.default)
+def view(ctx: LoweringContext, x: HbmValue, size: list[int]) -> HbmValue:
+    viewed = x.view(size)
+    if viewed is None:  # not expressible over this layout: copy, then view the copy
+        viewed = materialize(ctx, x).view(size)
+        assert viewed is not None
+    return viewed
+
+
+@views(aten.permute.default)
+def permute(ctx: LoweringContext, x: HbmValue, dims: list[int]) -> HbmValue:
+    return x.permute(dims)
+
+
+@views(aten.transpose.int)
+def transpose(ctx: LoweringContext, x: HbmValue, dim0: int, dim1: int) -> HbmValue:
+    return x.transpose(dim0, dim1)
+
+
+@views(aten.t.default)
+def t(ctx: LoweringContext, x: HbmValue) -> HbmValue:
+    return x.transpose(0, 1)
+
+
+@views(aten.expand.default)
+def expand(ctx: LoweringContext, x: HbmValue, size: list[int], *, implicit: bool = False):
+    return x.expand(size)
+
+
+@views(aten.unsqueeze.default)
+def unsqueeze(ctx: LoweringContext, x: HbmValue, dim: int) -> HbmValue:
+    return x.unsqueeze(dim)
+
+
+@views(aten.squeeze.dim, aten.squeeze.dims)
+def squeeze_dims(ctx: LoweringContext, x: HbmValue, dim: Any) -> HbmValue:
+    return x.squeeze([dim] if isinstance(dim, int) else list(dim))
+
+
+@views(aten.squeeze.default)
+def squeeze(ctx: LoweringContext, x: HbmValue) -> HbmValue:
+    return x.squeeze()
+
+
+def _slice_check(call: OpCall) -> None:
+    step = call.args[4] if len(call.args) > 4 else call.kwargs.get("step", 1)
+    if not isinstance(step, int) or step < 1:
+        raise Unsupported(call.op, Reason.SHAPE, f"slice step {step!r}")
+
+
+@register_lowering(aten.slice.Tensor, family="views", dtypes=MOVABLE_DTYPES, check=_slice_check)
+def slice_(
+    ctx: LoweringContext,
+    x: HbmValue,
+    dim: int = 0,
+    start: int | None = None,
+    end: int | None = None,
+    step: int = 1,
+) -> HbmValue:
+    return x.slice(dim, start, end, step)
+
+
+@views(aten.select.int)
+def select(ctx: LoweringContext, x: HbmValue, dim: int, index: int) -> HbmValue:
+    return x.select(dim, index)
+
+
+@views(aten.alias.default, aten.detach.default, aten.clone.default)
+def alias(ctx: LoweringContext, x: HbmValue, **_: Any) -> HbmValue:
+    return x
+
+
+def _to_copy_check(call: OpCall) -> None:
+    device = call.kwargs.get("device")
+    if device is not None and torch.device(device).type != "cpu":
+        raise Unsupported(call.op, Reason.SHAPE, f"copy to device {device}")
+    layout = call.kwargs.get("layout")
+    if layout not in (None, torch.strided):
+        raise Unsupported(call.op, Reason.SHAPE, f"layout {layout}")
+    source, target = call.input_tensors()[0].dtype, call.output_tensors()[0].dtype
+    if source.is_floating_point and not target.is_floating_point:
+        raise Unsupported(
+            call.op,
+            Reason.DTYPE,
+            f"{source} -> {target}: torch truncates toward zero, the DMA cast rounds to nearest",
+        )
+
+
+@register_lowering(
+    aten._to_copy.default, family="views", dtypes=MOVABLE_DTYPES, check=_to_copy_check
+)
+def to_copy(ctx: LoweringContext, x: HbmValue, **_: Any) -> HbmValue:
+    """A dtype cast (HBM -> HBM DMA per tile), or an alias when the dtype does not change."""
+    meta: TensorMeta = ctx.out
+    return x if meta.dtype == x.dtype else materialize(ctx, x, meta.dtype)
+
+
+@views(aten.copy.default)
+def copy(ctx: LoweringContext, x: HbmValue, src: HbmValue, non_blocking: bool = False):
+    """Functional copy: ``src`` broadcast to ``x``'s shape, in ``x``'s dtype."""
+    return materialize(ctx, src.expand(x.shape), x.dtype)

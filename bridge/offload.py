@@ -1,0 +1,194 @@
+"""Eager offload: ``with HwsimMode(config="trn2") as mode: model(x)`` runs each supported ATen op
+on the simulator, with real CPU tensors in and out.
+
+``HwsimMode`` is a ``TorchDispatchMode``: every ATen call inside the ``with`` block reaches
+``__torch_dispatch__`` after autograd, as the CPU kernel would. For each call it
+
+- runs the op on the CPU (always: it gives the outputs' metadata, and the reference for
+  ``check``; the mode is off inside the handler);
+- metadata-only views (view, permute, expand, slice, …) stay on the CPU as real views, so
+  aliasing behaves as PyTorch defines it; they are recorded as 'view' (no device work);
+- otherwise builds a one-node FX graph of the call, lowers it (cached per op, argument layouts and
+  scalar arguments), simulates it, compares each output with the CPU's (``check``) and returns the
+  simulator's outputs;
+- ops that cannot run (no lowering, dtype, shape, mutation, data dependence) follow the fallback
+  policy: the CPU result is returned and the reason recorded ('cpu'), plus a warning ('warn'), or
+  ``FallbackError`` is raised ('error').
+
+Each op is its own program, so nothing overlaps across ops (``torch.compile`` lowers whole graphs
+for that); ``sim_ns`` per op is its program's total simulated time. ``mode.report`` holds the
+record of every call.
+"""
+
+from __future__ import annotations
+
+import itertools
+import operator
+from typing import Any
+
+import torch
+from torch import fx
+from torch.utils import _pytree as pytree
+from torch.utils._python_dispatch import TorchDispatchMode
+
+from bridge.errors import Reason, Unsupported, as_unsupported, op_name
+from bridge.graph_lowering import LoweredGraph, lower_graph
+from bridge.options import BridgeOptions, apply_fallback
+from bridge.precision import compare
+from bridge.registry import OpCall, check_support
+from bridge.report import SUMMARY_KEYS, OpRecord, Report
+from hwsim.errors import HwsimError
+
+aten = torch.ops.aten
+
+#: Ops that only make a view: in eager mode they stay CPU views (aliasing must hold).
+VIEW_OPS = frozenset(
+    {
+        aten.view.default,
+        aten._unsafe_view.default,
+        aten.reshape.default,
+        aten.permute.default,
+        aten.transpose.int,
+        aten.t.default,
+        aten.expand.default,
+        aten.unsqueeze.default,
+        aten.squeeze.default,
+        aten.squeeze.dim,
+        aten.squeeze.dims,
+        aten.slice.Tensor,
+        aten.select.int,
+        aten.alias.default,
+        aten.detach.default,
+        aten.as_strided.default,
+    }
+)
+
+
+class HwsimMode(TorchDispatchMode):
+    """Run supported ATen ops on the simulator (see module docstring).
+
+    Keyword options are those of ``bridge.options`` (config, fallback, precision, check, trace,
+    tiling, report).
+    """
+
+    def __init__(self, config: Any = "trn2", **options: Any) -> None:
+        super().__init__()
+        self.options = BridgeOptions.parse({"config": config, **options}, mode="eager")
+        self._lowered: dict[tuple[Any, ...], LoweredGraph | Unsupported] = {}
+        self._calls = itertools.count()
+
+    @property
+    def report(self) -> Report:
+        assert self.options.report is not None
+        return self.options.report
+
+    def __torch_dispatch__(
+        self, func: Any, types: Any, args: tuple[Any, ...] = (), kwargs: Any = None
+    ) -> Any:
+        kwargs = kwargs or {}
+        expected = func(*args, **kwargs)
+        call = OpCall(func, tuple(args), dict(kwargs), expected)
+        node = f"{func.__name__.split('.')[0]}#{next(self._calls)}"
+        shapes = " x ".join(str(list(t.shape)) for t in call.input_tensors())
+        if func in VIEW_OPS:
+            self.report.ops.append(OpRecord(node, op_name(func), "view", shapes=shapes))
+            return expected
+        lowered = self._lower(call)
+        if isinstance(lowered, Unsupported):
+            apply_fallback(self.options, lowered, node)
+            self.report.ops.append(
+                OpRecord(node, op_name(func), "cpu", lowered.reason.value, lowered.detail, shapes)
+            )
+            return expected
+        inputs = call.input_tensors()
+        run = lowered.run(inputs)
+        summary = run.result.summary
+        self.report.runs.append({"graph": node} | {k: summary.get(k) for k in SUMMARY_KEYS})
+        record = OpRecord(
+            node,
+            op_name(func),
+            "simulator",
+            shapes=shapes,
+            sim_ns=float(summary.get("total_ns", 0.0)),
+            span_ns=float(summary.get("total_ns", 0.0)),
+            instructions=int(summary.get("instructions", 0)),
+        )
+        if self.options.check:
+            record.error = self._compare(run.outputs, expected)
+        self.report.ops.append(record)
+        return list(run.outputs) if isinstance(expected, list) else run.outputs
+
+    def _lower(self, call: OpCall) -> LoweredGraph | Unsupported:
+        key = _call_key(call)
+        if key not in self._lowered:
+            try:
+                check_support(call)
+                graph, inputs = single_op_graph(call)
+                self._lowered[key] = lower_graph(
+                    graph,
+                    inputs,
+                    config=self.options.config,
+                    precision=self.options.precision,
+                    options=self.options.tiling,
+                    name=op_name(call.op),
+                )
+            except HwsimError as error:  # Unsupported, or the kernel build failing (OOM, …)
+                self._lowered[key] = as_unsupported(error, op_name(call.op))
+        return self._lowered[key]
+
+    def _compare(self, actual: Any, expected: Any) -> dict[str, Any]:
+        """The worst output's ErrorStats (as a dict) against the CPU."""
+        worst: dict[str, Any] | None = None
+        for got, want in zip(pytree.tree_leaves(actual), pytree.tree_leaves(expected), strict=True):
+            if not isinstance(want, torch.Tensor):
+                continue
+            stats = compare(got, want, self.options.precision.tolerance(want.dtype)).to_dict()
+            if worst is None or (not stats["ok"], stats["max_abs"]) > (
+                not worst["ok"],
+                worst["max_abs"],
+            ):
+                worst = stats
+        return worst or {"ok": True, "max_abs": 0.0}
+
+
+def _call_key(call: OpCall) -> tuple[Any, ...]:
+    leaves = pytree.tree_leaves((call.args, call.kwargs))
+    return (
+        call.op,
+        tuple(
+            (tuple(x.shape), tuple(x.stride()), x.dtype) if isinstance(x, torch.Tensor) else repr(x)
+            for x in leaves
+        ),
+    )
+
+
+def single_op_graph(call: OpCall) -> tuple[fx.Graph, list[torch.Tensor]]:
+    """A graph with one placeholder per tensor argument, the call, and its outputs (getitem
+    nodes for a tuple result); every node's ``meta['val']`` is the CPU value."""
+    graph = fx.Graph()
+    leaves, spec = pytree.tree_flatten((call.args, call.kwargs))
+    inputs: list[torch.Tensor] = []
+    mapped = []
+    for leaf in leaves:
+        if isinstance(leaf, torch.Tensor):
+            placeholder = graph.placeholder(f"in{len(inputs)}")
+            placeholder.meta["val"] = leaf
+            inputs.append(leaf)
+            mapped.append(placeholder)
+        else:
+            mapped.append(leaf)
+    args, kwargs = pytree.tree_unflatten(mapped, spec)
+    node = graph.call_function(call.op, tuple(args), dict(kwargs))
+    node.meta["val"] = call.out
+    if isinstance(call.out, (tuple, list)):
+        items = []
+        for i, value in enumerate(call.out):
+            item = graph.call_function(operator.getitem, (node, i))
+            item.meta["val"] = value
+            items.append(item)
+        graph.output(tuple(items))
+    elif isinstance(call.out, torch.Tensor):
+        graph.output(node)
+    else:
+        raise Unsupported(call.op, Reason.SHAPE, f"returns {type(call.out).__name__}")
+    return graph, inputs

@@ -1,0 +1,87 @@
+"""Options of the bridge's front doors (``torch.compile(..., options={...})`` and ``HwsimMode``).
+
+    config     hardware preset name, YAML path or HardwareConfig (default 'trn2')
+    fallback   'cpu' (unsupported ops run on the CPU, recorded in the report), 'warn' (the same,
+               plus a warning per op) or 'error' (raise ``FallbackError`` naming the op and why)
+    precision  compute dtype ('auto', 'fp32', 'bf16', 'fp16') or {'compute': .., 'accumulate': ..}
+    check      compare every simulated result with the CPU (default True)
+    trace      a directory: write each run's Chrome trace there (Perfetto), or None
+    tiling     TilingOptions or a dict of its fields
+    report     a ``Report`` to append to (default: a new one, see ``bridge.dynamo.last_report``)
+
+An unknown key or value is an error naming it and the valid ones.
+"""
+
+from __future__ import annotations
+
+import difflib
+import warnings
+from dataclasses import dataclass, field, fields
+from pathlib import Path
+from typing import Any
+
+from bridge.context import TilingOptions
+from bridge.errors import FallbackError, Unsupported
+from bridge.precision import Precision
+from bridge.report import Report
+from hwsim.config import HardwareConfig, load_config
+
+FALLBACK_POLICIES = ("cpu", "warn", "error")
+
+
+@dataclass
+class BridgeOptions:
+    config: HardwareConfig
+    fallback: str = "cpu"
+    precision: Precision = field(default_factory=Precision)
+    check: bool = True
+    trace: Path | None = None
+    tiling: TilingOptions = field(default_factory=TilingOptions)
+    report: Report | None = None
+
+    @classmethod
+    def parse(cls, options: dict[str, Any] | None, mode: str = "compile") -> BridgeOptions:
+        given = dict(options or {})
+        valid = [f.name for f in fields(cls)]
+        for key in given:
+            if key not in valid:
+                close = difflib.get_close_matches(key, valid, n=1)
+                hint = f" (did you mean '{close[0]}'?)" if close else ""
+                raise ValueError(
+                    f"unknown hwsim option '{key}'{hint}; valid options: {', '.join(valid)}"
+                )
+        config = given.get("config", "trn2")
+        hw = config if isinstance(config, HardwareConfig) else load_config(str(config))
+        fallback = given.get("fallback", "cpu")
+        if fallback not in FALLBACK_POLICIES:
+            raise ValueError(
+                f"hwsim option fallback={fallback!r}; valid: {', '.join(FALLBACK_POLICIES)}"
+            )
+        tiling = given.get("tiling") or TilingOptions()
+        if isinstance(tiling, dict):
+            tiling = TilingOptions(**tiling)
+        trace = given.get("trace")
+        options_ = cls(
+            config=hw,
+            fallback=fallback,
+            precision=Precision.parse(given.get("precision")),
+            check=bool(given.get("check", True)),
+            trace=Path(trace) if trace else None,
+            tiling=tiling,
+            report=given.get("report"),
+        )
+        if options_.report is None:
+            options_.report = Report(
+                mode, hw.chip.name, options_.precision.to_dict(), options_.fallback
+            )
+        return options_
+
+
+def apply_fallback(options: BridgeOptions, error: Unsupported, where: str = "") -> None:
+    """The fallback policy for an op that cannot run on the simulator: raise under 'error',
+    warn under 'warn', nothing under 'cpu' (the caller runs it on the CPU and records it)."""
+    if options.fallback == "error":
+        raise FallbackError(error, where)
+    if options.fallback == "warn":
+        at = f" (node {where})" if where else ""
+        warnings.warn(f"hwsim: running {error} on the CPU{at}", stacklevel=3)

@@ -1,0 +1,158 @@
+"""Precision of a bridge run (compute and accumulation dtypes) and the one tolerance table.
+
+``compute`` is the dtype of on-chip operand tiles: loads cast to it (DMA casting, round to
+nearest even), TensorE multiplies in it, and elementwise engines read it (they compute in fp32
+internally [HARDWARE.md §3]). ``auto`` keeps each op's own dtype, which is what PyTorch does on the
+CPU, so results match CPU up to rounding order. ``bf16`` on an fp32 model simulates running it in
+bf16 on Trainium. Accumulation (PSUM, reduction accumulators, softmax statistics) is fp32: the only
+PSUM accumulation dtype on NeuronCore-v2/v3 [HARDWARE.md §1.4].
+
+Numerics are judged with the tolerance of the lowest-precision dtype the run computed in, from
+``TOLERANCES``; there is no other table.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import asdict, dataclass
+from typing import Any
+
+import torch
+
+from hwsim.dtypes import DType
+from hwsim.dtypes import dtype as hw_dtype
+
+COMPUTE_CHOICES = ("auto", "fp32", "bf16", "fp16")
+ACCUMULATE_CHOICES = ("fp32",)
+
+
+@dataclass(frozen=True)
+class Tolerance:
+    """|actual - expected| <= atol * scale + rtol * |expected|, elementwise, where scale is the
+    root-mean-square of the expected tensor (at least 1). Scaling atol by the tensor's size makes
+    the check independent of the model's units and admits the summation-order differences of
+    long reductions (a K=4096 matmul) in elements that happen to be near zero."""
+
+    rtol: float
+    atol: float
+
+
+#: Tolerance by the dtype a result was computed in. fp32 is looser than torch.testing's default
+#: (rtol 1.3e-6) because the simulator sums in another order (PSUM tiles of K <= 128, free-axis
+#: reductions) and ScalarE functions are within one fp32 ulp, not correctly rounded. bf16/fp16
+#: follow torch.testing's rtol with an atol that allows one rounding of values near 1.
+TOLERANCES: dict[str, Tolerance] = {
+    "fp32": Tolerance(rtol=1e-5, atol=1e-5),
+    "fp16": Tolerance(rtol=1e-3, atol=1e-3),
+    "bf16": Tolerance(rtol=1.6e-2, atol=1e-2),
+}
+_RANK = {"fp32": 0, "fp16": 1, "bf16": 2}  # higher = less precise
+
+
+@dataclass(frozen=True)
+class Precision:
+    """compute: 'auto' | 'fp32' | 'bf16' | 'fp16'; accumulate: 'fp32'."""
+
+    compute: str = "auto"
+    accumulate: str = "fp32"
+
+    def __post_init__(self) -> None:
+        if self.compute not in COMPUTE_CHOICES:
+            raise ValueError(
+                f"precision compute={self.compute!r} is not one of {', '.join(COMPUTE_CHOICES)}"
+            )
+        if self.accumulate not in ACCUMULATE_CHOICES:
+            raise ValueError(
+                f"precision accumulate={self.accumulate!r}: PSUM accumulates in fp32 only "
+                "(NeuronCore-v2/v3); use 'fp32'"
+            )
+
+    @classmethod
+    def parse(cls, value: Precision | str | dict[str, Any] | None) -> Precision:
+        """From a Precision, a compute dtype name ('bf16'), a dict of fields, or None (auto)."""
+        if value is None:
+            return cls()
+        if isinstance(value, Precision):
+            return value
+        if isinstance(value, str):
+            return cls(compute=_canonical(value))
+        if isinstance(value, dict):
+            unknown = set(value) - {"compute", "accumulate"}
+            if unknown:
+                raise ValueError(
+                    f"precision has unknown keys {sorted(unknown)}; valid: compute, accumulate"
+                )
+            fields = {k: _canonical(str(v)) for k, v in value.items()}
+            return cls(**fields)
+        raise TypeError(f"precision must be a str, dict or Precision, not {type(value).__name__}")
+
+    def tile_dtype(self, dtype: DType) -> DType:
+        """The on-chip dtype for operands of an op whose own dtype is ``dtype``."""
+        if self.compute == "auto" or not dtype.is_float:
+            return dtype
+        return hw_dtype(self.compute)
+
+    def result_dtype_name(self, dtype: torch.dtype) -> str:
+        """The least precise dtype a result of torch dtype ``dtype`` went through."""
+        own = {torch.float32: "fp32", torch.bfloat16: "bf16", torch.float16: "fp16"}.get(
+            dtype, "fp32"
+        )
+        if self.compute == "auto":
+            return own
+        return max(own, self.compute, key=lambda name: _RANK.get(name, 0))
+
+    def tolerance(self, dtype: torch.dtype) -> Tolerance:
+        return TOLERANCES[self.result_dtype_name(dtype)]
+
+    def to_dict(self) -> dict[str, str]:
+        return asdict(self)
+
+
+def _canonical(name: str) -> str:
+    aliases = {"float32": "fp32", "bfloat16": "bf16", "float16": "fp16", "half": "fp16"}
+    return aliases.get(name, name)
+
+
+@dataclass(frozen=True)
+class ErrorStats:
+    """How far ``actual`` is from ``expected`` (both compared in fp64)."""
+
+    max_abs: float
+    max_rel: float
+    mismatched: int  # elements outside the tolerance
+    elements: int
+    rtol: float
+    atol: float
+
+    @property
+    def ok(self) -> bool:
+        return self.mismatched == 0
+
+    def to_dict(self) -> dict[str, Any]:
+        return {**asdict(self), "ok": self.ok}
+
+
+def compare(actual: torch.Tensor, expected: torch.Tensor, tolerance: Tolerance) -> ErrorStats:
+    """Elementwise comparison; NaNs in the same places count as equal, a shape mismatch fails."""
+    if tuple(actual.shape) != tuple(expected.shape):
+        n = max(actual.numel(), expected.numel())
+        return ErrorStats(math.inf, math.inf, n, n, tolerance.rtol, tolerance.atol)
+    if actual.numel() == 0:
+        return ErrorStats(0.0, 0.0, 0, 0, tolerance.rtol, tolerance.atol)
+    a = actual.detach().to(torch.float64)
+    e = expected.detach().to(torch.float64)
+    same = (torch.isnan(a) & torch.isnan(e)) | (a == e)  # also equal infinities
+    diff = torch.where(same, torch.zeros_like(a), (a - e).abs())
+    diff = torch.nan_to_num(diff, nan=math.inf, posinf=math.inf)
+    rel = diff / e.abs().clamp_min(torch.finfo(torch.float32).tiny)
+    finite = e[torch.isfinite(e)]
+    scale = max(1.0, float(finite.square().mean().sqrt())) if finite.numel() else 1.0
+    bad = diff > tolerance.atol * scale + tolerance.rtol * e.abs()
+    return ErrorStats(
+        float(diff.max()),
+        float(rel.max()),
+        int(bad.sum()),
+        a.numel(),
+        tolerance.rtol,
+        tolerance.atol,
+    )

@@ -1,0 +1,248 @@
+"""The lowering registry: one table from ATen overload to lowering, and family helpers.
+
+A lowering is a function ``fn(ctx, *args, **kwargs)`` called with the node's arguments, tensors
+replaced by ``HbmValue`` views (``bridge.values``), while the graph's kernel is being built; it
+emits kernel-language instructions and returns the result value(s). Register one with
+
+    @register_lowering(aten.mm.default)
+    def mm(ctx, a, b): ...
+
+or a whole family member in one line (the shared work lives in the helper, as in PyTorch
+inductor's ``register_pointwise``): ``register_unary(aten.relu.default, ActivationFunction.relu)``,
+``register_binary(aten.add.Tensor, AluOp.add)``. A second registration of an overload raises
+``DuplicateLoweringError`` naming both.
+
+``check_support`` decides, from metadata alone (FakeTensors, real tensors), whether a call can
+be lowered; it raises ``Unsupported`` with a ``Reason``: mutation, data dependence, no lowering,
+dtype, or shape (symbolic/empty tensors, and each lowering's own ``check``). The partitioner and
+the eager mode ask it before lowering anything.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import torch
+from torch._ops import OpOverload
+from torch.utils import _pytree as pytree
+
+from bridge.context import LoweringContext, TensorMeta
+from bridge.dtypes import FLOAT_DTYPES
+from bridge.errors import BridgeError, DuplicateLoweringError, Reason, Unsupported
+from bridge.tiling import map_tiles
+from bridge.tiling.drivers import Operand, TileCompute
+from bridge.values import HbmValue
+from hwsim.lang import isa as nisa
+from kernels.ops import ActivationFunction, AluOp
+
+LoweringFn = Callable[..., Any]
+
+
+@dataclass(frozen=True)
+class OpCall:
+    """An op application as support checks see it: tensors are anything with ``shape`` and
+    ``dtype`` (FakeTensors from graph metadata, or real tensors in eager mode)."""
+
+    op: Any
+    args: tuple[Any, ...]
+    kwargs: dict[str, Any] = field(default_factory=dict)
+    out: Any = None
+
+    def input_tensors(self) -> list[Any]:
+        leaves = pytree.tree_leaves((self.args, self.kwargs))
+        return [x for x in leaves if isinstance(x, torch.Tensor)]
+
+    def output_tensors(self) -> list[Any]:
+        return [x for x in pytree.tree_leaves(self.out) if isinstance(x, torch.Tensor)]
+
+
+CheckFn = Callable[[OpCall], None]
+
+
+@dataclass(frozen=True)
+class Lowering:
+    """A registered lowering: the function, its family, the dtypes it takes, an extra check."""
+
+    op: OpOverload
+    fn: LoweringFn
+    family: str
+    dtypes: frozenset[torch.dtype]
+    check: CheckFn | None = None
+
+    @property
+    def where(self) -> str:
+        return f"{self.fn.__module__}.{self.fn.__qualname__}"
+
+
+#: ATen overload -> its lowering. Populated by importing ``bridge.lowerings``.
+LOWERINGS: dict[OpOverload, Lowering] = {}
+
+
+def register_lowering(
+    *ops: OpOverload,
+    family: str = "",
+    dtypes: frozenset[torch.dtype] = FLOAT_DTYPES,
+    check: CheckFn | None = None,
+) -> Callable[[LoweringFn], LoweringFn]:
+    """Decorator registering ``fn`` as the lowering of each overload in ``ops``."""
+
+    def decorator(fn: LoweringFn) -> LoweringFn:
+        for op in ops:
+            if not isinstance(op, OpOverload):
+                raise TypeError(
+                    f"register_lowering takes ATen overloads (aten.add.Tensor), not {op!r}; "
+                    "name the overload explicitly"
+                )
+            lowering = Lowering(op, fn, family or fn.__module__.rsplit(".", 1)[-1], dtypes, check)
+            if op in LOWERINGS:
+                raise DuplicateLoweringError(
+                    f"{op} already has a lowering ({LOWERINGS[op].where}); "
+                    f"{lowering.where} registers it again"
+                )
+            LOWERINGS[op] = lowering
+        return fn
+
+    return decorator
+
+
+def check_support(call: OpCall) -> Lowering:
+    """The lowering for ``call``, or ``Unsupported`` saying why there is none."""
+    from bridge import lowerings  # noqa: F401  (the table is complete once this has run)
+
+    op = call.op
+    if not isinstance(op, OpOverload):
+        raise Unsupported(op, Reason.NO_LOWERING, "not an ATen operator overload")
+    mutated = [a.name for a in op._schema.arguments if a.alias_info and a.alias_info.is_write]
+    if mutated:
+        raise Unsupported(
+            op, Reason.MUTATION, f"writes its argument(s) {', '.join(mutated)} in place"
+        )
+    dynamic = {torch.Tag.dynamic_output_shape, torch.Tag.data_dependent_output}
+    if dynamic & set(op.tags):
+        raise Unsupported(op, Reason.DATA_DEPENDENCE, "its output depends on tensor values")
+    lowering = LOWERINGS.get(op)
+    if lowering is None:
+        siblings = sorted(str(o) for o in LOWERINGS if o.overloadpacket == op.overloadpacket)
+        hint = f" (lowered overloads: {', '.join(siblings)})" if siblings else ""
+        raise Unsupported(op, Reason.NO_LOWERING, f"no lowering is registered{hint}")
+    for what, tensors in (("input", call.input_tensors()), ("output", call.output_tensors())):
+        for t in tensors:
+            _check_tensor(op, what, t, lowering.dtypes)
+    if lowering.check is not None:
+        lowering.check(call)
+    return lowering
+
+
+def _check_tensor(op: OpOverload, what: str, t: Any, dtypes: frozenset[torch.dtype]) -> None:
+    if t.dtype not in dtypes:
+        names = ", ".join(sorted(str(d).removeprefix("torch.") for d in dtypes))
+        raise Unsupported(op, Reason.DTYPE, f"{what} dtype {t.dtype} is not one of {names}")
+    if any(not isinstance(n, int) for n in t.shape):
+        raise Unsupported(op, Reason.SHAPE, f"{what} has a symbolic shape {tuple(t.shape)}")
+    if t.numel() == 0:
+        raise Unsupported(op, Reason.SHAPE, f"{what} is empty (shape {tuple(t.shape)})")
+    if t.device.type not in ("cpu", "meta"):
+        raise Unsupported(op, Reason.SHAPE, f"{what} is on device {t.device}, not the CPU")
+
+
+# ---- shared work of the pointwise family ----------------------------------------------------
+
+
+def pointwise(ctx: LoweringContext, inputs: Sequence[HbmValue], compute: TileCompute) -> HbmValue:
+    """Allocate the node's output, broadcast ``inputs`` to its shape, and run ``compute`` on
+    every tile (operand tiles in the precision's dtype for the output dtype)."""
+    meta: TensorMeta = ctx.out
+    shapes = [v.shape for v in inputs]
+    if tuple(torch.broadcast_shapes(*shapes)) != meta.shape:
+        raise BridgeError(
+            f"{ctx.node_name}: inputs {shapes} broadcast to "
+            f"{tuple(torch.broadcast_shapes(*shapes))}, but torch says the output is {meta.shape}"
+        )
+    out = ctx.new_value(meta.shape, meta.dtype)
+    expanded = [v.expand(meta.shape) for v in inputs]
+    map_tiles(ctx, out, expanded, compute, tile_dtype=ctx.tile_dtype(meta.dtype))
+    return out
+
+
+def register_unary(
+    op: OpOverload, func: ActivationFunction, *, scale: float = 1.0, check: CheckFn | None = None
+) -> None:
+    """out = func(scale * x), elementwise on ScalarE (``activation``)."""
+
+    def lower(ctx: LoweringContext, x: HbmValue) -> HbmValue:
+        def compute(dst: Operand, srcs: list[Operand]) -> None:
+            nisa.activation(dst, func, srcs[0], scale=scale)
+
+        return pointwise(ctx, [x], compute)
+
+    lower.__qualname__ = f"unary[{func.name}]"
+    register_lowering(op, family="pointwise", check=check)(lower)
+
+
+def register_alu_unary(
+    op: OpOverload, alu: AluOp, operand: float, *, reverse: bool = False
+) -> None:
+    """out = x alu operand (or operand alu x when ``reverse``), on VectorE (``tensor_scalar``)."""
+
+    def lower(ctx: LoweringContext, x: HbmValue) -> HbmValue:
+        def compute(dst: Operand, srcs: list[Operand]) -> None:
+            nisa.tensor_scalar(dst, srcs[0], alu, operand, reverse0=reverse)
+
+        return pointwise(ctx, [x], compute)
+
+    lower.__qualname__ = f"alu_unary[{alu.name}]"
+    register_lowering(op, family="pointwise")(lower)
+
+
+def register_binary(op: OpOverload, alu: AluOp, *, swap: bool = False) -> None:
+    """out = a alu (alpha * b) with broadcasting; a or b may be a Python scalar (an immediate).
+
+    swap: the op's first argument is the right operand (``rsub``: b - alpha * a).
+    """
+
+    def lower(ctx: LoweringContext, a: Any, b: Any, *, alpha: float = 1) -> HbmValue:
+        left, right = (b, a) if swap else (a, b)
+        return _binary(ctx, left, right, alu, float(alpha))
+
+    lower.__qualname__ = f"binary[{alu.name}]"
+    register_lowering(op, family="pointwise", check=_binary_check)(lower)
+
+
+def _binary_check(call: OpCall) -> None:
+    alpha = call.kwargs.get("alpha", 1)
+    if isinstance(alpha, complex):
+        raise Unsupported(call.op, Reason.DTYPE, "complex alpha")
+
+
+def _binary(ctx: LoweringContext, a: Any, b: Any, alu: AluOp, alpha: float) -> HbmValue:
+    """a alu (alpha * b) for tensors or one scalar (a VectorE instruction per tile)."""
+    a_tensor, b_tensor = isinstance(a, HbmValue), isinstance(b, HbmValue)
+    if a_tensor and b_tensor:
+
+        def both(dst: Operand, srcs: list[Operand]) -> None:
+            if alpha == 1.0:
+                nisa.tensor_tensor(dst, srcs[0], srcs[1], alu)
+            else:  # a alu (b * alpha): the reversed op1 puts a on the left
+                nisa.scalar_tensor_tensor(
+                    dst, srcs[1], AluOp.multiply, alpha, alu, srcs[0], reverse1=True
+                )
+
+        return pointwise(ctx, [a, b], both)
+    if a_tensor:
+        constant = float(b) * alpha
+
+        def left(dst: Operand, srcs: list[Operand]) -> None:
+            nisa.tensor_scalar(dst, srcs[0], alu, constant)
+
+        return pointwise(ctx, [a], left)
+    if b_tensor:
+
+        def right(dst: Operand, srcs: list[Operand]) -> None:  # a alu (b * alpha)
+            nisa.tensor_scalar(
+                dst, srcs[0], AluOp.multiply, alpha, op1=alu, operand1=float(a), reverse1=True
+            )
+
+        return pointwise(ctx, [b], right)
+    raise BridgeError(f"{ctx.node_name}: a binary op needs at least one tensor operand")

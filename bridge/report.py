@@ -1,0 +1,197 @@
+"""What a bridge run reports: ops lowered or run on the CPU (and why), per-output error against
+the CPU, the top ops by simulated time, and the simulator's summary — as JSON and rich tables.
+
+Per-op simulated time comes from the trace: every instruction is tagged with the FX node that
+emitted it (``LoweringContext.node``), and every DMA transfer belongs to the instruction that
+triggered it. An op's ``sim_ns`` is its bound time — the busiest of its resources (each engine's
+busy time, and the DMA engines' busy time divided by their number) — which is what it would take
+alone with perfect overlap; ``span_ns`` is first start to last end in the whole-graph schedule,
+where ops overlap each other.
+"""
+
+from __future__ import annotations
+
+import io
+import json
+from collections import defaultdict
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+from rich.console import Console
+from rich.table import Table
+
+from bridge.precision import ErrorStats
+from hwsim.trace.records import Trace
+
+#: Summary keys of a run kept in the report (the full summary is in the run's trace).
+SUMMARY_KEYS = (
+    "total_ns",
+    "instructions",
+    "mfu_pct",
+    "hbm_bytes",
+    "dma_active_pct",
+    "bottleneck",
+    "sbuf_peak_bytes",
+    "psum_peak_bytes",
+)
+
+
+@dataclass
+class OpTime:
+    """Simulated time of one op (node) in a run, in ns."""
+
+    engine_ns: dict[str, float] = field(default_factory=dict)
+    dma_ns: float = 0.0  # summed over DMA engines
+    start_ns: float = float("inf")
+    end_ns: float = 0.0
+    instructions: int = 0
+    dma_engines: int = 16
+
+    @property
+    def bound_ns(self) -> float:
+        return max([*self.engine_ns.values(), self.dma_ns / max(1, self.dma_engines)], default=0.0)
+
+    @property
+    def span_ns(self) -> float:
+        return max(0.0, self.end_ns - self.start_ns) if self.instructions else 0.0
+
+
+def op_times(trace: Trace) -> dict[str, OpTime]:
+    """Per node name (the instruction tag before its first ':'), the op's simulated time."""
+    to_ns = 1000 / trace.base_mhz
+    dma_engines = trace.config.dma.engines if trace.config is not None else 16
+    times: dict[str, OpTime] = defaultdict(lambda: OpTime(dma_engines=dma_engines))
+    owner: dict[tuple[int, str, int], str] = {}
+    for record in trace.instructions:
+        key = (record.instruction.tag or record.instruction.OPCODE).split(":", 1)[0]
+        owner[(record.core, record.engine, record.pc)] = key
+        op = times[key]
+        busy = (record.end_tick - record.start_tick) * to_ns
+        op.engine_ns[record.engine] = op.engine_ns.get(record.engine, 0.0) + busy
+        op.start_ns = min(op.start_ns, record.start_tick * to_ns)
+        op.end_ns = max(op.end_ns, record.done_tick * to_ns)
+        op.instructions += 1
+    for piece in trace.dma:
+        key = owner.get((piece.core, piece.trigger_engine, piece.trigger_pc), "?")
+        op = times[key]
+        op.dma_ns += (piece.end_tick - piece.start_tick) * to_ns
+        op.end_ns = max(op.end_ns, piece.end_tick * to_ns)
+    return dict(times)
+
+
+@dataclass
+class OpRecord:
+    """One op: run on the simulator ('simulator'), on the CPU ('cpu', with the reason), or a
+    metadata-only view ('view', eager mode: no device work)."""
+
+    node: str
+    op: str
+    status: str
+    reason: str = ""
+    detail: str = ""
+    shapes: str = ""
+    sim_ns: float = 0.0
+    span_ns: float = 0.0
+    instructions: int = 0
+    error: dict[str, Any] | None = None  # eager mode: ErrorStats of this op against the CPU
+
+
+@dataclass
+class OutputRecord:
+    """One output compared with the CPU."""
+
+    name: str
+    shape: tuple[int, ...]
+    dtype: str
+    computed_in: str  # the dtype whose tolerance applies
+    stats: ErrorStats
+
+
+@dataclass
+class Report:
+    """Everything a bridge run records. Append-only while the run goes on."""
+
+    mode: str  # 'compile' or 'eager'
+    config: str
+    precision: dict[str, str]
+    fallback: str
+    ops: list[OpRecord] = field(default_factory=list)
+    outputs: list[OutputRecord] = field(default_factory=list)
+    runs: list[dict[str, Any]] = field(default_factory=list)
+    graphs: list[dict[str, Any]] = field(default_factory=list)
+
+    def add_output(self, record: OutputRecord) -> None:
+        """Record an output check; a later check of the same output keeps the worse one."""
+        for i, known in enumerate(self.outputs):
+            if known.name == record.name:
+                if record.stats.max_abs >= known.stats.max_abs:
+                    self.outputs[i] = record
+                return
+        self.outputs.append(record)
+
+    # ---- queries ------------------------------------------------------------------------------
+    def fallbacks(self) -> list[OpRecord]:
+        return [r for r in self.ops if r.status == "cpu"]
+
+    def lowered(self) -> list[OpRecord]:
+        return [r for r in self.ops if r.status == "simulator"]
+
+    def top_ops(self, count: int = 10) -> list[OpRecord]:
+        return sorted(self.lowered(), key=lambda r: -r.sim_ns)[:count]
+
+    @property
+    def total_sim_ns(self) -> float:
+        return sum(run.get("total_ns", 0.0) for run in self.runs)
+
+    @property
+    def numerics_ok(self) -> bool:
+        per_op = [r.error["ok"] for r in self.ops if r.error is not None]
+        return all(o.stats.ok for o in self.outputs) and all(per_op)
+
+    # ---- output -------------------------------------------------------------------------------
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "mode": self.mode,
+            "config": self.config,
+            "precision": self.precision,
+            "fallback": self.fallback,
+            "total_sim_ns": self.total_sim_ns,
+            "numerics_ok": self.numerics_ok,
+            "counts": {
+                "simulator": len(self.lowered()),
+                "cpu": len(self.fallbacks()),
+                "view": sum(r.status == "view" for r in self.ops),
+            },
+            "ops": [asdict(r) for r in self.ops],
+            "fallbacks": [
+                {"node": r.node, "op": r.op, "reason": r.reason, "detail": r.detail}
+                for r in self.fallbacks()
+            ],
+            "outputs": [{**asdict(o), "stats": o.stats.to_dict()} for o in self.outputs],
+            "top_ops": [{"node": r.node, "op": r.op, "sim_ns": r.sim_ns} for r in self.top_ops()],
+            "runs": self.runs,
+            "graphs": self.graphs,
+        }
+
+    def to_json(self, path: str | Path | None = None) -> str:
+        text = json.dumps(self.to_dict(), indent=2, default=str)
+        if path is not None:
+            Path(path).write_text(text + "\n")
+        return text
+
+    def tables(self) -> list[Table]:
+        """Rich tables: ops, CPU fallbacks, outputs, top ops, runs."""
+        from bridge.report_tables import report_tables
+
+        return report_tables(self)
+
+    def print(self, console: Console | None = None) -> None:
+        console = console or Console()
+        for table in self.tables():
+            console.print(table)
+
+    def __str__(self) -> str:
+        console = Console(record=True, width=120, file=io.StringIO())
+        self.print(console)
+        return console.export_text()

@@ -1,0 +1,93 @@
+"""Rich tables of a bridge ``Report`` (kept apart so the report's data stays readable)."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from rich.table import Table
+
+if TYPE_CHECKING:
+    from bridge.report import Report
+
+
+def _ns(value: float) -> str:
+    if value >= 1e6:
+        return f"{value / 1e6:.2f} ms"
+    if value >= 1e3:
+        return f"{value / 1e3:.2f} µs"
+    return f"{value:.0f} ns"
+
+
+def _err(value: float) -> str:
+    return f"{value:.2e}"
+
+
+def report_tables(report: Report) -> list[Table]:
+    ran = bool(report.runs)
+    title = (
+        f"hwsim bridge ({report.mode}) on {report.config}, precision {report.precision}, "
+        f"fallback={report.fallback}"
+        if report.mode != "analyze"
+        else "hwsim op support (nothing has run yet)"
+    )
+    ops = Table(title=title, title_justify="left")
+    columns = ["node", "op", "where", "shapes"] + (["sim time", "errors vs CPU"] if ran else [])
+    for column in columns:
+        ops.add_column(column)
+    for r in report.ops:
+        where = r.status if r.status != "cpu" else f"cpu ({r.reason})"
+        row = [r.node, r.op, where, r.shapes]
+        if ran:
+            error = ""
+            if r.error is not None:
+                error = ("ok " if r.error["ok"] else "FAIL ") + _err(r.error["max_abs"])
+            row += [_ns(r.sim_ns) if r.sim_ns else "", error]
+        ops.add_row(*row)
+    tables = [ops]
+    if report.fallbacks():
+        fb = Table(title="run on the CPU", title_justify="left")
+        for column in ("node", "op", "reason", "detail"):
+            fb.add_column(column)
+        for r in report.fallbacks():
+            fb.add_row(r.node, r.op, r.reason, r.detail)
+        tables.append(fb)
+    if report.outputs:
+        out = Table(title="outputs against the CPU", title_justify="left")
+        for column in ("output", "shape", "dtype", "tolerance of", "max abs", "max rel", "ok"):
+            out.add_column(column)
+        for o in report.outputs:
+            out.add_row(
+                o.name,
+                str(list(o.shape)),
+                o.dtype,
+                o.computed_in,
+                _err(o.stats.max_abs),
+                _err(o.stats.max_rel),
+                "yes" if o.stats.ok else f"NO ({o.stats.mismatched} elements)",
+            )
+        tables.append(out)
+    top = [r for r in report.top_ops() if r.sim_ns > 0]
+    if top:
+        t = Table(title="top ops by simulated time", title_justify="left")
+        for column in ("node", "op", "sim time", "span", "instructions"):
+            t.add_column(column)
+        for r in top:
+            t.add_row(r.node, r.op, _ns(r.sim_ns), _ns(r.span_ns), str(r.instructions))
+        tables.append(t)
+    if report.runs:
+        runs = Table(title="simulator runs", title_justify="left")
+        for column in ("graph", "total", "instructions", "MFU %", "HBM bytes", "bottleneck"):
+            runs.add_column(column)
+        for run in report.runs[-10:]:
+            runs.add_row(
+                str(run.get("graph", "")),
+                _ns(run.get("total_ns", 0.0)),
+                str(run.get("instructions", "")),
+                f"{run.get('mfu_pct', 0.0):.2f}",
+                str(run.get("hbm_bytes", "")),
+                str(run.get("bottleneck", "")),
+            )
+        if len(report.runs) > 10:
+            runs.caption = f"last 10 of {len(report.runs)} runs; total {_ns(report.total_sim_ns)}"
+        tables.append(runs)
+    return tables

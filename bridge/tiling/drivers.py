@@ -1,0 +1,165 @@
+"""Tile loops shared by the lowerings: elementwise maps, free-axis reductions and whole-row ops.
+
+Each driver plans tiles over HBM operands (``bridge.tiling.space``), loads every input tile into
+SBUF (DMA, casting to the tile dtype), lets the caller emit the compute instructions for one tile,
+and stores the result (DMA, casting to the output's dtype). Operand tiles rotate over
+``TilingOptions.buffers`` SBUF buffers, so the loads of the next tile overlap the compute of this
+one; loads are triggered by the Sync engine, stores by GpSimdE (``DmaQueues``).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+
+from bridge.context import LoweringContext
+from bridge.tiling.space import TileRef, plan
+from bridge.values import HbmValue
+from hwsim import lang
+from hwsim.dtypes import DType
+from hwsim.lang import isa as nisa
+from hwsim.lang.tiles import Tile, View
+from hwsim.library.common import BufferRing
+from kernels.ops import AluOp, ReduceOp
+
+Operand = Tile | View
+#: Emit one tile's compute: (dst tile, input tiles), all [partitions, free elements].
+TileCompute = Callable[[Operand, list[Operand]], None]
+#: Emit one row tile's compute for a whole-row op: (dst, src) tiles [partitions, row elements].
+RowCompute = Callable[[Operand, Operand], None]
+
+#: How partial results of a reduction combine (the reduce op applied to two partials).
+COMBINE = {ReduceOp.add: AluOp.add, ReduceOp.max: AluOp.max, ReduceOp.min: AluOp.min}
+
+
+def _largest(tiles: list[TileRef]) -> tuple[int, int]:
+    return max(t.partitions for t in tiles), max(t.free_elements for t in tiles)
+
+
+def map_tiles(
+    ctx: LoweringContext,
+    out: HbmValue,
+    inputs: Sequence[HbmValue],
+    compute: TileCompute,
+    *,
+    tile_dtype: DType,
+) -> None:
+    """out = compute(inputs), elementwise over ``out.shape``.
+
+    inputs: already broadcast to ``out.shape`` (stride 0 where they broadcast). Each input tile
+    is loaded in ``tile_dtype``; the result tile has ``tile_dtype`` and is cast to ``out.dtype``
+    by the store.
+    """
+    operands = (out, *inputs)
+    budget = ctx.free_budget(len(operands), tile_dtype.itemsize)
+    tiles = plan(
+        out.shape,
+        [(v.offset, v.strides) for v in operands],
+        pmax=ctx.pmax,
+        free_budget=budget,
+    )
+    largest = _largest(tiles)
+    rings = [BufferRing(ctx.options.buffers) for _ in operands]
+    for tile in tiles:
+        shape = (tile.partitions, tile.free_elements)
+        srcs: list[Operand] = []
+        for i, value in enumerate(inputs, start=1):
+            src = rings[i](shape, tile_dtype, lang.sbuf, max_shape=largest)
+            ctx.queues.load(src, tile.ap(i, value))
+            srcs.append(src)
+        dst = rings[0](shape, tile_dtype, lang.sbuf, max_shape=largest)
+        compute(dst, srcs)
+        ctx.queues.store(tile.ap(0, out), dst)
+
+
+def copy_tiles(ctx: LoweringContext, out: HbmValue, src: HbmValue) -> None:
+    """out = src (any strides, dtype cast by the DMA), one HBM -> HBM DMA per tile."""
+    budget = ctx.free_budget(1, 4) * ctx.pmax  # no SBUF involved: tiles only bound descriptors
+    for tile in plan(
+        out.shape,
+        [(out.offset, out.strides), (src.offset, src.strides)],
+        pmax=ctx.pmax,
+        free_budget=budget,
+    ):
+        nisa.dma_copy(tile.ap(0, out), tile.ap(1, src), queue=ctx.queues.side_queue)
+
+
+def reduce_tiles(
+    ctx: LoweringContext,
+    src: HbmValue,
+    out: HbmValue,
+    reduce_dims: Sequence[int],
+    op: ReduceOp,
+    *,
+    scale: float | None = None,
+) -> None:
+    """out = reduce(src) over ``reduce_dims`` (times ``scale``), accumulating in fp32.
+
+    out: a view shaped like ``src`` with stride 0 on the reduced dims (keepdim view expanded).
+    Rows go on partitions, reduced elements on the free axis (``tensor_reduce``); reduced dims
+    that do not fit one tile are accumulated across tiles.
+    """
+    tile_dtype = ctx.tile_dtype(src.dtype)
+    budget = ctx.free_budget(1, tile_dtype.itemsize)
+    tiles = plan(
+        src.shape,
+        [(out.offset, out.strides), (src.offset, src.strides)],
+        pmax=ctx.pmax,
+        free_budget=budget,
+        reduce_dims=reduce_dims,
+    )
+    largest = _largest(tiles)
+    loads, partials, accs = (BufferRing(ctx.options.buffers) for _ in range(3))
+    acc: Operand | None = None
+    for tile in tiles:
+        x = loads((tile.partitions, tile.free_elements), tile_dtype, lang.sbuf, max_shape=largest)
+        ctx.queues.load(x, tile.ap(1, src))
+        if tile.first:
+            acc = accs((tile.partitions, 1), lang.float32, lang.sbuf, max_shape=(largest[0], 1))
+            nisa.tensor_reduce(acc, op, x)
+        else:
+            part = partials(
+                (tile.partitions, 1), lang.float32, lang.sbuf, max_shape=(largest[0], 1)
+            )
+            nisa.tensor_reduce(part, op, x)
+            nisa.tensor_tensor(acc, acc, part, COMBINE[op])
+        if tile.last:
+            assert acc is not None
+            if scale is not None:
+                nisa.tensor_scalar(acc, acc, AluOp.multiply, scale)
+            ctx.queues.store(tile.ap_rows(0, out), acc)
+
+
+def row_tiles(
+    ctx: LoweringContext,
+    src: HbmValue,
+    out: HbmValue,
+    dim: int,
+    compute: RowCompute,
+    *,
+    temporaries: int = 1,
+) -> None:
+    """out = compute(src) for ops that need whole rows along ``dim`` (softmax): each tile holds
+    complete rows on its free axis. ``temporaries``: fp32 row tiles compute allocates (for the
+    SBUF budget). Raises TilingError when a row does not fit one tile."""
+    tile_dtype = ctx.tile_dtype(src.dtype)
+    # Bytes per row element: input and output rings, plus ``temporaries`` double-buffered fp32.
+    per_element = 2 * ctx.options.buffers * tile_dtype.itemsize + 2 * 4 * temporaries
+    fits = ctx.limits.sbuf_bytes * 3 // 4 // per_element
+    budget = max(1, min(ctx.options.row_elements, fits))
+    tiles = plan(
+        src.shape,
+        [(out.offset, out.strides), (src.offset, src.strides)],
+        pmax=ctx.pmax,
+        free_budget=budget,
+        reduce_dims=(dim,),
+        whole_free=True,
+    )
+    largest = _largest(tiles)
+    loads, stores = BufferRing(ctx.options.buffers), BufferRing(ctx.options.buffers)
+    for tile in tiles:
+        shape = (tile.partitions, tile.free_elements)
+        x = loads(shape, tile_dtype, lang.sbuf, max_shape=largest)
+        ctx.queues.load(x, tile.ap(1, src))
+        y = stores(shape, tile_dtype, lang.sbuf, max_shape=largest)
+        compute(y, x)
+        ctx.queues.store(tile.ap(0, out), y)

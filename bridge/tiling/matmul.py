@@ -1,0 +1,227 @@
+"""Matmul tiling over strided HBM operands: out[M, N] = a[M, K] @ b[K, N] (+ bias), batched.
+
+TensorE computes dst[M, N] (+)= stationary[K, M].T @ moving[K, N] with K on partitions [S15]:
+both operands need the contraction dim K on partitions. Per [M <= 128, N <= 512] output tile
+(one PSUM bank of fp32), the K tiles (<= 128 rows each) accumulate in PSUM (``accumulate=True``
+after the first), so K of any size needs no SBUF partial sums. The limits come from the config
+(``hwsim.library.common.limits``: stationary <= 128, moving <= 512, PSUM bank size).
+
+Operands arrive as strided views, and how one gets K onto partitions depends on its layout:
+
+- the K dim is not the contiguous one (e.g. b = W^T of a row-major W^T buffer, or a = x^T): one
+  DMA per K block reads [128 K rows, k tiles, columns] directly;
+- K is the contiguous dim (e.g. a = x row-major, b = W^T as a view of nn.Linear's W[N, K]): the
+  operand is transposed on the way in by the library's ``TransposedLoader`` (TensorE transposes
+  through PSUM, or ``dma_transpose`` for 2-byte dtypes, whichever is cheaper on the config).
+
+K is processed in blocks sized to ``TilingOptions.matmul_sbuf_share`` of SBUF; when the whole K of
+a stationary block fits, it is loaded once per M block and reused for every N block. Operands are
+cast to the precision's compute dtype on load; PSUM accumulates in fp32; the result is evacuated
+by VectorE/ScalarE (with the bias add and alpha/beta scaling fused into that copy) and cast to the
+output dtype by the store.
+
+Not done yet (next steps): keeping the moving operand resident across M blocks, batching several
+PSUM banks per stationary load, fp8 double-row, and swapping operands when M is tiny (a skinny
+stationary wastes PE columns).
+"""
+
+from __future__ import annotations
+
+import itertools
+from dataclasses import dataclass
+
+from bridge.context import LoweringContext
+from bridge.tiling.space import hbm_ap
+from bridge.values import HbmValue
+from hwsim import lang
+from hwsim.dtypes import DType
+from hwsim.isa.ap import AccessPattern
+from hwsim.lang import isa as nisa
+from hwsim.lang.tiles import Tile, View
+from hwsim.library.common import BufferRing, Evacuator, TransposedLoader, cdiv, chunks
+from kernels.ops import AluOp
+
+Operand = Tile | View
+
+
+class HbmMatrix:
+    """A 2-D strided HBM view as the library's loaders index it: ``m[r0:r1, c0:c1]`` gives the
+    access pattern of that block (rows on partitions), plus ``shape`` and ``dtype``."""
+
+    def __init__(self, value: HbmValue) -> None:
+        if value.ndim != 2:
+            raise ValueError(f"HbmMatrix needs a 2-D view, got shape {value.shape}")
+        self.value = value
+        self.shape = value.shape
+        self.dtype = value.dtype
+
+    def __getitem__(self, index: tuple[slice, slice]) -> AccessPattern:
+        rows, cols = index
+        r0, r1, _ = rows.indices(self.shape[0])
+        c0, c1, _ = cols.indices(self.shape[1])
+        return self.block(r0, r1 - r0, c0, c1 - c0)
+
+    def block(self, r0: int, rows: int, c0: int, cols: int) -> AccessPattern:
+        s0, s1 = self.value.strides
+        return hbm_ap(self.value, self.value.offset + r0 * s0 + c0 * s1, rows, s0, (cols,), (s1,))
+
+
+@dataclass
+class KOperand:
+    """One matmul operand seen as [K, X] (K on partitions): stationary a^T or moving b."""
+
+    view: HbmValue  # [K, X]
+    dtype: DType  # on-chip dtype
+
+    def transposed(self) -> bool:
+        """Whether K is the contiguous dim (so a plain DMA would read one element per K row)."""
+        k_stride, x_stride = self.view.strides
+        return k_stride == 1 and x_stride != 1 and self.view.shape[1] > 1
+
+
+class MatmulTiler:
+    """Emits one [M, K] @ [K, N] product into an [M, N] output view (see module docstring)."""
+
+    def __init__(self, ctx: LoweringContext, compute_dtype: DType) -> None:
+        self.ctx = ctx
+        self.lim = ctx.limits
+        self.dtype = compute_dtype
+        mode = ctx.options.transpose
+        if compute_dtype.itemsize != 2 and mode == "auto":
+            mode = "tensor"  # dma_transpose moves 2-byte dtypes only [S15]
+        self.loader = TransposedLoader(ctx.queues, mode=mode)
+        self.lhs_ring = BufferRing(2)
+        self.rhs_ring = BufferRing(ctx.options.buffers)
+        self.psum = BufferRing(2)
+        self.results = BufferRing(ctx.options.buffers)
+        self.biases = BufferRing(2)
+        self.evacuate = Evacuator()
+
+    def k_tiles_per_block(self, m: int, n: int, transposing: bool) -> int:
+        """K tiles per block so the operand blocks fit the configured share of SBUF."""
+        lim, item = self.lim, self.dtype.itemsize
+        per_k_tile = 2 * m * item + self.ctx.options.buffers * n * item
+        if transposing:  # the TransposedLoader's staging rows (4 buffers of one K block)
+            per_k_tile += 4 * lim.tile_k * 4
+        budget = int(lim.sbuf_bytes * self.ctx.options.matmul_sbuf_share)
+        return max(1, budget // per_k_tile)
+
+    def emit(
+        self,
+        a: HbmValue,
+        b: HbmValue,
+        out: HbmValue,
+        bias: HbmValue | None = None,
+        alpha: float = 1.0,
+        beta: float = 1.0,
+    ) -> None:
+        """out[M, N] = alpha * a[M, K] @ b[K, N] + beta * bias[M, N] (bias a broadcast view)."""
+        (m, k), (_, n) = a.shape, b.shape
+        lhs = KOperand(a.transpose(0, 1), self.dtype)
+        rhs = KOperand(b, self.dtype)
+        lim = self.lim
+        tm, tn = min(m, lim.tile_m), min(n, lim.tile_n)
+        per_block = self.k_tiles_per_block(tm, tn, lhs.transposed() or rhs.transposed())
+        k_blocks = chunks(k, per_block * lim.tile_k)
+        for m0, mt in chunks(m, lim.tile_m):
+            resident = None
+            if len(k_blocks) == 1:  # all of K fits: load the stationary block once per M block
+                resident = self._load(lhs, self.lhs_ring, *k_blocks[0], m0, mt)
+            for n0, nt in chunks(n, lim.tile_n):
+                acc = self.psum((mt, nt), lang.float32, lang.psum)
+                for kb, (k0, kc) in enumerate(k_blocks):
+                    stationary = resident or self._load(lhs, self.lhs_ring, k0, kc, m0, mt)
+                    moving = self._load(rhs, self.rhs_ring, k0, kc, n0, nt)
+                    for j, (_, w) in enumerate(chunks(kc, lim.tile_k)):
+                        nisa.nc_matmul(
+                            acc,
+                            stationary[:w, j, :mt],
+                            moving[:w, j, :nt],
+                            accumulate=kb > 0 or j > 0,
+                        )
+                self._epilogue(acc, out, bias, alpha, beta, m0, mt, n0, nt)
+
+    def _load(
+        self, operand: KOperand, ring: BufferRing, k0: int, kc: int, x0: int, xc: int
+    ) -> Operand:
+        """SBUF [tile_k, K tiles, xc] holding operand[k0:k0+kc, x0:x0+xc] with K on partitions."""
+        tk = self.lim.tile_k
+        tiles = cdiv(kc, tk)
+        dst = ring((tk, tiles, xc), self.dtype, lang.sbuf)
+        if operand.transposed():
+            # The loader reads [X rows, K cols] blocks of the operand's transpose (K contiguous).
+            source = HbmMatrix(operand.view.transpose(0, 1))
+            self.loader.load(dst, source, x0, xc, k0, kc)  # type: ignore[arg-type]
+            return dst
+        view = operand.view
+        k_stride, x_stride = view.strides
+        full = kc // tk
+        base = view.offset + k0 * k_stride + x0 * x_stride
+        if full:
+            src = hbm_ap(view, base, tk, k_stride, (full, xc), (tk * k_stride, x_stride))
+            self.ctx.queues.load(dst[:, 0:full, :], src)
+        if kc % tk:
+            w = kc % tk
+            src = hbm_ap(view, base + full * tk * k_stride, w, k_stride, (xc,), (x_stride,))
+            self.ctx.queues.load(dst[:w, full, :], src)
+        return dst
+
+    def _epilogue(
+        self,
+        acc: Operand,
+        out: HbmValue,
+        bias: HbmValue | None,
+        alpha: float,
+        beta: float,
+        m0: int,
+        mt: int,
+        n0: int,
+        nt: int,
+    ) -> None:
+        """PSUM -> SBUF (fusing alpha, beta * bias) -> HBM."""
+        result = self.results((mt, nt), self.ctx.tile_dtype(out.dtype), lang.sbuf)
+        if bias is not None:
+            bias_tile = self.biases((mt, nt), lang.float32, lang.sbuf)
+            self.ctx.queues.load(bias_tile, HbmMatrix(bias).block(m0, mt, n0, nt))
+            if beta != 1.0:
+                nisa.tensor_scalar(bias_tile, bias_tile, AluOp.multiply, beta)
+            if alpha != 1.0:
+                nisa.scalar_tensor_tensor(result, acc, AluOp.multiply, alpha, AluOp.add, bias_tile)
+            else:
+                nisa.tensor_tensor(result, acc, bias_tile, AluOp.add)
+        elif alpha != 1.0:
+            nisa.tensor_scalar(result, acc, AluOp.multiply, alpha)
+        else:
+            self.evacuate(result, acc)
+        self.ctx.queues.store(HbmMatrix(out).block(m0, mt, n0, nt), result)
+
+
+def emit_matmul(
+    ctx: LoweringContext,
+    a: HbmValue,
+    b: HbmValue,
+    out: HbmValue,
+    *,
+    bias: HbmValue | None = None,
+    alpha: float = 1.0,
+    beta: float = 1.0,
+) -> None:
+    """out[*B, M, N] = alpha * a[*B, M, K] @ b[*B, K, N] + beta * bias (broadcast to out).
+
+    All operands are views of equal batch dims (broadcast batch dims have stride 0); one 2-D
+    product per batch index, all sharing one tiler (its buffers and PSUM banks rotate across
+    batches, so consecutive products overlap).
+    """
+    compute = ctx.tile_dtype(out.dtype)
+    tiler = MatmulTiler(ctx, compute)
+    batch = out.shape[:-2]
+    for index in itertools.product(*(range(n) for n in batch)):
+        a2, b2, o2 = (_select(v, index) for v in (a, b, out))
+        bias2 = _select(bias, index) if bias is not None else None
+        tiler.emit(a2, b2, o2, bias2, alpha, beta)
+
+
+def _select(value: HbmValue, index: tuple[int, ...]) -> HbmValue:
+    for i in index:
+        value = value.select(0, i)
+    return value

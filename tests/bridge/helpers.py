@@ -1,0 +1,53 @@
+"""``check_op``: run a torch function through the lowering core and compare with torch."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from typing import Any
+
+import torch
+from torch.fx.experimental.proxy_tensor import make_fx
+from torch.utils import _pytree as pytree
+
+from bridge.context import TilingOptions
+from bridge.graph_lowering import GraphRun, lower_graph
+from bridge.precision import Precision, compare
+
+Shape = tuple[int, ...]
+
+
+def make_input(shape: Shape, dtype: torch.dtype, seed: int, positive: bool) -> torch.Tensor:
+    generator = torch.Generator().manual_seed(seed)
+    values = torch.randn(shape, generator=generator)
+    if positive:
+        values = values.abs() + 0.1
+    return values.to(dtype)
+
+
+def check_op(
+    torch_fn: Callable[..., Any],
+    shapes: Sequence[Shape],
+    dtype: torch.dtype = torch.float32,
+    *,
+    config: str = "tiny",
+    precision: Precision | str | None = None,
+    tiling: TilingOptions | None = None,
+    positive: bool = False,
+    seed: int = 0,
+) -> GraphRun:
+    """Trace ``torch_fn`` on random inputs of ``shapes`` into ATen ops (make_fx), lower the whole
+    graph, simulate it on ``config`` and assert every output matches torch's within the
+    tolerance of the compute dtype (``bridge.precision.TOLERANCES``)."""
+    inputs = [make_input(s, dtype, seed + i, positive) for i, s in enumerate(shapes)]
+    graph = make_fx(lambda *xs: torch_fn(*xs))(*inputs)  # the lambda hides optional params
+    chosen = Precision.parse(precision)
+    lowered = lower_graph(graph, inputs, config=config, precision=chosen, options=tiling)
+    run = lowered.run(inputs, race_check=True)
+    expected = torch_fn(*inputs)
+    got_leaves, want_leaves = pytree.tree_leaves(run.outputs), pytree.tree_leaves(expected)
+    assert len(got_leaves) == len(want_leaves)
+    for i, (got, want) in enumerate(zip(got_leaves, want_leaves, strict=True)):
+        assert got.dtype == want.dtype and got.shape == want.shape, (i, got.shape, want.shape)
+        stats = compare(got, want, chosen.tolerance(want.dtype))
+        assert stats.ok, f"output {i} of {shapes} {dtype}: {stats}"
+    return run

@@ -1,0 +1,144 @@
+"""torch.compile(model, backend="hwsim"): whole-graph lowering, partitioning, fallback policies."""
+
+from __future__ import annotations
+
+import json
+import warnings
+
+import pytest
+import torch
+import torch._dynamo
+from torch import nn
+
+import bridge.dynamo
+from bridge.errors import FallbackError
+
+
+@pytest.fixture(autouse=True)
+def fresh_dynamo():
+    torch._dynamo.reset()
+    yield
+    torch._dynamo.reset()
+
+
+def mlp() -> nn.Module:
+    torch.manual_seed(0)
+    return nn.Sequential(nn.Linear(7, 130), nn.GELU(), nn.Linear(130, 5))
+
+
+def with_sort(x: torch.Tensor) -> torch.Tensor:
+    return torch.relu(x).sum(-1) + torch.sort(x, -1).values[..., 0]
+
+
+def test_mlp_whole_graph_on_the_simulator_matches_cpu():
+    model = mlp()
+    x = torch.randn(3, 7)
+    compiled = torch.compile(model, backend="hwsim", options={"fallback": "error"})
+    with torch.no_grad():
+        got = compiled(x)
+        want = model(x)
+    torch.testing.assert_close(got, want, rtol=1e-5, atol=1e-5)
+    report = bridge.dynamo.last_report()
+    assert report.fallbacks() == []
+    assert {r.op for r in report.lowered()} == {
+        "aten.permute.default",
+        "aten.addmm.default",
+        "aten.gelu.default",
+    }
+    assert report.graphs[0]["partitions"] == 1 and report.numerics_ok
+    assert len(report.runs) == 1 and report.runs[0]["total_ns"] > 0
+    assert report.top_ops()[0].op == "aten.addmm.default"
+    data = json.loads(report.to_json())
+    assert data["counts"] == {"simulator": 5, "cpu": 0, "view": 0}
+    assert "top ops by simulated time" in str(report)
+
+
+def test_training_forward_runs_on_the_simulator_backward_on_cpu():
+    model = mlp()
+    x = torch.randn(3, 7)
+    compiled = torch.compile(model, backend="hwsim", options={"fallback": "error"})
+    compiled(x).sum().backward()
+    grad = model[0].weight.grad.clone()
+    model.zero_grad()
+    model(x).sum().backward()
+    torch.testing.assert_close(grad, model[0].weight.grad, rtol=1e-5, atol=1e-5)
+    kinds = [g["kind"] for g in bridge.dynamo.last_report().graphs]
+    assert kinds == ["forward", "backward"]
+
+
+def test_fallback_cpu_partitions_around_unsupported_ops():
+    x = torch.randn(4, 9)
+    compiled = torch.compile(with_sort, backend="hwsim", options={"fallback": "cpu"})
+    torch.testing.assert_close(compiled(x), with_sort(x), rtol=1e-5, atol=1e-5)
+    report = bridge.dynamo.last_report()
+    [fallback] = report.fallbacks()
+    assert (fallback.op, fallback.reason) == ("aten.sort.default", "no lowering")
+    assert report.lowered() and report.runs
+    assert report.to_dict()["fallbacks"][0]["op"] == "aten.sort.default"
+
+
+def test_fallback_warn_warns_per_op():
+    x = torch.randn(4, 9)
+    compiled = torch.compile(with_sort, backend="hwsim", options={"fallback": "warn"})
+    with pytest.warns(UserWarning, match=r"aten\.sort\.default: no lowering"):
+        compiled(x)
+
+
+def test_fallback_error_raises_naming_the_op():
+    x = torch.randn(4, 9)
+    compiled = torch.compile(with_sort, backend="hwsim", options={"fallback": "error"})
+    with pytest.raises(Exception, match=r"aten\.sort\.default: no lowering") as info:
+        compiled(x)
+    chain, error = [], info.value
+    while error is not None:
+        chain.append(error)
+        error = error.__cause__ or getattr(error, "inner_exception", None)
+    assert any(isinstance(e, FallbackError) for e in chain)
+
+
+def test_unknown_option_is_an_error():
+    compiled = torch.compile(mlp(), backend="hwsim", options={"fallbak": "cpu"})
+    with pytest.raises(Exception, match="did you mean 'fallback'"):
+        compiled(torch.randn(3, 7))
+
+
+def test_precision_option_bf16_on_fp32_model():
+    model = mlp()
+    x = torch.randn(3, 7)
+    options = {"fallback": "error", "precision": "bf16", "config": "tiny"}
+    with torch.no_grad(), warnings.catch_warnings():
+        got = torch.compile(model, backend="hwsim", options=options)(x)
+        want = model(x)
+    torch.testing.assert_close(got, want, rtol=5e-2, atol=5e-2)
+    report = bridge.dynamo.last_report()
+    assert report.precision["compute"] == "bf16"
+    assert report.outputs[0].computed_in == "bf16"
+
+
+def test_graph_breaks_share_one_report():
+    def fn(x):
+        y = torch.relu(x) * 2
+        print("graph break")
+        return torch.softmax(y, -1)
+
+    x = torch.randn(4, 9)
+    options = {"fallback": "error", "config": "tiny"}
+    torch.testing.assert_close(torch.compile(fn, backend="hwsim", options=options)(x), fn(x))
+    report = bridge.dynamo.last_report()
+    assert [g["kind"] for g in report.graphs] == ["forward", "forward"]
+    assert {r.op for r in report.lowered()} >= {"aten.relu.default", "aten._softmax.default"}
+
+
+def test_lowering_failure_sends_its_subgraph_to_the_cpu():
+    # The support check passes, but a row longer than the tiling allows fails while lowering:
+    # under 'cpu' the whole subgraph runs on the CPU, with the reason on each of its ops.
+    x = torch.randn(4, 9)
+    options = {"fallback": "cpu", "config": "tiny", "tiling": {"row_elements": 4}}
+    compiled = torch.compile(lambda t: torch.softmax(t * 2, -1), backend="hwsim", options=options)
+    torch.testing.assert_close(compiled(x), torch.softmax(x * 2, -1))
+    report = bridge.dynamo.last_report()
+    assert {(r.op, r.reason) for r in report.fallbacks()} == {
+        ("aten.mul.Tensor", "shape"),
+        ("aten._softmax.default", "shape"),
+    }
+    assert report.runs == []

@@ -1,0 +1,58 @@
+"""Reductions and softmax against torch: any dims, keepdim, long rows, odd shapes."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+
+from tests.bridge.helpers import check_op
+
+REDUCTIONS = {
+    "sum": torch.sum,
+    "mean": torch.mean,
+    "amax": torch.amax,
+    "amin": torch.amin,
+}
+CASES = [
+    ((7,), -1, False),
+    ((3, 130), -1, False),
+    ((130, 257), -1, True),
+    ((257, 3), 0, False),
+    ((2, 3, 7), (0, 2), True),
+    ((5, 1, 257), (1,), False),
+    ((3, 5000), -1, False),  # a row longer than one tile: accumulated across tiles
+]
+
+
+@pytest.mark.parametrize("case", CASES, ids=str)
+@pytest.mark.parametrize("name", REDUCTIONS)
+def test_reduction(name, case):
+    shape, dim, keepdim = case
+    check_op(lambda x: REDUCTIONS[name](x, dim=dim, keepdim=keepdim), [shape])
+
+
+@pytest.mark.parametrize("shape", [(1,), (130, 257)], ids=str)
+def test_full_reductions(shape):
+    check_op(lambda x: (x.sum(), x.mean()), [shape])
+
+
+@pytest.mark.parametrize("case", [((7,), -1), ((3, 130), -1), ((257, 33), 0), ((2, 3, 257), 1)])
+@pytest.mark.parametrize("log", [False, True])
+def test_softmax(case, log):
+    shape, dim = case
+    fn = torch.log_softmax if log else torch.softmax
+    check_op(lambda x: fn(x, dim), [shape])
+
+
+@pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float16])
+def test_low_precision_softmax_and_mean(dtype):
+    check_op(lambda x: (torch.softmax(x, -1), x.mean(-1)), [(130, 257)], dtype)
+
+
+def test_softmax_row_too_long_is_unsupported_shape():
+    from bridge.context import TilingOptions
+    from bridge.errors import Reason, Unsupported
+
+    with pytest.raises(Unsupported) as info:
+        check_op(lambda x: torch.softmax(x, -1), [(3, 300)], tiling=TilingOptions(row_elements=256))
+    assert info.value.reason is Reason.SHAPE

@@ -1,0 +1,81 @@
+"""The tile planner: every element covered exactly once, tile limits kept, reductions grouped."""
+
+from __future__ import annotations
+
+import itertools
+import math
+
+import pytest
+
+from bridge.tiling.space import Dim, TileRef, TilingError, coalesce, plan
+from bridge.values import contiguous_strides
+
+
+def elements(tile: TileRef, operand: int) -> list[int]:
+    """Element offsets operand ``operand`` touches in ``tile``."""
+    offsets = []
+    ranges = [range(n) for n in tile.free_sizes]
+    for p in range(tile.partitions):
+        for index in itertools.product(*ranges):
+            offset = tile.offsets[operand] + p * tile.partition_strides[operand]
+            offset += sum(i * s for i, s in zip(index, tile.free_strides[operand], strict=True))
+            offsets.append(offset)
+    return offsets
+
+
+SPACES = [
+    ((1,), None),
+    ((257,), None),
+    ((130, 257), None),
+    ((2, 3, 7), (0, 2, 1)),  # a permuted input
+    ((5, 1, 257), None),
+    ((3, 4, 5, 6, 7), (4, 2, 0, 3, 1)),
+]
+
+
+@pytest.mark.parametrize("space", SPACES, ids=str)
+@pytest.mark.parametrize("budget", [1, 5, 64, 2048])
+def test_pointwise_plan_covers_each_element_once(space, budget):
+    shape, order = space
+    out = contiguous_strides(shape)
+    if order is None:
+        src = out
+    else:  # the input is a permutation of a contiguous tensor
+        permuted = tuple(shape[d] for d in order)
+        base = contiguous_strides(permuted)
+        src = tuple(base[order.index(d)] for d in range(len(shape)))
+    tiles = plan(shape, [(0, out), (0, src)], pmax=32, free_budget=budget)
+    seen_out = [e for t in tiles for e in elements(t, 0)]
+    seen_src = [e for t in tiles for e in elements(t, 1)]
+    assert sorted(seen_out) == list(range(math.prod(shape)))
+    assert sorted(seen_src) == list(range(math.prod(shape)))
+    for t in tiles:
+        assert 1 <= t.partitions <= 32
+        assert t.free_elements <= max(budget, 1) or t.free_elements == 1
+
+
+def test_broadcast_operand_reads_repeat():
+    tiles = plan((130, 7), [(0, (7, 1)), (0, (0, 1))], pmax=32, free_budget=64)
+    assert sorted(e for t in tiles for e in elements(t, 1)) == sorted(list(range(7)) * 130)
+
+
+def test_reduction_plan_groups_each_output():
+    shape = (3, 5000)
+    tiles = plan(shape, [(0, (1, 0)), (0, (5000, 1))], pmax=32, free_budget=2048, reduce_dims=[1])
+    keys = {t.key for t in tiles}
+    assert len(keys) == 1  # 3 rows fit one partition tile
+    assert [t.first for t in tiles] == [True, False, False]
+    assert [t.last for t in tiles] == [False, False, True]
+    assert sorted(e for t in tiles for e in elements(t, 1)) == list(range(15000))
+
+
+def test_whole_row_that_does_not_fit_raises():
+    with pytest.raises(TilingError):
+        plan((3, 300), [(0, (300, 1))], pmax=32, free_budget=256, reduce_dims=[1], whole_free=True)
+
+
+def test_coalesce_merges_only_compatible_dims():
+    dims = [Dim(2, (12, 12)), Dim(3, (4, 0)), Dim(4, (1, 1))]
+    assert coalesce(dims) == dims  # the broadcast operand blocks both merges
+    dense = [Dim(2, (12,)), Dim(3, (4,)), Dim(4, (1,))]
+    assert coalesce(dense) == [Dim(24, (1,))]
