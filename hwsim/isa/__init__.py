@@ -7,6 +7,7 @@ from hwsim.isa import (  # noqa: F401  (register instructions)
     copy_ops,
     dma_ops,
     gpsimd_ops,
+    reduce_ops,
     scalar_ops,
     tensor_ops,
     vector_ops,

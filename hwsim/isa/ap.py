@@ -48,6 +48,22 @@ class AccessPattern:
     partition_stride: int = 0
     tensor: str = ""
 
+    def __hash__(self) -> int:
+        # Equal patterns have equal geometry, so hashing these fields alone is consistent with
+        # the generated __eq__, and twice as fast as also hashing the dtype and memory (whose
+        # __hash__ are Python-level): the builder and simulator look operands up by value a lot.
+        return hash(
+            (
+                self.offset_bytes,
+                self.start_partition,
+                self.partitions,
+                self.free_sizes,
+                self.free_strides,
+                self.partition_stride,
+                self.tensor,
+            )
+        )
+
     # ---- shape ------------------------------------------------------------------------------
     @property
     def shape(self) -> tuple[int, ...]:
@@ -73,12 +89,12 @@ class AccessPattern:
     # ---- byte extents -----------------------------------------------------------------------
     def free_extent_elements(self) -> tuple[int, int]:
         """(lowest, highest) element index touched within one partition row, relative to offset."""
-        low = sum(
-            (n - 1) * s for n, s in zip(self.free_sizes, self.free_strides, strict=True) if s < 0
-        )
-        high = sum(
-            (n - 1) * s for n, s in zip(self.free_sizes, self.free_strides, strict=True) if s > 0
-        )
+        low = high = 0
+        for n, s in zip(self.free_sizes, self.free_strides, strict=True):
+            if s > 0:
+                high += (n - 1) * s
+            elif s < 0:
+                low += (n - 1) * s
         return low, high
 
     def byte_span(self) -> tuple[int, int]:

@@ -237,6 +237,7 @@ def _field_names(cls: type) -> tuple[str, ...]:
         names = _FIELD_NAMES[cls] = tuple(f.name for f in dataclasses.fields(cls))
     return names
 
+
 InstructionT = TypeVar("InstructionT", bound=type[Instruction])
 
 #: opcode -> instruction class

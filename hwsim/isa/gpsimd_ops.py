@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING
 import kernels
 from hwsim.isa.ap import AccessPattern, MemorySpace
 from hwsim.isa.base import Cost, MachineSpec, elements_cycles, register
-from hwsim.isa.vector_ops import ComputeInstruction, read_2d, write_result
+from hwsim.isa.compute_base import ComputeInstruction, read_2d, write_result
 from kernels import AluOp, ReduceOp
 
 if TYPE_CHECKING:

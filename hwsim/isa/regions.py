@@ -52,11 +52,20 @@ class Region:
         )
 
 
+#: (core, memory) -> the key of its regions, made once (enum ``.value`` is a slow property).
+_ON_CHIP_KEYS: dict[tuple[int, MemorySpace], tuple[int, str]] = {}
+
+
 def region_of(core: int, ap: AccessPattern) -> Region:
     """The byte box an operand touches."""
     first, last = ap.byte_span()
-    if ap.memory is not MemorySpace.HBM:
-        return Region((core, ap.memory.value), 0, ap.start_partition, ap.end_partition, first, last)
+    memory = ap.memory
+    if memory is not MemorySpace.HBM:
+        key = _ON_CHIP_KEYS.get((core, memory))
+        if key is None:
+            key = _ON_CHIP_KEYS[(core, memory)] = (core, memory.value)
+        start = ap.start_partition
+        return Region(key, 0, start, start + ap.partitions, first, last)
     row_bytes = ap.partition_stride * ap.dtype.itemsize
     if ap.partitions > 1 and row_bytes > 0:
         low, high = ap.free_extent_elements()

@@ -10,8 +10,8 @@ import numpy as np
 import kernels
 from hwsim.isa.ap import AccessPattern
 from hwsim.isa.base import Cost, MachineSpec, elements_cycles, register
+from hwsim.isa.compute_base import ComputeInstruction, Scalar, read_2d, read_scalar, write_result
 from hwsim.isa.copy_ops import same_shape
-from hwsim.isa.vector_ops import ComputeInstruction, Scalar, read_2d, read_scalar, write_result
 from kernels import ActivationFunction
 
 if TYPE_CHECKING:

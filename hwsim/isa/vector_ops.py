@@ -1,124 +1,38 @@
-"""VectorE instructions and the operand rules they share with ScalarE and GpSimdE.
+"""VectorE elementwise instructions: tensor_tensor, tensor_scalar, scalar_tensor_tensor,
+reciprocal, memset, select.
 
-Instructions: tensor_tensor, tensor_scalar, scalar_tensor_tensor, tensor_reduce, reciprocal,
-memset, select, bn_stats, bn_aggr.
 Costs are the documented per-instruction estimates of HARDWARE.md §3 [S16] in engine cycles, with
 the MIN_II floor and fixed overhead applied by ``MachineSpec.compute_cost``; N is counted by
 ``elements_cycles`` (N cycles per input tile, doubled for a strided innermost dimension [S1]).
-
-Data types follow nki.isa [S15]: arithmetic ops convert inputs to fp32 and compute in fp32;
-bitvec ops (bitwise and shift ops) need integer tensors and act on the bit patterns; GpSimdE runs
-arithmetic natively in 32-bit integers when every tensor is int32/uint32. The integer path keeps
-the low 32 bits of each result (two's-complement wrap) before the cast to the destination dtype.
 """
 
 from __future__ import annotations
 
-import math
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 import numpy as np
 
 import kernels
-from hwsim.dtypes import DType
 from hwsim.isa.ap import AccessPattern, MemorySpace
-from hwsim.isa.base import Cost, Instruction, MachineSpec, elements_cycles, register
+from hwsim.isa.base import Cost, MachineSpec, elements_cycles, register
 from hwsim.isa.copy_ops import performance_mode_factor, same_shape
 from hwsim.isa.tensor_ops import as_2d
-from kernels import AluOp, ReduceOp
+from kernels import AluOp
 
 if TYPE_CHECKING:
     from hwsim.machine.state import CoreState
 
-#: Largest free size (elements per partition) of a VectorE/ScalarE operand: "up to 64K
-#: elements/partition from SBUF or 4K from PSUM" (HARDWARE.md §1.4 [S1]).
-FREE_MAX_ELEMENTS = {MemorySpace.SBUF: 64 * 1024, MemorySpace.PSUM: 4 * 1024}
-#: ``bn_stats_fmax``: most elements per partition one bn_stats reads (HARDWARE.md §3 [S16][S17]).
-BN_STATS_FMAX = 512
-#: Ops of the documented fast tensor_tensor case (bf16, both inputs in SBUF) [S16].
-FAST_BF16_OPS = frozenset({AluOp.add, AluOp.multiply, AluOp.subtract})
-
-#: An immediate (compile-time constant) or a per-partition [P, 1] operand.
-Scalar = float | AccessPattern
-
-
-def _int32_family(dtype: DType) -> bool:
-    return dtype.name in ("int32", "uint32")
-
-
-@dataclass(frozen=True, kw_only=True)
-class ComputeInstruction(Instruction):
-    """Base of VectorE/ScalarE/GpSimdE compute instructions: tile-size limits and dtype rules."""
-
-    #: Floating-point operations per element of the main input (for HFU statistics).
-    FLOPS_PER_ELEMENT = 0
-
-    def check_operand(
-        self, spec: MachineSpec, name: str, ap: AccessPattern, *, is_write: bool
-    ) -> None:
-        super().check_operand(spec, name, ap, is_write=is_write)
-        limit = FREE_MAX_ELEMENTS.get(ap.memory)
-        if self.engine in ("vector", "scalar") and limit and ap.free_elements > limit:
-            self.fail(
-                f"operand '{name}' has {ap.free_elements} elements per partition; {self.engine} "
-                f"instructions take at most {limit} from {ap.memory.value} [S1]: split the tile"
-            )
-
-    def check_scalar(self, name: str, value: Scalar, data: AccessPattern) -> None:
-        """A scalar operand is an immediate or a [P, 1] tile with data's partitions."""
-        if isinstance(value, AccessPattern) and (
-            value.partitions != data.partitions or value.free_elements != 1
-        ):
-            self.fail(
-                f"operand '{name}' has shape {value.shape}; a per-partition scalar must be "
-                f"[{data.partitions}, 1] (one element per partition of the data)"
-            )
-
-    def check_integer(self, why: str, operands: dict[str, Scalar]) -> None:
-        """Every named operand must be integer-typed (tiles) or integral (immediates)."""
-        for name, value in operands.items():
-            if isinstance(value, AccessPattern):
-                if value.dtype.is_float:
-                    self.fail(
-                        f"{why} needs integer operands, but '{name}' is {value.dtype.name} "
-                        "(use int8/16/32 or uint8/16/32 tiles)"
-                    )
-            elif not float(value).is_integer():
-                self.fail(f"{why} needs an integral immediate, but '{name}' is {value!r}")
-
-    def integer_path(self, bitvec: bool, tensors: tuple[AccessPattern, ...]) -> bool:
-        """Whether the op computes in 32-bit integers rather than fp32 [S15]."""
-        return bitvec or (self.engine == "gpsimd" and all(_int32_family(t.dtype) for t in tensors))
-
-    def flops(self) -> int:
-        reads = self.reads()
-        return self.FLOPS_PER_ELEMENT * reads[0].elements if reads else 0
-
-
-def read_2d(state: CoreState, ap: AccessPattern, integer: bool) -> np.ndarray:
-    """An operand as [P, N]: int64 on the integer path, fp32 otherwise (ints convert exactly)."""
-    values = as_2d(state.read(ap))
-    return values.astype(np.int64) if integer else values.astype(np.float32, copy=False)
-
-
-def read_scalar(state: CoreState, value: Scalar, integer: bool) -> np.ndarray | float | int:
-    """A scalar operand as the kernels take it: [P] array for a tile, a Python number otherwise."""
-    if isinstance(value, AccessPattern):
-        return read_2d(state, value, integer).reshape(value.partitions)
-    return int(value) if integer else float(value)
-
-
-def write_result(state: CoreState, dst: AccessPattern, values: np.ndarray, integer: bool) -> None:
-    """Store a kernel result; integer results keep their low 32 bits (wrap) before the cast."""
-    if integer:
-        low = (values & 0xFFFFFFFF).astype(np.uint32)
-        values = low.view(np.int32) if dst.dtype.is_signed_int or dst.dtype.is_float else low
-    state.write(dst, values.reshape(dst.shape))
-
-
-def _scalar_aps(*values: Scalar | None) -> tuple[AccessPattern, ...]:
-    return tuple(v for v in values if isinstance(v, AccessPattern))
+from hwsim.isa.compute_base import (
+    FAST_BF16_OPS,
+    ComputeInstruction,
+    Scalar,
+    UnaryCompute,
+    read_2d,
+    read_scalar,
+    scalar_aps,
+    write_result,
+)
 
 
 @register
@@ -233,7 +147,7 @@ class TensorScalar(ComputeInstruction):
     reverse1: bool = False
 
     def reads(self) -> tuple[AccessPattern, ...]:
-        return (self.src, *_scalar_aps(self.scalar0, self.scalar1))
+        return (self.src, *scalar_aps(self.scalar0, self.scalar1))
 
     def writes(self) -> tuple[AccessPattern, ...]:
         return (self.dst,)
@@ -315,7 +229,7 @@ class ScalarTensorTensor(ComputeInstruction):
     reverse1: bool = False
 
     def reads(self) -> tuple[AccessPattern, ...]:
-        return (self.src0, self.src1, *_scalar_aps(self.scalar0))
+        return (self.src0, self.src1, *scalar_aps(self.scalar0))
 
     def writes(self) -> tuple[AccessPattern, ...]:
         return (self.dst,)
@@ -360,85 +274,7 @@ class ScalarTensorTensor(ComputeInstruction):
 
 @register
 @dataclass(frozen=True, kw_only=True)
-class TensorReduce(ComputeInstruction):
-    """dst[P, kept] = reduce of src over its ``axes`` innermost free dims (1..4), optionally
-    negated (arithmetic ops only). Arithmetic ops reduce in fp32; bitwise_or/and need integers.
-
-    Cost [S16]: N/2 if src and dst are bf16 and op is add or max, else N; MIN_II floor.
-    """
-
-    OPCODE = "tensor_reduce"
-    ENGINES = ("vector",)
-    PROFILER_OPCODE = "REDUCE"
-    FLOPS_PER_ELEMENT = 1
-
-    dst: AccessPattern
-    src: AccessPattern
-    op: ReduceOp
-    axes: int = 1
-    negate: bool = False
-
-    def reads(self) -> tuple[AccessPattern, ...]:
-        return (self.src,)
-
-    def writes(self) -> tuple[AccessPattern, ...]:
-        return (self.dst,)
-
-    def _bitvec(self) -> bool:
-        return ReduceOp(self.op) in kernels.INTEGER_ONLY_REDUCE_OPS
-
-    def check(self, spec: MachineSpec) -> None:
-        super().check(spec)
-        free = self.src.free_sizes
-        if not 1 <= self.axes <= len(free):
-            self.fail(
-                f"axes={self.axes} is not a number of innermost free dims of src {self.src.shape} "
-                f"(1..{len(free)})"
-            )
-        kept = math.prod(free[: len(free) - self.axes])
-        if self.dst.partitions != self.src.partitions or self.dst.free_elements != kept:
-            self.fail(
-                f"dst shape {self.dst.shape} does not hold the result: reducing the last "
-                f"{self.axes} free dims of src {self.src.shape} gives "
-                f"[{self.src.partitions}, {kept}]"
-            )
-        if self._bitvec():
-            self.check_integer(f"op={ReduceOp(self.op).name}", {"src": self.src, "dst": self.dst})
-            if self.negate:
-                self.fail("negate applies to arithmetic reductions only, not bitvec ops [S15]")
-
-    def cost(self, spec: MachineSpec) -> Cost:
-        work = elements_cycles(spec, "vector", self.src)
-        if (
-            self.src.dtype.name == "bf16"
-            and self.dst.dtype.name == "bf16"
-            and ReduceOp(self.op) in (ReduceOp.add, ReduceOp.max)
-        ):
-            work = -(-work // 2)
-        return spec.compute_cost("vector", work)
-
-    def execute(self, state: CoreState) -> None:
-        integer = self._bitvec()
-        reduced = math.prod(self.src.free_sizes[len(self.src.free_sizes) - self.axes :])
-        x = read_2d(state, self.src, integer).reshape(self.src.partitions, -1, reduced)
-        write_result(state, self.dst, kernels.tensor_reduce(x, self.op, self.negate), integer)
-
-
-@dataclass(frozen=True, kw_only=True)
-class _UnaryVector(ComputeInstruction):
-    dst: AccessPattern
-    src: AccessPattern
-
-    def reads(self) -> tuple[AccessPattern, ...]:
-        return (self.src,)
-
-    def writes(self) -> tuple[AccessPattern, ...]:
-        return (self.dst,)
-
-
-@register
-@dataclass(frozen=True, kw_only=True)
-class Reciprocal(_UnaryVector):
+class Reciprocal(UnaryCompute):
     """dst = 1 / src in fp32. Cost max(MIN_II, 8N) [S16]."""
 
     OPCODE = "reciprocal"
@@ -541,68 +377,3 @@ class Select(ComputeInstruction):
             pred, read_2d(state, self.on_true, False), read_2d(state, self.on_false, False)
         )
         write_result(state, self.dst, out, False)
-
-
-@register
-@dataclass(frozen=True, kw_only=True)
-class BnStats(_UnaryVector):
-    """dst[P, 6] = (count, mean, M2) of the even then odd elements of src[P, N], N <= 512.
-
-    Cost max(MIN_II, N) [S16].
-    """
-
-    OPCODE = "bn_stats"
-    ENGINES = ("vector",)
-    PROFILER_OPCODE = "BN_STATS"
-
-    def check(self, spec: MachineSpec) -> None:
-        super().check(spec)
-        if self.src.free_elements > BN_STATS_FMAX:
-            self.fail(
-                f"src has {self.src.free_elements} elements per partition; bn_stats takes at "
-                f"most {BN_STATS_FMAX} (bn_stats_fmax [S16]): split it and combine with bn_aggr"
-            )
-        width = kernels.BN_STATS_WIDTH
-        if self.dst.partitions != self.src.partitions or self.dst.free_elements != width:
-            self.fail(f"dst shape {self.dst.shape} must be [{self.src.partitions}, {width}]")
-        if not self.dst.dtype.is_float:
-            self.fail(f"dst dtype {self.dst.dtype.name} cannot hold statistics; use fp32")
-
-    def cost(self, spec: MachineSpec) -> Cost:
-        return spec.compute_cost("vector", elements_cycles(spec, "vector", self.src))
-
-    def execute(self, state: CoreState) -> None:
-        write_result(state, self.dst, kernels.bn_stats(read_2d(state, self.src, False)), False)
-
-
-@register
-@dataclass(frozen=True, kw_only=True)
-class BnAggr(_UnaryVector):
-    """dst[P, 2] = (mean, variance) combined from src[P, 3k] (count, mean, M2) groups.
-
-    Cost max(MIN_II, 13 * N / 3) [S16].
-    """
-
-    OPCODE = "bn_aggr"
-    ENGINES = ("vector",)
-    PROFILER_OPCODE = "BN_AGGR"
-
-    def check(self, spec: MachineSpec) -> None:
-        super().check(spec)
-        group = kernels.BN_GROUP_WIDTH
-        if self.src.free_elements % group:
-            self.fail(
-                f"src has {self.src.free_elements} elements per partition; bn_aggr reads whole "
-                f"(count, mean, M2) groups, a multiple of {group} [S16]"
-            )
-        if self.dst.partitions != self.src.partitions or self.dst.free_elements != 2:
-            self.fail(f"dst shape {self.dst.shape} must be [{self.src.partitions}, 2]")
-        if not self.dst.dtype.is_float:
-            self.fail(f"dst dtype {self.dst.dtype.name} cannot hold mean/variance; use fp32")
-
-    def cost(self, spec: MachineSpec) -> Cost:
-        work = elements_cycles(spec, "vector", self.src)
-        return spec.compute_cost("vector", -(-13 * work // kernels.BN_GROUP_WIDTH))
-
-    def execute(self, state: CoreState) -> None:
-        write_result(state, self.dst, kernels.bn_aggr(read_2d(state, self.src, False)), False)

@@ -19,7 +19,7 @@ by the Sync engine, stores by GpSimdE on their own queue.
 from __future__ import annotations
 
 from hwsim import lang
-from hwsim.isa.vector_ops import BN_STATS_FMAX
+from hwsim.isa.compute_base import BN_STATS_FMAX
 from hwsim.lang import isa as nisa
 from hwsim.lang.tiles import Tile
 from hwsim.library.common import (

@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 
 from hwsim.dtypes import BF16, FP32, INT32, UINT16
-from hwsim.isa.vector_ops import BnAggr, BnStats, TensorReduce
+from hwsim.isa.reduce_ops import BnAggr, BnStats, TensorReduce
 from kernels import ReduceOp
 
 from .helpers import (

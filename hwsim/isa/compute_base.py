@@ -1,0 +1,124 @@
+"""Operand rules and helpers shared by the VectorE, ScalarE and GpSimdE instructions.
+
+Data types follow nki.isa [S15]: arithmetic ops convert inputs to fp32 and compute in fp32;
+bitvec ops (bitwise and shift ops) need integer tensors and act on the bit patterns; GpSimdE runs
+arithmetic natively in 32-bit integers when every tensor is int32/uint32. The integer path keeps
+the low 32 bits of each result (two's-complement wrap) before the cast to the destination dtype.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+import numpy as np
+
+from hwsim.dtypes import DType
+from hwsim.isa.ap import AccessPattern, MemorySpace
+from hwsim.isa.base import Instruction, MachineSpec
+from hwsim.isa.tensor_ops import as_2d
+from kernels import AluOp
+
+if TYPE_CHECKING:
+    from hwsim.machine.state import CoreState
+
+#: Largest free size (elements per partition) of a VectorE/ScalarE operand: "up to 64K
+#: elements/partition from SBUF or 4K from PSUM" (HARDWARE.md §1.4 [S1]).
+FREE_MAX_ELEMENTS = {MemorySpace.SBUF: 64 * 1024, MemorySpace.PSUM: 4 * 1024}
+#: ``bn_stats_fmax``: most elements per partition one bn_stats reads (HARDWARE.md §3 [S16][S17]).
+BN_STATS_FMAX = 512
+#: Ops of the documented fast tensor_tensor case (bf16, both inputs in SBUF) [S16].
+FAST_BF16_OPS = frozenset({AluOp.add, AluOp.multiply, AluOp.subtract})
+
+#: An immediate (compile-time constant) or a per-partition [P, 1] operand.
+Scalar = float | AccessPattern
+
+
+def int32_family(dtype: DType) -> bool:
+    return dtype.name in ("int32", "uint32")
+
+
+@dataclass(frozen=True, kw_only=True)
+class ComputeInstruction(Instruction):
+    """Base of VectorE/ScalarE/GpSimdE compute instructions: tile-size limits and dtype rules."""
+
+    #: Floating-point operations per element of the main input (for HFU statistics).
+    FLOPS_PER_ELEMENT = 0
+
+    def check_operand(
+        self, spec: MachineSpec, name: str, ap: AccessPattern, *, is_write: bool
+    ) -> None:
+        super().check_operand(spec, name, ap, is_write=is_write)
+        limit = FREE_MAX_ELEMENTS.get(ap.memory)
+        if self.engine in ("vector", "scalar") and limit and ap.free_elements > limit:
+            self.fail(
+                f"operand '{name}' has {ap.free_elements} elements per partition; {self.engine} "
+                f"instructions take at most {limit} from {ap.memory.value} [S1]: split the tile"
+            )
+
+    def check_scalar(self, name: str, value: Scalar, data: AccessPattern) -> None:
+        """A scalar operand is an immediate or a [P, 1] tile with data's partitions."""
+        if isinstance(value, AccessPattern) and (
+            value.partitions != data.partitions or value.free_elements != 1
+        ):
+            self.fail(
+                f"operand '{name}' has shape {value.shape}; a per-partition scalar must be "
+                f"[{data.partitions}, 1] (one element per partition of the data)"
+            )
+
+    def check_integer(self, why: str, operands: dict[str, Scalar]) -> None:
+        """Every named operand must be integer-typed (tiles) or integral (immediates)."""
+        for name, value in operands.items():
+            if isinstance(value, AccessPattern):
+                if value.dtype.is_float:
+                    self.fail(
+                        f"{why} needs integer operands, but '{name}' is {value.dtype.name} "
+                        "(use int8/16/32 or uint8/16/32 tiles)"
+                    )
+            elif not float(value).is_integer():
+                self.fail(f"{why} needs an integral immediate, but '{name}' is {value!r}")
+
+    def integer_path(self, bitvec: bool, tensors: tuple[AccessPattern, ...]) -> bool:
+        """Whether the op computes in 32-bit integers rather than fp32 [S15]."""
+        return bitvec or (self.engine == "gpsimd" and all(int32_family(t.dtype) for t in tensors))
+
+    def flops(self) -> int:
+        reads = self.reads()
+        return self.FLOPS_PER_ELEMENT * reads[0].elements if reads else 0
+
+
+def read_2d(state: CoreState, ap: AccessPattern, integer: bool) -> np.ndarray:
+    """An operand as [P, N]: int64 on the integer path, fp32 otherwise (ints convert exactly)."""
+    values = as_2d(state.read(ap))
+    return values.astype(np.int64) if integer else values.astype(np.float32, copy=False)
+
+
+def read_scalar(state: CoreState, value: Scalar, integer: bool) -> np.ndarray | float | int:
+    """A scalar operand as the kernels take it: [P] array for a tile, a Python number otherwise."""
+    if isinstance(value, AccessPattern):
+        return read_2d(state, value, integer).reshape(value.partitions)
+    return int(value) if integer else float(value)
+
+
+def write_result(state: CoreState, dst: AccessPattern, values: np.ndarray, integer: bool) -> None:
+    """Store a kernel result; integer results keep their low 32 bits (wrap) before the cast."""
+    if integer:
+        low = (values & 0xFFFFFFFF).astype(np.uint32)
+        values = low.view(np.int32) if dst.dtype.is_signed_int or dst.dtype.is_float else low
+    state.write(dst, values.reshape(dst.shape))
+
+
+def scalar_aps(*values: Scalar | None) -> tuple[AccessPattern, ...]:
+    return tuple(v for v in values if isinstance(v, AccessPattern))
+
+
+@dataclass(frozen=True, kw_only=True)
+class UnaryCompute(ComputeInstruction):
+    dst: AccessPattern
+    src: AccessPattern
+
+    def reads(self) -> tuple[AccessPattern, ...]:
+        return (self.src,)
+
+    def writes(self) -> tuple[AccessPattern, ...]:
+        return (self.dst,)
