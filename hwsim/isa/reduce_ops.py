@@ -10,11 +10,6 @@ from typing import TYPE_CHECKING
 import kernels
 from hwsim.isa.ap import AccessPattern
 from hwsim.isa.base import Cost, MachineSpec, elements_cycles, register
-from kernels import ReduceOp
-
-if TYPE_CHECKING:
-    from hwsim.machine.state import CoreState
-
 from hwsim.isa.compute_base import (
     BN_STATS_FMAX,
     ComputeInstruction,
@@ -22,6 +17,10 @@ from hwsim.isa.compute_base import (
     read_2d,
     write_result,
 )
+from kernels import ReduceOp
+
+if TYPE_CHECKING:
+    from hwsim.machine.state import CoreState
 
 
 @register

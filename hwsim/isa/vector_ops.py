@@ -16,13 +16,6 @@ import numpy as np
 import kernels
 from hwsim.isa.ap import AccessPattern, MemorySpace
 from hwsim.isa.base import Cost, MachineSpec, elements_cycles, register
-from hwsim.isa.copy_ops import performance_mode_factor, same_shape
-from hwsim.isa.tensor_ops import as_2d
-from kernels import AluOp
-
-if TYPE_CHECKING:
-    from hwsim.machine.state import CoreState
-
 from hwsim.isa.compute_base import (
     FAST_BF16_OPS,
     ComputeInstruction,
@@ -33,6 +26,12 @@ from hwsim.isa.compute_base import (
     scalar_aps,
     write_result,
 )
+from hwsim.isa.copy_ops import performance_mode_factor, same_shape
+from hwsim.isa.tensor_ops import as_2d
+from kernels import AluOp
+
+if TYPE_CHECKING:
+    from hwsim.machine.state import CoreState
 
 
 @register
