@@ -15,8 +15,9 @@ Semaphores follow the hardware's naming: ``S.<engine>`` counts completed instruc
 
 from __future__ import annotations
 
+import dataclasses
 from collections import defaultdict
-from dataclasses import dataclass, field, replace
+from dataclasses import replace
 from typing import Any
 
 import numpy as np
@@ -27,9 +28,17 @@ from hwsim.isa.base import ENGINES, Instruction
 from hwsim.isa.regions import Region, region_of
 from hwsim.program import Allocation, CoreProgram, HbmTensorDecl, Program, TensorKind
 
-#: On-chip regions are indexed in bins of this many bytes per partition, so finding the earlier
-#: accesses that overlap an operand does not scan every live buffer.
+#: Regions are indexed in bins of this many bytes per row (partition), and for HBM tensors of this
+#: many rows, so finding the earlier accesses that overlap an operand does not scan every one.
 _BIN_BYTES = 1024
+_BIN_ROWS = 128
+#: A region that would sit in more bins than this is kept in the index's always-scanned list.
+_MAX_BINS = 256
+
+
+#: Instance attribute (outside the dataclass fields, so equality, hashing, repr and replace()
+#: ignore it) naming an earlier emitted instruction with the same ``static_key()``: the first one.
+STATIC_TWIN = "_static_twin"
 
 
 def engine_semaphore(engine: str) -> str:
@@ -47,49 +56,113 @@ def channel_of(instruction: Instruction) -> str:
     return instruction.engine
 
 
-@dataclass(eq=False)
 class _Access:
     """What last wrote a region, and who has read it since."""
 
-    region: Region
-    writer: tuple[str, int] | None
-    readers: dict[str, int] = field(default_factory=dict)
-    live: bool = True
+    __slots__ = ("live", "readers", "region", "writer")
+
+    def __init__(
+        self,
+        region: Region,
+        writer: tuple[str, int] | None,
+        readers: dict[str, int] | None = None,
+    ) -> None:
+        self.region = region
+        self.writer = writer
+        self.readers: dict[str, int] = {} if readers is None else readers
+        self.live = True
 
 
 class _RegionIndex:
-    """Accesses of one memory key, findable by overlap."""
+    """Live accesses of one memory key (an on-chip memory of a core, or an HBM tensor), findable
+    by overlap.
 
-    def __init__(self, binned: bool) -> None:
-        self.binned = binned
-        self.bins: dict[int, list[_Access]] = defaultdict(list)
-        self.items: list[_Access] = []
+    Boxes with the index's row pitch (every on-chip region; an HBM tensor's usual row-strided
+    tiles) are binned by rows and columns: two such boxes overlap only if they share a bin.
+    Anything else (another pitch, a flat byte interval, a huge box) is in ``others``, which every
+    query scans. ``version`` changes whenever the set of live accesses does.
+    """
 
-    def _bins(self, region: Region) -> range:
-        return range(region.col0 // _BIN_BYTES, (region.col1 - 1) // _BIN_BYTES + 1)
+    def __init__(self, pitch: int) -> None:
+        self.pitch = pitch
+        self.bins: dict[tuple[int, int], list[_Access]] = {}
+        self.others: list[_Access] = []
+        self.version = 0
 
-    def overlapping(self, region: Region) -> list[_Access]:
-        if not self.binned:
-            self.items = [a for a in self.items if a.live]
-            return [a for a in self.items if a.region.overlaps(region)]
-        seen: dict[int, _Access] = {}
-        for b in self._bins(region):
-            bucket = self.bins.get(b)
-            if not bucket:
-                continue
-            alive = [a for a in bucket if a.live]
-            self.bins[b] = alive
-            for access in alive:
-                if id(access) not in seen and access.region.overlaps(region):
-                    seen[id(access)] = access
-        return list(seen.values())
+    def bin_keys(self, region: Region) -> list[tuple[int, int]] | None:
+        """The bins of a box with the index's pitch, or None if it is not binned."""
+        if region.row_bytes != self.pitch or region.row1 <= region.row0:
+            return None
+        col0, col1 = region.col0 // _BIN_BYTES, (region.col1 - 1) // _BIN_BYTES + 1
+        if col1 <= col0:
+            return None
+        if not self.pitch:  # on chip: rows are partitions, all in one row of bins
+            if col1 - col0 > _MAX_BINS:
+                return None
+            return [(0, c) for c in range(col0, col1)]
+        row0, row1 = region.row0 // _BIN_ROWS, (region.row1 - 1) // _BIN_ROWS + 1
+        if (row1 - row0) * (col1 - col0) > _MAX_BINS:
+            return None
+        return [(r, c) for r in range(row0, row1) for c in range(col0, col1)]
 
-    def add(self, access: _Access) -> None:
-        if self.binned:
-            for b in self._bins(access.region):
-                self.bins[b].append(access)
+    def overlapping(self, region: Region, keys: list[tuple[int, int]] | None) -> list[_Access]:
+        """The live accesses whose region overlaps ``region`` (its ``bin_keys``), each once."""
+        if keys is None:
+            buckets = [*self.bins.values()]
         else:
-            self.items.append(access)
+            bins = self.bins
+            buckets = [bucket for key in keys if (bucket := bins.get(key))]
+        # A box in several bins is met once per bin; ``others`` holds no binned access.
+        seen: set[int] | None = set() if len(buckets) > 1 else None
+        if self.others:
+            buckets.append(self.others)
+        found: list[_Access] = []
+        pitch, row0, row1 = region.row_bytes, region.row0, region.row1
+        col0, col1 = region.col0, region.col1
+        for bucket in buckets:
+            dead = 0
+            for access in bucket:
+                if not access.live:
+                    dead += 1
+                    continue
+                other = access.region
+                if other.row_bytes == pitch:  # Region.overlaps for boxes of one pitch, inline
+                    hit = (
+                        other.row0 < row1
+                        and row0 < other.row1
+                        and other.col0 < col1
+                        and col0 < other.col1
+                    )
+                else:
+                    hit = other.overlaps(region)
+                if hit:
+                    if seen is not None:
+                        if id(access) in seen:
+                            continue
+                        seen.add(id(access))
+                    found.append(access)
+            if dead > 8 and dead * 2 > len(bucket):
+                bucket[:] = [access for access in bucket if access.live]
+        return found
+
+    def add(self, access: _Access, keys: list[tuple[int, int]] | None) -> None:
+        """Index an access whose region has these ``bin_keys``."""
+        self.version += 1
+        if keys is None:
+            self.others.append(access)
+            return
+        bins = self.bins
+        for key in keys:
+            bucket = bins.get(key)
+            if bucket is None:
+                bins[key] = [access]
+            else:
+                bucket.append(access)
+
+    def kill(self, access: _Access) -> None:
+        """A later write covers the access: nothing can depend on it any more."""
+        self.version += 1
+        access.live = False
 
 
 class _CoreTracker:
@@ -103,12 +176,40 @@ class _CoreTracker:
         )  # per stream: channel -> value
         #: Readers of HBM inputs never written by the program (tracked per tensor, cheaply).
         self.input_readers: dict[str, dict[str, int]] = defaultdict(dict)
+        #: Per operand value: its region, index and bins (kernels touch the same tiles often).
+        self.operands: dict[AccessPattern, tuple[Region, _RegionIndex, Any]] = {}
 
     def index(self, region: Region) -> _RegionIndex:
         found = self.indexes.get(region.key)
         if found is None:
-            found = self.indexes[region.key] = _RegionIndex(binned=region.row_bytes == 0)
+            found = self.indexes[region.key] = _RegionIndex(region.row_bytes)
         return found
+
+    def operand(self, core: int, ap: AccessPattern) -> tuple[Region, _RegionIndex, Any]:
+        facts = self.operands.get(ap)
+        if facts is None:
+            region = region_of(core, ap)
+            index = self.index(region)
+            facts = self.operands[ap] = (region, index, index.bin_keys(region))
+        return facts
+
+
+class _Operand:
+    """One operand while an instruction is emitted: its region, index and overlapping accesses,
+    found once for the dependency pass and reused by the record pass if the index is unchanged."""
+
+    __slots__ = ("found", "index", "keys", "region", "version")
+
+    def __init__(self, facts: tuple[Region, _RegionIndex, Any]) -> None:
+        self.region, self.index, self.keys = facts
+        self.found = self.index.overlapping(self.region, self.keys)
+        self.version = self.index.version
+
+    def overlapping(self) -> list[_Access]:
+        if self.version != self.index.version:
+            self.found = self.index.overlapping(self.region, self.keys)
+            self.version = self.index.version
+        return self.found
 
 
 class ProgramBuilder:
@@ -118,6 +219,7 @@ class ProgramBuilder:
         self.program = Program(cores=[CoreProgram() for _ in range(cores)])
         self._trackers = [_CoreTracker() for _ in range(cores)]
         self._written_inputs: set[str] = set()
+        self._twins: dict[tuple[Any, ...], Instruction] = {}
 
     # ---- data -------------------------------------------------------------------------------
     def hbm_tensor(
@@ -158,51 +260,50 @@ class ProgramBuilder:
         channel = channel_of(instruction)
         seq = tracker.counts[channel] + 1
         needs: dict[str, int] = {}
-        written = {id(ap) for ap in instruction.writes()}
-        for ap in instruction.reads():
-            if id(ap) not in written:
-                self._dependencies(tracker, core, ap, channel, needs, is_write=False)
-        for ap in instruction.writes():
-            self._dependencies(tracker, core, ap, channel, needs, is_write=True)
-        stream_known = tracker.satisfied[instruction.engine]
-        waits = []
-        for producer, value in sorted(needs.items()):
-            if stream_known.get(producer, 0) >= value:
-                continue
-            stream_known[producer] = value
-            sem = (
-                queue_semaphore(int(producer[5:]))
-                if producer.startswith("dma.q")
-                else engine_semaphore(producer)
-            )
-            waits.append((sem, value))
+        writes = instruction.writes()
+        written = {id(ap) for ap in writes}
+        reads = [ap for ap in instruction.reads() if id(ap) not in written]
+        operands: dict[int, _Operand] = {}  # by id(ap): shared by the two passes
+        for ap in reads:
+            self._dependencies(tracker, core, ap, channel, needs, operands, is_write=False)
+        for ap in writes:
+            self._dependencies(tracker, core, ap, channel, needs, operands, is_write=True)
+        waits = _new_waits(needs, tracker.satisfied[instruction.engine])
         signal = (
             queue_semaphore(instruction.queue)  # type: ignore[attr-defined]
             if instruction.IS_DMA
             else engine_semaphore(instruction.engine)
         )
-        final = replace(
+        final = _with_sync(
             instruction,
-            waits=(*instruction.waits, *waits),
-            signals=(*instruction.signals, (signal, 1)),
+            (*instruction.waits, *waits),
+            (*instruction.signals, (signal, 1)),
         )
+        # The first instruction emitted with the same static key: the simulator works out
+        # legality and cost once per twin, by identity, instead of hashing operands per run.
+        final.__dict__[STATIC_TWIN] = self._twins.setdefault(final.static_key(), final)
         tracker.counts[channel] = seq
-        for ap in instruction.reads():
-            if id(ap) not in written:
-                self._record(tracker, core, ap, channel, seq, is_write=False)
-        for ap in instruction.writes():
-            self._record(tracker, core, ap, channel, seq, is_write=True)
+        for ap in reads:
+            self._record(tracker, core, ap, channel, seq, operands, is_write=False)
+        for ap in writes:
+            self._record(tracker, core, ap, channel, seq, operands, is_write=True)
         self.program.cores[core].streams[instruction.engine].append(final)
         return final
 
     def _is_untracked_input(self, ap: AccessPattern) -> bool:
+        if ap.memory is not MemorySpace.HBM:
+            return False
         decl = self.program.hbm.get(ap.tensor)
-        return (
-            ap.memory is MemorySpace.HBM
-            and decl is not None
-            and decl.kind == "input"
-            and ap.tensor not in self._written_inputs
-        )
+        return decl is not None and decl.kind == "input" and ap.tensor not in self._written_inputs
+
+    @staticmethod
+    def _operand(
+        tracker: _CoreTracker, core: int, ap: AccessPattern, operands: dict[int, _Operand]
+    ) -> _Operand:
+        operand = operands.get(id(ap))
+        if operand is None:
+            operand = operands[id(ap)] = _Operand(tracker.operand(core, ap))
+        return operand
 
     def _dependencies(
         self,
@@ -211,29 +312,25 @@ class ProgramBuilder:
         ap: AccessPattern,
         channel: str,
         needs: dict[str, int],
+        operands: dict[int, _Operand],
         *,
         is_write: bool,
     ) -> None:
-        def need(producer: str, value: int) -> None:
-            if needs.get(producer, 0) < value:
-                needs[producer] = value
-
         if self._is_untracked_input(ap):
             if is_write:  # an input overwritten: wait for every earlier reader of it
                 for reader, value in tracker.input_readers[ap.tensor].items():
-                    if reader != channel:
-                        need(reader, value)
+                    if reader != channel and needs.get(reader, 0) < value:
+                        needs[reader] = value
             return
-        region = region_of(core, ap)
-        for access in tracker.index(region).overlapping(region):
+        for access in self._operand(tracker, core, ap, operands).overlapping():
             if access.writer is not None:
                 producer, value = access.writer
-                if not is_write or producer != channel:
-                    need(producer, value)  # RAW always; WAW across channels
+                if (not is_write or producer != channel) and needs.get(producer, 0) < value:
+                    needs[producer] = value  # RAW always; WAW across channels
             if is_write:
                 for reader, value in access.readers.items():
-                    if reader != channel:
-                        need(reader, value)  # WAR across channels
+                    if reader != channel and needs.get(reader, 0) < value:
+                        needs[reader] = value  # WAR across channels
 
     def _record(
         self,
@@ -242,6 +339,7 @@ class ProgramBuilder:
         ap: AccessPattern,
         channel: str,
         seq: int,
+        operands: dict[int, _Operand],
         *,
         is_write: bool,
     ) -> None:
@@ -251,19 +349,73 @@ class ProgramBuilder:
             else:
                 tracker.input_readers[ap.tensor][channel] = seq
                 return
-        region = region_of(core, ap)
-        index = tracker.index(region)
-        overlapping = index.overlapping(region)
+        operand = self._operand(tracker, core, ap, operands)
+        overlapping = operand.overlapping()
+        region, index = operand.region, operand.index
         if is_write:
             for access in overlapping:
                 if region.covers(access.region):
-                    access.live = False
-            index.add(_Access(region, (channel, seq)))
+                    index.kill(access)
+            index.add(_Access(region, (channel, seq)), operand.keys)
             return
         if not overlapping:
-            index.add(_Access(region, None, {channel: seq}))
+            index.add(_Access(region, None, {channel: seq}), operand.keys)
         for access in overlapping:
             access.readers[channel] = seq
 
     def build(self) -> Program:
         return self.program
+
+
+def _new_waits(needs: dict[str, int], stream_known: dict[str, int]) -> list[tuple[str, int]]:
+    """Semaphore waits for the needed completions the stream has not waited for yet (which it
+    then knows about: its later instructions run after this one)."""
+    waits = []
+    for producer, value in sorted(needs.items()):
+        if stream_known.get(producer, 0) >= value:
+            continue
+        stream_known[producer] = value
+        sem = (
+            queue_semaphore(int(producer[5:]))
+            if producer.startswith("dma.q")
+            else engine_semaphore(producer)
+        )
+        waits.append((sem, value))
+    return waits
+
+
+#: Per instruction class: its field names when a copy may skip ``dataclasses.replace`` (no
+#: ``__post_init__``, every field an ``__init__`` argument, instances with a ``__dict__``), or None.
+_CLONE_FIELDS: dict[type, tuple[str, ...] | None] = {}
+
+
+def _with_sync(
+    instruction: Instruction,
+    waits: tuple[tuple[str, int], ...],
+    signals: tuple[tuple[str, int], ...],
+) -> Instruction:
+    """``dataclasses.replace(instruction, waits=..., signals=...)``, a few times faster.
+
+    For the classes where it is the same thing: ``replace`` builds a new object through
+    ``__init__`` from every field, which for them only assigns the fields.
+    """
+    cls = type(instruction)
+    if cls not in _CLONE_FIELDS:
+        fields = dataclasses.fields(cls)
+        plain = (
+            not hasattr(cls, "__post_init__")
+            and all(f.init for f in fields)
+            and hasattr(instruction, "__dict__")
+            and not hasattr(cls, "__slots__")
+        )
+        _CLONE_FIELDS[cls] = tuple(f.name for f in fields) if plain else None
+    names = _CLONE_FIELDS[cls]
+    if names is None:
+        return replace(instruction, waits=waits, signals=signals)
+    values = instruction.__dict__
+    clone = object.__new__(cls)
+    state = {name: values[name] for name in names}
+    state["waits"] = waits
+    state["signals"] = signals
+    clone.__dict__.update(state)
+    return clone

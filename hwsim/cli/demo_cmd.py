@@ -11,7 +11,7 @@ import argparse
 DEMO_WORKLOAD = "gemm:1024x1024x1024:bf16"
 
 
-def register(commands: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
+def register(commands: argparse._SubParsersAction) -> None:
     parser = commands.add_parser("demo", help="run the main job on the built-in default (trn2)")
     parser.add_argument("--config", default="trn2", help="preset name or YAML path")
     parser.add_argument("--workload", default=DEMO_WORKLOAD, help="workload to simulate")

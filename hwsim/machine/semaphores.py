@@ -9,24 +9,31 @@ This keeps the simulator at one SimPy event per instruction.
 from __future__ import annotations
 
 from bisect import bisect_left, insort
-from collections.abc import Callable
-from dataclasses import dataclass, field
+from collections.abc import Callable, Iterable
 
 import simpy
+
+from hwsim.trace.records import SemaphoreUpdate
 
 #: A vector clock (race checker), or None when race checking is off.
 Clock = dict[str, int] | None
 
+#: Builds a NamedTuple record from a plain tuple without the per-call overhead of its __new__.
+_new_record = tuple.__new__
 
-@dataclass
+
 class _Semaphore:
-    name: str
-    #: Scheduled increments sorted by tick: parallel lists of tick, running total, signaller clock.
-    ticks: list[int] = field(default_factory=list)
-    totals: list[int] = field(default_factory=list)
-    clocks: list[Clock] = field(default_factory=list)
-    #: (needed value, event) of processes waiting for an increment not yet scheduled.
-    waiters: list[tuple[int, simpy.Event]] = field(default_factory=list)
+    """Scheduled increments sorted by tick: parallel lists of tick, running total, signaller clock;
+    and the (needed value, event) of processes waiting for an increment not yet scheduled."""
+
+    __slots__ = ("clocks", "name", "ticks", "totals", "waiters")
+
+    def __init__(self, name: str) -> None:
+        self.name = name
+        self.ticks: list[int] = []
+        self.totals: list[int] = []
+        self.clocks: list[Clock] = []
+        self.waiters: list[tuple[int, simpy.Event]] = []
 
     @property
     def scheduled_total(self) -> int:
@@ -37,25 +44,50 @@ class _Semaphore:
         return self.totals[index - 1] if index else 0
 
 
-class SemaphoreBank:
-    """The semaphores of one NeuronCore, addressed by index (names resolved once per program)."""
+class _Index(dict[str, int]):
+    """A dict of semaphore indices that adds a semaphore for a name it does not know yet."""
 
-    def __init__(self, env: simpy.Environment, names: list[str]) -> None:
+    def __init__(self, add: Callable[[str], int]) -> None:
+        super().__init__()
+        self._add = add
+
+    def __missing__(self, name: str) -> int:
+        index = self[name] = self._add(name)
+        return index
+
+
+class SemaphoreBank:
+    """The semaphores of one NeuronCore, addressed by index (names resolved once per program).
+
+    Every scheduled update is recorded in ``updates`` in the order it was scheduled (the trace
+    lists them by tick, ties in that order).
+    """
+
+    def __init__(self, env: simpy.Environment, names: Iterable[str] = (), core: int = 0) -> None:
         self.env = env
-        self.names = names
-        self.index = {name: i for i, name in enumerate(names)}
-        self._sems = [_Semaphore(name) for name in names]
-        #: Called for every scheduled update: (tick, semaphore index, value after, source).
-        self.on_update: Callable[[int, int, int, tuple[str, int]], None] | None = None
+        self.core = core
+        self.names: list[str] = []
+        self._sems: list[_Semaphore] = []
+        #: name -> index; looking up a new name adds its semaphore (at value 0).
+        self.index = _Index(self._add)
+        for name in names:
+            if name not in self.index:
+                self.index[name] = self._add(name)
+        self.updates: list[SemaphoreUpdate] = []
+
+    def _add(self, name: str) -> int:
+        self.names.append(name)
+        self._sems.append(_Semaphore(name))
+        return len(self.names) - 1
 
     def time_reaching(self, sem: int, value: int) -> int | None:
         """The tick at which the semaphore reaches ``value``, or None if not yet scheduled."""
         if value <= 0:
             return 0
-        state = self._sems[sem]
-        if not state.totals or state.totals[-1] < value:
+        totals = self._sems[sem].totals
+        if not totals or totals[-1] < value:
             return None
-        return state.ticks[bisect_left(state.totals, value)]
+        return self._sems[sem].ticks[bisect_left(totals, value)]
 
     def clock_reaching(self, sem: int, value: int) -> list[Clock]:
         """Signaller clocks of the increments that bring the semaphore to ``value``."""
@@ -74,22 +106,26 @@ class SemaphoreBank:
     ) -> None:
         """Schedule ``semaphore += amount`` at ``tick`` (at or after now)."""
         state = self._sems[sem]
-        if not state.ticks or tick >= state.ticks[-1]:
-            state.ticks.append(tick)
-            state.totals.append(state.scheduled_total + amount)
+        ticks, totals = state.ticks, state.totals
+        if not ticks or tick >= ticks[-1]:  # the common case: increments arrive in tick order
+            value = (totals[-1] if totals else 0) + amount
+            ticks.append(tick)
+            totals.append(value)
             state.clocks.append(clock)
         else:  # an out-of-order increment: insert and recompute the running totals after it
-            position = bisect_left(state.ticks, tick + 1)
-            insort(state.ticks, tick)
+            position = bisect_left(ticks, tick + 1)
+            insort(ticks, tick)
             state.clocks.insert(position, clock)
-            previous = state.totals[position - 1] if position else 0
-            state.totals.insert(position, previous + amount)
-            for i in range(position + 1, len(state.totals)):
-                state.totals[i] += amount
-        if self.on_update is not None:
-            self.on_update(tick, sem, state.value_at(tick), source)
+            previous = totals[position - 1] if position else 0
+            totals.insert(position, previous + amount)
+            for i in range(position + 1, len(totals)):
+                totals[i] += amount
+            value = state.value_at(tick)
+        self.updates.append(
+            _new_record(SemaphoreUpdate, (self.core, tick, state.name, value, source[0], source[1]))
+        )
         if state.waiters:
-            total = state.scheduled_total
+            total = totals[-1]
             still = []
             for needed, event in state.waiters:
                 if needed <= total:

@@ -1,26 +1,32 @@
-"""Run a program on a hardware config: engines as SimPy processes, one event per instruction.
+"""Run a program on a hardware config: engines as SimPy processes, <= 1 event per instruction.
 
 Each engine runs its in-order stream: wait until its semaphores reach their values, take a shared
 access port if the config has one (NeuronCore-v2 sharing rules), start, occupy the engine for the
 issue interval, and schedule its semaphore increments at start + latency. Everything static (costs,
 semaphore indices, port use, DMA splits) is computed once per program before the clock starts.
+A process that would sleep until a tick before which no other event is due moves the clock there
+itself instead (``_advance_to``): same ticks, same order, one SimPy event fewer.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+import gc
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from fractions import Fraction
+from operator import itemgetter
 from typing import Any
 
 import numpy as np
 import simpy
 
+from hwsim.builder import STATIC_TWIN
 from hwsim.config import HardwareConfig, config_hash, load_config
 from hwsim.errors import DeadlockError, IllegalInstructionError, MemoryAccessError
 from hwsim.isa.ap import MemorySpace
 from hwsim.isa.base import ENGINES, Instruction, MachineSpec
-from hwsim.machine.dma import DmaSystem, DmaTransfer
+from hwsim.machine.dma import DmaPlan, DmaSystem, DmaTransfer
 from hwsim.machine.race import RaceChecker
 from hwsim.machine.semaphores import SemaphoreBank
 from hwsim.machine.state import CoreState, Hbm
@@ -37,16 +43,20 @@ class RunResult:
     summary: dict[str, Any] = field(default_factory=dict)
 
 
-@dataclass
-class _Static:
-    """Per-instruction facts computed once per program and config."""
-
-    issue: list[int]
-    latency: list[int]
-    waits: list[tuple[tuple[int, int], ...]]
-    signals: list[tuple[tuple[int, int], ...]]
-    ports: list[tuple[int, ...]]
-    dma: list[tuple[Any, ...] | None]
+#: What an instruction costs, computed once per distinct instruction and config: (issue ticks,
+#: latency ticks, shared ports used, DMA plan or None).
+_Facts = tuple[int, int, tuple[int, ...], DmaPlan | None]
+#: One instruction ready to run: (instruction, waits as (semaphore index, value), signals as
+#: (semaphore index, amount)) + its facts.
+_Step = tuple[
+    Instruction,
+    tuple[tuple[int, int], ...],
+    tuple[tuple[int, int], ...],
+    int,
+    int,
+    tuple[int, ...],
+    DmaPlan | None,
+]
 
 
 def run(
@@ -83,35 +93,19 @@ def run(
     for decl in program.hbm.values():
         hbm.add(decl.name, decl.shape, decl.dtype, decl.values if numerics else None)
     race = RaceChecker() if race_check else None
-    dma = _make_dma_system(env, spec, len(program.cores), trace)
-    engine_procs = []
-    for core, core_program in enumerate(program.cores):
-        state = CoreState(
-            spec.memory_capacity(MemorySpace.SBUF),
-            spec.memory_capacity(MemorySpace.PSUM),
-            hbm,
-            core,
-        )
-        names = _semaphore_names(core_program.streams.values())
-        sems = SemaphoreBank(env, names)
-        sems.on_update = _semaphore_recorder(trace, core, names)
-        for engine in ENGINES:
-            stream = core_program.streams.get(engine, [])
-            if not stream:
-                continue
-            static = _prepare(stream, spec, sems, dma, program)
-            runner = _EngineRunner(
-                env, core, engine, stream, static, sems, dma, state, trace, numerics, race
-            )
-            engine_procs.append((runner, env.process(runner.process())))
-    env.run()
-    blocked = [runner for runner, proc in engine_procs if proc.is_alive]
-    if blocked:
-        raise DeadlockError(_deadlock_message(blocked))
-    if race is not None:
-        race.raise_if_races()
-    trace.instructions.sort(key=lambda r: (r.core, ENGINES.index(r.engine), r.pc))
-    trace.semaphore_updates.sort(key=lambda u: (u.core, u.tick))
+    with _cyclic_gc_paused():
+        runners, banks = _simulate(env, spec, program, hbm, trace, numerics, race)
+        blocked = [runner for runner in runners if runner.proc is not None and runner.proc.is_alive]
+        if blocked:
+            raise DeadlockError(_deadlock_message(blocked))
+        if race is not None:
+            race.raise_if_races()
+        # Runners are in (core, engine) order and each records in pc order: the trace's order.
+        for runner in runners:
+            trace.instructions.extend(runner.records)
+        for sems in banks:
+            trace.semaphore_updates.extend(_semaphore_records(sems))
+        del runners, banks  # before the collector resumes: it scans what is still alive
     outputs = {
         decl.name: hbm.tensors[decl.name].as_array().copy()
         for decl in program.hbm.values()
@@ -123,6 +117,62 @@ def run(
 
         result.summary = summarize_trace(trace)
     return result
+
+
+@contextmanager
+def _cyclic_gc_paused() -> Iterator[None]:
+    """Pause Python's cyclic garbage collector for the run, restoring its state after.
+
+    A run allocates an object or more per instruction and keeps every trace record alive, so the
+    collector's passes over the growing heap cost as much as the simulation itself (measured: half
+    the wall time of a 140k-instruction run). Nothing needs it meanwhile: the run's garbage is
+    freed by reference counting (an event drops its callbacks once processed); the few cycles left
+    (one per SimPy process) are collected after.
+    """
+    enabled = gc.isenabled()
+    gc.disable()
+    try:
+        yield
+    finally:
+        if enabled:
+            gc.enable()
+
+
+def _simulate(
+    env: simpy.Environment,
+    spec: MachineSpec,
+    program: Program,
+    hbm: Hbm,
+    trace: Trace,
+    numerics: bool,
+    race: RaceChecker | None,
+) -> tuple[list[_EngineRunner], list[SemaphoreBank]]:
+    """Prepare every engine's stream, run the clock until nothing is left to do."""
+    dma = _make_dma_system(env, spec, len(program.cores), trace)
+    runners: list[_EngineRunner] = []
+    banks: list[SemaphoreBank] = []
+    facts = _FactsCache(spec, dma, program)  # shared by every stream: legality and cost once each
+    for core, core_program in enumerate(program.cores):
+        state = CoreState(
+            spec.memory_capacity(MemorySpace.SBUF),
+            spec.memory_capacity(MemorySpace.PSUM),
+            hbm,
+            core,
+        )
+        sems = SemaphoreBank(env, core=core)  # semaphores are added as _prepare meets them
+        banks.append(sems)
+        for engine in ENGINES:
+            stream = core_program.streams.get(engine, [])
+            if not stream:
+                continue
+            steps = _prepare(stream, sems, facts)
+            runner = _EngineRunner(
+                env, core, engine, stream, steps, sems, dma, state, numerics, race
+            )
+            runner.proc = env.process(runner.process())
+            runners.append(runner)
+    env.run()
+    return runners, banks
 
 
 def _make_dma_system(
@@ -145,61 +195,81 @@ def _make_dma_system(
     )
 
 
-def _semaphore_names(streams: Iterable[list[Instruction]]) -> list[str]:
-    names: dict[str, None] = {}
-    for stream in streams:
-        for instruction in stream:
-            for name, _ in instruction.waits:
-                names.setdefault(name)
-            for name, _ in instruction.signals:
-                names.setdefault(name)
-    return list(names)
+def _semaphore_records(sems: SemaphoreBank) -> list[SemaphoreUpdate]:
+    """A bank's updates by tick, ties in the order they were scheduled."""
+    return sorted(sems.updates, key=itemgetter(1))
 
 
-def _semaphore_recorder(trace: Trace, core: int, names: list[str]):
-    updates = trace.semaphore_updates
+class _FactsCache:
+    """Legality and cost of each distinct instruction of a run, worked out once.
 
-    def record(tick: int, sem: int, value: int, source: tuple[str, int]) -> None:
-        updates.append(SemaphoreUpdate(core, tick, names[sem], value, source[0], source[1]))
+    Instructions from the builder name their twin (``STATIC_TWIN``: the first instruction emitted
+    with the same static key) and are found by its identity; others by ``static_key()``, which
+    costs hashing and comparing their operands.
+    """
 
-    return record
+    def __init__(self, spec: MachineSpec, dma: DmaSystem, program: Program) -> None:
+        self.spec, self.dma, self.program = spec, dma, program
+        self._by_twin: dict[int, _Facts] = {}  # twins live as long as the program: ids are stable
+        self._by_key: dict[tuple[Any, ...], _Facts] = {}
 
-
-def _prepare(
-    stream: list[Instruction],
-    spec: MachineSpec,
-    sems: SemaphoreBank,
-    dma: DmaSystem,
-    program: Program,
-) -> _Static:
-    """Check legality and compute static costs once per program (not per simulated step)."""
-    config = spec.config
-    issue, latency, waits, signals, ports, dmas = [], [], [], [], [], []
-    # Instructions differing only in their semaphores share legality and cost: compute once.
-    known: dict[tuple[Any, ...], tuple[int, int, tuple[int, ...], Any]] = {}
-    sem_index = sems.index
-    for instruction in stream:
-        key = instruction.static_key()
-        facts = known.get(key)
+    def of(self, instruction: Instruction) -> _Facts:
+        twin = instruction.__dict__.get(STATIC_TWIN)
+        if twin is None:
+            return self._by_static_key(instruction)
+        facts = self._by_twin.get(id(twin))
         if facts is None:
-            instruction.check(spec)
-            _check_hbm_operands(instruction, program)
-            cost = instruction.cost(spec)
-            plan = instruction.dma_plan(spec, dma.split) if instruction.IS_DMA else None  # type: ignore[attr-defined]
-            facts = (
-                cost.issue_ticks,
-                max(cost.latency_ticks, cost.issue_ticks),
-                _ports_used(instruction, config),
-                plan,
+            facts = self._by_twin[id(twin)] = self._by_static_key(instruction)
+        return facts
+
+    def _by_static_key(self, instruction: Instruction) -> _Facts:
+        key = instruction.static_key()
+        facts = self._by_key.get(key)
+        if facts is None:
+            facts = self._by_key[key] = _work_out(instruction, self.spec, self.dma, self.program)
+        return facts
+
+
+def _prepare(stream: list[Instruction], sems: SemaphoreBank, facts: _FactsCache) -> list[_Step]:
+    """Each instruction with its semaphore indices and static facts, for the engine loop."""
+    steps: list[_Step] = []
+    append = steps.append
+    facts_of = facts.of
+    sem_index = sems.index
+    translated: dict[tuple[tuple[str, int], ...], tuple[tuple[int, int], ...]] = {}
+    for instruction in stream:
+        signals = translated.get(instruction.signals)
+        if signals is None:  # most instructions signal alike: share one tuple
+            signals = translated[instruction.signals] = tuple(
+                [(sem_index[name], amount) for name, amount in instruction.signals]
             )
-            known[key] = facts
-        issue.append(facts[0])
-        latency.append(facts[1])
-        ports.append(facts[2])
-        dmas.append(facts[3])
-        waits.append(tuple((sem_index[name], value) for name, value in instruction.waits))
-        signals.append(tuple((sem_index[name], amount) for name, amount in instruction.signals))
-    return _Static(issue, latency, waits, signals, ports, dmas)
+        waits = (
+            tuple([(sem_index[name], value) for name, value in instruction.waits])
+            if instruction.waits
+            else ()
+        )
+        append((instruction, waits, signals, *facts_of(instruction)))
+    return steps
+
+
+def _work_out(
+    instruction: Instruction, spec: MachineSpec, dma: DmaSystem, program: Program
+) -> _Facts:
+    """Legality checks, then (issue ticks, latency ticks, shared ports used, DMA plan or None)."""
+    instruction.check(spec)
+    _check_hbm_operands(instruction, program)
+    cost = instruction.cost(spec)
+    plan = (
+        dma.compile_plan(instruction.dma_plan(spec, dma.split))  # type: ignore[attr-defined]
+        if instruction.IS_DMA
+        else None
+    )
+    return (
+        cost.issue_ticks,
+        max(cost.latency_ticks, cost.issue_ticks),
+        _ports_used(instruction, spec.config),
+        plan,
+    )
 
 
 def _check_hbm_operands(instruction: Instruction, program: Program) -> None:
@@ -256,85 +326,119 @@ class _EngineRunner:
         core: int,
         engine: str,
         stream: list[Instruction],
-        static: _Static,
+        steps: list[_Step],
         sems: SemaphoreBank,
         dma: DmaSystem,
         state: CoreState,
-        trace: Trace,
         numerics: bool,
         race: RaceChecker | None,
     ) -> None:
         self.env, self.core, self.engine, self.stream = env, core, engine, stream
-        self.static, self.sems, self.dma, self.state = static, sems, dma, state
-        self.trace, self.numerics, self.race = trace, numerics, race
+        self.steps, self.sems, self.dma, self.state = steps, sems, dma, state
+        self.numerics, self.race = numerics, race
         self.pc = 0
         self.blocked_on: tuple[int, int] | None = None
         self.port_free_tick = _shared_ports(state)
+        self.records: list[InstructionRecord] = []
+        self.proc: simpy.Process | None = None
 
     def process(self):
-        env, sems, static, core, engine = self.env, self.sems, self.static, self.core, self.engine
-        records = self.trace.instructions
+        env, sems, core, engine = self.env, self.sems, self.core, self.engine
+        timeout, peek = env.timeout, env.peek
+        time_reaching, schedule = sems.time_reaching, sems.schedule
+        append = self.records.append
+        make_record = tuple.__new__
         ports = self.port_free_tick
-        last_done = 0
+        state = self.state if self.numerics else None
         race = self.race
-        for pc, instruction in enumerate(self.stream):
+        last_done = 0
+        clock = None
+        # Sleeping until ``t`` when no event is due at or before ``t`` would wake this process
+        # next, with nothing else run in between: so it advances the clock itself instead (see
+        # ``_advance_to``), which is what makes one SimPy event per instruction an upper bound.
+        for pc, step in enumerate(self.steps):
+            instruction, waits, signals, issue, latency, ports_used, plan = step
             self.pc = pc
-            ready = int(env.now)
-            for sem, value in static.waits[pc]:
-                reach = sems.time_reaching(sem, value)
+            ready = now = int(env.now)
+            for sem, value in waits:
+                reach = time_reaching(sem, value)
                 if reach is None:
                     self.blocked_on = (sem, value)
                     reach = yield sems.wait_for(sem, value)
                     self.blocked_on = None
-                if reach > env.now:
-                    yield env.timeout(reach - env.now)
-            issue = static.issue[pc]
-            for port in static.ports[pc]:
-                if ports[port] > env.now:
-                    yield env.timeout(ports[port] - env.now)
-            start = int(env.now)
-            for port in static.ports[pc]:
+                    now = int(env.now)
+                if reach > now:
+                    if peek() > reach:
+                        _advance_to(env, reach)
+                    else:
+                        yield timeout(reach - now)
+                    now = reach
+            for port in ports_used:
+                if ports[port] > now:
+                    if peek() > ports[port]:
+                        _advance_to(env, ports[port])
+                    else:
+                        yield timeout(ports[port] - now)
+                    now = int(env.now)
+            start = now
+            for port in ports_used:
                 ports[port] = start + issue
-            clock = (
-                race.begin(core, engine, pc, instruction, static.waits[pc], sems) if race else None
-            )
-            if self.numerics:
-                instruction.execute(self.state)
-            done = max(start + static.latency[pc], last_done)
+            if race is not None:
+                clock = race.begin(core, engine, pc, instruction, waits, sems)
+            if state is not None:
+                instruction.execute(state)
+            done = start + latency
+            if done < last_done:
+                done = last_done
             last_done = done
-            plan = static.dma[pc]
             if plan is None:
-                for sem, amount in static.signals[pc]:
-                    sems.schedule(sem, done, amount, (engine, pc), clock)
+                for sem, amount in signals:
+                    schedule(sem, done, amount, (engine, pc), clock)
             else:  # a DMA trigger: its semaphores count completed transfers
-                self._submit_dma(pc, instruction, plan, static.signals[pc], start, clock)
-            records.append(
-                InstructionRecord(core, engine, pc, instruction, ready, start, start + issue, done)
+                self._submit_dma(pc, instruction, plan, signals, start, clock)
+            end = start + issue
+            append(
+                make_record(
+                    InstructionRecord, (core, engine, pc, instruction, ready, start, end, done)
+                )
             )
-            yield env.timeout(issue)
-        self.pc = len(self.stream)
+            if peek() > end:
+                _advance_to(env, end)
+            else:
+                yield timeout(issue)
+        self.pc = len(self.steps)
 
     def _submit_dma(
         self,
         pc: int,
         instruction: Instruction,
-        plan: tuple[Any, ...],
+        plan: DmaPlan,
         completion_signals: tuple[tuple[int, int], ...],
         start: int,
         clock: Any,
     ) -> None:
-        queue, pieces, hbm_factor, bandwidth_scale = plan
-        sems, engine = self.sems, self.engine
-        race = self.race
-        if race is not None:
-            clock = race.dma_clock(self.core, queue, clock, instruction)
+        sems = self.sems
+        if self.race is not None:
+            clock = self.race.dma_clock(self.core, plan.queue, clock, instruction)
 
         def complete(tick: int) -> None:
             for sem, amount in completion_signals:
                 sems.schedule(sem, tick, amount, ("dma", pc), clock)
 
-        transfer = DmaTransfer(self.core, queue, engine, pc, hbm_factor, bandwidth_scale, complete)
-        self.dma.submit(transfer, pieces, start)
+        transfer = DmaTransfer(self.core, plan.queue, self.engine, pc, complete)
+        self.dma.submit(transfer, plan, start)
+
+
+def _advance_to(env: simpy.Environment, tick: int) -> None:
+    """Move the clock to ``tick`` from inside a process, in place of ``yield env.timeout(...)``.
+
+    Only when ``env.peek() > tick``: no other event is due before or at ``tick``, so the timeout
+    would be the next event processed, resuming this process at ``tick`` with nothing run in
+    between. Skipping it changes no tick and no order of anything (event ids only break ties
+    between events due at the same tick, and all later ones shift alike). SimPy offers no public
+    way to do this; ``_now`` is its clock (``Environment.now`` returns it).
+    """
+    env._now = tick
 
 
 def _shared_ports(state: CoreState) -> list[int]:

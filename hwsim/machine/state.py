@@ -9,9 +9,9 @@ sentinels, so a read of never-written memory shows up in results instead of pass
 from __future__ import annotations
 
 from dataclasses import dataclass
+from functools import cached_property
 
 import numpy as np
-from numpy.lib.stride_tricks import as_strided
 
 from hwsim.dtypes import DType, cast, to_compute
 from hwsim.errors import MemoryAccessError
@@ -83,14 +83,24 @@ class CoreState:
         core: int = 0,
     ) -> None:
         self.core = core
-        self.sbuf = np.full(sbuf_geometry, UNINITIALISED_BYTE, dtype=np.uint8)
-        self.psum = np.full(psum_geometry, UNINITIALISED_BYTE, dtype=np.uint8)
+        self.sbuf_geometry = sbuf_geometry
+        self.psum_geometry = psum_geometry
         self.hbm = hbm
+
+    # Made at first use: a timing-only run never touches them (and filling 24 MiB of SBUF per
+    # core would cost it as much as simulating thousands of instructions).
+    @cached_property
+    def sbuf(self) -> np.ndarray:
+        return np.full(self.sbuf_geometry, UNINITIALISED_BYTE, dtype=np.uint8)
+
+    @cached_property
+    def psum(self) -> np.ndarray:
+        return np.full(self.psum_geometry, UNINITIALISED_BYTE, dtype=np.uint8)
 
     def view(self, ap: AccessPattern) -> np.ndarray:
         """A writable strided view of the operand's elements, shaped ``ap.shape``."""
         size = ap.dtype.itemsize
-        strides_bytes = tuple(s * size for s in ap.free_strides)
+        strides_bytes = tuple([s * size for s in ap.free_strides])
         if ap.memory is MemorySpace.HBM:
             try:
                 buffer = self.hbm.tensors[ap.tensor].data
@@ -102,30 +112,46 @@ class CoreState:
                     f"HBM access [{first}, {last}) outside tensor '{ap.tensor}' "
                     f"({buffer.size} bytes)"
                 )
-            base = _typed(buffer[ap.offset_bytes :], ap.dtype)
-            return as_strided(
-                base, shape=ap.shape, strides=(ap.partition_stride * size, *strides_bytes)
+            return _strided(
+                buffer,
+                ap.offset_bytes,
+                ap.dtype,
+                ap.shape,
+                (ap.partition_stride * size, *strides_bytes),
             )
         memory = self.sbuf if ap.memory is MemorySpace.SBUF else self.psum
-        rows = memory[ap.start_partition : ap.end_partition, ap.offset_bytes :]
-        return as_strided(
-            _typed(rows, ap.dtype), shape=ap.shape, strides=(memory.strides[0], *strides_bytes)
+        row = memory.strides[0]
+        return _strided(
+            memory,
+            ap.start_partition * row + ap.offset_bytes,
+            ap.dtype,
+            ap.shape,
+            (row, *strides_bytes),
         )
 
     def read(self, ap: AccessPattern) -> np.ndarray:
         """The operand's values as engines compute on them (fp32 for floats), a fresh array."""
-        return np.array(to_compute(self.view(ap)), copy=True)
+        view = self.view(ap)
+        values = to_compute(view)
+        # A widening conversion already made a fresh array; copy only what is still the view.
+        return np.array(values, copy=True) if values is view else values
 
     def write(self, ap: AccessPattern, values: np.ndarray) -> None:
         """Store values into the operand, casting to its dtype with hardware rounding."""
         target = self.view(ap)
-        target[...] = cast(np.broadcast_to(values, ap.shape), ap.dtype)
+        if not (isinstance(values, np.ndarray) and values.shape == target.shape):
+            values = np.broadcast_to(values, target.shape)
+        target[...] = cast(values, ap.dtype)
 
 
-def _typed(raw: np.ndarray, dtype: DType) -> np.ndarray:
-    """Reinterpret the leading bytes of a uint8 array (1-D or rows) as ``dtype`` elements."""
-    if raw.ndim == 1:
-        usable = raw.size - raw.size % dtype.itemsize
-        return raw[:usable].view(dtype.numpy)
-    usable = raw.shape[1] - raw.shape[1] % dtype.itemsize
-    return raw[:, :usable].view(dtype.numpy)
+def _strided(
+    buffer: np.ndarray,
+    offset_bytes: int,
+    dtype: DType,
+    shape: tuple[int, ...],
+    strides_bytes: tuple[int, ...],
+) -> np.ndarray:
+    """A view of ``dtype`` elements into a contiguous uint8 buffer: numpy's own constructor, which
+    is several times cheaper than ``as_strided`` and refuses a view reaching outside the buffer
+    (legality checks keep every operand inside its memory before it runs)."""
+    return np.ndarray(shape, dtype.numpy, buffer, offset_bytes, strides_bytes)
