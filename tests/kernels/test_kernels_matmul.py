@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import time
-
 import numpy as np
 import pytest
 from helpers import assert_exact, assert_within_sum_bound, mixed_f32, moderate_f32
@@ -97,36 +95,3 @@ def test_transpose(shape: tuple[int, int], dtype: type) -> None:
     assert got.flags.c_contiguous
     assert_exact(got, K.transpose_ref(x), "transpose")
     assert_exact(got, x.T.copy(), "x.T")
-
-
-@pytest.mark.benchmark
-def test_tiled_matmul_speed_is_close_to_numpy() -> None:
-    """A [M, K] x [K, N] matmul as the simulator runs it (128 x 128 x 512 nc_matmul tiles, PSUM
-    accumulation over K) must take at most 3x the time of one np.matmul of the same size.
-
-    Run it on an idle machine or with OPENBLAS_NUM_THREADS=1: on busy cores, multi-threaded
-    OpenBLAS slows down erratically (5-60x measured) on small GEMMs, which sync their threads at
-    every call, while one big np.matmul barely notices.
-    """
-    m, k, n = 2048, 4096, 4096
-    rng = np.random.default_rng(0)
-    a_t = rng.standard_normal((k, m), dtype=np.float32)  # stationary layout: [K, M]
-    b = rng.standard_normal((k, n), dtype=np.float32)
-    K.warm_up()
-    np.matmul(a_t.T, b)
-    start = time.perf_counter()
-    expected = a_t.T @ b
-    numpy_s = time.perf_counter() - start
-    out = np.empty((m, n), np.float32)
-    start = time.perf_counter()
-    for m0 in range(0, m, 128):
-        for n0 in range(0, n, 512):
-            acc = out[m0 : m0 + 128, n0 : n0 + 512]
-            for k0 in range(0, k, 128):
-                K.matmul_accumulate(
-                    acc, a_t[k0 : k0 + 128, m0 : m0 + 128], b[k0 : k0 + 128, n0 : n0 + 512], k0 > 0
-                )
-    tiled_s = time.perf_counter() - start
-    print(f"np.matmul {numpy_s:.3f} s, tiled {tiled_s:.3f} s, ratio {tiled_s / numpy_s:.2f}")
-    np.testing.assert_allclose(out, expected, rtol=1e-3, atol=1e-2)
-    assert tiled_s <= 3.0 * numpy_s

@@ -27,11 +27,11 @@ def test_v18_one_dma_engine_moves_32_kib_in_published_time():
 
 
 @pytest.mark.slow
-def test_v1_runs_tensor_engine_bound_at_the_documented_matmul_cost():
+def test_v1_is_tensor_engine_bound_at_the_documented_matmul_cost_and_within_tolerance():
     time_case, hfu_case = load_bench().v1()
-    # The documented rule (max(N, 64) cycles, background LoadStationary) gives 5.99 ms at
-    # 100% HFU; the simulation is within 1% of it. Hardware measured 6.97 ms / 85.24% HFU: the
-    # bench reports that gap (see its notes) rather than fitting it.
-    assert 5.99 <= time_case.simulated <= 6.06
-    assert hfu_case.simulated > 99.0
-    assert "not modelled" in " ".join(time_case.notes)
+    # Every 128x128x512 matmul issues every max(64, 512 + 60) = 572 TensorE cycles (N cycles plus
+    # the ~60-cycle tensor-access overhead [S1]): 32768 x 572 / 2.8 GHz = 6.69 ms at 89.5% HFU if
+    # TensorE never waits; the run is within 1% of that, and within 10% of the published figures.
+    assert 6.69 <= time_case.simulated <= 6.76
+    assert 88.5 < hfu_case.simulated < 89.6
+    assert time_case.passed and hfu_case.passed, (time_case.line(), hfu_case.line())
