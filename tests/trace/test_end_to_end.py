@@ -45,3 +45,31 @@ def test_gemm_run_folder(tmp_path: Path) -> None:
     assert len([e for e in events if e["ph"] == "X"]) == len(trace.instructions) + len(trace.dma)
     assert json.loads(paths["summary"].read_text())["total_ticks"] == summary["total_ticks"]
     assert load_run(tmp_path).rows[:5] == ["TensorE", "VectorE", "ScalarE", "GpSimdE", "Sync"]
+
+
+def test_cli_run_out_dir_for_the_issue_gemm(tmp_path: Path) -> None:
+    """`hwsim run gemm:1024x1024x1024:bf16 --config trn2 --out DIR`: a trace the validator
+    accepts, a summary whose per-engine busy time equals the sum of that engine's slices in the
+    trace, and four PNGs."""
+    from collections import Counter
+
+    from hwsim.cli.main import main
+
+    out = tmp_path / "run"
+    assert main(["run", "gemm:1024x1024x1024:bf16", "--config", "trn2", "--out", str(out)]) == 0
+    assert validate_chrome_trace(out / "trace.json") == []
+    summary = json.loads((out / "summary.json").read_text())
+    busy_ticks: Counter[str] = Counter()
+    for event in iter_events(out / "trace.json"):
+        if (
+            event["ph"] == "X"
+            and "start_tick" in event.get("args", {})
+            and event["cat"] in summary["engines"]
+        ):
+            busy_ticks[event["cat"]] += event["args"]["end_tick"] - event["args"]["start_tick"]
+    for engine, stats in summary["engines"].items():
+        if engine in busy_ticks:
+            assert stats["busy_ticks"] == busy_ticks[engine], engine
+    assert set(busy_ticks) >= {"tensor", "vector", "sync"}
+    for name in ("timeline.png", "util.png", "memory.png", "roofline.png"):
+        assert (out / name).stat().st_size > 10_000
