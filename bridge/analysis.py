@@ -18,8 +18,15 @@ from bridge.partition import analyze as analyze_graph
 from bridge.report import OpRecord, Report
 
 
-def trace_core_aten(model: Any, inputs: tuple[Any, ...]) -> torch.fx.GraphModule:
-    """``model(*inputs)`` as a Core ATen FX graph with FakeTensor metadata on every node."""
+def trace_core_aten(
+    model: Any, inputs: tuple[Any, ...], kwargs: dict[str, Any] | None = None
+) -> torch.fx.GraphModule:
+    """``model(*inputs, **kwargs)`` as a Core ATen FX graph with FakeTensor metadata on every
+    node (tensors among ``kwargs`` are traced as inputs too)."""
+    kwargs = dict(kwargs or {})
+    names = [k for k, v in kwargs.items() if isinstance(v, torch.Tensor)]
+    tensors = tuple(kwargs.pop(k) for k in names)
+    count = len(inputs)
     from torch._decomp import core_aten_decompositions
     from torch.fx.experimental.proxy_tensor import make_fx
 
@@ -27,24 +34,32 @@ def trace_core_aten(model: Any, inputs: tuple[Any, ...]) -> torch.fx.GraphModule
         state = {**dict(model.named_parameters()), **dict(model.named_buffers())}
 
         def call(state: dict[str, Any], *args: Any) -> Any:
-            return torch.func.functional_call(model, state, args)
+            named = {**kwargs, **dict(zip(names, args[count:], strict=True))}
+            return torch.func.functional_call(model, state, args[:count], named)
 
-        traced_args: tuple[Any, ...] = (state, *inputs)
+        traced_args: tuple[Any, ...] = (state, *inputs, *tensors)
     else:
 
         def call(*args: Any) -> Any:  # type: ignore[misc]
-            return model(*args)
+            named = {**kwargs, **dict(zip(names, args[count:], strict=True))}
+            return model(*args[:count], **named)
 
-        traced_args = inputs
+        traced_args = (*inputs, *tensors)
     decompositions: Any = core_aten_decompositions()
     with torch.no_grad():
         return make_fx(call, decomposition_table=decompositions, tracing_mode="fake")(*traced_args)
 
 
-def analyze(model: Any, *inputs: Any, show: bool = True, console: Console | None = None) -> Report:
-    """Which ops of ``model(*inputs)`` would run on the simulator and which on the CPU (and
-    why). Prints the table when ``show``; returns the report (mode 'analyze')."""
-    graph = trace_core_aten(model, inputs)
+def analyze(
+    model: Any,
+    *inputs: Any,
+    show: bool = True,
+    console: Console | None = None,
+    kwargs: dict[str, Any] | None = None,
+) -> Report:
+    """Which ops of ``model(*inputs, **kwargs)`` would run on the simulator and which on the CPU
+    (and why). Prints the table when ``show``; returns the report (mode 'analyze')."""
+    graph = trace_core_aten(model, inputs, kwargs)
     report = Report("analyze", "-", {}, "-")
     for verdict in analyze_graph(graph.graph).values():
         if verdict.op == "getitem":

@@ -15,6 +15,8 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Any
 
+import torch
+
 from bridge.precision import Precision
 from bridge.values import HbmValue
 from hwsim import lang
@@ -44,11 +46,27 @@ class TilingOptions:
 
 @dataclass(frozen=True)
 class TensorMeta:
-    """What torch says a value is: shape, dtype (hardware), and torch's strides."""
+    """What torch says a value is: shape, dtype (hardware), torch's strides, and torch's own
+    dtype (int64 and bool are represented by int32 and uint8: ``bridge.dtypes``)."""
 
     shape: tuple[int, ...]
     dtype: DType
     strides: tuple[int, ...]
+    torch_dtype: torch.dtype | None = None
+
+
+@dataclass(frozen=True)
+class IndexCheck:
+    """A run-time bounds check of a graph input used as indices: every element of the view
+    (``shape``, ``strides``, ``offset`` in elements of the input) must lie in [low, high)."""
+
+    input: str
+    shape: tuple[int, ...]
+    strides: tuple[int, ...]
+    offset: int
+    low: int
+    high: int
+    what: str
 
 
 class LoweringContext:
@@ -62,6 +80,9 @@ class LoweringContext:
         self.queues = DmaQueues(load_queues=2)
         self.node_name = ""
         self.out: Any = None  # TensorMeta or tuple of them, for the node being lowered
+        self.call: Any = None  # the node's OpCall (arguments as torch metadata)
+        self.input_names: set[str] = set()  # HBM tensors that are graph inputs
+        self.index_checks: list[IndexCheck] = []
         self._names = itertools.count()
 
     # ---- sizes --------------------------------------------------------------------------------
@@ -93,9 +114,25 @@ class LoweringContext:
     def acc_dtype(self) -> str:
         return self.precision.accumulate
 
+    def arg_meta(self, index: int) -> Any:
+        """Argument ``index`` of the node being lowered as torch metadata (a FakeTensor, a real
+        tensor or a Python value), for what an ``HbmValue`` does not say (torch dtypes)."""
+        return self.call.args[index] if self.call is not None else None
+
+    def check_index_range(self, value: HbmValue, low: int, high: int, what: str) -> bool:
+        """Have every run check that ``value`` lies in [low, high) if it is (a view of) a graph
+        input, as torch would raise on an out-of-range index; False if it is computed on the
+        device (no check is possible without a round trip)."""
+        if value.tile.name not in self.input_names:
+            return False
+        self.index_checks.append(
+            IndexCheck(value.tile.name, value.shape, value.strides, value.offset, low, high, what)
+        )
+        return True
+
     # ---- per node -----------------------------------------------------------------------------
     @contextmanager
-    def node(self, name: str, out: Any) -> Iterator[None]:
+    def node(self, name: str, out: Any, call: Any = None) -> Iterator[None]:
         """Lower one node: tag its instructions with the node name and expose its metadata.
 
         The kernel language tags every instruction ``f"{kernel name}:{source line}"``; the
@@ -103,13 +140,13 @@ class LoweringContext:
         each instruction (and its DMA transfers) to the op it came from.
         """
         kernel = lang.current()
-        saved = kernel.name, self.node_name, self.out
-        kernel.name, self.node_name, self.out = name, name, out
+        saved = kernel.name, self.node_name, self.out, self.call
+        kernel.name, self.node_name, self.out, self.call = name, name, out, call
         self._names = itertools.count()
         try:
             yield
         finally:
-            kernel.name, self.node_name, self.out = saved
+            kernel.name, self.node_name, self.out, self.call = saved
 
 
 def _prod(shape: tuple[int, ...]) -> int:

@@ -15,8 +15,8 @@ queues of different ops overlap (op 2 starts on the tiles op 1 has stored). Cont
   run gives them back as torch tensors with torch's strides.
 
 ``lower_graph`` builds once (no data); ``LoweredGraph.run`` fills the inputs and simulates, as
-often as wanted, on the config it was built for. ``get_attr`` nodes (constants captured in the
-graph) are not supported yet: AOTAutograd passes parameters as inputs.
+often as wanted, on the config it was built for. ``get_attr`` nodes (tensor constants captured
+in the graph) become inputs filled from the constant on every run.
 """
 
 from __future__ import annotations
@@ -33,8 +33,14 @@ from torch import fx
 from torch.utils import _pytree as pytree
 
 from bridge import lowerings as _lowerings  # noqa: F401  (fills the registry)
-from bridge.context import LoweringContext, TensorMeta, TilingOptions
-from bridge.dtypes import MOVABLE_DTYPES, numpy_to_tensor, tensor_to_numpy, to_hw
+from bridge.context import IndexCheck, LoweringContext, TensorMeta, TilingOptions
+from bridge.dtypes import (
+    MOVABLE_DTYPES,
+    check_int64_range,
+    numpy_to_tensor,
+    tensor_to_numpy,
+    to_hw,
+)
 from bridge.errors import BridgeError, Reason, Unsupported
 from bridge.precision import Precision
 from bridge.registry import OpCall, check_support
@@ -50,13 +56,16 @@ from hwsim.program import Program
 
 @dataclass(frozen=True)
 class InputBinding:
-    """Placeholder ``index`` is HBM input ``name``: its storage span, viewed with ``strides``."""
+    """Placeholder ``index`` is HBM input ``name``: its storage span, viewed with ``strides``.
+    A tensor constant of the graph (a ``get_attr`` node) is an input filled from ``constant``
+    on every run (index -1)."""
 
     name: str
     index: int
     shape: tuple[int, ...]
     strides: tuple[int, ...]
     dtype: torch.dtype
+    constant: torch.Tensor | None = None
 
     @property
     def span(self) -> int:
@@ -98,20 +107,24 @@ class LoweredGraph:
     nodes: dict[str, str] = field(default_factory=dict)  # lowered node name -> op name
     sbuf_peak_bytes: int = 0
     psum_peak_bytes: int = 0
+    index_checks: list[IndexCheck] = field(default_factory=list)
 
     def run(
         self, args: Sequence[torch.Tensor], *, numerics: bool = True, race_check: bool = False
     ) -> GraphRun:
         for binding in self.inputs:
-            tensor = args[binding.index]
+            tensor = args[binding.index] if binding.constant is None else binding.constant
             if tuple(tensor.shape) != binding.shape or tuple(tensor.stride()) != binding.strides:
                 raise BridgeError(
                     f"input {binding.name}: shape {tuple(tensor.shape)} strides "
                     f"{tuple(tensor.stride())} differ from the lowered {binding.shape} "
                     f"{binding.strides}; lower the graph again for these inputs"
                 )
+            if tensor.dtype == torch.int64:  # only the viewed elements must fit int32
+                check_int64_range(tensor, binding.name)
             span = torch.as_strided(tensor.detach(), (binding.span,), (1,), tensor.storage_offset())
-            self.program.hbm[binding.name].values = tensor_to_numpy(span)
+            self.program.hbm[binding.name].values = tensor_to_numpy(span, check=False)
+        self._check_indices(args)
         _warm_up()
         result = run(self.program, self.config, numerics=numerics, race_check=race_check)
         outputs = None
@@ -119,6 +132,24 @@ class LoweredGraph:
             leaves = [self._output(o, result) for o in self.outputs]
             outputs = pytree.tree_unflatten(leaves, self.out_spec)
         return GraphRun(outputs, result, op_times(result.trace))
+
+    def _check_indices(self, args: Sequence[torch.Tensor]) -> None:
+        """Inputs used as indices must be in range, as torch checks (``IndexCheck``)."""
+        by_name = {b.name: b for b in self.inputs}
+        for check in self.index_checks:
+            binding = by_name[check.input]
+            source = args[binding.index] if binding.constant is None else binding.constant
+            tensor = source.detach()
+            view = torch.as_strided(
+                tensor, check.shape, check.strides, tensor.storage_offset() + check.offset
+            )
+            bad = (view < check.low) | (view >= check.high)
+            if bool(bad.any()):
+                value = int(view[bad][0])
+                raise IndexError(
+                    f"{check.what}: index {value} in input {check.input} is out of range "
+                    f"[{check.low}, {check.high})"
+                )
 
     @staticmethod
     def _output(binding: OutputBinding, result: RunResult) -> Any:
@@ -175,6 +206,9 @@ def lower_graph(
         )
     pairs = zip(placeholders, example_inputs, strict=True)
     bindings = [_bind(i, n, x) for i, (n, x) in enumerate(pairs)]
+    for node in fx_graph.nodes:
+        if node.op == "get_attr":
+            bindings.append(_bind_constant(graph, node))
     lowering = _GraphBuilder(fx_graph, bindings, precision or Precision(), options)
     kernel = lowering.kernel(name)
     specs = [lang.TensorSpec((b.span,), to_hw(b.dtype)) for b in bindings]
@@ -188,6 +222,7 @@ def lower_graph(
         lowering.lowered,
         built.sbuf_peak_bytes,
         built.psum_peak_bytes,
+        lowering.index_checks,
     )
 
 
@@ -205,10 +240,28 @@ def _bind(index: int, node: fx.Node, example: Any) -> InputBinding:
     )
 
 
+def _bind_constant(graph: fx.GraphModule | fx.Graph, node: fx.Node) -> InputBinding:
+    """A tensor constant held by the GraphModule (``torch.tensor(...)`` in a traced function)."""
+    owner = graph if isinstance(graph, fx.GraphModule) else None
+    value: Any = owner
+    for part in str(node.target).split("."):
+        value = getattr(value, part, None)
+    if not isinstance(value, torch.Tensor):
+        raise Unsupported(
+            "get_attr", Reason.SHAPE, f"constant {node.target} is not a tensor of a GraphModule"
+        )
+    binding = _bind(-1, node, value)
+    return InputBinding(
+        binding.name, -1, binding.shape, binding.strides, binding.dtype, value.detach().clone()
+    )
+
+
 def _meta(value: Any) -> Any:
     """TensorMeta of a tensor (or a tuple of them) from node metadata."""
     if isinstance(value, torch.Tensor):
-        return TensorMeta(tuple(value.shape), to_hw(value.dtype), tuple(value.stride()))
+        return TensorMeta(
+            tuple(value.shape), to_hw(value.dtype), tuple(value.stride()), value.dtype
+        )
     if isinstance(value, (tuple, list)):
         return tuple(_meta(v) for v in value)
     return value
@@ -231,6 +284,7 @@ class _GraphBuilder:
         self.output_bindings: list[OutputBinding] = []
         self.out_spec: pytree.TreeSpec = pytree.tree_flatten(None)[1]
         self.lowered: dict[str, str] = {}
+        self.index_checks: list[IndexCheck] = []
 
     def kernel(self, name: str) -> lang.Kernel:
         """The kernel-language kernel whose parameters are the graph's inputs, by name."""
@@ -248,11 +302,12 @@ class _GraphBuilder:
 
     def _body(self, tiles: dict[str, Any]) -> list[Any]:
         ctx = LoweringContext(self.precision, self.options)
+        self.index_checks = ctx.index_checks
         env: dict[fx.Node, Any] = {}
-        inputs = set()
+        inputs = ctx.input_names
         by_name = {b.name: b for b in self.bindings}
         for node in self.graph.nodes:
-            if node.op == "placeholder":
+            if node.op in ("placeholder", "get_attr"):
                 b = by_name[node.name]
                 env[node] = HbmValue(tiles[node.name], b.shape, b.strides, 0)
                 inputs.add(tiles[node.name].name)
@@ -272,10 +327,11 @@ class _GraphBuilder:
         args_meta, kwargs_meta = pytree.tree_map_only(
             fx.Node, lambda n: n.meta.get("val"), (node.args, node.kwargs)
         )
-        lowering = check_support(OpCall(node.target, tuple(args_meta), dict(kwargs_meta), meta))
+        call = OpCall(node.target, tuple(args_meta), dict(kwargs_meta), meta)
+        lowering = check_support(call)
         args, kwargs = pytree.tree_map_only(fx.Node, lambda n: env[n], (node.args, node.kwargs))
         try:
-            with ctx.node(node.name, _meta(meta)):
+            with ctx.node(node.name, _meta(meta), call):
                 result = lowering.fn(ctx, *args, **kwargs)
         except Unsupported:
             raise

@@ -15,7 +15,13 @@ inductor's ``register_pointwise``): ``register_unary(aten.relu.default, Activati
 ``check_support`` decides, from metadata alone (FakeTensors, real tensors), whether a call can
 be lowered; it raises ``Unsupported`` with a ``Reason``: mutation, data dependence, no lowering,
 dtype, or shape (symbolic/empty tensors, and each lowering's own ``check``). The partitioner and
-the eager mode ask it before lowering anything.
+the eager mode ask it before lowering anything. An op torch tags as having a value-dependent
+output shape (``index.Tensor``: only with a bool mask) is refused unless its lowering says
+``value_dependent_checked=True``: its own ``check`` then refuses the value-dependent cases.
+
+Dtypes: integer and bool values are computed in int32 tiles (``work_dtype``): tensor-tensor
+integer ops run on GpSimdE, whose int32 datapath is exact; ops with an immediate run on VectorE's
+fp32 datapath, exact while values stay within +-2**24.
 """
 
 from __future__ import annotations
@@ -29,11 +35,12 @@ from torch._ops import OpOverload
 from torch.utils import _pytree as pytree
 
 from bridge.context import LoweringContext, TensorMeta
-from bridge.dtypes import FLOAT_DTYPES
+from bridge.dtypes import FLOAT_DTYPES, HW_INT32, INT32_MAX, INT32_MIN, NUMERIC_DTYPES
 from bridge.errors import BridgeError, DuplicateLoweringError, Reason, Unsupported
 from bridge.tiling import map_tiles
 from bridge.tiling.drivers import Operand, TileCompute
 from bridge.values import HbmValue
+from hwsim.dtypes import DType
 from hwsim.lang import isa as nisa
 from kernels.ops import ActivationFunction, AluOp
 
@@ -70,6 +77,7 @@ class Lowering:
     family: str
     dtypes: frozenset[torch.dtype]
     check: CheckFn | None = None
+    value_dependent_checked: bool = False
 
     @property
     def where(self) -> str:
@@ -85,8 +93,12 @@ def register_lowering(
     family: str = "",
     dtypes: frozenset[torch.dtype] = FLOAT_DTYPES,
     check: CheckFn | None = None,
+    value_dependent_checked: bool = False,
 ) -> Callable[[LoweringFn], LoweringFn]:
-    """Decorator registering ``fn`` as the lowering of each overload in ``ops``."""
+    """Decorator registering ``fn`` as the lowering of each overload in ``ops``.
+
+    value_dependent_checked: the op is tagged value-dependent by torch, and ``check`` refuses
+    exactly the calls that are (module docstring)."""
 
     def decorator(fn: LoweringFn) -> LoweringFn:
         for op in ops:
@@ -95,7 +107,8 @@ def register_lowering(
                     f"register_lowering takes ATen overloads (aten.add.Tensor), not {op!r}; "
                     "name the overload explicitly"
                 )
-            lowering = Lowering(op, fn, family or fn.__module__.rsplit(".", 1)[-1], dtypes, check)
+            family_name = family or fn.__module__.rsplit(".", 1)[-1]
+            lowering = Lowering(op, fn, family_name, dtypes, check, value_dependent_checked)
             if op in LOWERINGS:
                 raise DuplicateLoweringError(
                     f"{op} already has a lowering ({LOWERINGS[op].where}); "
@@ -119,10 +132,10 @@ def check_support(call: OpCall) -> Lowering:
         raise Unsupported(
             op, Reason.MUTATION, f"writes its argument(s) {', '.join(mutated)} in place"
         )
-    dynamic = {torch.Tag.dynamic_output_shape, torch.Tag.data_dependent_output}
-    if dynamic & set(op.tags):
-        raise Unsupported(op, Reason.DATA_DEPENDENCE, "its output depends on tensor values")
     lowering = LOWERINGS.get(op)
+    dynamic = {torch.Tag.dynamic_output_shape, torch.Tag.data_dependent_output}
+    if dynamic & set(op.tags) and not (lowering and lowering.value_dependent_checked):
+        raise Unsupported(op, Reason.DATA_DEPENDENCE, "its output depends on tensor values")
     if lowering is None:
         siblings = sorted(str(o) for o in LOWERINGS if o.overloadpacket == op.overloadpacket)
         hint = f" (lowered overloads: {', '.join(siblings)})" if siblings else ""
@@ -140,7 +153,12 @@ def _check_tensor(op: OpOverload, what: str, t: Any, dtypes: frozenset[torch.dty
         names = ", ".join(sorted(str(d).removeprefix("torch.") for d in dtypes))
         raise Unsupported(op, Reason.DTYPE, f"{what} dtype {t.dtype} is not one of {names}")
     if any(not isinstance(n, int) for n in t.shape):
-        raise Unsupported(op, Reason.SHAPE, f"{what} has a symbolic shape {tuple(t.shape)}")
+        raise Unsupported(
+            op,
+            Reason.SHAPE,
+            f"{what} has a symbolic shape {tuple(t.shape)}: the simulator lowers one program per "
+            "shape; compile with torch.compile(..., dynamic=False)",
+        )
     if t.numel() == 0:
         raise Unsupported(op, Reason.SHAPE, f"{what} is empty (shape {tuple(t.shape)})")
     if t.device.type not in ("cpu", "meta"):
@@ -150,9 +168,23 @@ def _check_tensor(op: OpOverload, what: str, t: Any, dtypes: frozenset[torch.dty
 # ---- shared work of the pointwise family ----------------------------------------------------
 
 
-def pointwise(ctx: LoweringContext, inputs: Sequence[HbmValue], compute: TileCompute) -> HbmValue:
+def work_dtype(ctx: LoweringContext, dtype: DType) -> DType:
+    """The on-chip dtype values of ``dtype`` are computed in: the precision's dtype for floats,
+    int32 for integers and bool (module docstring)."""
+    return ctx.tile_dtype(dtype) if dtype.is_float else HW_INT32
+
+
+def pointwise(
+    ctx: LoweringContext,
+    inputs: Sequence[HbmValue],
+    compute: TileCompute,
+    *,
+    tile_dtype: DType | None = None,
+    input_dtypes: Sequence[DType] | None = None,
+) -> HbmValue:
     """Allocate the node's output, broadcast ``inputs`` to its shape, and run ``compute`` on
-    every tile (operand tiles in the precision's dtype for the output dtype)."""
+    every tile. The result tile is ``tile_dtype`` (default: ``work_dtype`` of the output), input
+    tiles ``input_dtypes`` (default: the result tile's dtype); the DMAs cast."""
     meta: TensorMeta = ctx.out
     shapes = [v.shape for v in inputs]
     if tuple(torch.broadcast_shapes(*shapes)) != meta.shape:
@@ -162,7 +194,8 @@ def pointwise(ctx: LoweringContext, inputs: Sequence[HbmValue], compute: TileCom
         )
     out = ctx.new_value(meta.shape, meta.dtype)
     expanded = [v.expand(meta.shape) for v in inputs]
-    map_tiles(ctx, out, expanded, compute, tile_dtype=ctx.tile_dtype(meta.dtype))
+    tile = tile_dtype or work_dtype(ctx, meta.dtype)
+    map_tiles(ctx, out, expanded, compute, tile_dtype=tile, input_dtypes=input_dtypes)
     return out
 
 
@@ -193,7 +226,7 @@ def register_alu_unary(
         return pointwise(ctx, [x], compute)
 
     lower.__qualname__ = f"alu_unary[{alu.name}]"
-    register_lowering(op, family="pointwise")(lower)
+    register_lowering(op, family="pointwise", dtypes=NUMERIC_DTYPES)(lower)
 
 
 def register_binary(op: OpOverload, alu: AluOp, *, swap: bool = False) -> None:
@@ -207,23 +240,43 @@ def register_binary(op: OpOverload, alu: AluOp, *, swap: bool = False) -> None:
         return _binary(ctx, left, right, alu, float(alpha))
 
     lower.__qualname__ = f"binary[{alu.name}]"
-    register_lowering(op, family="pointwise", check=_binary_check)(lower)
+    dtypes = NUMERIC_DTYPES | {torch.bool}  # bool inputs promote; a bool result is refused
+    register_lowering(op, family="pointwise", dtypes=dtypes, check=_binary_check)(lower)
 
 
 def _binary_check(call: OpCall) -> None:
     alpha = call.kwargs.get("alpha", 1)
     if isinstance(alpha, complex):
         raise Unsupported(call.op, Reason.DTYPE, "complex alpha")
+    if any(t.dtype == torch.bool for t in call.output_tensors()):
+        raise Unsupported(call.op, Reason.DTYPE, "arithmetic with a bool result (logical in torch)")
+    check_int32_scalars(call, (*call.args, alpha))
+
+
+def check_int32_scalars(call: OpCall, values: Sequence[Any]) -> None:
+    """Integer immediates of an integer op must fit the int32 the device computes in."""
+    outs = call.output_tensors()
+    if not outs or outs[0].dtype.is_floating_point:
+        return
+    for value in values:
+        if isinstance(value, int) and not INT32_MIN <= value <= INT32_MAX:
+            raise Unsupported(
+                call.op,
+                Reason.DTYPE,
+                f"integer scalar {value} does not fit int32 (int64 is computed as int32)",
+            )
 
 
 def _binary(ctx: LoweringContext, a: Any, b: Any, alu: AluOp, alpha: float) -> HbmValue:
     """a alu (alpha * b) for tensors or one scalar (a VectorE instruction per tile)."""
     a_tensor, b_tensor = isinstance(a, HbmValue), isinstance(b, HbmValue)
     if a_tensor and b_tensor:
+        meta: TensorMeta = ctx.out
+        engine = "vector" if meta.dtype.is_float else "gpsimd"  # GpSimdE: exact int32
 
         def both(dst: Operand, srcs: list[Operand]) -> None:
             if alpha == 1.0:
-                nisa.tensor_tensor(dst, srcs[0], srcs[1], alu)
+                nisa.tensor_tensor(dst, srcs[0], srcs[1], alu, engine=engine)
             else:  # a alu (b * alpha): the reversed op1 puts a on the left
                 nisa.scalar_tensor_tensor(
                     dst, srcs[1], AluOp.multiply, alpha, alu, srcs[0], reverse1=True

@@ -1,9 +1,39 @@
 """Lowerings by op family; importing this package fills ``bridge.registry.LOWERINGS``.
 
-pointwise: activations and ALU ops with broadcasting; matmul: mm/addmm/bmm; reduction: sum, mean,
-amax/amin, softmax/log_softmax; views: metadata views, clone, dtype casts.
+pointwise: activations and ALU ops with broadcasting (floats and integers), pow, clamp, min/max;
+compare: comparisons, logical/bitwise ops, where; creation: full, scalar_tensor, arange;
+matmul: mm/addmm/bmm; reduction: sum, mean, amax/amin, any/all, softmax/log_softmax;
+norm: native_layer_norm, var/var_mean; scan: cumsum; indexing: embedding, index, index_select;
+concat: cat, split; views: metadata views, clone; casts: _to_copy, copy; attention: the fused
+CPU SDPA kernel eager mode sees.
 """
 
-from bridge.lowerings import matmul, pointwise, reduction, views
+from bridge.lowerings import (
+    attention,
+    casts,
+    compare,
+    concat,
+    creation,
+    indexing,
+    matmul,
+    norm,
+    pointwise,
+    reduction,
+    scan,
+    views,
+)
 
-__all__ = ["matmul", "pointwise", "reduction", "views"]
+__all__ = [
+    "attention",
+    "casts",
+    "compare",
+    "concat",
+    "creation",
+    "indexing",
+    "matmul",
+    "norm",
+    "pointwise",
+    "reduction",
+    "scan",
+    "views",
+]

@@ -1,10 +1,12 @@
-"""Reductions (sum, mean, amax, amin over any dims) and softmax / log_softmax over one dim.
+"""Reductions (sum, mean, amax, amin, any, all over any dims) and softmax / log_softmax.
 
 Reduced dims go on the free axis of each tile and kept dims on partitions (``reduce_tiles``), so
 any set of dims reduces with VectorE ``tensor_reduce``; reduced dims larger than one tile are
 accumulated across tiles in fp32. Softmax needs its whole row in one tile (``row_tiles``); it is
 the library softmax's instruction sequence (``hwsim.library.softmax``): -max by ``tensor_reduce``,
 exp and the row sum in one ScalarE ``activation_reduce``, ``reciprocal``, one multiply.
+
+``any`` / ``all`` are max / min of ``x != 0`` (bool tensors are already 0/1).
 
 Limits: a reduction of everything runs on one partition (no cross-partition second stage yet);
 softmax rows longer than ``TilingOptions.row_elements`` (16K) are not lowered (no online softmax).
@@ -19,9 +21,10 @@ from typing import Any
 import torch
 
 from bridge.context import LoweringContext, TensorMeta
+from bridge.dtypes import HW_INT32, HW_UINT8, MOVABLE_DTYPES
 from bridge.errors import Reason, Unsupported
 from bridge.registry import OpCall, register_lowering
-from bridge.tiling import TilingError, reduce_tiles, row_tiles
+from bridge.tiling import TilingError, map_tiles, reduce_tiles, row_tiles
 from bridge.tiling.drivers import Operand
 from bridge.values import HbmValue
 from hwsim import lang
@@ -33,7 +36,7 @@ from kernels.ops import AluOp, ReduceOp
 aten = torch.ops.aten
 
 
-def _dims(dim: Any, ndim: int) -> list[int]:
+def reduced_dims(dim: Any, ndim: int) -> list[int]:
     """The reduced dims, wrapped; None or [] means all dims (torch's convention)."""
     if dim is None:
         return list(range(ndim))
@@ -53,7 +56,7 @@ def _reduce(
     ctx: LoweringContext, x: HbmValue, dim: Any, keepdim: bool, op: ReduceOp, mean: bool
 ) -> HbmValue:
     meta: TensorMeta = ctx.out
-    dims = _dims(dim, x.ndim)
+    dims = reduced_dims(dim, x.ndim)
     out = ctx.new_value(meta.shape, meta.dtype)
     kept_shape = tuple(1 if d in dims else n for d, n in enumerate(x.shape))
     broadcast = HbmValue.contiguous(out.tile, kept_shape).expand(x.shape)
@@ -94,6 +97,36 @@ def amax(ctx: LoweringContext, x: HbmValue, dim: Sequence[int] = (), keepdim: bo
 @register_lowering(aten.amin.default)
 def amin(ctx: LoweringContext, x: HbmValue, dim: Sequence[int] = (), keepdim: bool = False):
     return _reduce(ctx, x, dim, keepdim, ReduceOp.min, mean=False)
+
+
+def _nonzero(ctx: LoweringContext, x: HbmValue, is_bool: bool) -> HbmValue:
+    """x != 0 as 0/1 (x itself when it is a bool tensor)."""
+    if is_bool:
+        return x
+    flags = ctx.new_value(x.shape, HW_UINT8)
+    operand = ctx.tile_dtype(x.dtype) if x.dtype.is_float else HW_INT32
+
+    def compute(dst: Operand, srcs: list[Operand]) -> None:
+        nisa.tensor_scalar(dst, srcs[0], AluOp.not_equal, 0.0)
+
+    map_tiles(ctx, flags, [x], compute, tile_dtype=HW_INT32, input_dtypes=[operand])
+    return flags
+
+
+def _truth(op: ReduceOp):
+    def lower(ctx: LoweringContext, x: HbmValue, dim: Any = None, keepdim: bool = False):
+        flags = _nonzero(ctx, x, ctx.arg_meta(0).dtype == torch.bool)
+        return _reduce(ctx, flags, dim, keepdim, op, mean=False)
+
+    lower.__qualname__ = f"truth[{op.name}]"
+    return lower
+
+
+for _op, _overloads in (
+    (ReduceOp.max, (aten.any.dim, aten.any.dims, aten.any.default)),
+    (ReduceOp.min, (aten.all.dim, aten.all.dims, aten.all.default)),
+):
+    register_lowering(*_overloads, family="reduction", dtypes=MOVABLE_DTYPES)(_truth(_op))
 
 
 # ---- softmax --------------------------------------------------------------------------------

@@ -7,7 +7,7 @@ express (``view`` of a permuted tensor) copies to a contiguous tensor first, as 
 
 clone is an alias too: lowered graphs are functional (AOTAutograd removed mutation), so nothing can
 observe the sharing; a graph output that aliases another value is copied out at the end.
-``_to_copy`` to another dtype is one HBM -> HBM DMA per tile (DMA engines cast, via fp32 [S12]).
+Dtype casts (``_to_copy``, ``copy``) are in ``casts``; ``split`` and ``cat`` in ``concat``.
 """
 
 from __future__ import annotations
@@ -16,7 +16,7 @@ from typing import Any
 
 import torch
 
-from bridge.context import LoweringContext, TensorMeta
+from bridge.context import LoweringContext
 from bridge.dtypes import MOVABLE_DTYPES
 from bridge.errors import Reason, Unsupported
 from bridge.registry import OpCall, register_lowering
@@ -104,37 +104,11 @@ def select(ctx: LoweringContext, x: HbmValue, dim: int, index: int) -> HbmValue:
     return x.select(dim, index)
 
 
-@views(aten.alias.default, aten.detach.default, aten.clone.default)
+@views(
+    aten.alias.default,
+    aten.detach.default,
+    aten.clone.default,
+    aten.lift_fresh_copy.default,
+)
 def alias(ctx: LoweringContext, x: HbmValue, **_: Any) -> HbmValue:
     return x
-
-
-def _to_copy_check(call: OpCall) -> None:
-    device = call.kwargs.get("device")
-    if device is not None and torch.device(device).type != "cpu":
-        raise Unsupported(call.op, Reason.SHAPE, f"copy to device {device}")
-    layout = call.kwargs.get("layout")
-    if layout not in (None, torch.strided):
-        raise Unsupported(call.op, Reason.SHAPE, f"layout {layout}")
-    source, target = call.input_tensors()[0].dtype, call.output_tensors()[0].dtype
-    if source.is_floating_point and not target.is_floating_point:
-        raise Unsupported(
-            call.op,
-            Reason.DTYPE,
-            f"{source} -> {target}: torch truncates toward zero, the DMA cast rounds to nearest",
-        )
-
-
-@register_lowering(
-    aten._to_copy.default, family="views", dtypes=MOVABLE_DTYPES, check=_to_copy_check
-)
-def to_copy(ctx: LoweringContext, x: HbmValue, **_: Any) -> HbmValue:
-    """A dtype cast (HBM -> HBM DMA per tile), or an alias when the dtype does not change."""
-    meta: TensorMeta = ctx.out
-    return x if meta.dtype == x.dtype else materialize(ctx, x, meta.dtype)
-
-
-@views(aten.copy.default)
-def copy(ctx: LoweringContext, x: HbmValue, src: HbmValue, non_blocking: bool = False):
-    """Functional copy: ``src`` broadcast to ``x``'s shape, in ``x``'s dtype."""
-    return materialize(ctx, src.expand(x.shape), x.dtype)

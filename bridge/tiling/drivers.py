@@ -42,15 +42,19 @@ def map_tiles(
     compute: TileCompute,
     *,
     tile_dtype: DType,
+    input_dtypes: Sequence[DType] | None = None,
 ) -> None:
     """out = compute(inputs), elementwise over ``out.shape``.
 
     inputs: already broadcast to ``out.shape`` (stride 0 where they broadcast). Each input tile
-    is loaded in ``tile_dtype``; the result tile has ``tile_dtype`` and is cast to ``out.dtype``
-    by the store.
+    is loaded in its ``input_dtypes`` entry (default ``tile_dtype``); the result tile has
+    ``tile_dtype`` and is cast to ``out.dtype`` by the store.
     """
     operands = (out, *inputs)
-    budget = ctx.free_budget(len(operands), tile_dtype.itemsize)
+    dtypes = [tile_dtype, *(input_dtypes or [tile_dtype] * len(inputs))]
+    if len(dtypes) != len(operands):
+        raise ValueError(f"{len(inputs)} inputs but {len(dtypes) - 1} input dtypes")
+    budget = ctx.free_budget(len(operands), max(d.itemsize for d in dtypes))
     tiles = plan(
         out.shape,
         [(v.offset, v.strides) for v in operands],
@@ -63,7 +67,7 @@ def map_tiles(
         shape = (tile.partitions, tile.free_elements)
         srcs: list[Operand] = []
         for i, value in enumerate(inputs, start=1):
-            src = rings[i](shape, tile_dtype, lang.sbuf, max_shape=largest)
+            src = rings[i](shape, dtypes[i], lang.sbuf, max_shape=largest)
             ctx.queues.load(src, tile.ap(i, value))
             srcs.append(src)
         dst = rings[0](shape, tile_dtype, lang.sbuf, max_shape=largest)

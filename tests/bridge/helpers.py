@@ -26,7 +26,7 @@ def make_input(shape: Shape, dtype: torch.dtype, seed: int, positive: bool) -> t
 
 def check_op(
     torch_fn: Callable[..., Any],
-    shapes: Sequence[Shape],
+    shapes: Sequence[Shape | torch.Tensor],
     dtype: torch.dtype = torch.float32,
     *,
     config: str = "tiny",
@@ -37,8 +37,12 @@ def check_op(
 ) -> GraphRun:
     """Trace ``torch_fn`` on random inputs of ``shapes`` into ATen ops (make_fx), lower the whole
     graph, simulate it on ``config`` and assert every output matches torch's within the
-    tolerance of the compute dtype (``bridge.precision.TOLERANCES``)."""
-    inputs = [make_input(s, dtype, seed + i, positive) for i, s in enumerate(shapes)]
+    tolerance of the compute dtype (``bridge.precision.TOLERANCES``). A tensor in ``shapes`` is
+    used as that input as is (integer indices, bool masks)."""
+    inputs = [
+        s if isinstance(s, torch.Tensor) else make_input(s, dtype, seed + i, positive)
+        for i, s in enumerate(shapes)
+    ]
     graph = make_fx(lambda *xs: torch_fn(*xs))(*inputs)  # the lambda hides optional params
     chosen = Precision.parse(precision)
     lowered = lower_graph(graph, inputs, config=config, precision=chosen, options=tiling)

@@ -35,8 +35,10 @@ def test_reasons():
     assert reason_of(aten.add_.Tensor, x, x, out=x) is Reason.MUTATION
     assert reason_of(aten.nonzero.default, x) is Reason.DATA_DEPENDENCE
     assert reason_of(aten.sort.default, x) is Reason.NO_LOWERING
+    doubles = torch.ones(3, dtype=torch.float64)
+    assert reason_of(aten.add.Tensor, doubles, doubles, out=doubles) is Reason.DTYPE
     ints = torch.ones(3, dtype=torch.int64)
-    assert reason_of(aten.add.Tensor, ints, ints, out=ints) is Reason.DTYPE
+    assert reason_of(aten.add.Tensor, ints, 2**40, out=ints) is Reason.DTYPE
     empty = torch.ones(0, 3)
     assert reason_of(aten.relu.default, empty, out=empty) is Reason.SHAPE
     assert reason_of(aten.gelu.default, x, approximate="cubic", out=x) is Reason.SHAPE
