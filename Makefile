@@ -19,8 +19,10 @@ $(STAMP): pyproject.toml
 
 setup: $(STAMP)
 
+# The main job: a kernel on the simulated NeuronCore, then tiny GPT-2 through torch.compile.
 demo: setup
 	$(BIN)/hwsim demo
+	$(BIN)/python -m bridge.demo
 
 test: setup
 	$(BIN)/pytest -n 2 -q

@@ -93,11 +93,11 @@ class SimPartition(torch.nn.Module):
         self._record(run)
         if self.options.check:
             self._check(run.outputs, self.gm(*args))
-        if self.options.trace is not None:
-            from hwsim.trace.chrome import write_chrome_trace
+        if self.options.trace is not None:  # a run folder: trace.json, tables, plots
+            from hwsim.trace.outputs import write_run_outputs
 
-            path = self.options.trace / f"{self.name}_call{self._calls}.trace.json"
-            write_chrome_trace(run.result.trace, path, summary=run.result.summary)
+            folder = self.options.trace / f"{self.name}_call{self._calls}"
+            write_run_outputs(run.result.trace, folder, summary=run.result.summary)
         return run.outputs
 
     def _record(self, run: GraphRun) -> None:

@@ -1,0 +1,20 @@
+"""The model half of ``make demo``: tiny GPT-2 via torch.compile, no CPU ops, a run folder."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from bridge.demo import main
+
+
+def test_demo_runs_gpt2_with_no_cpu_ops_and_writes_the_run(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    assert main(["--out", str(tmp_path)]) == 0
+    out = capsys.readouterr().out
+    assert "CPU ops: 0" in out
+    (run,) = tmp_path.iterdir()
+    for name in ("trace.json", "summary.json", "timeline.png", "roofline.png"):
+        assert (run / name).stat().st_size > 0
