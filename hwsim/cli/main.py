@@ -10,14 +10,14 @@ from hwsim.errors import HwsimError
 
 
 def build_parser() -> argparse.ArgumentParser:
-    from hwsim.cli import config_cmd, demo_cmd, plot_cmd, report_cmd, run_cmd
+    from hwsim.cli import config_cmd, demo_cmd, plot_cmd, report_cmd, run_cmd, sweep_cmd
 
     parser = argparse.ArgumentParser(
         prog="hwsim", description="Cycle-level simulator of AWS Trainium NeuronCores."
     )
     parser.add_argument("--debug", action="store_true", help="show tracebacks on errors")
     commands = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
-    for module in (demo_cmd, config_cmd, run_cmd, report_cmd, plot_cmd):
+    for module in (demo_cmd, config_cmd, run_cmd, report_cmd, plot_cmd, sweep_cmd):
         module.register(commands)
     return parser
 
