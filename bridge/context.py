@@ -135,18 +135,17 @@ class LoweringContext:
     def node(self, name: str, out: Any, call: Any = None) -> Iterator[None]:
         """Lower one node: tag its instructions with the node name and expose its metadata.
 
-        The kernel language tags every instruction ``f"{kernel name}:{source line}"``; the
-        kernel name is set to the node name while the node is lowered, so the trace attributes
-        each instruction (and its DMA transfers) to the op it came from.
+        ``lang.tag_scope`` tags every instruction emitted meanwhile ``f"{node}:{source line}"``,
+        so the trace attributes each instruction (and its DMA transfers) to the op it came from.
         """
-        kernel = lang.current()
-        saved = kernel.name, self.node_name, self.out, self.call
-        kernel.name, self.node_name, self.out, self.call = name, name, out, call
+        saved = self.node_name, self.out, self.call
+        self.node_name, self.out, self.call = name, out, call
         self._names = itertools.count()
         try:
-            yield
+            with lang.tag_scope(name):
+                yield
         finally:
-            kernel.name, self.node_name, self.out, self.call = saved
+            self.node_name, self.out, self.call = saved
 
 
 def _prod(shape: tuple[int, ...]) -> int:

@@ -27,6 +27,7 @@ from hwsim.lang.kernel import (
     current,
     kernel,
     ndarray,
+    tag_scope,
 )
 from hwsim.lang.language import (
     bfloat16,
@@ -78,6 +79,7 @@ __all__ = [
     "psum",
     "sbuf",
     "store",
+    "tag_scope",
     "tile_size",
     "uint8",
     "uint16",

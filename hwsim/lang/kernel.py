@@ -8,13 +8,14 @@ Python loops simply unroll while the function runs. The HBM tiles it returns are
 
 from __future__ import annotations
 
+import contextlib
 import contextvars
 import inspect
 import itertools
 import math
 import sys
 import weakref
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -86,6 +87,20 @@ def current() -> KernelContext:
             "(while it is being built or run)"
         )
     return context
+
+
+@contextlib.contextmanager
+def tag_scope(name: str) -> Iterator[None]:
+    """Tag the instructions emitted inside the block ``name:<source line>`` instead of the
+    kernel's name, e.g. with the PyTorch op a lowering is emitting, so traces attribute each
+    instruction (and its DMA transfers) to it."""
+    context = current()
+    saved = context.name
+    context.name = name
+    try:
+        yield
+    finally:
+        context.name = saved
 
 
 def source_location() -> str:
