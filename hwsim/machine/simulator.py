@@ -338,7 +338,7 @@ class _EngineRunner:
         self.numerics, self.race = numerics, race
         self.pc = 0
         self.blocked_on: tuple[int, int] | None = None
-        self.port_free_tick = _shared_ports(state)
+        self.port_free_tick = state.shared_port_free_tick
         self.records: list[InstructionRecord] = []
         self.proc: simpy.Process | None = None
 
@@ -439,15 +439,6 @@ def _advance_to(env: simpy.Environment, tick: int) -> None:
     way to do this; ``_now`` is its clock (``Environment.now`` returns it).
     """
     env._now = tick
-
-
-def _shared_ports(state: CoreState) -> list[int]:
-    """Per-core shared-port free ticks (one list per core, shared by its engines)."""
-    ports: list[int] | None = getattr(state, "shared_port_free_tick", None)
-    if ports is None:
-        ports = [0, 0]
-        state.shared_port_free_tick = ports  # type: ignore[attr-defined]
-    return ports
 
 
 def _deadlock_message(blocked: list[_EngineRunner]) -> str:
