@@ -9,7 +9,7 @@ from collections.abc import Sequence
 from hwsim.errors import HwsimError
 
 
-def build_parser() -> argparse.ArgumentParser:
+def build_parser(argv: Sequence[str] | None = None) -> argparse.ArgumentParser:
     from hwsim.cli import config_cmd, demo_cmd, plot_cmd, report_cmd, run_cmd, sweep_cmd
 
     parser = argparse.ArgumentParser(
@@ -19,12 +19,33 @@ def build_parser() -> argparse.ArgumentParser:
     commands = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
     for module in (demo_cmd, config_cmd, run_cmd, report_cmd, plot_cmd, sweep_cmd):
         module.register(commands)
+    _register_plugins(commands, argv)
     return parser
+
+
+#: Entry-point group of commands that other packages add (``bridge`` adds ``validate`` and
+#: ``export``, which need torch). hwsim itself never imports them: that keeps ``hwsim`` free of
+#: torch and the dependency one-way (bridge -> hwsim).
+PLUGIN_GROUP = "hwsim.commands"
+
+
+def _register_plugins(commands: argparse._SubParsersAction, argv: Sequence[str] | None) -> None:
+    """Load a plugin command only when it is the one being run (importing torch takes seconds);
+    the others appear in ``hwsim --help`` by name."""
+    from importlib.metadata import entry_points
+
+    words = [a for a in (sys.argv[1:] if argv is None else argv) if not a.startswith("-")]
+    wanted = words[0] if words else None
+    for point in entry_points(group=PLUGIN_GROUP):
+        if point.name == wanted:
+            point.load()(commands)
+        else:
+            commands.add_parser(point.name, help=f"(from {point.value.split(':')[0]})")
 
 
 def main(argv: Sequence[str] | None = None) -> int:
     """Run the CLI; user errors print ``hwsim: error: ...`` on one line and return 2."""
-    parser = build_parser()
+    parser = build_parser(argv)
     args = parser.parse_args(argv)
     try:
         return int(args.handler(args) or 0)
