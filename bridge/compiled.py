@@ -68,6 +68,7 @@ class SimPartition(torch.nn.Module):
                     precision=self.options.precision,
                     options=self.options.tiling,
                     name=self.name,
+                    memory_plan=self.options.memory_plan,
                 )
             except HwsimError as error:  # Unsupported, or the kernel build failing (OOM, …)
                 problem = as_unsupported(error, self.name)
@@ -90,7 +91,7 @@ class SimPartition(torch.nn.Module):
             return self.gm(*args)
         run = lowered.run(list(args))
         self._calls += 1
-        self._record(run)
+        self._record(run, lowered)
         if self.options.check:
             self._check(run.outputs, self.gm(*args))
         if self.options.trace is not None:  # a run folder: trace.json, tables, plots
@@ -100,10 +101,13 @@ class SimPartition(torch.nn.Module):
             write_run_outputs(run.result.trace, folder, summary=run.result.summary)
         return run.outputs
 
-    def _record(self, run: GraphRun) -> None:
+    def _record(self, run: GraphRun, lowered: LoweredGraph) -> None:
         summary = run.result.summary
+        memory = lowered.memory.to_dict() if lowered.memory is not None else {}
         self.report.runs.append(
-            {"graph": self.name, "call": self._calls} | {k: summary.get(k) for k in SUMMARY_KEYS}
+            {"graph": self.name, "call": self._calls}
+            | {k: summary.get(k) for k in SUMMARY_KEYS}
+            | {k: v for k, v in memory.items() if k.startswith("hbm_")}
         )
         for node, time in run.op_times.items():
             record = self.records.get(node)

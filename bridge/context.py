@@ -17,6 +17,7 @@ from typing import Any
 
 import torch
 
+from bridge.memory_plan import HbmArena
 from bridge.precision import Precision
 from bridge.values import HbmValue
 from hwsim import lang
@@ -72,7 +73,9 @@ class IndexCheck:
 class LoweringContext:
     """Shared state of one graph program's lowering (create it inside the kernel build)."""
 
-    def __init__(self, precision: Precision, options: TilingOptions) -> None:
+    def __init__(
+        self, precision: Precision, options: TilingOptions, arena: HbmArena | None = None
+    ) -> None:
         self.precision = precision
         self.options = options
         self.config: HardwareConfig = lang.config()
@@ -84,6 +87,11 @@ class LoweringContext:
         self.input_names: set[str] = set()  # HBM tensors that are graph inputs
         self.index_checks: list[IndexCheck] = []
         self._names = itertools.count()
+        #: The HBM memory plan (None: every value keeps its own bytes), the tiles it placed by
+        #: name, and whether the node being lowered feeds the graph's outputs (never planned).
+        self.arena = arena
+        self._placed: dict[str, lang.Tile] = {}
+        self._escapes = False
 
     # ---- sizes --------------------------------------------------------------------------------
     @property
@@ -103,8 +111,22 @@ class LoweringContext:
         shape = tuple(int(n) for n in shape)
         n = next(self._names)
         name = f"%{self.node_name or 'value'}" + (f".{n}" if n else "")
-        tile = lang.ndarray((max(1, _prod(shape)),), dtype, buffer=lang.hbm, name=name)
+        elements = max(1, _prod(shape))
+        tile = lang.ndarray((elements,), dtype, buffer=lang.hbm, name=name)
+        if self.arena is not None and not self._escapes:
+            placement = self.arena.allocate(name, elements * dtype.itemsize)
+            earlier = [self._placed[n] for n in placement.reuses if n in self._placed]
+            lang.place_hbm(tile, placement.address, earlier)
+            self._placed[name] = tile
         return HbmValue.contiguous(tile, shape)
+
+    def release_all_but(self, live_tiles: set[str]) -> None:
+        """Memory plan: free every placed value whose tensor is not in ``live_tiles`` (the
+        graph lowering calls this after each node with the tensors live values still use)."""
+        if self.arena is None:
+            return
+        for name in [n for n in self.arena.live if n not in live_tiles]:
+            self.arena.free(name)
 
     def tile_dtype(self, dtype: DType) -> DType:
         """On-chip operand dtype for an op computing in ``dtype`` (the precision's rule)."""
@@ -132,20 +154,23 @@ class LoweringContext:
 
     # ---- per node -----------------------------------------------------------------------------
     @contextmanager
-    def node(self, name: str, out: Any, call: Any = None) -> Iterator[None]:
+    def node(
+        self, name: str, out: Any, call: Any = None, *, escapes: bool = False
+    ) -> Iterator[None]:
         """Lower one node: tag its instructions with the node name and expose its metadata.
 
         ``lang.tag_scope`` tags every instruction emitted meanwhile ``f"{node}:{source line}"``,
         so the trace attributes each instruction (and its DMA transfers) to the op it came from.
+        ``escapes``: the node's value is a graph output, so its values get bytes of their own.
         """
-        saved = self.node_name, self.out, self.call
-        self.node_name, self.out, self.call = name, out, call
+        saved = self.node_name, self.out, self.call, self._escapes
+        self.node_name, self.out, self.call, self._escapes = name, out, call, escapes
         self._names = itertools.count()
         try:
             with lang.tag_scope(name):
                 yield
         finally:
-            self.node_name, self.out, self.call = saved
+            self.node_name, self.out, self.call, self._escapes = saved
 
 
 def _prod(shape: tuple[int, ...]) -> int:

@@ -42,6 +42,7 @@ from bridge.dtypes import (
     to_hw,
 )
 from bridge.errors import BridgeError, Reason, Unsupported
+from bridge.memory_plan import HbmArena, MemoryStats
 from bridge.precision import Precision
 from bridge.registry import OpCall, check_support
 from bridge.report import OpTime, op_times
@@ -108,6 +109,7 @@ class LoweredGraph:
     sbuf_peak_bytes: int = 0
     psum_peak_bytes: int = 0
     index_checks: list[IndexCheck] = field(default_factory=list)
+    memory: MemoryStats | None = None
 
     def run(
         self, args: Sequence[torch.Tensor], *, numerics: bool = True, race_check: bool = False
@@ -195,8 +197,12 @@ def lower_graph(
     precision: Precision | None = None,
     options: TilingOptions | None = None,
     name: str = "graph",
+    memory_plan: bool = True,
 ) -> LoweredGraph:
-    """Lower ``graph`` (placeholders in ``example_inputs`` order; tensors, real or fake)."""
+    """Lower ``graph`` (placeholders in ``example_inputs`` order; tensors, real or fake).
+
+    ``memory_plan``: place intermediate values in one HBM arena by lifetime
+    (``bridge.memory_plan``); off, every value keeps its own bytes (to measure the plan)."""
     fx_graph = graph.graph if isinstance(graph, fx.GraphModule) else graph
     hw = load_config(config) if isinstance(config, str) else config
     placeholders = [n for n in fx_graph.nodes if n.op == "placeholder"]
@@ -209,10 +215,13 @@ def lower_graph(
     for node in fx_graph.nodes:
         if node.op == "get_attr":
             bindings.append(_bind_constant(graph, node))
-    lowering = _GraphBuilder(fx_graph, bindings, precision or Precision(), options)
+    arena = HbmArena() if memory_plan else None
+    lowering = _GraphBuilder(fx_graph, bindings, precision or Precision(), options, arena)
     kernel = lowering.kernel(name)
     specs = [lang.TensorSpec((b.span,), to_hw(b.dtype)) for b in bindings]
     built = kernel.build(*specs, config=hw)
+    memory = _memory_stats(built.program, built.sbuf_peak_bytes, built.psum_peak_bytes, arena)
+    built.program.meta["memory"] = memory.to_dict()
     return LoweredGraph(
         built.program,
         hw,
@@ -223,6 +232,27 @@ def lower_graph(
         built.sbuf_peak_bytes,
         built.psum_peak_bytes,
         lowering.index_checks,
+        memory,
+    )
+
+
+def _memory_stats(
+    program: Program, sbuf_peak: int, psum_peak: int, arena: HbmArena | None
+) -> MemoryStats:
+    by_kind: dict[str, int] = {"input": 0, "output": 0, "scratch": 0}
+    unplaced = 0
+    for decl in program.hbm.values():
+        by_kind[decl.kind] += decl.nbytes
+        if decl.kind == "scratch" and decl.address_bytes is None:
+            unplaced += decl.nbytes
+    return MemoryStats(
+        hbm_input_bytes=by_kind["input"],
+        hbm_output_bytes=by_kind["output"],
+        hbm_scratch_peak_bytes=program.scratch_arena_bytes + unplaced,
+        hbm_scratch_unplanned_bytes=by_kind["scratch"],
+        sbuf_peak_bytes=sbuf_peak,
+        psum_peak_bytes=psum_peak,
+        planned=arena is not None,
     )
 
 
@@ -276,8 +306,10 @@ class _GraphBuilder:
         bindings: list[InputBinding],
         precision: Precision,
         options: TilingOptions | None,
+        arena: HbmArena | None = None,
     ) -> None:
         self.graph = graph
+        self.arena = arena
         self.bindings = bindings
         self.precision = precision
         self.options = options or TilingOptions()
@@ -301,25 +333,29 @@ class _GraphBuilder:
         return lang.kernel(body)
 
     def _body(self, tiles: dict[str, Any]) -> list[Any]:
-        ctx = LoweringContext(self.precision, self.options)
+        ctx = LoweringContext(self.precision, self.options, self.arena)
         self.index_checks = ctx.index_checks
         env: dict[fx.Node, Any] = {}
         inputs = ctx.input_names
         by_name = {b.name: b for b in self.bindings}
+        lifetimes = _Lifetimes(self.graph)
         for node in self.graph.nodes:
             if node.op in ("placeholder", "get_attr"):
                 b = by_name[node.name]
                 env[node] = HbmValue(tiles[node.name], b.shape, b.strides, 0)
                 inputs.add(tiles[node.name].name)
             elif node.op == "call_function":
-                env[node] = self._lower(ctx, node, env)
+                env[node] = self._lower(ctx, node, env, lifetimes.escapes(node))
+                ctx.release_all_but(lifetimes.live_tensors(node, env))
             elif node.op == "output":
                 return self._outputs(ctx, node, env, inputs)
             else:
                 raise Unsupported(node.op, Reason.NO_LOWERING, f"{node.op} node {node.name}")
         raise BridgeError("graph has no output node")
 
-    def _lower(self, ctx: LoweringContext, node: fx.Node, env: dict[fx.Node, Any]) -> Any:
+    def _lower(
+        self, ctx: LoweringContext, node: fx.Node, env: dict[fx.Node, Any], escapes: bool
+    ) -> Any:
         if node.target is operator.getitem:
             source, index = node.args
             return env[source][index]  # type: ignore[index]
@@ -331,7 +367,7 @@ class _GraphBuilder:
         lowering = check_support(call)
         args, kwargs = pytree.tree_map_only(fx.Node, lambda n: env[n], (node.args, node.kwargs))
         try:
-            with ctx.node(node.name, _meta(meta), call):
+            with ctx.node(node.name, _meta(meta), call, escapes=escapes):
                 result = lowering.fn(ctx, *args, **kwargs)
         except Unsupported:
             raise
@@ -366,6 +402,40 @@ class _GraphBuilder:
                 OutputBinding(value.tile.name, value.shape, tuple(meta.stride()), meta.dtype)
             )
         return tiles
+
+
+class _Lifetimes:
+    """Which values are still needed after each node, for the HBM memory plan."""
+
+    def __init__(self, graph: fx.Graph) -> None:
+        order = {node: i for i, node in enumerate(graph.nodes)}
+        self.last_use = {
+            node: max((order[user] for user in node.users), default=order[node])
+            for node in graph.nodes
+        }
+        self.order = order
+        self.outputs: set[fx.Node] = set()
+        for node in graph.nodes:
+            if node.op == "output":
+                leaves = pytree.tree_leaves(node.args[0])
+                self.outputs |= {leaf for leaf in leaves if isinstance(leaf, fx.Node)}
+        self.live: set[fx.Node] = set()
+
+    def escapes(self, node: fx.Node) -> bool:
+        """Whether the node's value is a graph output (it keeps bytes of its own)."""
+        return node in self.outputs
+
+    def live_tensors(self, done: fx.Node, env: dict[fx.Node, Any]) -> set[str]:
+        """HBM tensors that values still needed after ``done`` view (outputs stay needed)."""
+        now = self.order[done]
+        self.live.add(done)
+        self.live = {n for n in self.live if n in self.outputs or self.last_use[n] > now}
+        return {
+            leaf.tile.name
+            for node in self.live
+            for leaf in pytree.tree_leaves(env.get(node))
+            if isinstance(leaf, HbmValue)
+        }
 
 
 def _check_result(node: fx.Node, result: Any, meta: Any) -> None:

@@ -7,6 +7,8 @@
     check      compare every simulated result with the CPU (default True)
     trace      a directory: write each run's Chrome trace there (Perfetto), or None
     tiling     TilingOptions or a dict of its fields
+    memory_plan  place intermediate values in HBM by lifetime, reusing bytes (default True;
+               False gives every value its own bytes, to measure the plan: bridge.memory_plan)
     report     a ``Report`` to append to (default: a new one, see ``bridge.dynamo.last_report``)
 
 An unknown key or value is an error naming it and the valid ones.
@@ -37,6 +39,7 @@ class BridgeOptions:
     check: bool = True
     trace: Path | None = None
     tiling: TilingOptions = field(default_factory=TilingOptions)
+    memory_plan: bool = True
     report: Report | None = None
 
     @classmethod
@@ -68,6 +71,7 @@ class BridgeOptions:
             check=bool(given.get("check", True)),
             trace=Path(trace) if trace else None,
             tiling=tiling,
+            memory_plan=bool(given.get("memory_plan", True)),
             report=given.get("report"),
         )
         if options_.report is None:

@@ -17,15 +17,17 @@ from __future__ import annotations
 
 import dataclasses
 from collections import defaultdict
+from collections.abc import Sequence
 from dataclasses import replace
 from typing import Any
 
 import numpy as np
 
 from hwsim.dtypes import DType
+from hwsim.errors import IllegalInstructionError
 from hwsim.isa.ap import AccessPattern, MemorySpace
 from hwsim.isa.base import ENGINES, Instruction
-from hwsim.isa.regions import Region, region_of
+from hwsim.isa.regions import Region, hbm_interval, region_of
 from hwsim.program import Allocation, CoreProgram, HbmTensorDecl, Program, TensorKind
 
 #: Regions are indexed in bins of this many bytes per row (partition), and for HBM tensors of this
@@ -159,6 +161,15 @@ class _RegionIndex:
             else:
                 bucket.append(access)
 
+    def live_accesses(self) -> list[_Access]:
+        """Every live access, each once."""
+        found: dict[int, _Access] = {}
+        for bucket in (*self.bins.values(), self.others):
+            for access in bucket:
+                if access.live:
+                    found[id(access)] = access
+        return list(found.values())
+
     def kill(self, access: _Access) -> None:
         """A later write covers the access: nothing can depend on it any more."""
         self.version += 1
@@ -231,6 +242,44 @@ class ProgramBuilder:
         values: np.ndarray | None = None,
     ) -> HbmTensorDecl:
         return self.program.add_tensor(name, shape, dtype, kind, values)
+
+    def place_hbm(
+        self, tensor: str, address_bytes: int, earlier: Sequence[str], core: int = 0
+    ) -> None:
+        """A memory plan put scratch ``tensor`` at ``address_bytes`` of the scratch arena, over
+        bytes the ``earlier`` tensors held. Its accesses then wait for every access emitted so
+        far to them (whole-tensor granularity: the first write of the new tenant waits for the
+        last read of the old ones, WAR; reads wait for their writes), as if they were one buffer.
+        """
+        decl = self.program.hbm[tensor]
+        if decl.kind != "scratch" or address_bytes < 0:
+            raise IllegalInstructionError(
+                f"HBM tensor '{tensor}': only scratch tensors are placed, at an address >= 0"
+            )
+        decl.address_bytes = address_bytes
+        tracker = self._trackers[core]
+        writers: dict[str, int] = {}
+        readers: dict[str, int] = {}
+        for name in earlier:
+            index = tracker.indexes.get(("hbm", name))
+            if index is None:
+                continue
+            for access in index.live_accesses():
+                if access.writer is not None:
+                    channel, value = access.writer
+                    writers[channel] = max(writers.get(channel, 0), value)
+                for channel, value in access.readers.items():
+                    readers[channel] = max(readers.get(channel, 0), value)
+        if not writers and not readers:
+            return
+        whole = hbm_interval(tensor, 0, max(1, decl.nbytes))
+        index = tracker.index(whole)
+        accesses = [_Access(whole, (channel, value)) for channel, value in writers.items()]
+        if not accesses:
+            accesses = [_Access(whole, None)]
+        accesses[0].readers.update(readers)
+        for access in accesses:
+            index.add(access, None)
 
     def note_allocation(
         self,

@@ -22,13 +22,21 @@ TensorKind = Literal["input", "output", "scratch"]
 
 @dataclass
 class HbmTensorDecl:
-    """An HBM tensor the program uses. Inputs carry their initial values."""
+    """An HBM tensor the program uses. Inputs carry their initial values.
+
+    ``address_bytes``: where a memory plan placed a scratch tensor in the program's scratch
+    arena (tensors whose lifetimes do not overlap share bytes; ``ProgramBuilder.place_hbm``
+    orders their accesses, and capacity counts the arena once). None: bytes of its own. The
+    simulator still keeps each tensor's values apart, so a plan changes timing and capacity,
+    never numerics.
+    """
 
     name: str
     shape: tuple[int, ...]
     dtype: DType
     kind: TensorKind = "scratch"
     values: np.ndarray | None = None
+    address_bytes: int | None = None
 
     @property
     def nbytes(self) -> int:
@@ -96,3 +104,9 @@ class Program:
     @property
     def instruction_count(self) -> int:
         return sum(core.instruction_count for core in self.cores)
+
+    @property
+    def scratch_arena_bytes(self) -> int:
+        """Bytes of the planned scratch arena: the end of its highest placed tensor."""
+        placed = [d for d in self.hbm.values() if d.address_bytes is not None]
+        return max((d.address_bytes + d.nbytes for d in placed), default=0)  # type: ignore[operator]

@@ -56,6 +56,11 @@ class Region:
 _ON_CHIP_KEYS: dict[tuple[int, MemorySpace], tuple[int, str]] = {}
 
 
+def hbm_interval(tensor: str, first: int, last: int) -> Region:
+    """The bytes [first, last) of HBM tensor ``tensor`` as a flat interval."""
+    return Region(("hbm", tensor), _FLAT_ROW, 0, 1, first, last)
+
+
 def region_of(core: int, ap: AccessPattern) -> Region:
     """The byte box an operand touches."""
     first, last = ap.byte_span()
@@ -74,4 +79,4 @@ def region_of(core: int, ap: AccessPattern) -> Region:
         if col0 >= 0 and col1 <= row_bytes:
             row0 = ap.offset_bytes // row_bytes
             return Region(("hbm", ap.tensor), row_bytes, row0, row0 + ap.partitions, col0, col1)
-    return Region(("hbm", ap.tensor), _FLAT_ROW, 0, 1, first, last)
+    return hbm_interval(ap.tensor, first, last)

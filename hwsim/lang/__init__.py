@@ -27,6 +27,7 @@ from hwsim.lang.kernel import (
     current,
     kernel,
     ndarray,
+    place_hbm,
     tag_scope,
 )
 from hwsim.lang.language import (
@@ -76,6 +77,7 @@ __all__ = [
     "kernel",
     "load",
     "ndarray",
+    "place_hbm",
     "psum",
     "sbuf",
     "store",

@@ -15,7 +15,7 @@ import itertools
 import math
 import sys
 import weakref
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -160,6 +160,15 @@ def ndarray(
     weakref.finalize(tile, pool.free, block)
     context.builder.note_allocation(memory, tile_name, 0, shape[0], block.offset, size)
     return tile
+
+
+def place_hbm(tile: Tile, address_bytes: int, earlier: Sequence[Tile]) -> None:
+    """Memory planning: HBM scratch ``tile`` sits at ``address_bytes`` of the program's scratch
+    arena, over bytes the ``earlier`` tiles held; its accesses wait for theirs
+    (``ProgramBuilder.place_hbm``)."""
+    if tile.buffer is not hbm:
+        raise IllegalInstructionError(f"place_hbm: {tile.name} is not an HBM tensor")
+    current().builder.place_hbm(tile.name, address_bytes, [t.name for t in earlier])
 
 
 @dataclass

@@ -90,8 +90,11 @@ def run(
         for a in program.allocations
     ]
     hbm = Hbm(config.hbm.stacks, config.hbm.capacity_bytes_per_stack)
+    hbm.reserve_arena(program.scratch_arena_bytes)
     for decl in program.hbm.values():
-        hbm.add(decl.name, decl.shape, decl.dtype, decl.values if numerics else None)
+        values = decl.values if numerics else None
+        planned = decl.address_bytes is not None
+        hbm.add(decl.name, decl.shape, decl.dtype, values, planned=planned)
     race = RaceChecker() if race_check else None
     with _cyclic_gc_paused():
         runners, banks = _simulate(env, spec, program, hbm, trace, numerics, race)

@@ -54,22 +54,34 @@ class Hbm:
         dtype: DType,
         values: np.ndarray | None = None,
         stack: int = 0,
+        *,
+        planned: bool = False,
     ) -> HbmTensor:
+        """Declare a tensor; a ``planned`` one lives in the scratch arena (``reserve_arena``),
+        whose bytes are counted once, not per tensor."""
         if name in self.tensors:
             raise MemoryAccessError(f"HBM tensor '{name}' is declared twice")
         nbytes = int(np.prod(shape, dtype=np.int64)) * dtype.itemsize
-        if self.used_bytes[stack] + nbytes > self.capacity_bytes_per_stack:
-            raise MemoryAccessError(
-                f"HBM tensor '{name}' ({nbytes} B) does not fit: stack {stack} has "
-                f"{self.capacity_bytes_per_stack - self.used_bytes[stack]} B free"
-            )
-        self.used_bytes[stack] += nbytes
+        if not planned:
+            self._reserve(f"HBM tensor '{name}'", nbytes, stack)
         data = np.zeros(nbytes, dtype=np.uint8)
         tensor = HbmTensor(name, tuple(shape), dtype, data, stack)
         if values is not None:
             tensor.as_array()[...] = cast(np.asarray(values).reshape(shape), dtype)
         self.tensors[name] = tensor
         return tensor
+
+    def reserve_arena(self, nbytes: int, stack: int = 0) -> None:
+        """Count the scratch arena of a memory-planned program (see ``HbmTensorDecl``)."""
+        self._reserve("the planned scratch arena", nbytes, stack)
+
+    def _reserve(self, what: str, nbytes: int, stack: int) -> None:
+        if self.used_bytes[stack] + nbytes > self.capacity_bytes_per_stack:
+            raise MemoryAccessError(
+                f"{what} ({nbytes} B) does not fit: stack {stack} has "
+                f"{self.capacity_bytes_per_stack - self.used_bytes[stack]} B free"
+            )
+        self.used_bytes[stack] += nbytes
 
 
 class CoreState:

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import argparse
 import importlib
 import json
 from pathlib import Path
@@ -10,7 +9,7 @@ from pathlib import Path
 import pytest
 from synthetic_traces import pipeline_trace
 
-from hwsim.cli import plot_cmd, report_cmd
+from hwsim.cli import plot_cmd
 from hwsim.plots import PLOT_KINDS
 from hwsim.trace.outputs import write_run_outputs
 
@@ -18,19 +17,8 @@ cli = importlib.import_module("hwsim.cli.main")
 
 
 @pytest.fixture
-def hwsim(monkeypatch: pytest.MonkeyPatch):  # type: ignore[no-untyped-def]
-    """``main(argv)`` with report and plot registered (whether or not main.py lists them yet)."""
-    build = cli.build_parser
-
-    def with_commands() -> argparse.ArgumentParser:
-        parser = build()
-        commands = next(a for a in parser._actions if isinstance(a, argparse._SubParsersAction))
-        for module, name in ((report_cmd, "report"), (plot_cmd, "plot")):
-            if name not in commands.choices:
-                module.register(commands)
-        return parser
-
-    monkeypatch.setattr(cli, "build_parser", with_commands)
+def hwsim():  # type: ignore[no-untyped-def]
+    """``main(argv)`` of the hwsim command."""
     return cli.main
 
 
