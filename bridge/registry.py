@@ -140,15 +140,21 @@ def check_support(call: OpCall) -> Lowering:
         siblings = sorted(str(o) for o in LOWERINGS if o.overloadpacket == op.overloadpacket)
         hint = f" (lowered overloads: {', '.join(siblings)})" if siblings else ""
         raise Unsupported(op, Reason.NO_LOWERING, f"no lowering is registered{hint}")
-    for what, tensors in (("input", call.input_tensors()), ("output", call.output_tensors())):
+    outputs = call.output_tensors()
+    # Empty outputs next to real ones are placeholders (eval batch norm's saved statistics).
+    some_output = any(t.numel() for t in outputs if isinstance(t.numel(), int))
+    for what, tensors in (("input", call.input_tensors()), ("output", outputs)):
         for t in tensors:
-            _check_tensor(op, what, t, lowering.dtypes)
+            empty_ok = what == "output" and some_output
+            _check_tensor(op, what, t, lowering.dtypes, empty_ok=empty_ok)
     if lowering.check is not None:
         lowering.check(call)
     return lowering
 
 
-def _check_tensor(op: OpOverload, what: str, t: Any, dtypes: frozenset[torch.dtype]) -> None:
+def _check_tensor(
+    op: OpOverload, what: str, t: Any, dtypes: frozenset[torch.dtype], *, empty_ok: bool = False
+) -> None:
     if t.dtype not in dtypes:
         names = ", ".join(sorted(str(d).removeprefix("torch.") for d in dtypes))
         raise Unsupported(op, Reason.DTYPE, f"{what} dtype {t.dtype} is not one of {names}")
@@ -159,7 +165,7 @@ def _check_tensor(op: OpOverload, what: str, t: Any, dtypes: frozenset[torch.dty
             f"{what} has a symbolic shape {tuple(t.shape)}: the simulator lowers one program per "
             "shape; compile with torch.compile(..., dynamic=False)",
         )
-    if t.numel() == 0:
+    if t.numel() == 0 and not empty_ok:
         raise Unsupported(op, Reason.SHAPE, f"{what} is empty (shape {tuple(t.shape)})")
     if t.device.type not in ("cpu", "meta"):
         raise Unsupported(op, Reason.SHAPE, f"{what} is on device {t.device}, not the CPU")

@@ -1,0 +1,247 @@
+"""Batch norm over channel dim 1: eval (``_native_batch_norm_legit_no_training``) and training
+(``_native_batch_norm_legit_functional``) forward, with channels on partitions.
+
+Both become one ScalarE pass ``activation(identity, x, scale=s[c], bias=t[c])`` per tile with
+per-partition (= per-channel) scale and shift, folded once per chunk of <= 128 channels:
+
+    s = weight * rsqrt(var + eps),   t = bias - mean * s
+
+Eval mode takes mean and var from the running statistics; its two other outputs are the empty
+tensors torch returns. Training mode first computes each channel's mean and population variance
+over N and the spatial dims (VectorE ``bn_stats`` per <= 512 elements of every tile, one
+``bn_aggr``; the tiles are read twice, once for the statistics and once to normalise), and
+returns them as torch does: ``save_mean``, ``save_invstd = rsqrt(var + eps)``, and the updated
+running statistics ``(1 - momentum) * running + momentum * batch`` (the variance unbiased,
+times n / (n - 1)).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import torch
+
+from bridge.context import LoweringContext
+from bridge.errors import Reason, Unsupported
+from bridge.registry import OpCall, register_lowering
+from bridge.tiling.space import TileRef, hbm_ap, plan
+from bridge.values import HbmValue
+from hwsim import lang
+from hwsim.dtypes import DType
+from hwsim.isa.compute_base import BN_STATS_FMAX
+from hwsim.lang import isa as nisa
+from hwsim.library.common import BufferRing, chunks
+from kernels import BN_STATS_WIDTH
+from kernels.ops import ActivationFunction as Act
+from kernels.ops import AluOp
+
+aten = torch.ops.aten
+
+#: Per-channel [c, 1] fp32 columns a chunk needs: mean, var, weight, bias, eps, scale, shift,
+#: invstd, and the two updated running statistics.
+COLUMNS = 10
+
+
+def _bn_check(call: OpCall) -> None:
+    x = call.args[0]
+    if x.dim() < 2:
+        raise Unsupported(call.op, Reason.SHAPE, f"input {tuple(x.shape)} has no channel dim 1")
+
+
+class ChannelTiles:
+    """Tiles of tensors shaped like x [N, C, *spatial] with channels on partitions: per chunk of
+    <= 128 channels, [channels, free] tiles over N and the spatial dims."""
+
+    def __init__(self, ctx: LoweringContext, x: HbmValue, operands: Sequence[HbmValue]) -> None:
+        self.ctx = ctx
+        self.operands = list(operands)
+        rest = (x.shape[0], *x.shape[2:])
+        strides = [(v.offset, (v.strides[0], *v.strides[2:])) for v in self.operands]
+        budget = ctx.free_budget(2, 4)
+        # One-row tiles of the non-channel dims; the channel chunk becomes the partition dim.
+        self.tiles: list[TileRef] = plan(rest, strides, pmax=1, free_budget=budget)
+        self.largest = max(t.free_elements for t in self.tiles)
+        self.channel_chunks = chunks(x.shape[1], ctx.pmax)
+
+    def ap(self, tile: TileRef, k: int, c0: int, cw: int):
+        value = self.operands[k]
+        s_c = value.strides[1]
+        return hbm_ap(
+            value, tile.offsets[k] + c0 * s_c, cw, s_c, tile.free_sizes, tile.free_strides[k]
+        )
+
+
+def _column(ctx: LoweringContext, dst: lang.View, value: HbmValue, c0: int, cw: int) -> None:
+    """dst[cw, 1] = value[c0 : c0 + cw] (a per-channel vector, one element per partition)."""
+    (stride,) = value.strides
+    ctx.queues.load(dst, hbm_ap(value, value.offset + c0 * stride, cw, stride, (1,), (1,)))
+
+
+def _fold(
+    ctx: LoweringContext,
+    cols: lang.View,
+    mean: lang.View,
+    var: lang.View,
+    weight: HbmValue | None,
+    bias: HbmValue | None,
+    eps: float,
+    c0: int,
+) -> tuple[lang.View, lang.View, lang.View]:
+    """(scale, shift, invstd) [cw, 1] of one channel chunk; ``cols`` holds the scratch."""
+    cw = cols.shape[0]
+    eps_col, invstd, scale, shift = (cols[:, i : i + 1] for i in range(4, 8))
+    nisa.memset(eps_col, float(eps))
+    nisa.activation(invstd, Act.rsqrt, var, bias=eps_col)
+    if weight is not None:
+        w = cols[:, 2:3]
+        _column(ctx, w, weight, c0, cw)
+        nisa.tensor_tensor(scale, invstd, w, AluOp.multiply)
+    else:
+        nisa.tensor_copy(scale, invstd)
+    if bias is not None:
+        b = cols[:, 3:4]
+        _column(ctx, b, bias, c0, cw)
+        nisa.scalar_tensor_tensor(
+            shift, mean, AluOp.multiply, scale, AluOp.subtract, b, reverse1=True
+        )
+    else:
+        nisa.tensor_scalar(shift, mean, AluOp.multiply, scale, op1=AluOp.multiply, operand1=-1.0)
+    return scale, shift, invstd
+
+
+def _normalize(
+    ctx: LoweringContext,
+    tiles: ChannelTiles,
+    c0: int,
+    cw: int,
+    scale: lang.View,
+    shift: lang.View,
+    dtype: DType,
+) -> None:
+    """out = x * scale + shift for one channel chunk (operand 0 is out, 1 is x)."""
+    loads, results = BufferRing(ctx.options.buffers), BufferRing(ctx.options.buffers)
+    for tile in tiles.tiles:
+        shape = (cw, tile.free_elements)
+        largest = (cw, tiles.largest)
+        x = loads(shape, dtype, lang.sbuf, max_shape=largest)
+        ctx.queues.load(x, tiles.ap(tile, 1, c0, cw))
+        y = results(shape, dtype, lang.sbuf, max_shape=largest)
+        nisa.activation(y, Act.identity, x, scale=scale, bias=shift)
+        ctx.queues.store(tiles.ap(tile, 0, c0, cw), y)
+
+
+@register_lowering(
+    aten._native_batch_norm_legit_no_training.default, family="batch_norm", check=_bn_check
+)
+def batch_norm_eval(
+    ctx: LoweringContext,
+    x: HbmValue,
+    weight: HbmValue | None,
+    bias: HbmValue | None,
+    running_mean: HbmValue,
+    running_var: HbmValue,
+    momentum: float,
+    eps: float,
+) -> tuple[HbmValue, HbmValue, HbmValue]:
+    """(out, empty, empty): batch norm with the running statistics."""
+    out_meta, mean_meta, rstd_meta = ctx.out
+    out = ctx.new_value(out_meta.shape, out_meta.dtype)
+    dtype = ctx.tile_dtype(x.dtype)
+    tiles = ChannelTiles(ctx, x, [out, x])
+    params = BufferRing(2)
+    for c0, cw in tiles.channel_chunks:
+        cols = params((cw, COLUMNS), lang.float32, lang.sbuf)
+        mean, var = cols[:, 0:1], cols[:, 1:2]
+        _column(ctx, mean, running_mean, c0, cw)
+        _column(ctx, var, running_var, c0, cw)
+        scale, shift, _ = _fold(ctx, cols, mean, var, weight, bias, eps, c0)
+        _normalize(ctx, tiles, c0, cw, scale, shift, dtype)
+    empty_mean = ctx.new_value(mean_meta.shape, mean_meta.dtype)
+    empty_rstd = ctx.new_value(rstd_meta.shape, rstd_meta.dtype)
+    return out, empty_mean, empty_rstd
+
+
+@register_lowering(
+    aten._native_batch_norm_legit_functional.default, family="batch_norm", check=_bn_check
+)
+def batch_norm_train(
+    ctx: LoweringContext,
+    x: HbmValue,
+    weight: HbmValue | None,
+    bias: HbmValue | None,
+    running_mean: HbmValue,
+    running_var: HbmValue,
+    training: bool,
+    momentum: float,
+    eps: float,
+) -> tuple[HbmValue, ...]:
+    """(out, save_mean, save_invstd, new_running_mean, new_running_var)."""
+    if not training:
+        raise Unsupported(
+            ctx.call.op, Reason.SHAPE, "training=False (eval graphs use _no_training)"
+        )
+    metas = ctx.out
+    out, save_mean, save_invstd, new_mean, new_var = (
+        ctx.new_value(m.shape, m.dtype) for m in metas
+    )
+    dtype = ctx.tile_dtype(x.dtype)
+    tiles = ChannelTiles(ctx, x, [out, x])
+    count = x.numel // x.shape[1]
+    pieces = sum(len(chunks(t.free_elements, BN_STATS_FMAX)) for t in tiles.tiles)
+    stats_bytes = (pieces * BN_STATS_WIDTH + 2) * 4
+    if stats_bytes > ctx.limits.sbuf_bytes // 4:
+        raise Unsupported(
+            ctx.call.op,
+            Reason.SHAPE,
+            f"{count} elements per channel need {stats_bytes} bytes of bn_stats per partition, "
+            f"more than a quarter of SBUF ({ctx.limits.sbuf_bytes // 4}); no two-level "
+            "aggregation yet",
+        )
+    params, loads = BufferRing(2), BufferRing(ctx.options.buffers)
+    for c0, cw in tiles.channel_chunks:
+        stats = lang.ndarray((cw, pieces * BN_STATS_WIDTH + 2), lang.float32, lang.sbuf)
+        width = pieces * BN_STATS_WIDTH
+        piece = 0
+        for tile in tiles.tiles:
+            shape = (cw, tile.free_elements)
+            xt = loads(shape, dtype, lang.sbuf, max_shape=(cw, tiles.largest))
+            ctx.queues.load(xt, tiles.ap(tile, 1, c0, cw))
+            for f0, f in chunks(tile.free_elements, BN_STATS_FMAX):
+                chunk = stats[:, piece * BN_STATS_WIDTH : (piece + 1) * BN_STATS_WIDTH]
+                nisa.bn_stats(chunk, xt[:, f0 : f0 + f])
+                piece += 1
+        nisa.bn_aggr(stats[:, width : width + 2], stats[:, 0:width])
+        mean, var = stats[:, width : width + 1], stats[:, width + 1 : width + 2]
+        cols = params((cw, COLUMNS), lang.float32, lang.sbuf)
+        scale, shift, invstd = _fold(ctx, cols, mean, var, weight, bias, eps, c0)
+        _normalize(ctx, tiles, c0, cw, scale, shift, dtype)
+        _running_update(ctx, cols, running_mean, mean, new_mean, momentum, 1.0, c0)
+        unbiased = count / (count - 1) if count > 1 else float("inf")
+        _running_update(ctx, cols, running_var, var, new_var, momentum, unbiased, c0)
+        for value, column in ((save_mean, mean), (save_invstd, invstd)):
+            _store_column(ctx, value, column, c0)
+    return out, save_mean, save_invstd, new_mean, new_var
+
+
+def _running_update(
+    ctx: LoweringContext,
+    cols: lang.View,
+    running: HbmValue,
+    batch: lang.View,
+    out: HbmValue,
+    momentum: float,
+    correction: float,
+    c0: int,
+) -> None:
+    """out = (1 - momentum) * running + momentum * correction * batch, for one chunk."""
+    cw = cols.shape[0]
+    old, new = cols[:, 8:9], cols[:, 9:10]
+    _column(ctx, old, running, c0, cw)
+    nisa.tensor_scalar(old, old, AluOp.multiply, 1.0 - momentum)
+    nisa.scalar_tensor_tensor(new, batch, AluOp.multiply, momentum * correction, AluOp.add, old)
+    _store_column(ctx, out, new, c0)
+
+
+def _store_column(ctx: LoweringContext, value: HbmValue, column: lang.View, c0: int) -> None:
+    cw = column.shape[0]
+    ctx.queues.store(hbm_ap(value, value.offset + c0, cw, 1, (1,), (1,)), column)
