@@ -93,7 +93,7 @@ class SimPartition(torch.nn.Module):
         self._calls += 1
         self._record(run, lowered)
         if self.options.check:
-            self._check(run.outputs, self.gm(*args))
+            self._check(run.outputs, args)
         if self.options.trace is not None:  # a run folder: trace.json, tables, plots
             from hwsim.trace.outputs import write_run_outputs
 
@@ -115,14 +115,47 @@ class SimPartition(torch.nn.Module):
                 record.sim_ns, record.span_ns = time.bound_ns, time.span_ns
                 record.instructions = time.instructions
 
-    def _check(self, actual: Any, expected: Any) -> None:
-        pairs = zip(pytree.tree_leaves(actual), pytree.tree_leaves(expected), strict=True)
-        for i, (got, want) in enumerate(pairs):
+    def _check(self, actual: Any, args: tuple[Any, ...]) -> None:
+        """Compare with the graph on the CPU at matched precision (judged) and in fp32."""
+        precision = self.options.precision
+        compute = _TORCH_DTYPES.get(precision.compute)  # None under 'auto': own dtypes
+        matched = self.gm(*_cast_floats(args, compute))
+        fp32: Any = None
+        problem = ""
+        try:
+            fp32 = self.gm(*_cast_floats(args, torch.float32))
+        except Exception as error:  # a graph that only runs in its own dtypes
+            problem = f"{type(error).__name__}: {error}"
+        wanted = pytree.tree_leaves(matched)
+        wide = pytree.tree_leaves(fp32) if fp32 is not None else [None] * len(wanted)
+        pairs = zip(pytree.tree_leaves(actual), wanted, wide, strict=True)
+        for i, (got, want, want_fp32) in enumerate(pairs):
             if not isinstance(want, torch.Tensor):
                 continue
-            name = self.options.precision.result_dtype_name(want.dtype)
-            stats = compare(got, want, self.options.precision.tolerance(want.dtype))
+            tolerance = precision.tolerance(got.dtype)
+            stats = compare(got, want.to(got.dtype), tolerance)
+            vs_fp32 = None
+            if isinstance(want_fp32, torch.Tensor):
+                vs_fp32 = compare(got.to(torch.float32), want_fp32.float(), tolerance)
             record = OutputRecord(
-                f"{self.name}.out{i}", tuple(want.shape), str(want.dtype), name, stats
+                f"{self.name}.out{i}",
+                tuple(want.shape),
+                str(got.dtype),
+                precision.result_dtype_name(got.dtype),
+                stats,
+                vs_fp32,
+                problem,
             )
             self.report.add_output(record)
+
+
+_TORCH_DTYPES = {"fp32": torch.float32, "bf16": torch.bfloat16, "fp16": torch.float16}
+
+
+def _cast_floats(args: tuple[Any, ...], dtype: torch.dtype | None) -> list[Any]:
+    """The arguments with floating tensors in ``dtype`` (unchanged for None)."""
+    if dtype is None:
+        return list(args)
+    return [
+        a.to(dtype) if isinstance(a, torch.Tensor) and a.is_floating_point() else a for a in args
+    ]

@@ -67,6 +67,7 @@ def hwsim_backend(
             _BY_OPTIONS[id(options)] = (options, parsed.report)
     _REPORTS[:] = [r for r in _REPORTS if r is not parsed.report]  # (by identity)
     _REPORTS.append(parsed.report)  # the latest is the one being filled
+    _note_compile(parsed.report)
     compiler = _Compiler(parsed)
     backend = aot_autograd(
         fw_compiler=compiler.forward,
@@ -74,6 +75,34 @@ def hwsim_backend(
         decompositions=core_aten_decompositions(),
     )
     return backend(gm, example_inputs)
+
+
+#: dynamo's graph-break counter (reason -> count, process-wide) at the previous backend call:
+#: the breaks met since then belong to the graph being compiled now.
+_BREAKS_SEEN: dict[str, int] = {}
+
+
+def _note_compile(report: Any) -> None:
+    """Record dynamo's compile id of this graph and the graph breaks met while tracing it."""
+    from torch._dynamo.utils import counters
+    from torch._guards import CompileContext
+
+    compile_id = CompileContext.current_compile_id()
+    if compile_id is not None and compile_id.frame_id is not None:
+        report.compile_ids.append((compile_id.frame_id, compile_id.frame_compile_id or 0))
+    for reason, count in counters["graph_break"].items():
+        new = count - _BREAKS_SEEN.get(reason, 0)
+        if new > 0:
+            key = _short_reason(reason)
+            report.graph_breaks[key] = report.graph_breaks.get(key, 0) + new
+        _BREAKS_SEEN[reason] = count
+
+
+def _short_reason(reason: str) -> str:
+    """Dynamo's reason without its hints: the first line and the explanation."""
+    lines = [line.strip() for line in reason.splitlines() if line.strip()]
+    explanation = next((line for line in lines if line.startswith("Explanation:")), "")
+    return f"{lines[0]}: {explanation.removeprefix('Explanation:').strip()}".rstrip(": ")
 
 
 class _Compiler:

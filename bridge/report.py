@@ -99,13 +99,33 @@ class OpRecord:
 
 @dataclass
 class OutputRecord:
-    """One output compared with the CPU."""
+    """One output compared with the CPU, twice.
+
+    ``stats``: against the graph run on the CPU at matched precision (floating inputs in the
+    simulated compute dtype, or in their own dtypes under 'auto'), judged with that dtype's
+    tolerance: whether the simulator computes what the hardware would. ``vs_fp32``: against
+    the graph run in fp32, with the same tolerance: what running in lower precision costs
+    (None if that reference could not run; ``reference_error`` says why).
+    """
 
     name: str
     shape: tuple[int, ...]
     dtype: str
     computed_in: str  # the dtype whose tolerance applies
     stats: ErrorStats
+    vs_fp32: ErrorStats | None = None
+    reference_error: str = ""
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "name": self.name,
+            "shape": self.shape,
+            "dtype": self.dtype,
+            "computed_in": self.computed_in,
+            "stats": self.stats.to_dict(),
+            "vs_fp32": None if self.vs_fp32 is None else self.vs_fp32.to_dict(),
+            "reference_error": self.reference_error,
+        }
 
 
 @dataclass
@@ -120,6 +140,11 @@ class Report:
     outputs: list[OutputRecord] = field(default_factory=list)
     runs: list[dict[str, Any]] = field(default_factory=list)
     graphs: list[dict[str, Any]] = field(default_factory=list)
+    #: torch.compile only: dynamo's compile id of every graph handed to the backend
+    #: ("frame/recompile": a new frame after a graph break, a recompile of the same frame),
+    #: and the graph breaks dynamo met while tracing them (reason -> count).
+    compile_ids: list[tuple[int, int]] = field(default_factory=list)
+    graph_breaks: dict[str, int] = field(default_factory=dict)
 
     def add_output(self, record: OutputRecord) -> None:
         """Record an output check; a later check of the same output keeps the worse one."""
@@ -139,6 +164,20 @@ class Report:
 
     def top_ops(self, count: int = 10) -> list[OpRecord]:
         return sorted(self.lowered(), key=lambda r: -r.sim_ns)[:count]
+
+    @property
+    def recompiles(self) -> int:
+        """Graphs compiled again for a frame already compiled (guards failed: new shapes...)."""
+        return sum(1 for _, again in self.compile_ids if again > 0)
+
+    def dynamo_summary(self) -> dict[str, Any]:
+        return {
+            "graphs_compiled": len(self.compile_ids),
+            "frames": len({frame for frame, _ in self.compile_ids}),
+            "graph_breaks": sum(self.graph_breaks.values()),
+            "break_reasons": self.graph_breaks,
+            "recompiles": self.recompiles,
+        }
 
     @property
     def total_sim_ns(self) -> float:
@@ -168,10 +207,11 @@ class Report:
                 {"node": r.node, "op": r.op, "reason": r.reason, "detail": r.detail}
                 for r in self.fallbacks()
             ],
-            "outputs": [{**asdict(o), "stats": o.stats.to_dict()} for o in self.outputs],
+            "outputs": [o.to_dict() for o in self.outputs],
             "top_ops": [{"node": r.node, "op": r.op, "sim_ns": r.sim_ns} for r in self.top_ops()],
             "runs": self.runs,
             "graphs": self.graphs,
+            "dynamo": self.dynamo_summary() if self.mode == "compile" else None,
         }
 
     def to_json(self, path: str | Path | None = None) -> str:

@@ -52,10 +52,15 @@ def report_tables(report: Report) -> list[Table]:
             fb.add_row(r.node, r.op, r.reason, r.detail)
         tables.append(fb)
     if report.outputs:
-        out = Table(title="outputs against the CPU", title_justify="left")
-        for column in ("output", "shape", "dtype", "tolerance of", "max abs", "max rel", "ok"):
+        out = Table(
+            title="outputs against the CPU at matched precision (judged) and in fp32",
+            title_justify="left",
+        )
+        columns = ("output", "shape", "dtype", "computed in", "max abs", "max rel", "ok")
+        for column in (*columns, "vs fp32: max abs", "max rel"):
             out.add_column(column)
         for o in report.outputs:
+            wide = o.vs_fp32
             out.add_row(
                 o.name,
                 str(list(o.shape)),
@@ -64,6 +69,8 @@ def report_tables(report: Report) -> list[Table]:
                 _err(o.stats.max_abs),
                 _err(o.stats.max_rel),
                 "yes" if o.stats.ok else f"NO ({o.stats.mismatched} elements)",
+                _err(wide.max_abs) if wide is not None else "n/a",
+                _err(wide.max_rel) if wide is not None else "n/a",
             )
         tables.append(out)
     top = [r for r in report.top_ops() if r.sim_ns > 0]
@@ -74,6 +81,18 @@ def report_tables(report: Report) -> list[Table]:
         for r in top:
             t.add_row(r.node, r.op, _ns(r.sim_ns), _ns(r.span_ns), str(r.instructions))
         tables.append(t)
+    if report.mode == "compile" and report.compile_ids:
+        dynamo = report.dynamo_summary()
+        compiled = Table(
+            title=f"torch.compile: {dynamo['graphs_compiled']} graphs from {dynamo['frames']} "
+            f"frames, {dynamo['graph_breaks']} graph breaks, {dynamo['recompiles']} recompiles",
+            title_justify="left",
+        )
+        compiled.add_column("graph break reason")
+        compiled.add_column("count")
+        for reason, count in dynamo["break_reasons"].items():
+            compiled.add_row(reason, str(count))
+        tables.append(compiled)
     if report.runs:
         runs = Table(title="simulator runs", title_justify="left")
         for column in ("graph", "total", "instructions", "MFU %", "HBM bytes", "bottleneck"):

@@ -112,7 +112,30 @@ def test_precision_option_bf16_on_fp32_model():
     torch.testing.assert_close(got, want, rtol=5e-2, atol=5e-2)
     report = bridge.dynamo.last_report()
     assert report.precision["compute"] == "bf16"
-    assert report.outputs[0].computed_in == "bf16"
+    [output] = report.outputs
+    assert output.computed_in == "bf16" and output.stats.ok
+    # Judged against the CPU in bf16; the fp32 reference is another one, reported beside it.
+    assert output.vs_fp32 is not None and output.vs_fp32.max_abs != output.stats.max_abs
+    assert report.to_dict()["outputs"][0]["vs_fp32"]["max_abs"] == output.vs_fp32.max_abs
+    assert "vs fp32" in str(report)
+
+
+def test_fp32_model_in_auto_precision_has_one_reference():
+    model = mlp()
+    with torch.no_grad():
+        torch.compile(model, backend="hwsim", options={"config": "tiny"})(torch.randn(3, 7))
+    [output] = bridge.dynamo.last_report().outputs
+    assert output.vs_fp32 is not None and output.vs_fp32.max_abs == output.stats.max_abs
+
+
+def test_recompiles_are_counted():
+    options = {"fallback": "error", "config": "tiny"}
+    compiled = torch.compile(torch.relu, backend="hwsim", options=options, dynamic=False)
+    for n in (4, 5, 6):
+        compiled(torch.randn(3, n))
+    dynamo = bridge.dynamo.last_report().to_dict()["dynamo"]
+    assert (dynamo["graphs_compiled"], dynamo["frames"], dynamo["recompiles"]) == (3, 1, 2)
+    assert dynamo["graph_breaks"] == 0
 
 
 def test_graph_breaks_share_one_report():
@@ -126,6 +149,10 @@ def test_graph_breaks_share_one_report():
     torch.testing.assert_close(torch.compile(fn, backend="hwsim", options=options)(x), fn(x))
     report = bridge.dynamo.last_report()
     assert [g["kind"] for g in report.graphs] == ["forward", "forward"]
+    dynamo = report.dynamo_summary()
+    assert (dynamo["graph_breaks"], dynamo["frames"], dynamo["recompiles"]) == (1, 2, 0)
+    [reason] = dynamo["break_reasons"]
+    assert "print" in reason and "1 graph breaks" in str(report)
     assert {r.op for r in report.lowered()} >= {"aten.relu.default", "aten._softmax.default"}
 
 
