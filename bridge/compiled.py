@@ -50,6 +50,8 @@ class SimPartition(torch.nn.Module):
         self._lowered: dict[tuple[Any, ...], LoweredGraph] = {}
         self._cpu: Unsupported | None = None
         self._calls = 0
+        #: Simulated time of the last call (None: it ran on the CPU), for bridge.host_timeline.
+        self.last_total_ns: float | None = None
         self._lower(example_inputs)
 
     @property
@@ -87,9 +89,11 @@ class SimPartition(torch.nn.Module):
 
     def forward(self, *args: Any) -> Any:
         lowered = None if self._cpu is not None else self._lower(list(args))
+        self.last_total_ns = None
         if lowered is None:
             return self.gm(*args)
         run = lowered.run(list(args))
+        self.last_total_ns = float(run.result.summary.get("total_ns", 0.0))
         self._calls += 1
         self._record(run, lowered)
         if self.options.check:

@@ -113,6 +113,7 @@ class _Compiler:
         from functorch.compile import make_boxed_func
 
         from bridge.compiled import SimPartition
+        from bridge.host_timeline import MixedGraph
         from bridge.options import apply_fallback
         from bridge.partition import analyze, partition
         from bridge.report import OpRecord
@@ -155,6 +156,7 @@ class _Compiler:
                     sim = SimPartition(module, f"{name}.{child}", self.options, examples, records)
                     setattr(runner, child, sim)
                     parts += 1
+            mixed = MixedGraph(runner, name, self.options, records)
         report.graphs.append(
             {
                 "graph": name,
@@ -165,7 +167,7 @@ class _Compiler:
                 "partitions": parts,
             }
         )
-        return make_boxed_func(runner)
+        return make_boxed_func(runner if not unsupported else mixed)
 
     def backward(self, gm: fx.GraphModule, example_inputs: Sequence[Any]) -> Callable[..., Any]:
         from functorch.compile import make_boxed_func

@@ -95,6 +95,7 @@ class OpRecord:
     span_ns: float = 0.0
     instructions: int = 0
     error: dict[str, Any] | None = None  # eager mode: ErrorStats of this op against the CPU
+    host_ns: float = 0.0  # a CPU op: its host wall time at the last call (bridge.host_timeline)
 
 
 @dataclass
@@ -144,6 +145,8 @@ class Report:
     #: ("frame/recompile": a new frame after a graph break, a recompile of the same frame),
     #: and the graph breaks dynamo met while tracing them (reason -> count).
     compile_ids: list[tuple[int, int]] = field(default_factory=list)
+    #: Graphs run partly on the CPU: per call, simulated and CPU (host wall) time end to end.
+    timelines: list[dict[str, Any]] = field(default_factory=list)
     graph_breaks: dict[str, int] = field(default_factory=dict)
 
     def add_output(self, record: OutputRecord) -> None:
@@ -212,6 +215,7 @@ class Report:
             "runs": self.runs,
             "graphs": self.graphs,
             "dynamo": self.dynamo_summary() if self.mode == "compile" else None,
+            "timelines": self.timelines,
         }
 
     def to_json(self, path: str | Path | None = None) -> str:

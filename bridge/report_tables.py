@@ -46,18 +46,18 @@ def report_tables(report: Report) -> list[Table]:
     tables = [ops]
     if report.fallbacks():
         fb = Table(title="run on the CPU", title_justify="left")
-        for column in ("node", "op", "reason", "detail"):
+        for column in ("node", "op", "reason", "detail", "host time"):
             fb.add_column(column)
         for r in report.fallbacks():
-            fb.add_row(r.node, r.op, r.reason, r.detail)
+            fb.add_row(r.node, r.op, r.reason, r.detail, _ns(r.host_ns) if r.host_ns else "")
         tables.append(fb)
     if report.outputs:
         out = Table(
             title="outputs against the CPU at matched precision (judged) and in fp32",
             title_justify="left",
         )
-        columns = ("output", "shape", "dtype", "computed in", "max abs", "max rel", "ok")
-        for column in (*columns, "vs fp32: max abs", "max rel"):
+        judged = ("output", "shape", "dtype", "computed in", "max abs", "max rel", "ok")
+        for column in (*judged, "vs fp32: max abs", "max rel"):
             out.add_column(column)
         for o in report.outputs:
             wide = o.vs_fp32

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import itertools
 import json
 import warnings
 
@@ -75,6 +76,33 @@ def test_fallback_cpu_partitions_around_unsupported_ops():
     assert (fallback.op, fallback.reason) == ("aten.sort.default", "no lowering")
     assert report.lowered() and report.runs
     assert report.to_dict()["fallbacks"][0]["op"] == "aten.sort.default"
+
+
+def test_cpu_fallbacks_are_on_the_host_track_of_the_call_timeline(tmp_path):
+    from hwsim.trace.chrome import iter_events
+    from hwsim.trace.validate import validate_chrome_trace
+
+    x = torch.randn(4, 9)
+    options = {"fallback": "cpu", "config": "tiny", "trace": str(tmp_path)}
+    compiled = torch.compile(with_sort, backend="hwsim", options=options)
+    compiled(x)
+    report = bridge.dynamo.last_report()
+    [timeline] = report.timelines
+    [sort] = report.fallbacks()
+    assert sort.host_ns > 0 and timeline["cpu_host_ns"] >= sort.host_ns
+    assert timeline["simulated_ns"] == pytest.approx(sum(r["total_ns"] for r in report.runs))
+    [folder] = tmp_path.glob("*_call1_timeline")
+    trace = folder / "trace.json"
+    assert validate_chrome_trace(trace) == []
+    slices = [e for e in iter_events(trace) if e.get("ph") == "X" and e.get("cat") == "host"]
+    by_name = {e["name"]: e for e in slices}
+    assert by_name["aten.sort.default"]["args"]["reason"] == "no lowering"
+    simulated = [e for e in slices if e["args"]["runs_on"] == "simulator"]
+    assert simulated  # each with its engine-level trace in its own run folder
+    assert all((tmp_path / f"{e['args']['run']}_call1" / "trace.json").is_file() for e in simulated)
+    ends = sorted((e["ts"], e["ts"] + e["dur"]) for e in slices)
+    assert all(a[1] <= b[0] + 1e-3 for a, b in itertools.pairwise(ends))  # in sequence
+    assert "host time" in str(report)
 
 
 def test_fallback_warn_warns_per_op():
