@@ -159,18 +159,26 @@ class LoweringContext:
     ) -> Iterator[None]:
         """Lower one node: tag its instructions with the node name and expose its metadata.
 
-        ``lang.tag_scope`` tags every instruction emitted meanwhile ``f"{node}:{source line}"``,
-        so the trace attributes each instruction (and its DMA transfers) to the op it came from.
+        ``lang.tag_scope`` tags every instruction emitted meanwhile
+        ``f"{op}/{node}:{source line}"`` (op: the ATen op's name, e.g. ``addmm``), so the trace
+        attributes each instruction (and its DMA transfers) to the node and op it came from.
         ``escapes``: the node's value is a graph output, so its values get bytes of their own.
         """
         saved = self.node_name, self.out, self.call, self._escapes
         self.node_name, self.out, self.call, self._escapes = name, out, call, escapes
         self._names = itertools.count()
+        label = _op_label(call.op) if call is not None else "copy"
         try:
-            with lang.tag_scope(name):
+            with lang.tag_scope(f"{label}/{name}"):  # plots colour by op, reports by node
                 yield
         finally:
             self.node_name, self.out, self.call, self._escapes = saved
+
+
+def _op_label(op: Any) -> str:
+    """``aten.addmm.default`` -> ``addmm``; any other callable by its name."""
+    name = getattr(op, "__name__", None) or str(op)
+    return str(name).split(".")[0]
 
 
 def _prod(shape: tuple[int, ...]) -> int:

@@ -58,13 +58,14 @@ class OpTime:
 
 
 def op_times(trace: Trace) -> dict[str, OpTime]:
-    """Per node name (the instruction tag before its first ':'), the op's simulated time."""
+    """Per node name (from the instruction tag ``op/node:source``), the op's simulated time."""
     to_ns = 1000 / trace.base_mhz
     dma_engines = trace.config.dma.engines if trace.config is not None else 16
     times: dict[str, OpTime] = defaultdict(lambda: OpTime(dma_engines=dma_engines))
     owner: dict[tuple[int, str, int], str] = {}
     for record in trace.instructions:
-        key = (record.instruction.tag or record.instruction.OPCODE).split(":", 1)[0]
+        tag = record.instruction.tag or record.instruction.OPCODE
+        key = tag.split(":", 1)[0].rpartition("/")[2]  # "op/node:source" -> node
         owner[(record.core, record.engine, record.pc)] = key
         op = times[key]
         busy = (record.end_tick - record.start_tick) * to_ns

@@ -117,6 +117,13 @@ def default_run_dir(workload: str = "run", root: str | Path = TRACES_DIR) -> Pat
 # ---- from a trace in memory ---------------------------------------------------------------------
 
 
+def colour_key(tag: str) -> str:
+    """What a slice is coloured by: a tag ``group/detail:source`` by its group (the bridge tags
+    ``op/node``, so a model's timeline is coloured by ATen op), any other tag as it is."""
+    head, slash, _ = tag.partition("/")
+    return head if slash and ":" not in head else tag
+
+
 def run_data(trace: Trace, summary: dict[str, Any] | None = None) -> RunData:
     """The plot/report view of an in-memory trace (same content ``load_run`` reads from JSON)."""
     from hwsim.trace.chrome import counter_series
@@ -137,7 +144,7 @@ def run_data(trace: Trace, summary: dict[str, Any] | None = None) -> RunData:
     key_codes = array("q")
     for rec in recs:
         f = facts(rec.instruction)
-        key_codes.append(keys.setdefault(f.tag or f.opcode, len(keys)))
+        key_codes.append(keys.setdefault(colour_key(f.tag or f.opcode), len(keys)))
         if trace.memory_allocations:
             spans.add(rec.core, f.spans, rec.start_tick, rec.done_tick)
     lookup = np.full((max(cores) + 1, max(engine_code(e) for e in engines) + 1), -1, np.int64)
@@ -152,7 +159,7 @@ def run_data(trace: Trace, summary: dict[str, Any] | None = None) -> RunData:
     for index in deps.transfers.trigger_record.tolist():
         trigger = facts(recs[index].instruction) if index >= 0 else None
         name = (trigger.tag or trigger.opcode) if trigger else "dma"
-        transfer_key.append(keys.setdefault(name, len(keys)))
+        transfer_key.append(keys.setdefault(colour_key(name), len(keys)))
     dma = trace.dma
     dma_lookup = {pair: row for pair, row in dma_row.items()}
     piece_rows = np.fromiter((dma_lookup[r.core, r.dma_engine] for r in dma), np.int64, len(dma))
@@ -266,7 +273,7 @@ def load_run(path: str | Path) -> RunData:
                 tids.append(event["tid"])
                 starts.append(event["ts"] * 1000)
                 ends.append((event["ts"] + event["dur"]) * 1000)
-                key = args.get("tag") or event.get("name", "")
+                key = colour_key(args.get("tag") or event.get("name", ""))
                 keys_col.append(keys.setdefault(key, len(keys)))
             elif ph == "C":
                 for value in event["args"].values():

@@ -143,3 +143,12 @@ def test_compile_reports_the_hbm_peak_with_and_without_the_plan() -> None:
         torch._dynamo.reset()
     assert peaks[True] == (2 * VALUE_BYTES, 7 * VALUE_BYTES)
     assert peaks[False] == (7 * VALUE_BYTES, 7 * VALUE_BYTES)
+
+
+def test_timeline_colours_by_op_and_report_times_by_node() -> None:
+    from hwsim.trace.outputs import run_data
+
+    run = lowered(chain, True).run([torch.randn(ROWS, COLS)])
+    keys = set(run_data(run.result.trace).keys)
+    assert {"relu", "mul", "add", "sigmoid", "sub", "tanh"} <= keys  # one colour per op
+    assert {"mul", "mul_1", "add", "add_1"} <= set(run.op_times)  # times per node

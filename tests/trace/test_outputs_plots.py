@@ -100,3 +100,12 @@ def test_default_run_dir(tmp_path: Path) -> None:
     b = default_run_dir("gemm:128x128x128:bf16", tmp_path)
     assert a != b and a.is_dir() and b.is_dir() and "gemm_128x128x128_bf16" in a.name
     assert tuple(PLOT_FILES) == PLOT_KINDS
+
+
+def test_colour_keys_group_bridge_tags_by_op() -> None:
+    from hwsim.trace.outputs import colour_key
+
+    assert colour_key("addmm/addmm_2:common.py:146") == "addmm"
+    assert colour_key("softmax/_softmax:common.py:9") == "softmax"
+    assert colour_key("load_a:matmul.py:42") == "load_a:matmul.py:42"  # no group: as it is
+    assert colour_key("nc_matmul") == "nc_matmul"
