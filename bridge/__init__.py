@@ -8,7 +8,9 @@ Front doors, over one lowering core:
 - ``with bridge.HwsimMode("trn2") as mode: ...`` (``bridge.offload``): eager offload, op by op,
   each compared with the CPU; ``mode.report``;
 - ``bridge.analyze(model, *inputs)``: the op-support table, before anything runs;
-- ``bridge.lower_graph(fx_graph, example_inputs)`` (``bridge.graph_lowering``): the core itself.
+- ``bridge.lower_graph(fx_graph, example_inputs)`` (``bridge.graph_lowering``): the core itself;
+- ``bridge.export_program(model, args, "m.hwprog")`` (``bridge.export``): ``torch.export`` lowered
+  once into a saved program that ``hwsim run`` and sweeps simulate on many configs, no torch.
 
 Importing ``bridge`` is cheap (names below load on first use), so the dynamo entry point costs
 nothing until the backend is used. Imports hwsim, kernels and torch; hwsim never imports bridge.
@@ -25,6 +27,7 @@ _EXPORTS = {
     "last_report": "bridge.dynamo",
     "hwsim_backend": "bridge.dynamo",
     "lower_graph": "bridge.graph_lowering",
+    "export_program": "bridge.export",
     "Precision": "bridge.precision",
     "TilingOptions": "bridge.context",
     "Report": "bridge.report",

@@ -114,6 +114,19 @@ class LoweredGraph:
     def run(
         self, args: Sequence[torch.Tensor], *, numerics: bool = True, race_check: bool = False
     ) -> GraphRun:
+        self.bind(args)
+        _warm_up()
+        result = run(self.program, self.config, numerics=numerics, race_check=race_check)
+        outputs = None
+        if numerics:  # timing-only runs compute no values
+            leaves = [self._output(o, result) for o in self.outputs]
+            outputs = pytree.tree_unflatten(leaves, self.out_spec)
+        return GraphRun(outputs, result, op_times(result.trace))
+
+    def bind(self, args: Sequence[torch.Tensor], *, copy: bool = False) -> None:
+        """Fill the program's HBM inputs with ``args`` (each input's storage span, viewed with
+        the lowered strides) and check index inputs, without simulating. ``copy``: the program
+        keeps copies (a saved program must not alias the model's parameters)."""
         for binding in self.inputs:
             tensor = args[binding.index] if binding.constant is None else binding.constant
             if tuple(tensor.shape) != binding.shape or tuple(tensor.stride()) != binding.strides:
@@ -125,15 +138,9 @@ class LoweredGraph:
             if tensor.dtype == torch.int64:  # only the viewed elements must fit int32
                 check_int64_range(tensor, binding.name)
             span = torch.as_strided(tensor.detach(), (binding.span,), (1,), tensor.storage_offset())
-            self.program.hbm[binding.name].values = tensor_to_numpy(span, check=False)
+            values = tensor_to_numpy(span, check=False)
+            self.program.hbm[binding.name].values = values.copy() if copy else values
         self._check_indices(args)
-        _warm_up()
-        result = run(self.program, self.config, numerics=numerics, race_check=race_check)
-        outputs = None
-        if numerics:  # timing-only runs compute no values
-            leaves = [self._output(o, result) for o in self.outputs]
-            outputs = pytree.tree_unflatten(leaves, self.out_spec)
-        return GraphRun(outputs, result, op_times(result.trace))
 
     def _check_indices(self, args: Sequence[torch.Tensor]) -> None:
         """Inputs used as indices must be in range, as torch checks (``IndexCheck``)."""

@@ -147,7 +147,8 @@ def compare(actual: torch.Tensor, expected: torch.Tensor, tolerance: Tolerance) 
     rel = diff / e.abs().clamp_min(torch.finfo(torch.float32).tiny)
     finite = e[torch.isfinite(e)]
     scale = max(1.0, float(finite.square().mean().sqrt())) if finite.numel() else 1.0
-    bad = diff > tolerance.atol * scale + tolerance.rtol * e.abs()
+    # where a NaN or an infinity is expected, the bound is NaN or inf: only the same value passes
+    bad = (diff > tolerance.atol * scale + tolerance.rtol * e.abs()) | (~same & ~torch.isfinite(e))
     return ErrorStats(
         float(diff.max()),
         float(rel.max()),

@@ -29,3 +29,7 @@ class RaceError(HwsimError):
 
 class WorkloadError(HwsimError):
     """A workload specification cannot be parsed or built."""
+
+
+class IncompatibleProgramError(WorkloadError):
+    """A saved program cannot run on a config: a field its lowering depended on differs."""

@@ -3,7 +3,8 @@
 A spec's ``workloads`` entries are spelled as for ``hwsim run`` (``gemm:MxKxN[:dtype]``, a library
 kernel name), or ``FILE.py:NAME`` (NAME a ``Workload``, a library workload, or a function
 ``config -> Program``), or ``FILE.hwprog`` (a program saved by ``save_program``, e.g. lowered once
-from torch: it is simulated as saved on every config). Paths are relative to the spec file.
+from torch by ``hwsim export``: it is simulated as saved on every config it is compatible with,
+see ``hwsim.workloads.saved``). Paths are relative to the spec file.
 
 A ``SweepWorkload`` is plain data, so it travels to workers; each worker resolves it once.
 """
@@ -13,12 +14,11 @@ from __future__ import annotations
 import functools
 import hashlib
 import importlib.util
-import pickle
 import sys
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Literal
+from typing import Literal
 
 import numpy as np
 
@@ -26,9 +26,9 @@ from hwsim.config.schema import HardwareConfig
 from hwsim.errors import WorkloadError
 from hwsim.program import Program
 from hwsim.workloads.registry import Workload, resolve_workload
+from hwsim.workloads.saved import PROGRAM_SUFFIX, load_program, save_program, saved_workload
 
-PROGRAM_SUFFIX = ".hwprog"
-_PROGRAM_FORMAT = "hwsim.program/1"
+__all__ = ["PROGRAM_SUFFIX", "SweepWorkload", "load_program", "parse_workload", "save_program"]
 Kind = Literal["gemm", "builtin", "file", "program"]
 
 
@@ -82,9 +82,7 @@ def _existing(base_dir: Path, text: str, what: str) -> Path:
 def _resolve(workload: SweepWorkload) -> Workload:
     """The runnable workload, once per process."""
     if workload.kind == "program":
-        program = load_program(workload.path)
-        name = workload.key
-        return Workload(name, f"saved program {name}", lambda config: program)
+        return saved_workload(workload.path, workload.key)
     if workload.kind == "file":
         return _from_file(Path(workload.path), workload.attribute, workload.text)
     return resolve_workload(workload.text)
@@ -134,33 +132,4 @@ def _gemm_without_data(name: str, config: HardwareConfig) -> Program:
     b = TensorSpec((spec.k, spec.n), spec.dtype.name)
     program = gemm_kernel.build(a, b, gemm_blocking(spec, config), config=config).program
     program.meta.update(workload=spec.name, model_flops=spec.flops)
-    return program
-
-
-def save_program(program: Program, path: str | Path) -> Path:
-    """Write ``program`` (e.g. a torch model lowered once) for sweeps to simulate on many configs.
-
-    The file is a pickle: load only programs you made or trust.
-    """
-    path = Path(path)
-    if path.suffix != PROGRAM_SUFFIX:
-        raise WorkloadError(f"{path}: saved programs end in {PROGRAM_SUFFIX}")
-    path.parent.mkdir(parents=True, exist_ok=True)
-    with path.open("wb") as file:
-        pickle.dump({"format": _PROGRAM_FORMAT, "program": program}, file, protocol=5)
-    return path
-
-
-def load_program(path: str | Path) -> Program:
-    """A program written by ``save_program``."""
-    try:
-        with Path(path).open("rb") as file:
-            data: Any = pickle.load(file)
-    except (OSError, pickle.UnpicklingError, EOFError) as exc:
-        raise WorkloadError(f"{path}: cannot read saved program ({exc})") from exc
-    if not isinstance(data, dict) or data.get("format") != _PROGRAM_FORMAT:
-        raise WorkloadError(f"{path}: not a saved hwsim program ({_PROGRAM_FORMAT})")
-    program = data["program"]
-    if not isinstance(program, Program):
-        raise WorkloadError(f"{path}: holds a {type(program).__name__}, not a Program")
     return program

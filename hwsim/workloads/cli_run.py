@@ -8,7 +8,7 @@ import time
 from typing import Any
 
 from hwsim.config import load_config
-from hwsim.errors import WorkloadError
+from hwsim.errors import IllegalInstructionError, WorkloadError
 from hwsim.workloads.registry import list_workloads, resolve_workload
 
 
@@ -31,7 +31,15 @@ def run_workload(
     program = workload.build(config)
     build_s = time.perf_counter() - build_start
     sim_start = time.perf_counter()
-    result = run(program, config, numerics=numerics, race_check=race_check)
+    try:
+        result = run(program, config, numerics=numerics, race_check=race_check)
+    except IllegalInstructionError as exc:
+        from hwsim.workloads.saved import relower_hint
+
+        hint = relower_hint(program, config)
+        if not hint:
+            raise
+        raise type(exc)(f"{exc}{hint}") from exc
     sim_s = time.perf_counter() - sim_start
     summary = dict(result.summary)
     summary["workload"] = workload.name

@@ -1,6 +1,7 @@
 """Workload registry: a workload builds a program for a config and may check its outputs.
 
-Spellings: ``gemm:MxKxN[:dtype]``; the name of a registered kernel (``hwsim run --list``).
+Spellings: ``gemm:MxKxN[:dtype]``; the name of a registered kernel (``hwsim run --list``);
+``FILE.hwprog``, a saved program (``hwsim.workloads.saved``, e.g. from ``hwsim export``).
 """
 
 from __future__ import annotations
@@ -43,6 +44,7 @@ def list_workloads() -> list[tuple[str, str]]:
         ("gemm:MxKxN[:dtype]", "C = A @ B with the blocked TensorE matmul kernel, checked vs numpy")
     ]
     rows += [(name, factory().description) for name, factory in sorted(_NAMED.items())]
+    rows.append(("FILE.hwprog", "a saved program (hwsim export), checked vs its expected outputs"))
     return rows
 
 
@@ -61,6 +63,10 @@ def resolve_workload(text: str) -> Workload:
         )
     if text in _NAMED:
         return _NAMED[text]()
+    from hwsim.workloads.saved import PROGRAM_SUFFIX, saved_workload
+
+    if text.endswith(PROGRAM_SUFFIX):
+        return saved_workload(text)
     close = difflib.get_close_matches(text, [*_NAMED, "gemm:"], n=1)
     hint = f" (did you mean '{close[0]}'?)" if close else ""
     raise WorkloadError(f"unknown workload '{text}'{hint}; see 'hwsim run --list'")

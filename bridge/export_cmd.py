@@ -1,0 +1,184 @@
+"""``hwsim export MODEL -o FILE.hwprog``: lower a torch model once into a saved program.
+
+A plugin command (entry point ``hwsim.commands``: ``export``); hwsim loads it only when it runs,
+since it imports torch. MODEL is a built-in (``MODELS``) or ``FILE.py:FACTORY`` where
+``FACTORY()`` returns ``(model, args)`` or ``(model, args, kwargs)``. The saved program runs with
+``hwsim run FILE.hwprog --config ...`` and as a sweep workload (see docs/export.md).
+"""
+
+from __future__ import annotations
+
+import argparse
+import hashlib
+import importlib.util
+import os
+import sys
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+from hwsim.cli.main import add_config_arguments
+from hwsim.errors import WorkloadError
+
+#: What a built-in model gives: (model, args, kwargs) for one forward pass.
+Example = tuple[Any, tuple[Any, ...], dict[str, Any]]
+#: Built-in models: name -> (description, builder taking the sequence length).
+MODELS: dict[str, tuple[str, Callable[[int], Example]]] = {}
+
+BATCH = 2
+DEFAULT_SEQ = 16
+#: Token vocabulary and positions of the tiny language models (bridge.demo's GPT-2).
+VOCAB, POSITIONS = 512, 64
+
+
+def register(commands: argparse._SubParsersAction) -> None:
+    parser = commands.add_parser(
+        "export",
+        help="lower a PyTorch model once into a saved program (FILE.hwprog) for runs and sweeps",
+        description="Lower a PyTorch model once into a saved program (FILE.hwprog) that hwsim run"
+        " and sweeps simulate on many configs with no torch (docs/export.md).",
+    )
+    names = ", ".join(MODELS)
+    parser.add_argument("model", help=f"a built-in model ({names}) or FILE.py:FACTORY")
+    parser.add_argument("-o", "--output", required=True, help="the program file (.hwprog)")
+    add_config_arguments(parser)
+    parser.add_argument(
+        "--precision",
+        default="auto",
+        choices=("auto", "bf16", "fp16", "fp32"),
+        help="on-chip compute dtype (auto: each op's own dtype)",
+    )
+    parser.add_argument(
+        "--seq",
+        type=int,
+        default=DEFAULT_SEQ,
+        help=f"tokens per sequence of the built-in models (batch {BATCH}; default {DEFAULT_SEQ})",
+    )
+    parser.add_argument(
+        "--no-check", action="store_true", help="save without simulating it once to compare"
+    )
+    parser.set_defaults(handler=_export)
+
+
+def _export(args: argparse.Namespace) -> int:
+    import hwsim  # noqa: F401  (first: one BLAS thread before numpy loads)
+
+    # isort: split
+    from bridge.export import export_program
+    from hwsim.config import load_config
+
+    config = load_config(args.config, args.overrides)
+    model, inputs, kwargs = example(args.model, args.seq)
+    result = export_program(
+        model,
+        inputs,
+        args.output,
+        kwargs=kwargs,
+        config=config,
+        precision=args.precision,
+        name=args.model if args.model in MODELS else None,
+        check=not args.no_check,
+    )
+    print(result.describe())
+    return 0
+
+
+def example(text: str, seq: int = DEFAULT_SEQ) -> Example:
+    """The model and example inputs MODEL names (a built-in, or FILE.py:FACTORY)."""
+    if text in MODELS:
+        if not 1 <= seq <= POSITIONS:
+            raise WorkloadError(f"--seq {seq}: the built-in models take 1..{POSITIONS} tokens")
+        return MODELS[text][1](seq)
+    if ".py:" not in text:
+        raise WorkloadError(
+            f"unknown model '{text}': use one of {', '.join(MODELS)} or FILE.py:FACTORY"
+        )
+    file, _, factory = text.rpartition(":")
+    made = _factory(Path(file), factory, text)()
+    if not isinstance(made, tuple) or len(made) not in (2, 3):
+        raise WorkloadError(
+            f"{text}: {factory}() returned {type(made).__name__}; expected (model, args) or "
+            "(model, args, kwargs)"
+        )
+    model, inputs = made[0], made[1]
+    kwargs = made[2] if len(made) == 3 else {}
+    inputs = inputs if isinstance(inputs, (tuple, list)) else (inputs,)
+    return model, tuple(inputs), dict(kwargs)
+
+
+def _factory(path: Path, name: str, text: str) -> Callable[[], Any]:
+    if not path.is_file():
+        raise WorkloadError(f"{text}: no file {path}")
+    digest = hashlib.sha256(str(path.resolve()).encode()).hexdigest()[:12]
+    module_name = f"hwsim_export_{path.stem}_{digest}"
+    spec = importlib.util.spec_from_file_location(module_name, path)
+    if spec is None or spec.loader is None:
+        raise WorkloadError(f"{text}: cannot import {path}")
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[module_name] = module
+    try:
+        spec.loader.exec_module(module)
+    except Exception as exc:
+        del sys.modules[module_name]
+        raise WorkloadError(f"{text}: importing {path} failed: {exc}") from exc
+    found = getattr(module, name, None)
+    if not callable(found):
+        names = [n for n in vars(module) if not n.startswith("_")]
+        raise WorkloadError(f"{text}: {path.name} defines no function '{name}' (it has {names})")
+    return found
+
+
+# ---- built-in models -----------------------------------------------------------------------------
+
+
+def _builtin(name: str, description: str) -> Callable[[Callable[[int], Example]], Any]:
+    def add(builder: Callable[[int], Example]) -> Callable[[int], Example]:
+        MODELS[name] = (description, builder)
+        return builder
+
+    return add
+
+
+def _tokens(seq: int) -> Any:
+    import torch
+
+    return torch.randint(0, VOCAB, (BATCH, seq), generator=torch.Generator().manual_seed(0))
+
+
+@_builtin("tiny-gpt2", "GPT-2, 2 layers, 128 wide, 4 heads, vocabulary 512 (as bridge.demo)")
+def _tiny_gpt2(seq: int) -> Example:
+    from bridge.demo import tiny_gpt2
+
+    return tiny_gpt2(), (_tokens(seq),), {"use_cache": False}
+
+
+@_builtin("tiny-llama", "Llama, 2 layers, 128 wide, 4 query / 2 KV heads, vocabulary 512")
+def _tiny_llama(seq: int) -> Example:
+    os.environ.setdefault("HF_HUB_OFFLINE", "1")  # configs only: never touch the network
+    import torch
+    import transformers
+
+    transformers.logging.set_verbosity_error()
+    torch.manual_seed(0)
+    config = transformers.LlamaConfig(
+        hidden_size=128,
+        intermediate_size=256,
+        num_hidden_layers=2,
+        num_attention_heads=4,
+        num_key_value_heads=2,
+        vocab_size=VOCAB,
+        max_position_embeddings=POSITIONS,
+    )
+    model = transformers.LlamaForCausalLM(config).eval()
+    return model, (_tokens(seq),), {"use_cache": False}
+
+
+@_builtin("mlp", "Linear 128->512, GELU, Linear 512->128 on [2, seq, 128]")
+def _mlp(seq: int) -> Example:
+    import torch
+    from torch import nn
+
+    torch.manual_seed(0)
+    model = nn.Sequential(nn.Linear(128, 512), nn.GELU(), nn.Linear(512, 128)).eval()
+    x = torch.randn(BATCH, seq, 128, generator=torch.Generator().manual_seed(1))
+    return model, (x,), {}

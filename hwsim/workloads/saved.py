@@ -1,0 +1,239 @@
+"""Saved programs (``FILE.hwprog``): writing and reading them, which configs can run one, and
+checking its outputs against the expected ones it carries.
+
+A program saved by ``bridge.export`` (``hwsim export``) was lowered once, for one config, from a
+torch model. Its ``meta`` records what the lowering depended on and what the model computed:
+
+- ``meta['lowered_for']``: the config's name, hash and generation, its ``geometry`` (the fields
+  below, which decided the tiling) and what the program ``requires`` of a config (bytes per SBUF
+  partition up to its highest allocation, DMA queues per engine);
+- ``meta['expected_outputs']``: per output HBM tensor, the model's CPU values (flat, in the
+  device representation) and the tolerance ``(rtol, atol)`` of the dtype they were computed in.
+
+Compatibility rule (``check_compatible``): every ``GEOMETRY_FIELDS`` value must equal the one it
+was lowered for, SBUF must be at least as large as the program's allocations reach, and there
+must be as many DMA queues as it names. Everything else (clocks, bandwidths, latencies, HBM,
+engine counts, timing models, ...) may differ: that is what a sweep over a saved program varies.
+Instruction legality on the new config is still checked by the simulator, once per distinct
+instruction. Numerics do not depend on timing, so the expected outputs hold on every config.
+
+hwsim never imports torch: the check here is numpy, the same formula as
+``bridge.precision.compare``.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+import pickle
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from hwsim.config import config_hash
+from hwsim.config.schema import HardwareConfig
+from hwsim.errors import IncompatibleProgramError, WorkloadError
+from hwsim.program import Program
+from hwsim.workloads.registry import Workload
+
+PROGRAM_SUFFIX = ".hwprog"
+_PROGRAM_FORMAT = "hwsim.program/1"
+
+#: Config fields a lowering tiles by (partition counts, PE array, matmul free sizes, PSUM banks
+#: and their size): a config that differs in one needs a program lowered for it.
+GEOMETRY_FIELDS = (
+    "sbuf.partitions",
+    "psum.partitions",
+    "psum.banks",
+    "psum.bytes_per_partition",
+    "tensor_engine.rows",
+    "tensor_engine.cols",
+    "tensor_engine.stationary_free_max",
+    "tensor_engine.moving_free_max",
+)
+#: Config fields that only need to be large enough: the program's need is recorded at export.
+MINIMUM_FIELDS = ("sbuf.bytes_per_partition", "dma.queues_per_engine")
+
+LOWERED_FOR = "lowered_for"
+EXPECTED_OUTPUTS = "expected_outputs"
+
+
+def save_program(program: Program, path: str | Path) -> Path:
+    """Write ``program`` (e.g. a torch model lowered once) for sweeps to simulate on many configs.
+
+    The file is a pickle: load only programs you made or trust.
+    """
+    path = Path(path)
+    if path.suffix != PROGRAM_SUFFIX:
+        raise WorkloadError(f"{path}: saved programs end in {PROGRAM_SUFFIX}")
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with path.open("wb") as file:
+        pickle.dump({"format": _PROGRAM_FORMAT, "program": program}, file, protocol=5)
+    return path
+
+
+def load_program(path: str | Path) -> Program:
+    """A program written by ``save_program``."""
+    try:
+        with Path(path).open("rb") as file:
+            data: Any = pickle.load(file)
+    except (OSError, pickle.UnpicklingError, EOFError) as exc:
+        raise WorkloadError(f"{path}: cannot read saved program ({exc})") from exc
+    if not isinstance(data, dict) or data.get("format") != _PROGRAM_FORMAT:
+        raise WorkloadError(f"{path}: not a saved hwsim program ({_PROGRAM_FORMAT})")
+    program = data["program"]
+    if not isinstance(program, Program):
+        raise WorkloadError(f"{path}: holds a {type(program).__name__}, not a Program")
+    return program
+
+
+# ---- what a program was lowered for ------------------------------------------------------------
+
+
+def _field(config: HardwareConfig, path: str) -> Any:
+    node: Any = config
+    for part in path.split("."):
+        node = getattr(node, part)
+    return node
+
+
+def lowered_for(program: Program, config: HardwareConfig) -> dict[str, Any]:
+    """``meta['lowered_for']`` of ``program`` built for ``config``: geometry and requirements.
+
+    One pass over the program's allocations and instructions, at export time (never per run).
+    """
+    sbuf_reach = max(
+        (a.offset_bytes + a.size_bytes for a in program.allocations if a.memory == "sbuf"),
+        default=0,
+    )
+    queues = [
+        getattr(instruction, "queue", 0)
+        for core in program.cores
+        for _, _, instruction in core.instructions()
+        if instruction.IS_DMA
+    ]
+    return {
+        "config": config.chip.name,
+        "config_hash": config_hash(config),
+        "generation": config.chip.generation,
+        "geometry": {path: _field(config, path) for path in GEOMETRY_FIELDS},
+        "requires": {
+            "sbuf.bytes_per_partition": sbuf_reach,
+            "dma.queues_per_engine": max(queues, default=-1) + 1,
+        },
+    }
+
+
+def check_compatible(program: Program, config: HardwareConfig, where: str = "program") -> None:
+    """Raise ``IncompatibleProgramError`` (one line naming every field that differs) if
+    ``config`` cannot run ``program`` as lowered; programs without ``lowered_for`` pass."""
+    facts = program.meta.get(LOWERED_FOR)
+    if not facts:
+        return
+    problems = []
+    for path, want in facts["geometry"].items():
+        have = _field(config, path)
+        if have != want:
+            problems.append(f"{path}={have} (lowered for {want})")
+    for path, need in facts["requires"].items():
+        have = _field(config, path)
+        if have < need:
+            problems.append(f"{path}={have} (the program needs {need})")
+    if problems:
+        raise IncompatibleProgramError(
+            f"{where} was lowered for {facts['config']}; this config ({config.chip.name}) has "
+            f"{', '.join(problems)}: re-export the model for this config "
+            f"(hwsim export MODEL --config NAME|PATH -o FILE{PROGRAM_SUFFIX})"
+        )
+
+
+def relower_hint(program: Program, config: HardwareConfig) -> str:
+    """For an instruction the simulator finds illegal on a config other than the one the program
+    was lowered for (e.g. another generation's engine rules): what to do, or ''."""
+    facts = program.meta.get(LOWERED_FOR)
+    if not facts or facts.get("config_hash") == config_hash(config):
+        return ""
+    return (
+        f" (the program was lowered for {facts['config']}, NeuronCore-{facts['generation']}, "
+        f"and this config differs: re-export the model for it: hwsim export MODEL --config "
+        "NAME|PATH)"
+    )
+
+
+# ---- numerics ------------------------------------------------------------------------------------
+
+
+def compare_arrays(
+    actual: np.ndarray, expected: np.ndarray, rtol: float, atol: float
+) -> tuple[float, int]:
+    """(max abs error, elements outside the tolerance), as ``bridge.precision.compare``:
+    ``|a - e| <= atol * scale + rtol * |e|`` with scale the RMS of the finite expected values
+    (at least 1); where NaN or an infinity is expected, only the same value passes."""
+    if actual.shape != expected.shape:
+        return math.inf, max(actual.size, expected.size)
+    if actual.size == 0:
+        return 0.0, 0
+    a = actual.astype(np.float64)
+    e = expected.astype(np.float64)
+    with np.errstate(invalid="ignore", over="ignore"):
+        same = (np.isnan(a) & np.isnan(e)) | (a == e)
+        diff = np.where(same, 0.0, np.abs(a - e))
+    diff = np.nan_to_num(diff, nan=math.inf, posinf=math.inf)
+    finite = e[np.isfinite(e)]
+    scale = max(1.0, float(np.sqrt(np.mean(np.square(finite))))) if finite.size else 1.0
+    with np.errstate(invalid="ignore"):  # where a NaN or an infinity is expected, the bound is
+        bound = atol * scale + rtol * np.abs(e)  # NaN or inf: only the same value passes
+    bad = (diff > bound) | (~same & ~np.isfinite(e))
+    return float(diff.max()), int(bad.sum())
+
+
+def check_outputs(
+    expected: dict[str, dict[str, Any]], outputs: dict[str, np.ndarray]
+) -> tuple[float, bool]:
+    """(max abs error over all outputs, all within their tolerance) of a run's ``outputs``
+    against ``meta['expected_outputs']``."""
+    worst, ok = 0.0, True
+    for name, want in expected.items():
+        values = np.asarray(want["values"]).reshape(-1)
+        got = outputs.get(name)
+        if got is None or got.size < values.size:
+            return math.inf, False
+        err, mismatched = compare_arrays(
+            got.reshape(-1)[: values.size], values, want["rtol"], want["atol"]
+        )
+        worst, ok = max(worst, err), ok and mismatched == 0
+    return worst, ok
+
+
+# ---- as a workload -------------------------------------------------------------------------------
+
+
+def saved_workload(path: str | Path, name: str | None = None) -> Workload:
+    """``FILE.hwprog`` as a workload: ``build`` checks the config can run it and returns it as
+    saved; ``check`` compares with its expected outputs (None if it carries none)."""
+    path = Path(path)
+    if not path.is_file():
+        raise WorkloadError(f"saved program '{path}' not found")
+    program = load_program(path)
+    expected = program.meta.get(EXPECTED_OUTPUTS)
+    # the simulator copies meta into the trace (JSON): keep the arrays out of it
+    meta = {k: v for k, v in program.meta.items() if k != EXPECTED_OUTPUTS}
+    simulated = dataclasses.replace(program, meta=meta)
+    facts = meta.get(LOWERED_FOR)
+    origin = f", lowered for {facts['config']}" if facts else ""
+
+    def build(config: HardwareConfig) -> Program:
+        check_compatible(simulated, config, str(path))
+        return simulated
+
+    def check(outputs: dict[str, np.ndarray]) -> tuple[float, bool]:
+        assert expected is not None
+        return check_outputs(expected, outputs)
+
+    return Workload(
+        name or path.name,
+        f"saved program {path.name}{origin}",
+        build,
+        check if expected else None,
+    )
