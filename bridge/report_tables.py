@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from rich.table import Table
 
@@ -16,6 +16,24 @@ def _ns(value: float) -> str:
     if value >= 1e3:
         return f"{value / 1e3:.2f} µs"
     return f"{value:.0f} ns"
+
+
+def _bytes(value: float | None) -> str:
+    if value is None:
+        return ""
+    for unit, size in (("GB", 1e9), ("MB", 1e6), ("kB", 1e3)):
+        if value >= size:
+            return f"{value / size:.2f} {unit}"
+    return f"{value:.0f} B"
+
+
+def _peak(run: dict[str, Any]) -> str:
+    """Peak HBM, and the scratch part with the memory plan vs without."""
+    if "hbm_peak_bytes" not in run:
+        return ""
+    scratch = run["hbm_scratch_peak_bytes"]
+    unplanned = run["hbm_scratch_unplanned_bytes"]
+    return f"{_bytes(run['hbm_peak_bytes'])} (scratch {_bytes(scratch)} of {_bytes(unplanned)})"
 
 
 def _err(value: float) -> str:
@@ -95,7 +113,15 @@ def report_tables(report: Report) -> list[Table]:
         tables.append(compiled)
     if report.runs:
         runs = Table(title="simulator runs", title_justify="left")
-        for column in ("graph", "total", "instructions", "MFU %", "HBM bytes", "bottleneck"):
+        for column in (
+            "graph",
+            "total",
+            "instructions",
+            "MFU %",
+            "HBM traffic",
+            "HBM peak",
+            "bottleneck",
+        ):
             runs.add_column(column)
         for run in report.runs[-10:]:
             runs.add_row(
@@ -103,7 +129,8 @@ def report_tables(report: Report) -> list[Table]:
                 _ns(run.get("total_ns", 0.0)),
                 str(run.get("instructions", "")),
                 f"{run.get('mfu_pct', 0.0):.2f}",
-                str(run.get("hbm_bytes", "")),
+                _bytes(run.get("hbm_bytes")),
+                _peak(run),
                 str(run.get("bottleneck", "")),
             )
         if len(report.runs) > 10:
