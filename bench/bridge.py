@@ -12,8 +12,9 @@ with random weights (nothing downloaded): GPT-2 with 2 layers, 128 wide, 4 heads
   user waits for); target < 30 s wall;
 - steady call: the median of later calls (the lowered program is cached: fill inputs, simulate
   with numerics, return the logits; the check against the CPU is off), and its ratio to eager;
-- the simulated time, instructions, MFU and bottleneck of one forward pass, and the top ops by
-  simulated time (each op's bound time: its busiest engine or DMA share).
+- the simulated time, instructions, MFU and bottleneck of one forward pass, its HBM peak (with
+  the scratch part with and without the memory plan), and the top ops by simulated time (each
+  op's bound time: its busiest engine or DMA share).
 
 Each target prints PASS or MISS; the script always exits 0.
 """
@@ -117,6 +118,11 @@ def main() -> None:
         f"{run['instructions']} instructions, MFU {run['mfu_pct']:.2f} %"
     )
     print(f"  bottleneck                {run['bottleneck']}")
+    print(
+        f"  HBM peak                  {run['hbm_peak_bytes'] / 1e6:10.2f} MB   scratch "
+        f"{run['hbm_scratch_peak_bytes'] / 1e6:.2f} MB with the memory plan, "
+        f"{run['hbm_scratch_unplanned_bytes'] / 1e6:.2f} MB without"
+    )
     print("  top ops by simulated time (bound time; span in the whole-graph schedule):")
     for record in report.top_ops(10):
         print(
