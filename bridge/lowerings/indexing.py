@@ -97,7 +97,9 @@ def index(ctx: LoweringContext, x: HbmValue, indices: list[HbmValue | None]) -> 
 )
 def index_select(ctx: LoweringContext, x: HbmValue, dim: int, idx: HbmValue) -> HbmValue:
     """x.index_select(dim, idx): idx is 1-D (or 0-D) in [0, x.shape[dim])."""
-    dim = dim % max(1, x.ndim)
+    if x.ndim == 0:  # torch indexes a 0-d x as [1] and returns 0-d (the out meta's shape)
+        x = x.unsqueeze(0)
+    dim = dim % x.ndim
     if idx.ndim == 0:
         idx = idx.unsqueeze(0)
     return gather(ctx, x, dim, [idx], wrap=False, what="index_select")

@@ -37,13 +37,14 @@ aten = torch.ops.aten
 
 
 def reduced_dims(dim: Any, ndim: int) -> list[int]:
-    """The reduced dims, wrapped; None or [] means all dims (torch's convention)."""
-    if dim is None:
+    """The reduced dims, wrapped; None or [] means all dims (torch's convention). A 0-d tensor
+    has none: torch accepts dim 0 or -1 for it and reduces nothing."""
+    if dim is None or ndim == 0:
         return list(range(ndim))
     dims = [dim] if isinstance(dim, int) else list(dim)
     if not dims:
         return list(range(ndim))
-    return sorted({d % max(1, ndim) for d in dims})
+    return sorted({d % ndim for d in dims})
 
 
 def _dtype_check(call: OpCall) -> None:

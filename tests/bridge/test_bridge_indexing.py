@@ -64,6 +64,12 @@ def test_index_select():
     check_op(lambda x, i: x.index_select(1, i), [(4, 6, 3), torch.tensor([5, 0, 2, 2])])
 
 
+def test_index_select_of_a_0d_tensor():
+    """torch indexes a 0-d x as [1] and returns 0-d (found by OpInfo: the lowering failed)."""
+    check_op(lambda x, i: x.index_select(0, i), [(), torch.tensor([0])])
+    check_op(lambda x, i: x.index_select(-1, i), [(), torch.tensor(0)])
+
+
 def test_bool_mask_index_is_data_dependent():
     with pytest.raises(Unsupported) as info:
         check_op(lambda x: x[x > 0], [(3, 4)])

@@ -56,3 +56,12 @@ def test_softmax_row_too_long_is_unsupported_shape():
     with pytest.raises(Unsupported) as info:
         check_op(lambda x: torch.softmax(x, -1), [(3, 300)], tiling=TilingOptions(row_elements=256))
     assert info.value.reason is Reason.SHAPE
+
+
+@pytest.mark.filterwarnings(r"ignore:var\(\). degrees of freedom:UserWarning")  # var of one element
+@pytest.mark.parametrize("name", ["sum", "mean", "amax", "amin", "any", "all", "var"])
+@pytest.mark.parametrize("dim", [0, -1])
+def test_reduction_of_a_0d_tensor_over_dim_0(name, dim):
+    """torch takes dim 0 or -1 for a 0-d tensor and reduces nothing (found by OpInfo: the
+    lowering indexed the empty shape)."""
+    check_op(lambda x: getattr(torch, name)(x, dim=dim, keepdim=dim == 0), [()])

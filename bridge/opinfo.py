@@ -1,0 +1,502 @@
+"""OpInfo conformance: PyTorch's own OpInfo samples for every lowered overload, run eagerly on the
+simulator (``HwsimMode``) and compared with the CPU, sample by sample.
+
+Which OpInfo entries exercise a lowered overload (``opinfo_map``): those whose name or alias is
+the overload's packet name (``aten.add.Tensor`` -> ``add``; a leading ``_`` and an
+``nn.functional.`` prefix are tried too), plus the small tables ``OWN_OPINFOS`` (entries whose own
+ATen op is the overload under another name, ``to`` -> ``_to_copy``) and ``EXERCISED_BY`` (entries
+that decompose into it, ``nn.functional.linear`` -> ``t`` + ``addmm``).
+
+Per sample (``run_sample``): the OpInfo's op runs on the CPU (the reference), then under
+``HwsimMode(fallback="cpu", check=True)``. It *passed* when every op that ran on the simulator
+matched the CPU within the precision's tolerance (``bridge.precision.TOLERANCES``) and the final
+output matches the reference; it *failed* on a mismatch or an exception (the message is kept); it
+is *skipped* when it cannot be meaningful here: more tensor elements than ``max_elements`` (a cap
+for speed), or the reference itself raises. Per OpInfo x dtype the support class is *native*
+(one of its own overloads ran on the simulator), *decomposed* (only other lowered ops did) or
+*CPU* (nothing did; the fallback reasons are kept).
+
+Per lowered overload, the samples that reached it on the simulator and how many of them passed;
+the target is ``TARGET`` of them. Samples are generated with the global RNG seeded per OpInfo x
+dtype, so a run is deterministic. Rendering (lines, the docs table, JSON) is ``bridge.opinfo_docs``.
+"""
+
+from __future__ import annotations
+
+import difflib
+import time
+import warnings
+from collections import Counter
+from collections.abc import Callable, Iterable, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import torch
+from torch.utils import _pytree as pytree
+
+from bridge.errors import BridgeError
+from bridge.offload import VIEW_OPS, HwsimMode
+from bridge.precision import Precision, compare
+from bridge.registry import LOWERINGS
+from hwsim.config import HardwareConfig, load_config
+
+#: Fraction of the samples reaching a lowered overload that must pass (the issue's target).
+TARGET = 0.9
+DTYPES: dict[str, torch.dtype] = {"float32": torch.float32, "bfloat16": torch.bfloat16}
+#: Samples with more tensor elements than this (inputs or outputs) are skipped, for speed.
+DEFAULT_MAX_ELEMENTS = 1 << 15
+
+#: Lowered overload -> OpInfo entries whose own ATen op it is, under a name that is not derived
+#: from the packet name (``softmax`` is CompositeImplicit over ``_softmax``, found by name).
+OWN_OPINFOS: dict[str, tuple[str, ...]] = {
+    "aten._scaled_dot_product_flash_attention_for_cpu.default": (
+        "nn.functional.scaled_dot_product_attention",
+    ),
+    "aten._to_copy.default": ("to", "bfloat16", "float"),
+    "aten.native_layer_norm.default": ("nn.functional.layer_norm",),
+    "aten.index.Tensor": ("__getitem__",),
+    "aten.convolution.default": tuple(
+        f"nn.functional.conv{kind}{d}d" for kind in ("", "_transpose") for d in (1, 2, 3)
+    ),
+    "aten.max_pool2d_with_indices.default": ("nn.functional.max_pool2d",),
+    "aten._native_batch_norm_legit_no_training.default": ("nn.functional.batch_norm",),
+    "aten._native_batch_norm_legit.default": ("nn.functional.batch_norm",),
+    "aten.native_batch_norm.default": ("nn.functional.batch_norm",),
+    "aten._native_batch_norm_legit_functional.default": ("nn.functional.batch_norm",),
+}
+#: Lowered overload -> OpInfo entries that reach it only through a decomposition.
+EXERCISED_BY: dict[str, tuple[str, ...]] = {
+    "aten.addmm.default": ("nn.functional.linear",),
+    "aten.mm.default": ("matmul",),
+    "aten.bmm.default": ("matmul",),
+    "aten.clone.default": ("contiguous",),
+    "aten.cat.default": ("stack",),
+}
+#: Why a lowered overload can never run on the simulator in eager mode.
+EAGER_VIEW = (
+    "a metadata-only view: eager mode keeps it a CPU view (aliasing), only compile lowers it"
+)
+
+
+def opinfo_db() -> list[Any]:
+    """PyTorch's ``op_db`` (needs the ``expecttest`` package, a dev extra)."""
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        try:
+            from torch.testing._internal.common_methods_invocations import op_db
+        except ModuleNotFoundError as error:  # torch's test utilities import test-only packages
+            raise BridgeError(
+                f"PyTorch's OpInfo database needs the '{error.name}' package: "
+                "pip install -e '.[dev]'"
+            ) from error
+    return list(op_db)
+
+
+def full_name(info: Any) -> str:
+    """``softmax`` or ``softmax.with_dtype`` (name and variant)."""
+    return f"{info.name}.{info.variant_test_name}" if info.variant_test_name else info.name
+
+
+def _names(info: Any) -> set[str]:
+    return {info.name, *(alias.name for alias in info.aliases)}
+
+
+@dataclass(frozen=True)
+class OpInfoMap:
+    """Lowered overloads <-> the OpInfo entries that exercise them (names as ``full_name``)."""
+
+    own: dict[str, tuple[str, ...]]  # overload -> entries whose own op it is
+    exercised: dict[str, tuple[str, ...]]  # overload -> entries that decompose into it
+    unmapped: tuple[str, ...]  # lowered overloads no entry exercises
+
+    def own_overloads(self, entry: str) -> set[str]:
+        return {op for op, entries in self.own.items() if entry in entries}
+
+    def overloads(self, entry: str) -> set[str]:
+        by = (self.own, self.exercised)
+        return {op for table in by for op, entries in table.items() if entry in entries}
+
+    def entries(self) -> list[str]:
+        seen = {e for table in (self.own, self.exercised) for es in table.values() for e in es}
+        return sorted(seen)
+
+
+def opinfo_map(db: Sequence[Any], lowered: Iterable[Any] | None = None) -> OpInfoMap:
+    """The mapping for ``lowered`` overloads (default: every entry of ``LOWERINGS``)."""
+    from bridge import lowerings  # noqa: F401  (LOWERINGS is complete once this has run)
+
+    ops = sorted(str(op) for op in (LOWERINGS if lowered is None else lowered))
+    by_packet = {str(op): op.overloadpacket.__name__ for op in LOWERINGS}
+    own: dict[str, tuple[str, ...]] = {}
+    exercised: dict[str, tuple[str, ...]] = {}
+    for op in ops:
+        packet = by_packet.get(op, op.split(".")[1])
+        stems = {packet, packet.lstrip("_")}
+        wanted = stems | {f"nn.functional.{s}" for s in stems}
+        found = [full_name(i) for i in db if _names(i) & wanted]
+        found += [full_name(i) for i in db if i.name in OWN_OPINFOS.get(op, ())]
+        own[op] = tuple(sorted(set(found)))
+        exercised[op] = tuple(
+            sorted(full_name(i) for i in db if i.name in EXERCISED_BY.get(op, ()))
+        )
+    unmapped = tuple(op for op in ops if not own[op] and not exercised[op])
+    return OpInfoMap(own, exercised, unmapped)
+
+
+# ---- one sample ---------------------------------------------------------------------------
+
+
+@dataclass
+class SampleResult:
+    """One sample: 'passed', 'failed' or 'skipped' (with why), and where its ops ran."""
+
+    status: str
+    reason: str = ""
+    simulated: frozenset[str] = frozenset()  # lowered overloads that ran on the simulator
+    fallbacks: tuple[tuple[str, str], ...] = ()  # (overload, reason) of each CPU fallback
+    views: frozenset[str] = frozenset()  # metadata-only views (CPU views in eager mode)
+    mismatched: frozenset[str] = frozenset()  # overloads whose own result was off
+    seconds: float = 0.0
+
+
+def describe(sample: Any) -> str:
+    """A short description of a sample's arguments: shapes for tensors, values otherwise."""
+
+    def one(x: Any) -> str:
+        if isinstance(x, torch.Tensor):
+            return f"T{list(x.shape)}" + ("" if x.is_contiguous() else "nc")
+        return repr(x)
+
+    parts = [one(sample.input), *(one(a) for a in sample.args)]
+    parts += [f"{k}={one(v)}" for k, v in sample.kwargs.items()]
+    text = ", ".join(parts)
+    return text if len(text) <= 100 else text[:97] + "..."
+
+
+def _elements(tree: Any) -> int:
+    return sum(t.numel() for t in pytree.tree_leaves(tree) if isinstance(t, torch.Tensor))
+
+
+def _clone(tree: Any) -> Any:
+    return pytree.tree_map(lambda x: x.clone() if isinstance(x, torch.Tensor) else x, tree)
+
+
+def run_sample(
+    info: Any,
+    sample: Any,
+    config: HardwareConfig,
+    *,
+    max_elements: int = DEFAULT_MAX_ELEMENTS,
+    seed: int = 0,
+    mode: HwsimMode | None = None,
+) -> SampleResult:
+    """Run one OpInfo sample on the CPU and under ``HwsimMode`` and judge it (module docstring).
+    ``mode`` may be reused across the samples of one op (its lowering cache)."""
+    start = time.perf_counter()
+    args = (sample.input, *sample.args)
+    if _elements((args, sample.kwargs)) > max_elements:
+        return SampleResult("skipped", f"more than {max_elements} input elements (speed cap)")
+    torch.manual_seed(seed)
+    try:
+        with torch.no_grad():
+            expected = info.op(*_clone(args), **_clone(sample.kwargs))
+    except Exception as error:
+        return SampleResult("skipped", f"the CPU reference raises {type(error).__name__}")
+    if _elements(expected) > max_elements:
+        return SampleResult("skipped", f"more than {max_elements} output elements (speed cap)")
+    mode = mode or HwsimMode(config=config, fallback="cpu", check=True)
+    first = len(mode.report.ops)
+    torch.manual_seed(seed)
+    failure = ""
+    try:
+        with torch.no_grad(), mode:
+            got = info.op(*args, **sample.kwargs)
+    except Exception as error:
+        failure = f"raises {type(error).__name__}: {_one_line(error)}"
+        got = None
+    records = mode.report.ops[first:]
+    simulated = frozenset(r.op for r in records if r.status == "simulator")
+    fallbacks = tuple((r.op, r.reason) for r in records if r.status == "cpu")
+    views = frozenset(r.op for r in records if r.status == "view")
+    off = [r for r in records if r.error is not None and not r.error["ok"]]
+    if off and not failure:
+        e = off[0].error or {}
+        failure = (
+            f"{off[0].op} on the simulator: {e['mismatched']}/{e['elements']} elements off "
+            f"(max_abs {e['max_abs']:.3g}, rtol {e['rtol']:g}, atol {e['atol']:g}; "
+            f"inputs {off[0].shapes})"
+        )
+    if not failure:
+        failure = _compare_outputs(got, expected)
+    status = "failed" if failure else "passed"
+    where = f" [{describe(sample)}]" if failure else ""
+    return SampleResult(
+        status,
+        failure + where,
+        simulated,
+        fallbacks,
+        views,
+        frozenset(r.op for r in off),
+        time.perf_counter() - start,
+    )
+
+
+def _one_line(error: BaseException) -> str:
+    text = " ".join(str(error).split())
+    return text if len(text) <= 200 else text[:197] + "..."
+
+
+def _compare_outputs(got: Any, expected: Any) -> str:
+    """'' when ``got`` matches the reference ``expected``, else what differs."""
+    got_leaves, want_leaves = pytree.tree_leaves(got), pytree.tree_leaves(expected)
+    if len(got_leaves) != len(want_leaves):
+        return f"returns {len(got_leaves)} values, the CPU {len(want_leaves)}"
+    for i, (g, w) in enumerate(zip(got_leaves, want_leaves, strict=True)):
+        if not isinstance(w, torch.Tensor):
+            if g != w:
+                return f"output {i} is {g!r}, the CPU's {w!r}"
+            continue
+        if not isinstance(g, torch.Tensor) or g.shape != w.shape or g.dtype != w.dtype:
+            what = f"{g.dtype} {list(g.shape)}" if isinstance(g, torch.Tensor) else type(g).__name__
+            return f"output {i} is {what}, the CPU's {w.dtype} {list(w.shape)}"
+        stats = compare(g, w, Precision().tolerance(w.dtype))
+        if not stats.ok:
+            return (
+                f"output {i}: {stats.mismatched}/{stats.elements} elements off the CPU "
+                f"(max_abs {stats.max_abs:.3g})"
+            )
+    return ""
+
+
+# ---- one OpInfo x dtype, and a whole run --------------------------------------------------
+
+
+@dataclass
+class OpResult:
+    """The samples of one OpInfo entry at one dtype."""
+
+    name: str
+    dtype: str
+    own: frozenset[str]  # its own lowered overloads
+    samples: list[SampleResult] = field(default_factory=list)
+    note: str = ""  # why no sample ran at all
+
+    def count(self, status: str) -> int:
+        return sum(s.status == status for s in self.samples)
+
+    @property
+    def simulated(self) -> int:
+        """Samples in which at least one op ran on the simulator."""
+        return sum(bool(s.simulated) for s in self.samples if s.status != "skipped")
+
+    @property
+    def support(self) -> str:
+        """'native', 'decomposed', 'CPU' (fallbacks), 'view' (only CPU views: no device work in
+        eager mode), or '-' (no sample ran, or none dispatched an ATen op)."""
+        ran = [s for s in self.samples if s.status != "skipped"]
+        if any(s.simulated & self.own for s in ran):
+            return "native"
+        if any(s.simulated for s in ran):
+            return "decomposed"
+        if any(s.fallbacks for s in ran):
+            return "CPU"
+        return "view" if any(s.views for s in ran) else "-"
+
+    def cpu_reasons(self) -> Counter[str]:
+        """'aten.x: reason' -> samples, over the fallbacks of the samples that ran."""
+        seen: Counter[str] = Counter()
+        for s in self.samples:
+            seen.update({f"{op}: {reason}" for op, reason in s.fallbacks})
+        return seen
+
+    def first_failure(self) -> str:
+        return next((s.reason for s in self.samples if s.status == "failed"), "")
+
+
+@dataclass
+class OverloadResult:
+    """One lowered overload at one dtype, over all samples of the run."""
+
+    overload: str
+    dtype: str
+    reached: int = 0  # samples in which it ran on the simulator
+    passed: int = 0
+    first_failure: str = ""
+    fallbacks: Counter[str] = field(default_factory=Counter)  # reason -> samples
+    entries: tuple[str, ...] = ()  # the OpInfo entries mapped to it that this run ran
+    unmeasured: str = ""  # when no sample reached it: why (``_why_unmeasured``)
+
+    @property
+    def rate(self) -> float:
+        return self.passed / self.reached if self.reached else 0.0
+
+    @property
+    def meets_target(self) -> bool:
+        return self.reached > 0 and self.rate >= TARGET
+
+
+@dataclass
+class Conformance:
+    """A whole run: per OpInfo x dtype and per lowered overload x dtype."""
+
+    config: str
+    dtypes: tuple[str, ...]
+    max_samples: int | None
+    max_elements: int
+    inputs: str = "sample_inputs"  # or "reference_inputs"
+    ops: list[OpResult] = field(default_factory=list)
+    overloads: dict[tuple[str, str], OverloadResult] = field(default_factory=dict)
+    unmapped: tuple[str, ...] = ()  # lowered overloads with no OpInfo (full runs only)
+    seconds: float = 0.0
+
+    def count(self, status: str, dtype: str | None = None) -> int:
+        return sum(o.count(status) for o in self.ops if dtype in (None, o.dtype))
+
+    def below_target(self) -> list[OverloadResult]:
+        """Overloads reached by some sample with a pass rate under ``TARGET``."""
+        return [o for o in self.overloads.values() if o.reached and not o.meets_target]
+
+    def unmeasured(self) -> list[OverloadResult]:
+        return [o for o in self.overloads.values() if not o.reached]
+
+    @property
+    def meets_target(self) -> bool:
+        return not self.below_target()
+
+
+def select_entries(db: Sequence[Any], mapping: OpInfoMap, ops: Sequence[str] | None) -> list[Any]:
+    """The OpInfo entries to run: those mapped to a lowered overload (``ops`` None), or those
+    named by ``ops`` (entry name, ``name.variant``, alias, or a lowered overload's name)."""
+    if not ops:
+        wanted = set(mapping.entries())
+        return [i for i in db if full_name(i) in wanted]
+    chosen: list[Any] = []
+    for name in ops:
+        if name in mapping.own:
+            targets = set(mapping.own[name]) | set(mapping.exercised[name])
+            hits = [i for i in db if full_name(i) in targets]
+        else:
+            hits = [i for i in db if name == full_name(i) or name in _names(i)]
+        if not hits:
+            known = sorted({full_name(i) for i in db} | {str(op) for op in LOWERINGS})
+            close = difflib.get_close_matches(name, known, n=3)
+            hint = f" (did you mean {', '.join(close)}?)" if close else ""
+            raise BridgeError(
+                f"--ops {name}: no OpInfo entry or lowered overload has that name{hint}; "
+                "give an OpInfo name such as 'add' or 'nn.functional.gelu', or an overload such "
+                "as 'aten.add.Tensor'"
+            )
+        chosen += [i for i in hits if i not in chosen]
+    return chosen
+
+
+def run_conformance(
+    ops: Sequence[str] | None = None,
+    dtypes: Sequence[str] = ("float32",),
+    *,
+    config: str = "tiny",
+    max_samples: int | None = None,
+    max_elements: int = DEFAULT_MAX_ELEMENTS,
+    seed: int = 0,
+    reference: bool = False,
+    progress: Callable[[OpResult], None] | None = None,
+) -> Conformance:
+    """Run the OpInfo samples of ``ops`` (default: every entry mapped to a lowered overload) at
+    each of ``dtypes`` on ``config``; ``progress`` is called after each OpInfo x dtype.
+
+    reference: use ``reference_inputs`` (the samples plus extremal values, larger and
+    non-contiguous tensors) instead of ``sample_inputs``."""
+    unknown = [d for d in dtypes if d not in DTYPES]
+    if unknown:
+        raise BridgeError(f"dtype {unknown[0]!r} is not one of {', '.join(DTYPES)}")
+    start = time.perf_counter()
+    hw = load_config(config)
+    db = opinfo_db()
+    mapping = opinfo_map(db)
+    entries = select_entries(db, mapping, ops)
+    inputs = "reference_inputs" if reference else "sample_inputs"
+    run = Conformance(config, tuple(dtypes), max_samples, max_elements, inputs)
+    run.unmapped = mapping.unmapped if not ops else ()
+    for dtype in dtypes:
+        for op in sorted({o for i in entries for o in mapping.overloads(full_name(i))}):
+            mapped = {*mapping.own[op], *mapping.exercised[op]}
+            names = tuple(full_name(i) for i in entries if full_name(i) in mapped)
+            run.overloads[(op, dtype)] = OverloadResult(op, dtype, entries=names)
+        for info in entries:
+            result = _run_entry(info, dtype, hw, mapping, inputs, max_samples, max_elements, seed)
+            run.ops.append(result)
+            _tally(run, result)
+            if progress is not None:
+                progress(result)
+    for stats in run.unmeasured():
+        stats.unmeasured = _why_unmeasured(run, stats)
+    run.seconds = time.perf_counter() - start
+    return run
+
+
+def _run_entry(
+    info: Any,
+    dtype: str,
+    hw: HardwareConfig,
+    mapping: OpInfoMap,
+    inputs: str,
+    max_samples: int | None,
+    max_elements: int,
+    seed: int,
+) -> OpResult:
+    name = full_name(info)
+    result = OpResult(name, dtype, frozenset(mapping.own_overloads(name)))
+    if DTYPES[dtype] not in info.supported_dtypes("cpu"):
+        result.note = f"the OpInfo does not take {dtype} on the CPU"
+        return result
+    torch.manual_seed(seed)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        samples = list(getattr(info, inputs)("cpu", DTYPES[dtype]))
+        if max_samples is not None:
+            samples = samples[:max_samples]
+        mode = HwsimMode(config=hw, fallback="cpu", check=True)
+        for index, sample in enumerate(samples):
+            result.samples.append(
+                run_sample(
+                    info, sample, hw, max_elements=max_elements, seed=seed + index, mode=mode
+                )
+            )
+    if not samples:
+        result.note = "the OpInfo has no samples"
+    return result
+
+
+def _tally(run: Conformance, result: OpResult) -> None:
+    for sample in result.samples:
+        if sample.status == "skipped":
+            continue
+        for op in sample.simulated:
+            stats = run.overloads.setdefault((op, result.dtype), OverloadResult(op, result.dtype))
+            stats.reached += 1
+            stats.passed += sample.status == "passed"
+            if sample.status == "failed" and not stats.first_failure:
+                stats.first_failure = f"{result.name}: {sample.reason}"
+        for op, reason in set(sample.fallbacks):
+            if (op, result.dtype) in run.overloads:
+                run.overloads[(op, result.dtype)].fallbacks[reason] += 1
+
+
+def _why_unmeasured(run: Conformance, stats: OverloadResult) -> str:
+    """Why no sample reached ``stats.overload`` on the simulator."""
+    if any(str(op) == stats.overload for op in VIEW_OPS):
+        return EAGER_VIEW
+    if stats.fallbacks:
+        seen = ", ".join(f"{reason} x{n}" for reason, n in stats.fallbacks.most_common())
+        return f"every sample that called it fell back to the CPU ({seen})"
+    results = [o for o in run.ops if o.dtype == stats.dtype and o.name in stats.entries]
+    if results and all(o.note for o in results):
+        return f"its OpInfo entries ({', '.join(stats.entries)}) have no {stats.dtype} samples"
+    packet = stats.overload.rsplit(".", 1)[0]
+    siblings = sorted(
+        o.overload
+        for o in run.overloads.values()
+        if o.dtype == stats.dtype and o.reached and o.overload.rsplit(".", 1)[0] == packet
+    )
+    instead = f" ({', '.join(siblings)} instead)" if siblings else ""
+    return f"no sample called this overload: eager dispatch produced another{instead}"
