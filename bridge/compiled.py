@@ -19,7 +19,7 @@ from torch.utils import _pytree as pytree
 from bridge.errors import Unsupported, as_unsupported
 from bridge.graph_lowering import GraphRun, LoweredGraph, lower_graph
 from bridge.options import BridgeOptions, apply_fallback
-from bridge.precision import compare
+from bridge.precision import TORCH_DTYPES, cast_floats, compare
 from bridge.report import SUMMARY_KEYS, OpRecord, OutputRecord, Report
 from hwsim.errors import HwsimError
 
@@ -122,12 +122,12 @@ class SimPartition(torch.nn.Module):
     def _check(self, actual: Any, args: tuple[Any, ...]) -> None:
         """Compare with the graph on the CPU at matched precision (judged) and in fp32."""
         precision = self.options.precision
-        compute = _TORCH_DTYPES.get(precision.compute)  # None under 'auto': own dtypes
-        matched = self.gm(*_cast_floats(args, compute))
+        compute = TORCH_DTYPES.get(precision.compute)  # None under 'auto': own dtypes
+        matched = self.gm(*cast_floats(list(args), compute))
         fp32: Any = None
         problem = ""
         try:
-            fp32 = self.gm(*_cast_floats(args, torch.float32))
+            fp32 = self.gm(*cast_floats(list(args), torch.float32))
         except Exception as error:  # a graph that only runs in its own dtypes
             problem = f"{type(error).__name__}: {error}"
         wanted = pytree.tree_leaves(matched)
@@ -151,15 +151,3 @@ class SimPartition(torch.nn.Module):
                 problem,
             )
             self.report.add_output(record)
-
-
-_TORCH_DTYPES = {"fp32": torch.float32, "bf16": torch.bfloat16, "fp16": torch.float16}
-
-
-def _cast_floats(args: tuple[Any, ...], dtype: torch.dtype | None) -> list[Any]:
-    """The arguments with floating tensors in ``dtype`` (unchanged for None)."""
-    if dtype is None:
-        return list(args)
-    return [
-        a.to(dtype) if isinstance(a, torch.Tensor) and a.is_floating_point() else a for a in args
-    ]

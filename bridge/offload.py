@@ -34,7 +34,7 @@ from torch.utils._python_dispatch import TorchDispatchMode
 from bridge.errors import Reason, Unsupported, as_unsupported, op_name
 from bridge.graph_lowering import LoweredGraph, lower_graph
 from bridge.options import BridgeOptions, apply_fallback
-from bridge.precision import compare
+from bridge.precision import TORCH_DTYPES, cast_floats, compare
 from bridge.registry import OpCall, check_support
 from bridge.report import SUMMARY_KEYS, OpRecord, Report
 from hwsim.errors import HwsimError
@@ -114,7 +114,11 @@ class HwsimMode(TorchDispatchMode):
             instructions=int(summary.get("instructions", 0)),
         )
         if self.options.check:
-            record.error = self._compare(run.outputs, expected)
+            record.error = self._compare(run.outputs, self._matched(func, args, kwargs, expected))
+            if self.options.precision.compute != "auto" or _low_precision(expected):
+                wide = func(*cast_floats(args, torch.float32), **kwargs)  # what fp32 would give
+                vs_fp32 = self._compare(run.outputs, wide, in_fp32=True)
+                record.error["vs_fp32_max_abs"] = vs_fp32["max_abs"]
         self.report.ops.append(record)
         return list(run.outputs) if isinstance(expected, list) else run.outputs
 
@@ -136,19 +140,42 @@ class HwsimMode(TorchDispatchMode):
                 self._lowered[key] = as_unsupported(error, op_name(call.op))
         return self._lowered[key]
 
-    def _compare(self, actual: Any, expected: Any) -> dict[str, Any]:
-        """The worst output's ErrorStats (as a dict) against the CPU."""
+    def _matched(self, func: Any, args: Any, kwargs: Any, expected: Any) -> Any:
+        """The CPU result at matched precision: the op on its float inputs in the simulated
+        compute dtype (its own result under 'auto')."""
+        compute = TORCH_DTYPES.get(self.options.precision.compute)
+        if compute is None:
+            return expected
+        cast_args, cast_kwargs = cast_floats((args, kwargs), compute)
+        try:
+            return func(*cast_args, **cast_kwargs)
+        except RuntimeError:  # an op with no kernel in that dtype on the CPU
+            return expected
+
+    def _compare(self, actual: Any, expected: Any, *, in_fp32: bool = False) -> dict[str, Any]:
+        """The worst output's ErrorStats (as a dict) against the CPU, compared in the output's
+        dtype (or in fp32: the distance to an fp32 reference, not rounded away)."""
         worst: dict[str, Any] | None = None
         for got, want in zip(pytree.tree_leaves(actual), pytree.tree_leaves(expected), strict=True):
             if not isinstance(want, torch.Tensor):
                 continue
-            stats = compare(got, want, self.options.precision.tolerance(want.dtype)).to_dict()
+            tolerance = self.options.precision.tolerance(got.dtype)
+            if in_fp32 and got.is_floating_point():
+                got, want = got.float(), want.float()
+            stats = compare(got, want.to(got.dtype), tolerance).to_dict()
             if worst is None or (not stats["ok"], stats["max_abs"]) > (
                 not worst["ok"],
                 worst["max_abs"],
             ):
                 worst = stats
         return worst or {"ok": True, "max_abs": 0.0}
+
+
+def _low_precision(result: Any) -> bool:
+    return any(
+        isinstance(t, torch.Tensor) and t.dtype in (torch.bfloat16, torch.float16)
+        for t in pytree.tree_leaves(result)
+    )
 
 
 def _call_key(call: OpCall) -> tuple[Any, ...]:

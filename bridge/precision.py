@@ -108,6 +108,22 @@ class Precision:
         return asdict(self)
 
 
+#: torch dtype of each compute dtype name ('auto' has none: each op keeps its own).
+TORCH_DTYPES = {"fp32": torch.float32, "bf16": torch.bfloat16, "fp16": torch.float16}
+
+
+def cast_floats(tree: Any, dtype: torch.dtype | None) -> Any:
+    """``tree`` (args, a pytree) with its floating tensors in ``dtype`` (as is for None): the
+    inputs of a CPU reference run at a given precision."""
+    if dtype is None:
+        return tree
+    from torch.utils import _pytree as pytree
+
+    return pytree.tree_map_only(
+        torch.Tensor, lambda t: t.to(dtype) if t.is_floating_point() else t, tree
+    )
+
+
 def _canonical(name: str) -> str:
     aliases = {"float32": "fp32", "bfloat16": "bf16", "float16": "fp16", "half": "fp16"}
     return aliases.get(name, name)

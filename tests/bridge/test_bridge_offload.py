@@ -77,3 +77,16 @@ def test_bf16_ops_compare_at_bf16_tolerance():
         y = torch.softmax(x, -1) * 2
     torch.testing.assert_close(y, torch.softmax(x, -1) * 2)
     assert all(r.error["ok"] and r.error["rtol"] == 1.6e-2 for r in mode.report.lowered())
+    # A bf16 result also says how far it is from what fp32 would have given (x * 2 is exact).
+    errors = {r.op: r.error["vs_fp32_max_abs"] for r in mode.report.lowered()}
+    assert errors["aten._softmax.default"] > 0 and errors["aten.mul.Tensor"] == 0
+
+
+def test_bf16_compute_on_fp32_ops_is_judged_against_the_cpu_in_bf16():
+    x = torch.randn(16, 300)
+    with HwsimMode("tiny", fallback="error", precision="bf16") as mode:
+        torch.exp(x)
+    [record] = mode.report.lowered()
+    assert record.error["ok"] and record.error["rtol"] == 1.6e-2
+    # The bf16 reference matches the simulator (both round inputs to bf16) far better than fp32.
+    assert record.error["max_abs"] < record.error["vs_fp32_max_abs"] / 4
