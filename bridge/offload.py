@@ -58,6 +58,7 @@ VIEW_OPS = frozenset(
         aten.slice.Tensor,
         aten.select.int,
         aten.alias.default,
+        aten.lift_fresh.default,  # a tensor created in Python code (x[0] = ...): the same tensor
         aten.detach.default,
         aten.as_strided.default,
     }
