@@ -98,6 +98,25 @@ def _note_compile(report: Any) -> None:
         _BREAKS_SEEN[reason] = count
 
 
+def _decomposed_from(node: fx.Node) -> str:
+    """The ATen op a decomposition turned into this node ('' if the node is that op)."""
+    from bridge.errors import op_name
+
+    original = node.meta.get("original_aten")
+    if original is None or op_name(original) == op_name(node.target):
+        return ""
+    return op_name(original)
+
+
+def _source(node: fx.Node) -> str:
+    """The torch function or module class the node was traced from, e.g. 'Linear'."""
+    stack = node.meta.get("source_fn_stack") or []
+    if not stack:
+        return ""
+    target = stack[-1][1]
+    return str(getattr(target, "__name__", target))
+
+
 def _short_reason(reason: str) -> str:
     """Dynamo's reason without its hints: the first line and the explanation."""
     lines = [line.strip() for line in reason.splitlines() if line.strip()]
@@ -122,7 +141,7 @@ class _Compiler:
         report = self.options.report
         verdicts = analyze(gm.graph)
         records: dict[str, OpRecord] = {}
-        for verdict in verdicts.values():
+        for node, verdict in verdicts.items():
             if verdict.op == "getitem":
                 continue
             problem = verdict.unsupported
@@ -133,6 +152,8 @@ class _Compiler:
                 "" if problem is None else problem.reason.value,
                 "" if problem is None else problem.detail,
                 verdict.shapes,
+                decomposed_from=_decomposed_from(node),
+                source=_source(node),
             )
             records[verdict.node] = record
             report.ops.append(record)

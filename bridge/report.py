@@ -97,6 +97,10 @@ class OpRecord:
     instructions: int = 0
     error: dict[str, Any] | None = None  # eager mode: ErrorStats of this op against the CPU
     host_ns: float = 0.0  # a CPU op: its host wall time at the last call (bridge.host_timeline)
+    #: torch.compile: the ATen op this node came from when a decomposition made it (aten.silu
+    #: -> sigmoid + mul), and the torch function or module that called it.
+    decomposed_from: str = ""
+    source: str = ""
 
 
 @dataclass
@@ -166,6 +170,15 @@ class Report:
     def lowered(self) -> list[OpRecord]:
         return [r for r in self.ops if r.status == "simulator"]
 
+    def decompositions(self) -> dict[str, dict[str, int]]:
+        """ATen op -> the ops its decomposition became (with how many nodes of each)."""
+        found: dict[str, dict[str, int]] = {}
+        for r in self.ops:
+            if r.decomposed_from:
+                into = found.setdefault(r.decomposed_from, {})
+                into[r.op] = into.get(r.op, 0) + 1
+        return found
+
     def top_ops(self, count: int = 10) -> list[OpRecord]:
         return sorted(self.lowered(), key=lambda r: -r.sim_ns)[:count]
 
@@ -207,6 +220,7 @@ class Report:
                 "view": sum(r.status == "view" for r in self.ops),
             },
             "ops": [asdict(r) for r in self.ops],
+            "decomposed": self.decompositions(),
             "fallbacks": [
                 {"node": r.node, "op": r.op, "reason": r.reason, "detail": r.detail}
                 for r in self.fallbacks()

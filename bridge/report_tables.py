@@ -49,12 +49,13 @@ def report_tables(report: Report) -> list[Table]:
         else "hwsim op support (nothing has run yet)"
     )
     ops = Table(title=title, title_justify="left")
-    columns = ["node", "op", "where", "shapes"] + (["sim time", "errors vs CPU"] if ran else [])
-    for column in columns:
+    sources = any(r.source for r in report.ops)
+    columns = ["node", "op", "where", "shapes"] + (["from"] if sources else [])
+    for column in columns + (["sim time", "errors vs CPU"] if ran else []):
         ops.add_column(column)
     for r in report.ops:
         where = r.status if r.status != "cpu" else f"cpu ({r.reason})"
-        row = [r.node, r.op, where, r.shapes]
+        row = [r.node, r.op, where, r.shapes] + ([r.source] if sources else [])
         if ran:
             error = ""
             if r.error is not None:
@@ -62,6 +63,15 @@ def report_tables(report: Report) -> list[Table]:
             row += [_ns(r.sim_ns) if r.sim_ns else "", error]
         ops.add_row(*row)
     tables = [ops]
+    decomposed = report.decompositions()
+    if decomposed:
+        dec = Table(title="decomposed into Core ATen (by PyTorch's decompositions)")
+        dec.title_justify = "left"
+        dec.add_column("op")
+        dec.add_column("became")
+        for original, into in sorted(decomposed.items()):
+            dec.add_row(original, ", ".join(f"{op} x{n}" for op, n in sorted(into.items())))
+        tables.append(dec)
     if report.fallbacks():
         fb = Table(title="run on the CPU", title_justify="left")
         for column in ("node", "op", "reason", "detail", "host time"):

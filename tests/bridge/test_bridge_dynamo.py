@@ -51,6 +51,10 @@ def test_mlp_whole_graph_on_the_simulator_matches_cpu():
     assert report.top_ops()[0].op == "aten.addmm.default"
     data = json.loads(report.to_json())
     assert data["counts"] == {"simulator": 5, "cpu": 0, "view": 0}
+    # nn.Linear's weight transpose (aten.t) became a permute; the nodes know their module.
+    assert data["decomposed"] == {"aten.t.default": {"aten.permute.default": 2}}
+    assert {r.source for r in report.ops} == {"Linear", "GELU"}
+    assert "decomposed into Core ATen" in str(report)
     assert "top ops by simulated time" in str(report)
 
 
