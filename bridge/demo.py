@@ -11,7 +11,6 @@ prints the bridge report, and writes the run's trace, tables and plots.
 from __future__ import annotations
 
 import argparse
-import os
 import time
 from pathlib import Path
 
@@ -20,17 +19,7 @@ import hwsim  # noqa: F401  (first: one BLAS thread before numpy loads)
 # isort: split
 import torch
 
-
-def tiny_gpt2() -> torch.nn.Module:
-    os.environ.setdefault("HF_HUB_OFFLINE", "1")  # configs only: never touch the network
-    import transformers
-
-    transformers.logging.set_verbosity_error()
-    torch.manual_seed(0)
-    config = transformers.GPT2Config(
-        n_layer=2, n_embd=128, n_head=4, vocab_size=512, n_positions=64
-    )
-    return transformers.GPT2LMHeadModel(config).eval()
+from bridge.models import tiny_gpt2, tokens
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -43,14 +32,14 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     out = args.out or default_run_dir(f"demo-gpt2-{args.config}")
     model = tiny_gpt2()
-    tokens = torch.randint(0, 512, (2, 16), generator=torch.Generator().manual_seed(0))
+    ids = tokens(2, 16)
     options = {"config": args.config, "fallback": "error", "trace": str(out)}
     compiled = torch.compile(model, backend="hwsim", options=options, dynamic=False)
     print(f"hwsim demo: tiny GPT-2 forward (2 x 16 tokens) via torch.compile on {args.config}\n")
     start = time.perf_counter()
     with torch.no_grad():
-        logits = compiled(tokens, use_cache=False).logits
-        expected = model(tokens, use_cache=False).logits
+        logits = compiled(ids, use_cache=False).logits
+        expected = model(ids, use_cache=False).logits
     wall_s = time.perf_counter() - start
     report = last_report()
     report.print()

@@ -9,16 +9,14 @@ since it imports torch. MODEL is a built-in (``MODELS``) or ``FILE.py:FACTORY`` 
 from __future__ import annotations
 
 import argparse
-import hashlib
-import importlib.util
-import os
-import sys
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+from bridge.models import POSITIONS
 from hwsim.cli.main import add_config_arguments
 from hwsim.errors import WorkloadError
+from hwsim.workloads.pyfile import import_python_file
 
 #: What a built-in model gives: (model, args, kwargs) for one forward pass.
 Example = tuple[Any, tuple[Any, ...], dict[str, Any]]
@@ -27,8 +25,6 @@ MODELS: dict[str, tuple[str, Callable[[int], Example]]] = {}
 
 BATCH = 2
 DEFAULT_SEQ = 16
-#: Token vocabulary and positions of the tiny language models (bridge.demo's GPT-2).
-VOCAB, POSITIONS = 512, 64
 
 
 def register(commands: argparse._SubParsersAction) -> None:
@@ -107,20 +103,7 @@ def example(text: str, seq: int = DEFAULT_SEQ) -> Example:
 
 
 def _factory(path: Path, name: str, text: str) -> Callable[[], Any]:
-    if not path.is_file():
-        raise WorkloadError(f"{text}: no file {path}")
-    digest = hashlib.sha256(str(path.resolve()).encode()).hexdigest()[:12]
-    module_name = f"hwsim_export_{path.stem}_{digest}"
-    spec = importlib.util.spec_from_file_location(module_name, path)
-    if spec is None or spec.loader is None:
-        raise WorkloadError(f"{text}: cannot import {path}")
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[module_name] = module
-    try:
-        spec.loader.exec_module(module)
-    except Exception as exc:
-        del sys.modules[module_name]
-        raise WorkloadError(f"{text}: importing {path} failed: {exc}") from exc
+    module = import_python_file(path, "hwsim_export", text)
     found = getattr(module, name, None)
     if not callable(found):
         names = [n for n in vars(module) if not n.startswith("_")]
@@ -139,38 +122,18 @@ def _builtin(name: str, description: str) -> Callable[[Callable[[int], Example]]
     return add
 
 
-def _tokens(seq: int) -> Any:
-    import torch
-
-    return torch.randint(0, VOCAB, (BATCH, seq), generator=torch.Generator().manual_seed(0))
-
-
 @_builtin("tiny-gpt2", "GPT-2, 2 layers, 128 wide, 4 heads, vocabulary 512 (as bridge.demo)")
 def _tiny_gpt2(seq: int) -> Example:
-    from bridge.demo import tiny_gpt2
+    from bridge.models import tiny_gpt2, tokens
 
-    return tiny_gpt2(), (_tokens(seq),), {"use_cache": False}
+    return tiny_gpt2(), (tokens(BATCH, seq),), {"use_cache": False}
 
 
 @_builtin("tiny-llama", "Llama, 2 layers, 128 wide, 4 query / 2 KV heads, vocabulary 512")
 def _tiny_llama(seq: int) -> Example:
-    os.environ.setdefault("HF_HUB_OFFLINE", "1")  # configs only: never touch the network
-    import torch
-    import transformers
+    from bridge.models import tiny_llama, tokens
 
-    transformers.logging.set_verbosity_error()
-    torch.manual_seed(0)
-    config = transformers.LlamaConfig(
-        hidden_size=128,
-        intermediate_size=256,
-        num_hidden_layers=2,
-        num_attention_heads=4,
-        num_key_value_heads=2,
-        vocab_size=VOCAB,
-        max_position_embeddings=POSITIONS,
-    )
-    model = transformers.LlamaForCausalLM(config).eval()
-    return model, (_tokens(seq),), {"use_cache": False}
+    return tiny_llama(), (tokens(BATCH, seq),), {"use_cache": False}
 
 
 @_builtin("mlp", "Linear 128->512, GELU, Linear 512->128 on [2, seq, 128]")

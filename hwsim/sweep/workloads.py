@@ -12,9 +12,6 @@ A ``SweepWorkload`` is plain data, so it travels to workers; each worker resolve
 from __future__ import annotations
 
 import functools
-import hashlib
-import importlib.util
-import sys
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
@@ -25,6 +22,7 @@ import numpy as np
 from hwsim.config.schema import HardwareConfig
 from hwsim.errors import WorkloadError
 from hwsim.program import Program
+from hwsim.workloads.pyfile import import_python_file
 from hwsim.workloads.registry import Workload, resolve_workload
 from hwsim.workloads.saved import PROGRAM_SUFFIX, load_program, save_program, saved_workload
 
@@ -89,20 +87,7 @@ def _resolve(workload: SweepWorkload) -> Workload:
 
 
 def _from_file(path: Path, attribute: str, text: str) -> Workload:
-    digest = hashlib.sha256(str(path).encode()).hexdigest()[:12]
-    module_name = f"hwsim_sweep_workload_{path.stem}_{digest}"
-    module = sys.modules.get(module_name)
-    if module is None:
-        spec = importlib.util.spec_from_file_location(module_name, path)
-        if spec is None or spec.loader is None:
-            raise WorkloadError(f"{text}: cannot import {path}")
-        module = importlib.util.module_from_spec(spec)
-        sys.modules[module_name] = module
-        try:
-            spec.loader.exec_module(module)
-        except Exception as exc:
-            del sys.modules[module_name]
-            raise WorkloadError(f"{text}: importing {path} failed: {exc}") from exc
+    module = import_python_file(path, "hwsim_sweep_workload", text)
     found = getattr(module, attribute, None)
     if found is None:
         names = [n for n in vars(module) if not n.startswith("_")]

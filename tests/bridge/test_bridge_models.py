@@ -5,20 +5,16 @@ lists no CPU op) and the logits match CPU PyTorch eager within the fp32 toleranc
 
 from __future__ import annotations
 
-import os
-
-os.environ["HF_HUB_OFFLINE"] = "1"  # build from configs only; never touch the network
-
 import pytest
 import torch
 import torch._dynamo
 from torch import nn
 
 import bridge
+from bridge.models import tiny_gpt2, tiny_llama
 from bridge.precision import TOLERANCES, compare
 
 transformers = pytest.importorskip("transformers")
-transformers.logging.set_verbosity_error()
 
 OPTIONS = {"config": "trn2", "fallback": "error"}
 
@@ -30,28 +26,7 @@ def fresh_dynamo():
     torch._dynamo.reset()
 
 
-def gpt2(attention: str = "sdpa") -> nn.Module:
-    torch.manual_seed(0)
-    config = transformers.GPT2Config(
-        n_layer=2, n_embd=128, n_head=4, vocab_size=512, n_positions=64
-    )
-    config._attn_implementation = attention
-    return transformers.GPT2LMHeadModel(config).eval()
-
-
-def llama(attention: str = "eager", kv_heads: int = 2) -> nn.Module:
-    torch.manual_seed(0)
-    config = transformers.LlamaConfig(
-        hidden_size=128,
-        intermediate_size=256,
-        num_hidden_layers=2,
-        num_attention_heads=4,
-        num_key_value_heads=kv_heads,
-        vocab_size=512,
-        max_position_embeddings=64,
-    )
-    config._attn_implementation = attention
-    return transformers.LlamaForCausalLM(config).eval()
+gpt2, llama = tiny_gpt2, tiny_llama
 
 
 def inputs(padded: bool) -> dict[str, torch.Tensor]:
