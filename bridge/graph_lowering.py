@@ -137,7 +137,11 @@ class LoweredGraph:
                 )
             if tensor.dtype == torch.int64:  # only the viewed elements must fit int32
                 check_int64_range(tensor, binding.name)
-            span = torch.as_strided(tensor.detach(), (binding.span,), (1,), tensor.storage_offset())
+            if tensor.numel() == 0:  # nothing to read (only its metadata is used): one zero
+                span = torch.zeros(binding.span, dtype=tensor.dtype)
+            else:
+                offset = tensor.storage_offset()
+                span = torch.as_strided(tensor.detach(), (binding.span,), (1,), offset)
             values = tensor_to_numpy(span, check=False)
             self.program.hbm[binding.name].values = values.copy() if copy else values
         self._check_indices(args)

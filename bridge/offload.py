@@ -117,9 +117,7 @@ class HwsimMode(TorchDispatchMode):
         if self.options.check:
             record.error = self._compare(run.outputs, self._matched(func, args, kwargs, expected))
             if self.options.precision.compute != "auto" or _low_precision(expected):
-                wide = func(*cast_floats(args, torch.float32), **kwargs)  # what fp32 would give
-                vs_fp32 = self._compare(run.outputs, wide, in_fp32=True)
-                record.error["vs_fp32_max_abs"] = vs_fp32["max_abs"]
+                record.error["vs_fp32_max_abs"] = self._vs_fp32(func, args, kwargs, run.outputs)
         self.report.ops.append(record)
         return list(run.outputs) if isinstance(expected, list) else run.outputs
 
@@ -152,6 +150,15 @@ class HwsimMode(TorchDispatchMode):
             return func(*cast_args, **cast_kwargs)
         except RuntimeError:  # an op with no kernel in that dtype on the CPU
             return expected
+
+    def _vs_fp32(self, func: Any, args: Any, kwargs: Any, actual: Any) -> float | None:
+        """How far the simulated result is from the op in fp32 (None if the op refuses fp32
+        inputs there, e.g. SDPA with a bf16 mask)."""
+        try:
+            wide = func(*cast_floats(args, torch.float32), **kwargs)
+        except RuntimeError:
+            return None
+        return float(self._compare(actual, wide, in_fp32=True)["max_abs"])
 
     def _compare(self, actual: Any, expected: Any, *, in_fp32: bool = False) -> dict[str, Any]:
         """The worst output's ErrorStats (as a dict) against the CPU, compared in the output's

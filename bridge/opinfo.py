@@ -49,6 +49,7 @@ DEFAULT_MAX_ELEMENTS = 1 << 15
 #: Lowered overload -> OpInfo entries whose own ATen op it is, under a name that is not derived
 #: from the packet name (``softmax`` is CompositeImplicit over ``_softmax``, found by name).
 OWN_OPINFOS: dict[str, tuple[str, ...]] = {
+    "aten._safe_softmax.default": ("torch.ops.aten._safe_softmax.default",),
     "aten._scaled_dot_product_flash_attention_for_cpu.default": (
         "nn.functional.scaled_dot_product_attention",
     ),

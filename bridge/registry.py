@@ -78,6 +78,7 @@ class Lowering:
     dtypes: frozenset[torch.dtype]
     check: CheckFn | None = None
     value_dependent_checked: bool = False
+    reads_inputs: bool = True
 
     @property
     def where(self) -> str:
@@ -94,11 +95,14 @@ def register_lowering(
     dtypes: frozenset[torch.dtype] = FLOAT_DTYPES,
     check: CheckFn | None = None,
     value_dependent_checked: bool = False,
+    reads_inputs: bool = True,
 ) -> Callable[[LoweringFn], LoweringFn]:
     """Decorator registering ``fn`` as the lowering of each overload in ``ops``.
 
     value_dependent_checked: the op is tagged value-dependent by torch, and ``check`` refuses
-    exactly the calls that are (module docstring)."""
+    exactly the calls that are (module docstring).
+    reads_inputs: False for lowerings that only read their tensor inputs' metadata (``new_zeros``
+    takes the dtype), so an empty input tensor is no reason to refuse them."""
 
     def decorator(fn: LoweringFn) -> LoweringFn:
         for op in ops:
@@ -108,7 +112,9 @@ def register_lowering(
                     "name the overload explicitly"
                 )
             family_name = family or fn.__module__.rsplit(".", 1)[-1]
-            lowering = Lowering(op, fn, family_name, dtypes, check, value_dependent_checked)
+            lowering = Lowering(
+                op, fn, family_name, dtypes, check, value_dependent_checked, reads_inputs
+            )
             if op in LOWERINGS:
                 raise DuplicateLoweringError(
                     f"{op} already has a lowering ({LOWERINGS[op].where}); "
@@ -145,7 +151,7 @@ def check_support(call: OpCall) -> Lowering:
     some_output = any(t.numel() for t in outputs if isinstance(t.numel(), int))
     for what, tensors in (("input", call.input_tensors()), ("output", outputs)):
         for t in tensors:
-            empty_ok = what == "output" and some_output
+            empty_ok = some_output if what == "output" else not lowering.reads_inputs
             _check_tensor(op, what, t, lowering.dtypes, empty_ok=empty_ok)
     if lowering.check is not None:
         lowering.check(call)

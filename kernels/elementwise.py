@@ -47,8 +47,12 @@ def _activation_jit(
         s = scale[p]
         b = bias[p]
         row = out[p]
-        for i in range(size):
-            row[i] = x[p, i] * s + b  # two fp32 roundings: the multiply-add is not fused
+        if b == 0.0:  # no bias: adding +0.0 would turn a -0.0 into +0.0 (1/-0 must be -inf)
+            for i in range(size):
+                row[i] = x[p, i] * s
+        else:
+            for i in range(size):
+                row[i] = x[p, i] * s + b  # two fp32 roundings: the multiply-add is not fused
         if func == _COPY:
             pass
         elif func == _EXP:  # the softmax workhorse: skip the per-element function dispatch
@@ -85,7 +89,8 @@ def activation(
 
     x: f32[P, N]; func: an ``ActivationFunction``; scale, bias: f32[P] (or [P, 1], or a scalar),
     one value per partition. ``x * scale + bias`` is computed in fp32 with two roundings, then the
-    function is applied and rounded to fp32 (``kernels.activations``). Returns f32[P, N].
+    function is applied and rounded to fp32 (``kernels.activations``); a zero bias is no add, so
+    a -0.0 input stays -0.0 (``reciprocal(-0.0)`` is -inf). Returns f32[P, N].
     """
     x, func, scale, bias = _activation_operands(x, func, scale, bias)
     out = np.empty_like(x)
@@ -98,7 +103,8 @@ def activation_ref(
 ) -> np.ndarray:
     """Reference for ``activation``."""
     x, func, scale, bias = _activation_operands(x, func, scale, bias)
-    y = x * scale[:, None] + bias[:, None]
+    scaled = x * scale[:, None]
+    y = np.where(bias[:, None] == 0.0, scaled, scaled + bias[:, None])  # a zero bias is no add
     with np.errstate(all="ignore"):
         return act_f64_ref(y.astype(np.float64), func).astype(np.float32)
 

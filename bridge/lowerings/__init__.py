@@ -1,12 +1,14 @@
 """Lowerings by op family; importing this package fills ``bridge.registry.LOWERINGS``.
 
-pointwise: activations and ALU ops with broadcasting (floats and integers), pow, clamp, min/max;
-compare: comparisons, logical/bitwise ops, where; creation: full, scalar_tensor, arange;
-matmul: mm/addmm/bmm; reduction: sum, mean, amax/amin, any/all, softmax/log_softmax;
-norm: native_layer_norm, var/var_mean; scan: cumsum; indexing: embedding, index, index_select;
-concat: cat, split; views: metadata views, clone; casts: _to_copy, copy; attention: the fused
-CPU SDPA kernel eager mode sees; conv: convolution (implicit GEMM); pool: max_pool2d_with_indices,
-_adaptive_avg_pool2d; batch_norm: _native_batch_norm_legit_no_training / _functional.
+pointwise: activations and ALU ops with broadcasting (floats and integers), pow (scalar and
+tensor exponents), clamp, min/max, floor/ceil/trunc/round, div with a rounding mode,
+floor_divide; compare: comparisons, logical/bitwise ops, where; creation: full, scalar_tensor,
+arange; matmul: mm/addmm/bmm; reduction: sum, mean, amax/amin, any/all, softmax/log_softmax,
+_safe_softmax; norm: native_layer_norm, var/var_mean; scan: cumsum; indexing: embedding, index,
+index_select; concat: cat, stack, split; views: metadata views, clone; casts: _to_copy, copy;
+attention: the fused CPU SDPA kernel eager mode sees; conv: convolution (implicit GEMM); pool:
+max_pool2d_with_indices, _adaptive_avg_pool2d; batch_norm: native_batch_norm (eager),
+_native_batch_norm_legit_no_training / _functional; pad: constant_pad_nd.
 """
 
 from bridge.lowerings import (
@@ -20,6 +22,7 @@ from bridge.lowerings import (
     indexing,
     matmul,
     norm,
+    pad,
     pointwise,
     pool,
     reduction,
@@ -38,6 +41,7 @@ __all__ = [
     "indexing",
     "matmul",
     "norm",
+    "pad",
     "pointwise",
     "pool",
     "reduction",

@@ -13,6 +13,11 @@ over N and the spatial dims (VectorE ``bn_stats`` per <= 512 elements of every t
 returns them as torch does: ``save_mean``, ``save_invstd = rsqrt(var + eps)``, and the updated
 running statistics ``(1 - momentum) * running + momentum * batch`` (the variance unbiased,
 times n / (n - 1)).
+
+Eager ``F.batch_norm`` dispatches ``native_batch_norm``: eval is the eval lowering above; training
+without running statistics returns (out, save_mean, save_invstd). Training *with* running
+statistics is refused: torch updates them in place although the schema does not mark it, and a
+lowering never writes its inputs.
 """
 
 from __future__ import annotations
@@ -144,6 +149,18 @@ def batch_norm_eval(
     eps: float,
 ) -> tuple[HbmValue, HbmValue, HbmValue]:
     """(out, empty, empty): batch norm with the running statistics."""
+    return _eval(ctx, x, weight, bias, running_mean, running_var, eps)
+
+
+def _eval(
+    ctx: LoweringContext,
+    x: HbmValue,
+    weight: HbmValue | None,
+    bias: HbmValue | None,
+    running_mean: HbmValue,
+    running_var: HbmValue,
+    eps: float,
+) -> tuple[HbmValue, HbmValue, HbmValue]:
     out_meta, mean_meta, rstd_meta = ctx.out
     out = ctx.new_value(out_meta.shape, out_meta.dtype)
     dtype = ctx.tile_dtype(x.dtype)
@@ -180,10 +197,60 @@ def batch_norm_train(
         raise Unsupported(
             ctx.call.op, Reason.SHAPE, "training=False (eval graphs use _no_training)"
         )
-    metas = ctx.out
-    out, save_mean, save_invstd, new_mean, new_var = (
-        ctx.new_value(m.shape, m.dtype) for m in metas
+    return _train(ctx, x, weight, bias, (running_mean, running_var), momentum, eps)
+
+
+def _native_check(call: OpCall) -> None:
+    _bn_check(call)
+    running_mean, running_var, training = (
+        call.args[i] if len(call.args) > i else call.kwargs.get(name)
+        for i, name in ((3, "running_mean"), (4, "running_var"), (5, "training"))
     )
+    if training and (running_mean is not None or running_var is not None):
+        raise Unsupported(
+            call.op,
+            Reason.MUTATION,
+            "training=True updates running_mean/running_var in place (its schema does not say "
+            "so); torch.compile's functionalized graphs use _native_batch_norm_legit_functional",
+        )
+    if not training and (running_mean is None or running_var is None):
+        raise Unsupported(call.op, Reason.SHAPE, "eval batch norm without running statistics")
+
+
+@register_lowering(aten.native_batch_norm.default, family="batch_norm", check=_native_check)
+def native_batch_norm(
+    ctx: LoweringContext,
+    x: HbmValue,
+    weight: HbmValue | None,
+    bias: HbmValue | None,
+    running_mean: HbmValue | None,
+    running_var: HbmValue | None,
+    training: bool,
+    momentum: float,
+    eps: float,
+) -> tuple[HbmValue, ...]:
+    """What eager ``F.batch_norm`` dispatches. Eval: (out, empty, empty) as
+    ``_native_batch_norm_legit_no_training``; training without running statistics (nothing to
+    update in place): (out, save_mean, save_invstd) as ``_native_batch_norm_legit_functional``."""
+    if not training:
+        assert running_mean is not None and running_var is not None  # _native_check
+        return _eval(ctx, x, weight, bias, running_mean, running_var, eps)
+    return _train(ctx, x, weight, bias, None, momentum, eps)
+
+
+def _train(
+    ctx: LoweringContext,
+    x: HbmValue,
+    weight: HbmValue | None,
+    bias: HbmValue | None,
+    running: tuple[HbmValue, HbmValue] | None,
+    momentum: float,
+    eps: float,
+) -> tuple[HbmValue, ...]:
+    """Training forward: (out, save_mean, save_invstd), plus the updated running statistics
+    when ``running`` (the current ones) is given."""
+    results = tuple(ctx.new_value(m.shape, m.dtype) for m in ctx.out)
+    out, save_mean, save_invstd = results[:3]
     dtype = ctx.tile_dtype(x.dtype)
     tiles = ChannelTiles(ctx, x, [out, x])
     count = x.numel // x.shape[1]
@@ -215,12 +282,15 @@ def batch_norm_train(
         cols = params((cw, COLUMNS), lang.float32, lang.sbuf)
         scale, shift, invstd = _fold(ctx, cols, mean, var, weight, bias, eps, c0)
         _normalize(ctx, tiles, c0, cw, scale, shift, dtype)
-        _running_update(ctx, cols, running_mean, mean, new_mean, momentum, 1.0, c0)
-        unbiased = count / (count - 1) if count > 1 else float("inf")
-        _running_update(ctx, cols, running_var, var, new_var, momentum, unbiased, c0)
+        if running is not None:
+            unbiased = count / (count - 1) if count > 1 else float("inf")
+            for old, batch, new, correction in zip(
+                running, (mean, var), results[3:], (1.0, unbiased), strict=True
+            ):
+                _running_update(ctx, cols, old, batch, new, momentum, correction, c0)
         for value, column in ((save_mean, mean), (save_invstd, invstd)):
             _store_column(ctx, value, column, c0)
-    return out, save_mean, save_invstd, new_mean, new_var
+    return results
 
 
 def _running_update(

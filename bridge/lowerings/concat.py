@@ -1,4 +1,5 @@
-"""Joining and splitting along a dim: ``cat`` copies, ``split`` / ``split_with_sizes`` view.
+"""Joining and splitting along a dim: ``cat`` / ``stack`` copy, ``split`` / ``split_with_sizes``
+view.
 
 ``cat`` is one HBM -> HBM DMA per tile of each input into its slice of the output (the DMA
 casts when torch promoted an input's dtype). Splits are views: each piece is a slice of the
@@ -33,6 +34,18 @@ def cat(ctx: LoweringContext, tensors: Sequence[HbmValue], dim: int = 0) -> HbmV
         size = t.shape[dim]
         copy_tiles(ctx, out.slice(dim, start, start + size), t)
         start += size
+    return out
+
+
+@register_lowering(aten.stack.default, family="concat", dtypes=MOVABLE_DTYPES)
+def stack(ctx: LoweringContext, tensors: Sequence[HbmValue], dim: int = 0) -> HbmValue:
+    """cat of the inputs unsqueezed at ``dim`` (eager mode sees stack; core ATen decomposes it):
+    one HBM -> HBM DMA per tile of each input into ``out.select(dim, i)``."""
+    meta: TensorMeta = ctx.out
+    out = ctx.new_value(meta.shape, meta.dtype)
+    dim = dim % len(meta.shape)
+    for i, t in enumerate(tensors):
+        copy_tiles(ctx, out.select(dim, i), t)
     return out
 
 

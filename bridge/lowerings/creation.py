@@ -13,6 +13,7 @@ may differ by one fp32 ulp). int64 results are int32 on the device: values must 
 from __future__ import annotations
 
 import math
+from collections.abc import Sequence
 from typing import Any
 
 import torch
@@ -32,10 +33,13 @@ aten = torch.ops.aten
 
 
 def creation(*ops: Any, check: Any = None):
-    return register_lowering(*ops, family="creation", dtypes=MOVABLE_DTYPES, check=check)
+    """Register a creation op: it reads only its tensor inputs' dtype, so they may be empty."""
+    return register_lowering(
+        *ops, family="creation", dtypes=MOVABLE_DTYPES, check=check, reads_inputs=False
+    )
 
 
-def _fill_value(call: OpCall, value: Any) -> float:
+def fill_scalar(call: OpCall, value: Any) -> float:
     """The value a fill writes, as the device holds it (bool 0/1, int range-checked)."""
     dtype = call.output_tensors()[0].dtype
     if isinstance(value, complex):
@@ -52,7 +56,7 @@ def _fill_value(call: OpCall, value: Any) -> float:
 
 def _value_check(position: int):
     def check(call: OpCall) -> None:
-        _fill_value(call, call.args[position] if len(call.args) > position else 0)
+        fill_scalar(call, call.args[position] if len(call.args) > position else 0)
 
     return check
 
@@ -61,34 +65,48 @@ def fill(ctx: LoweringContext, value: float) -> HbmValue:
     """The node's output, every element ``value``: one memset, stored tile by tile."""
     meta: TensorMeta = ctx.out
     out = ctx.new_value(meta.shape, meta.dtype)
-    tiles = plan(
-        meta.shape,
-        [(out.offset, out.strides)],
-        pmax=ctx.pmax,
-        free_budget=ctx.free_budget(1, meta.dtype.itemsize),
-    )
+    fill_views(ctx, [out], value)
+    return out
+
+
+def fill_views(ctx: LoweringContext, views: Sequence[HbmValue], value: float) -> None:
+    """Write ``value`` to every element of ``views`` (strided views of tensors of one dtype):
+    one memset of a constant tile as large as the largest tile, stored to every tile."""
+    plans = [
+        plan(
+            v.shape,
+            [(v.offset, v.strides)],
+            pmax=ctx.pmax,
+            free_budget=ctx.free_budget(1, v.dtype.itemsize),
+        )
+        for v in views
+        if v.numel
+    ]
+    if not plans:
+        return
+    tiles = [t for p in plans for t in p]
     partitions = max(t.partitions for t in tiles)
     free = max(t.free_elements for t in tiles)
-    constant = lang.ndarray((partitions, free), meta.dtype, lang.sbuf)
+    constant = lang.ndarray((partitions, free), views[0].dtype, lang.sbuf)
     nisa.memset(constant, value)
-    for tile in tiles:
-        ctx.queues.store(tile.ap(0, out), constant[: tile.partitions, : tile.free_elements])
-    return out
+    for view, tiles_of_view in zip([v for v in views if v.numel], plans, strict=True):
+        for tile in tiles_of_view:
+            ctx.queues.store(tile.ap(0, view), constant[: tile.partitions, : tile.free_elements])
 
 
 @creation(aten.full.default, check=_value_check(1))
 def full(ctx: LoweringContext, size: Any, fill_value: Any, **_: Any) -> HbmValue:
-    return fill(ctx, _fill_value(ctx.call, fill_value))
+    return fill(ctx, fill_scalar(ctx.call, fill_value))
 
 
 @creation(aten.full_like.default, check=_value_check(1))
 def full_like(ctx: LoweringContext, x: HbmValue, fill_value: Any, **_: Any) -> HbmValue:
-    return fill(ctx, _fill_value(ctx.call, fill_value))
+    return fill(ctx, fill_scalar(ctx.call, fill_value))
 
 
 @creation(aten.new_full.default, check=_value_check(2))
 def new_full(ctx: LoweringContext, x: HbmValue, size: Any, fill_value: Any, **_: Any):
-    return fill(ctx, _fill_value(ctx.call, fill_value))
+    return fill(ctx, fill_scalar(ctx.call, fill_value))
 
 
 def _constant_fill(op: Any, value: float) -> None:
@@ -96,7 +114,7 @@ def _constant_fill(op: Any, value: float) -> None:
     offload sees them as they are)."""
 
     def lower(ctx: LoweringContext, *args: Any, **_: Any) -> HbmValue:
-        return fill(ctx, _fill_value(ctx.call, value))
+        return fill(ctx, fill_scalar(ctx.call, value))
 
     lower.__qualname__ = f"fill[{value:g}]"
     creation(op)(lower)
@@ -112,7 +130,7 @@ for _value, _ops in (
 
 @creation(aten.scalar_tensor.default, check=_value_check(0))
 def scalar_tensor(ctx: LoweringContext, value: Any, **_: Any) -> HbmValue:
-    return fill(ctx, _fill_value(ctx.call, value))
+    return fill(ctx, fill_scalar(ctx.call, value))
 
 
 # ---- arange -----------------------------------------------------------------------------------

@@ -8,15 +8,20 @@ in fp32 as VectorE does, then cast to the output dtype.
 Integer tensors take add/sub/mul/neg/minimum/maximum/clamp (``registry`` says how exactly).
 Comparisons, logical ops and ``where`` are in ``compare``.
 
-Not yet lowered: ``div`` with a rounding mode, ``pow`` with a tensor exponent, ``remainder``.
+``floor`` / ``ceil`` / ``trunc`` / ``round`` and ``div`` with a rounding mode are emulated: the
+ISA has no rounding function, so they are built from C ``fmod`` (exact) and the RNE fp32 -> int32
+conversion (below). ``pow`` with a tensor exponent is GpSimdE's ``power`` ALU op (libm ``pow``).
+
+Not yet lowered: ``remainder``.
 """
 
 from __future__ import annotations
 
 import torch
+from torch._ops import OpOverload
 
-from bridge.context import LoweringContext
-from bridge.dtypes import NUMERIC_DTYPES
+from bridge.context import LoweringContext, TensorMeta
+from bridge.dtypes import HW_FP32, HW_INT32, NUMERIC_DTYPES
 from bridge.errors import Reason, Unsupported
 from bridge.registry import (
     OpCall,
@@ -29,7 +34,10 @@ from bridge.registry import (
 )
 from bridge.tiling.drivers import Operand
 from bridge.values import HbmValue
+from hwsim import lang
+from hwsim.dtypes import DType
 from hwsim.lang import isa as nisa
+from hwsim.library.common import BufferRing
 from kernels.ops import ActivationFunction as Act
 from kernels.ops import AluOp
 
@@ -168,3 +176,189 @@ def clamp_tensor(
             source = dst
 
     return pointwise(ctx, [x, *(v for _, v in bounds)], compute)
+
+
+# ---- rounding: floor, ceil, trunc, round, div with a rounding mode ---------------------------
+#
+# fp32 values of magnitude >= 2**23 are integers, so each op first clamps x to [-2**23, 2**23]
+# (c) and takes the fractional part of c only: then x - frac is exact for every fp32 x, and
+# +-inf and NaN pass through (fmod(inf, 1) would be NaN). Exact for all fp32 inputs (and bf16,
+# whose values widen exactly) except the sign of zero: a result that rounds to zero from a
+# negative x (trunc(-0.5), ceil(-0.5), round(-0.4)) is +0.0 where torch gives -0.0.
+
+#: fp32 values at or above this magnitude have no fractional bits.
+INTEGRAL_FP32 = float(2**23)
+
+
+def _rounding_scratch(ctx: LoweringContext, default: DType = HW_FP32):
+    """Scratch tiles shaped like a tile, ``default`` dtype unless asked (6 live at most)."""
+    ring = BufferRing(2 * ctx.options.buffers)
+
+    def scratch(like: Operand, dtype: DType | None = None) -> Operand:
+        return ring(tuple(like.shape), dtype or default, lang.sbuf)
+
+    return scratch
+
+
+def _clamp_integral(dst: Operand, x: Operand) -> None:
+    nisa.tensor_scalar(dst, x, AluOp.max, -INTEGRAL_FP32, op1=AluOp.min, operand1=INTEGRAL_FP32)
+
+
+def emit_trunc(scratch, dst: Operand, x: Operand) -> None:
+    """dst = x - fmod(c, 1): 2 VectorE instructions."""
+    c = scratch(x)
+    _clamp_integral(c, x)
+    nisa.scalar_tensor_tensor(dst, c, AluOp.mod, 1.0, AluOp.subtract, x, reverse1=True)
+
+
+def _emit_floor_ceil(scratch, dst: Operand, x: Operand, ceil: bool) -> None:
+    """floor = t - (f < 0), ceil = t + (f > 0), t = x - f, f = fmod(c, 1): 4 instructions."""
+    f, t = scratch(x), scratch(x)
+    _clamp_integral(f, x)
+    nisa.tensor_scalar(f, f, AluOp.mod, 1.0)
+    nisa.tensor_tensor(t, x, f, AluOp.subtract)
+    if ceil:
+        nisa.scalar_tensor_tensor(dst, f, AluOp.is_gt, 0.0, AluOp.add, t)
+    else:
+        nisa.scalar_tensor_tensor(dst, f, AluOp.is_lt, 0.0, AluOp.subtract, t, reverse1=True)
+
+
+def emit_round(scratch, dst: Operand, x: Operand) -> None:
+    """Half to even, as torch: r = int32(c) (the conversion rounds to nearest even), then
+    x - (c - r): 4 instructions."""
+    c, r = scratch(x), scratch(x, HW_INT32)
+    _clamp_integral(c, x)
+    nisa.tensor_copy(r, c)
+    nisa.tensor_tensor(c, c, r, AluOp.subtract)
+    nisa.tensor_tensor(dst, x, c, AluOp.subtract)
+
+
+ROUNDING = {
+    "floor": lambda scratch, dst, x: _emit_floor_ceil(scratch, dst, x, ceil=False),
+    "ceil": lambda scratch, dst, x: _emit_floor_ceil(scratch, dst, x, ceil=True),
+    "trunc": emit_trunc,
+    "round": emit_round,
+}
+
+
+def _register_rounding(op: OpOverload, name: str) -> None:
+    emit = ROUNDING[name]
+
+    def lower(ctx: LoweringContext, x: HbmValue) -> HbmValue:
+        if not ctx.out.dtype.is_float:  # integers are already integral: a copy, as in torch
+            return pointwise(ctx, [x], lambda dst, srcs: nisa.tensor_copy(dst, srcs[0]))
+        scratch = _rounding_scratch(ctx)
+        return pointwise(ctx, [x], lambda dst, srcs: emit(scratch, dst, srcs[0]))
+
+    lower.__qualname__ = f"rounding[{name}]"
+    register_lowering(op, family="pointwise", dtypes=NUMERIC_DTYPES)(lower)
+
+
+for _name in ROUNDING:
+    _register_rounding(getattr(aten, _name).default, _name)
+
+
+def _round_decimals_check(call: OpCall) -> None:
+    decimals = call.kwargs.get("decimals", 0)
+    if not call.args[0].dtype.is_floating_point:
+        raise Unsupported(call.op, Reason.DTYPE, "round(decimals=) of an integer tensor")
+    if abs(decimals) > 30:
+        raise Unsupported(call.op, Reason.SHAPE, f"decimals={decimals}: 10**|decimals| overflows")
+
+
+@register_lowering(aten.round.decimals, family="pointwise", check=_round_decimals_check)
+def round_decimals(ctx: LoweringContext, x: HbmValue, *, decimals: int = 0) -> HbmValue:
+    """torch's nearbyint(x * 10**d) / 10**d (d < 0: nearbyint(x / 10**-d) * 10**-d), the scale
+    an fp32 immediate as in torch's float kernel: 6 instructions."""
+    ten_pow = float(torch.tensor(10.0 ** abs(decimals), dtype=torch.float32))
+    pre, post = (AluOp.multiply, AluOp.divide) if decimals >= 0 else (AluOp.divide, AluOp.multiply)
+    scratch = _rounding_scratch(ctx)
+
+    def compute(dst: Operand, srcs: list[Operand]) -> None:
+        scaled = scratch(dst)
+        nisa.tensor_scalar(scaled, srcs[0], pre, ten_pow)
+        emit_round(scratch, scaled, scaled)
+        nisa.tensor_scalar(dst, scaled, post, ten_pow)
+
+    return pointwise(ctx, [x], compute)
+
+
+def _div_mode_check(call: OpCall) -> None:
+    mode = call.kwargs.get("rounding_mode")
+    if mode not in (None, "trunc", "floor"):
+        raise Unsupported(call.op, Reason.SHAPE, f"rounding_mode={mode!r}")
+
+
+@register_lowering(aten.div.Tensor_mode, family="pointwise", check=_div_mode_check)
+def div_mode(
+    ctx: LoweringContext, a: HbmValue, b: HbmValue, *, rounding_mode: str | None = None
+) -> HbmValue:
+    """a / b rounded as torch's CPU kernels do: every step rounded to the tile dtype, as torch
+    computes bf16 in bf16 (the floor and trunc emulations are exact in bf16 too).
+
+    None: one divide. 'trunc': trunc(a / b), 3 instructions. 'floor': torch's
+    ``div_floor_floating`` (Python's float floor division), 16 instructions: mod = fmod(a, b),
+    d = (a - mod) / b, d -= 1 where mod != 0 and its sign differs from b's, q = floor(d),
+    q += 1 where d - q > 0.5, and a / b where b == 0 (as IEEE division gives inf or NaN).
+    """
+    a, b = _as_value(ctx, a), _as_value(ctx, b)  # a Python scalar from eager dispatch
+    if rounding_mode is None:
+        return pointwise(ctx, [a, b], lambda dst, s: nisa.tensor_tensor(dst, *s, AluOp.divide))
+    scratch = _rounding_scratch(ctx, ctx.tile_dtype(ctx.out.dtype))
+
+    def compute(dst: Operand, srcs: list[Operand]) -> None:
+        x, y = srcs
+        q = scratch(dst)
+        if rounding_mode == "trunc":
+            nisa.tensor_tensor(q, x, y, AluOp.divide)
+            emit_trunc(scratch, dst, q)
+            return
+        mod, d, sign = scratch(dst), scratch(dst), scratch(dst)
+        nisa.tensor_tensor(mod, x, y, AluOp.mod)
+        nisa.tensor_tensor(d, x, mod, AluOp.subtract)
+        nisa.tensor_tensor(d, d, y, AluOp.divide)
+        nisa.activation(sign, Act.sign, mod)  # sign(mod) * b < 0: signs differ, mod != 0
+        nisa.tensor_tensor(sign, sign, y, AluOp.multiply)
+        nisa.scalar_tensor_tensor(d, sign, AluOp.is_lt, 0.0, AluOp.subtract, d, reverse1=True)
+        _emit_floor_ceil(scratch, q, d, ceil=False)
+        nisa.tensor_tensor(sign, d, q, AluOp.subtract)
+        nisa.scalar_tensor_tensor(q, sign, AluOp.is_gt, 0.5, AluOp.add, q)
+        nisa.tensor_tensor(d, x, y, AluOp.divide)
+        nisa.tensor_scalar(sign, y, AluOp.is_equal, 0.0)
+        nisa.select(dst, sign, d, q)
+
+    return pointwise(ctx, [a, b], compute)
+
+
+def _as_value(ctx: LoweringContext, operand: HbmValue | float) -> HbmValue:
+    """A tensor operand, or a scalar as a one-element value read with stride 0 (broadcast to
+    the output's shape; the scalar is cast to the output dtype, as torch's wrapped scalars are)."""
+    if isinstance(operand, HbmValue):
+        return operand
+    from bridge.lowerings.creation import fill_views
+
+    meta: TensorMeta = ctx.out
+    single = ctx.new_value((1,), meta.dtype)
+    fill_views(ctx, [single], float(operand))
+    return HbmValue(single.tile, meta.shape, (0,) * len(meta.shape), single.offset)
+
+
+@register_lowering(aten.floor_divide.default, family="pointwise")
+def floor_divide(ctx: LoweringContext, a: HbmValue, b: HbmValue) -> HbmValue:
+    """torch.floor_divide of floats: div(rounding_mode='floor')."""
+    return div_mode(ctx, a, b, rounding_mode="floor")
+
+
+# ---- pow with a tensor exponent -------------------------------------------------------------
+
+
+@register_lowering(aten.pow.Tensor_Tensor, family="pointwise")
+def pow_tensor(ctx: LoweringContext, x: HbmValue, exponent: HbmValue) -> HbmValue:
+    """x ** exponent elementwise: one GpSimdE ``power`` (libm pow in fp64, rounded once to fp32),
+    so torch's rules hold: a negative base with an integral exponent keeps its sign rule
+    ((-2) ** 3 = -8), with a fractional one gives NaN, 0 ** negative is inf, x ** 0 is 1."""
+
+    def compute(dst: Operand, srcs: list[Operand]) -> None:
+        nisa.tensor_tensor(dst, srcs[0], srcs[1], AluOp.power, engine="gpsimd")
+
+    return pointwise(ctx, [x, exponent], compute)

@@ -5,6 +5,7 @@ any set of dims reduces with VectorE ``tensor_reduce``; reduced dims larger than
 accumulated across tiles in fp32. Softmax needs its whole row in one tile (``row_tiles``); it is
 the library softmax's instruction sequence (``hwsim.library.softmax``): -max by ``tensor_reduce``,
 exp and the row sum in one ScalarE ``activation_reduce``, ``reciprocal``, one multiply.
+``_safe_softmax`` (what sdpa with a mask emits) gives 0 for rows that are all -inf.
 
 ``any`` / ``all`` are max / min of ``x != 0`` (bool tensors are already 0/1).
 
@@ -34,6 +35,7 @@ from kernels.ops import ActivationFunction as Act
 from kernels.ops import AluOp, ReduceOp
 
 aten = torch.ops.aten
+FLT_MAX = float(torch.finfo(torch.float32).max)
 
 
 def reduced_dims(dim: Any, ndim: int) -> list[int]:
@@ -138,7 +140,8 @@ def _softmax_check(call: OpCall) -> None:
         raise Unsupported(call.op, Reason.DTYPE, "half_to_float=True (a CUDA-only variant)")
 
 
-def _row_op(ctx: LoweringContext, x: HbmValue, dim: int, log: bool) -> HbmValue:
+def _row_op(ctx: LoweringContext, x: HbmValue, dim: int, log: bool, safe: bool = False) -> HbmValue:
+    """softmax or log_softmax along ``dim``; ``safe``: rows that are all -inf give 0, not NaN."""
     meta: TensorMeta = ctx.out
     out = ctx.new_value(meta.shape, meta.dtype)
     stats_ring, temp_ring = BufferRing(ctx.options.buffers), BufferRing(2)
@@ -148,11 +151,18 @@ def _row_op(ctx: LoweringContext, x: HbmValue, dim: int, log: bool) -> HbmValue:
         stats = stats_ring((p, 3), lang.float32, lang.sbuf)  # -max, sum, 1/sum or log(sum)
         neg_max, total, last = stats[:, 0:1], stats[:, 1:2], stats[:, 2:3]
         nisa.tensor_reduce(neg_max, ReduceOp.max, xt, negate=True)
+        if safe:  # an all -inf row: -max = +inf would give exp(-inf + inf) = NaN; use FLT_MAX
+            nisa.tensor_scalar(neg_max, neg_max, AluOp.min, FLT_MAX)
         e = temp_ring((p, free), lang.float32, lang.sbuf)
         nisa.activation_reduce(e, Act.exp, xt, bias=neg_max, reduce_res=total)
         if log:  # y = (x - max) - log(sum)
             nisa.activation(last, Act.log, total)
             nisa.tensor_scalar(y, xt, AluOp.add, neg_max, op1=AluOp.subtract, operand1=last)
+        elif safe:  # y = e / max(sum, 1): a sum is >= 1 (exp(0) at the max) or 0 (all -inf)
+            nisa.tensor_scalar(
+                last, total, AluOp.max, 1.0, op1=AluOp.divide, operand1=1.0, reverse1=True
+            )
+            nisa.tensor_scalar(y, e, AluOp.multiply, last)
         else:  # y = e / sum
             nisa.reciprocal(last, total)
             nisa.tensor_scalar(y, e, AluOp.multiply, last)
@@ -172,3 +182,19 @@ def softmax(ctx: LoweringContext, x: HbmValue, dim: int, half_to_float: bool = F
 @register_lowering(aten._log_softmax.default, check=_softmax_check)
 def log_softmax(ctx: LoweringContext, x: HbmValue, dim: int, half_to_float: bool = False):
     return _row_op(ctx, x, dim, log=True)
+
+
+def _safe_softmax_check(call: OpCall) -> None:
+    dtype = call.args[2] if len(call.args) > 2 else call.kwargs.get("dtype")
+    if dtype is not None and dtype != call.args[0].dtype:
+        raise Unsupported(
+            call.op, Reason.DTYPE, f"dtype={dtype} for a {call.args[0].dtype} input (no upcast)"
+        )
+
+
+@register_lowering(aten._safe_softmax.default, check=_safe_softmax_check)
+def safe_softmax(ctx: LoweringContext, x: HbmValue, dim: int, dtype: Any = None) -> HbmValue:
+    """softmax where a row that is entirely -inf (fully masked attention) gives zeros: -max is
+    clamped to FLT_MAX (exp(-inf) = 0 instead of NaN) and the sum to >= 1 before its
+    reciprocal; two [rows, 1] instructions more than softmax."""
+    return _row_op(ctx, x, dim, log=False, safe=True)

@@ -53,3 +53,40 @@ def test_int64_scalar_outside_int32_is_unsupported():
     with pytest.raises(Unsupported) as info:
         check_op(lambda x: torch.arange(3) + 2**40 + x.long(), [(3,)])
     assert info.value.reason is Reason.DTYPE
+
+
+NEW_FROM_EMPTY = {
+    "new_zeros": (torch.ops.aten.new_zeros.default, ((3, 130),)),
+    "new_ones": (torch.ops.aten.new_ones.default, ((7,),)),
+    "new_full": (torch.ops.aten.new_full.default, ((2, 5), 2.5)),
+}
+
+
+@pytest.mark.parametrize("name", NEW_FROM_EMPTY)
+def test_reads_inputs_false_admits_an_empty_input(name, monkeypatch):
+    """A lowering registered with reads_inputs=False (it reads only the input's metadata) takes
+    an empty input; one that reads its inputs is refused."""
+    from dataclasses import replace
+
+    from bridge.registry import LOWERINGS, OpCall, check_support
+
+    op, args = NEW_FROM_EMPTY[name]
+    empty = torch.empty(0, 4)
+    call = OpCall(op, (empty, *args), {}, op(empty, *args))
+    assert not LOWERINGS[op].reads_inputs
+    check_support(call)
+    monkeypatch.setitem(LOWERINGS, op, replace(LOWERINGS[op], reads_inputs=True))
+    with pytest.raises(Unsupported, match="input is empty"):
+        check_support(call)
+
+
+def test_new_zeros_from_an_empty_input_runs():
+    check_op(lambda x: x.new_zeros((3, 130)), [torch.empty(0, 4)])
+
+
+def test_empty_inputs_still_refused_for_ops_that_read_them():
+    from bridge.registry import OpCall, check_support
+
+    empty = torch.empty(0, 4)
+    with pytest.raises(Unsupported, match="input is empty"):
+        check_support(OpCall(torch.ops.aten.add.Tensor, (empty, empty), {}, torch.empty(3)))

@@ -159,3 +159,18 @@ def test_activation_is_within_one_ulp_of_high_precision_value() -> None:
 def test_activation_rejects_unknown_function() -> None:
     with pytest.raises(ValueError, match="func=999 is not a valid ActivationFunction"):
         K.activation(np.ones((1, 1), np.float32), 999)
+
+
+@pytest.mark.parametrize("kernel", [K.activation, K.activation_ref], ids=["jit", "ref"])
+def test_activation_keeps_negative_zero_without_a_bias(kernel) -> None:
+    # func(x * scale + bias): a zero bias is no add, so -0.0 reaches the function (1/-0 = -inf,
+    # as torch.reciprocal); a nonzero bias is added as before.
+    x = np.array([[-0.0, 0.0, -2.0]], np.float32)
+    with np.errstate(all="ignore"):
+        out = kernel(x, Act.reciprocal)[0]
+        per_partition = kernel(
+            np.array([[-0.0], [-0.0]], np.float32), Act.copy, 1.0, np.array([0.0, 1.0], np.float32)
+        )
+    assert out.tolist() == [-np.inf, np.inf, -0.5]
+    assert np.signbit(per_partition[0, 0]) and per_partition[1, 0] == 1.0
+    assert np.signbit(kernel(np.array([[0.0]], np.float32), Act.copy, -1.0)[0, 0])
