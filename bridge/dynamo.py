@@ -9,7 +9,9 @@ AOTAutograd with PyTorch's core-ATen decompositions, so the lowerings see Core A
 2. unsupported nodes meet the fallback policy: 'error' raises ``FallbackError`` (dynamo reports it
    as BackendCompilerFailed with ours as the cause), 'warn' warns, 'cpu' just records;
 3. a fully supported graph is lowered whole into one program; otherwise maximal supported
-   subgraphs each become one program and the rest runs on the CPU between them.
+   subgraphs each become one program and the rest runs on the CPU between them;
+4. a graph with symbolic sizes (dynamic shapes) is specialized to each concrete shape at run
+   time and then goes through 1-3 once per shape (``_PerShape``).
 
 Backward graphs (training) run on the CPU, unlowered, and say so in the report. Options are in
 ``bridge.options``; ``last_report()`` returns the report of the latest compile.
@@ -98,6 +100,59 @@ def _note_compile(report: Any) -> None:
         _BREAKS_SEEN[reason] = count
 
 
+def _symbolic(value: Any) -> bool:
+    """A SymInt, or a tensor with a symbolic size or stride (dynamo's dynamic shapes)."""
+    if isinstance(value, torch.SymInt):
+        return True
+    if isinstance(value, torch.Tensor):
+        return any(isinstance(n, torch.SymInt) for n in (*value.shape, *value.stride()))
+    return False
+
+
+class _PerShape:
+    """A graph dynamo compiled with dynamic shapes (symbolic sizes): the simulator runs one
+    program per concrete shape, so each new shape met at run time specializes the graph (a
+    re-trace with the real sizes: every symbol becomes its value) and compiles it like a static
+    graph, once. Its integer inputs (the symbols' values) are part of the key."""
+
+    def __init__(self, compiler: _Compiler, gm: fx.GraphModule, name: str) -> None:
+        self.compiler = compiler
+        self.gm = gm
+        self.name = name
+        self.runners: dict[tuple[Any, ...], Callable[..., Any]] = {}
+
+    def __call__(self, *args: Any) -> Any:
+        from bridge.compiled import layout_key
+
+        key = layout_key(args)
+        runner = self.runners.get(key)
+        tensors = [a for a in args if isinstance(a, torch.Tensor)]
+        if runner is None:
+            static = _specialize(self.gm, args)
+            sizes = ",".join(str(a) for a in args if isinstance(a, int))
+            name = f"{self.name}.s{len(self.runners)}"
+            kind = f"forward (dynamic, specialized to {sizes or 'these shapes'})"
+            runner = self.runners[key] = self.compiler.static(static, tensors, name, kind)
+        return runner(*tensors)
+
+
+def _specialize(gm: fx.GraphModule, args: Sequence[Any]) -> fx.GraphModule:
+    """``gm`` re-traced with static shapes for ``args``: tensors stay inputs, everything else
+    (the symbols' integer values) becomes a constant."""
+    from torch.fx.experimental.proxy_tensor import make_fx
+
+    tensor_at = [i for i, a in enumerate(args) if isinstance(a, torch.Tensor)]
+
+    def static(*tensors: torch.Tensor) -> Any:
+        full = list(args)
+        for i, t in zip(tensor_at, tensors, strict=True):
+            full[i] = t
+        return gm(*full)
+
+    with torch.no_grad():
+        return make_fx(static, tracing_mode="fake")(*[args[i] for i in tensor_at])
+
+
 def _decomposed_from(node: fx.Node) -> str:
     """The ATen op a decomposition turned into this node ('' if the node is that op)."""
     from bridge.errors import op_name
@@ -131,13 +186,22 @@ class _Compiler:
     def forward(self, gm: fx.GraphModule, example_inputs: Sequence[Any]) -> Callable[..., Any]:
         from functorch.compile import make_boxed_func
 
+        name = f"graph{next(_GRAPH_IDS)}"
+        if any(_symbolic(x) for x in example_inputs):
+            return make_boxed_func(_PerShape(self, gm, name))
+        return make_boxed_func(self.static(gm, list(example_inputs), name))
+
+    def static(
+        self, gm: fx.GraphModule, example_inputs: list[Any], name: str, kind: str = "forward"
+    ) -> Callable[..., Any]:
+        """The runner of a graph with static shapes: one program, or simulator partitions with
+        CPU ops between them (a ``MixedGraph``)."""
         from bridge.compiled import SimPartition
         from bridge.host_timeline import MixedGraph
         from bridge.options import apply_fallback
         from bridge.partition import analyze, partition
         from bridge.report import OpRecord
 
-        name = f"graph{next(_GRAPH_IDS)}"
         report = self.options.report
         verdicts = analyze(gm.graph)
         records: dict[str, OpRecord] = {}
@@ -161,34 +225,33 @@ class _Compiler:
         for verdict in unsupported:
             assert verdict.unsupported is not None
             apply_fallback(self.options, verdict.unsupported, verdict.node)
+        runner: Callable[..., Any]
         if not unsupported:
-            runner: torch.nn.Module = SimPartition(
-                gm, name, self.options, list(example_inputs), records
-            )
+            runner = SimPartition(gm, name, self.options, example_inputs, records)
             parts = 1
         else:
-            runner = partition(gm, verdicts)
+            split = partition(gm, verdicts)
             parts = 0
-            for child, module in list(runner.named_children()):
+            for child, module in list(split.named_children()):
                 if child.startswith("fused_") and isinstance(module, fx.GraphModule):
                     examples = [
                         n.meta.get("val") for n in module.graph.nodes if n.op == "placeholder"
                     ]
                     sim = SimPartition(module, f"{name}.{child}", self.options, examples, records)
-                    setattr(runner, child, sim)
+                    setattr(split, child, sim)
                     parts += 1
-            mixed = MixedGraph(runner, name, self.options, records)
+            runner = MixedGraph(split, name, self.options, records)
         report.graphs.append(
             {
                 "graph": name,
-                "kind": "forward",
+                "kind": kind,
                 "nodes": len(records),
                 "simulator": sum(r.status == "simulator" for r in records.values()),
                 "cpu": len(unsupported),
                 "partitions": parts,
             }
         )
-        return make_boxed_func(runner if not unsupported else mixed)
+        return runner
 
     def backward(self, gm: fx.GraphModule, example_inputs: Sequence[Any]) -> Callable[..., Any]:
         from functorch.compile import make_boxed_func

@@ -78,16 +78,27 @@ def test_analyze_lists_every_op_as_supported():
     assert report.fallbacks() == [] and len(report.lowered()) > 100
 
 
-def test_new_sequence_length_recompiles_with_static_shapes():
+@pytest.mark.parametrize("dynamic", [False, None], ids=["static", "default"])
+def test_new_sequence_lengths(dynamic):
+    """dynamic=False: dynamo recompiles with static shapes. The default: the second length
+    makes dynamo compile a graph with symbolic sizes, which the backend specializes to each
+    concrete length it meets (one program per shape)."""
     model = gpt2()
-    compiled = torch.compile(model, backend="hwsim", dynamic=False, options=dict(OPTIONS))
+    compiled = torch.compile(model, backend="hwsim", dynamic=dynamic, options=dict(OPTIONS))
     with torch.no_grad():
-        for length in (16, 11):
+        for length in (16, 11, 13, 11):
             ids = torch.randint(0, 512, (2, length), generator=torch.Generator().manual_seed(2))
             expected = model(input_ids=ids, use_cache=False).logits
             got = compiled(input_ids=ids, use_cache=False).logits
             assert compare(got, expected, TOLERANCES["fp32"]).ok
-    assert bridge.last_report().fallbacks() == []
+    report = bridge.last_report()
+    assert report.fallbacks() == [] and len(report.runs) == 4
+    forward = [g["kind"] for g in report.graphs]
+    if dynamic is False:
+        assert forward == ["forward"] * 3
+    else:  # lengths 11 and 13 specialize the one dynamic graph; 11 again reuses its program
+        assert forward[0] == "forward" and len(forward) == 3
+        assert all(kind.startswith("forward (dynamic") for kind in forward[1:])
 
 
 def test_hand_written_causal_attention():
