@@ -103,6 +103,7 @@ class SimPartition(torch.nn.Module):
 
             folder = self.options.trace / f"{self.name}_call{self._calls}"
             write_run_outputs(run.result.trace, folder, summary=run.result.summary)
+            self.report.save(self.options.trace)  # the report so far, next to the run folders
         return run.outputs
 
     def _record(self, run: GraphRun, lowered: LoweredGraph) -> None:

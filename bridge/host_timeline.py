@@ -94,6 +94,7 @@ class MixedGraph:
         )
         if self.options.trace is not None:
             self._write(timeline)
+            report.save(self.options.trace)
         return result
 
     def _write(self, timeline: _Timeline) -> None:

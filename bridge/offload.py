@@ -78,6 +78,12 @@ class HwsimMode(TorchDispatchMode):
         self._lowered: dict[tuple[Any, ...], LoweredGraph | Unsupported] = {}
         self._calls = itertools.count()
 
+    def __exit__(self, *exc: Any) -> Any:
+        result = super().__exit__(*exc)
+        if self.options.trace is not None:  # eager mode writes the report, not per-op traces
+            self.report.save(self.options.trace)
+        return result
+
     @property
     def report(self) -> Report:
         assert self.options.report is not None

@@ -5,7 +5,9 @@
                plus a warning per op) or 'error' (raise ``FallbackError`` naming the op and why)
     precision  compute dtype ('auto', 'fp32', 'bf16', 'fp16') or {'compute': .., 'accumulate': ..}
     check      compare every simulated result with the CPU (default True)
-    trace      a directory: write each run's Chrome trace there (Perfetto), or None
+    trace      a directory, or None. torch.compile writes a run folder per simulated call
+               (trace.json for Perfetto, tables, plots) and the report so far (report.json,
+               report.txt); eager mode writes the report when its block ends
     tiling     TilingOptions or a dict of its fields
     memory_plan  place intermediate values in HBM by lifetime, reusing bytes (default True;
                False gives every value its own bytes, to measure the plan: bridge.memory_plan)

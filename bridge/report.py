@@ -239,6 +239,14 @@ class Report:
             Path(path).write_text(text + "\n")
         return text
 
+    def save(self, folder: str | Path) -> Path:
+        """Write ``report.json`` and the readable ``report.txt`` into ``folder``."""
+        folder = Path(folder)
+        folder.mkdir(parents=True, exist_ok=True)
+        self.to_json(folder / "report.json")
+        (folder / "report.txt").write_text(str(self))
+        return folder
+
     def tables(self) -> list[Table]:
         """Rich tables: ops, CPU fallbacks, outputs, top ops, runs."""
         from bridge.report_tables import report_tables

@@ -107,6 +107,8 @@ def test_cpu_fallbacks_are_on_the_host_track_of_the_call_timeline(tmp_path):
     ends = sorted((e["ts"], e["ts"] + e["dur"]) for e in slices)
     assert all(a[1] <= b[0] + 1e-3 for a, b in itertools.pairwise(ends))  # in sequence
     assert "host time" in str(report)
+    saved = json.loads((tmp_path / "report.json").read_text())
+    assert saved["fallbacks"][0]["op"] == "aten.sort.default" and saved["timelines"]
 
 
 def test_fallback_warn_warns_per_op():

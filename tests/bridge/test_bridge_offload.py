@@ -90,3 +90,14 @@ def test_bf16_compute_on_fp32_ops_is_judged_against_the_cpu_in_bf16():
     assert record.error["ok"] and record.error["rtol"] == 1.6e-2
     # The bf16 reference matches the simulator (both round inputs to bf16) far better than fp32.
     assert record.error["max_abs"] < record.error["vs_fp32_max_abs"] / 4
+
+
+def test_trace_option_writes_the_report(tmp_path):
+    import json
+
+    x = torch.randn(4, 5)
+    with HwsimMode("tiny", fallback="cpu", trace=str(tmp_path)):
+        torch.relu(x).sort()
+    data = json.loads((tmp_path / "report.json").read_text())
+    assert data["counts"]["simulator"] == 1 and data["fallbacks"][0]["op"] == "aten.sort.default"
+    assert "run on the CPU" in (tmp_path / "report.txt").read_text()
