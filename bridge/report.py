@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import io
 import json
+import sys
 from collections import defaultdict
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
@@ -23,6 +24,9 @@ from rich.table import Table
 
 from bridge.precision import ErrorStats
 from hwsim.trace.records import Trace
+
+#: Columns of the report's text when it does not go to a terminal.
+WIDE = 160
 
 #: Summary keys of a run kept in the report (the full summary is in the run's trace).
 SUMMARY_KEYS = (
@@ -240,25 +244,30 @@ class Report:
         return text
 
     def save(self, folder: str | Path) -> Path:
-        """Write ``report.json`` and the readable ``report.txt`` into ``folder``."""
+        """Write ``report.json`` and the readable ``report.txt`` (one row per node)."""
         folder = Path(folder)
         folder.mkdir(parents=True, exist_ok=True)
         self.to_json(folder / "report.json")
-        (folder / "report.txt").write_text(str(self))
+        (folder / "report.txt").write_text(self.text(per_node=True))
         return folder
 
-    def tables(self) -> list[Table]:
-        """Rich tables: ops, CPU fallbacks, outputs, top ops, runs."""
+    def tables(self, per_node: bool | None = None) -> list[Table]:
+        """Rich tables: ops (one row per node, or per op for big graphs), decompositions, CPU
+        fallbacks, outputs, top ops, torch.compile's graphs, runs."""
         from bridge.report_tables import report_tables
 
-        return report_tables(self)
+        return report_tables(self, per_node)
 
-    def print(self, console: Console | None = None) -> None:
-        console = console or Console()
-        for table in self.tables():
+    def print(self, console: Console | None = None, per_node: bool | None = None) -> None:
+        # Piped output (a log, CI) gets a wide fixed width rather than rich's 80 columns.
+        console = console or (Console() if sys.stdout.isatty() else Console(width=WIDE))
+        for table in self.tables(per_node):
             console.print(table)
 
-    def __str__(self) -> str:
-        console = Console(record=True, width=120, file=io.StringIO())
-        self.print(console)
+    def text(self, per_node: bool | None = None) -> str:
+        console = Console(record=True, width=WIDE, file=io.StringIO())
+        self.print(console, per_node)
         return console.export_text()
+
+    def __str__(self) -> str:
+        return self.text()

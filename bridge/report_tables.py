@@ -7,7 +7,7 @@ from typing import TYPE_CHECKING, Any
 from rich.table import Table
 
 if TYPE_CHECKING:
-    from bridge.report import Report
+    from bridge.report import OpRecord, Report
 
 
 def _ns(value: float) -> str:
@@ -40,29 +40,79 @@ def _err(value: float) -> str:
     return f"{value:.2e}"
 
 
-def report_tables(report: Report) -> list[Table]:
-    ran = bool(report.runs)
+#: Above this many nodes, ``report_tables(per_node=None)`` summarises by op instead.
+PER_NODE_MAX = 40
+
+
+def report_tables(report: Report, per_node: bool | None = None) -> list[Table]:
+    """The report's tables; ``per_node``: one row per node (None: if there are few)."""
     title = (
         f"hwsim bridge ({report.mode}) on {report.config}, precision {report.precision}, "
         f"fallback={report.fallback}"
         if report.mode != "analyze"
         else "hwsim op support (nothing has run yet)"
     )
+    if per_node is None:
+        per_node = len(report.ops) <= PER_NODE_MAX
+    ops = _node_table(report, title) if per_node else _op_table(report, title)
+    return [ops, *_other_tables(report)]
+
+
+def _op_table(report: Report, title: str) -> Table:
+    """One row per (op, where): how many nodes, their simulated time, their worst error."""
+    ran = bool(report.runs)
+    checked = any(r.error is not None for r in report.ops)  # eager mode checks every op
+    groups: dict[tuple[str, str], list[OpRecord]] = {}
+    for r in report.ops:
+        where = r.status if r.status != "cpu" else f"cpu ({r.reason})"
+        groups.setdefault((r.op, where), []).append(r)
+    table = Table(title=f"{title} — {len(report.ops)} nodes by op", title_justify="left")
+    columns = ["op", "where", "nodes"] + (["sim time"] if ran else [])
+    for column in columns + (["errors vs CPU"] if checked else []):
+        table.add_column(column)
+    order = sorted(groups.items(), key=lambda item: -sum(r.sim_ns for r in item[1]))
+    for (op, where), records in order:
+        row = [op, where, str(len(records))]
+        if ran:
+            sim_ns = sum(r.sim_ns for r in records)
+            row.append(_ns(sim_ns) if sim_ns else "")
+        if checked:
+            errors = [r.error for r in records if r.error is not None]
+            worst = max(errors, key=lambda e: (not e["ok"], e["max_abs"]), default=None)
+            error = ""
+            if worst is not None:
+                error = ("ok " if worst["ok"] else "FAIL ") + _err(worst["max_abs"])
+            row.append(error)
+        table.add_row(*row)
+    table.caption = "one row per node: report.txt, or Report.print(per_node=True)"
+    return table
+
+
+def _node_table(report: Report, title: str) -> Table:
+    ran = bool(report.runs)
+    checked = any(r.error is not None for r in report.ops)
     ops = Table(title=title, title_justify="left")
     sources = any(r.source for r in report.ops)
     columns = ["node", "op", "where", "shapes"] + (["from"] if sources else [])
-    for column in columns + (["sim time", "errors vs CPU"] if ran else []):
+    columns += (["sim time"] if ran else []) + (["errors vs CPU"] if checked else [])
+    for column in columns:
         ops.add_column(column)
     for r in report.ops:
         where = r.status if r.status != "cpu" else f"cpu ({r.reason})"
         row = [r.node, r.op, where, r.shapes] + ([r.source] if sources else [])
         if ran:
+            row.append(_ns(r.sim_ns) if r.sim_ns else "")
+        if checked:
             error = ""
             if r.error is not None:
                 error = ("ok " if r.error["ok"] else "FAIL ") + _err(r.error["max_abs"])
-            row += [_ns(r.sim_ns) if r.sim_ns else "", error]
+            row.append(error)
         ops.add_row(*row)
-    tables = [ops]
+    return ops
+
+
+def _other_tables(report: Report) -> list[Table]:
+    tables = []
     decomposed = report.decompositions()
     if decomposed:
         dec = Table(title="decomposed into Core ATen (by PyTorch's decompositions)")
@@ -120,6 +170,8 @@ def report_tables(report: Report) -> list[Table]:
         compiled.add_column("count")
         for reason, count in dynamo["break_reasons"].items():
             compiled.add_row(reason, str(count))
+        if not dynamo["break_reasons"]:
+            compiled.add_row("(none: every graph is whole)", "0")
         tables.append(compiled)
     if report.runs:
         runs = Table(title="simulator runs", title_justify="left")
