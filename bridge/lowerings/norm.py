@@ -8,8 +8,14 @@ pass, ``activation(identity, x, scale=1/std, bias=-mean/std)``, before the weigh
 bias add on VectorE; mean and 1/std are stored too (``native_layer_norm``'s other outputs).
 ``var`` scales the population variance by n / (n - correction).
 
-A row longer than fits SBUF whole (``TilingOptions.row_elements``) is not lowered (no two-pass
-variance yet).
+A row longer than fits SBUF whole (``TilingOptions.row_elements``, or the SBUF budget of the
+config) goes by chunks (``bridge.tiling.rows``) in two passes: ``bn_stats`` of every chunk's
+<= 512-element pieces into one row of statistics and a single ``bn_aggr`` (what the hardware
+offers for this: bn_aggr merges any number of (count, mean, M2) groups exactly), then the
+normalise pass re-reads each chunk (with its weight and bias). Per chunk of c elements:
+ceil(c / 512) bn_stats, then the normalise pass's 1 ScalarE + up to 2 VectorE instructions, as
+for a whole row; per row tile 1 bn_aggr, plus 4 instructions each time the statistics tile
+(1/32 of SBUF) fills and folds into one group. ``var`` needs only the first pass.
 """
 
 from __future__ import annotations
@@ -21,10 +27,9 @@ from typing import Any
 import torch
 
 from bridge.context import LoweringContext, TensorMeta
-from bridge.errors import Reason, Unsupported
 from bridge.lowerings.reduction import reduced_dims
 from bridge.registry import register_lowering
-from bridge.tiling import TilingError, plan
+from bridge.tiling.rows import plan_rows, row_budget
 from bridge.tiling.space import TileRef
 from bridge.values import HbmValue
 from hwsim import lang
@@ -32,17 +37,24 @@ from hwsim.isa.compute_base import BN_STATS_FMAX
 from hwsim.lang import isa as nisa
 from hwsim.lang.tiles import View
 from hwsim.library.common import BufferRing, chunks
-from kernels import BN_STATS_WIDTH
+from kernels import BN_GROUP_WIDTH, BN_STATS_WIDTH
 from kernels.ops import ActivationFunction as Act
 from kernels.ops import AluOp
 
 aten = torch.ops.aten
 
+#: A chunked row's statistics take at most 1/STATS_BYTES_SHARE of SBUF per partition (folded
+#: when full).
+STATS_BYTES_SHARE = 32
+
 #: Buffers of the per-row-tile operands other than x and the result (weight, bias, temporaries).
 ROW_BUFFERS = 2
 
-#: Per tile: (tile, x tile, mean, var, [x tile, *extra tiles]) -> emit the rest.
-RowBody = Callable[[TileRef, View, View, View, list[View]], None]
+#: Per row tile, once its statistics are known: (first tile, mean, var) -> state for
+#: ``RowApply`` (stores the per-row outputs). mean and var are [partitions, 1] fp32.
+RowFinish = Callable[[TileRef, View, View], Any]
+#: Per tile of the row (the whole row, or each chunk): (tile, [x, *extras] tiles, state).
+RowApply = Callable[[TileRef, list[View], Any], None]
 
 
 def _row_driver(
@@ -51,49 +63,99 @@ def _row_driver(
     dims: Sequence[int],
     outputs: Sequence[HbmValue],
     extras: Sequence[HbmValue],
-    body: RowBody,
+    finish: RowFinish,
+    apply: RowApply | None = None,
 ) -> None:
-    """Tile ``x`` with ``dims`` whole on the free axis; per tile load x and ``extras`` (views
-    broadcast to x's shape), compute mean and variance, and call ``body``. ``outputs`` (views
-    broadcast to x's shape) only take part in the plan: operand k of a tile is
-    ``outputs[k]`` for k < len(outputs), then x, then the extras."""
+    """Tile ``x`` with ``dims`` (the row) on the free axis; per row tile compute each row's mean
+    and variance, call ``finish``, then ``apply`` with x and ``extras`` (views broadcast to x's
+    shape) loaded. ``outputs`` (views broadcast to x's shape) only take part in the plan:
+    operand k of a tile is ``outputs[k]`` for k < len(outputs), then x, then the extras.
+
+    A row that fits one tile is loaded once (statistics and ``apply`` on the same tiles); a
+    longer row goes by chunks in two passes (``_chunked_stats``, then ``apply`` per chunk)."""
     tile_dtype = ctx.tile_dtype(x.dtype)
     operands = [*outputs, x, *extras]
     # SBUF bytes per row element: x and the result in ``buffers`` tiles, each extra and the fp32
-    # temporary in ``ROW_BUFFERS``.
+    # temporary in ``ROW_BUFFERS`` (statistics alone: only x).
     item = tile_dtype.itemsize
     per_element = 2 * ctx.options.buffers * item + ROW_BUFFERS * (len(extras) * item + 4)
-    budget = max(1, min(ctx.options.row_elements, ctx.limits.sbuf_bytes * 3 // 4 // per_element))
-    try:
-        tiles = plan(
-            x.shape,
-            [(v.offset, v.strides) for v in operands],
-            pmax=ctx.pmax,
-            free_budget=budget,
-            reduce_dims=dims,
-            whole_free=True,
-        )
-    except TilingError as error:
-        raise Unsupported(ctx.call.op, Reason.SHAPE, str(error)) from None
-    largest = (max(t.partitions for t in tiles), max(t.free_elements for t in tiles))
+    if apply is None:
+        per_element = ctx.options.buffers * item
+    rows = plan_rows(ctx, x.shape, operands, dims, row_budget(ctx, per_element))
     rings = [BufferRing(ctx.options.buffers), *(BufferRing(ROW_BUFFERS) for _ in extras)]
     stats_ring = BufferRing(ctx.options.buffers)
     first_x = len(outputs)
-    for tile in tiles:
-        p, free = tile.partitions, tile.free_elements
+
+    def load(tile: TileRef, count: int) -> list[View]:
         loaded = []
-        for k, ring in enumerate(rings):
-            t = ring((p, free), tile_dtype, lang.sbuf, max_shape=largest)
+        for k, ring in enumerate(rings[:count]):
+            shape = (tile.partitions, tile.free_elements)
+            t = ring(shape, tile_dtype, lang.sbuf, max_shape=rows.largest)
             ctx.queues.load(t, tile.ap(first_x + k, operands[first_x + k]))
             loaded.append(t)
-        pieces = chunks(free, BN_STATS_FMAX)
-        width = len(pieces) * BN_STATS_WIDTH
-        stats = stats_ring((p, width + 2), lang.float32, lang.sbuf)
-        for i, (c0, w) in enumerate(pieces):
-            chunk = stats[:, i * BN_STATS_WIDTH : (i + 1) * BN_STATS_WIDTH]
-            nisa.bn_stats(chunk, loaded[0][:, c0 : c0 + w])
-        nisa.bn_aggr(stats[:, width : width + 2], stats[:, 0:width])
-        body(tile, loaded[0], stats[:, width : width + 1], stats[:, width + 1 : width + 2], loaded)
+        return loaded
+
+    for group in rows.groups:
+        if len(group) == 1:  # the whole row in one tile: load once
+            loaded = load(group[0], len(rings))
+            state = finish(group[0], *_whole_row_stats(loaded[0], stats_ring))
+            if apply is not None:
+                apply(group[0], loaded, state)
+            continue
+        mean, var = _chunked_stats(ctx, group, lambda t: load(t, 1)[0], stats_ring)
+        state = finish(group[0], mean, var)
+        if apply is not None:
+            for tile in group:
+                apply(tile, load(tile, len(rings)), state)
+
+
+def _whole_row_stats(xt: View, stats_ring: BufferRing) -> tuple[View, View]:
+    """(mean, variance) [partitions, 1] of rows whole in ``xt``: ``bn_stats`` of every <= 512
+    elements, one ``bn_aggr``."""
+    p, free = xt.shape
+    pieces = chunks(free, BN_STATS_FMAX)
+    width = len(pieces) * BN_STATS_WIDTH
+    stats = stats_ring((p, width + 2), lang.float32, lang.sbuf)
+    for i, (c0, w) in enumerate(pieces):
+        nisa.bn_stats(stats[:, i * BN_STATS_WIDTH : (i + 1) * BN_STATS_WIDTH], xt[:, c0 : c0 + w])
+    nisa.bn_aggr(stats[:, width : width + 2], stats[:, 0:width])
+    return stats[:, width : width + 1], stats[:, width + 1 : width + 2]
+
+
+def _chunked_stats(
+    ctx: LoweringContext,
+    group: list[TileRef],
+    load: Callable[[TileRef], View],
+    stats_ring: BufferRing,
+) -> tuple[View, View]:
+    """(mean, variance) [partitions, 1] of rows given as chunks: ``bn_stats`` of every <= 512
+    elements of each chunk into one row of statistics, ``bn_aggr`` over all of them.
+
+    The statistics tile holds ``STATS_BYTES_SHARE`` of SBUF per partition; when it is full its
+    groups fold into one (count, mean, M2) group — ``bn_aggr``, then count, mean and
+    M2 = variance * count written back, 4 instructions — so rows of any length fit."""
+    p = group[0].partitions
+    most = max(len(chunks(t.free_elements, BN_STATS_FMAX)) for t in group) * BN_STATS_WIDTH
+    share = ctx.limits.sbuf_bytes // STATS_BYTES_SHARE // 4
+    width = max(share - share % BN_GROUP_WIDTH, BN_GROUP_WIDTH + most)
+    stats = stats_ring((p, width + 2), lang.float32, lang.sbuf)
+    aggregate = stats[:, width : width + 2]
+    used, count = 0, 0
+    for tile in group:
+        pieces = chunks(tile.free_elements, BN_STATS_FMAX)
+        if used + len(pieces) * BN_STATS_WIDTH > width:  # fold what is there into one group
+            nisa.bn_aggr(aggregate, stats[:, 0:used])
+            nisa.memset(stats[:, 0:1], float(count))
+            nisa.tensor_copy(stats[:, 1:2], aggregate[:, 0:1])
+            nisa.tensor_scalar(stats[:, 2:3], aggregate[:, 1:2], AluOp.multiply, float(count))
+            used = BN_GROUP_WIDTH
+        xt = load(tile)
+        for c0, w in pieces:
+            nisa.bn_stats(stats[:, used : used + BN_STATS_WIDTH], xt[:, c0 : c0 + w])
+            used += BN_STATS_WIDTH
+        count += tile.free_elements
+    nisa.bn_aggr(aggregate, stats[:, 0:used])
+    return aggregate[:, 0:1], aggregate[:, 1:2]
 
 
 def _stat_view(ctx: LoweringContext, meta: TensorMeta, x: HbmValue, dims: list[int]):
@@ -124,16 +186,22 @@ def native_layer_norm(
     small, rows = BufferRing(ctx.options.buffers), BufferRing(ROW_BUFFERS)
     results = BufferRing(ctx.options.buffers)
 
-    def body(tile: TileRef, xt: View, mean: View, var: View, loaded: list[View]) -> None:
-        p, free = xt.shape
-        scalars = small((p, 2), lang.float32, lang.sbuf)
+    def finish(tile: TileRef, mean: View, var: View) -> tuple[View, View]:
+        scalars = small((tile.partitions, 2), lang.float32, lang.sbuf)
         rstd, shift = scalars[:, 0:1], scalars[:, 1:2]
-        nisa.activation(rstd, Act.rsqrt, var, bias=eps_tile[:p, :])
+        nisa.activation(rstd, Act.rsqrt, var, bias=eps_tile[: tile.partitions, :])
         nisa.tensor_scalar(shift, mean, AluOp.multiply, rstd, op1=AluOp.multiply, operand1=-1.0)
+        ctx.queues.store(tile.ap_rows(1, mean_view), mean)
+        ctx.queues.store(tile.ap_rows(2, rstd_view), rstd)
+        return rstd, shift
+
+    def apply(tile: TileRef, loaded: list[View], scalars: tuple[View, View]) -> None:
+        rstd, shift = scalars
+        xt, affine = loaded[0], loaded[1:]
+        p, free = xt.shape
         xn = rows((p, free), lang.float32, lang.sbuf)
         nisa.activation(xn, Act.identity, xt, bias=shift, scale=rstd)
         result = results((p, free), ctx.tile_dtype(out.dtype), lang.sbuf)
-        affine = loaded[1:]
         if weight is not None:
             nisa.tensor_tensor(xn if bias is not None else result, xn, affine[0], AluOp.multiply)
         if bias is not None:
@@ -141,10 +209,8 @@ def native_layer_norm(
         if weight is None and bias is None:
             nisa.tensor_copy(result, xn)
         ctx.queues.store(tile.ap(0, out), result)
-        ctx.queues.store(tile.ap_rows(1, mean_view), mean)
-        ctx.queues.store(tile.ap_rows(2, rstd_view), rstd)
 
-    _row_driver(ctx, x, dims, [out, mean_view, rstd_view], extras, body)
+    _row_driver(ctx, x, dims, [out, mean_view, rstd_view], extras, finish, apply)
     return out, mean_value, rstd_value
 
 
@@ -167,14 +233,14 @@ def _variance(
         outputs.append(mean_view)
     results = BufferRing(ctx.options.buffers)
 
-    def body(tile: TileRef, xt: View, mean: View, var: View, loaded: list[View]) -> None:
-        scaled = results((xt.shape[0], 1), lang.float32, lang.sbuf)
+    def finish(tile: TileRef, mean: View, var: View) -> None:
+        scaled = results((tile.partitions, 1), lang.float32, lang.sbuf)
         nisa.tensor_scalar(scaled, var, AluOp.multiply, scale)
         ctx.queues.store(tile.ap_rows(0, var_view), scaled)
         if with_mean:
             ctx.queues.store(tile.ap_rows(1, mean_view), mean)
 
-    _row_driver(ctx, x, dims, outputs, [], body)
+    _row_driver(ctx, x, dims, outputs, [], finish)
     return (var_value, mean_value) if with_mean else var_value
 
 

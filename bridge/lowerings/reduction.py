@@ -2,15 +2,16 @@
 
 Reduced dims go on the free axis of each tile and kept dims on partitions (``reduce_tiles``), so
 any set of dims reduces with VectorE ``tensor_reduce``; reduced dims larger than one tile are
-accumulated across tiles in fp32. Softmax needs its whole row in one tile (``row_tiles``); it is
-the library softmax's instruction sequence (``hwsim.library.softmax``): -max by ``tensor_reduce``,
-exp and the row sum in one ScalarE ``activation_reduce``, ``reciprocal``, one multiply.
-``_safe_softmax`` (what sdpa with a mask emits) gives 0 for rows that are all -inf.
+accumulated across tiles in fp32. Softmax with its whole row in one tile (``row_tiles``) is the
+library softmax's instruction sequence (``hwsim.library.softmax``): -max by ``tensor_reduce``,
+exp and the row sum in one ScalarE ``activation_reduce``, ``reciprocal``, one multiply. A row
+longer than one tile (the config's SBUF budget decides, while lowering) is an online softmax over
+chunks in two passes (``_chunked``). ``_safe_softmax`` (what sdpa with a mask emits) gives 0 for
+rows that are all -inf.
 
 ``any`` / ``all`` are max / min of ``x != 0`` (bool tensors are already 0/1).
 
-Limits: a reduction of everything runs on one partition (no cross-partition second stage yet);
-softmax rows longer than ``TilingOptions.row_elements`` (16K) are not lowered (no online softmax).
+Limits: a reduction of everything runs on one partition (no cross-partition second stage yet).
 """
 
 from __future__ import annotations
@@ -25,8 +26,9 @@ from bridge.context import LoweringContext, TensorMeta
 from bridge.dtypes import HW_INT32, HW_UINT8, MOVABLE_DTYPES
 from bridge.errors import Reason, Unsupported
 from bridge.registry import OpCall, register_lowering
-from bridge.tiling import TilingError, map_tiles, reduce_tiles, row_tiles
-from bridge.tiling.drivers import Operand
+from bridge.tiling import map_tiles, reduce_tiles, row_tiles
+from bridge.tiling.drivers import Operand, row_tile_bytes
+from bridge.tiling.rows import RowPlan, plan_rows, row_budget
 from bridge.values import HbmValue
 from hwsim import lang
 from hwsim.lang import isa as nisa
@@ -141,9 +143,16 @@ def _softmax_check(call: OpCall) -> None:
 
 
 def _row_op(ctx: LoweringContext, x: HbmValue, dim: int, log: bool, safe: bool = False) -> HbmValue:
-    """softmax or log_softmax along ``dim``; ``safe``: rows that are all -inf give 0, not NaN."""
+    """softmax or log_softmax along ``dim``; ``safe``: rows that are all -inf give 0, not NaN.
+    Rows that fit one tile take the library sequence; longer rows go by chunks (``_chunked``)."""
     meta: TensorMeta = ctx.out
     out = ctx.new_value(meta.shape, meta.dtype)
+    dim = dim % max(1, x.ndim)
+    budget = row_budget(ctx, row_tile_bytes(ctx, x.dtype, temporaries=1))
+    rows = plan_rows(ctx, x.shape, [out, x], [dim], budget)
+    if rows.chunked:
+        _chunked(ctx, x, out, rows, log, safe)
+        return out
     stats_ring, temp_ring = BufferRing(ctx.options.buffers), BufferRing(2)
 
     def compute(y: Operand, xt: Operand) -> None:
@@ -167,11 +176,66 @@ def _row_op(ctx: LoweringContext, x: HbmValue, dim: int, log: bool, safe: bool =
             nisa.reciprocal(last, total)
             nisa.tensor_scalar(y, e, AluOp.multiply, last)
 
-    try:
-        row_tiles(ctx, x, out, dim % max(1, x.ndim), compute, temporaries=1)
-    except TilingError as error:
-        raise Unsupported("softmax", Reason.SHAPE, str(error)) from None
+    row_tiles(ctx, x, out, dim, compute, temporaries=1)
     return out
+
+
+def _chunked(
+    ctx: LoweringContext, x: HbmValue, out: HbmValue, rows: RowPlan, log: bool, safe: bool
+) -> None:
+    """Softmax of rows longer than one tile, in two passes over each row's k chunks.
+
+    Pass 1 (online softmax, fp32): m = running max, s = running sum of exp(x - m); per chunk
+    m' = max(m, max(chunk)), s = s * exp(m - m') + sum(exp(chunk - m')). -m is clamped to
+    FLT_MAX, so chunks that are all -inf (masks) add 0 instead of NaN. Pass 2 re-reads each chunk:
+    softmax y = exp(x - m - log s) in one ScalarE activation, log_softmax y = x - m - log s in
+    one VectorE tensor_scalar; ``safe`` takes log(max(s, 1)) (s >= 1 unless the row is all -inf).
+
+    Instructions per row tile (VectorE + ScalarE): pass 1 takes 3 for the first chunk
+    (tensor_reduce, clamp, activation_reduce) and 5 for each other (tensor_reduce, new max,
+    exp(m - m'), activation_reduce, s update); then log s (+ max(s, 1) if safe, + bias
+    subtract for softmax), and 1 per chunk in pass 2. softmax: 6k, log_softmax: 6k - 1,
+    _safe_softmax: 6k + 1; DMA: 2k loads, k stores. Three passes (max, sum, write) would take
+    5k - 2 + 2 instructions but read every chunk three times: the row ops are DMA-bound.
+    """
+    tile_dtype = ctx.tile_dtype(x.dtype)
+    loads, stores = BufferRing(ctx.options.buffers), BufferRing(ctx.options.buffers)
+    temps, stats_ring = BufferRing(2), BufferRing(ctx.options.buffers)
+    for group in rows.groups:
+        p = group[0].partitions
+        # -m (two slots, ping-pong), -max(chunk), s, sum(chunk), rescale, log s / bias
+        stats = stats_ring((p, 7), lang.float32, lang.sbuf)
+        neg_max, new_max, chunk_max = stats[:, 0:1], stats[:, 1:2], stats[:, 2:3]
+        total, part, rescale, last = stats[:, 3:4], stats[:, 4:5], stats[:, 5:6], stats[:, 6:7]
+        for tile in group:
+            xt = loads((p, tile.free_elements), tile_dtype, lang.sbuf, max_shape=rows.largest)
+            ctx.queues.load(xt, tile.ap(1, x))
+            e = temps((p, tile.free_elements), lang.float32, lang.sbuf, max_shape=rows.largest)
+            if tile.first:
+                nisa.tensor_reduce(neg_max, ReduceOp.max, xt, negate=True)
+                nisa.tensor_scalar(neg_max, neg_max, AluOp.min, FLT_MAX)
+                nisa.activation_reduce(e, Act.exp, xt, bias=neg_max, reduce_res=total)
+                continue
+            nisa.tensor_reduce(chunk_max, ReduceOp.max, xt, negate=True)
+            nisa.tensor_scalar(new_max, chunk_max, AluOp.min, neg_max)
+            nisa.activation(rescale, Act.exp, neg_max, bias=new_max, scale=-1.0)  # exp(m - m')
+            nisa.activation_reduce(e, Act.exp, xt, bias=new_max, reduce_res=part)
+            nisa.tensor_scalar(total, total, AluOp.multiply, rescale, op1=AluOp.add, operand1=part)
+            neg_max, new_max = new_max, neg_max
+        if safe:
+            nisa.tensor_scalar(total, total, AluOp.max, 1.0)
+        nisa.activation(last, Act.log, total)
+        if not log:  # bias = -m - log s
+            nisa.tensor_tensor(last, neg_max, last, AluOp.subtract)
+        for tile in group:
+            xt = loads((p, tile.free_elements), tile_dtype, lang.sbuf, max_shape=rows.largest)
+            ctx.queues.load(xt, tile.ap(1, x))
+            y = stores((p, tile.free_elements), tile_dtype, lang.sbuf, max_shape=rows.largest)
+            if log:
+                nisa.tensor_scalar(y, xt, AluOp.add, neg_max, op1=AluOp.subtract, operand1=last)
+            else:
+                nisa.activation(y, Act.exp, xt, bias=last)
+            ctx.queues.store(tile.ap(0, out), y)
 
 
 @register_lowering(aten._softmax.default, check=_softmax_check)

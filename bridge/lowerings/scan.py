@@ -1,11 +1,15 @@
 """``cumsum`` along one dim: a log-step (Hillis-Steele) scan on each tile's free axis.
 
 Rows (every other dim) go on partitions and the scanned dim lies whole on the free axis. Step k
-adds the row shifted by 2**k to itself, ping-ponging between two SBUF tiles: ceil(log2 n)
-instructions of n elements each (the first 2**k elements are copied across). Integer and bool
+adds the row shifted by 2**k to itself, ping-ponging between two SBUF tiles: 2 * ceil(log2 n)
+instructions (a copy of the first 2**k elements and an add of the rest). Integer and bool
 inputs scan in int32 on GpSimdE (exact); floats on VectorE in fp32 — torch's CPU kernel sums
-sequentially in double, so float results differ by rounding only. A dim longer than one tile's
-free budget is not lowered (no carry across tiles yet).
+sequentially in double, so float results differ by rounding only.
+
+A dim longer than one tile's free budget (``free_budget(2, 4)``, at most ``row_elements``) is
+scanned in chunks of c elements (``bridge.tiling.rows``), left to right: each chunk's first
+element first takes the running total (the last column of the previous chunk's result, one
+[rows, 1] add), then the chunk is scanned as above — 2 * ceil(log2 c) + 1 instructions a chunk.
 """
 
 from __future__ import annotations
@@ -16,12 +20,12 @@ import torch
 
 from bridge.context import LoweringContext, TensorMeta
 from bridge.dtypes import MOVABLE_DTYPES
-from bridge.errors import Reason, Unsupported
 from bridge.registry import register_lowering, work_dtype
-from bridge.tiling import TilingError, plan
+from bridge.tiling.rows import plan_rows
 from bridge.values import HbmValue
 from hwsim import lang
 from hwsim.lang import isa as nisa
+from hwsim.lang.tiles import View
 from hwsim.library.common import BufferRing
 from kernels.ops import AluOp
 
@@ -39,30 +43,24 @@ def cumsum(ctx: LoweringContext, x: HbmValue, dim: int, **_: Any) -> HbmValue:
     tile_dtype = work_dtype(ctx, meta.dtype)
     engine = "vector" if tile_dtype.is_float else "gpsimd"
     budget = min(ctx.options.row_elements, ctx.free_budget(2, 4))
-    try:
-        tiles = plan(
-            x.shape,
-            [(out_view.offset, out_view.strides), (x.offset, x.strides)],
-            pmax=ctx.pmax,
-            free_budget=budget,
-            reduce_dims=(dim,),
-            whole_free=True,
-        )
-    except TilingError as error:
-        raise Unsupported("aten.cumsum.default", Reason.SHAPE, str(error)) from None
-    largest = (max(t.partitions for t in tiles), max(t.free_elements for t in tiles))
+    rows = plan_rows(ctx, x.shape, [out_view, x], [dim], budget)
     loads, steps = BufferRing(ctx.options.buffers), BufferRing(2)
-    for tile in tiles:
-        p, n = tile.partitions, tile.free_elements
-        src = loads((p, n), tile_dtype, lang.sbuf, max_shape=largest)
-        ctx.queues.load(src, tile.ap(1, x))
-        shift = 1
-        while shift < n:
-            dst = steps((p, n), tile_dtype, lang.sbuf, max_shape=largest)
-            nisa.tensor_copy(dst[:, :shift], src[:, :shift], engine=engine)
-            nisa.tensor_tensor(
-                dst[:, shift:], src[:, shift:], src[:, : n - shift], AluOp.add, engine=engine
-            )
-            src, shift = dst, shift * 2
-        ctx.queues.store(tile.ap(0, out_view), src)
+    for group in rows.groups:
+        total: View | None = None  # the running total: last column of the previous chunk
+        for tile in group:
+            p, n = tile.partitions, tile.free_elements
+            src = loads((p, n), tile_dtype, lang.sbuf, max_shape=rows.largest)
+            ctx.queues.load(src, tile.ap(1, x))
+            if total is not None:  # carry: the scan then adds it to every element
+                nisa.tensor_tensor(src[:, 0:1], src[:, 0:1], total, AluOp.add, engine=engine)
+            shift = 1
+            while shift < n:
+                dst = steps((p, n), tile_dtype, lang.sbuf, max_shape=rows.largest)
+                nisa.tensor_copy(dst[:, :shift], src[:, :shift], engine=engine)
+                nisa.tensor_tensor(
+                    dst[:, shift:], src[:, shift:], src[:, : n - shift], AluOp.add, engine=engine
+                )
+                src, shift = dst, shift * 2
+            ctx.queues.store(tile.ap(0, out_view), src)
+            total = src[:, n - 1 : n]
     return out

@@ -1,6 +1,7 @@
 """Tiling shared by every lowering: iteration spaces over strided HBM operands cut into
 [partitions, free] tiles (``space``), the tile loops that load/compute/store them (``drivers``),
-and matmul tiling with K accumulated in PSUM (``matmul``)."""
+row plans for ops over whole rows, chunked when a row does not fit one tile (``rows``), and
+matmul tiling with K accumulated in PSUM (``matmul``)."""
 
 from bridge.tiling.drivers import copy_tiles, map_tiles, reduce_tiles, row_tiles
 from bridge.tiling.matmul import HbmMatrix, MatmulTiler, emit_matmul

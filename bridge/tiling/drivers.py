@@ -12,6 +12,7 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 
 from bridge.context import LoweringContext
+from bridge.tiling.rows import row_budget
 from bridge.tiling.space import TileRef, plan
 from bridge.values import HbmValue
 from hwsim import lang
@@ -133,6 +134,14 @@ def reduce_tiles(
             ctx.queues.store(tile.ap_rows(0, out), acc)
 
 
+def row_tile_bytes(ctx: LoweringContext, dtype: DType, *, temporaries: int) -> int:
+    """SBUF bytes per row element of ``row_tiles`` (and of a chunked row op with the same
+    rings): input and output rings of the tile dtype, plus ``temporaries`` double-buffered
+    fp32 tiles."""
+    item = ctx.tile_dtype(dtype).itemsize
+    return 2 * ctx.options.buffers * item + 2 * 4 * temporaries
+
+
 def row_tiles(
     ctx: LoweringContext,
     src: HbmValue,
@@ -144,12 +153,10 @@ def row_tiles(
 ) -> None:
     """out = compute(src) for ops that need whole rows along ``dim`` (softmax): each tile holds
     complete rows on its free axis. ``temporaries``: fp32 row tiles compute allocates (for the
-    SBUF budget). Raises TilingError when a row does not fit one tile."""
+    SBUF budget). Raises TilingError when a row does not fit one tile (``rows.plan_rows`` says
+    beforehand, for ops that can go by chunks)."""
     tile_dtype = ctx.tile_dtype(src.dtype)
-    # Bytes per row element: input and output rings, plus ``temporaries`` double-buffered fp32.
-    per_element = 2 * ctx.options.buffers * tile_dtype.itemsize + 2 * 4 * temporaries
-    fits = ctx.limits.sbuf_bytes * 3 // 4 // per_element
-    budget = max(1, min(ctx.options.row_elements, fits))
+    budget = row_budget(ctx, row_tile_bytes(ctx, src.dtype, temporaries=temporaries))
     tiles = plan(
         src.shape,
         [(out.offset, out.strides), (src.offset, src.strides)],

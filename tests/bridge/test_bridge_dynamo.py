@@ -191,15 +191,20 @@ def test_graph_breaks_share_one_report():
 
 
 def test_lowering_failure_sends_its_subgraph_to_the_cpu():
-    # The support check passes, but a row longer than the tiling allows fails while lowering:
-    # under 'cpu' the whole subgraph runs on the CPU, with the reason on each of its ops.
-    x = torch.randn(4, 9)
-    options = {"fallback": "cpu", "config": "tiny", "tiling": {"row_elements": 4}}
-    compiled = torch.compile(lambda t: torch.softmax(t * 2, -1), backend="hwsim", options=options)
-    torch.testing.assert_close(compiled(x), torch.softmax(x * 2, -1))
+    # The support check passes, but a convolution whose weights do not fit the matmul's share of
+    # SBUF fails while lowering: under 'cpu' the whole subgraph runs on the CPU, with the reason
+    # on each of its ops.
+    x, w = torch.randn(1, 3, 6, 6), torch.randn(4, 3, 3, 3)
+    options = {"fallback": "cpu", "config": "tiny", "tiling": {"matmul_sbuf_share": 0.001}}
+
+    def fn(t, k):
+        return torch.nn.functional.conv2d(t * 2, k)
+
+    compiled = torch.compile(fn, backend="hwsim", options=options)
+    torch.testing.assert_close(compiled(x, w), fn(x, w))
     report = bridge.dynamo.last_report()
     assert {(r.op, r.reason) for r in report.fallbacks()} == {
         ("aten.mul.Tensor", "shape"),
-        ("aten._softmax.default", "shape"),
+        ("aten.convolution.default", "shape"),
     }
     assert report.runs == []

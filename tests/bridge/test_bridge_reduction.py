@@ -5,6 +5,7 @@ from __future__ import annotations
 import pytest
 import torch
 
+from bridge.context import TilingOptions
 from tests.bridge.helpers import check_op
 
 REDUCTIONS = {
@@ -49,13 +50,11 @@ def test_low_precision_softmax_and_mean(dtype):
     check_op(lambda x: (torch.softmax(x, -1), x.mean(-1)), [(130, 257)], dtype)
 
 
-def test_softmax_row_too_long_is_unsupported_shape():
-    from bridge.context import TilingOptions
-    from bridge.errors import Reason, Unsupported
-
-    with pytest.raises(Unsupported) as info:
-        check_op(lambda x: torch.softmax(x, -1), [(3, 300)], tiling=TilingOptions(row_elements=256))
-    assert info.value.reason is Reason.SHAPE
+@pytest.mark.parametrize("log", [False, True])
+def test_softmax_row_longer_than_row_elements_goes_by_chunks(log):
+    """A row over ``row_elements`` is chunked, not refused (bridge/tiling/rows.py)."""
+    fn = torch.log_softmax if log else torch.softmax
+    check_op(lambda x: fn(x, -1), [(3, 300)], tiling=TilingOptions(row_elements=64))
 
 
 @pytest.mark.filterwarnings(r"ignore:var\(\). degrees of freedom:UserWarning")  # var of one element
