@@ -79,6 +79,11 @@ class KOperand:
         return k_stride == 1 and x_stride != 1 and self.view.shape[1] > 1
 
 
+#: Share of SBUF per partition one matmul's tiles may take in all (operands and epilogue); the
+#: rest is for tiles other ops of the graph still hold (a named assumption, not a hardware rule).
+_SBUF_USABLE = 0.9
+
+
 class MatmulTiler:
     """Emits one [M, K] @ [K, N] product into an [M, N] output view (see module docstring)."""
 
@@ -97,14 +102,37 @@ class MatmulTiler:
         self.biases = BufferRing(2)
         self.evacuate = Evacuator()
 
-    def k_tiles_per_block(self, m: int, n: int, transposing: bool) -> int:
-        """K tiles per block so the operand blocks fit the configured share of SBUF."""
-        lim, item = self.lim, self.dtype.itemsize
+    def _per_k_tile_bytes(self, m: int, n: int, transposing: bool) -> int:
+        """Bytes per partition of one K tile of the operand blocks (both rings)."""
+        item = self.dtype.itemsize
         per_k_tile = 2 * m * item + self.ctx.options.buffers * n * item
         if transposing:  # the TransposedLoader's staging rows (4 buffers of one K block)
-            per_k_tile += 4 * lim.tile_k * 4
-        budget = int(lim.sbuf_bytes * self.ctx.options.matmul_sbuf_share)
-        return max(1, budget // per_k_tile)
+            per_k_tile += 4 * self.lim.tile_k * 4
+        return per_k_tile
+
+    def _epilogue_bytes(self, n: int, out_item: int, bias: bool) -> int:
+        """Bytes per partition of the result ring and the fp32 bias ring for [*, n] tiles."""
+        return self.ctx.options.buffers * n * out_item + (2 * n * 4 if bias else 0)
+
+    def tile_n(self, m: int, n: int, transposing: bool, out_item: int, bias: bool) -> int:
+        """Output columns per tile: the PSUM bank's (moving free) limit, halved until one K
+        tile of operands and the epilogue's rings fit SBUF (small configs)."""
+        cap = int(self.lim.sbuf_bytes * _SBUF_USABLE)
+        tn = min(n, self.lim.tile_n)
+        while tn > 1 and (
+            self._per_k_tile_bytes(m, tn, transposing) + self._epilogue_bytes(tn, out_item, bias)
+            > cap
+        ):
+            tn = cdiv(tn, 2)
+        return tn
+
+    def k_tiles_per_block(self, m: int, n: int, transposing: bool, epilogue_bytes: int = 0) -> int:
+        """K tiles per block so the operand blocks fit the configured share of SBUF, and what
+        the epilogue's rings leave of it."""
+        lim = self.lim
+        share = int(lim.sbuf_bytes * self.ctx.options.matmul_sbuf_share)
+        budget = min(share, int(lim.sbuf_bytes * _SBUF_USABLE) - epilogue_bytes)
+        return max(1, budget // self._per_k_tile_bytes(m, n, transposing))
 
     def emit(
         self,
@@ -120,14 +148,18 @@ class MatmulTiler:
         lhs = KOperand(a.transpose(0, 1), self.dtype)
         rhs = KOperand(b, self.dtype)
         lim = self.lim
-        tm, tn = min(m, lim.tile_m), min(n, lim.tile_n)
-        per_block = self.k_tiles_per_block(tm, tn, lhs.transposed() or rhs.transposed())
+        transposing = lhs.transposed() or rhs.transposed()
+        out_item = self.ctx.tile_dtype(out.dtype).itemsize
+        tm = min(m, lim.tile_m)
+        tn = self.tile_n(tm, n, transposing, out_item, bias is not None)
+        epilogue = self._epilogue_bytes(tn, out_item, bias is not None)
+        per_block = self.k_tiles_per_block(tm, tn, transposing, epilogue)
         k_blocks = chunks(k, per_block * lim.tile_k)
         for m0, mt in chunks(m, lim.tile_m):
             resident = None
             if len(k_blocks) == 1:  # all of K fits: load the stationary block once per M block
                 resident = self._load(lhs, self.lhs_ring, *k_blocks[0], m0, mt)
-            for n0, nt in chunks(n, lim.tile_n):
+            for n0, nt in chunks(n, tn):
                 acc = self.psum((mt, nt), lang.float32, lang.psum)
                 for kb, (k0, kc) in enumerate(k_blocks):
                     stationary = resident or self._load(lhs, self.lhs_ring, k0, kc, m0, mt)

@@ -59,3 +59,13 @@ def test_low_precision_linear(dtype):
 
 def test_trn2_full_tiles():
     check_op(F.linear, [(257, 300), (513, 300), (513,)], config="trn2")
+
+
+def test_wide_linear_with_bias_fits_a_small_sbuf():
+    """On tiny (16 KiB per partition) the result and bias rings of 512-wide tiles alone take
+    10 KiB: the tiler narrows the output tiles instead of running out of SBUF."""
+    run = check_op(
+        lambda x, w, b: torch.nn.functional.linear(x, w, b), [(4, 8), (5000, 8), (5000,)]
+    )
+    matmuls = [r for r in run.result.trace.instructions if r.instruction.OPCODE == "nc_matmul"]
+    assert len(matmuls) == 5000 // 256 + 1  # 256-wide output tiles, not the bank's 512
