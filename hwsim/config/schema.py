@@ -132,6 +132,10 @@ class DmaConfig(_Section):
     transpose_bandwidth_fraction: Annotated[float, Field(gt=0, le=1)] = Field(
         description="fraction of DMA bandwidth reached by dma_transpose"
     )
+    swdge_descriptor_cycles: Annotated[int, Field(ge=0, le=100_000)] = Field(
+        description="GpSimdE cycles per DMA descriptor it writes at run time (software DGE, "
+        "dma_gather: one descriptor per gathered row), on top of its fixed start cost"
+    )
 
 
 class SbufConfig(_Section):

@@ -115,6 +115,9 @@ class Instruction:
     #: Profiler opcode name (Neuron Explorer ``Instruction.opcode``), for comparing real profiles.
     PROFILER_OPCODE: ClassVar[str] = ""
     IS_DMA: ClassVar[bool] = False
+    #: DMA only: the transfer reaches the DMA engines after the trigger's issue interval (software
+    #: DGE writes the descriptors then), not when the trigger starts (which overlaps its latency).
+    SUBMITS_AFTER_ISSUE: ClassVar[bool] = False
 
     engine: str
     waits: tuple[tuple[str, int], ...] = ()
@@ -135,6 +138,12 @@ class Instruction:
     def writes(self) -> tuple[AccessPattern, ...]:
         """Operands written."""
         return ()
+
+    def moved_reads(self) -> tuple[AccessPattern, ...]:
+        """The bytes actually read, for traffic statistics: ``reads()`` unless that is a
+        conservative region for dependencies (an indirect gather reads a few rows of a table
+        whose every row it must wait for)."""
+        return self.reads()
 
     def operand_names(self) -> dict[str, AccessPattern]:
         """Operands by field name, for messages and traces."""

@@ -260,6 +260,19 @@ def dma_transpose(
     return emit("dma_transpose", engine, dst=dst, src=src, queue=chosen)
 
 
+def dma_gather(dst: Any, src: Any, indices: Any, *, queue: int | None = None) -> Instruction:
+    """dst[p, :] = src[indices[p], :]: gather rows of an HBM table by an int32 SBUF index tile.
+
+    src is an HBM tensor (or view) [G, row]; indices an int32 SBUF tile [P, 1]; dst an SBUF tile
+    [P, row]. Software DGE: GpSimdE writes one descriptor per row at run time, then the DMA
+    engines move the rows on ``queue``. NKI writes it as an indirect ``dma_copy``
+    (``nl.load(table[idx_tile, :])``, ``dge_mode=swdge``, ``oob_mode=error``): an index outside
+    [0, G) is an error.
+    """
+    chosen = current().next_queue(gpsimd_engine) if queue is None else queue
+    return emit("dma_gather", gpsimd_engine, dst=dst, src=src, indices=indices, queue=chosen)
+
+
 __all__ = [
     "ActivationFunction",
     "AluOp",
@@ -270,6 +283,7 @@ __all__ = [
     "bn_aggr",
     "bn_stats",
     "dma_copy",
+    "dma_gather",
     "dma_transpose",
     "emit",
     "iota",

@@ -398,7 +398,10 @@ class _EngineRunner:
                 for sem, amount in signals:
                     schedule(sem, done, amount, (engine, pc), clock)
             else:  # a DMA trigger: its semaphores count completed transfers
-                self._submit_dma(pc, instruction, plan, signals, start, clock)
+                # Software DGE (dma_gather) writes its descriptors while it issues: the DMA
+                # engines see the transfer only then. Other triggers overlap the start latency.
+                trigger = start + issue if instruction.SUBMITS_AFTER_ISSUE else start
+                self._submit_dma(pc, instruction, plan, signals, trigger, clock)
             end = start + issue
             append(
                 make_record(

@@ -96,7 +96,7 @@ class InstructionFacts(NamedTuple):
 
 
 def instruction_facts(instruction: Any) -> InstructionFacts:
-    reads, writes = instruction.reads(), instruction.writes()
+    reads, writes = instruction.moved_reads(), instruction.writes()
     read_bytes, write_bytes = [0, 0, 0], [0, 0, 0]
     spans: list[tuple[str, int, int, int, int]] = []
     for aps, totals in ((reads, read_bytes), (writes, write_bytes)):
