@@ -2,14 +2,16 @@
 
 All three are "rows of a table picked by indices the device holds": the indexed dims of x are
 flattened into G table rows of R elements (the trailing dims), the index tensors into one
-linear row index per output position, and ``bridge.tiling.gather`` picks the rows with a
-one-hot matmul on TensorE (no indirect DMA in our ISA; its docstring has the exactness and cost
-rules). Leading dims that are not indexed (``x[:, idx]``) are a loop of gathers.
+linear row index per output position, and ``bridge.tiling.gather`` picks the rows with the
+indirect DMA ``dma_gather`` (a one-hot matmul on TensorE only for strided rows; its docstring
+has the cost and exactness rules). Leading dims that are not indexed (``x[:, idx]``) are a loop
+of gathers.
 
 Indices are data: they may be computed on the device (positions from ``arange``, masks built by
 ``transformers``) or be graph inputs (token ids). Graph inputs are bounds-checked on every run
-(``IndexError`` like torch); computed indices cannot be checked without a round trip, and an
-out-of-range one gives a zero row. ``index.Tensor`` wraps negative indices as torch does.
+(``IndexError`` like torch); computed indices cannot be checked before the run: an out-of-range
+one stops it at the DMA gather (``MemoryAccessError``), or gives a zero row on the one-hot path.
+``index.Tensor`` wraps negative indices as torch does.
 
 Limits: advanced indices must be adjacent (torch moves the result dims first otherwise), and
 bool/uint8 mask indices have a value-dependent shape (data dependence).

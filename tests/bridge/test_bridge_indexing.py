@@ -9,6 +9,7 @@ from torch.fx.experimental.proxy_tensor import make_fx
 
 from bridge.errors import Reason, Unsupported
 from bridge.graph_lowering import lower_graph
+from hwsim.errors import MemoryAccessError
 from tests.bridge.helpers import check_op
 
 
@@ -83,3 +84,46 @@ def test_out_of_range_input_ids_raise_like_torch():
     torch.testing.assert_close(lowered.run([weight, good]).outputs, F.embedding(good, weight))
     with pytest.raises(IndexError, match=r"embedding .* index 10 in input .* \[0, 10\)"):
         lowered.run([weight, torch.tensor([[3, 10]])])
+
+
+def _embedding_run(vocab: int, width: int = 64):
+    weight = torch.randn(vocab, width, generator=torch.Generator().manual_seed(vocab))
+    tokens = ids(vocab, 2, 16, seed=3)
+    graph = make_fx(lambda w, i: F.embedding(i, w))(weight, tokens)
+    lowered = lower_graph(graph, [weight, tokens], config="trn2")
+    run = lowered.run([weight, tokens], race_check=True)
+    torch.testing.assert_close(run.outputs, F.embedding(tokens, weight), rtol=0, atol=0)
+    return run.result
+
+
+def test_embedding_of_a_gpt2_vocabulary_is_a_dma_gather_independent_of_its_size():
+    """50257 rows (GPT-2's vocabulary) cost what 5000 do: one DMA gather per 128 ids, no
+    TensorE work (the one-hot matmul would read the whole table per block of ids)."""
+    big, small = _embedding_run(50257), _embedding_run(5000)
+    mix = [(r.engine, r.instruction.OPCODE) for r in big.trace.instructions]
+    assert mix == [(r.engine, r.instruction.OPCODE) for r in small.trace.instructions]
+    assert ("gpsimd", "dma_gather") in mix
+    assert not any(engine == "tensor" for engine, _ in mix)
+    assert big.summary["total_ticks"] == small.summary["total_ticks"]
+
+
+def test_gather_of_strided_rows_keeps_the_one_hot_matmul():
+    """Rows of a transposed table are strided: a DMA gather would need a descriptor per
+    element, so the gather stays a one-hot matmul on TensorE."""
+    weight, tokens = torch.randn(16, 40), ids(40, 5)
+    graph = make_fx(lambda w, i: F.embedding(i, w.t()))(weight, tokens)
+    lowered = lower_graph(graph, [weight, tokens], config="tiny")
+    run = lowered.run([weight, tokens], race_check=True)
+    torch.testing.assert_close(run.outputs, F.embedding(tokens, weight.t()), rtol=0, atol=0)
+    opcodes = {r.instruction.OPCODE for r in run.result.trace.instructions}
+    assert "nc_matmul" in opcodes and "dma_gather" not in opcodes
+
+
+def test_out_of_range_computed_index_is_a_run_time_error():
+    """An index computed on the device cannot be checked before the run; the DMA gather stops
+    with an error naming the partition and the value (torch raises too)."""
+    x = torch.randn(6, 3)
+    graph = make_fx(lambda x, i: x[i + 4])(x, torch.tensor([0, 1]))
+    lowered = lower_graph(graph, [x, torch.tensor([0, 1])], config="tiny")
+    with pytest.raises(MemoryAccessError, match=r"dma_gather .* index 6 at"):
+        lowered.run([x, torch.tensor([0, 2])])
