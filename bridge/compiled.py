@@ -124,13 +124,18 @@ class SimPartition(torch.nn.Module):
         """Compare with the graph on the CPU at matched precision (judged) and in fp32."""
         precision = self.options.precision
         compute = TORCH_DTYPES.get(precision.compute)  # None under 'auto': own dtypes
-        matched = self.gm(*cast_floats(list(args), compute))
-        fp32: Any = None
         problem = ""
+        try:
+            matched = self.gm(*cast_floats(list(args), compute))
+        except Exception as error:  # dtypes fixed in the graph (an upcast before a matmul)
+            problem = f"matched-precision reference: {type(error).__name__}: {error}; judged "
+            problem += "against the graph in its own dtypes"
+            matched = self.gm(*args)
+        fp32: Any = None
         try:
             fp32 = self.gm(*cast_floats(list(args), torch.float32))
         except Exception as error:  # a graph that only runs in its own dtypes
-            problem = f"{type(error).__name__}: {error}"
+            problem += f"{'; ' if problem else ''}fp32 reference: {type(error).__name__}: {error}"
         wanted = pytree.tree_leaves(matched)
         wide = pytree.tree_leaves(fp32) if fp32 is not None else [None] * len(wanted)
         pairs = zip(pytree.tree_leaves(actual), wanted, wide, strict=True)
