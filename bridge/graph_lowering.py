@@ -42,7 +42,7 @@ from bridge.dtypes import (
     to_hw,
 )
 from bridge.errors import BridgeError, Reason, Unsupported
-from bridge.memory_plan import HbmArena, MemoryStats
+from bridge.memory_plan import HbmArena, Lifetimes, MemoryStats, memory_stats
 from bridge.precision import Precision
 from bridge.registry import OpCall, check_support
 from bridge.report import OpTime, op_times
@@ -231,7 +231,7 @@ def lower_graph(
     kernel = lowering.kernel(name)
     specs = [lang.TensorSpec((b.span,), to_hw(b.dtype)) for b in bindings]
     built = kernel.build(*specs, config=hw)
-    memory = _memory_stats(built.program, built.sbuf_peak_bytes, built.psum_peak_bytes, arena)
+    memory = memory_stats(built.program, built.sbuf_peak_bytes, built.psum_peak_bytes, arena)
     built.program.meta["memory"] = memory.to_dict()
     return LoweredGraph(
         built.program,
@@ -244,26 +244,6 @@ def lower_graph(
         built.psum_peak_bytes,
         lowering.index_checks,
         memory,
-    )
-
-
-def _memory_stats(
-    program: Program, sbuf_peak: int, psum_peak: int, arena: HbmArena | None
-) -> MemoryStats:
-    by_kind: dict[str, int] = {"input": 0, "output": 0, "scratch": 0}
-    unplaced = 0
-    for decl in program.hbm.values():
-        by_kind[decl.kind] += decl.nbytes
-        if decl.kind == "scratch" and decl.address_bytes is None:
-            unplaced += decl.nbytes
-    return MemoryStats(
-        hbm_input_bytes=by_kind["input"],
-        hbm_output_bytes=by_kind["output"],
-        hbm_scratch_peak_bytes=program.scratch_arena_bytes + unplaced,
-        hbm_scratch_unplanned_bytes=by_kind["scratch"],
-        sbuf_peak_bytes=sbuf_peak,
-        psum_peak_bytes=psum_peak,
-        planned=arena is not None,
     )
 
 
@@ -349,7 +329,7 @@ class _GraphBuilder:
         env: dict[fx.Node, Any] = {}
         inputs = ctx.input_names
         by_name = {b.name: b for b in self.bindings}
-        lifetimes = _Lifetimes(self.graph)
+        lifetimes = Lifetimes(self.graph)
         for node in self.graph.nodes:
             if node.op in ("placeholder", "get_attr"):
                 b = by_name[node.name]
@@ -413,40 +393,6 @@ class _GraphBuilder:
                 OutputBinding(value.tile.name, value.shape, tuple(meta.stride()), meta.dtype)
             )
         return tiles
-
-
-class _Lifetimes:
-    """Which values are still needed after each node, for the HBM memory plan."""
-
-    def __init__(self, graph: fx.Graph) -> None:
-        order = {node: i for i, node in enumerate(graph.nodes)}
-        self.last_use = {
-            node: max((order[user] for user in node.users), default=order[node])
-            for node in graph.nodes
-        }
-        self.order = order
-        self.outputs: set[fx.Node] = set()
-        for node in graph.nodes:
-            if node.op == "output":
-                leaves = pytree.tree_leaves(node.args[0])
-                self.outputs |= {leaf for leaf in leaves if isinstance(leaf, fx.Node)}
-        self.live: set[fx.Node] = set()
-
-    def escapes(self, node: fx.Node) -> bool:
-        """Whether the node's value is a graph output (it keeps bytes of its own)."""
-        return node in self.outputs
-
-    def live_tensors(self, done: fx.Node, env: dict[fx.Node, Any]) -> set[str]:
-        """HBM tensors that values still needed after ``done`` view (outputs stay needed)."""
-        now = self.order[done]
-        self.live.add(done)
-        self.live = {n for n in self.live if n in self.outputs or self.last_use[n] > now}
-        return {
-            leaf.tile.name
-            for node in self.live
-            for leaf in pytree.tree_leaves(env.get(node))
-            if isinstance(leaf, HbmValue)
-        }
 
 
 def _check_result(node: fx.Node, result: Any, meta: Any) -> None:

@@ -22,6 +22,13 @@ from __future__ import annotations
 
 import bisect
 from dataclasses import dataclass, field
+from typing import Any
+
+from torch import fx
+from torch.utils import _pytree as pytree
+
+from bridge.values import HbmValue
+from hwsim.program import Program
 
 #: Placement alignment in the arena. No source gives a DMA alignment rule for HBM; 64 B keeps
 #: every placed tensor aligned for any dtype and to common DMA burst sizes (named assumption).
@@ -132,4 +139,60 @@ class MemoryStats:
             "sbuf_peak_bytes": self.sbuf_peak_bytes,
             "psum_peak_bytes": self.psum_peak_bytes,
             "memory_plan": self.planned,
+        }
+
+
+def memory_stats(
+    program: Program, sbuf_peak: int, psum_peak: int, arena: HbmArena | None
+) -> MemoryStats:
+    """HBM bytes of a built program by kind; scratch as placed (the arena plus anything the plan
+    left unplaced) and as it would be unplanned (the sum of every scratch tensor)."""
+    by_kind: dict[str, int] = {"input": 0, "output": 0, "scratch": 0}
+    unplaced = 0
+    for decl in program.hbm.values():
+        by_kind[decl.kind] += decl.nbytes
+        if decl.kind == "scratch" and decl.address_bytes is None:
+            unplaced += decl.nbytes
+    return MemoryStats(
+        hbm_input_bytes=by_kind["input"],
+        hbm_output_bytes=by_kind["output"],
+        hbm_scratch_peak_bytes=program.scratch_arena_bytes + unplaced,
+        hbm_scratch_unplanned_bytes=by_kind["scratch"],
+        sbuf_peak_bytes=sbuf_peak,
+        psum_peak_bytes=psum_peak,
+        planned=arena is not None,
+    )
+
+
+class Lifetimes:
+    """Which values are still needed after each node, for the HBM memory plan."""
+
+    def __init__(self, graph: fx.Graph) -> None:
+        order = {node: i for i, node in enumerate(graph.nodes)}
+        self.last_use = {
+            node: max((order[user] for user in node.users), default=order[node])
+            for node in graph.nodes
+        }
+        self.order = order
+        self.outputs: set[fx.Node] = set()
+        for node in graph.nodes:
+            if node.op == "output":
+                leaves = pytree.tree_leaves(node.args[0])
+                self.outputs |= {leaf for leaf in leaves if isinstance(leaf, fx.Node)}
+        self.live: set[fx.Node] = set()
+
+    def escapes(self, node: fx.Node) -> bool:
+        """Whether the node's value is a graph output (it keeps bytes of its own)."""
+        return node in self.outputs
+
+    def live_tensors(self, done: fx.Node, env: dict[fx.Node, Any]) -> set[str]:
+        """HBM tensors that values still needed after ``done`` view (outputs stay needed)."""
+        now = self.order[done]
+        self.live.add(done)
+        self.live = {n for n in self.live if n in self.outputs or self.last_use[n] > now}
+        return {
+            leaf.tile.name
+            for node in self.live
+            for leaf in pytree.tree_leaves(env.get(node))
+            if isinstance(leaf, HbmValue)
         }

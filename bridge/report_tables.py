@@ -112,90 +112,109 @@ def _node_table(report: Report, title: str) -> Table:
 
 
 def _other_tables(report: Report) -> list[Table]:
-    tables = []
+    """Decompositions, CPU fallbacks, outputs, top ops, torch.compile's graphs, runs: each
+    only when there is something to show."""
+    makers = (_decomposed, _fallbacks, _outputs, _top_ops, _compiled, _runs)
+    return [table for make in makers if (table := make(report)) is not None]
+
+
+def _decomposed(report: Report) -> Table | None:
     decomposed = report.decompositions()
-    if decomposed:
-        dec = Table(title="decomposed into Core ATen (by PyTorch's decompositions)")
-        dec.title_justify = "left"
-        dec.add_column("op")
-        dec.add_column("became")
-        for original, into in sorted(decomposed.items()):
-            dec.add_row(original, ", ".join(f"{op} x{n}" for op, n in sorted(into.items())))
-        tables.append(dec)
-    if report.fallbacks():
-        fb = Table(title="run on the CPU", title_justify="left")
-        for column in ("node", "op", "reason", "detail", "host time"):
-            fb.add_column(column)
-        for r in report.fallbacks():
-            fb.add_row(r.node, r.op, r.reason, r.detail, _ns(r.host_ns) if r.host_ns else "")
-        tables.append(fb)
-    if report.outputs:
-        out = Table(
-            title="outputs against the CPU at matched precision (judged) and in fp32",
-            title_justify="left",
+    if not decomposed:
+        return None
+    table = Table(title="decomposed into Core ATen (by PyTorch's decompositions)")
+    table.title_justify = "left"
+    table.add_column("op")
+    table.add_column("became")
+    for original, into in sorted(decomposed.items()):
+        table.add_row(original, ", ".join(f"{op} x{n}" for op, n in sorted(into.items())))
+    return table
+
+
+def _fallbacks(report: Report) -> Table | None:
+    if not report.fallbacks():
+        return None
+    table = Table(title="run on the CPU", title_justify="left")
+    for column in ("node", "op", "reason", "detail", "host time"):
+        table.add_column(column)
+    for r in report.fallbacks():
+        table.add_row(r.node, r.op, r.reason, r.detail, _ns(r.host_ns) if r.host_ns else "")
+    return table
+
+
+def _outputs(report: Report) -> Table | None:
+    if not report.outputs:
+        return None
+    table = Table(
+        title="outputs against the CPU at matched precision (judged) and in fp32",
+        title_justify="left",
+    )
+    judged = ("output", "shape", "dtype", "computed in", "max abs", "max rel", "ok")
+    for column in (*judged, "vs fp32: max abs", "max rel"):
+        table.add_column(column)
+    for o in report.outputs:
+        wide = o.vs_fp32
+        table.add_row(
+            o.name,
+            str(list(o.shape)),
+            o.dtype,
+            o.computed_in,
+            _err(o.stats.max_abs),
+            _err(o.stats.max_rel),
+            "yes" if o.stats.ok else f"NO ({o.stats.mismatched} elements)",
+            _err(wide.max_abs) if wide is not None else "n/a",
+            _err(wide.max_rel) if wide is not None else "n/a",
         )
-        judged = ("output", "shape", "dtype", "computed in", "max abs", "max rel", "ok")
-        for column in (*judged, "vs fp32: max abs", "max rel"):
-            out.add_column(column)
-        for o in report.outputs:
-            wide = o.vs_fp32
-            out.add_row(
-                o.name,
-                str(list(o.shape)),
-                o.dtype,
-                o.computed_in,
-                _err(o.stats.max_abs),
-                _err(o.stats.max_rel),
-                "yes" if o.stats.ok else f"NO ({o.stats.mismatched} elements)",
-                _err(wide.max_abs) if wide is not None else "n/a",
-                _err(wide.max_rel) if wide is not None else "n/a",
-            )
-        tables.append(out)
+    return table
+
+
+def _top_ops(report: Report) -> Table | None:
     top = [r for r in report.top_ops() if r.sim_ns > 0]
-    if top:
-        t = Table(title="top ops by simulated time", title_justify="left")
-        for column in ("node", "op", "sim time", "span", "instructions"):
-            t.add_column(column)
-        for r in top:
-            t.add_row(r.node, r.op, _ns(r.sim_ns), _ns(r.span_ns), str(r.instructions))
-        tables.append(t)
-    if report.mode == "compile" and report.compile_ids:
-        dynamo = report.dynamo_summary()
-        compiled = Table(
-            title=f"torch.compile: {dynamo['graphs_compiled']} graphs from {dynamo['frames']} "
-            f"frames, {dynamo['graph_breaks']} graph breaks, {dynamo['recompiles']} recompiles",
-            title_justify="left",
+    if not top:
+        return None
+    table = Table(title="top ops by simulated time", title_justify="left")
+    for column in ("node", "op", "sim time", "span", "instructions"):
+        table.add_column(column)
+    for r in top:
+        table.add_row(r.node, r.op, _ns(r.sim_ns), _ns(r.span_ns), str(r.instructions))
+    return table
+
+
+def _compiled(report: Report) -> Table | None:
+    if report.mode != "compile" or not report.compile_ids:
+        return None
+    dynamo = report.dynamo_summary()
+    table = Table(
+        title=f"torch.compile: {dynamo['graphs_compiled']} graphs from {dynamo['frames']} "
+        f"frames, {dynamo['graph_breaks']} graph breaks, {dynamo['recompiles']} recompiles",
+        title_justify="left",
+    )
+    table.add_column("graph break reason")
+    table.add_column("count")
+    for reason, count in dynamo["break_reasons"].items():
+        table.add_row(reason, str(count))
+    if not dynamo["break_reasons"]:
+        table.add_row("(none: every graph is whole)", "0")
+    return table
+
+
+def _runs(report: Report) -> Table | None:
+    if not report.runs:
+        return None
+    table = Table(title="simulator runs", title_justify="left")
+    for column in ("graph", "total", "instructions", "MFU %", "HBM traffic", "HBM peak"):
+        table.add_column(column)
+    table.add_column("bottleneck")
+    for run in report.runs[-10:]:
+        table.add_row(
+            str(run.get("graph", "")),
+            _ns(run.get("total_ns", 0.0)),
+            str(run.get("instructions", "")),
+            f"{run.get('mfu_pct', 0.0):.2f}",
+            _bytes(run.get("hbm_bytes")),
+            _peak(run),
+            str(run.get("bottleneck", "")),
         )
-        compiled.add_column("graph break reason")
-        compiled.add_column("count")
-        for reason, count in dynamo["break_reasons"].items():
-            compiled.add_row(reason, str(count))
-        if not dynamo["break_reasons"]:
-            compiled.add_row("(none: every graph is whole)", "0")
-        tables.append(compiled)
-    if report.runs:
-        runs = Table(title="simulator runs", title_justify="left")
-        for column in (
-            "graph",
-            "total",
-            "instructions",
-            "MFU %",
-            "HBM traffic",
-            "HBM peak",
-            "bottleneck",
-        ):
-            runs.add_column(column)
-        for run in report.runs[-10:]:
-            runs.add_row(
-                str(run.get("graph", "")),
-                _ns(run.get("total_ns", 0.0)),
-                str(run.get("instructions", "")),
-                f"{run.get('mfu_pct', 0.0):.2f}",
-                _bytes(run.get("hbm_bytes")),
-                _peak(run),
-                str(run.get("bottleneck", "")),
-            )
-        if len(report.runs) > 10:
-            runs.caption = f"last 10 of {len(report.runs)} runs; total {_ns(report.total_sim_ns)}"
-        tables.append(runs)
-    return tables
+    if len(report.runs) > 10:
+        table.caption = f"last 10 of {len(report.runs)} runs; total {_ns(report.total_sim_ns)}"
+    return table
