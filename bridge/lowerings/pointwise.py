@@ -303,7 +303,10 @@ def div_mode(
     """
     a, b = _as_value(ctx, a), _as_value(ctx, b)  # a Python scalar from eager dispatch
     if rounding_mode is None:
-        return pointwise(ctx, [a, b], lambda dst, s: nisa.tensor_tensor(dst, *s, AluOp.divide))
+        x, y = a, b
+        return pointwise(
+            ctx, [x, y], lambda dst, s: nisa.tensor_tensor(dst, s[0], s[1], AluOp.divide)
+        )
     scratch = _rounding_scratch(ctx, ctx.tile_dtype(ctx.out.dtype))
 
     def compute(dst: Operand, srcs: list[Operand]) -> None:

@@ -24,7 +24,7 @@ from kernels.ops import AluOp, ReduceOp
 
 Operand = Tile | View
 #: Emit one tile's compute: (dst tile, input tiles), all [partitions, free elements].
-TileCompute = Callable[[Operand, list[Operand]], None]
+TileCompute = Callable[[Operand, list[Operand]], object]  # what it returns is ignored
 #: Emit one row tile's compute for a whole-row op: (dst, src) tiles [partitions, row elements].
 RowCompute = Callable[[Operand, Operand], None]
 

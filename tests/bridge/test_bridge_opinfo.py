@@ -11,8 +11,9 @@ import torch
 
 from bridge.errors import BridgeError
 from bridge.offload import VIEW_OPS
-from bridge.opinfo import TARGET, opinfo_db, opinfo_map, run_conformance
+from bridge.opinfo import TARGET, run_conformance
 from bridge.opinfo_docs import markdown
+from bridge.opinfo_map import opinfo_db, opinfo_map
 from bridge.registry import LOWERINGS
 from hwsim.cli.main import main
 
