@@ -136,6 +136,16 @@ def _tiny_llama(seq: int) -> Example:
     return tiny_llama(), (tokens(BATCH, seq),), {"use_cache": False}
 
 
+@_builtin("tiny-resnet", "stem conv, max pool, 2 ResNet basic blocks, avg pool, Linear; seq x seq")
+def _tiny_resnet(seq: int) -> Example:
+    import torch
+
+    from bridge.models import tiny_resnet
+
+    x = torch.randn(BATCH, 3, seq, seq, generator=torch.Generator().manual_seed(1))
+    return tiny_resnet(), (x,), {}
+
+
 @_builtin("mlp", "Linear 128->512, GELU, Linear 512->128 on [2, seq, 128]")
 def _mlp(seq: int) -> Example:
     import torch

@@ -1,8 +1,9 @@
 """The tiny built-in models the demo, ``hwsim export``, the benchmarks and the tests share.
 
-Built from ``transformers`` configs with random weights (seeded; nothing is downloaded): 2 layers,
-128 wide, 4 heads, vocabulary ``VOCAB``, at most ``POSITIONS`` tokens. ``attention`` picks the
-``transformers`` attention implementation ('sdpa' or 'eager').
+The language models are built from ``transformers`` configs with random weights (seeded; nothing
+is downloaded): 2 layers, 128 wide, 4 heads, vocabulary ``VOCAB``, at most ``POSITIONS`` tokens.
+``attention`` picks the ``transformers`` attention implementation ('sdpa' or 'eager'). The ResNet
+is written here (torchvision-style basic blocks; torchvision is not a dependency).
 """
 
 from __future__ import annotations
@@ -11,6 +12,8 @@ import os
 from typing import Any
 
 import torch
+import torch.nn.functional as F
+from torch import nn
 
 VOCAB = 512
 POSITIONS = 64
@@ -54,3 +57,56 @@ def tiny_llama(attention: str = "sdpa", kv_heads: int = 2) -> torch.nn.Module:
 def tokens(batch: int, seq: int, seed: int = 0) -> torch.Tensor:
     """Random token ids of shape [batch, seq]."""
     return torch.randint(0, VOCAB, (batch, seq), generator=torch.Generator().manual_seed(seed))
+
+
+class BasicBlock(nn.Module):
+    """torchvision's BasicBlock, written out (torchvision is not a dependency)."""
+
+    def __init__(self, c_in: int, c_out: int, stride: int) -> None:
+        super().__init__()
+        self.conv1 = nn.Conv2d(c_in, c_out, 3, stride, 1, bias=False)
+        self.bn1 = nn.BatchNorm2d(c_out)
+        self.conv2 = nn.Conv2d(c_out, c_out, 3, 1, 1, bias=False)
+        self.bn2 = nn.BatchNorm2d(c_out)
+        self.downsample = None
+        if stride != 1 or c_in != c_out:
+            self.downsample = nn.Sequential(
+                nn.Conv2d(c_in, c_out, 1, stride, bias=False), nn.BatchNorm2d(c_out)
+            )
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        identity = x if self.downsample is None else self.downsample(x)
+        y = F.relu(self.bn1(self.conv1(x)))
+        y = self.bn2(self.conv2(y))
+        return F.relu(y + identity)
+
+
+class TinyResNet(nn.Module):
+    """Stem conv + BN + ReLU + max pool, an identity block, a stride-2 block (40 channels: more
+    than tiny's 32 partitions), adaptive average pool, Linear."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.stem = nn.Conv2d(3, 16, 3, 1, 1, bias=False)
+        self.bn = nn.BatchNorm2d(16)
+        self.pool = nn.MaxPool2d(3, stride=2, padding=1)
+        self.block1 = BasicBlock(16, 16, 1)
+        self.block2 = BasicBlock(16, 40, 2)
+        self.head = nn.Linear(40, 10)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        x = self.pool(F.relu(self.bn(self.stem(x))))
+        x = self.block2(self.block1(x))
+        return self.head(F.adaptive_avg_pool2d(x, (1, 1)).flatten(1))
+
+
+def tiny_resnet() -> nn.Module:
+    torch.manual_seed(0)
+    model = TinyResNet()
+    for module in model.modules():  # statistics a trained model would have, not 0 and 1
+        if isinstance(module, nn.BatchNorm2d):
+            module.running_mean.uniform_(-0.5, 0.5)
+            module.running_var.uniform_(0.5, 1.5)
+            module.weight.data.uniform_(0.5, 1.5)
+            module.bias.data.uniform_(-0.5, 0.5)
+    return model.eval()

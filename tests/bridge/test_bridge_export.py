@@ -139,7 +139,7 @@ def test_cli_exports_a_factory_file_in_bf16(
 def test_cli_names_unknown_models(capsys: pytest.CaptureFixture[str]) -> None:
     assert cli.main(["export", "resnet", "-o", "x.hwprog"]) == 2
     err = capsys.readouterr().err
-    assert "unknown model 'resnet'" in err and "tiny-gpt2, tiny-llama, mlp" in err
+    assert "unknown model 'resnet'" in err and "tiny-gpt2, tiny-llama, tiny-resnet, mlp" in err
 
 
 class _Unsupported(nn.Module):
