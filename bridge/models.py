@@ -105,6 +105,7 @@ def tiny_resnet() -> nn.Module:
     model = TinyResNet()
     for module in model.modules():  # statistics a trained model would have, not 0 and 1
         if isinstance(module, nn.BatchNorm2d):
+            assert module.running_mean is not None and module.running_var is not None
             module.running_mean.uniform_(-0.5, 0.5)
             module.running_var.uniform_(0.5, 1.5)
             module.weight.data.uniform_(0.5, 1.5)

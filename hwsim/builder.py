@@ -185,6 +185,8 @@ class _CoreTracker:
         self.satisfied: dict[str, dict[str, int]] = defaultdict(
             dict
         )  # per stream: channel -> value
+        #: The engine that triggered each DMA queue's latest transfer.
+        self.queue_engine: dict[str, str] = {}
         #: Readers of HBM inputs never written by the program (tracked per tensor, cheaply).
         self.input_readers: dict[str, dict[str, int]] = defaultdict(dict)
         #: Per operand value: its region, index and bins (kernels touch the same tiles often).
@@ -317,6 +319,14 @@ class ProgramBuilder:
             self._dependencies(tracker, core, ap, channel, needs, operands, is_write=False)
         for ap in writes:
             self._dependencies(tracker, core, ap, channel, needs, operands, is_write=True)
+        if instruction.IS_DMA:
+            # A queue's semaphore counts completions in arrival order; a trigger from another
+            # engine than the queue's previous one could arrive first, so it waits for the
+            # previous transfer: completion k is then always the k-th transfer emitted.
+            previous = tracker.queue_engine.get(channel)
+            if previous is not None and previous != instruction.engine:
+                needs[channel] = max(needs.get(channel, 0), seq - 1)
+            tracker.queue_engine[channel] = instruction.engine
         waits = _new_waits(needs, tracker.satisfied[instruction.engine])
         signal = (
             queue_semaphore(instruction.queue)  # type: ignore[attr-defined]

@@ -372,3 +372,31 @@ def test_a_tensor_placed_over_another_waits_for_its_reads(place):
     assert (write_start >= read_end) == place
     # Capacity counts the arena once: two 128 KiB tensors in 128 KiB.
     assert program.scratch_arena_bytes == (32 * 1024 * 4 if place else 0)
+
+
+def test_triggers_from_two_engines_on_one_queue_complete_in_emission_order():
+    """A queue's semaphore counts completions in arrival order. ScalarE triggers a transfer
+    late (it is busy first), GpSimdE triggers the next one at once: unless the second waits for
+    the first, it completes first, and the reader of the first transfer (waiting for completion
+    1) would read its tile before it arrives."""
+    b = ProgramBuilder()
+    for name in ("x", "y"):
+        b.hbm_tensor(name, (32, 64), FP32, "input", np.ones((32, 64), np.float32))
+    busy_src = contiguous(SBUF, FP32, 32, 1024, offset_bytes=4096)
+    busy_dst = contiguous(SBUF, FP32, 32, 1024, offset_bytes=8192)
+    b.emit(TensorCopy(engine="scalar", dst=busy_dst, src=busy_src))
+    x_tile = contiguous(SBUF, FP32, 32, 64)
+    y_tile = contiguous(SBUF, FP32, 32, 64, offset_bytes=256)
+    x = contiguous(HBM, FP32, 32, 64, tensor="x")
+    b.emit(DmaCopy(engine="scalar", queue=0, dst=x_tile, src=x))
+    y = contiguous(HBM, FP32, 32, 64, tensor="y")
+    second = b.emit(DmaCopy(engine="gpsimd", queue=0, dst=y_tile, src=y))
+    out = contiguous(SBUF, FP32, 32, 64, offset_bytes=512)
+    b.emit(TensorCopy(engine="vector", dst=out, src=x_tile))
+    assert second.waits == (("S.dma.q0", 1),)
+    result = run(b.build(), "tiny", race_check=True)  # raised RaceError before
+    first_done, second_start = (
+        sorted(p.end_tick for p in result.trace.dma)[0],
+        max(p.start_tick for p in result.trace.dma),
+    )
+    assert second_start >= first_done
