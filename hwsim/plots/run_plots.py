@@ -385,7 +385,8 @@ def plot_memory(run: RunData, path: str | Path) -> Path:
             ax.set_ylim(0, top / size * 1.3)
         ax.set_ylabel(f"{label} ({size_unit})")
         ax.grid(color="0.9", linewidth=0.6)
-        ax.legend(loc="upper right", fontsize=7, frameon=False)
+        if ax.get_legend_handles_labels()[1]:  # an empty memory (no PSUM use) has no labels
+            ax.legend(loc="upper right", fontsize=7, frameon=False)
     ax = axes[2]
     plotted = False
     for counter, colour in (("HBM read", "#4e79a7"), ("HBM write", "#f28e2b")):
