@@ -15,7 +15,8 @@ import torch
 from rich.console import Console
 
 from bridge.partition import analyze as analyze_graph
-from bridge.report import OpRecord, Report
+from bridge.partition import op_record
+from bridge.report import Report
 
 
 def trace_core_aten(
@@ -61,20 +62,9 @@ def analyze(
     (and why). Prints the table when ``show``; returns the report (mode 'analyze')."""
     graph = trace_core_aten(model, inputs, kwargs)
     report = Report("analyze", "-", {}, "-")
-    for verdict in analyze_graph(graph.graph).values():
-        if verdict.op == "getitem":
-            continue
-        problem = verdict.unsupported
-        report.ops.append(
-            OpRecord(
-                verdict.node,
-                verdict.op,
-                "simulator" if problem is None else "cpu",
-                "" if problem is None else problem.reason.value,
-                "" if problem is None else problem.detail,
-                verdict.shapes,
-            )
-        )
+    for node, verdict in analyze_graph(graph.graph).items():
+        if verdict.op != "getitem":
+            report.ops.append(op_record(node, verdict))
     if show:
         report.print(console)
     return report

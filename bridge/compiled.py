@@ -132,10 +132,16 @@ class SimPartition(torch.nn.Module):
             problem += "against the graph in its own dtypes"
             matched = self.gm(*args)
         fp32: Any = None
-        try:
-            fp32 = self.gm(*cast_floats(list(args), torch.float32))
-        except Exception as error:  # a graph that only runs in its own dtypes
-            problem += f"{'; ' if problem else ''}fp32 reference: {type(error).__name__}: {error}"
+        floats = {a.dtype for a in args if isinstance(a, torch.Tensor) and a.is_floating_point()}
+        matched_inputs = {compute} if compute is not None and floats else floats
+        if not problem and matched_inputs <= {torch.float32}:
+            fp32 = matched  # the matched run had fp32 inputs already: it is the fp32 run
+        else:
+            try:
+                fp32 = self.gm(*cast_floats(list(args), torch.float32))
+            except Exception as error:  # a graph that only runs in its own dtypes
+                problem += f"{'; ' if problem else ''}fp32 reference: "
+                problem += f"{type(error).__name__}: {error}"
         wanted = pytree.tree_leaves(matched)
         wide = pytree.tree_leaves(fp32) if fp32 is not None else [None] * len(wanted)
         pairs = zip(pytree.tree_leaves(actual), wanted, wide, strict=True)

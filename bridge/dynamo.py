@@ -153,25 +153,6 @@ def _specialize(gm: fx.GraphModule, args: Sequence[Any]) -> fx.GraphModule:
         return make_fx(static, tracing_mode="fake")(*[args[i] for i in tensor_at])
 
 
-def _decomposed_from(node: fx.Node) -> str:
-    """The ATen op a decomposition turned into this node ('' if the node is that op)."""
-    from bridge.errors import op_name
-
-    original = node.meta.get("original_aten")
-    if original is None or op_name(original) == op_name(node.target):
-        return ""
-    return op_name(original)
-
-
-def _source(node: fx.Node) -> str:
-    """The torch function or module class the node was traced from, e.g. 'Linear'."""
-    stack = node.meta.get("source_fn_stack") or []
-    if not stack:
-        return ""
-    target = stack[-1][1]
-    return str(getattr(target, "__name__", target))
-
-
 def _short_reason(reason: str) -> str:
     """Dynamo's reason without its hints: the first line and the explanation."""
     lines = [line.strip() for line in reason.splitlines() if line.strip()]
@@ -199,28 +180,16 @@ class _Compiler:
         from bridge.compiled import SimPartition
         from bridge.host_timeline import MixedGraph
         from bridge.options import apply_fallback
-        from bridge.partition import analyze, partition
+        from bridge.partition import analyze, op_record, partition
         from bridge.report import OpRecord
 
         report = self.options.report
         verdicts = analyze(gm.graph)
         records: dict[str, OpRecord] = {}
         for node, verdict in verdicts.items():
-            if verdict.op == "getitem":
-                continue
-            problem = verdict.unsupported
-            record = OpRecord(
-                verdict.node,
-                verdict.op,
-                "simulator" if problem is None else "cpu",
-                "" if problem is None else problem.reason.value,
-                "" if problem is None else problem.detail,
-                verdict.shapes,
-                decomposed_from=_decomposed_from(node),
-                source=_source(node),
-            )
-            records[verdict.node] = record
-            report.ops.append(record)
+            if verdict.op != "getitem":
+                records[verdict.node] = op_record(node, verdict)
+        report.ops.extend(records.values())
         unsupported = [v for v in verdicts.values() if not v.supported and v.op != "getitem"]
         for verdict in unsupported:
             assert verdict.unsupported is not None

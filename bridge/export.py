@@ -147,7 +147,7 @@ def export_program(
     lowered = lower_graph(
         graph_module, examples, config=hw, precision=chosen, name=name or model_name
     )
-    _fill_inputs(lowered, examples)
+    lowered.bind(examples, copy=True)  # the file holds copies, not the model's parameters
     program = lowered.program
     with torch.no_grad():
         expected = _expected_outputs(lowered, model(*args, **kwargs), chosen)
@@ -335,11 +335,6 @@ def _symbolic_shape(value: Any) -> tuple[Any, ...] | None:
 
 
 # ---- inputs, expected outputs, the check -------------------------------------------------------
-
-
-def _fill_inputs(lowered: LoweredGraph, examples: list[torch.Tensor]) -> None:
-    """The program's HBM inputs hold copies of the example values (``LoweredGraph.bind``)."""
-    lowered.bind(examples, copy=True)
 
 
 def _expected_outputs(

@@ -22,6 +22,7 @@ from torch.utils import _pytree as pytree
 
 from bridge.errors import Unsupported, op_name
 from bridge.registry import OpCall, check_support
+from bridge.report import OpRecord
 
 
 @dataclass(frozen=True)
@@ -36,6 +37,28 @@ class Verdict:
     @property
     def supported(self) -> bool:
         return self.unsupported is None
+
+
+def op_record(node: fx.Node, verdict: Verdict) -> OpRecord:
+    """The report's record of a node: where it runs (and why not on the simulator), and, from
+    the node's metadata, what a decomposition made it from and which torch code called it."""
+    problem = verdict.unsupported
+    original = node.meta.get("original_aten")
+    decomposed_from = ""
+    if original is not None and op_name(original) != op_name(node.target):
+        decomposed_from = op_name(original)
+    stack = node.meta.get("source_fn_stack") or []
+    source = str(getattr(stack[-1][1], "__name__", stack[-1][1])) if stack else ""
+    return OpRecord(
+        verdict.node,
+        verdict.op,
+        "simulator" if problem is None else "cpu",
+        "" if problem is None else problem.reason.value,
+        "" if problem is None else problem.detail,
+        verdict.shapes,
+        decomposed_from=decomposed_from,
+        source=source,
+    )
 
 
 def node_call(node: fx.Node) -> OpCall:
