@@ -14,7 +14,7 @@ $(STAMP): pyproject.toml Makefile
 	$(BIN)/pip install -q --disable-pip-version-check torch==2.13.0 2>&1 | grep -v "is ignored" || true
 	$(BIN)/python -c "import torch" 
 	$(BIN)/pip install -q --disable-pip-version-check -e '.[dev,parquet,sweep,dask]' 2>&1 | grep -v "is ignored" || true
-	$(BIN)/python -c "import hwsim, kernels, bridge, numba, simpy, ml_dtypes, pytest"
+	$(BIN)/python -c "import hwsim, hwsim.kernels, hwsim.bridge, numba, simpy, ml_dtypes, pytest"
 	touch $(STAMP)
 
 setup: $(STAMP)
@@ -22,7 +22,7 @@ setup: $(STAMP)
 # The main job: a kernel on the simulated NeuronCore, then tiny GPT-2 through torch.compile.
 demo: setup
 	$(BIN)/hwsim demo
-	$(BIN)/python -m bridge.demo
+	$(BIN)/python -m hwsim.bridge.demo
 
 test: setup
 	$(BIN)/pytest -n 2 -q
@@ -33,7 +33,7 @@ test-all: setup
 lint: setup
 	$(BIN)/ruff check .
 	$(BIN)/ruff format --check .
-	$(BIN)/mypy
+	tools/typecheck.sh $(BIN)/mypy
 
 bench: setup
 	$(BIN)/python bench/fidelity.py

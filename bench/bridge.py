@@ -38,13 +38,13 @@ import hwsim  # noqa: E402,F401  (first: one BLAS thread before numpy loads, see
 import torch  # noqa: E402
 import torch._dynamo  # noqa: E402
 
-import bridge  # noqa: E402
+from hwsim import bridge  # noqa: E402
 
 TARGET_FIRST_CALL_S = 30.0
 
 
 def build(name: str) -> torch.nn.Module:
-    from bridge.models import tiny_gpt2, tiny_llama
+    from hwsim.bridge.models import tiny_gpt2, tiny_llama
 
     return tiny_gpt2() if name == "gpt2" else tiny_llama()
 

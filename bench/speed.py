@@ -37,11 +37,11 @@ import numpy as np
 import simpy
 
 from hwsim.config import HardwareConfig, load_config
+from hwsim.kernels.systolic import SystolicArray
 from hwsim.lang import TensorSpec
 from hwsim.library import matmul_optimized
 from hwsim.machine.simulator import run
 from hwsim.program import Program
-from kernels.systolic import SystolicArray
 
 TARGET_INSTRUCTIONS_PER_S = 100_000
 TARGET_NUMERICS_RATIO = 3.0

@@ -37,11 +37,11 @@ import hwsim  # noqa: F401  (first: one BLAS thread before numpy loads, see hwsi
 import yaml
 
 from hwsim.config import load_config
+from hwsim.kernels import warm_up
 from hwsim.machine.simulator import run
 from hwsim.sweep import execute, load_sweep, run_sweep
 from hwsim.sweep.lowering import ProgramCache
 from hwsim.sweep.workloads import parse_workload
-from kernels import warm_up
 
 TARGET_OVERHEAD_PCT = 10.0
 TARGET_SPEEDUP = 1.7

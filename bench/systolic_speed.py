@@ -14,7 +14,7 @@ import time
 
 import numpy as np
 
-from kernels.systolic import SystolicArray
+from hwsim.kernels.systolic import SystolicArray
 
 
 def main() -> None:

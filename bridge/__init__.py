@@ -22,18 +22,18 @@ import importlib
 from typing import Any
 
 _EXPORTS = {
-    "HwsimMode": "bridge.offload",
-    "analyze": "bridge.analysis",
-    "last_report": "bridge.dynamo",
-    "hwsim_backend": "bridge.dynamo",
-    "lower_graph": "bridge.graph_lowering",
-    "export_program": "bridge.export",
-    "Precision": "bridge.precision",
-    "TilingOptions": "bridge.context",
-    "Report": "bridge.report",
-    "Unsupported": "bridge.errors",
-    "FallbackError": "bridge.errors",
-    "Reason": "bridge.errors",
+    "HwsimMode": "hwsim.bridge.offload",
+    "analyze": "hwsim.bridge.analysis",
+    "last_report": "hwsim.bridge.dynamo",
+    "hwsim_backend": "hwsim.bridge.dynamo",
+    "lower_graph": "hwsim.bridge.graph_lowering",
+    "export_program": "hwsim.bridge.export",
+    "Precision": "hwsim.bridge.precision",
+    "TilingOptions": "hwsim.bridge.context",
+    "Report": "hwsim.bridge.report",
+    "Unsupported": "hwsim.bridge.errors",
+    "FallbackError": "hwsim.bridge.errors",
+    "Reason": "hwsim.bridge.errors",
 }
 
 __all__ = sorted(_EXPORTS)

@@ -14,9 +14,9 @@ from typing import Any
 import torch
 from rich.console import Console
 
-from bridge.partition import analyze as analyze_graph
-from bridge.partition import op_record
-from bridge.report import Report
+from hwsim.bridge.partition import analyze as analyze_graph
+from hwsim.bridge.partition import op_record
+from hwsim.bridge.report import Report
 
 
 def trace_core_aten(

@@ -16,11 +16,11 @@ import torch
 from torch import fx
 from torch.utils import _pytree as pytree
 
-from bridge.errors import Unsupported, as_unsupported
-from bridge.graph_lowering import GraphRun, LoweredGraph, lower_graph
-from bridge.options import BridgeOptions, apply_fallback
-from bridge.precision import TORCH_DTYPES, cast_floats, compare
-from bridge.report import SUMMARY_KEYS, OpRecord, OutputRecord, Report
+from hwsim.bridge.errors import Unsupported, as_unsupported
+from hwsim.bridge.graph_lowering import GraphRun, LoweredGraph, lower_graph
+from hwsim.bridge.options import BridgeOptions, apply_fallback
+from hwsim.bridge.precision import TORCH_DTYPES, cast_floats, compare
+from hwsim.bridge.report import SUMMARY_KEYS, OpRecord, OutputRecord, Report
 from hwsim.errors import HwsimError
 
 

@@ -17,10 +17,10 @@ from typing import Any
 
 import torch
 
-from bridge.memory_plan import HbmArena
-from bridge.precision import Precision
-from bridge.values import HbmValue
 from hwsim import lang
+from hwsim.bridge.memory_plan import HbmArena
+from hwsim.bridge.precision import Precision
+from hwsim.bridge.values import HbmValue
 from hwsim.config import HardwareConfig
 from hwsim.dtypes import DType
 from hwsim.library.common import DmaQueues, Limits, limits

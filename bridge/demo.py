@@ -19,11 +19,11 @@ import hwsim  # noqa: F401  (first: one BLAS thread before numpy loads)
 # isort: split
 import torch
 
-from bridge.models import tiny_gpt2, tokens
+from hwsim.bridge.models import tiny_gpt2, tokens
 
 
 def main(argv: list[str] | None = None) -> int:
-    from bridge.dynamo import last_report
+    from hwsim.bridge.dynamo import last_report
     from hwsim.trace.outputs import default_run_dir
 
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])

@@ -24,7 +24,7 @@ import ml_dtypes
 import numpy as np
 import torch
 
-from bridge.errors import BridgeError
+from hwsim.bridge.errors import BridgeError
 from hwsim.dtypes import DType
 from hwsim.dtypes import dtype as hw_dtype
 

@@ -58,7 +58,7 @@ def hwsim_backend(
     from torch._decomp import core_aten_decompositions
     from torch._dynamo.backends.common import aot_autograd
 
-    from bridge.options import BridgeOptions
+    from hwsim.bridge.options import BridgeOptions
 
     known = _BY_OPTIONS.get(id(options))
     if options is not None and known is not None and known[0] is options:
@@ -122,7 +122,7 @@ class _PerShape:
         self.runners: dict[tuple[Any, ...], Callable[..., Any]] = {}
 
     def __call__(self, *args: Any) -> Any:
-        from bridge.compiled import layout_key
+        from hwsim.bridge.compiled import layout_key
 
         key = layout_key(args)
         runner = self.runners.get(key)
@@ -177,11 +177,11 @@ class _Compiler:
     ) -> Callable[..., Any]:
         """The runner of a graph with static shapes: one program, or simulator partitions with
         CPU ops between them (a ``MixedGraph``)."""
-        from bridge.compiled import SimPartition
-        from bridge.host_timeline import MixedGraph
-        from bridge.options import apply_fallback
-        from bridge.partition import analyze, op_record, partition
-        from bridge.report import OpRecord
+        from hwsim.bridge.compiled import SimPartition
+        from hwsim.bridge.host_timeline import MixedGraph
+        from hwsim.bridge.options import apply_fallback
+        from hwsim.bridge.partition import analyze, op_record, partition
+        from hwsim.bridge.report import OpRecord
 
         report = self.options.report
         verdicts = analyze(gm.graph)

@@ -1,6 +1,6 @@
 """Export for sweeps: a torch model lowered once into a saved program (``FILE.hwprog``).
 
-    from bridge.export import export_program
+    from hwsim.bridge.export import export_program
     export_program(model.eval(), (tokens,), "gpt2.hwprog", config="trn2")
 
 then, with no torch: ``hwsim run gpt2.hwprog --config trn2 --set dma.bandwidth_bytes_per_ns=46``,
@@ -37,11 +37,11 @@ from torch.export import ExportedProgram
 from torch.export.graph_signature import InputKind, OutputKind
 from torch.utils import _pytree as pytree
 
-from bridge.dtypes import tensor_to_numpy
-from bridge.errors import BridgeError, Reason, Unsupported
-from bridge.graph_lowering import LoweredGraph, lower_graph
-from bridge.partition import analyze
-from bridge.precision import Precision
+from hwsim.bridge.dtypes import tensor_to_numpy
+from hwsim.bridge.errors import BridgeError, Reason, Unsupported
+from hwsim.bridge.graph_lowering import LoweredGraph, lower_graph
+from hwsim.bridge.partition import analyze
+from hwsim.bridge.precision import Precision
 from hwsim.config import HardwareConfig, load_config
 from hwsim.program import Program
 from hwsim.workloads.saved import (
@@ -372,8 +372,8 @@ def _check(
     program: Program, config: HardwareConfig, expected: dict[str, dict[str, Any]]
 ) -> dict[str, Any]:
     """Simulate once on ``config`` and compare as ``hwsim run`` will."""
+    from hwsim.kernels import warm_up
     from hwsim.machine.simulator import run
-    from kernels import warm_up
 
     warm_up()
     result = run(program, config)

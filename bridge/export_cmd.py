@@ -13,7 +13,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from bridge.models import POSITIONS
+from hwsim.bridge.models import POSITIONS
 from hwsim.cli.main import add_config_arguments
 from hwsim.errors import WorkloadError
 from hwsim.workloads.pyfile import import_python_file
@@ -60,7 +60,7 @@ def _export(args: argparse.Namespace) -> int:
     import hwsim  # noqa: F401  (first: one BLAS thread before numpy loads)
 
     # isort: split
-    from bridge.export import export_program
+    from hwsim.bridge.export import export_program
     from hwsim.config import load_config
 
     config = load_config(args.config, args.overrides)
@@ -124,14 +124,14 @@ def _builtin(name: str, description: str) -> Callable[[Callable[[int], Example]]
 
 @_builtin("tiny-gpt2", "GPT-2, 2 layers, 128 wide, 4 heads, vocabulary 512 (as bridge.demo)")
 def _tiny_gpt2(seq: int) -> Example:
-    from bridge.models import tiny_gpt2, tokens
+    from hwsim.bridge.models import tiny_gpt2, tokens
 
     return tiny_gpt2(), (tokens(BATCH, seq),), {"use_cache": False}
 
 
 @_builtin("tiny-llama", "Llama, 2 layers, 128 wide, 4 query / 2 KV heads, vocabulary 512")
 def _tiny_llama(seq: int) -> Example:
-    from bridge.models import tiny_llama, tokens
+    from hwsim.bridge.models import tiny_llama, tokens
 
     return tiny_llama(), (tokens(BATCH, seq),), {"use_cache": False}
 
@@ -140,7 +140,7 @@ def _tiny_llama(seq: int) -> Example:
 def _tiny_resnet(seq: int) -> Example:
     import torch
 
-    from bridge.models import tiny_resnet
+    from hwsim.bridge.models import tiny_resnet
 
     x = torch.randn(BATCH, 3, seq, seq, generator=torch.Generator().manual_seed(1))
     return tiny_resnet(), (x,), {}

@@ -32,23 +32,23 @@ import torch
 from torch import fx
 from torch.utils import _pytree as pytree
 
-from bridge import lowerings as _lowerings  # noqa: F401  (fills the registry)
-from bridge.context import IndexCheck, LoweringContext, TensorMeta, TilingOptions
-from bridge.dtypes import (
+from hwsim import lang
+from hwsim.bridge import lowerings as _lowerings  # noqa: F401  (fills the registry)
+from hwsim.bridge.context import IndexCheck, LoweringContext, TensorMeta, TilingOptions
+from hwsim.bridge.dtypes import (
     MOVABLE_DTYPES,
     check_int64_range,
     numpy_to_tensor,
     tensor_to_numpy,
     to_hw,
 )
-from bridge.errors import BridgeError, Reason, Unsupported
-from bridge.memory_plan import HbmArena, Lifetimes, MemoryStats, memory_stats
-from bridge.precision import Precision
-from bridge.registry import OpCall, check_support
-from bridge.report import OpTime, op_times
-from bridge.tiling import copy_tiles
-from bridge.values import HbmValue
-from hwsim import lang
+from hwsim.bridge.errors import BridgeError, Reason, Unsupported
+from hwsim.bridge.memory_plan import HbmArena, Lifetimes, MemoryStats, memory_stats
+from hwsim.bridge.precision import Precision
+from hwsim.bridge.registry import OpCall, check_support
+from hwsim.bridge.report import OpTime, op_times
+from hwsim.bridge.tiling import copy_tiles
+from hwsim.bridge.values import HbmValue
 from hwsim.config import HardwareConfig, load_config
 from hwsim.errors import HwsimError
 from hwsim.machine.simulator import RunResult, run
@@ -194,7 +194,7 @@ def _warm_up() -> None:
     """JIT-compile (or load) the numerics kernels once per process, as hwsim.lang does."""
     global _WARM
     if not _WARM:
-        from kernels import warm_up
+        from hwsim.kernels import warm_up
 
         warm_up()
         _WARM = True

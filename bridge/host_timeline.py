@@ -21,8 +21,8 @@ from typing import Any
 
 from torch import fx
 
-from bridge.options import BridgeOptions
-from bridge.report import OpRecord
+from hwsim.bridge.options import BridgeOptions
+from hwsim.bridge.report import OpRecord
 
 
 class _Timeline(fx.Interpreter):

@@ -27,7 +27,7 @@ from typing import Any
 from torch import fx
 from torch.utils import _pytree as pytree
 
-from bridge.values import HbmValue
+from hwsim.bridge.values import HbmValue
 from hwsim.program import Program
 
 #: Placement alignment in the arena. No source gives a DMA alignment rule for HBM; 64 B keeps

@@ -31,12 +31,12 @@ from torch import fx
 from torch.utils import _pytree as pytree
 from torch.utils._python_dispatch import TorchDispatchMode
 
-from bridge.errors import Reason, Unsupported, as_unsupported, op_name
-from bridge.graph_lowering import LoweredGraph, lower_graph
-from bridge.options import BridgeOptions, apply_fallback
-from bridge.precision import TORCH_DTYPES, cast_floats, compare
-from bridge.registry import OpCall, check_support
-from bridge.report import SUMMARY_KEYS, OpRecord, Report
+from hwsim.bridge.errors import Reason, Unsupported, as_unsupported, op_name
+from hwsim.bridge.graph_lowering import LoweredGraph, lower_graph
+from hwsim.bridge.options import BridgeOptions, apply_fallback
+from hwsim.bridge.precision import TORCH_DTYPES, cast_floats, compare
+from hwsim.bridge.registry import OpCall, check_support
+from hwsim.bridge.report import SUMMARY_KEYS, OpRecord, Report
 from hwsim.errors import HwsimError
 
 aten = torch.ops.aten

@@ -29,10 +29,10 @@ from typing import Any
 import torch
 from torch.utils import _pytree as pytree
 
-from bridge.errors import BridgeError
-from bridge.offload import VIEW_OPS, HwsimMode
-from bridge.opinfo_map import OpInfoMap, full_name, opinfo_db, opinfo_map, select_entries
-from bridge.precision import Precision, compare
+from hwsim.bridge.errors import BridgeError
+from hwsim.bridge.offload import VIEW_OPS, HwsimMode
+from hwsim.bridge.opinfo_map import OpInfoMap, full_name, opinfo_db, opinfo_map, select_entries
+from hwsim.bridge.precision import Precision, compare
 from hwsim.config import HardwareConfig, load_config
 
 #: Fraction of the samples reaching a lowered overload that must pass (the issue's target).

@@ -7,7 +7,7 @@ from collections import Counter
 from dataclasses import asdict
 from typing import Any
 
-from bridge.opinfo import TARGET, Conformance, OpResult, OverloadResult
+from hwsim.bridge.opinfo import TARGET, Conformance, OpResult, OverloadResult
 
 #: What the support classes mean (the docs' legend).
 LEGEND = (

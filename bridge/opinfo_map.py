@@ -15,8 +15,8 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from bridge.errors import BridgeError
-from bridge.registry import LOWERINGS
+from hwsim.bridge.errors import BridgeError
+from hwsim.bridge.registry import LOWERINGS
 
 #: Lowered overload -> OpInfo entries whose own ATen op it is, under a name that is not derived
 #: from the packet name (``softmax`` is CompositeImplicit over ``_softmax``, found by name).
@@ -92,7 +92,7 @@ class OpInfoMap:
 
 def opinfo_map(db: Sequence[Any], lowered: Iterable[Any] | None = None) -> OpInfoMap:
     """The mapping for ``lowered`` overloads (default: every entry of ``LOWERINGS``)."""
-    from bridge import lowerings  # noqa: F401  (LOWERINGS is complete once this has run)
+    from hwsim.bridge import lowerings  # noqa: F401  (LOWERINGS is complete once this has run)
 
     ops = sorted(str(op) for op in (LOWERINGS if lowered is None else lowered))
     by_packet = {str(op): op.overloadpacket.__name__ for op in LOWERINGS}

@@ -24,10 +24,10 @@ from dataclasses import dataclass, field, fields
 from pathlib import Path
 from typing import Any
 
-from bridge.context import TilingOptions
-from bridge.errors import FallbackError, Unsupported
-from bridge.precision import Precision
-from bridge.report import Report
+from hwsim.bridge.context import TilingOptions
+from hwsim.bridge.errors import FallbackError, Unsupported
+from hwsim.bridge.precision import Precision
+from hwsim.bridge.report import Report
 from hwsim.config import HardwareConfig, load_config
 
 FALLBACK_POLICIES = ("cpu", "warn", "error")

@@ -20,9 +20,9 @@ from torch.fx.passes.infra.partitioner import CapabilityBasedPartitioner
 from torch.fx.passes.operator_support import OperatorSupportBase
 from torch.utils import _pytree as pytree
 
-from bridge.errors import Unsupported, op_name
-from bridge.registry import OpCall, check_support
-from bridge.report import OpRecord
+from hwsim.bridge.errors import Unsupported, op_name
+from hwsim.bridge.registry import OpCall, check_support
+from hwsim.bridge.report import OpRecord
 
 
 @dataclass(frozen=True)

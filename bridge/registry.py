@@ -34,15 +34,15 @@ import torch
 from torch._ops import OpOverload
 from torch.utils import _pytree as pytree
 
-from bridge.context import LoweringContext, TensorMeta
-from bridge.dtypes import FLOAT_DTYPES, HW_INT32, INT32_MAX, INT32_MIN, NUMERIC_DTYPES
-from bridge.errors import BridgeError, DuplicateLoweringError, Reason, Unsupported
-from bridge.tiling import map_tiles
-from bridge.tiling.drivers import Operand, TileCompute
-from bridge.values import HbmValue
+from hwsim.bridge.context import LoweringContext, TensorMeta
+from hwsim.bridge.dtypes import FLOAT_DTYPES, HW_INT32, INT32_MAX, INT32_MIN, NUMERIC_DTYPES
+from hwsim.bridge.errors import BridgeError, DuplicateLoweringError, Reason, Unsupported
+from hwsim.bridge.tiling import map_tiles
+from hwsim.bridge.tiling.drivers import Operand, TileCompute
+from hwsim.bridge.values import HbmValue
 from hwsim.dtypes import DType
+from hwsim.kernels.ops import ActivationFunction, AluOp
 from hwsim.lang import isa as nisa
-from kernels.ops import ActivationFunction, AluOp
 
 LoweringFn = Callable[..., Any]
 
@@ -128,7 +128,7 @@ def register_lowering(
 
 def check_support(call: OpCall) -> Lowering:
     """The lowering for ``call``, or ``Unsupported`` saying why there is none."""
-    from bridge import lowerings  # noqa: F401  (the table is complete once this has run)
+    from hwsim.bridge import lowerings  # noqa: F401  (the table is complete once this has run)
 
     op = call.op
     if not isinstance(op, OpOverload):

@@ -22,7 +22,7 @@ from typing import Any
 from rich.console import Console
 from rich.table import Table
 
-from bridge.precision import ErrorStats
+from hwsim.bridge.precision import ErrorStats
 from hwsim.trace.records import Trace
 
 #: Columns of the report's text when it does not go to a terminal.
@@ -254,7 +254,7 @@ class Report:
     def tables(self, per_node: bool | None = None) -> list[Table]:
         """Rich tables: ops (one row per node, or per op for big graphs), decompositions, CPU
         fallbacks, outputs, top ops, torch.compile's graphs, runs."""
-        from bridge.report_tables import report_tables
+        from hwsim.bridge.report_tables import report_tables
 
         return report_tables(self, per_node)
 

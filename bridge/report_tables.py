@@ -7,7 +7,7 @@ from typing import TYPE_CHECKING, Any
 from rich.table import Table
 
 if TYPE_CHECKING:
-    from bridge.report import OpRecord, Report
+    from hwsim.bridge.report import OpRecord, Report
 
 
 def _ns(value: float) -> str:

@@ -60,8 +60,8 @@ def register(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> N
 
 
 def _opinfo(args: argparse.Namespace) -> int:
-    from bridge.opinfo import DEFAULT_MAX_ELEMENTS, OpResult, run_conformance
-    from bridge.opinfo_docs import markdown, op_line, summary_lines, to_dict
+    from hwsim.bridge.opinfo import DEFAULT_MAX_ELEMENTS, OpResult, run_conformance
+    from hwsim.bridge.opinfo_docs import markdown, op_line, summary_lines, to_dict
 
     def progress(result: OpResult) -> None:
         print(op_line(result), flush=True)

@@ -10,9 +10,9 @@ from __future__ import annotations
 
 import numpy as np
 
-from kernels._jit_cache import invalidate_stale_cache
-from kernels.activations import ACTIVATION_REF
-from kernels.elementwise import (
+from ._jit_cache import invalidate_stale_cache
+from .activations import ACTIVATION_REF
+from .elementwise import (
     activation,
     activation_reduce,
     activation_reduce_ref,
@@ -28,15 +28,15 @@ from kernels.elementwise import (
     tensor_tensor,
     tensor_tensor_ref,
 )
-from kernels.index import MAX_FREE_DIMS, affine_select, affine_select_ref, iota, iota_ref
-from kernels.integer import (
+from .index import MAX_FREE_DIMS, affine_select, affine_select_ref, iota, iota_ref
+from .integer import (
     tensor_scalar_int,
     tensor_scalar_int_ref,
     tensor_tensor_int,
     tensor_tensor_int_ref,
 )
-from kernels.matmul import matmul_accumulate, matmul_accumulate_ref, transpose, transpose_ref
-from kernels.ops import (
+from .matmul import matmul_accumulate, matmul_accumulate_ref, transpose, transpose_ref
+from .ops import (
     AFFINE_SELECT_CMP_OPS,
     BOOLEAN_RESULT_OPS,
     COMPARISON_OPS,
@@ -50,7 +50,7 @@ from kernels.ops import (
     AluOp,
     ReduceOp,
 )
-from kernels.reduce import (
+from .reduce import (
     BN_GROUP_WIDTH,
     BN_STATS_WIDTH,
     bn_aggr,

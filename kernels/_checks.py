@@ -6,7 +6,7 @@ from enum import IntEnum
 
 import numpy as np
 
-from kernels.ops import INTEGER_ONLY_OPS, AluOp
+from .ops import INTEGER_ONLY_OPS, AluOp
 
 Scalar = float | int | np.floating | np.integer
 """A Python or NumPy scalar accepted where a per-partition [P] operand is expected."""

@@ -30,7 +30,7 @@ from collections.abc import Callable
 import numba
 import numpy as np
 
-from kernels.ops import ActivationFunction as Act
+from .ops import ActivationFunction as Act
 
 _COPY = int(Act.copy)
 _EXP = int(Act.exp)

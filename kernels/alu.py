@@ -32,7 +32,7 @@ from collections.abc import Callable
 import numba
 import numpy as np
 
-from kernels.ops import AluOp
+from .ops import AluOp
 
 _BYPASS = int(AluOp.bypass)
 _ADD = int(AluOp.add)

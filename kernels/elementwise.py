@@ -15,12 +15,12 @@ from collections.abc import Callable
 import numba
 import numpy as np
 
-from kernels import _checks
-from kernels._checks import Scalar
-from kernels.activations import act_f64, act_f64_ref
-from kernels.alu import alu_f32_ref
-from kernels.ops import UNARY_ALU_OPS, ActivationFunction, AluOp
-from kernels.rows import binary_row, scalar_row
+from . import _checks
+from ._checks import Scalar
+from .activations import act_f64, act_f64_ref
+from .alu import alu_f32_ref
+from .ops import UNARY_ALU_OPS, ActivationFunction, AluOp
+from .rows import binary_row, scalar_row
 
 _UNARY_A = int(AluOp.bypass)
 _UNARY_B = int(AluOp.bitwise_not)

@@ -13,8 +13,8 @@ from collections.abc import Sequence
 import numba
 import numpy as np
 
-from kernels import _checks
-from kernels.ops import AFFINE_SELECT_CMP_OPS, AluOp
+from . import _checks
+from .ops import AFFINE_SELECT_CMP_OPS, AluOp
 
 MAX_FREE_DIMS = 4
 """Free dimensions of an affine pattern (nki.isa ``iota``/``affine_select`` take up to 4)."""

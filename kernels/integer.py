@@ -10,11 +10,11 @@ from __future__ import annotations
 import numba
 import numpy as np
 
-from kernels import _checks
-from kernels._checks import Scalar
-from kernels.alu import alu_i64, alu_i64_ref
-from kernels.elementwise import apply_scalar_ref
-from kernels.ops import AluOp
+from . import _checks
+from ._checks import Scalar
+from .alu import alu_i64, alu_i64_ref
+from .elementwise import apply_scalar_ref
+from .ops import AluOp
 
 _UNARY_A = int(AluOp.bypass)
 _UNARY_B = int(AluOp.bitwise_not)

@@ -12,10 +12,10 @@ from __future__ import annotations
 import numba
 import numpy as np
 
-from kernels import _checks
-from kernels.alu import alu_i64
-from kernels.ops import INTEGER_ONLY_REDUCE_OPS, ReduceOp
-from kernels.rows import reduce_row
+from . import _checks
+from .alu import alu_i64
+from .ops import INTEGER_ONLY_REDUCE_OPS, ReduceOp
+from .rows import reduce_row
 
 BN_STATS_WIDTH = 6
 """Elements per partition written by ``bn_stats``: (count, mean, M2) of even, then odd elements."""

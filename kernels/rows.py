@@ -12,8 +12,8 @@ from __future__ import annotations
 import numba
 import numpy as np
 
-from kernels.alu import alu_f32, fmax_f32, fmin_f32
-from kernels.ops import AluOp
+from .alu import alu_f32, fmax_f32, fmin_f32
+from .ops import AluOp
 
 _BYPASS = int(AluOp.bypass)
 _ADD = int(AluOp.add)

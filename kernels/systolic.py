@@ -46,7 +46,7 @@ from typing import Literal
 import numba
 import numpy as np
 
-from kernels._checks import f32
+from ._checks import f32
 
 LoadEdge = Literal["left", "top"]
 _LOAD_EDGES: dict[str, int] = {"left": 0, "top": 1}

@@ -11,7 +11,7 @@ max_pool2d_with_indices, _adaptive_avg_pool2d; batch_norm: native_batch_norm (ea
 _native_batch_norm_legit_no_training / _functional; pad: constant_pad_nd.
 """
 
-from bridge.lowerings import (
+from hwsim.bridge.lowerings import (
     attention,
     batch_norm,
     casts,

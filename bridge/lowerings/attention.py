@@ -25,17 +25,17 @@ import math
 
 import torch
 
-from bridge.context import LoweringContext
-from bridge.dtypes import FLOAT_DTYPES, HW_FP32
-from bridge.errors import Reason, Unsupported
-from bridge.registry import OpCall, register_lowering
-from bridge.tiling import HbmMatrix, TilingError, emit_matmul, plan
-from bridge.values import HbmValue
 from hwsim import lang
+from hwsim.bridge.context import LoweringContext
+from hwsim.bridge.dtypes import FLOAT_DTYPES, HW_FP32
+from hwsim.bridge.errors import Reason, Unsupported
+from hwsim.bridge.registry import OpCall, register_lowering
+from hwsim.bridge.tiling import HbmMatrix, TilingError, emit_matmul, plan
+from hwsim.bridge.values import HbmValue
+from hwsim.kernels.ops import ActivationFunction as Act
+from hwsim.kernels.ops import AluOp, ReduceOp
 from hwsim.lang import isa as nisa
 from hwsim.library.common import BufferRing, chunks
-from kernels.ops import ActivationFunction as Act
-from kernels.ops import AluOp, ReduceOp
 
 aten = torch.ops.aten
 NEG_INF = float("-inf")

@@ -26,19 +26,19 @@ from collections.abc import Sequence
 
 import torch
 
-from bridge.context import LoweringContext
-from bridge.errors import Reason, Unsupported
-from bridge.registry import OpCall, register_lowering
-from bridge.tiling.space import TileRef, hbm_ap, plan
-from bridge.values import HbmValue
 from hwsim import lang
+from hwsim.bridge.context import LoweringContext
+from hwsim.bridge.errors import Reason, Unsupported
+from hwsim.bridge.registry import OpCall, register_lowering
+from hwsim.bridge.tiling.space import TileRef, hbm_ap, plan
+from hwsim.bridge.values import HbmValue
 from hwsim.dtypes import DType
 from hwsim.isa.compute_base import BN_STATS_FMAX
+from hwsim.kernels import BN_STATS_WIDTH
+from hwsim.kernels.ops import ActivationFunction as Act
+from hwsim.kernels.ops import AluOp
 from hwsim.lang import isa as nisa
 from hwsim.library.common import BufferRing, chunks
-from kernels import BN_STATS_WIDTH
-from kernels.ops import ActivationFunction as Act
-from kernels.ops import AluOp
 
 aten = torch.ops.aten
 

@@ -20,15 +20,15 @@ from typing import Any
 
 import torch
 
-from bridge.context import LoweringContext, TensorMeta
-from bridge.dtypes import HW_FP32, HW_INT32, MOVABLE_DTYPES, to_hw
-from bridge.errors import Reason, Unsupported
-from bridge.lowerings.views import materialize
-from bridge.registry import OpCall, pointwise, register_lowering
-from bridge.tiling.drivers import Operand
-from bridge.values import HbmValue
+from hwsim.bridge.context import LoweringContext, TensorMeta
+from hwsim.bridge.dtypes import HW_FP32, HW_INT32, MOVABLE_DTYPES, to_hw
+from hwsim.bridge.errors import Reason, Unsupported
+from hwsim.bridge.lowerings.views import materialize
+from hwsim.bridge.registry import OpCall, pointwise, register_lowering
+from hwsim.bridge.tiling.drivers import Operand
+from hwsim.bridge.values import HbmValue
+from hwsim.kernels.ops import AluOp
 from hwsim.lang import isa as nisa
-from kernels.ops import AluOp
 
 aten = torch.ops.aten
 

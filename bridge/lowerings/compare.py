@@ -21,16 +21,16 @@ from typing import Any
 
 import torch
 
-from bridge.context import LoweringContext
-from bridge.dtypes import HW_FP32, HW_INT32, HW_UINT8, INT_DTYPES, MOVABLE_DTYPES, to_hw
-from bridge.errors import BridgeError, Reason, Unsupported
-from bridge.registry import OpCall, pointwise, register_lowering, work_dtype
-from bridge.tiling.drivers import Operand
-from bridge.values import HbmValue
 from hwsim import lang
+from hwsim.bridge.context import LoweringContext
+from hwsim.bridge.dtypes import HW_FP32, HW_INT32, HW_UINT8, INT_DTYPES, MOVABLE_DTYPES, to_hw
+from hwsim.bridge.errors import BridgeError, Reason, Unsupported
+from hwsim.bridge.registry import OpCall, pointwise, register_lowering, work_dtype
+from hwsim.bridge.tiling.drivers import Operand
+from hwsim.bridge.values import HbmValue
 from hwsim.dtypes import DType
+from hwsim.kernels.ops import AluOp
 from hwsim.lang import isa as nisa
-from kernels.ops import AluOp
 
 aten = torch.ops.aten
 

@@ -13,11 +13,11 @@ from collections.abc import Sequence
 
 import torch
 
-from bridge.context import LoweringContext, TensorMeta
-from bridge.dtypes import MOVABLE_DTYPES
-from bridge.registry import register_lowering
-from bridge.tiling import copy_tiles
-from bridge.values import HbmValue
+from hwsim.bridge.context import LoweringContext, TensorMeta
+from hwsim.bridge.dtypes import MOVABLE_DTYPES
+from hwsim.bridge.registry import register_lowering
+from hwsim.bridge.tiling import copy_tiles
+from hwsim.bridge.values import HbmValue
 
 aten = torch.ops.aten
 

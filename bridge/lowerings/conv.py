@@ -32,17 +32,17 @@ from dataclasses import dataclass
 
 import torch
 
-from bridge.context import LoweringContext, TensorMeta
-from bridge.errors import Reason, Unsupported
-from bridge.registry import OpCall, register_lowering
-from bridge.tiling.space import TilingError, hbm_ap
-from bridge.tiling.windows import AxisGeometry, OutputBlock, plan_blocks
-from bridge.values import HbmValue
 from hwsim import lang
+from hwsim.bridge.context import LoweringContext, TensorMeta
+from hwsim.bridge.errors import Reason, Unsupported
+from hwsim.bridge.registry import OpCall, register_lowering
+from hwsim.bridge.tiling.space import TilingError, hbm_ap
+from hwsim.bridge.tiling.windows import AxisGeometry, OutputBlock, plan_blocks
+from hwsim.bridge.values import HbmValue
 from hwsim.dtypes import DType
+from hwsim.kernels.ops import ActivationFunction as Act
 from hwsim.lang import isa as nisa
 from hwsim.library.common import BufferRing, Evacuator, chunks
-from kernels.ops import ActivationFunction as Act
 
 aten = torch.ops.aten
 

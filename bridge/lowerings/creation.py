@@ -18,16 +18,16 @@ from typing import Any
 
 import torch
 
-from bridge.context import LoweringContext, TensorMeta
-from bridge.dtypes import HW_FP32, HW_INT32, MOVABLE_DTYPES, Int64RangeError, check_int32
-from bridge.errors import Reason, Unsupported
-from bridge.registry import OpCall, register_lowering
-from bridge.tiling import plan
-from bridge.values import HbmValue
 from hwsim import lang
+from hwsim.bridge.context import LoweringContext, TensorMeta
+from hwsim.bridge.dtypes import HW_FP32, HW_INT32, MOVABLE_DTYPES, Int64RangeError, check_int32
+from hwsim.bridge.errors import Reason, Unsupported
+from hwsim.bridge.registry import OpCall, register_lowering
+from hwsim.bridge.tiling import plan
+from hwsim.bridge.values import HbmValue
+from hwsim.kernels.ops import AluOp
 from hwsim.lang import isa as nisa
 from hwsim.library.common import BufferRing
-from kernels.ops import AluOp
 
 aten = torch.ops.aten
 

@@ -26,19 +26,19 @@ from typing import Any
 
 import torch
 
-from bridge.context import LoweringContext, TensorMeta
-from bridge.dtypes import HW_INT32, INT_DTYPES, MOVABLE_DTYPES
-from bridge.errors import Reason, Unsupported
-from bridge.lowerings.views import materialize
-from bridge.registry import OpCall, register_lowering
-from bridge.tiling import map_tiles
-from bridge.tiling.drivers import Operand
-from bridge.tiling.gather import gather_rows
-from bridge.values import HbmValue
 from hwsim import lang
+from hwsim.bridge.context import LoweringContext, TensorMeta
+from hwsim.bridge.dtypes import HW_INT32, INT_DTYPES, MOVABLE_DTYPES
+from hwsim.bridge.errors import Reason, Unsupported
+from hwsim.bridge.lowerings.views import materialize
+from hwsim.bridge.registry import OpCall, register_lowering
+from hwsim.bridge.tiling import map_tiles
+from hwsim.bridge.tiling.drivers import Operand
+from hwsim.bridge.tiling.gather import gather_rows
+from hwsim.bridge.values import HbmValue
+from hwsim.kernels.ops import AluOp
 from hwsim.lang import isa as nisa
 from hwsim.library.common import BufferRing
-from kernels.ops import AluOp
 
 aten = torch.ops.aten
 

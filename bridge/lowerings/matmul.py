@@ -9,11 +9,11 @@ from __future__ import annotations
 
 import torch
 
-from bridge.context import LoweringContext, TensorMeta
-from bridge.errors import Reason, Unsupported
-from bridge.registry import OpCall, register_lowering
-from bridge.tiling import emit_matmul
-from bridge.values import HbmValue
+from hwsim.bridge.context import LoweringContext, TensorMeta
+from hwsim.bridge.errors import Reason, Unsupported
+from hwsim.bridge.registry import OpCall, register_lowering
+from hwsim.bridge.tiling import emit_matmul
+from hwsim.bridge.values import HbmValue
 
 aten = torch.ops.aten
 

@@ -26,20 +26,20 @@ from typing import Any
 
 import torch
 
-from bridge.context import LoweringContext, TensorMeta
-from bridge.lowerings.reduction import reduced_dims
-from bridge.registry import register_lowering
-from bridge.tiling.rows import plan_rows, row_budget
-from bridge.tiling.space import TileRef
-from bridge.values import HbmValue
 from hwsim import lang
+from hwsim.bridge.context import LoweringContext, TensorMeta
+from hwsim.bridge.lowerings.reduction import reduced_dims
+from hwsim.bridge.registry import register_lowering
+from hwsim.bridge.tiling.rows import plan_rows, row_budget
+from hwsim.bridge.tiling.space import TileRef
+from hwsim.bridge.values import HbmValue
 from hwsim.isa.compute_base import BN_STATS_FMAX
+from hwsim.kernels import BN_GROUP_WIDTH, BN_STATS_WIDTH
+from hwsim.kernels.ops import ActivationFunction as Act
+from hwsim.kernels.ops import AluOp
 from hwsim.lang import isa as nisa
 from hwsim.lang.tiles import View
 from hwsim.library.common import BufferRing, chunks
-from kernels import BN_GROUP_WIDTH, BN_STATS_WIDTH
-from kernels.ops import ActivationFunction as Act
-from kernels.ops import AluOp
 
 aten = torch.ops.aten
 

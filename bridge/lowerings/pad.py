@@ -16,13 +16,13 @@ from typing import Any
 
 import torch
 
-from bridge.context import LoweringContext, TensorMeta
-from bridge.dtypes import MOVABLE_DTYPES
-from bridge.errors import Reason, Unsupported
-from bridge.lowerings.creation import fill_scalar, fill_views
-from bridge.registry import OpCall, register_lowering
-from bridge.tiling import copy_tiles
-from bridge.values import HbmValue
+from hwsim.bridge.context import LoweringContext, TensorMeta
+from hwsim.bridge.dtypes import MOVABLE_DTYPES
+from hwsim.bridge.errors import Reason, Unsupported
+from hwsim.bridge.lowerings.creation import fill_scalar, fill_views
+from hwsim.bridge.registry import OpCall, register_lowering
+from hwsim.bridge.tiling import copy_tiles
+from hwsim.bridge.values import HbmValue
 
 aten = torch.ops.aten
 

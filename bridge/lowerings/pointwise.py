@@ -20,10 +20,11 @@ from __future__ import annotations
 import torch
 from torch._ops import OpOverload
 
-from bridge.context import LoweringContext, TensorMeta
-from bridge.dtypes import HW_FP32, HW_INT32, NUMERIC_DTYPES
-from bridge.errors import Reason, Unsupported
-from bridge.registry import (
+from hwsim import lang
+from hwsim.bridge.context import LoweringContext, TensorMeta
+from hwsim.bridge.dtypes import HW_FP32, HW_INT32, NUMERIC_DTYPES
+from hwsim.bridge.errors import Reason, Unsupported
+from hwsim.bridge.registry import (
     OpCall,
     check_int32_scalars,
     pointwise,
@@ -32,14 +33,13 @@ from bridge.registry import (
     register_lowering,
     register_unary,
 )
-from bridge.tiling.drivers import Operand
-from bridge.values import HbmValue
-from hwsim import lang
+from hwsim.bridge.tiling.drivers import Operand
+from hwsim.bridge.values import HbmValue
 from hwsim.dtypes import DType
+from hwsim.kernels.ops import ActivationFunction as Act
+from hwsim.kernels.ops import AluOp
 from hwsim.lang import isa as nisa
 from hwsim.library.common import BufferRing
-from kernels.ops import ActivationFunction as Act
-from kernels.ops import AluOp
 
 aten = torch.ops.aten
 
@@ -338,7 +338,7 @@ def _as_value(ctx: LoweringContext, operand: HbmValue | float) -> HbmValue:
     the output's shape; the scalar is cast to the output dtype, as torch's wrapped scalars are)."""
     if isinstance(operand, HbmValue):
         return operand
-    from bridge.lowerings.creation import fill_views
+    from hwsim.bridge.lowerings.creation import fill_views
 
     meta: TensorMeta = ctx.out
     single = ctx.new_value((1,), meta.dtype)

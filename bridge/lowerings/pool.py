@@ -34,19 +34,19 @@ from dataclasses import dataclass, replace
 
 import torch
 
-from bridge.context import LoweringContext, TensorMeta
-from bridge.dtypes import FLOAT_DTYPES
-from bridge.errors import Reason, Unsupported
-from bridge.registry import OpCall, register_lowering
-from bridge.tiling.space import TilingError, hbm_ap
-from bridge.tiling.windows import AxisGeometry, AxisWindow, OutputBlock, plan_blocks
-from bridge.values import HbmValue
 from hwsim import lang
+from hwsim.bridge.context import LoweringContext, TensorMeta
+from hwsim.bridge.dtypes import FLOAT_DTYPES
+from hwsim.bridge.errors import Reason, Unsupported
+from hwsim.bridge.registry import OpCall, register_lowering
+from hwsim.bridge.tiling.space import TilingError, hbm_ap
+from hwsim.bridge.tiling.windows import AxisGeometry, AxisWindow, OutputBlock, plan_blocks
+from hwsim.bridge.values import HbmValue
 from hwsim.dtypes import DType
+from hwsim.kernels.ops import AluOp, ReduceOp
 from hwsim.lang import isa as nisa
 from hwsim.lang.tiles import as_ap
 from hwsim.library.common import BufferRing, chunks
-from kernels.ops import AluOp, ReduceOp
 
 aten = torch.ops.aten
 

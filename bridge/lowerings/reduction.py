@@ -22,19 +22,19 @@ from typing import Any
 
 import torch
 
-from bridge.context import LoweringContext, TensorMeta
-from bridge.dtypes import HW_INT32, HW_UINT8, MOVABLE_DTYPES
-from bridge.errors import Reason, Unsupported
-from bridge.registry import OpCall, register_lowering
-from bridge.tiling import map_tiles, reduce_tiles, row_tiles
-from bridge.tiling.drivers import Operand, row_tile_bytes
-from bridge.tiling.rows import RowPlan, plan_rows, row_budget
-from bridge.values import HbmValue
 from hwsim import lang
+from hwsim.bridge.context import LoweringContext, TensorMeta
+from hwsim.bridge.dtypes import HW_INT32, HW_UINT8, MOVABLE_DTYPES
+from hwsim.bridge.errors import Reason, Unsupported
+from hwsim.bridge.registry import OpCall, register_lowering
+from hwsim.bridge.tiling import map_tiles, reduce_tiles, row_tiles
+from hwsim.bridge.tiling.drivers import Operand, row_tile_bytes
+from hwsim.bridge.tiling.rows import RowPlan, plan_rows, row_budget
+from hwsim.bridge.values import HbmValue
+from hwsim.kernels.ops import ActivationFunction as Act
+from hwsim.kernels.ops import AluOp, ReduceOp
 from hwsim.lang import isa as nisa
 from hwsim.library.common import BufferRing
-from kernels.ops import ActivationFunction as Act
-from kernels.ops import AluOp, ReduceOp
 
 aten = torch.ops.aten
 FLT_MAX = float(torch.finfo(torch.float32).max)

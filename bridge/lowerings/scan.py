@@ -18,16 +18,16 @@ from typing import Any
 
 import torch
 
-from bridge.context import LoweringContext, TensorMeta
-from bridge.dtypes import MOVABLE_DTYPES
-from bridge.registry import register_lowering, work_dtype
-from bridge.tiling.rows import plan_rows
-from bridge.values import HbmValue
 from hwsim import lang
+from hwsim.bridge.context import LoweringContext, TensorMeta
+from hwsim.bridge.dtypes import MOVABLE_DTYPES
+from hwsim.bridge.registry import register_lowering, work_dtype
+from hwsim.bridge.tiling.rows import plan_rows
+from hwsim.bridge.values import HbmValue
+from hwsim.kernels.ops import AluOp
 from hwsim.lang import isa as nisa
 from hwsim.lang.tiles import View
 from hwsim.library.common import BufferRing
-from kernels.ops import AluOp
 
 aten = torch.ops.aten
 

@@ -16,12 +16,12 @@ from typing import Any
 
 import torch
 
-from bridge.context import LoweringContext
-from bridge.dtypes import MOVABLE_DTYPES
-from bridge.errors import Reason, Unsupported
-from bridge.registry import OpCall, register_lowering
-from bridge.tiling import copy_tiles
-from bridge.values import HbmValue
+from hwsim.bridge.context import LoweringContext
+from hwsim.bridge.dtypes import MOVABLE_DTYPES
+from hwsim.bridge.errors import Reason, Unsupported
+from hwsim.bridge.registry import OpCall, register_lowering
+from hwsim.bridge.tiling import copy_tiles
+from hwsim.bridge.values import HbmValue
 
 aten = torch.ops.aten
 

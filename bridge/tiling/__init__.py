@@ -3,9 +3,9 @@
 row plans for ops over whole rows, chunked when a row does not fit one tile (``rows``), and
 matmul tiling with K accumulated in PSUM (``matmul``)."""
 
-from bridge.tiling.drivers import copy_tiles, map_tiles, reduce_tiles, row_tiles
-from bridge.tiling.matmul import HbmMatrix, MatmulTiler, emit_matmul
-from bridge.tiling.space import Dim, TileRef, TilingError, coalesce, hbm_ap, plan
+from hwsim.bridge.tiling.drivers import copy_tiles, map_tiles, reduce_tiles, row_tiles
+from hwsim.bridge.tiling.matmul import HbmMatrix, MatmulTiler, emit_matmul
+from hwsim.bridge.tiling.space import Dim, TileRef, TilingError, coalesce, hbm_ap, plan
 
 __all__ = [
     "Dim",

@@ -11,16 +11,16 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 
-from bridge.context import LoweringContext
-from bridge.tiling.rows import row_budget
-from bridge.tiling.space import TileRef, plan
-from bridge.values import HbmValue
 from hwsim import lang
+from hwsim.bridge.context import LoweringContext
+from hwsim.bridge.tiling.rows import row_budget
+from hwsim.bridge.tiling.space import TileRef, plan
+from hwsim.bridge.values import HbmValue
 from hwsim.dtypes import DType
+from hwsim.kernels.ops import AluOp, ReduceOp
 from hwsim.lang import isa as nisa
 from hwsim.lang.tiles import Tile, View
 from hwsim.library.common import BufferRing
-from kernels.ops import AluOp, ReduceOp
 
 Operand = Tile | View
 #: Emit one tile's compute: (dst tile, input tiles), all [partitions, free elements].

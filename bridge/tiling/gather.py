@@ -31,15 +31,15 @@ block of 128 indices reads the whole table and runs G/128 x R/512 matmuls: O(N *
 
 from __future__ import annotations
 
-from bridge.context import LoweringContext
-from bridge.dtypes import HW_FP32, HW_INT32
-from bridge.tiling.matmul import HbmMatrix
-from bridge.tiling.space import hbm_ap
-from bridge.values import HbmValue
 from hwsim import lang
+from hwsim.bridge.context import LoweringContext
+from hwsim.bridge.dtypes import HW_FP32, HW_INT32
+from hwsim.bridge.tiling.matmul import HbmMatrix
+from hwsim.bridge.tiling.space import hbm_ap
+from hwsim.bridge.values import HbmValue
+from hwsim.kernels.ops import AluOp
 from hwsim.lang import isa as nisa
 from hwsim.library.common import BufferRing, Evacuator, chunks
-from kernels.ops import AluOp
 
 
 def gather_rows(ctx: LoweringContext, table: HbmValue, index: HbmValue, out: HbmValue) -> None:

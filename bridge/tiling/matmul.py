@@ -30,16 +30,16 @@ from __future__ import annotations
 import itertools
 from dataclasses import dataclass
 
-from bridge.context import LoweringContext
-from bridge.tiling.space import hbm_ap
-from bridge.values import HbmValue
 from hwsim import lang
+from hwsim.bridge.context import LoweringContext
+from hwsim.bridge.tiling.space import hbm_ap
+from hwsim.bridge.values import HbmValue
 from hwsim.dtypes import DType
 from hwsim.isa.ap import AccessPattern
+from hwsim.kernels.ops import AluOp
 from hwsim.lang import isa as nisa
 from hwsim.lang.tiles import Tile, View
 from hwsim.library.common import BufferRing, Evacuator, TransposedLoader, cdiv, chunks
-from kernels.ops import AluOp
 
 Operand = Tile | View
 

@@ -17,9 +17,9 @@ import math
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from bridge.context import LoweringContext
-from bridge.tiling.space import TileRef, plan
-from bridge.values import HbmValue
+from hwsim.bridge.context import LoweringContext
+from hwsim.bridge.tiling.space import TileRef, plan
+from hwsim.bridge.values import HbmValue
 
 #: Share of SBUF (per partition) a row op's tiles may take.
 ROW_SBUF_SHARE = 3 / 4

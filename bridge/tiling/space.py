@@ -28,7 +28,7 @@ import math
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 
-from bridge.values import HbmValue
+from hwsim.bridge.values import HbmValue
 from hwsim.isa.ap import AccessPattern, MemorySpace
 
 #: Free dims a tile takes at most (hardware access patterns have 4; one is left for callers).

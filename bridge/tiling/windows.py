@@ -17,7 +17,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from bridge.tiling.space import TilingError
+from hwsim.bridge.tiling.space import TilingError
 
 
 @dataclass(frozen=True)

@@ -17,7 +17,7 @@ from hwsim.dtypes import DType
 from hwsim.isa.ap import AccessPattern, MemorySpace
 from hwsim.isa.base import Instruction, MachineSpec
 from hwsim.isa.tensor_ops import as_2d
-from kernels import AluOp
+from hwsim.kernels import AluOp
 
 if TYPE_CHECKING:
     from hwsim.machine.state import CoreState

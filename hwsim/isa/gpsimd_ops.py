@@ -12,11 +12,11 @@ import math
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-import kernels
+from hwsim import kernels
 from hwsim.isa.ap import AccessPattern, MemorySpace
 from hwsim.isa.base import Cost, MachineSpec, elements_cycles, register
 from hwsim.isa.compute_base import ComputeInstruction, read_2d, write_result
-from kernels import AluOp, ReduceOp
+from hwsim.kernels import AluOp, ReduceOp
 
 if TYPE_CHECKING:
     from hwsim.machine.state import CoreState

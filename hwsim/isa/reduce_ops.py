@@ -7,7 +7,7 @@ import math
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-import kernels
+from hwsim import kernels
 from hwsim.isa.ap import AccessPattern
 from hwsim.isa.base import Cost, MachineSpec, elements_cycles, register
 from hwsim.isa.compute_base import (
@@ -17,7 +17,7 @@ from hwsim.isa.compute_base import (
     read_2d,
     write_result,
 )
-from kernels import ReduceOp
+from hwsim.kernels import ReduceOp
 
 if TYPE_CHECKING:
     from hwsim.machine.state import CoreState

@@ -7,12 +7,12 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
-import kernels
+from hwsim import kernels
 from hwsim.isa.ap import AccessPattern
 from hwsim.isa.base import Cost, MachineSpec, elements_cycles, register
 from hwsim.isa.compute_base import ComputeInstruction, Scalar, read_2d, read_scalar, write_result
 from hwsim.isa.copy_ops import same_shape
-from kernels import ActivationFunction
+from hwsim.kernels import ActivationFunction
 
 if TYPE_CHECKING:
     from hwsim.machine.state import CoreState

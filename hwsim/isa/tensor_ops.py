@@ -148,7 +148,7 @@ class NcMatmul(Instruction):
         )
 
     def execute(self, state: CoreState) -> None:
-        from kernels.matmul import matmul_accumulate
+        from hwsim.kernels.matmul import matmul_accumulate
 
         stationary = as_2d(state.read(self.stationary))
         moving = as_2d(state.read(self.moving))

@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
-import kernels
+from hwsim import kernels
 from hwsim.isa.ap import AccessPattern, MemorySpace
 from hwsim.isa.base import Cost, MachineSpec, elements_cycles, register
 from hwsim.isa.compute_base import (
@@ -28,7 +28,7 @@ from hwsim.isa.compute_base import (
 )
 from hwsim.isa.copy_ops import performance_mode_factor, same_shape
 from hwsim.isa.tensor_ops import as_2d
-from kernels import AluOp
+from hwsim.kernels import AluOp
 
 if TYPE_CHECKING:
     from hwsim.machine.state import CoreState

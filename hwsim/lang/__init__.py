@@ -17,6 +17,7 @@
 See docs/kernel-language.md for a walk-through.
 """
 
+from hwsim.kernels.ops import ActivationFunction, AluOp, ReduceOp
 from hwsim.lang import isa
 from hwsim.lang.allocator import OutOfMemoryError
 from hwsim.lang.kernel import (
@@ -48,7 +49,6 @@ from hwsim.lang.language import (
     uint32,
 )
 from hwsim.lang.tiles import Buffer, Tile, View, hbm, psum, sbuf
-from kernels.ops import ActivationFunction, AluOp, ReduceOp
 
 __all__ = [
     "ActivationFunction",

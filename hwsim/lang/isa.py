@@ -10,9 +10,9 @@ from __future__ import annotations
 from typing import Any
 
 from hwsim.isa.base import ISA, Instruction
+from hwsim.kernels.ops import ActivationFunction, AluOp, ReduceOp
 from hwsim.lang.kernel import current, source_location
 from hwsim.lang.tiles import Tile, View, as_ap
-from kernels.ops import ActivationFunction, AluOp, ReduceOp
 
 #: Engine names (NKI: ``nki.isa.engine``).
 tensor_engine, vector_engine, scalar_engine, gpsimd_engine, sync_engine = (

@@ -271,8 +271,8 @@ class Kernel:
         **kwargs: Any,
     ) -> KernelResult:
         """Build and simulate; returns outputs (as numpy arrays), trace and summary."""
+        from hwsim.kernels import warm_up
         from hwsim.machine.simulator import run
-        from kernels import warm_up
 
         warm_up()
         built = self.build(*args, config=config, **kwargs)

@@ -112,7 +112,7 @@ def _prepare_worker(task: Task) -> None:
         except ImportError:  # loky and Dask already start workers with one-thread env vars
             pass
     if task.numerics:
-        from kernels import warm_up
+        from hwsim.kernels import warm_up
 
         warm_up()
 
@@ -286,7 +286,7 @@ class _Run:
     def execute(
         self, tasks: list[Task], where: str, backend: str, jobs: int, address: str | None
     ) -> None:
-        from kernels import warm_up
+        from hwsim.kernels import warm_up
 
         warm_up()  # compile or load every kernel once, before workers start
         title = f"sweep {self.plan.spec.name}"

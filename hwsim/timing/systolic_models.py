@@ -39,8 +39,8 @@ from dataclasses import dataclass
 from functools import lru_cache
 
 from hwsim.config.schema import TensorEngineConfig
+from hwsim.kernels.systolic import SystolicArray
 from hwsim.timing.tensor_models import MatmulShape, MatmulTiming, register_tensor_model
-from kernels.systolic import SystolicArray
 
 
 def scalesim_ws_total_cycles(R: int, C: int, M: int, N: int, K: int) -> int:

@@ -21,8 +21,8 @@ def run_workload(
     race_check: bool = False,
 ) -> tuple[Any, dict[str, Any]]:
     """Build and simulate a workload; returns (RunResult, summary with numerics fields)."""
+    from hwsim.kernels import warm_up
     from hwsim.machine.simulator import run
-    from kernels import warm_up
 
     config = load_config(config_name, overrides or [])
     workload = resolve_workload(workload_text)

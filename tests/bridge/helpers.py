@@ -9,9 +9,9 @@ import torch
 from torch.fx.experimental.proxy_tensor import make_fx
 from torch.utils import _pytree as pytree
 
-from bridge.context import TilingOptions
-from bridge.graph_lowering import GraphRun, lower_graph
-from bridge.precision import Precision, compare
+from hwsim.bridge.context import TilingOptions
+from hwsim.bridge.graph_lowering import GraphRun, lower_graph
+from hwsim.bridge.precision import Precision, compare
 
 Shape = tuple[int, ...]
 

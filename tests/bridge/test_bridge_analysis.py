@@ -1,4 +1,4 @@
-"""bridge.analyze: the op-support table before anything runs; the package's lazy exports."""
+"""hwsim.bridge.analyze: the op-support table before anything runs; the package's lazy exports."""
 
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ import torch
 from rich.console import Console
 from torch import nn
 
-import bridge
+from hwsim import bridge
 
 
 def test_analyze_mlp_all_supported_nothing_simulated():

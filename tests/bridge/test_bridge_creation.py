@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 import torch
 
-from bridge.errors import Reason, Unsupported
+from hwsim.bridge.errors import Reason, Unsupported
 from tests.bridge.helpers import check_op
 
 
@@ -68,7 +68,7 @@ def test_reads_inputs_false_admits_an_empty_input(name, monkeypatch):
     an empty input; one that reads its inputs is refused."""
     from dataclasses import replace
 
-    from bridge.registry import LOWERINGS, OpCall, check_support
+    from hwsim.bridge.registry import LOWERINGS, OpCall, check_support
 
     op, args = NEW_FROM_EMPTY[name]
     empty = torch.empty(0, 4)
@@ -85,7 +85,7 @@ def test_new_zeros_from_an_empty_input_runs():
 
 
 def test_empty_inputs_still_refused_for_ops_that_read_them():
-    from bridge.registry import OpCall, check_support
+    from hwsim.bridge.registry import OpCall, check_support
 
     empty = torch.empty(0, 4)
     with pytest.raises(Unsupported, match="input is empty"):

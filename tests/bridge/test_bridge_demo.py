@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from bridge.demo import main
+from hwsim.bridge.demo import main
 
 
 def test_demo_runs_gpt2_with_no_cpu_ops_and_writes_the_run(

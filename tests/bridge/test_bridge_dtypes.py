@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 import torch
 
-from bridge.dtypes import Int64RangeError
+from hwsim.bridge.dtypes import Int64RangeError
 from tests.bridge.helpers import check_op
 
 

@@ -11,8 +11,8 @@ import torch
 import torch._dynamo
 from torch import nn
 
-import bridge.dynamo
-from bridge.errors import FallbackError
+from hwsim import bridge
+from hwsim.bridge.errors import FallbackError
 
 
 @pytest.fixture(autouse=True)

@@ -13,9 +13,9 @@ import pytest
 import torch
 from torch import nn
 
-from bridge.errors import Reason, Unsupported
-from bridge.export import export_program
-from bridge.precision import TOLERANCES, compare
+from hwsim.bridge.errors import Reason, Unsupported
+from hwsim.bridge.export import export_program
+from hwsim.bridge.precision import TOLERANCES, compare
 from hwsim.sweep import load_results, load_sweep, run_sweep
 from hwsim.workloads.saved import EXPECTED_OUTPUTS, LOWERED_FOR, compare_arrays, load_program
 from tests.sweep.helpers import write_spec

@@ -7,8 +7,8 @@ import torch
 import torch.nn.functional as F
 from torch.fx.experimental.proxy_tensor import make_fx
 
-from bridge.errors import Reason, Unsupported
-from bridge.graph_lowering import lower_graph
+from hwsim.bridge.errors import Reason, Unsupported
+from hwsim.bridge.graph_lowering import lower_graph
 from hwsim.errors import MemoryAccessError
 from tests.bridge.helpers import check_op
 

@@ -10,8 +10,8 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-import bridge.dynamo
-from bridge.tiling.rows import chunk_count
+from hwsim import bridge
+from hwsim.bridge.tiling.rows import chunk_count
 from tests.bridge.helpers import check_op
 
 aten = torch.ops.aten

@@ -6,7 +6,7 @@ import pytest
 import torch
 import torch.nn.functional as F
 
-from bridge.context import TilingOptions
+from hwsim.bridge.context import TilingOptions
 from tests.bridge.helpers import check_op
 
 # (M, K, N) on the tiny config (32 PE rows/cols): K=257 is 9 K tiles with a partial one, M=130

@@ -8,8 +8,8 @@ import pytest
 import torch
 from torch.fx.experimental.proxy_tensor import make_fx
 
-from bridge.graph_lowering import LoweredGraph, lower_graph
-from bridge.memory_plan import ALIGN_BYTES, HbmArena
+from hwsim.bridge.graph_lowering import LoweredGraph, lower_graph
+from hwsim.bridge.memory_plan import ALIGN_BYTES, HbmArena
 from hwsim.config import load_config
 from hwsim.errors import MemoryAccessError
 from hwsim.isa.ap import MemorySpace
@@ -130,7 +130,7 @@ def test_a_graph_that_only_fits_with_the_plan() -> None:
 
 
 def test_compile_reports_the_hbm_peak_with_and_without_the_plan() -> None:
-    from bridge.dynamo import last_report
+    from hwsim.bridge.dynamo import last_report
 
     torch._dynamo.reset()
     peaks = {}

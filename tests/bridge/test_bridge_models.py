@@ -10,9 +10,9 @@ import torch
 import torch._dynamo
 from torch import nn
 
-import bridge
-from bridge.models import tiny_gpt2, tiny_llama
-from bridge.precision import TOLERANCES, compare
+from hwsim import bridge
+from hwsim.bridge.models import tiny_gpt2, tiny_llama
+from hwsim.bridge.precision import TOLERANCES, compare
 
 transformers = pytest.importorskip("transformers")
 

@@ -6,8 +6,8 @@ import pytest
 import torch
 from torch import nn
 
-from bridge.errors import FallbackError
-from bridge.offload import HwsimMode
+from hwsim.bridge.errors import FallbackError
+from hwsim.bridge.offload import HwsimMode
 
 
 def mlp() -> nn.Module:

@@ -9,12 +9,12 @@ import re
 import pytest
 import torch
 
-from bridge.errors import BridgeError
-from bridge.offload import VIEW_OPS
-from bridge.opinfo import TARGET, run_conformance
-from bridge.opinfo_docs import markdown
-from bridge.opinfo_map import opinfo_db, opinfo_map
-from bridge.registry import LOWERINGS
+from hwsim.bridge.errors import BridgeError
+from hwsim.bridge.offload import VIEW_OPS
+from hwsim.bridge.opinfo import TARGET, run_conformance
+from hwsim.bridge.opinfo_docs import markdown
+from hwsim.bridge.opinfo_map import opinfo_db, opinfo_map
+from hwsim.bridge.registry import LOWERINGS
 from hwsim.cli.main import main
 
 aten = torch.ops.aten
@@ -23,7 +23,7 @@ aten = torch.ops.aten
 @pytest.fixture
 def broken_exp(monkeypatch):
     """aten.exp lowered as sin: every sample that reaches it on the simulator is wrong."""
-    from bridge import lowerings  # noqa: F401  (fills LOWERINGS)
+    from hwsim.bridge import lowerings  # noqa: F401  (fills LOWERINGS)
 
     wrong = dataclasses.replace(LOWERINGS[aten.exp.default], fn=LOWERINGS[aten.sin.default].fn)
     monkeypatch.setitem(LOWERINGS, aten.exp.default, wrong)

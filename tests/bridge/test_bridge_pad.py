@@ -7,8 +7,8 @@ import pytest
 import torch
 import torch.nn.functional as F
 
-from bridge.errors import Unsupported
-from bridge.registry import OpCall, check_support
+from hwsim.bridge.errors import Unsupported
+from hwsim.bridge.registry import OpCall, check_support
 from tests.bridge.helpers import check_op
 
 CASES = [

@@ -7,8 +7,8 @@ from __future__ import annotations
 import pytest
 import torch
 
-from bridge.errors import Reason, Unsupported
-from bridge.registry import OpCall, check_support
+from hwsim.bridge.errors import Reason, Unsupported
+from hwsim.bridge.registry import OpCall, check_support
 from tests.bridge.helpers import check_op, make_input
 
 aten = torch.ops.aten

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 import torch
 
-from bridge.context import TilingOptions
+from hwsim.bridge.context import TilingOptions
 from tests.bridge.helpers import check_op
 
 REDUCTIONS = {

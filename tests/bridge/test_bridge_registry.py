@@ -5,9 +5,9 @@ from __future__ import annotations
 import pytest
 import torch
 
-import bridge.lowerings  # noqa: F401  (fills the registry)
-from bridge.errors import DuplicateLoweringError, Reason, Unsupported
-from bridge.registry import LOWERINGS, OpCall, check_support, register_lowering
+import hwsim.bridge.lowerings  # noqa: F401  (fills the registry)
+from hwsim.bridge.errors import DuplicateLoweringError, Reason, Unsupported
+from hwsim.bridge.registry import LOWERINGS, OpCall, check_support, register_lowering
 
 aten = torch.ops.aten
 

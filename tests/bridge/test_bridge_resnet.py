@@ -9,11 +9,11 @@ import pytest
 import torch
 import torch._dynamo
 
-import bridge
-from bridge.errors import Unsupported
-from bridge.models import tiny_resnet
-from bridge.precision import TOLERANCES, compare
-from bridge.registry import OpCall, check_support
+from hwsim import bridge
+from hwsim.bridge.errors import Unsupported
+from hwsim.bridge.models import tiny_resnet
+from hwsim.bridge.precision import TOLERANCES, compare
+from hwsim.bridge.registry import OpCall, check_support
 from tests.bridge.helpers import check_op
 
 aten = torch.ops.aten

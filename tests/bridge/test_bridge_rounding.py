@@ -72,7 +72,7 @@ def test_pow_tensor_tensor_sign_rules():
 @pytest.mark.parametrize("mode", ["trunc", "floor"])
 def test_div_with_a_python_scalar_in_eager_mode(mode):
     """Eager dispatch hands div.Tensor_mode a Python number for a scalar operand."""
-    from bridge.offload import HwsimMode
+    from hwsim.bridge.offload import HwsimMode
 
     x = torch.randn(5, 3, generator=torch.Generator().manual_seed(0)) * 10
     with HwsimMode("tiny", fallback="error") as hw:

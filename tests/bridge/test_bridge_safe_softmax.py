@@ -5,8 +5,8 @@ from __future__ import annotations
 import pytest
 import torch
 
-from bridge.errors import Unsupported
-from bridge.registry import OpCall, check_support
+from hwsim.bridge.errors import Unsupported
+from hwsim.bridge.registry import OpCall, check_support
 from tests.bridge.helpers import check_op
 
 aten = torch.ops.aten

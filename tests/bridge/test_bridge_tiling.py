@@ -7,8 +7,8 @@ import math
 
 import pytest
 
-from bridge.tiling.space import Dim, TileRef, TilingError, coalesce, plan
-from bridge.values import contiguous_strides
+from hwsim.bridge.tiling.space import Dim, TileRef, TilingError, coalesce, plan
+from hwsim.bridge.values import contiguous_strides
 
 
 def elements(tile: TileRef, operand: int) -> list[int]:

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 import torch
 
-from bridge.values import HbmValue, view_strides
+from hwsim.bridge.values import HbmValue, view_strides
 from tests.bridge.helpers import check_op
 
 VIEW_FNS = {
@@ -40,7 +40,7 @@ def test_non_contiguous_graph_input():
     x = torch.randn(257, 130).t()  # a transposed input: the HBM input keeps its storage layout
     from torch.fx.experimental.proxy_tensor import make_fx
 
-    from bridge.graph_lowering import lower_graph
+    from hwsim.bridge.graph_lowering import lower_graph
 
     graph = make_fx(lambda a: torch.relu(a) + a.sum(-1, keepdim=True))(x)
     lowered = lower_graph(graph, [x], config="tiny")

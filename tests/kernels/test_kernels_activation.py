@@ -17,8 +17,8 @@ from helpers import (
     moderate_f32,
 )
 
-import kernels as K
-from kernels import ActivationFunction as Act
+from hwsim import kernels as K
+from hwsim.kernels import ActivationFunction as Act
 
 FUNCTIONS = list(Act)  # the alias ``identity`` is the same member as ``copy``
 POSITIVE_DOMAIN = {Act.log, Act.sqrt, Act.rsqrt}

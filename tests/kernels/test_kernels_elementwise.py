@@ -8,8 +8,8 @@ import numpy as np
 import pytest
 from helpers import SHAPES, assert_exact, assert_ulp, int32_values, mixed_f32, moderate_f32
 
-import kernels as K
-from kernels import AluOp
+from hwsim import kernels as K
+from hwsim.kernels import AluOp
 
 FLOAT_OPS = [op for op in AluOp if op not in K.INTEGER_ONLY_OPS]
 

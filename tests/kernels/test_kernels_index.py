@@ -8,8 +8,8 @@ import numpy as np
 import pytest
 from helpers import assert_exact, mixed_f32
 
-import kernels as K
-from kernels import AluOp
+from hwsim import kernels as K
+from hwsim.kernels import AluOp
 
 PATTERNS = [
     ((1,), ()),

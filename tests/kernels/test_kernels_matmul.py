@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 from helpers import assert_exact, assert_within_sum_bound, mixed_f32, moderate_f32
 
-import kernels as K
+from hwsim import kernels as K
 
 MATMUL_SHAPES = [  # (K, M, N): contraction (partitions), stationary free size, moving free size
     (1, 1, 1),

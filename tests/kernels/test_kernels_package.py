@@ -10,8 +10,8 @@ from typing import Any
 import numpy as np
 import pytest
 
-import kernels as K
-from kernels import ActivationFunction, AluOp, ReduceOp, _jit_cache
+from hwsim import kernels as K
+from hwsim.kernels import ActivationFunction, AluOp, ReduceOp, _jit_cache
 
 PACKAGE_DIR = Path(K.__file__).resolve().parent
 ALLOWED_THIRD_PARTY = {"numpy", "numba"}
@@ -32,9 +32,7 @@ def test_kernels_imports_only_numpy_numba_and_stdlib(path: Path) -> None:
     foreign = {
         root
         for root in _imported_roots(path)
-        if root not in ALLOWED_THIRD_PARTY
-        and root not in sys.stdlib_module_names
-        and root != "kernels"
+        if root not in ALLOWED_THIRD_PARTY and root not in sys.stdlib_module_names
     }
     assert not foreign, f"{path.name} imports {sorted(foreign)}; kernels may use numpy/numba only"
 
@@ -80,7 +78,7 @@ def test_warm_up_compiles_everything_quickly_once_cached() -> None:
     kernels = [
         obj
         for module in ("alu", "activations", "elementwise", "integer", "reduce", "index")
-        for obj in vars(sys.modules[f"kernels.{module}"]).values()
+        for obj in vars(sys.modules[f"hwsim.kernels.{module}"]).values()
         if hasattr(obj, "signatures") and hasattr(obj, "py_func")
     ]
     cores = [k for k in kernels if k.py_func.__name__.endswith("_jit")]
@@ -109,7 +107,7 @@ def _jit_dispatchers() -> list[Any]:
     return [
         obj
         for module in ("elementwise", "integer", "reduce", "index")
-        for obj in vars(sys.modules[f"kernels.{module}"]).values()
+        for obj in vars(sys.modules[f"hwsim.kernels.{module}"]).values()
         if hasattr(obj, "signatures") and hasattr(obj, "py_func")
     ]
 

@@ -15,8 +15,8 @@ from helpers import (
     moderate_f32,
 )
 
-import kernels as K
-from kernels import ReduceOp
+from hwsim import kernels as K
+from hwsim.kernels import ReduceOp
 
 FLOAT_REDUCE_OPS = [op for op in ReduceOp if op not in K.INTEGER_ONLY_REDUCE_OPS]
 GROUPINGS = [(1, 1), (1, 7), (4, 5), (2, 256), (512, 1)]  # (G, R) splits of the free axis

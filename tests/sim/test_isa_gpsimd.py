@@ -12,7 +12,7 @@ import pytest
 
 from hwsim.dtypes import BF16, FP32, INT32, UINT32
 from hwsim.isa.gpsimd_ops import AffineSelect, Iota, TensorPartitionReduce
-from kernels import AluOp, ReduceOp
+from hwsim.kernels import AluOp, ReduceOp
 
 from .helpers import (
     PSUM,

@@ -8,7 +8,7 @@ import pytest
 from hwsim.dtypes import BF16, FP32
 from hwsim.isa import AccessPattern
 from hwsim.isa.scalar_ops import Activation, ActivationReduce
-from kernels import ActivationFunction as Act
+from hwsim.kernels import ActivationFunction as Act
 
 from .helpers import (
     PSUM,

@@ -23,7 +23,7 @@ from hwsim.isa.vector_ops import (
     TensorScalar,
     TensorTensor,
 )
-from kernels import AluOp
+from hwsim.kernels import AluOp
 
 from .helpers import (
     PSUM,

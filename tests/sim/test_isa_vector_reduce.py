@@ -11,7 +11,7 @@ import pytest
 
 from hwsim.dtypes import BF16, FP32, INT32, UINT16
 from hwsim.isa.reduce_ops import BnAggr, BnStats, TensorReduce
-from kernels import ReduceOp
+from hwsim.kernels import ReduceOp
 
 from .helpers import (
     assert_timing,
