@@ -28,8 +28,9 @@ def trace_core_aten(
     names = [k for k, v in kwargs.items() if isinstance(v, torch.Tensor)]
     tensors = tuple(kwargs.pop(k) for k in names)
     count = len(inputs)
-    from torch._decomp import core_aten_decompositions
     from torch.fx.experimental.proxy_tensor import make_fx
+
+    from hwsim.bridge.decompositions import decomposition_table
 
     if isinstance(model, torch.nn.Module):
         state = {**dict(model.named_parameters()), **dict(model.named_buffers())}
@@ -46,7 +47,7 @@ def trace_core_aten(
             return model(*args[:count], **named)
 
         traced_args = (*inputs, *tensors)
-    decompositions: Any = core_aten_decompositions()
+    decompositions: Any = decomposition_table()
     with torch.no_grad():
         return make_fx(call, decomposition_table=decompositions, tracing_mode="fake")(*traced_args)
 

@@ -27,6 +27,8 @@ import torch
 from torch import fx
 
 _GRAPH_IDS = itertools.count()
+#: Names of the graphs dynamo hands the backend (each becomes AOTAutograd graphs ``graph<n>``).
+_MODEL_IDS = itertools.count()
 #: Every report made so far, oldest first; and the report of each options dict in use, so the
 #: graphs of one torch.compile call (graph breaks give several) share one report.
 _REPORTS: list[Any] = []
@@ -55,9 +57,9 @@ def hwsim_backend(
     mode: str | None = None,
 ) -> Callable[..., Any]:
     """The dynamo backend (see module docstring). ``mode`` is not used by hwsim."""
-    from torch._decomp import core_aten_decompositions
     from torch._dynamo.backends.common import aot_autograd
 
+    from hwsim.bridge.decompositions import decomposition_table
     from hwsim.bridge.options import BridgeOptions
 
     known = _BY_OPTIONS.get(id(options))
@@ -74,9 +76,14 @@ def hwsim_backend(
     backend = aot_autograd(
         fw_compiler=compiler.forward,
         bw_compiler=compiler.backward,
-        decompositions=core_aten_decompositions(),
+        decompositions=decomposition_table(),
     )
-    return backend(gm, example_inputs)
+    compiled = backend(gm, example_inputs)
+    if not parsed.check:
+        return compiled
+    from hwsim.bridge.eager_check import EagerChecked
+
+    return EagerChecked(gm, compiled, f"model{next(_MODEL_IDS)}", parsed)
 
 
 #: dynamo's graph-break counter (reason -> count, process-wide) at the previous backend call:

@@ -7,7 +7,7 @@ then, with no torch: ``hwsim run gpt2.hwprog --config trn2 --set dma.bandwidth_b
 or ``gpt2.hwprog`` as a sweep workload. Steps:
 
 1. ``torch.export.export(model, args, kwargs)``, then ``run_decompositions`` with PyTorch's
-   default (Core ATen) table, with SDPA's CPU decomposition laid out as the traced op was;
+   default (Core ATen) table, with the bridge's corrections (``bridge.decompositions``);
 2. the graph is checked whole: symbolic (dynamic or data-dependent) shapes, buffer mutations and
    every op the bridge cannot lower are refused, all named at once (``Unsupported``): a saved
    program has no CPU to fall back to;
@@ -37,6 +37,7 @@ from torch.export import ExportedProgram
 from torch.export.graph_signature import InputKind, OutputKind
 from torch.utils import _pytree as pytree
 
+from hwsim.bridge.decompositions import decomposition_table
 from hwsim.bridge.dtypes import tensor_to_numpy
 from hwsim.bridge.errors import BridgeError, Reason, Unsupported
 from hwsim.bridge.graph_lowering import LoweredGraph, lower_graph
@@ -186,40 +187,11 @@ def _export(model: torch.nn.Module, args: tuple[Any, ...], kwargs: dict[str, Any
 
 
 def _decompositions() -> Any:
-    """PyTorch's default (Core ATen) table, with SDPA's CPU decomposition fixed.
-
-    Export records ``_scaled_dot_product_flash_attention_for_cpu``'s output as [N, H, L, E]
-    viewing (N, L, H, E) memory, and later views of the model rely on that layout; the stock
-    decomposition (torch 2.13) returns it over (L, N, H, E) memory, so re-tracing fails with
-    "Cannot view a tensor ..." (pytorch/pytorch#136543). This one keeps the traced layout.
-    """
+    """torch.export's default (Core ATen) table with the bridge's corrections
+    (``bridge.decompositions``: SDPA's CPU op keeps its log-sum-exp and the traced layout)."""
     table = torch.export.default_decompositions()
-    table[aten._scaled_dot_product_flash_attention_for_cpu.default] = _sdpa_for_cpu
+    table.update(decomposition_table())
     return table
-
-
-def _sdpa_for_cpu(
-    query: torch.Tensor,
-    key: torch.Tensor,
-    value: torch.Tensor,
-    dropout_p: float = 0.0,
-    is_causal: bool = False,
-    *,
-    attn_mask: torch.Tensor | None = None,
-    scale: float | None = None,
-) -> tuple[torch.Tensor, torch.Tensor]:
-    output, weights = aten._scaled_dot_product_attention_math.default(
-        query,
-        key,
-        value,
-        attn_mask=attn_mask,
-        dropout_p=dropout_p,
-        is_causal=is_causal,
-        dropout_mask=None,
-        scale=scale,
-        enable_gqa=query.size(1) != key.size(1),
-    )
-    return output.transpose(1, 2).contiguous().transpose(1, 2), weights
 
 
 def _placeholder_values(

@@ -125,10 +125,14 @@ class OutputRecord:
     stats: ErrorStats
     vs_fp32: ErrorStats | None = None
     reference_error: str = ""
+    #: What it was compared with: 'graph' (the decomposed graph on the CPU, the partition
+    #: check) or 'eager' (the model's own code, ``bridge.eager_check``).
+    reference: str = "graph"
 
     def to_dict(self) -> dict[str, Any]:
         return {
             "name": self.name,
+            "reference": self.reference,
             "shape": self.shape,
             "dtype": self.dtype,
             "computed_in": self.computed_in,
@@ -136,6 +140,16 @@ class OutputRecord:
             "vs_fp32": None if self.vs_fp32 is None else self.vs_fp32.to_dict(),
             "reference_error": self.reference_error,
         }
+
+
+def _keep_worst(records: list[OutputRecord], record: OutputRecord) -> None:
+    """Add ``record``, or replace the one of the same name if it is at least as bad."""
+    for i, known in enumerate(records):
+        if known.name == record.name:
+            if record.stats.max_abs >= known.stats.max_abs or record.reference_error:
+                records[i] = record
+            return
+    records.append(record)
 
 
 @dataclass
@@ -157,15 +171,20 @@ class Report:
     #: Graphs run partly on the CPU: per call, simulated and CPU (host wall) time end to end.
     timelines: list[dict[str, Any]] = field(default_factory=list)
     graph_breaks: dict[str, int] = field(default_factory=dict)
+    #: torch.compile: each compiled graph's outputs and input gradients against eager PyTorch
+    #: (``bridge.eager_check``), which sees what the partition check cannot.
+    eager_outputs: list[OutputRecord] = field(default_factory=list)
+    gradients: list[OutputRecord] = field(default_factory=list)
 
     def add_output(self, record: OutputRecord) -> None:
         """Record an output check; a later check of the same output keeps the worse one."""
-        for i, known in enumerate(self.outputs):
-            if known.name == record.name:
-                if record.stats.max_abs >= known.stats.max_abs:
-                    self.outputs[i] = record
-                return
-        self.outputs.append(record)
+        _keep_worst(self.outputs, record)
+
+    def add_eager_output(self, record: OutputRecord) -> None:
+        _keep_worst(self.eager_outputs, record)
+
+    def add_gradient(self, record: OutputRecord) -> None:
+        _keep_worst(self.gradients, record)
 
     # ---- queries ------------------------------------------------------------------------------
     def fallbacks(self) -> list[OpRecord]:
@@ -207,7 +226,12 @@ class Report:
     @property
     def numerics_ok(self) -> bool:
         per_op = [r.error["ok"] for r in self.ops if r.error is not None]
-        return all(o.stats.ok for o in self.outputs) and all(per_op)
+        eager = (*self.eager_outputs, *self.gradients)
+        return (
+            all(o.stats.ok for o in self.outputs)
+            and all(o.stats.ok and not o.reference_error for o in eager)
+            and all(per_op)
+        )
 
     # ---- output -------------------------------------------------------------------------------
     def to_dict(self) -> dict[str, Any]:
@@ -230,6 +254,8 @@ class Report:
                 for r in self.fallbacks()
             ],
             "outputs": [o.to_dict() for o in self.outputs],
+            "eager_outputs": [o.to_dict() for o in self.eager_outputs],
+            "gradients": [o.to_dict() for o in self.gradients],
             "top_ops": [{"node": r.node, "op": r.op, "sim_ns": r.sim_ns} for r in self.top_ops()],
             "runs": self.runs,
             "graphs": self.graphs,

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
+from rich.markup import escape
 from rich.table import Table
 
 if TYPE_CHECKING:
@@ -114,7 +115,7 @@ def _node_table(report: Report, title: str) -> Table:
 def _other_tables(report: Report) -> list[Table]:
     """Decompositions, CPU fallbacks, outputs, top ops, torch.compile's graphs, runs: each
     only when there is something to show."""
-    makers = (_decomposed, _fallbacks, _outputs, _top_ops, _compiled, _runs)
+    makers = (_decomposed, _fallbacks, _outputs, _versus_eager, _top_ops, _compiled, _runs)
     return [table for make in makers if (table := make(report)) is not None]
 
 
@@ -164,6 +165,44 @@ def _outputs(report: Report) -> Table | None:
             "yes" if o.stats.ok else f"NO ({o.stats.mismatched} elements)",
             _err(wide.max_abs) if wide is not None else "n/a",
             _err(wide.max_rel) if wide is not None else "n/a",
+        )
+    return table
+
+
+#: Rows of the eager-check table when every record passed (the worst ones first).
+EAGER_ROWS = 12
+
+
+def _versus_eager(report: Report) -> Table | None:
+    """Outputs and input gradients of each compiled graph against eager PyTorch: every failure,
+    then the closest calls to failing."""
+    records = [*report.eager_outputs, *report.gradients]
+    if not records:
+        return None
+    wrong = [r for r in records if not r.stats.ok or r.reference_error]
+    rest = sorted((r for r in records if r not in wrong), key=lambda r: -r.stats.max_abs)
+    shown = wrong + rest[: max(0, EAGER_ROWS - len(wrong))]
+    table = Table(
+        title=(
+            f"against eager PyTorch (the model's own code): {len(report.eager_outputs)} outputs, "
+            f"{len(report.gradients)} gradients, {len(wrong)} wrong"
+            + (f"; {len(records) - len(shown)} more passed" if len(records) > len(shown) else "")
+        ),
+        title_justify="left",
+    )
+    for column in ("output / gradient", "shape", "computed in", "max abs", "max rel", "ok"):
+        table.add_column(column)
+    for r in shown:
+        ok = "yes" if r.stats.ok else f"NO ({r.stats.mismatched} elements)"
+        if r.reference_error:
+            ok = f"NO ({r.reference_error})"
+        table.add_row(
+            escape(r.name),  # gradient names hold [brackets], rich's markup
+            str(list(r.shape)),
+            r.computed_in,
+            _err(r.stats.max_abs),
+            _err(r.stats.max_rel),
+            ok,
         )
     return table
 

@@ -1,0 +1,239 @@
+"""The end-to-end check of ``torch.compile``: a compiled graph against eager PyTorch, forward
+outputs and gradients.
+
+The partition check (``SimPartition._check``) compares the simulator with *the same decomposed
+graph* run on the CPU, so it cannot see an error both share: a decomposition that returns the
+wrong value (``bridge.decompositions`` has the one that made every gradient wrong while every
+output check passed), a wrong saved activation, a backward graph that goes astray. This check
+compares with the model's own code instead: dynamo's graph, before AOTAutograd and the
+decompositions, run eagerly.
+
+- **Forward:** each call also runs dynamo's graph eagerly on the same inputs (inputs the graph
+  may mutate, such as batch-norm statistics, are cloned first) from the same random state (so
+  dropout draws the same masks); every output is compared.
+- **Backward:** when the outputs require grad, the inputs that require grad reach the compiled
+  graph through an identity ``_Tap`` and the outputs get a hook. The hooks see the gradients
+  arriving at this call's outputs; the tap sees the gradients this call's backward produced for
+  its inputs (only this call's share, even when a parameter is used by several graphs or
+  calls). The tap then runs ``torch.autograd.grad`` through the eager graph with the same output
+  gradients and compares, input by input (parameters by name).
+
+Both go into the report (``Report.eager_outputs``, ``Report.gradients``) and into
+``numerics_ok``, judged with the tolerance of the run's compute dtype. It costs one eager
+forward (and backward) per call; ``check=False`` turns it off with the partition check.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable, Sequence
+from typing import Any
+
+import torch
+from torch import fx
+from torch.utils import _pytree as pytree
+
+from hwsim.bridge.precision import compare
+from hwsim.bridge.report import OutputRecord
+
+_MODULE_PART = re.compile(r"\._(?:modules|parameters|buffers)\['([^']+)'\]")
+
+
+def input_names(gm: fx.GraphModule) -> list[str]:
+    """A readable name per placeholder: the parameter path for lifted module state
+    (``transformer.h.0.attn.c_attn.weight``), else the local's name (``input_ids``)."""
+    names = []
+    for node in gm.graph.nodes:
+        if node.op != "placeholder":
+            continue
+        grapharg = node.meta.get("grapharg")
+        source = getattr(getattr(grapharg, "source", None), "name", None)
+        text = source() if callable(source) else source
+        names.append(_pretty_source(text) if isinstance(text, str) else node.name)
+    return names
+
+
+def _pretty_source(source: str) -> str:
+    """Module state by its path from the module dynamo traced, whatever local held it
+    (``L['self']._modules['h']._modules['0']._parameters['weight']`` -> ``h.0.weight``; a
+    wrapper's ``L['args'][0]._modules[...]`` alike); other inputs by their source."""
+    parts = _MODULE_PART.findall(source)
+    if parts:
+        return ".".join(parts)
+    return source.removeprefix("L['").replace("']", "", 1) if source.startswith("L['") else source
+
+
+class EagerChecked:
+    """``compiled`` (dynamo's graph through AOTAutograd and the simulator) checked against
+    ``gm`` run eagerly, call by call (see the module docstring)."""
+
+    def __init__(
+        self,
+        gm: fx.GraphModule,
+        compiled: Callable[..., Any],
+        name: str,
+        options: Any,
+    ) -> None:
+        self.gm = gm
+        self.compiled = compiled
+        self.name = name
+        self.options = options
+        self.names = input_names(gm)
+        self.calls = 0
+
+    def __call__(self, *args: Any) -> Any:
+        self.calls += 1
+        grad = torch.is_grad_enabled()
+        needs = [i for i, a in enumerate(args) if isinstance(a, torch.Tensor) and a.requires_grad]
+        needs = needs if grad else []
+        reference_args = [_reference_input(a) for a in args]
+        call_args = list(args)
+        probe = _Probe(self, needs) if needs else None
+        if probe is not None:
+            tapped = _Tap.apply(probe, *[args[i] for i in needs])
+            for i, tensor in zip(needs, tapped, strict=True):
+                call_args[i] = tensor
+        before = torch.get_rng_state()  # the eager run replays the compiled run's random draws
+        outputs = self.compiled(*call_args)
+        after = torch.get_rng_state()
+        torch.set_rng_state(before)
+        try:
+            with torch.enable_grad() if grad else torch.no_grad():
+                expected = self.gm(*reference_args)
+        finally:
+            torch.set_rng_state(after)
+        got_leaves = pytree.tree_leaves(outputs)
+        want_leaves = pytree.tree_leaves(expected)
+        self._compare_outputs(got_leaves, want_leaves)
+        if probe is not None:
+            probe.watch(
+                got_leaves, want_leaves, [reference_args[i] for i in needs], self.names, needs
+            )
+        return outputs
+
+    def _compare_outputs(self, got: Sequence[Any], want: Sequence[Any]) -> None:
+        report = self.options.report
+        if len(got) != len(want):
+            record = _record(f"{self.name}.outputs", None, None, self.options)
+            record.reference_error = f"{len(got)} outputs, eager gives {len(want)}"
+            report.eager_outputs.append(record)
+            return
+        for i, (g, w) in enumerate(zip(got, want, strict=True)):
+            if isinstance(w, torch.Tensor) and isinstance(g, torch.Tensor):
+                report.add_eager_output(_record(f"{self.name}.out{i}", g, w, self.options))
+
+
+def _reference_input(value: Any) -> Any:
+    """The eager run's copy of an input: a new leaf over the same storage for tensors that
+    require grad (autograd forbids mutating those in place), a clone for the others (a graph
+    may update them in place: batch-norm statistics), the value itself otherwise."""
+    if not isinstance(value, torch.Tensor):
+        return value
+    if value.requires_grad:
+        return value.detach().requires_grad_(True)
+    return value.detach().clone()
+
+
+def _record(
+    name: str, got: torch.Tensor | None, want: torch.Tensor | None, options: Any
+) -> OutputRecord:
+    precision = options.precision
+    if got is None or want is None:
+        empty = torch.zeros(0)
+        stats = compare(empty, empty, precision.tolerance(torch.float32))
+        return OutputRecord(name, (), "", "", stats, reference="eager")
+    tolerance = precision.tolerance(got.dtype)
+    want_cast = want.detach().to(got.dtype) if want.dtype != got.dtype else want.detach()
+    stats = compare(got.detach(), want_cast, tolerance)
+    return OutputRecord(
+        name,
+        tuple(want.shape),
+        str(got.dtype),
+        precision.result_dtype_name(got.dtype),
+        stats,
+        reference="eager",
+    )
+
+
+class _Probe:
+    """What one call's backward check needs: the eager graph's outputs and inputs, and the
+    gradients arriving at the compiled outputs (filled by hooks)."""
+
+    def __init__(self, check: EagerChecked, needs: list[int]) -> None:
+        self.check = check
+        self.needs = needs
+        self.got: list[torch.Tensor] = []
+        self.want: list[torch.Tensor] = []
+        self.reference_inputs: list[torch.Tensor] = []
+        self.names: list[str] = []
+        self.tangents: dict[int, torch.Tensor] = {}
+
+    def watch(
+        self,
+        got: Sequence[Any],
+        want: Sequence[Any],
+        reference_inputs: list[torch.Tensor],
+        names: list[str],
+        needs: list[int],
+    ) -> None:
+        self.reference_inputs = reference_inputs
+        self.names = [names[i] if i < len(names) else f"in{i}" for i in needs]
+        for g, w in zip(got, want, strict=False):
+            if (
+                isinstance(g, torch.Tensor)
+                and g.requires_grad
+                and isinstance(w, torch.Tensor)
+                and w.requires_grad
+            ):
+                position = len(self.got)
+                self.got.append(g)
+                self.want.append(w)
+                g.register_hook(self._tangent_hook(position))
+
+    def _tangent_hook(self, position: int) -> Callable[[torch.Tensor], None]:
+        def hook(tangent: torch.Tensor | None) -> None:
+            if tangent is not None:
+                self.tangents[position] = tangent.detach()
+
+        return hook
+
+    def compare(self, grads: Sequence[torch.Tensor | None]) -> None:
+        """Called by the tap's backward with this call's gradients of its inputs."""
+        report = self.check.options.report
+        used = sorted(self.tangents)
+        if not used:
+            return
+        with torch.enable_grad():
+            expected = torch.autograd.grad(
+                [self.want[i] for i in used],
+                self.reference_inputs,
+                grad_outputs=[self.tangents[i].to(self.want[i].dtype) for i in used],
+                allow_unused=True,
+            )
+        for name, got, want, source in zip(
+            self.names, grads, expected, self.reference_inputs, strict=True
+        ):
+            zero = torch.zeros_like(source)
+            record = _record(
+                f"{self.check.name}.grad[{name}]",
+                zero if got is None else got,
+                zero if want is None else want,
+                self.check.options,
+            )
+            report.add_gradient(record)
+        self.got, self.want, self.reference_inputs, self.tangents = [], [], [], {}
+
+
+class _Tap(torch.autograd.Function):
+    """Identity on the inputs that require grad; its backward hands their gradients (this
+    call's share) to the probe before passing them on unchanged."""
+
+    @staticmethod
+    def forward(ctx: Any, probe: _Probe, *inputs: torch.Tensor) -> tuple[torch.Tensor, ...]:
+        ctx.probe = probe
+        return tuple(x.view_as(x) for x in inputs)
+
+    @staticmethod
+    def backward(ctx: Any, *grads: torch.Tensor | None) -> tuple[Any, ...]:
+        ctx.probe.compare(grads)
+        return (None, *grads)
