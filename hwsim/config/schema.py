@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from typing import Annotated, Literal, get_args
 
-from pydantic import BaseModel, ConfigDict, Field, model_validator
+from pydantic import BaseModel, ConfigDict, Field, Strict, model_validator
 
 #: dtype names used across the project (the keys of per-dtype tables).
 DTypeName = Literal[
@@ -123,18 +123,40 @@ class DmaConfig(_Section):
     start_latency_ns: Annotated[float, Field(ge=0, le=1_000_000)] = Field(
         description="latency from trigger to the transfer starting on a DMA engine, ns"
     )
-    descriptor_overhead_ns: Annotated[float, Field(ge=0, le=100_000)] = Field(
-        description="DMA-engine occupancy per contiguous descriptor (buffer), ns"
+    descriptor_efficiency: dict[
+        # keys come back as strings from JSON (sweep DBs, saved runs): not strict
+        Annotated[int, Strict(False), Field(ge=1, le=1 << 24)],
+        Annotated[float, Field(gt=0, le=1)],
+    ] = Field(
+        min_length=1,
+        description="DMA efficiency (fraction of bandwidth) by descriptor bytes, the "
+        "saturation curve; log2-linear between the sizes given, flat beyond the largest; below "
+        "the smallest a descriptor costs what one of the smallest does (overhead floor)",
+    )
+    max_descriptor_bytes: Annotated[int, Field(ge=64, le=1 << 26)] = Field(
+        description="longest contiguous run one descriptor moves; longer runs take several"
+    )
+    hbm_write_bandwidth_fraction: Annotated[float, Field(gt=0, le=1)] = Field(
+        description="fraction of the read bandwidth a transfer into HBM reaches"
     )
     trigger_ns: Annotated[float, Field(ge=0, le=1_000_000)] = Field(
-        description="time the triggering engine is busy issuing one dma_copy, ns"
+        description="time the triggering engine is busy issuing a transfer whose descriptors "
+        "were built ahead of time (dge_mode none), ns"
     )
-    transpose_bandwidth_fraction: Annotated[float, Field(gt=0, le=1)] = Field(
-        description="fraction of DMA bandwidth reached by dma_transpose"
+    hwdge_ns: Annotated[float, Field(ge=0, le=1_000_000)] | None = Field(
+        description="time a hardware-DGE trigger takes to generate its descriptors, ns; null "
+        "when the generation has no hardware DGE"
     )
+    default_dge_mode: Literal["none", "swdge", "hwdge"] = Field(
+        description="descriptor generation the compiler picks for a transfer that names none "
+        "(dge_mode unknown) and no trigger engine"
+    )
+    transpose_bandwidth_fraction_by_source: dict[
+        Literal["hbm", "sbuf"], Annotated[float, Field(gt=0, le=1)]
+    ] = Field(description="fraction of DMA bandwidth dma_transpose reaches, by source memory")
     swdge_descriptor_cycles: Annotated[int, Field(ge=0, le=100_000)] = Field(
-        description="GpSimdE cycles per DMA descriptor it writes at run time (software DGE, "
-        "dma_gather: one descriptor per gathered row), on top of its fixed start cost"
+        description="GpSimdE cycles per DMA descriptor it writes at run time (software DGE), "
+        "on top of its fixed start cost"
     )
 
 

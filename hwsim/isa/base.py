@@ -49,11 +49,16 @@ class Cost:
     """Static cost of one instruction, in ticks of the run's time base.
 
     issue_ticks: the engine is busy this long; the next instruction may issue after it.
-    latency_ticks: from start until results are visible and completion semaphores update.
+    latency_ticks: from start until results are visible and completion semaphores update (what
+        another engine's dependent instruction waits for).
+    chain_ticks: from start until a dependent instruction on the *same* engine may start: the
+        engine streams it behind its producer (in order, no semaphore), so only the pipeline
+        fill shows (``MachineSpec.compute_cost``). None: the latency.
     """
 
     issue_ticks: int
     latency_ticks: int
+    chain_ticks: int | None = None
 
 
 class MachineSpec:
@@ -90,14 +95,26 @@ class MachineSpec:
         floor: bool = True,
         extra_cycles: int = 0,
     ) -> Cost:
-        """The VectorE/ScalarE/GpSimdE rule: fixed + max(MIN_II, work) (+ extra), plus latency."""
+        """The VectorE/ScalarE/GpSimdE rule: fixed + max(MIN_II, work) (+ extra), plus latency.
+
+        Latency (HARDWARE.md §2.2 [S1][S10]): results are visible to other engines
+        ``pipeline_latency_cycles`` after the issue interval. A dependent instruction on the same
+        engine streams behind its producer: it reads element i after the producer wrote it, so it
+        may start ``min_ii + pipeline_latency`` cycles after the producer (the pipeline fill), or
+        when the producer's issue interval ends if that is later. A chain of tiny dependent
+        instructions then runs at MIN_II + L each (ScalarE: 64 + 200 = 264 cycles, as measured
+        [S10]); long dependent instructions run back to back at ~N cycles each, as [S1]'s
+        per-instruction rules say.
+        """
         eng = self.engine_configs[engine]
         busy = eng.fixed_overhead_cycles + (
             max(eng.min_ii_cycles, work_cycles) if floor else work_cycles
         )
         busy += extra_cycles
         issue = self.cycles(engine, busy)
-        return Cost(issue, issue + self.cycles(engine, eng.pipeline_latency_cycles))
+        latency = self.cycles(engine, eng.pipeline_latency_cycles)
+        fill = self.cycles(engine, eng.min_ii_cycles) + latency
+        return Cost(issue, issue + latency, max(issue, fill))
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -115,9 +132,6 @@ class Instruction:
     #: Profiler opcode name (Neuron Explorer ``Instruction.opcode``), for comparing real profiles.
     PROFILER_OPCODE: ClassVar[str] = ""
     IS_DMA: ClassVar[bool] = False
-    #: DMA only: the transfer reaches the DMA engines after the trigger's issue interval (software
-    #: DGE writes the descriptors then), not when the trigger starts (which overlaps its latency).
-    SUBMITS_AFTER_ISSUE: ClassVar[bool] = False
 
     engine: str
     waits: tuple[tuple[str, int], ...] = ()

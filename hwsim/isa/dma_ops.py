@@ -1,18 +1,32 @@
 """DMA instructions: ``dma_copy`` (HBM/SBUF both ways, with cast), ``dma_transpose`` and the
 indirect ``dma_gather`` (rows of an HBM table picked by an SBUF index tile).
 
-A DMA instruction sits in a triggering engine's stream (usually ``sync``) and names its queue; the
-trigger occupies that engine for ``dma.trigger_ns``; the transfer itself runs on the DMA engines
-(``hwsim.machine.dma``), and the instruction's semaphores count completed transfers [S12].
-``dma_gather`` is software DGE: GpSimdE writes one descriptor per gathered row at run time, and
-the DMA engines start only once they are written (HARDWARE.md §2.5 [S13]).
+A DMA instruction sits in a triggering engine's stream and names its queue; the transfer itself
+runs on the DMA engines (``hwsim.machine.dma``, costed by ``hwsim.machine.dma_plan``), and the
+instruction's semaphores count completed transfers [S12]. Who builds the descriptors is the
+instruction's ``dge_mode`` (HARDWARE.md §2.5 [S13]), which decides what the trigger costs:
+
+- ``none``: descriptors built by the host ahead of time; the trigger is a doorbell
+  (``dma.trigger_ns`` on the triggering engine, any engine), and the transfer's start latency
+  runs from the trigger's start;
+- ``swdge``: GpSimdE writes the descriptors at run time: the trigger is on GpSimdE and busy
+  ``gpsimd_engine.fixed_overhead_cycles + descriptors x dma.swdge_descriptor_cycles``; the
+  transfer reaches the queues once they are written (the only mode for indirect gathers);
+- ``hwdge`` (NeuronCore-v3+, ``dma.hwdge_ns`` set): a DGE block generates them in
+  ``dma.hwdge_ns`` (~600 ns [S2][S13]), triggered by the Sync or the Scalar sequencer. From Sync
+  the sequencer waits for it; from Scalar the generation overlaps the engine's earlier work
+  ([S13]: "effectively hiding the cost"): ScalarE is busy ``dma.trigger_ns`` and the block
+  ``dma.hwdge_ns`` (a shared port, so back-to-back triggers still queue on the block).
+
+The compiler's choice (NKI's ``dge_mode.unknown``) is made when a kernel is built
+(``hwsim.lang.isa.dma_copy``), from ``dma.default_dge_mode``; an instruction holds a concrete mode.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable
+import math
 from dataclasses import dataclass, replace
-from fractions import Fraction
+from enum import StrEnum
 from typing import TYPE_CHECKING, ClassVar
 
 import numpy as np
@@ -29,6 +43,59 @@ if TYPE_CHECKING:
 DMA_MEMORIES = frozenset({MemorySpace.HBM, MemorySpace.SBUF})
 
 
+class DgeMode(StrEnum):
+    """Who builds a transfer's descriptors (``nki.isa.dge_mode``) [S13]."""
+
+    none = "none"
+    swdge = "swdge"
+    hwdge = "hwdge"
+
+
+#: Sequencers that may trigger each mode [S13] (none: any engine).
+DGE_TRIGGER_ENGINES: dict[DgeMode, tuple[str, ...]] = {
+    DgeMode.none: ENGINES,
+    DgeMode.swdge: ("gpsimd",),
+    DgeMode.hwdge: ("sync", "scalar"),
+}
+
+
+@dataclass(frozen=True, slots=True)
+class TransferSides:
+    """What the DMA engines move for an instruction (``hwsim.machine.dma_plan``)."""
+
+    src: AccessPattern
+    dst: AccessPattern
+    transpose: bool = False
+    partitions: int | None = None  # engine split, when not dst's partitions
+    descriptors: int | None = None  # when not derived from the two patterns
+
+
+def run_elements(ap: AccessPattern) -> int:
+    """Elements per contiguous run of an operand, in the transfer's element order."""
+    _, run_bytes = ap.contiguous_runs()
+    return max(1, run_bytes // ap.dtype.itemsize)
+
+
+def descriptor_count(elements: int, src_run: int, dst_run: int) -> int:
+    """Descriptors of a transfer of ``elements`` whose sides have runs of ``src_run`` and
+    ``dst_run`` elements: one per run boundary on either side (shared boundaries once)."""
+    src_run, dst_run = min(src_run, elements), min(dst_run, elements)
+    shared = math.lcm(src_run, dst_run)
+    return -(-elements // src_run) + -(-elements // dst_run) - elements // shared
+
+
+def transfer_descriptors(sides: TransferSides) -> int:
+    """Descriptors of a transfer before long runs are cut (``hwsim.machine.dma_plan``): runs
+    contiguous on both sides; a transpose's element order differs between the sides, so it
+    takes one per run of either side."""
+    if sides.descriptors is not None:
+        return sides.descriptors
+    src, dst = sides.src, sides.dst
+    if sides.transpose:
+        return max(src.contiguous_runs()[0], dst.contiguous_runs()[0])
+    return descriptor_count(dst.elements, run_elements(src), run_elements(dst))
+
+
 @dataclass(frozen=True, kw_only=True)
 class _DmaInstruction(Instruction):
     IS_DMA = True
@@ -37,6 +104,7 @@ class _DmaInstruction(Instruction):
     dst: AccessPattern
     src: AccessPattern
     queue: int = 0
+    dge_mode: DgeMode = DgeMode.none
 
     def reads(self) -> tuple[AccessPattern, ...]:
         return (self.src,)
@@ -56,37 +124,42 @@ class _DmaInstruction(Instruction):
             self.fail(
                 f"queue {self.queue} does not exist (DMA engines have queues 0..{queues - 1})"
             )
+        mode = DgeMode(self.dge_mode)
+        if self.engine not in DGE_TRIGGER_ENGINES[mode]:
+            self.fail(
+                f"dge_mode={mode.value} is triggered by {' or '.join(DGE_TRIGGER_ENGINES[mode])}, "
+                f"not {self.engine} [S13]"
+            )
+        if mode is DgeMode.hwdge and spec.config.dma.hwdge_ns is None:
+            self.fail(
+                f"dge_mode=hwdge needs a hardware DGE block (NeuronCore-v3+); "
+                f"{spec.config.chip.name} has none (dma.hwdge_ns is null) [S13]"
+            )
+
+    def trigger_cost(self, spec: MachineSpec, descriptors: int) -> tuple[Cost, int, int]:
+        """(the trigger's cost on its engine, ticks from its start until the transfer is
+        submitted to the queues, ticks it holds its DGE block's port or 0); see the module
+        docstring."""
+        dma = spec.config.dma
+        mode = DgeMode(self.dge_mode)
+        doorbell = spec.timebase.ns_to_ticks(dma.trigger_ns)
+        if mode is DgeMode.swdge:
+            work = descriptors * dma.swdge_descriptor_cycles
+            issue = spec.compute_cost("gpsimd", work, floor=False).issue_ticks
+            return Cost(issue, issue), issue, 0
+        if mode is DgeMode.hwdge:
+            assert dma.hwdge_ns is not None  # check() refused it otherwise
+            generate = spec.timebase.ns_to_ticks(dma.hwdge_ns)
+            if self.engine == "scalar":
+                return Cost(doorbell, doorbell), generate, generate
+            return Cost(generate, generate), generate, 0
+        return Cost(doorbell, doorbell), 0, 0
 
     def cost(self, spec: MachineSpec) -> Cost:
-        ticks = spec.timebase.ns_to_ticks(spec.config.dma.trigger_ns)
-        return Cost(ticks, ticks)
+        return self.trigger_cost(spec, transfer_descriptors(self.transfer()))[0]
 
-    def transfer_partitions(self) -> int:
-        """The dimension split over DMA engines (partitions of the SBUF side, or dst rows)."""
-        return self.dst.partitions
-
-    def bandwidth_scale(self, spec: MachineSpec) -> Fraction:
-        return Fraction(1)
-
-    def transfer_size(self) -> tuple[int, int]:
-        """(bytes moved, contiguous descriptors) of the whole transfer."""
-        runs = max(self.src.contiguous_runs()[0], self.dst.contiguous_runs()[0])
-        return max(self.src.nbytes, self.dst.nbytes), runs
-
-    def dma_plan(
-        self, spec: MachineSpec, split: Callable[[int], list[int]]
-    ) -> tuple[int, list[tuple[int, int]], int, Fraction]:
-        """(queue, [(bytes, descriptors) per engine], HBM sides, bandwidth scale)."""
-        partitions = self.transfer_partitions()
-        nbytes, runs = self.transfer_size()
-        per_partition = nbytes / partitions
-        runs_per_partition = runs / partitions
-        pieces = [
-            (round(k * per_partition), max(1, round(k * runs_per_partition)))
-            for k in split(partitions)
-        ]
-        hbm_sides = (self.src.memory is MemorySpace.HBM) + (self.dst.memory is MemorySpace.HBM)
-        return self.queue, pieces, hbm_sides, self.bandwidth_scale(spec)
+    def transfer(self) -> TransferSides:
+        return TransferSides(self.src, self.dst)
 
 
 @register
@@ -129,8 +202,8 @@ class DmaTranspose(_DmaInstruction):
         if self.src.dtype.itemsize != 2 or self.dst.dtype.itemsize != 2:
             self.fail("dma_transpose moves 2-byte dtypes only (bf16, fp16, int16, uint16) [S15]")
 
-    def bandwidth_scale(self, spec: MachineSpec) -> Fraction:
-        return Fraction(str(spec.config.dma.transpose_bandwidth_fraction))
+    def transfer(self) -> TransferSides:
+        return TransferSides(self.src, self.dst, transpose=True)
 
     def execute(self, state: CoreState) -> None:
         values = as_2d(state.read(self.src))
@@ -164,9 +237,9 @@ class DmaGather(_DmaInstruction):
     OPCODE = "dma_gather"
     PROFILER_OPCODE = "DMA_INDIRECT"  # assumed: the indirect counterpart of DMA_DIRECT2D
     ENGINES = ("gpsimd",)
-    SUBMITS_AFTER_ISSUE = True
 
     indices: AccessPattern
+    dge_mode: DgeMode = DgeMode.swdge
 
     def reads(self) -> tuple[AccessPattern, ...]:
         return (self.src, self.indices)
@@ -202,20 +275,18 @@ class DmaGather(_DmaInstruction):
                 f"a src row has {self.src.free_elements} elements and a dst partition "
                 f"{self.dst.free_elements} (src {self.src.shape}, dst {self.dst.shape})"
             )
+        if DgeMode(self.dge_mode) is not DgeMode.swdge:
+            self.fail("an indirect gather's descriptors come from software DGE only [S13]")
 
-    def cost(self, spec: MachineSpec) -> Cost:
-        _, descriptors = self.transfer_size()
-        work = descriptors * spec.config.dma.swdge_descriptor_cycles
-        issue = spec.compute_cost("gpsimd", work, floor=False).issue_ticks
-        return Cost(issue, issue)
-
-    def transfer_size(self) -> tuple[int, int]:
+    def transfer(self) -> TransferSides:
         """P rows, each one descriptor per contiguous piece (on its src or its dst side)."""
         partitions = self.dst.partitions
         row_runs = replace(self.src, partitions=1).contiguous_runs()[0]
         dst_runs = self.dst.contiguous_runs()[0] // partitions
-        row_bytes = self.src.free_elements * max(self.src.dtype.itemsize, self.dst.dtype.itemsize)
-        return partitions * row_bytes, partitions * max(row_runs, dst_runs)
+        rows = replace(self.src, partitions=partitions)  # the P rows moved
+        return TransferSides(
+            rows, self.dst, partitions=partitions, descriptors=partitions * max(row_runs, dst_runs)
+        )
 
     def execute(self, state: CoreState) -> None:
         rows = self.src.partitions

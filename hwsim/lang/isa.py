@@ -9,7 +9,9 @@ from __future__ import annotations
 
 from typing import Any
 
+from hwsim.errors import IllegalInstructionError
 from hwsim.isa.base import ISA, Instruction
+from hwsim.isa.dma_ops import DGE_TRIGGER_ENGINES, DgeMode
 from hwsim.kernels.ops import ActivationFunction, AluOp, ReduceOp
 from hwsim.lang.kernel import current, source_location
 from hwsim.lang.tiles import Tile, View, as_ap
@@ -244,20 +246,57 @@ def tensor_partition_reduce(dst: Any, op: ReduceOp, data: Any) -> Instruction:
 
 
 # ---- DMA -------------------------------------------------------------------------------------
+#: The engine that triggers a transfer of each DGE mode when the call names none [S13].
+_DGE_DEFAULT_ENGINE = {"none": sync_engine, "swdge": gpsimd_engine, "hwdge": sync_engine}
+DGE_MODES = ("unknown", "none", "swdge", "hwdge")
+
+
+def _dge(engine: str | None, dge_mode: str) -> tuple[str, str]:
+    """(trigger engine, concrete DGE mode) of a DMA call, choosing for ``unknown`` as the
+    compiler does (HARDWARE.md §2.5 [S13]): the config's ``dma.default_dge_mode`` when the call
+    names no engine or one that can trigger it, else host-built descriptors (``none``), which
+    any engine can trigger. A concrete mode keeps the engine given, or takes its default."""
+    if dge_mode not in DGE_MODES:
+        raise IllegalInstructionError(
+            f"{source_location()}: dge_mode={dge_mode!r}; valid: {', '.join(DGE_MODES)}"
+        )
+    mode = dge_mode
+    if mode == "unknown":
+        default = current().config.dma.default_dge_mode
+        if engine is None or engine in DGE_TRIGGER_ENGINES[DgeMode(default)]:
+            mode = default
+        else:
+            mode = "none"
+    return engine or _DGE_DEFAULT_ENGINE[mode], mode
+
+
 def dma_copy(
-    dst: Any, src: Any, *, engine: str = sync_engine, queue: int | None = None
+    dst: Any,
+    src: Any,
+    *,
+    engine: str | None = None,
+    queue: int | None = None,
+    dge_mode: str = "unknown",
 ) -> Instruction:
-    """Copy HBM/SBUF -> HBM/SBUF (with dtype conversion), triggered by ``engine`` on ``queue``."""
-    chosen = current().next_queue(engine) if queue is None else queue
-    return emit("dma_copy", engine, dst=dst, src=src, queue=chosen)
+    """Copy HBM/SBUF -> HBM/SBUF (with dtype conversion), triggered by ``engine`` on ``queue``;
+    ``dge_mode`` is who builds the descriptors (``unknown``: the compiler's choice, ``_dge``)."""
+    trigger, mode = _dge(engine, dge_mode)
+    chosen = current().next_queue(trigger) if queue is None else queue
+    return emit("dma_copy", trigger, dst=dst, src=src, queue=chosen, dge_mode=DgeMode(mode))
 
 
 def dma_transpose(
-    dst: Any, src: Any, *, engine: str = sync_engine, queue: int | None = None
+    dst: Any,
+    src: Any,
+    *,
+    engine: str | None = None,
+    queue: int | None = None,
+    dge_mode: str = "unknown",
 ) -> Instruction:
     """dst[F, P] = src[P, F] during a DMA (2-byte dtypes)."""
-    chosen = current().next_queue(engine) if queue is None else queue
-    return emit("dma_transpose", engine, dst=dst, src=src, queue=chosen)
+    trigger, mode = _dge(engine, dge_mode)
+    chosen = current().next_queue(trigger) if queue is None else queue
+    return emit("dma_transpose", trigger, dst=dst, src=src, queue=chosen, dge_mode=DgeMode(mode))
 
 
 def dma_gather(dst: Any, src: Any, indices: Any, *, queue: int | None = None) -> Instruction:

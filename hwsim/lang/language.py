@@ -36,15 +36,16 @@ class tile_size:
     bn_stats_fmax = 512  # [S16] bn_stats free-size limit
 
 
-def load(src: Tile | View, *, dtype: str | None = None, engine: str = "sync") -> Tile:
-    """A new SBUF tile holding ``src`` (an HBM view), like ``nl.load``."""
+def load(src: Tile | View, *, dtype: str | None = None, engine: str | None = None) -> Tile:
+    """A new SBUF tile holding ``src`` (an HBM view), like ``nl.load`` (the trigger engine and
+    DGE mode are the compiler's choice unless ``engine`` is named: ``isa.dma_copy``)."""
     shape = src.shape
     tile = ndarray(shape, dtype or src.dtype, sbuf)
     isa.dma_copy(tile, src, engine=engine)
     return tile
 
 
-def store(dst: Tile | View, value: Tile | View, *, engine: str = "sync") -> None:
+def store(dst: Tile | View, value: Tile | View, *, engine: str | None = None) -> None:
     """Write an SBUF tile to HBM, like ``nl.store``."""
     isa.dma_copy(dst, value, engine=engine)
 

@@ -242,7 +242,8 @@ def dma_transpose_is_faster(
 ) -> bool:
     """Whether a transposing DMA beats a plain DMA plus TensorE transposes on this config.
 
-    A transposing DMA streams at ``transpose_bandwidth_fraction`` of the DMA bandwidth [S2];
+    A transposing DMA streams at ``transpose_bandwidth_fraction_by_source['hbm']`` of the DMA
+    bandwidth [S2];
     the TensorE path loads at full bandwidth, transposes each [128, 128] block on the PE array
     (max(P, min(64, F)) cycles [S16]) and copies PSUM to SBUF on VectorE (max(MIN_II, N) [S16]).
     Only 2-byte dtypes can be DMA-transposed [S15].
@@ -252,7 +253,7 @@ def dma_transpose_is_faster(
     config = config or lang.config()
     bandwidth = config.dma.engines * config.dma.bandwidth_bytes_per_ns  # B/ns
     nbytes = rows * cols * dtype.itemsize
-    dma_ns = nbytes / (bandwidth * config.dma.transpose_bandwidth_fraction)
+    dma_ns = nbytes / (bandwidth * config.dma.transpose_bandwidth_fraction_by_source["hbm"])
     lim = limits(config)
     blocks = cdiv(rows, lim.tile_m) * cdiv(cols, lim.tile_k)
     pe_ns = blocks * max(lim.tile_m, lim.tile_k) * 1000 / config.tensor_engine.clock_mhz

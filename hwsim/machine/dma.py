@@ -1,46 +1,41 @@
-"""DMA engines and queues of the NeuronCores, and the HBM bandwidth their stack shares.
+"""The DMA engines and queues of the NeuronCores, and the HBM bandwidth their stack shares.
 
-A ``dma_copy`` is split over the core's DMA engines by partitions, like the hardware (HARDWARE.md
-§2.5: 128 partitions over 16 engines = 8 each). Every piece joins the same queue ID on its engine;
-queues are FIFO, and an engine serves its queues round-robin, one piece at a time. A piece arrives
-``start_latency`` after the trigger, then occupies its engine for
-``descriptors * descriptor_overhead + bytes / bandwidth``. Pieces that touch HBM also reserve their
-bytes on the stack's shared bandwidth, first come first served; a piece ends when both its engine
-time and its HBM reservation are done, so engines that together ask for more than the stack gives
-slow down (contention). The transfer completes when its last piece does; completions on one queue
-are signalled in order, so a queue's semaphore counts finished transfers.
+A triggered transfer (``hwsim.machine.dma_plan``: one piece per DMA engine of its core) arrives
+on its engines ``start_latency`` after the trigger [S11] and joins its queue ID on each of them.
+Per engine, a queue's transfers run in order (FIFO [S12]); the heads of the non-empty queues are
+served round-robin at descriptor granularity [S12], modelled in its fluid limit: k queues with a
+transfer in service each advance at 1/k of the engine's rate (processor sharing). Work is kept in
+integer work units (``WORK_UNITS_PER_TICK``: k parts of a tick are whole units for k <= 16), so
+time stays exact integers; a piece ends on the first tick its remaining work is done.
 
-Time stays exact without rational arithmetic in the hot loop: a piece's engine time only enters
-its end tick through a ceiling, and ceil(now + busy) = now + ceil(busy) for an integer ``now``,
-so ``compile_plan`` rounds it once per distinct instruction. HBM reservations accumulate, so a
-stack's free time is an integer count of 1/d ticks, d the denominator of HBM ticks per byte.
+A piece that touches HBM reserves its bytes on its stack's bandwidth when it enters service,
+first come first served, and ends when both its engine work and its reservation are done: engines
+(and cores) asking together for more than the stack gives are slowed down [S1]. The transfer
+completes when the last of its pieces does, and completions of one queue are signalled in order.
+
+Engines of a core that have received the same pieces are in the same state, so they are kept as
+one *group* and updated once: a transfer that gives every engine the same piece (the usual
+128-partition tile) costs one update for all 16 engines, not 16. A transfer whose pieces differ
+splits the groups it touches (their state is copied); idle groups merge again. The trace still
+has one record per engine and piece.
+
+Events: one SimPy callback per arrival tick of a transfer and per tick at which some group has a
+piece to finish, never per descriptor.
 """
 
 from __future__ import annotations
 
-import math
-from bisect import bisect_left, insort
 from collections import deque
 from collections.abc import Callable
-from dataclasses import dataclass
-from fractions import Fraction
+from dataclasses import dataclass, field
 from typing import Any
 
 import simpy
 
+from hwsim.machine.dma_plan import WORK_UNITS_PER_TICK, Piece, TransferPlan
 from hwsim.trace.records import DmaRecord
 
-#: A compiled piece: (index in its transfer, bytes, descriptors, engine ticks rounded up,
-#: HBM time in 1/d ticks or -1 when the piece does not touch HBM).
-PlanPiece = tuple[int, int, int, int, int]
-
-
-@dataclass(frozen=True, slots=True)
-class DmaPlan:
-    """A DMA instruction's transfer, computed once per distinct instruction and config."""
-
-    queue: int
-    pieces: tuple[PlanPiece, ...]  # one per DMA engine, in engine order
+_new_record = tuple.__new__
 
 
 @dataclass(slots=True)
@@ -52,24 +47,57 @@ class DmaTransfer:
     trigger_engine: str
     trigger_pc: int
     on_complete: Callable[[int], None]  # called with the completion tick
-    remaining: int = 0
+    remaining: int = 0  # engines whose piece has not finished
     last_end_tick: int = 0
 
 
-class _Engine:
-    """One DMA engine: FIFO queues, the sorted IDs of the non-empty ones, round-robin position.
+class _Item:
+    """A piece of a transfer on the engines of one group: queued, in service or draining
+    (engine work done, waiting for its HBM reservation)."""
 
-    Queued items are (transfer, arrival tick, piece) tuples."""
+    __slots__ = ("arrival", "hbm_end", "piece", "remaining", "start", "transfer")
 
-    __slots__ = ("active", "next_queue", "queues", "wake")
+    def __init__(self, transfer: DmaTransfer, piece: Piece, arrival: int) -> None:
+        self.transfer = transfer
+        self.piece = piece
+        self.arrival = arrival
+        self.remaining = piece.work
+        self.start = -1
+        self.hbm_end = 0
 
-    def __init__(self, queues: int) -> None:
-        self.queues: list[deque[tuple[DmaTransfer, int, PlanPiece]]] = [
-            deque() for _ in range(queues)
-        ]
-        self.active: list[int] = []
-        self.next_queue = 0
-        self.wake: simpy.Event | None = None
+    def copy(self) -> _Item:
+        twin = _Item(self.transfer, self.piece, self.arrival)
+        twin.remaining, twin.start, twin.hbm_end = self.remaining, self.start, self.hbm_end
+        return twin
+
+
+@dataclass(eq=False)
+class _Group:
+    """DMA engines of one core in the same state: the same queued, served and draining items."""
+
+    core: int
+    engines: list[int]
+    queues: dict[int, deque[_Item]] = field(default_factory=dict)
+    active: list[_Item] = field(default_factory=list)  # queue heads in service
+    draining: list[_Item] = field(default_factory=list)
+    last_tick: int = 0
+    wake_tick: int = -1  # tick of the pending callback, or -1
+
+    @property
+    def idle(self) -> bool:
+        return not self.queues and not self.draining
+
+    def split_off(self, engines: list[int]) -> _Group:
+        """A new group of ``engines`` (removed from this one) with a copy of this state."""
+        keep = set(engines)
+        self.engines = [e for e in self.engines if e not in keep]
+        twin = _Group(self.core, engines, last_tick=self.last_tick)
+        copies: dict[int, _Item] = {}
+        for queue, items in self.queues.items():
+            twin.queues[queue] = deque(copies.setdefault(id(i), i.copy()) for i in items)
+        twin.active = [copies[id(i)] for i in self.active]
+        twin.draining = [i.copy() for i in self.draining]
+        return twin
 
 
 class DmaSystem:
@@ -81,161 +109,178 @@ class DmaSystem:
         *,
         cores: int,
         engines: int,
-        queues_per_engine: int,
-        ticks_per_byte: Fraction,
-        descriptor_ticks: Fraction,
         start_latency_ticks: int,
-        hbm_ticks_per_byte: Fraction,
+        hbm_denominator: int,
         cores_per_stack: int,
         records: list[DmaRecord],
     ) -> None:
         self.env = env
         self.engines_per_core = engines
-        self.ticks_per_byte = Fraction(ticks_per_byte)
-        self.descriptor_ticks = Fraction(descriptor_ticks)
         self.start_latency_ticks = start_latency_ticks
-        self.hbm_ticks_per_byte = Fraction(hbm_ticks_per_byte)
         self.cores_per_stack = cores_per_stack
         self.records = records
-        stacks = -(-cores // cores_per_stack)
         #: When each stack's HBM bandwidth is next free, in 1/hbm_denominator ticks.
-        self.hbm_denominator = self.hbm_ticks_per_byte.denominator
-        self.stack_free_units: list[int] = [0] * stacks
+        self.hbm_denominator = hbm_denominator
+        self.stack_free_units = [0] * -(-cores // cores_per_stack)
         self.queue_last_completion: dict[tuple[int, int], int] = {}
-        self._compiled: dict[tuple[Any, ...], DmaPlan] = {}  # many instructions share a plan
-        self._engines = [[_Engine(queues_per_engine) for _ in range(engines)] for _ in range(cores)]
-        for core in range(cores):
-            for index in range(engines):
-                env.process(self._serve(core, index))
+        self.groups: list[list[_Group]] = [[_Group(c, list(range(engines)))] for c in range(cores)]
 
-    def split(self, partitions: int) -> list[int]:
-        """Partitions handled by each engine: as even as possible, engines in order."""
-        used = min(partitions, self.engines_per_core)
-        base, extra = divmod(partitions, used)
-        return [base + (1 if i < extra else 0) for i in range(used)]
-
-    def compile_plan(self, plan: tuple[Any, ...]) -> DmaPlan:
-        """An instruction's ``dma_plan`` (queue, [(bytes, descriptors)], HBM sides, bandwidth
-        scale) with each piece's engine ticks and HBM reservation worked out once."""
-        queue, pieces, hbm_sides, bandwidth_scale = plan
-        key = (queue, tuple(pieces), hbm_sides, bandwidth_scale)
-        found = self._compiled.get(key)
-        if found is None:
-            found = self._compiled[key] = self._compile(queue, pieces, hbm_sides, bandwidth_scale)
-        return found
-
-    def _compile(
-        self, queue: int, pieces: list[tuple[int, int]], hbm_sides: int, bandwidth_scale: Fraction
-    ) -> DmaPlan:
-        ticks_per_byte = self.ticks_per_byte / Fraction(bandwidth_scale)
-        hbm_units_per_byte = self.hbm_ticks_per_byte.numerator * hbm_sides
-        compiled = []
-        for index, (nbytes, descriptors) in enumerate(pieces):
-            busy = descriptors * self.descriptor_ticks + nbytes * ticks_per_byte
-            hbm_units = nbytes * hbm_units_per_byte if hbm_sides else -1
-            compiled.append((index, nbytes, descriptors, math.ceil(busy), hbm_units))
-        return DmaPlan(queue, tuple(compiled))
-
-    def submit(self, transfer: DmaTransfer, plan: DmaPlan, trigger_tick: int) -> None:
-        """Queue a transfer's pieces on their engines (piece i on engine i)."""
-        arrival = trigger_tick + self.start_latency_ticks
-        queue = plan.queue
-        engines = self._engines[transfer.core]
+    # ---- arrivals -----------------------------------------------------------------------------
+    def submit(self, transfer: DmaTransfer, plan: TransferPlan, trigger_tick: int) -> None:
+        """Queue a transfer: it reaches its engines ``start_latency`` after ``trigger_tick``."""
         transfer.remaining = len(plan.pieces)
-        for piece in plan.pieces:
-            engine = engines[piece[0]]
-            waiting = engine.queues[queue]
-            if not waiting:
-                insort(engine.active, queue)
-            waiting.append((transfer, arrival, piece))
-            wake = engine.wake
-            if wake is not None and not wake.triggered:
-                wake.succeed()
+        arrival = trigger_tick + self.start_latency_ticks
+        now = int(self.env.now)
+        if arrival <= now:
+            self._arrive(transfer, plan, now)
+            return
+        self.env.timeout(arrival - now).callbacks.append(
+            lambda _event: self._arrive(transfer, plan, arrival)
+        )
 
-    def _serve(self, core: int, index: int):
-        env = self.env
-        timeout, peek = env.timeout, env.peek
-        engine = self._engines[core][index]
-        queues, active = engine.queues, engine.active
-        count = len(queues)
-        stack = core // self.cores_per_stack
-        stack_free = self.stack_free_units
-        denominator = self.hbm_denominator
-        records = self.records
-        make_record = tuple.__new__
-        last_completion = self.queue_last_completion
+    def _arrive(self, transfer: DmaTransfer, plan: TransferPlan, now: int) -> None:
+        groups = self.groups[transfer.core]
+        pieces = plan.pieces
+        for group in list(groups):
+            by_cost: dict[tuple[int, int, int, int], list[int]] = {}
+            for engine in group.engines:
+                p = pieces[engine]
+                by_cost.setdefault((p.nbytes, p.descriptors, p.work, p.hbm_units), []).append(
+                    engine
+                )
+            parts = list(by_cost.values())
+            self._advance(group, now)
+            for engines in parts[1:]:  # the pieces differ: split the group
+                twin = group.split_off(engines)
+                groups.append(twin)
+                self._enqueue(twin, transfer, pieces[engines[0]], now)
+            self._enqueue(group, transfer, pieces[parts[0][0]], now)
+        self._merge_idle(transfer.core)
+
+    def _enqueue(self, group: _Group, transfer: DmaTransfer, piece: Piece, now: int) -> None:
+        items = group.queues.get(transfer.queue)
+        item = _Item(transfer, piece, now)
+        if items is None:
+            group.queues[transfer.queue] = deque([item])
+            self._start(group, item, now)
+        else:
+            items.append(item)
+        self._settle(group, now)
+
+    # ---- service ------------------------------------------------------------------------------
+    def _start(self, group: _Group, item: _Item, now: int) -> None:
+        """``item`` becomes its queue's head: it enters service and reserves HBM."""
+        item.start = now
+        group.active.append(item)
+        units = item.piece.hbm_units
+        if units >= 0:
+            stack = group.core // self.cores_per_stack
+            begin = max(now * self.hbm_denominator, self.stack_free_units[stack])
+            end = begin + units * len(group.engines)
+            self.stack_free_units[stack] = end
+            item.hbm_end = -(-end // self.hbm_denominator)
+
+    def _advance(self, group: _Group, now: int) -> None:
+        """Apply the work done since the group was last updated (processor sharing)."""
+        elapsed = now - group.last_tick
+        if elapsed > 0 and group.active:
+            done = elapsed * (WORK_UNITS_PER_TICK // len(group.active))
+            for item in group.active:
+                item.remaining -= done
+        group.last_tick = now
+
+    def _settle(self, group: _Group, now: int) -> None:
+        """Finish what is done at ``now``, start the next heads, and schedule the next wake-up."""
         while True:
-            now = int(env.now)
-            # Round-robin from next_queue over the non-empty queues: the first whose head has
-            # arrived; else sleep until the earliest head arrives (or until something is queued).
-            if not active:
-                engine.wake = env.event()
-                yield engine.wake
-                engine.wake = None
-                continue
-            count_active = len(active)
-            first = bisect_left(active, engine.next_queue)
-            chosen = -1
-            earliest = -1
-            for position in range(first, first + count_active):
-                queue_id = active[position % count_active]
-                arrival = queues[queue_id][0][1]
-                if arrival <= now:
-                    chosen = queue_id
-                    break
-                if earliest < 0 or arrival < earliest:
-                    earliest = arrival
-            if chosen < 0:
-                if peek() > earliest:
-                    env._now = earliest  # no event is due first: see simulator._advance_to
+            finished = [i for i in group.active if i.remaining <= 0]
+            ready = [i for i in group.draining if i.hbm_end <= now]
+            if not finished and not ready:
+                break
+            for item in finished:
+                group.active.remove(item)
+                if item.hbm_end > now:
+                    group.draining.append(item)
                 else:
-                    yield timeout(earliest - now)
-                continue
-            waiting = queues[chosen]
-            transfer, arrival, piece = waiting.popleft()
-            if not waiting:
-                active.remove(chosen)
-            engine.next_queue = (chosen + 1) % count
-            piece_index, nbytes, descriptors, busy, hbm_units = piece
-            end_tick = now + busy
-            if hbm_units >= 0:
-                hbm_start = now * denominator
-                if stack_free[stack] > hbm_start:
-                    hbm_start = stack_free[stack]
-                hbm_end = hbm_start + hbm_units
-                stack_free[stack] = hbm_end
-                hbm_end_tick = -(-hbm_end // denominator)
-                if hbm_end_tick > end_tick:
-                    end_tick = hbm_end_tick
-            if end_tick <= now:
-                end_tick = now + 1
-            if peek() > end_tick:
-                env._now = end_tick  # no event is due first: see simulator._advance_to
-            else:
-                yield timeout(end_tick - now)
-            records.append(
-                make_record(
+                    ready.append(item)
+            for item in sorted(ready, key=lambda i: i.transfer.queue):
+                if item in group.draining:
+                    group.draining.remove(item)
+                self._finish(group, item, now)
+        self._schedule(group, now)
+
+    def _finish(self, group: _Group, item: _Item, now: int) -> None:
+        transfer, piece = item.transfer, item.piece
+        queue = transfer.queue
+        items = group.queues[queue]
+        items.popleft()
+        if items:
+            self._start(group, items[0], now)
+        else:
+            del group.queues[queue]
+        fields_ = (transfer.queue, transfer.trigger_engine, transfer.trigger_pc)
+        for engine in group.engines:
+            self.records.append(
+                _new_record(
                     DmaRecord,
                     (
-                        core,
-                        index,
-                        transfer.queue,
-                        transfer.trigger_engine,
-                        transfer.trigger_pc,
-                        piece_index,
-                        nbytes,
-                        descriptors,
-                        arrival,
+                        group.core,
+                        engine,
+                        *fields_,
+                        engine,
+                        piece.nbytes,
+                        piece.descriptors,
+                        item.arrival,
+                        item.start,
                         now,
-                        end_tick,
                     ),
                 )
             )
-            if end_tick > transfer.last_end_tick:
-                transfer.last_end_tick = end_tick
-            transfer.remaining -= 1
-            if transfer.remaining == 0:
-                key = (core, transfer.queue)
-                done = max(transfer.last_end_tick, last_completion.get(key, 0))
-                last_completion[key] = done
-                transfer.on_complete(done)
+        transfer.last_end_tick = max(transfer.last_end_tick, now)
+        transfer.remaining -= len(group.engines)
+        if transfer.remaining == 0:
+            key = (transfer.core, queue)
+            done = max(transfer.last_end_tick, self.queue_last_completion.get(key, 0))
+            self.queue_last_completion[key] = done
+            transfer.on_complete(done)
+
+    def _schedule(self, group: _Group, now: int) -> None:
+        wake = -1
+        if group.active:
+            share = len(group.active)
+            least = min(item.remaining for item in group.active)
+            wake = now + max(1, -(-least * share // WORK_UNITS_PER_TICK))
+        for item in group.draining:
+            if wake < 0 or item.hbm_end < wake:
+                wake = item.hbm_end
+        if wake < 0 or (0 <= group.wake_tick <= wake and group.wake_tick > now):
+            return  # nothing to do, or an earlier callback is pending already
+        group.wake_tick = wake
+        self.env.timeout(wake - now).callbacks.append(lambda _event: self._wake(group, wake))
+
+    def _wake(self, group: _Group, tick: int) -> None:
+        if group.wake_tick != tick or group not in self.groups[group.core]:
+            return  # superseded by an earlier wake-up, or merged away
+        group.wake_tick = -1
+        self._advance(group, tick)
+        self._settle(group, tick)
+        self._merge_idle(group.core)
+
+    def _merge_idle(self, core: int) -> None:
+        groups = self.groups[core]
+        idle = [g for g in groups if g.idle]
+        if len(idle) < 2:
+            return
+        keep = idle[0]
+        for group in idle[1:]:
+            keep.engines.extend(group.engines)
+            groups.remove(group)
+        keep.engines.sort()
+
+    def busy_groups(self) -> list[tuple[int, list[int], list[Any]]]:
+        """(core, engines, unfinished transfers) of groups with work left (for diagnostics)."""
+        return [
+            (g.core, g.engines, [i.transfer for q in g.queues.values() for i in q])
+            for groups in self.groups
+            for g in groups
+            if not g.idle
+        ]

@@ -21,12 +21,13 @@ from typing import Any
 import numpy as np
 import simpy
 
-from hwsim.builder import STATIC_TWIN
+from hwsim.builder import STATIC_TWIN, engine_semaphore
 from hwsim.config import HardwareConfig, config_hash, load_config
 from hwsim.errors import DeadlockError, IllegalInstructionError, MemoryAccessError
 from hwsim.isa.ap import MemorySpace
 from hwsim.isa.base import ENGINES, Instruction, MachineSpec
-from hwsim.machine.dma import DmaPlan, DmaSystem, DmaTransfer
+from hwsim.machine.dma import DmaSystem, DmaTransfer
+from hwsim.machine.dma_plan import DmaCostModel, TransferPlan, plan_transfer
 from hwsim.machine.race import RaceChecker
 from hwsim.machine.semaphores import SemaphoreBank
 from hwsim.machine.state import CoreState, Hbm
@@ -44,18 +45,23 @@ class RunResult:
 
 
 #: What an instruction costs, computed once per distinct instruction and config: (issue ticks,
-#: latency ticks, shared ports used, DMA plan or None).
-_Facts = tuple[int, int, tuple[int, ...], DmaPlan | None]
-#: One instruction ready to run: (instruction, waits as (semaphore index, value), signals as
-#: (semaphore index, amount)) + its facts.
+#: latency ticks, chain ticks (a same-engine dependent may start), shared ports used, ticks it
+#: holds them, DMA plan or None, ticks from start until the transfer is submitted).
+_Facts = tuple[int, int, int, tuple[int, ...], int, TransferPlan | None, int]
+#: One instruction ready to run: (instruction, semaphore waits as (index, value), the pc of its
+#: latest same-engine producer or -1, signals as (index, amount)) + its facts.
 _Step = tuple[
     Instruction,
     tuple[tuple[int, int], ...],
+    int,
     tuple[tuple[int, int], ...],
     int,
     int,
+    int,
     tuple[int, ...],
-    DmaPlan | None,
+    int,
+    TransferPlan | None,
+    int,
 ]
 
 
@@ -154,7 +160,11 @@ def _simulate(
     dma = _make_dma_system(env, spec, len(program.cores), trace)
     runners: list[_EngineRunner] = []
     banks: list[SemaphoreBank] = []
-    facts = _FactsCache(spec, dma, program)  # shared by every stream: legality and cost once each
+    dma_model = DmaCostModel(
+        spec.config.dma, spec.timebase.base_mhz, spec.config.hbm.bandwidth_bytes_per_ns_per_stack
+    )
+    # shared by every stream: legality and cost once each
+    facts = _FactsCache(spec, dma_model, program)
     for core, core_program in enumerate(program.cores):
         state = CoreState(
             spec.memory_capacity(MemorySpace.SBUF),
@@ -168,7 +178,7 @@ def _simulate(
             stream = core_program.streams.get(engine, [])
             if not stream:
                 continue
-            steps = _prepare(stream, sems, facts)
+            steps = _prepare(stream, sems, facts, engine)
             runner = _EngineRunner(
                 env, core, engine, stream, steps, sems, dma, state, numerics, race
             )
@@ -182,17 +192,15 @@ def _make_dma_system(
     env: simpy.Environment, spec: MachineSpec, cores: int, trace: Trace
 ) -> DmaSystem:
     config = spec.config
-    ticks_per_ns = Fraction(spec.timebase.base_mhz, 1000)
+    hbm_ticks_per_byte = Fraction(spec.timebase.base_mhz, 1000) / Fraction(
+        str(config.hbm.bandwidth_bytes_per_ns_per_stack)
+    )
     return DmaSystem(
         env,
         cores=cores,
         engines=config.dma.engines,
-        queues_per_engine=config.dma.queues_per_engine,
-        ticks_per_byte=ticks_per_ns / Fraction(str(config.dma.bandwidth_bytes_per_ns)),
-        descriptor_ticks=ticks_per_ns * Fraction(str(config.dma.descriptor_overhead_ns)),
         start_latency_ticks=spec.timebase.ns_to_ticks(config.dma.start_latency_ns),
-        hbm_ticks_per_byte=ticks_per_ns
-        / Fraction(str(config.hbm.bandwidth_bytes_per_ns_per_stack)),
+        hbm_denominator=hbm_ticks_per_byte.denominator,
         cores_per_stack=config.hbm.cores_per_stack,
         records=trace.dma,
     )
@@ -211,7 +219,7 @@ class _FactsCache:
     costs hashing and comparing their operands.
     """
 
-    def __init__(self, spec: MachineSpec, dma: DmaSystem, program: Program) -> None:
+    def __init__(self, spec: MachineSpec, dma: DmaCostModel, program: Program) -> None:
         self.spec, self.dma, self.program = spec, dma, program
         self._by_twin: dict[int, _Facts] = {}  # twins live as long as the program: ids are stable
         self._by_key: dict[tuple[Any, ...], _Facts] = {}
@@ -233,12 +241,20 @@ class _FactsCache:
         return facts
 
 
-def _prepare(stream: list[Instruction], sems: SemaphoreBank, facts: _FactsCache) -> list[_Step]:
-    """Each instruction with its semaphore indices and static facts, for the engine loop."""
+def _prepare(
+    stream: list[Instruction], sems: SemaphoreBank, facts: _FactsCache, engine: str
+) -> list[_Step]:
+    """Each instruction with its semaphore indices and static facts, for the engine loop.
+
+    A wait on the engine's own completion semaphore (a same-engine RAW dependency, which the
+    builder records like any other) becomes a *chain* wait on its producer's pc: the engine
+    streams the consumer behind it (``Cost.chain_ticks``) instead of waiting for completion.
+    """
     steps: list[_Step] = []
     append = steps.append
     facts_of = facts.of
     sem_index = sems.index
+    own = engine_semaphore(engine)
     translated: dict[tuple[tuple[str, int], ...], tuple[tuple[int, int], ...]] = {}
     for instruction in stream:
         signals = translated.get(instruction.signals)
@@ -246,33 +262,54 @@ def _prepare(stream: list[Instruction], sems: SemaphoreBank, facts: _FactsCache)
             signals = translated[instruction.signals] = tuple(
                 [(sem_index[name], amount) for name, amount in instruction.signals]
             )
-        waits = (
-            tuple([(sem_index[name], value) for name, value in instruction.waits])
-            if instruction.waits
-            else ()
+        waits: tuple[tuple[int, int], ...] = ()
+        chain = -1
+        if instruction.waits:
+            waits = tuple(
+                [(sem_index[name], value) for name, value in instruction.waits if name != own]
+            )
+            for name, value in instruction.waits:
+                if name == own and value - 1 > chain:
+                    chain = value - 1
+        issue, latency, chain_ticks, ports, hold, plan, submit = facts_of(instruction)
+        append(
+            (
+                instruction,
+                waits,
+                chain,
+                signals,
+                issue,
+                latency,
+                chain_ticks,
+                ports,
+                hold,
+                plan,
+                submit,
+            )
         )
-        append((instruction, waits, signals, *facts_of(instruction)))
     return steps
 
 
 def _work_out(
-    instruction: Instruction, spec: MachineSpec, dma: DmaSystem, program: Program
+    instruction: Instruction, spec: MachineSpec, dma: DmaCostModel, program: Program
 ) -> _Facts:
-    """Legality checks, then (issue ticks, latency ticks, shared ports used, DMA plan or None)."""
+    """Legality checks, then the instruction's static facts (``_Facts``)."""
     instruction.check(spec)
     _check_hbm_operands(instruction, program)
-    cost = instruction.cost(spec)
-    plan = (
-        dma.compile_plan(instruction.dma_plan(spec, dma.split))  # type: ignore[attr-defined]
-        if instruction.IS_DMA
-        else None
-    )
-    return (
-        cost.issue_ticks,
-        max(cost.latency_ticks, cost.issue_ticks),
-        _ports_used(instruction, spec.config),
-        plan,
-    )
+    plan = None
+    submit = hold = 0
+    if instruction.IS_DMA:
+        sides = instruction.transfer()  # type: ignore[attr-defined]
+        plan = plan_transfer(dma, spec.config.dma.engines, instruction.queue, sides)  # type: ignore[attr-defined]
+        cost, submit, hold = instruction.trigger_cost(spec, sum(p.descriptors for p in plan.pieces))  # type: ignore[attr-defined]
+    else:
+        cost = instruction.cost(spec)
+    latency = max(cost.latency_ticks, cost.issue_ticks)
+    chain = latency if cost.chain_ticks is None else min(latency, cost.chain_ticks)
+    ports = _ports_used(instruction, spec.config)
+    if hold:
+        ports = (*ports, _dge_port(instruction.engine))
+    return cost.issue_ticks, latency, chain, ports, hold or cost.issue_ticks, plan, submit
 
 
 def _check_hbm_operands(instruction: Instruction, program: Program) -> None:
@@ -295,9 +332,14 @@ def _check_hbm_operands(instruction: Instruction, program: Program) -> None:
             )
 
 
-#: Shared access ports of NeuronCore-v2 (HARDWARE.md §1.4): index 0 = SBUF port shared by VectorE
-#: and GpSimdE, index 1 = PSUM port shared by VectorE and ScalarE.
-_SBUF_PORT, _PSUM_PORT = 0, 1
+#: Shared ports (``CoreState.shared_port_free_tick``): NeuronCore-v2's SBUF port shared by VectorE
+#: and GpSimdE and PSUM port shared by VectorE and ScalarE (HARDWARE.md §1.4), and the hardware
+#: DGE blocks, one per triggering sequencer (§2.5 [S13]).
+_SBUF_PORT, _PSUM_PORT, _DGE_SYNC_PORT, _DGE_SCALAR_PORT = 0, 1, 2, 3
+
+
+def _dge_port(engine: str) -> int:
+    return _DGE_SCALAR_PORT if engine == "scalar" else _DGE_SYNC_PORT
 
 
 def _ports_used(instruction: Instruction, config: HardwareConfig) -> tuple[int, ...]:
@@ -342,6 +384,8 @@ class _EngineRunner:
         self.pc = 0
         self.blocked_on: tuple[int, int] | None = None
         self.port_free_tick = state.shared_port_free_tick
+        #: Per pc already started: when a dependent instruction of this engine may start.
+        self.chain_ready: list[int] = []
         self.records: list[InstructionRecord] = []
         self.proc: simpy.Process | None = None
 
@@ -354,15 +398,35 @@ class _EngineRunner:
         ports = self.port_free_tick
         state = self.state if self.numerics else None
         race = self.race
+        chain_ready = self.chain_ready
         last_done = 0
         clock = None
         # Sleeping until ``t`` when no event is due at or before ``t`` would wake this process
         # next, with nothing else run in between: so it advances the clock itself instead (see
         # ``_advance_to``), which is what makes one SimPy event per instruction an upper bound.
         for pc, step in enumerate(self.steps):
-            instruction, waits, signals, issue, latency, ports_used, plan = step
+            (
+                instruction,
+                waits,
+                chain,
+                signals,
+                issue,
+                latency,
+                chain_ticks,
+                ports_used,
+                hold,
+                plan,
+                submit,
+            ) = step
             self.pc = pc
             ready = now = int(env.now)
+            if chain >= 0 and chain_ready[chain] > now:  # streams behind its producer
+                behind = chain_ready[chain]
+                if peek() > behind:
+                    _advance_to(env, behind)
+                else:
+                    yield timeout(behind - now)
+                now = behind
             for sem, value in waits:
                 reach = time_reaching(sem, value)
                 if reach is None:
@@ -385,7 +449,8 @@ class _EngineRunner:
                     now = int(env.now)
             start = now
             for port in ports_used:
-                ports[port] = start + issue
+                ports[port] = start + hold
+            chain_ready.append(start + chain_ticks)
             if race is not None:
                 clock = race.begin(core, engine, pc, instruction, waits, sems)
             if state is not None:
@@ -398,10 +463,7 @@ class _EngineRunner:
                 for sem, amount in signals:
                     schedule(sem, done, amount, (engine, pc), clock)
             else:  # a DMA trigger: its semaphores count completed transfers
-                # Software DGE (dma_gather) writes its descriptors while it issues: the DMA
-                # engines see the transfer only then. Other triggers overlap the start latency.
-                trigger = start + issue if instruction.SUBMITS_AFTER_ISSUE else start
-                self._submit_dma(pc, instruction, plan, signals, trigger, clock)
+                self._submit_dma(pc, instruction, plan, signals, start + submit, clock)
             end = start + issue
             append(
                 make_record(
@@ -418,7 +480,7 @@ class _EngineRunner:
         self,
         pc: int,
         instruction: Instruction,
-        plan: DmaPlan,
+        plan: TransferPlan,
         completion_signals: tuple[tuple[int, int], ...],
         start: int,
         clock: Any,

@@ -138,8 +138,16 @@ def dma_table(config: HardwareConfig) -> Table:
     aggregate = peaks.dma_bandwidth_bytes_per_ns_per_core(config)
     table.add_row("aggregate bandwidth", f"{aggregate:g} GB/s")
     table.add_row("start latency", f"{dma.start_latency_ns:g} ns")
-    table.add_row("trigger cost", f"{dma.trigger_ns:g} ns")
-    table.add_row("per-descriptor overhead", f"{dma.descriptor_overhead_ns:g} ns")
+    table.add_row("trigger cost (static descriptors)", f"{dma.trigger_ns:g} ns")
+    table.add_row(
+        "hardware DGE trigger", "none" if dma.hwdge_ns is None else f"{dma.hwdge_ns:g} ns"
+    )
+    table.add_row("default DGE mode", dma.default_dge_mode)
+    curve = ", ".join(
+        f"{format_bytes(size)}: {eff:.0%}"
+        for size, eff in sorted(dma.descriptor_efficiency.items())
+    )
+    table.add_row("efficiency by descriptor size", curve)
     return table
 
 

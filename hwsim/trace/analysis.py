@@ -354,10 +354,17 @@ class Dependencies:
         self.update_tick = int_column(updates, "tick")
 
     def wait_updates(self, record_index: int) -> list[tuple[str, int, int]]:
-        """(semaphore, value, update index) for each wait of an instruction that an update met."""
+        """(semaphore, value, update index) for each wait of an instruction that an update met.
+
+        A wait on the instruction's own engine semaphore is a same-engine dependency, which the
+        engine meets by streaming the instruction behind its producer (``Cost.chain_ticks``),
+        not through the semaphore: it is not listed."""
         rec = self.trace.instructions[record_index]
+        own = f"S.{rec.engine}"
         out = []
         for semaphore, value in rec.instruction.waits:
+            if semaphore == own:
+                continue
             u = self.semaphores.satisfying(rec.core, semaphore, value)
             if u >= 0:
                 out.append((semaphore, value, u))

@@ -276,7 +276,12 @@ def _dma_stats(
     for core in np.unique(cols.core):
         mine = cols.core == core
         active += union_ticks(cols.start[mine], cols.end[mine])
-    busy = np.bincount(engine, weights=cols.end - cols.start) if len(dma) else np.zeros(0)
+    # Pieces of several queues on one engine overlap (they share it), so busy is their union.
+    busy = np.zeros(int(engine.max()) + 1 if len(dma) else 0)
+    dma_core = int_column(dma, "core")
+    for key in np.unique(dma_core * 65536 + engine) if len(dma) else ():
+        mine = dma_core * 65536 + engine == key
+        busy[key % 65536] += union_ticks(cols.start[mine], cols.end[mine])
     per_queue = np.bincount(queue, weights=nbytes) if len(dma) else np.zeros(0)
     return {
         "active_ticks": active,

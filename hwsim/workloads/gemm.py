@@ -13,6 +13,7 @@ outermost, so TensorE starts as soon as the first K tiles land.
 
 from __future__ import annotations
 
+import itertools
 import re
 from dataclasses import dataclass
 
@@ -41,6 +42,9 @@ RHS_BUFFERS = 4
 #: Bytes per partition a B load aims for: >= 2 KiB per partition is the recommended minimum
 #: [S11][S12]; larger DMAs would delay the first matmuls.
 DMA_TARGET_BYTES = 2048
+#: Contiguous bytes per row a B load aims for: DMA descriptors saturate the engines from 4 KiB
+#: [S11][S12] (``hwsim.machine.dma_plan``), so B's N block is made that wide when N allows.
+DESCRIPTOR_TARGET_BYTES = 4096
 #: Share of SBUF kept free of the blocking's tiles (allocation granules, fragmentation).
 SBUF_MARGIN_SHARE = 1 / 16
 
@@ -92,32 +96,38 @@ def gemm_blocking(spec: GemmSpec, config: HardwareConfig) -> Blocking:
     """Block sizes and buffering for this shape on this config: the first that fits SBUF.
 
     Preference order, from what saves the most: A^T resident in SBUF (never reloaded); K in one
-    block (no partial sums through SBUF), else the largest K block; one N tile per block, so
-    each B K-tile feeds a whole M block as soon as it lands; M blocks as tall as the tutorial's
-    (16 tiles); B loads running up to ``RHS_BUFFERS`` blocks ahead. In the first block half the
-    PSUM banks accumulate at once (K outermost) while the other half drain.
+    block (no partial sums through SBUF), else the largest K block; N blocks wide enough that B
+    moves in 4 KiB rows (``DESCRIPTOR_TARGET_BYTES``), else narrower; M blocks as tall as the
+    tutorial's (16 tiles); B loads running up to ``RHS_BUFFERS`` blocks ahead. In the first block
+    half the PSUM banks accumulate at once (K outermost) while the other half drain.
     """
     lim = limits(config)
     dt = spec.dtype
     budget = int(config.sbuf.bytes_per_partition * (1 - SBUF_MARGIN_SHARE))
     k_tiles, m_tiles = cdiv(spec.k, lim.tile_k), cdiv(spec.m, lim.tile_m)
-    for resident in (True, False):
-        for tiles_k in _halvings(k_tiles):
-            for tiles_m in _halvings(min(16, m_tiles)):
-                for rhs_buffers in (RHS_BUFFERS, 2):
-                    blocking = Blocking(
-                        tiles_m=tiles_m,
-                        tiles_n=1,
-                        tiles_k=tiles_k,
-                        psum_groups=max(1, config.psum.banks // 2),
-                        lhs_resident=resident,
-                        rhs_buffers=rhs_buffers,
-                        rhs_k_tiles_per_dma=max(1, DMA_TARGET_BYTES // (lim.tile_n * dt.itemsize)),
-                        fold_fp32=True,
-                    )
-                    need = blocking.sbuf_bytes(spec.k, spec.m, spec.n, dt, dt, lim)
-                    if need + _staging_bytes(spec, config, lim, tiles_k) <= budget:
-                        return blocking
+    n_tiles = cdiv(spec.n, lim.tile_n)
+    wide_n = max(1, min(n_tiles, DESCRIPTOR_TARGET_BYTES // (lim.tile_n * dt.itemsize)))
+    for resident, tiles_k, tiles_n, tiles_m, rhs_buffers in itertools.product(
+        (True, False),
+        _halvings(k_tiles),
+        _halvings(wide_n),
+        _halvings(min(16, m_tiles)),
+        (RHS_BUFFERS, 2),
+    ):
+        rhs_row_bytes = tiles_n * lim.tile_n * dt.itemsize
+        blocking = Blocking(
+            tiles_m=tiles_m,
+            tiles_n=tiles_n,
+            tiles_k=tiles_k,
+            psum_groups=max(1, config.psum.banks // 2),
+            lhs_resident=resident,
+            rhs_buffers=rhs_buffers,
+            rhs_k_tiles_per_dma=max(1, DMA_TARGET_BYTES // rhs_row_bytes),
+            fold_fp32=True,
+        )
+        need = blocking.sbuf_bytes(spec.k, spec.m, spec.n, dt, dt, lim)
+        if need + _staging_bytes(spec, config, lim, tiles_k) <= budget:
+            return blocking
     raise WorkloadError(
         f"{spec.name}: no blocking fits {config.chip.name}'s SBUF "
         f"({config.sbuf.bytes_per_partition} B per partition): the kernel keeps a "

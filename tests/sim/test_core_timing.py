@@ -1,8 +1,10 @@
 """Exact-tick tests of the engine model, DMA, semaphores, deadlock and race detection.
 
 All on the ``tiny`` preset: base clock 1000 MHz (1 tick = 1 ns), TensorE 1 tick/cycle, the other
-engines 2 ticks/cycle, 4 DMA engines at 4 B/ns, DMA start latency 100 ns, trigger 10 ns,
-HBM 8 B/ns. Every expected number below is worked out by hand from the cost formulas.
+engines 2 ticks/cycle, 4 DMA engines at 4 B/ns with no efficiency loss (a descriptor of b bytes
+takes b / 4 ns, at least 1 ns: every piece ends with the 4-byte completion semaphore write, 1 ns),
+DMA start latency 100 ns, trigger 10 ns, HBM 8 B/ns. Every expected number below is worked out by
+hand from the cost formulas.
 """
 
 from __future__ import annotations
@@ -68,19 +70,49 @@ def test_back_to_back_independent_matmuls_issue_at_the_interval_not_the_latency(
     assert second.done_tick == 128 + 160
 
 
-def test_same_engine_dependency_waits_for_the_latency():
-    # copy1 writes X; copy2 reads X on the same engine: it waits for copy1's latency (276), not
-    # only its issue interval (256) — the ~100-cycle overhead of dependent instructions [S1].
+def chained_copies(n: int, engine: str = "vector"):
+    """copy1 writes X; copy2 reads X on the same engine (and writes Y, read by nobody)."""
+    b = ProgramBuilder()
+    x = contiguous(SBUF, FP32, 32, n, offset_bytes=0)
+    y = contiguous(SBUF, FP32, 32, n, offset_bytes=1024)
+    z = contiguous(SBUF, FP32, 32, n, offset_bytes=2048)
+    b.emit(TensorCopy(engine=engine, dst=x, src=z))
+    b.emit(TensorCopy(engine=engine, dst=y, src=x))
+    return records_by(run(b.build(), "tiny", numerics=False), engine)
+
+
+def test_a_long_dependent_instruction_streams_behind_its_producer():
+    # N=128: issue 128 cycles = 256 ticks >= the pipeline fill (MIN_II 16 + latency 10 = 26
+    # cycles = 52 ticks): the dependent copy starts when the first one's issue interval ends,
+    # not at its completion (276) — the same engine streams it behind its producer.
+    first, second = chained_copies(128)
+    assert first.end_tick == 256 and first.done_tick == 276
+    assert second.ready_tick == 256 and second.start_tick == 256
+
+
+def test_a_tiny_dependent_instruction_waits_for_the_pipeline_fill():
+    # N=4: issue max(MIN_II 16, 4) = 16 cycles = 32 ticks; the dependent one waits for the fill,
+    # MIN_II + latency = 26 cycles = 52 ticks (VectorE); ScalarE's latency is 20: 36 cycles = 72.
+    first, second = chained_copies(4)
+    assert (first.end_tick, first.done_tick) == (32, 52)
+    assert (second.ready_tick, second.start_tick) == (32, 52)
+    first, second = chained_copies(4, engine="scalar")
+    assert (second.ready_tick, second.start_tick) == (32, 72)
+
+
+def test_another_engine_waits_for_the_completion_not_the_chain():
+    # the same dependency across engines: the consumer waits for the producer's completion.
     b = ProgramBuilder()
     x = contiguous(SBUF, FP32, 32, 128, offset_bytes=0)
-    y = contiguous(SBUF, FP32, 32, 128, offset_bytes=1024)
-    z = contiguous(SBUF, FP32, 32, 128, offset_bytes=2048)
-    b.emit(TensorCopy(engine="vector", dst=x, src=z))
-    b.emit(TensorCopy(engine="vector", dst=y, src=x))
+    b.emit(
+        TensorCopy(engine="vector", dst=x, src=contiguous(SBUF, FP32, 32, 128, offset_bytes=2048))
+    )
+    b.emit(
+        TensorCopy(engine="scalar", dst=contiguous(SBUF, FP32, 32, 128, offset_bytes=1024), src=x)
+    )
     result = run(b.build(), "tiny", numerics=False)
-    first, second = records_by(result, "vector")
-    assert first.end_tick == 256 and first.done_tick == 276
-    assert second.ready_tick == 256 and second.start_tick == 276
+    (scalar,) = records_by(result, "scalar")
+    assert scalar.start_tick == 276
 
 
 def test_independent_engines_overlap():
@@ -125,25 +157,27 @@ def dma_completions(result):
 
 
 def test_dma_split_by_partitions_latency_and_engine_bandwidth():
-    # 32 partitions over 4 engines = 8 each = 2048 B per piece; 2048 B / 4 B/ns = 512 ns; the
-    # pieces arrive 100 ns (start latency) after the trigger. With abundant HBM bandwidth the
-    # transfer completes at 100 + 512.
+    # 32 partitions over 4 engines = 8 each = 2048 B per piece, 8 descriptors of 256 B (one
+    # partition row each): 8 x 64 ns + the 1 ns semaphore write = 513 ns; the pieces arrive
+    # 100 ns (start latency) after the trigger. With abundant HBM bandwidth the transfer
+    # completes at 100 + 513.
     config = load_config("tiny", {"hbm.bandwidth_bytes_per_ns_per_stack": 10_000})
     result = run(dma_program(1), config, numerics=False)
     pieces = result.trace.dma
     assert [p.dma_engine for p in pieces] == [0, 1, 2, 3]
-    assert all(p.transfer_bytes == 2048 and p.queued_tick == 100 for p in pieces)
-    assert all((p.start_tick, p.end_tick) == (100, 612) for p in pieces)
-    assert dma_completions(result) == [612]
+    assert all(p.transfer_bytes == 2048 and p.descriptors == 8 for p in pieces)
+    assert all(p.queued_tick == 100 for p in pieces)
+    assert all((p.start_tick, p.end_tick) == (100, 613) for p in pieces)
+    assert dma_completions(result) == [613]
     (trigger,) = records_by(result, "sync")
     assert (trigger.start_tick, trigger.end_tick) == (0, 10)
 
 
-def test_dma_shares_hbm_bandwidth_first_come_first_served():
-    # Engines could move 16 B/ns together but the stack gives 8 B/ns: the 8 KiB transfer ends
-    # when its last piece's HBM reservation ends: 100 + 8192 / 8 = 1124 ns.
+def test_dma_shares_hbm_bandwidth():
+    # Engines could move 16 B/ns together but the stack gives 8 B/ns: the four pieces start
+    # together and share it, so each ends when the stack has moved all 8 KiB: 100 + 1024.
     result = run(dma_program(1), "tiny", numerics=False)
-    assert sorted(p.end_tick for p in result.trace.dma) == [612, 612, 868, 1124]
+    assert [p.end_tick for p in result.trace.dma] == [1124] * 4
     assert dma_completions(result) == [1124]
 
 
@@ -169,7 +203,7 @@ def test_consumer_of_a_dma_starts_exactly_at_its_completion():
     )
     result = run(b.build(), config)
     (copy,) = records_by(result, "vector")
-    assert copy.start_tick == 612
+    assert copy.start_tick == 613
 
 
 def test_deadlock_names_the_blocked_instruction_semaphore_and_values():
@@ -270,7 +304,8 @@ def test_v2_shared_sbuf_port_serialises_vector_and_gpsimd():
 
 
 def test_sbuf_to_sbuf_dma_does_not_touch_hbm_bandwidth():
-    # 32 partitions x 256 B: 4 engines x 2048 B at 4 B/ns = 512 ns, even with a tiny HBM stack.
+    # 32 partitions x 256 B: 4 engines x 2048 B at 4 B/ns = 512 ns + the semaphore write, even
+    # with a tiny HBM stack.
     config = load_config("tiny", {"hbm.bandwidth_bytes_per_ns_per_stack": 0.001})
     b = ProgramBuilder()
     b.emit(
@@ -281,7 +316,7 @@ def test_sbuf_to_sbuf_dma_does_not_touch_hbm_bandwidth():
         )
     )
     result = run(b.build(), config, numerics=False)
-    assert all((p.start_tick, p.end_tick) == (100, 612) for p in result.trace.dma)
+    assert all((p.start_tick, p.end_tick) == (100, 613) for p in result.trace.dma)
 
 
 def test_v2_shared_psum_port_serialises_vector_and_scalar():

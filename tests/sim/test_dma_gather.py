@@ -1,17 +1,18 @@
 """``dma_gather`` (indirect DMA, software DGE): numerics, index errors, legality, exact ticks.
 
 On ``tiny`` (1 tick = 1 ns; GpSimdE 2 ticks/cycle, GPSIMD_START 10 cycles; 4 DMA engines at
-4 B/ns, start latency 100 ns, sync trigger 10 ns; ``dma.swdge_descriptor_cycles`` 2), with
-``dma.descriptor_overhead_ns`` set to 3 so per-descriptor costs show and HBM made abundant
-(10 000 B/ns) so bandwidth sharing stays out of the arithmetic. The cost rule:
+4 B/ns, start latency 100 ns, sync trigger 10 ns; ``dma.swdge_descriptor_cycles`` 2), with a
+descriptor efficiency of 50% and a 16-byte floor, so per-descriptor costs show (a descriptor of
+b >= 16 bytes takes b / 2 ns, a smaller one 8 ns, the 4-byte semaphore write of every piece 8 ns),
+and HBM made abundant (10 000 B/ns) so bandwidth sharing stays out of the arithmetic:
 
     GpSimdE issue = (GPSIMD_START + descriptors * swdge_descriptor_cycles) * 2 ticks
     DMA arrival   = gather start + issue + start latency (descriptors exist only then)
-    DMA piece     = rows on the engine * (descriptors per row * 3 ns + row bytes / 4 B/ns)
+    DMA piece     = descriptors on the engine * their time + 8 ns (semaphore write)
 
-Every program loads the index tile first: 8 partitions over 4 engines = 2 per engine, 4 B each
-and one descriptor per partition: 2 * 3 + 8 / 4 = 8 ns after the 100 ns start latency, so the
-gather starts at tick 108.
+Every program loads the index tile first: 8 partitions over 4 engines = 2 per engine, one 4-byte
+descriptor per partition: 2 * 8 + 8 = 24 ns after the 100 ns start latency, so the gather
+starts at tick 124.
 """
 
 from __future__ import annotations
@@ -34,10 +35,10 @@ from .helpers import check_illegal, tile_ap
 
 SBUF, HBM = MemorySpace.SBUF, MemorySpace.HBM
 CONFIG = load_config(
-    "tiny", {"dma.descriptor_overhead_ns": 3, "hbm.bandwidth_bytes_per_ns_per_stack": 10_000}
+    "tiny", {"dma.descriptor_efficiency": {16: 0.5}, "hbm.bandwidth_bytes_per_ns_per_stack": 10_000}
 )
 ROWS, COLS = 40, 16
-INDEX_LOADED_TICK = 108
+INDEX_LOADED_TICK = 124
 
 
 def table_rows(dtype=FP32, cols: int = COLS, stride: int = 1) -> AccessPattern:
@@ -149,29 +150,29 @@ def test_gpsimd_issue_builds_one_descriptor_per_row():
 
 
 def test_dma_moves_the_rows_after_the_descriptors_with_per_row_overheads():
-    # Arrival 108 + 52 + 100 = 260. Per engine 2 rows of 64 B: 2 * 3 + 128 / 4 = 38 -> 298.
+    # Arrival 124 + 52 + 100 = 276. Per engine 2 rows of 64 B: 2 * 32 + 8 = 72 -> 348.
     b, _, consumer = gather_program(np.arange(8))
     result = run(b.build(), CONFIG, numerics=False)
     pieces = [d for d in result.trace.dma if d.trigger_engine == "gpsimd"]
     assert [p.dma_engine for p in pieces] == [0, 1, 2, 3]
     assert all(p.queue == 1 and p.descriptors == 2 and p.transfer_bytes == 128 for p in pieces)
-    assert all((p.queued_tick, p.start_tick, p.end_tick) == (260, 260, 298) for p in pieces)
-    assert completion(result, 1) == [298]
+    assert all((p.queued_tick, p.start_tick, p.end_tick) == (276, 276, 348) for p in pieces)
+    assert completion(result, 1) == [348]
     # The dependent VectorE copy was waiting and starts exactly at the completion.
     copy = record_of(result, consumer)
-    assert copy.ready_tick < 298 and copy.start_tick == 298
+    assert copy.ready_tick < 348 and copy.start_tick == 348
 
 
 def test_strided_rows_cost_one_descriptor_per_element_run():
     # Row stride 2: 16 one-element runs per row, 128 descriptors: issue (10 + 128 * 2) * 2 =
-    # 532 ticks, 108 -> 640; arrival 740; per engine 2 rows: 32 * 3 + 128 / 4 = 128 -> 868.
+    # 532 ticks, 124 -> 656; arrival 756; per engine 2 rows: 32 * 8 + 8 = 264 -> 1020.
     b, gather, consumer = gather_program(np.arange(8), stride=2)
     result = run(b.build(), CONFIG, numerics=False)
     record = record_of(result, gather)
-    assert (record.start_tick, record.end_tick) == (108, 640)
+    assert (record.start_tick, record.end_tick) == (124, 656)
     pieces = [d for d in result.trace.dma if d.trigger_engine == "gpsimd"]
-    assert all(p.descriptors == 32 and (p.start_tick, p.end_tick) == (740, 868) for p in pieces)
-    assert record_of(result, consumer).start_tick == 868
+    assert all(p.descriptors == 32 and (p.start_tick, p.end_tick) == (756, 1020) for p in pieces)
+    assert record_of(result, consumer).start_tick == 1020
 
 
 def test_gather_waits_for_a_write_anywhere_in_the_table():

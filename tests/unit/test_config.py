@@ -168,8 +168,8 @@ def _error(name: str = "trn2", overrides: object = ()) -> str:
             id="out-of-range-low",
         ),
         pytest.param(
-            {"dma.transpose_bandwidth_fraction": 1.5},
-            ["dma.transpose_bandwidth_fraction:", "got 1.5", "(allowed: 0 < value <= 1)"],
+            {"dma.hbm_write_bandwidth_fraction": 1.5},
+            ["dma.hbm_write_bandwidth_fraction:", "got 1.5", "(allowed: 0 < value <= 1)"],
             id="out-of-range-high",
         ),
         pytest.param(
