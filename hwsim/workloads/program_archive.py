@@ -217,6 +217,8 @@ def read_archive(path: Path) -> tuple[dict[str, Any], ArrayReader]:
         raise SavedProgramError(f"{path}: corrupted: not a readable zip archive ({exc})") from exc
     except (OSError, NotImplementedError, RuntimeError, ValueError) as exc:
         raise SavedProgramError(f"{path}: cannot read the saved program ({exc})") from exc
+    except MemoryError:
+        raise SavedProgramError(f"{path}: the saved program does not fit in memory") from None
     if content_hash(entries) != manifest["sha256"]:
         raise SavedProgramError(
             f"{path}: corrupted or edited: content hash mismatch (the manifest's sha256 is not "
@@ -224,7 +226,7 @@ def read_archive(path: Path) -> tuple[dict[str, Any], ArrayReader]:
         )
     try:
         document = json.loads(entries.pop(DOCUMENT), parse_constant=_no_constant)
-    except (ValueError, RecursionError) as exc:
+    except (ValueError, RecursionError, MemoryError) as exc:
         raise SavedProgramError(f"{path}: {DOCUMENT} is not valid JSON ({exc})") from None
     return document, ArrayReader(entries)
 
