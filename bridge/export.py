@@ -18,7 +18,8 @@ or ``gpt2.hwprog`` as a sweep workload. Steps:
    precision, and the model's own CPU outputs with their tolerances, so ``hwsim run`` checks
    numerics with no torch;
 5. with ``check`` it is simulated once on ``config`` and checked as ``hwsim run`` would, then
-   saved with ``hwsim.workloads.saved.save_program``.
+   saved with ``hwsim.workloads.saved.save_program``: data only (JSON and ``.npy`` arrays in a
+   hashed, versioned zip; docs/export.md), so the file can be shared and loading it runs no code.
 """
 
 from __future__ import annotations

@@ -33,3 +33,8 @@ class WorkloadError(HwsimError):
 
 class IncompatibleProgramError(WorkloadError):
     """A saved program cannot run on a config: a field its lowering depended on differs."""
+
+
+class SavedProgramError(WorkloadError):
+    """A saved program file is unreadable, corrupted, from a newer hwsim, malformed, or an old
+    pickle (which is never loaded)."""

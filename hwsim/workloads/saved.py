@@ -1,6 +1,12 @@
 """Saved programs (``FILE.hwprog``): writing and reading them, which configs can run one, and
 checking its outputs against the expected ones it carries.
 
+A file holds data only, so programs can be shared: a zip of a versioned, hashed manifest, one
+JSON document and ``.npy`` arrays (``program_archive``), the document written from the ISA
+registry's field types and checked field by field when read (``program_codec``, ``typed_json``;
+the ``meta`` entries hwsim reads by ``saved_meta``). Loading never runs code from the file; the
+old pickle format is refused without being unpickled (docs/export.md, SECURITY.md).
+
 A program saved by ``bridge.export`` (``hwsim export``) was lowered once, for one config, from a
 torch model. Its ``meta`` records what the lowering depended on and what the model computed:
 
@@ -25,7 +31,6 @@ from __future__ import annotations
 
 import dataclasses
 import math
-import pickle
 from pathlib import Path
 from typing import Any
 
@@ -33,58 +38,69 @@ import numpy as np
 
 from hwsim.config import config_hash
 from hwsim.config.schema import HardwareConfig
-from hwsim.errors import IncompatibleProgramError, WorkloadError
+from hwsim.errors import IncompatibleProgramError, SavedProgramError, WorkloadError
 from hwsim.program import Program
+from hwsim.workloads.program_archive import read_archive, write_archive
+from hwsim.workloads.program_codec import decode_program, encode_program
 from hwsim.workloads.registry import Workload
+from hwsim.workloads.saved_meta import (
+    EXPECTED_OUTPUTS,
+    GEOMETRY_FIELDS,
+    LOWERED_FOR,
+    MINIMUM_FIELDS,
+    check_meta,
+)
+from hwsim.workloads.typed_json import FieldError
 
 PROGRAM_SUFFIX = ".hwprog"
-_PROGRAM_FORMAT = "hwsim.program/1"
 
-#: Config fields a lowering tiles by (partition counts, PE array, matmul free sizes, PSUM banks
-#: and their size): a config that differs in one needs a program lowered for it.
-GEOMETRY_FIELDS = (
-    "sbuf.partitions",
-    "psum.partitions",
-    "psum.banks",
-    "psum.bytes_per_partition",
-    "tensor_engine.rows",
-    "tensor_engine.cols",
-    "tensor_engine.stationary_free_max",
-    "tensor_engine.moving_free_max",
-)
-#: Config fields that only need to be large enough: the program's need is recorded at export.
-MINIMUM_FIELDS = ("sbuf.bytes_per_partition", "dma.queues_per_engine")
-
-LOWERED_FOR = "lowered_for"
-EXPECTED_OUTPUTS = "expected_outputs"
+__all__ = [
+    "EXPECTED_OUTPUTS",
+    "GEOMETRY_FIELDS",
+    "LOWERED_FOR",
+    "MINIMUM_FIELDS",
+    "PROGRAM_SUFFIX",
+    "check_compatible",
+    "check_outputs",
+    "compare_arrays",
+    "load_program",
+    "lowered_for",
+    "relower_hint",
+    "save_program",
+    "saved_workload",
+]
 
 
 def save_program(program: Program, path: str | Path) -> Path:
     """Write ``program`` (e.g. a torch model lowered once) for sweeps to simulate on many configs.
 
-    The file is a pickle: load only programs you made or trust.
+    The file holds data only (``program_archive``: JSON and ``.npy`` arrays, versioned and
+    hashed); a value that cannot be saved as data is an error naming its field, and no file is
+    written then.
     """
     path = Path(path)
     if path.suffix != PROGRAM_SUFFIX:
         raise WorkloadError(f"{path}: saved programs end in {PROGRAM_SUFFIX}")
+    try:
+        check_meta(program)
+        document, arrays = encode_program(program)
+    except FieldError as exc:
+        raise SavedProgramError(f"{path}: cannot save the program: {exc}") from None
     path.parent.mkdir(parents=True, exist_ok=True)
-    with path.open("wb") as file:
-        pickle.dump({"format": _PROGRAM_FORMAT, "program": program}, file, protocol=5)
+    write_archive(path, document, arrays)
     return path
 
 
 def load_program(path: str | Path) -> Program:
-    """A program written by ``save_program``."""
+    """A program written by ``save_program``. Reading runs no code from the file: a pickle (the
+    old format) is refused unread; anything malformed, corrupted or from a newer hwsim is a
+    ``SavedProgramError`` naming the file and the field."""
+    document, arrays = read_archive(Path(path))
     try:
-        with Path(path).open("rb") as file:
-            data: Any = pickle.load(file)
-    except (OSError, pickle.UnpicklingError, EOFError) as exc:
-        raise WorkloadError(f"{path}: cannot read saved program ({exc})") from exc
-    if not isinstance(data, dict) or data.get("format") != _PROGRAM_FORMAT:
-        raise WorkloadError(f"{path}: not a saved hwsim program ({_PROGRAM_FORMAT})")
-    program = data["program"]
-    if not isinstance(program, Program):
-        raise WorkloadError(f"{path}: holds a {type(program).__name__}, not a Program")
+        program = decode_program(document, arrays)
+        check_meta(program)
+    except FieldError as exc:
+        raise SavedProgramError(f"{path}: {exc}") from None
     return program
 
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import importlib
 import json
+import zipfile
 from pathlib import Path
 from typing import Any
 
@@ -55,7 +56,16 @@ def test_gpt2_exported_once_runs_on_timing_variants_and_refuses_new_geometry(
     result = export_program(_gpt2(), (tokens,), path, kwargs={"use_cache": False}, name="gpt2")
     assert result.check["numerics_ok"] and result.path == path
 
-    meta = load_program(path).meta
+    loaded = load_program(path)
+    with zipfile.ZipFile(path) as archive:  # data only: JSON and arrays, no pickle
+        assert archive.namelist()[:2] == ["manifest.json", "program.json"]
+    for saved_core, loaded_core in zip(result.program.cores, loaded.cores, strict=True):
+        assert loaded_core.streams == saved_core.streams
+    for name, decl in result.program.hbm.items():  # the weights, bit for bit
+        values = loaded.hbm[name].values
+        assert (values is None) == (decl.values is None)
+        assert values is None or values.tobytes() == decl.values.tobytes()
+    meta = loaded.meta
     assert meta["workload"] == "gpt2" and meta["source"]["model"] == "GPT2LMHeadModel"
     assert meta["source"]["torch"] == torch.__version__
     assert meta["precision"] == {"compute": "auto", "accumulate": "fp32"}
