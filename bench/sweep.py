@@ -41,7 +41,7 @@ from hwsim.kernels import warm_up
 from hwsim.machine.simulator import run
 from hwsim.sweep import execute, load_sweep, run_sweep
 from hwsim.sweep.lowering import ProgramCache
-from hwsim.sweep.workloads import parse_workload
+from hwsim.workloads.resolve import resolve_workload
 
 TARGET_OVERHEAD_PCT = 10.0
 TARGET_SPEEDUP = 1.7
@@ -62,7 +62,7 @@ def pick_workload() -> tuple[str, float]:
     config = load_config(CONFIG)
     for n in (2048, 4096, 8192, 16384):
         text = f"gemm:4096x4096x{n}:bf16"
-        program = parse_workload(text, Path(".")).build(config, False)
+        program = resolve_workload(text).program(config, numerics=False)
         seconds = _timed(functools.partial(run, program, config, numerics=False))
         if seconds >= MIN_SIMULATION_S:
             return text, seconds
@@ -154,7 +154,7 @@ def measure_overhead(workload: str, directory: Path) -> None:
     """What a ``--jobs 1`` sweep spends beyond its one lowering and its ``run()`` calls (as its
     rows recorded them), per config, as a share of the ``run()`` time; cross-checked against
     bare ``run()`` calls of the same configs made just before and after the sweep."""
-    program = parse_workload(workload, Path(".")).build(load_config(CONFIG), False)
+    program = resolve_workload(workload).program(load_config(CONFIG), numerics=False)
     configs = [load_config(CONFIG, {HBM_PATH: v}) for v in hbm_values(OVERHEAD_CONFIGS)]
 
     def bare() -> list[float]:

@@ -137,8 +137,40 @@ def export_program(
     (``.hwprog``). Shapes are those of the example inputs (static); the example inputs' values
     are saved as the program's inputs. ``check`` simulates it once and refuses to save a program
     whose outputs miss the model's CPU outputs."""
-    args, kwargs = tuple(args), dict(kwargs or {})
     hw = load_config(config) if isinstance(config, str) else config
+    made = lower_model(model, args, kwargs=kwargs, config=hw, precision=precision, name=name)
+    program = made.program
+    program.meta[LOWERED_FOR] = lowered_for(program, hw)
+    program.meta[EXPECTED_OUTPUTS] = made.expected
+    checked = _check(program, hw, made.expected) if check else {}
+    saved = save_program(program, path)
+    return ExportResult(saved, program, made.lowered, made.ops, checked)
+
+
+@dataclass
+class LoweredModel:
+    """A model lowered for one config: the program (its inputs bound to copies of the
+    parameters and example inputs), the lowering, ATen op -> nodes lowered, and the model's CPU
+    outputs by output HBM tensor (values and tolerance, as ``check_outputs`` takes them)."""
+
+    program: Program
+    lowered: LoweredGraph
+    ops: dict[str, int]
+    expected: dict[str, dict[str, Any]]
+
+
+def lower_model(
+    model: torch.nn.Module,
+    args: Sequence[Any],
+    *,
+    kwargs: dict[str, Any] | None = None,
+    config: HardwareConfig,
+    precision: Precision | str | None = None,
+    name: str | None = None,
+) -> LoweredModel:
+    """Steps 1-3 of the module docstring and the model's CPU outputs: ``model(*args, **kwargs)``
+    as one program for ``config``, refused whole if any part of it cannot run there."""
+    args, kwargs = tuple(args), dict(kwargs or {})
     chosen = Precision.parse(precision)
     model_name = type(model).__name__
     exported = _export(model, args, kwargs)
@@ -147,9 +179,9 @@ def export_program(
     examples = _drop_unused_inputs(graph_module.graph, examples)
     _refuse_what_cannot_be_saved(exported, graph_module.graph, model_name)
     lowered = lower_graph(
-        graph_module, examples, config=hw, precision=chosen, name=name or model_name
+        graph_module, examples, config=config, precision=chosen, name=name or model_name
     )
-    lowered.bind(examples, copy=True)  # the file holds copies, not the model's parameters
+    lowered.bind(examples, copy=True)  # the program holds copies, not the model's parameters
     program = lowered.program
     with torch.no_grad():
         expected = _expected_outputs(lowered, model(*args, **kwargs), chosen)
@@ -164,11 +196,7 @@ def export_program(
         precision=chosen.to_dict(),
         ops=ops,
     )
-    program.meta[LOWERED_FOR] = lowered_for(program, hw)
-    program.meta[EXPECTED_OUTPUTS] = expected
-    checked = _check(program, hw, expected) if check else {}
-    saved = save_program(program, path)
-    return ExportResult(saved, program, lowered, ops, checked)
+    return LoweredModel(program, lowered, ops, expected)
 
 
 # ---- torch.export ------------------------------------------------------------------------------

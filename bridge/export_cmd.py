@@ -14,12 +14,11 @@ from pathlib import Path
 from typing import Any
 
 from hwsim.bridge.models import POSITIONS
+from hwsim.bridge.workload import Example, call_factory
 from hwsim.cli.main import add_config_arguments
 from hwsim.errors import WorkloadError
-from hwsim.workloads.pyfile import import_python_file
+from hwsim.workloads.pyfile import load_attribute
 
-#: What a built-in model gives: (model, args, kwargs) for one forward pass.
-Example = tuple[Any, tuple[Any, ...], dict[str, Any]]
 #: Built-in models: name -> (description, builder taking the sequence length).
 MODELS: dict[str, tuple[str, Callable[[int], Example]]] = {}
 
@@ -90,25 +89,10 @@ def example(text: str, seq: int = DEFAULT_SEQ) -> Example:
             f"unknown model '{text}': use one of {', '.join(MODELS)} or FILE.py:FACTORY"
         )
     file, _, factory = text.rpartition(":")
-    made = _factory(Path(file), factory, text)()
-    if not isinstance(made, tuple) or len(made) not in (2, 3):
-        raise WorkloadError(
-            f"{text}: {factory}() returned {type(made).__name__}; expected (model, args) or "
-            "(model, args, kwargs)"
-        )
-    model, inputs = made[0], made[1]
-    kwargs = made[2] if len(made) == 3 else {}
-    inputs = inputs if isinstance(inputs, (tuple, list)) else (inputs,)
-    return model, tuple(inputs), dict(kwargs)
-
-
-def _factory(path: Path, name: str, text: str) -> Callable[[], Any]:
-    module = import_python_file(path, "hwsim_export", text)
-    found = getattr(module, name, None)
-    if not callable(found):
-        names = [n for n in vars(module) if not n.startswith("_")]
-        raise WorkloadError(f"{text}: {path.name} defines no function '{name}' (it has {names})")
-    return found
+    made = load_attribute(Path(file), factory, "hwsim_export", text)
+    if not callable(made):
+        raise WorkloadError(f"{text}: '{factory}' is a {type(made).__name__}, not a function")
+    return call_factory(made, text)
 
 
 # ---- built-in models -----------------------------------------------------------------------------

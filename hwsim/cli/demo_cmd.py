@@ -20,8 +20,8 @@ def register(commands: argparse._SubParsersAction) -> None:
 
 
 def _demo(args: argparse.Namespace) -> int:
-    from hwsim.cli.report_cmd import print_summary
     from hwsim.config import load_config
+    from hwsim.report.run_summary import print_summary
     from hwsim.trace.outputs import default_run_dir, write_run_outputs
     from hwsim.workloads.cli_run import run_workload
 

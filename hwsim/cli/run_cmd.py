@@ -10,7 +10,9 @@ from hwsim.cli.main import add_config_arguments
 def register(commands: argparse._SubParsersAction) -> None:
     parser = commands.add_parser("run", help="simulate a workload, e.g. gemm:512x1024x2048:bf16")
     parser.add_argument(
-        "workload", nargs="?", help="gemm:MxKxN[:dtype], a kernel name, FILE.hwprog"
+        "workload",
+        nargs="?",
+        help="gemm:MxKxN[:dtype], a built-in kernel name (--list), FILE.py:NAME or FILE.hwprog",
     )
     add_config_arguments(parser)
     parser.add_argument("--json", action="store_true", help="print the summary as one JSON object")

@@ -1,6 +1,8 @@
 """The library kernels as named workloads (``hwsim run softmax``): default shape, seeded inputs,
 and a numerics check against an independent NumPy reference (fp64, from the same
 dtype-rounded inputs), with a tolerance that follows the kernel's compute dtype.
+
+``WORKLOADS`` is the table of built-in names that ``hwsim.workloads.resolve`` looks names up in.
 """
 
 from __future__ import annotations
@@ -22,7 +24,7 @@ from hwsim.library.mlp import mlp
 from hwsim.library.norm import layernorm, rmsnorm
 from hwsim.library.softmax import softmax
 from hwsim.program import Program
-from hwsim.workloads.registry import Workload, register_workload
+from hwsim.workloads.registry import Workload
 
 BF16 = ml_dtypes.bfloat16
 #: Allowed max |error| as a share of max |reference|, per compute dtype: a few roundings of the
@@ -221,6 +223,3 @@ WORKLOADS = [
         2 * IMAGES * CHANNELS * CHANNELS * 9 * SIDE * SIDE,
     ),
 ]
-
-for _entry in WORKLOADS:
-    register_workload(_entry.name, _entry.workload)

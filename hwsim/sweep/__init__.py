@@ -13,7 +13,7 @@ from hwsim.sweep.errors import SpecError, SweepError
 from hwsim.sweep.execute import SweepOutcome, run_sweep
 from hwsim.sweep.spec import SweepPlan, SweepSpec, load_spec, load_sweep
 from hwsim.sweep.store import export_results, load_results
-from hwsim.sweep.workloads import load_program, save_program
+from hwsim.workloads.saved import load_program, save_program
 
 __all__ = [
     "SpecError",

@@ -39,7 +39,7 @@ from hwsim.sweep import expand
 from hwsim.sweep.errors import SpecError, describe_validation_error
 from hwsim.sweep.metrics import DEFAULT_METRICS, check_metric
 from hwsim.sweep.paths import check_path, is_integer_field
-from hwsim.sweep.workloads import SweepWorkload, parse_workload
+from hwsim.sweep.workloads import SweepWorkload, check_workloads_fit, parse_workload
 
 #: Distinct config errors shown before "... and N more".
 MAX_ERRORS_SHOWN = 8
@@ -225,6 +225,10 @@ def plan_sweep(spec: SweepSpec, source: str, text: str, base_dir: Path) -> Sweep
     except ValueError as exc:
         raise SpecError(f"{source}: parameters: {exc}") from None
     built, duplicates = _build_configs(spec, base, points, source)
+    labelled = [(f"point {_point_label(p.params)}", p.config) for p in built]
+    too_large = check_workloads_fit(workloads, labelled)
+    if too_large:
+        raise SpecError(f"{source}: " + "; ".join(too_large))
     parameters = list(dict.fromkeys(path for point in points for path in point))
     return SweepPlan(spec, source, text, built, workloads, parameters, duplicates, base_dir)
 

@@ -1,5 +1,8 @@
 """TensorE timing models, registered by name; the config picks one (``tensor_engine.timing_model``).
 
+The registry and ``closed_form`` live here; ``systolic_models`` registers the other models when
+the ``hwsim.timing`` package is imported (its ``__init__``), before anything can look one up.
+
 Contract of a model: given the config and one matmul's shape, return the TensorE cost as a
 ``MatmulTiming`` in TensorE cycles. A model must be a pure function of its arguments (no state kept
 between calls), so the simulator may compute costs once per program and cache them.
@@ -76,7 +79,3 @@ def closed_form(te: TensorEngineConfig, shape: MatmulShape) -> MatmulTiming:
     mm_cycles = max(floor_cycles, multiplier * shape.n_moving + te.access_overhead_cycles)
     load_cycles = multiplier * -(-shape.m_stationary // te.fast_weight_load_factor)
     return MatmulTiming(load_cycles, mm_cycles, mm_cycles + te.result_latency_cycles)
-
-
-# At the bottom: systolic_models imports this module's names, which all exist by now.
-from hwsim.timing import systolic_models as _systolic_models  # noqa: E402, F401  (registers models)

@@ -1,5 +1,4 @@
-"""Built-in workloads: named program builders that the CLI, benchmarks and sweeps run."""
-
-from hwsim.workloads.registry import Workload, list_workloads, resolve_workload
-
-__all__ = ["Workload", "list_workloads", "resolve_workload"]
+"""Workloads: the strings ``hwsim run`` and sweeps take (``resolve``), the ``Workload`` type they
+resolve to (``registry``), and the built-in ``gemm:`` workload, Python-file workloads and saved
+programs. Import the submodules; this package imports nothing, so no import cycle runs through it.
+"""

@@ -9,7 +9,8 @@ from typing import Any
 
 from hwsim.config import load_config
 from hwsim.errors import IllegalInstructionError, WorkloadError
-from hwsim.workloads.registry import list_workloads, resolve_workload
+from hwsim.report.run_summary import print_summary
+from hwsim.workloads.resolve import list_workloads, resolve_workload
 
 
 def run_workload(
@@ -20,7 +21,8 @@ def run_workload(
     numerics: bool = True,
     race_check: bool = False,
 ) -> tuple[Any, dict[str, Any]]:
-    """Build and simulate a workload; returns (RunResult, summary with numerics fields)."""
+    """Build and simulate a workload (any form ``hwsim.workloads.resolve`` takes, paths relative
+    to the working directory); returns (RunResult, summary with numerics fields)."""
     from hwsim.kernels import warm_up
     from hwsim.machine.simulator import run
 
@@ -28,7 +30,7 @@ def run_workload(
     workload = resolve_workload(workload_text)
     warm_up()  # JIT compilation is never counted as simulation time
     build_start = time.perf_counter()
-    program = workload.build(config)
+    program = workload.program(config, numerics)
     build_s = time.perf_counter() - build_start
     sim_start = time.perf_counter()
     try:
@@ -83,8 +85,6 @@ def _write_outputs(result: Any, summary: dict[str, Any], out: str | None) -> Non
 
 
 def _print_summary(summary: dict[str, Any]) -> None:
-    from hwsim.cli.report_cmd import print_summary
-
     print_summary(summary)
     if "numerics_ok" in summary:
         verdict = "OK" if summary["numerics_ok"] else "MISMATCH"

@@ -22,8 +22,9 @@ import numpy as np
 from hwsim import lang
 from hwsim.config.schema import HardwareConfig
 from hwsim.dtypes import DType, dtype, machine_epsilon
-from hwsim.errors import WorkloadError
+from hwsim.errors import IllegalInstructionError, WorkloadError
 from hwsim.isa.tensor_ops import MATMUL_DTYPES
+from hwsim.lang import TensorSpec
 from hwsim.lang.allocator import SBUF_ALIGN_BYTES
 from hwsim.library.common import (
     DmaQueues,
@@ -35,8 +36,12 @@ from hwsim.library.common import (
 )
 from hwsim.library.optimized_matmul import Blocking, OptimizedMatmul, transposing_loader
 from hwsim.program import Program
+from hwsim.workloads.bounds import DIM, check_hbm_fits, parse_dims, shorten
 
-_SPEC = re.compile(r"^gemm:(\d+)x(\d+)x(\d+)(?::(\w+))?$")
+_SPEC = re.compile(rf"gemm:({DIM})x({DIM})x({DIM})(?::([A-Za-z0-9_]+))?")
+#: What a gemm workload string looks like, for lists and errors.
+FORM = "gemm:MxKxN[:dtype]"
+SYNTAX = f"{FORM}, e.g. gemm:512x1024x2048:bf16"
 #: B blocks in SBUF at once when they fit (loads run this many blocks ahead of the matmuls).
 RHS_BUFFERS = 4
 #: Bytes per partition a B load aims for: >= 2 KiB per partition is the recommended minimum
@@ -58,21 +63,20 @@ class GemmSpec:
 
     @classmethod
     def parse(cls, text: str) -> GemmSpec:
-        match = _SPEC.match(text)
+        """The spec ``text`` spells (ASCII digits, bounded: ``hwsim.workloads.bounds``)."""
+        match = _SPEC.fullmatch(text)
         if not match:
-            raise WorkloadError(
-                f"'{text}': expected gemm:MxKxN[:dtype], e.g. gemm:512x1024x2048:bf16"
-            )
-        m, k, n = (int(g) for g in match.groups()[:3])
-        if min(m, k, n) < 1:
-            raise WorkloadError(f"'{text}': M, K and N must be positive")
-        spec = cls(m, k, n, dtype(match.group(4) or "bf16"))
-        if spec.dtype.name not in MATMUL_DTYPES:
-            raise WorkloadError(
-                f"'{text}': TensorE multiplies {', '.join(sorted(MATMUL_DTYPES))}, "
-                f"not {spec.dtype.name}"
-            )
-        return spec
+            raise WorkloadError(f"'{shorten(text)}': expected {SYNTAX}")
+        m, k, n = parse_dims(match.groups()[:3], "MKN", text)
+        name = match.group(4) or "bf16"
+        try:
+            dt = dtype(name)
+        except IllegalInstructionError:
+            dt = None
+        if dt is None or dt.name not in MATMUL_DTYPES:
+            valid = ", ".join(sorted(MATMUL_DTYPES))
+            raise WorkloadError(f"'{shorten(text)}': TensorE multiplies {valid}, not {name}")
+        return cls(m, k, n, dt)
 
     @property
     def name(self) -> str:
@@ -81,6 +85,11 @@ class GemmSpec:
     @property
     def flops(self) -> int:
         return 2 * self.m * self.k * self.n
+
+    @property
+    def hbm_bytes(self) -> int:
+        """HBM of A, B and C, the program's only HBM tensors."""
+        return (self.m * self.k + self.k * self.n + self.m * self.n) * self.dtype.itemsize
 
 
 def make_inputs(spec: GemmSpec, seed: int = 0) -> tuple[np.ndarray, np.ndarray]:
@@ -167,13 +176,24 @@ def gemm_kernel(a, b, blocking, transpose="auto"):
 
 
 def build_gemm(spec: GemmSpec, config: HardwareConfig, seed: int = 0) -> Program:
-    """The blocked matmul program for ``spec`` on ``config`` (with seeded inputs)."""
+    """The blocked matmul program for ``spec`` on ``config`` (with seeded inputs); a shape whose
+    tensors exceed the config's HBM is refused before any input is made."""
+    check_hbm_fits(spec.hbm_bytes, config, spec.name)
+    blocking = gemm_blocking(spec, config)
     a, b = make_inputs(spec, seed)
     np_dt = spec.dtype.numpy
-    built = gemm_kernel.build(
-        a.astype(np_dt), b.astype(np_dt), gemm_blocking(spec, config), config=config
-    )
+    built = gemm_kernel.build(a.astype(np_dt), b.astype(np_dt), blocking, config=config)
     program = built.program
+    program.meta.update(workload=spec.name, model_flops=spec.flops)
+    return program
+
+
+def build_gemm_timing(spec: GemmSpec, config: HardwareConfig) -> Program:
+    """``build_gemm``'s program from shapes alone, for timing-only runs (no input values)."""
+    check_hbm_fits(spec.hbm_bytes, config, spec.name)
+    a = TensorSpec((spec.m, spec.k), spec.dtype.name)
+    b = TensorSpec((spec.k, spec.n), spec.dtype.name)
+    program = gemm_kernel.build(a, b, gemm_blocking(spec, config), config=config).program
     program.meta.update(workload=spec.name, model_flops=spec.flops)
     return program
 

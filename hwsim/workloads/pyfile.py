@@ -1,12 +1,15 @@
-"""Import a user's Python file (a sweep's ``FILE.py:NAME`` workload, ``hwsim export FILE.py:F``)."""
+"""Import a user's Python file and look a name up in it: ``FILE.py:NAME`` workloads (``hwsim run``,
+sweeps) and ``hwsim export FILE.py:FACTORY``. Importing the file runs its code, by design."""
 
 from __future__ import annotations
 
+import difflib
 import hashlib
 import importlib.util
 import sys
 from pathlib import Path
 from types import ModuleType
+from typing import Any
 
 from hwsim.errors import WorkloadError
 
@@ -32,3 +35,20 @@ def import_python_file(path: Path, prefix: str, text: str) -> ModuleType:
         del sys.modules[module_name]
         raise WorkloadError(f"{text}: importing {path} failed: {exc}") from exc
     return module
+
+
+def load_attribute(path: Path, name: str, prefix: str, text: str) -> Any:
+    """``NAME`` defined in the file at ``path`` (imported as ``import_python_file`` does)."""
+    return lookup_attribute(import_python_file(path, prefix, text), name, path, text)
+
+
+def lookup_attribute(module: ModuleType, name: str, path: Path, text: str) -> Any:
+    """``module.NAME``; a missing name is an error naming the closest ones the file defines."""
+    found = getattr(module, name, None)
+    if found is not None:
+        return found
+    names = sorted(n for n in vars(module) if not n.startswith("_"))
+    close = difflib.get_close_matches(name, names, n=3)
+    hint = f" (did you mean {', '.join(repr(c) for c in close)}?)" if close else ""
+    shown = ", ".join(names[:12]) + (", ..." if len(names) > 12 else "")
+    raise WorkloadError(f"{text}: {path.name} defines no '{name}'{hint}; it defines {shown}")

@@ -1,72 +1,50 @@
-"""Workload registry: a workload builds a program for a config and may check its outputs.
+"""The workload type: what a workload string resolves to (``hwsim.workloads.resolve``), i.e. what
+to build for a config and how to check the outputs of a run.
 
-Spellings: ``gemm:MxKxN[:dtype]``; the name of a registered kernel (``hwsim run --list``);
-``FILE.hwprog``, a saved program (``hwsim.workloads.saved``, e.g. from ``hwsim export``).
+Every form (``gemm:``, library kernels, ``FILE.py:NAME``, saved programs, torch models through
+the bridge's plugin) makes one of these; ``hwsim run``, sweeps and benchmarks only see this type.
 """
 
 from __future__ import annotations
 
-import difflib
 from collections.abc import Callable
 from dataclasses import dataclass
 
 import numpy as np
 
 from hwsim.config.schema import HardwareConfig
-from hwsim.errors import WorkloadError
 from hwsim.program import Program
+from hwsim.workloads.bounds import check_hbm_fits, program_hbm_bytes
+
+#: A run's output arrays by HBM tensor name -> (max abs error, within tolerance).
+Check = Callable[[dict[str, np.ndarray]], tuple[float, bool]]
 
 
 @dataclass(frozen=True)
 class Workload:
-    """name; build(config) -> Program; check(outputs) -> (max_abs_err, ok) or None if unchecked."""
+    """A runnable workload.
+
+    ``build(config)`` makes the program with its input values; ``check(outputs)`` compares a
+    run's outputs with a reference (None: nothing to compare with). ``build_timing(config)``, if
+    given, makes the same instructions from shapes alone, for timing-only runs. ``hbm_bytes``:
+    what the workload's HBM tensors need, when its shapes tell before anything is built (sweeps
+    check it against every config of a spec up front).
+    """
 
     name: str
     description: str
     build: Callable[[HardwareConfig], Program]
-    check: Callable[[dict[str, np.ndarray]], tuple[float, bool]] | None = None
+    check: Check | None = None
+    build_timing: Callable[[HardwareConfig], Program] | None = None
+    hbm_bytes: int | None = None
 
-
-_NAMED: dict[str, Callable[[], Workload]] = {}
-
-
-def register_workload(name: str, factory: Callable[[], Workload]) -> None:
-    if name in _NAMED:
-        raise ValueError(f"workload '{name}' is already registered")
-    _NAMED[name] = factory
-
-
-def list_workloads() -> list[tuple[str, str]]:
-    """(name or pattern, description) of every built-in workload."""
-    import hwsim.library.workloads  # noqa: F401  (registers the library kernels)
-
-    rows = [
-        ("gemm:MxKxN[:dtype]", "C = A @ B with the blocked TensorE matmul kernel, checked vs numpy")
-    ]
-    rows += [(name, factory().description) for name, factory in sorted(_NAMED.items())]
-    rows.append(("FILE.hwprog", "a saved program (hwsim export), checked vs its expected outputs"))
-    return rows
-
-
-def resolve_workload(text: str) -> Workload:
-    import hwsim.library.workloads  # noqa: F401  (registers the library kernels)
-
-    if text.startswith("gemm:"):
-        from hwsim.workloads.gemm import GemmSpec, build_gemm, check_result
-
-        spec = GemmSpec.parse(text)
-        return Workload(
-            spec.name,
-            "blocked TensorE matmul",
-            lambda config: build_gemm(spec, config),
-            lambda outputs: check_result(spec, outputs["c"]),
-        )
-    if text in _NAMED:
-        return _NAMED[text]()
-    from hwsim.workloads.saved import PROGRAM_SUFFIX, saved_workload
-
-    if text.endswith(PROGRAM_SUFFIX):
-        return saved_workload(text)
-    close = difflib.get_close_matches(text, [*_NAMED, "gemm:"], n=1)
-    hint = f" (did you mean '{close[0]}'?)" if close else ""
-    raise WorkloadError(f"unknown workload '{text}'{hint}; see 'hwsim run --list'")
+    def program(self, config: HardwareConfig, numerics: bool = True) -> Program:
+        """The program to simulate on ``config``: refused with a one-line ``WorkloadError`` if
+        its shapes, or the built program's tensors, exceed the config's HBM (before the
+        simulator allocates them)."""
+        if self.hbm_bytes is not None:
+            check_hbm_fits(self.hbm_bytes, config, self.name)
+        build = self.build if numerics or self.build_timing is None else self.build_timing
+        program = build(config)
+        check_hbm_fits(program_hbm_bytes(program), config, self.name)
+        return program

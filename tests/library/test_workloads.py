@@ -10,7 +10,7 @@ import pytest
 
 from hwsim.library.workloads import WORKLOADS
 from hwsim.workloads.cli_run import run_workload
-from hwsim.workloads.registry import list_workloads
+from hwsim.workloads.resolve import list_workloads
 
 NAMES = [w.name for w in WORKLOADS]
 
