@@ -6,6 +6,8 @@ import difflib
 import hashlib
 import json
 from collections.abc import Iterable, Mapping
+from importlib import resources
+from importlib.resources.abc import Traversable
 from pathlib import Path
 from typing import Any, get_args
 
@@ -16,18 +18,18 @@ from pydantic.fields import FieldInfo
 from hwsim.config.schema import HardwareConfig
 from hwsim.errors import ConfigError
 
-#: Presets live in the repository's top-level ``configs/`` folder.
-CONFIGS_DIR = Path(__file__).resolve().parents[2] / "configs"
+#: Presets ship inside the package (``configs/`` installs as ``hwsim.configs``).
+CONFIGS_DIR: Traversable = resources.files("hwsim.configs")
 PRESET_NAMES = ("trn1", "trn2", "trn3", "tiny")
 
 
 def list_presets() -> list[str]:
-    """Names of the hardware presets shipped in ``configs/``."""
-    return sorted(p.stem for p in CONFIGS_DIR.glob("*.yaml") if p.stem in PRESET_NAMES)
+    """Names of the hardware presets shipped with the package."""
+    return sorted(name for name in PRESET_NAMES if (CONFIGS_DIR / f"{name}.yaml").is_file())
 
 
-def resolve_config_path(name_or_path: str | Path) -> Path:
-    """A preset name (``trn2``) or a path to a YAML file, as a path that exists."""
+def resolve_config_path(name_or_path: str | Path) -> Path | Traversable:
+    """A preset name (``trn2``) or a path to a YAML file, as a file that exists."""
     text = str(name_or_path)
     if text in PRESET_NAMES:
         return CONFIGS_DIR / f"{text}.yaml"
@@ -43,7 +45,7 @@ def resolve_config_path(name_or_path: str | Path) -> Path:
     )
 
 
-def read_config_dict(path: Path) -> dict[str, Any]:
+def read_config_dict(path: Path | Traversable) -> dict[str, Any]:
     """The raw mapping in a YAML config file, with clear errors for unreadable files."""
     try:
         text = path.read_text()
