@@ -125,6 +125,11 @@ def test_a_huge_file_is_refused_before_it_is_parsed(
     ("override", "what"),
     [
         ("tensor_engine.rows=" + "9" * 5000, "an integer of 5000 digits at tensor_engine.rows"),
+        (
+            "vector_engine.pipeline_latency_cycles=18446744073709551617",  # 2**64 + 1
+            "tiny: vector_engine.pipeline_latency_cycles: input should be less than or equal "
+            "to 1000000, got 18446744073709551617 (allowed: 0 <= value <= 1000000)",
+        ),
         ("chip.name=2024-01-01", "2024-01-01 reads as a date or time at chip.name"),
         ("chip.name=!!binary aGk=", "binary data (!!binary) at chip.name"),
         ("chip.name=!!set {a}", "a set (!!set) at chip.name"),

@@ -169,7 +169,7 @@ def _error(name: str = "trn2", overrides: object = ()) -> str:
         ),
         pytest.param(
             {"dma.transpose_bandwidth_fraction": 1.5},
-            ["dma.transpose_bandwidth_fraction:", "got 1.5", "(allowed: 0 < value <= 1)"],
+            ["dma.transpose_bandwidth_fraction:", "got 1.5", "(allowed: 0.01 <= value <= 1)"],
             id="out-of-range-high",
         ),
         pytest.param(
