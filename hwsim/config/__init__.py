@@ -1,4 +1,4 @@
-"""Hardware configs: the schema, loading with strict validation and overrides, and the time base."""
+"""Hardware configs: the schema, the bounded YAML loader, validation, overrides, the time base."""
 
 from hwsim.config.loader import (
     CONFIGS_DIR,

@@ -5,7 +5,10 @@ from __future__ import annotations
 import difflib
 import hashlib
 import json
+import typing
 from collections.abc import Iterable, Mapping
+from importlib import resources
+from importlib.resources.abc import Traversable
 from pathlib import Path
 from typing import Any, get_args
 
@@ -14,20 +17,22 @@ from pydantic import BaseModel, ValidationError
 from pydantic.fields import FieldInfo
 
 from hwsim.config.schema import HardwareConfig
+from hwsim.config.yaml_compose import describe_value
+from hwsim.config.yaml_safe import load_yaml, read_yaml_file
 from hwsim.errors import ConfigError
 
-#: Presets live in the repository's top-level ``configs/`` folder.
-CONFIGS_DIR = Path(__file__).resolve().parents[2] / "configs"
+#: Presets ship inside the package (``configs/`` installs as ``hwsim.configs``).
+CONFIGS_DIR: Traversable = resources.files("hwsim.configs")
 PRESET_NAMES = ("trn1", "trn2", "trn3", "tiny")
 
 
 def list_presets() -> list[str]:
-    """Names of the hardware presets shipped in ``configs/``."""
-    return sorted(p.stem for p in CONFIGS_DIR.glob("*.yaml") if p.stem in PRESET_NAMES)
+    """Names of the hardware presets shipped with the package."""
+    return sorted(name for name in PRESET_NAMES if (CONFIGS_DIR / f"{name}.yaml").is_file())
 
 
-def resolve_config_path(name_or_path: str | Path) -> Path:
-    """A preset name (``trn2``) or a path to a YAML file, as a path that exists."""
+def resolve_config_path(name_or_path: str | Path) -> Path | Traversable:
+    """A preset name (``trn2``) or a path to a YAML file, as a file that exists."""
     text = str(name_or_path)
     if text in PRESET_NAMES:
         return CONFIGS_DIR / f"{text}.yaml"
@@ -43,53 +48,52 @@ def resolve_config_path(name_or_path: str | Path) -> Path:
     )
 
 
-def read_config_dict(path: Path) -> dict[str, Any]:
-    """The raw mapping in a YAML config file, with clear errors for unreadable files."""
-    try:
-        text = path.read_text()
-    except OSError as exc:
-        raise ConfigError(f"{path}: cannot read config file ({exc.strerror})") from exc
-    try:
-        data = yaml.safe_load(text)
-    except yaml.YAMLError as exc:
-        mark = getattr(exc, "problem_mark", None)
-        where = f" line {mark.line + 1} column {mark.column + 1}" if mark else ""
-        problem = getattr(exc, "problem", None) or str(exc)
-        raise ConfigError(f"{path}:{where}: not valid YAML ({problem})") from exc
+def read_config_dict(path: Path | Traversable) -> dict[str, Any]:
+    """The raw mapping in a YAML config file, read by the bounded loader (``yaml_safe``)."""
+    data = read_yaml_file(path, ConfigError, "config file")
     if not isinstance(data, dict):
         raise ConfigError(f"{path}: a config must be a YAML mapping of sections")
     return data
 
 
 def parse_override(text: str) -> tuple[str, Any]:
-    """``'tensor_engine.rows=64'`` as (dotted path, YAML-typed value)."""
+    """``'tensor_engine.rows=64'`` as (dotted path, value), the value read as YAML by the same
+    bounded loader as files (a date, a tag or a 5000-digit number is refused)."""
     key, sep, raw = text.partition("=")
     key = key.strip()
     if not sep or not key:
-        raise ConfigError(f"--set {text!r}: expected section.field=value")
-    try:
-        value = yaml.safe_load(raw) if raw.strip() else None
-    except yaml.YAMLError as exc:
-        raise ConfigError(f"--set {text!r}: value is not valid YAML") from exc
+        raise ConfigError(f"--set {describe_value(text)}: expected section.field=value")
+    source = f"--set {describe_value(text)}"
+    path = tuple(key.split("."))
+    value = (
+        load_yaml(raw, source, ConfigError, path=path, show_lines=False) if raw.strip() else None
+    )
     return key, value
 
 
 def apply_overrides(
     data: dict[str, Any], overrides: Iterable[str] | Mapping[str, Any]
 ) -> dict[str, Any]:
-    """A copy of ``data`` with dotted-path overrides applied (validated later with the rest)."""
+    """``data`` with dotted-path overrides applied (validated later with the rest).
+
+    ``data`` is never changed: the mappings along each overridden path are copied, the rest is
+    shared with ``data``.
+    """
     items = overrides.items() if isinstance(overrides, Mapping) else map(parse_override, overrides)
-    result = json.loads(json.dumps(data))
+    result = dict(data)
     for key, value in items:
         node = result
         parts = key.split(".")
         for depth, part in enumerate(parts[:-1]):
             child = node.get(part)
             if child is None:
-                child = node[part] = {}
-            elif not isinstance(child, dict):
+                child = {}
+            elif isinstance(child, dict):
+                child = dict(child)
+            else:
                 where = ".".join(parts[: depth + 1])
                 raise ConfigError(f"--set {key}: '{where}' is a value, not a section")
+            node[part] = child
             node = child
         node[parts[-1]] = value
     return result
@@ -203,13 +207,22 @@ def _field_at(loc: tuple[str, ...]) -> FieldInfo | None:
     return None
 
 
+def _bound_metadata(field: FieldInfo) -> list[Any]:
+    """A field's constraint objects, also those inside an optional (``X | None``) annotation."""
+    found = list(field.metadata)
+    for arg in typing.get_args(field.annotation):
+        for meta in getattr(arg, "__metadata__", ()):
+            found.extend(getattr(meta, "metadata", [meta]))
+    return found
+
+
 def _allowed_range(field: FieldInfo) -> str:
     bounds: dict[str, Any] = {}
-    for meta in field.metadata:
+    for meta in _bound_metadata(field):
         for name in ("ge", "gt", "le", "lt"):
             value = getattr(meta, name, None)
             if value is not None:
-                bounds[name] = value
+                bounds.setdefault(name, value)
     if not bounds:
         annotation = getattr(field.annotation, "__name__", str(field.annotation))
         return f" (expected {annotation})"

@@ -3,6 +3,12 @@
 Presets in ``configs/*.yaml`` fill this schema; each number there cites ``HARDWARE.md``. The
 schema itself holds no hardware numbers except conservative bounds: defaults are deliberately
 absent so that a preset is always complete.
+
+Every number is bounded above and below, floats are finite. The bounds admit any plausible
+architecture (clocks to 100 GHz, latencies to a million cycles, 1 GiB of SBUF per core, 1 TiB per
+HBM stack) and keep on-chip memories below ``MAX_ON_CHIP_BYTES`` and the durations of plausible
+programs far inside the int64 ticks of a trace: bandwidths have floors (0.001 B/ns), and the
+engine clocks' LCM, the time base, is bounded (``timebase.MAX_BASE_MHZ``).
 """
 
 from __future__ import annotations
@@ -10,6 +16,8 @@ from __future__ import annotations
 from typing import Annotated, Literal, get_args
 
 from pydantic import BaseModel, ConfigDict, Field, Strict, model_validator
+
+from hwsim.config.timebase import clock_problem
 
 #: dtype names used across the project (the keys of per-dtype tables).
 DTypeName = Literal[
@@ -29,19 +37,23 @@ DTYPE_NAMES: tuple[str, ...] = get_args(DTypeName)
 #: The dtypes TensorE multiplies (HARDWARE.md §3, nc_matmul).
 MatmulDType = Literal["fp32", "bf16", "fp16", "fp8_e4m3", "fp8_e5m2"]
 
-PositiveInt = Annotated[int, Field(ge=1)]
-NonNegInt = Annotated[int, Field(ge=0)]
+#: Largest engine latency or overhead: 1 ms at 1 GHz, thousands of times the real ones (~260).
+MAX_CYCLES = 1_000_000
+#: Largest SBUF or PSUM of one core, partitions x bytes per partition (trn3's SBUF: 32 MiB).
+MAX_ON_CHIP_BYTES = 1 << 30
+
+Cycles = Annotated[int, Field(ge=0, le=MAX_CYCLES)]
 ClockMHz = Annotated[int, Field(ge=1, le=100_000, description="clock frequency in MHz")]
 
 
 class _Section(BaseModel):
     """A frozen config section that rejects unknown keys."""
 
-    model_config = ConfigDict(frozen=True, extra="forbid", strict=True)
+    model_config = ConfigDict(frozen=True, extra="forbid", strict=True, allow_inf_nan=False)
 
 
 class ChipConfig(_Section):
-    name: str = Field(description="preset name, e.g. 'trn2'")
+    name: str = Field(max_length=100, description="preset name, e.g. 'trn2'")
     generation: Literal["v2", "v3", "v4"] = Field(description="NeuronCore generation")
     cores_per_chip: Annotated[int, Field(ge=1, le=64)] = Field(
         description="physical NeuronCores per chip"
@@ -60,7 +72,8 @@ class TensorEngineConfig(_Section):
         description="PE columns = max stationary free size (output partitions)"
     )
     timing_model: str = Field(
-        description="TensorE timing model by registered name (closed_form, systolic_cycle, ...)"
+        max_length=100,
+        description="TensorE timing model by registered name (closed_form, systolic_cycle, ...)",
     )
     cycles_multiplier_by_dtype: dict[MatmulDType, Annotated[int, Field(ge=1, le=64)]] = Field(
         description="matmul cycle multiplier per input dtype (fp32 passes through the array 4x)"
@@ -74,16 +87,16 @@ class TensorEngineConfig(_Section):
     stationary_free_max: Annotated[int, Field(ge=1, le=1024)] = Field(
         description="max stationary free size (elements) of one matmul"
     )
-    min_ii_cycles: NonNegInt = Field(
+    min_ii_cycles: Cycles = Field(
         description="initiation-interval floor of one MultiplyMoving (MM_INIT_LATENCY), cycles"
     )
-    access_overhead_cycles: NonNegInt = Field(
+    access_overhead_cycles: Cycles = Field(
         description="cycles each matmul/transpose spends starting its SBUF/PSUM tensor accesses"
     )
     fast_weight_load_factor: Annotated[int, Field(ge=1, le=64)] = Field(
         description="LoadStationary is this many times faster than an MM of the same free size"
     )
-    result_latency_cycles: NonNegInt = Field(
+    result_latency_cycles: Cycles = Field(
         description="cycles after an MM's issue interval until its PSUM result is visible"
     )
 
@@ -98,14 +111,14 @@ class ComputeEngineConfig(_Section):
     elements_per_cycle_per_lane_by_dtype: dict[DTypeName, Annotated[int, Field(ge=1, le=16)]] = (
         Field(description="free-dim elements per lane per cycle, per input dtype")
     )
-    min_ii_cycles: NonNegInt = Field(description="initiation-interval floor (MIN_II), cycles")
-    fixed_overhead_cycles: NonNegInt = Field(
+    min_ii_cycles: Cycles = Field(description="initiation-interval floor (MIN_II), cycles")
+    fixed_overhead_cycles: Cycles = Field(
         description="fixed start cost added to every instruction (e.g. GPSIMD_START), cycles"
     )
-    pipeline_latency_cycles: NonNegInt = Field(
+    pipeline_latency_cycles: Cycles = Field(
         description="cycles after the issue interval until results are visible to consumers"
     )
-    strided_access_stride_bytes: PositiveInt = Field(
+    strided_access_stride_bytes: Annotated[int, Field(ge=1, le=1 << 30)] = Field(
         description="an innermost stride above this many bytes halves the SBUF/PSUM bandwidth"
     )
     performance_mode: bool = Field(
@@ -117,7 +130,7 @@ class ComputeEngineConfig(_Section):
 class DmaConfig(_Section):
     engines: Annotated[int, Field(ge=1, le=256)] = Field(description="DMA engines per core")
     queues_per_engine: Annotated[int, Field(ge=1, le=64)] = Field(description="queues per engine")
-    bandwidth_bytes_per_ns: Annotated[float, Field(gt=0, le=10_000)] = Field(
+    bandwidth_bytes_per_ns: Annotated[float, Field(ge=0.001, le=10_000)] = Field(
         description="sustained bandwidth of one DMA engine, bytes/ns (= GB/s)"
     )
     start_latency_ns: Annotated[float, Field(ge=0, le=1_000_000)] = Field(
@@ -126,7 +139,7 @@ class DmaConfig(_Section):
     descriptor_efficiency: dict[
         # keys come back as strings from JSON (sweep DBs, saved runs): not strict
         Annotated[int, Strict(False), Field(ge=1, le=1 << 24)],
-        Annotated[float, Field(gt=0, le=1)],
+        Annotated[float, Field(ge=0.001, le=1)],
     ] = Field(
         min_length=1,
         description="DMA efficiency (fraction of bandwidth) by descriptor bytes, the "
@@ -136,7 +149,7 @@ class DmaConfig(_Section):
     max_descriptor_bytes: Annotated[int, Field(ge=64, le=1 << 26)] = Field(
         description="longest contiguous run one descriptor moves; longer runs take several"
     )
-    hbm_write_bandwidth_fraction: Annotated[float, Field(gt=0, le=1)] = Field(
+    hbm_write_bandwidth_fraction: Annotated[float, Field(ge=0.01, le=1)] = Field(
         description="fraction of the read bandwidth a transfer into HBM reaches"
     )
     trigger_ns: Annotated[float, Field(ge=0, le=1_000_000)] = Field(
@@ -152,7 +165,7 @@ class DmaConfig(_Section):
         "(dge_mode unknown) and no trigger engine"
     )
     transpose_bandwidth_fraction_by_source: dict[
-        Literal["hbm", "sbuf"], Annotated[float, Field(gt=0, le=1)]
+        Literal["hbm", "sbuf"], Annotated[float, Field(ge=0.01, le=1)]
     ] = Field(description="fraction of DMA bandwidth dma_transpose reaches, by source memory")
     swdge_descriptor_cycles: Annotated[int, Field(ge=0, le=100_000)] = Field(
         description="GpSimdE cycles per DMA descriptor it writes at run time (software DGE), "
@@ -184,10 +197,10 @@ class PsumConfig(_Section):
 
 class HbmConfig(_Section):
     stacks: Annotated[int, Field(ge=1, le=64)] = Field(description="HBM stacks per chip")
-    capacity_bytes_per_stack: Annotated[int, Field(ge=1 << 20)] = Field(
+    capacity_bytes_per_stack: Annotated[int, Field(ge=1 << 20, le=1 << 40)] = Field(
         description="capacity of one stack, bytes"
     )
-    bandwidth_bytes_per_ns_per_stack: Annotated[float, Field(gt=0, le=100_000)] = Field(
+    bandwidth_bytes_per_ns_per_stack: Annotated[float, Field(ge=0.001, le=100_000)] = Field(
         description="bandwidth of one stack, bytes/ns (= GB/s)"
     )
     cores_per_stack: Annotated[int, Field(ge=1, le=64)] = Field(
@@ -248,6 +261,21 @@ class HardwareConfig(_Section):
                 f"{self.hbm.cores_per_stack}) covers fewer cores than chip.cores_per_chip "
                 f"({self.chip.cores_per_chip})"
             )
+        for name, section in (("sbuf", sbuf), ("psum", psum)):
+            total = section.partitions * section.bytes_per_partition
+            if total > MAX_ON_CHIP_BYTES:
+                errors.append(
+                    f"{name}.partitions x {name}.bytes_per_partition ({section.partitions} x "
+                    f"{section.bytes_per_partition} = {total} B) exceeds "
+                    f"{MAX_ON_CHIP_BYTES >> 30} GiB per core"
+                )
+        clocks = {
+            f"{name}.clock_mhz": getattr(self, name).clock_mhz
+            for name in ("tensor_engine", "vector_engine", "scalar_engine", "gpsimd_engine")
+        }
+        problem = clock_problem(clocks)
+        if problem:
+            errors.append(problem)
         if errors:
             raise ValueError("; ".join(errors))
         return self

@@ -3,13 +3,33 @@
 from __future__ import annotations
 
 import math
+from collections.abc import Mapping
 from dataclasses import dataclass
 from fractions import Fraction
+from typing import TYPE_CHECKING
 
-from hwsim.config.schema import HardwareConfig
+from hwsim.errors import ConfigError
+
+if TYPE_CHECKING:  # the schema checks its clocks with clock_problem below
+    from hwsim.config.schema import HardwareConfig
 
 #: The engines whose clocks define the base, in hardware order.
 CLOCKED_ENGINES = ("tensor", "vector", "scalar", "gpsimd")
+#: Fastest base clock (a 1 fs tick). Clocks with little in common give a huge LCM: at this bound
+#: the int64 ticks of a trace still hold 2.5 hours of simulated time.
+MAX_BASE_MHZ = 1_000_000_000
+
+
+def clock_problem(clocks_mhz: Mapping[str, int]) -> str | None:
+    """Why these engine clocks (dotted name -> MHz) give no usable base clock, or None."""
+    base = math.lcm(*clocks_mhz.values())
+    if base <= MAX_BASE_MHZ:
+        return None
+    listed = ", ".join(f"{name}={mhz}" for name, mhz in clocks_mhz.items())
+    return (
+        f"the time base (the LCM of the engine clocks {listed}) would be {base} MHz, above "
+        f"{MAX_BASE_MHZ} MHz; pick clocks with a larger common factor (e.g. multiples of 10 MHz)"
+    )
 
 
 @dataclass(frozen=True, slots=True)
@@ -31,6 +51,9 @@ class TimeBase:
             "scalar": config.scalar_engine.clock_mhz,
             "gpsimd": config.gpsimd_engine.clock_mhz,
         }
+        problem = clock_problem(clocks)
+        if problem:  # a validated config never gets here: its schema checks the same
+            raise ConfigError(f"{config.chip.name}: {problem}")
         base = math.lcm(*clocks.values())
         return cls(base, {name: base // mhz for name, mhz in clocks.items()})
 

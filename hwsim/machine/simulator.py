@@ -23,7 +23,7 @@ import simpy
 
 from hwsim.builder import STATIC_TWIN, engine_semaphore
 from hwsim.config import HardwareConfig, config_hash, load_config
-from hwsim.errors import DeadlockError, IllegalInstructionError, MemoryAccessError
+from hwsim.errors import ConfigError, DeadlockError, IllegalInstructionError, MemoryAccessError
 from hwsim.isa.ap import MemorySpace
 from hwsim.isa.base import ENGINES, Instruction, MachineSpec
 from hwsim.machine.dma import DmaSystem, DmaTransfer
@@ -33,6 +33,11 @@ from hwsim.machine.semaphores import SemaphoreBank
 from hwsim.machine.state import CoreState, Hbm
 from hwsim.program import Program
 from hwsim.trace.records import InstructionRecord, SemaphoreUpdate, Trace
+
+#: Last tick a trace can hold: its analyses keep ticks in int64 arrays. The config's bounds keep
+#: real runs far below; a run of thousands of worst-case instructions on the slowest clock with
+#: the largest time base could still pass it, and is refused rather than overflowing.
+MAX_TRACE_TICK = (1 << 63) - 1
 
 
 @dataclass
@@ -104,6 +109,12 @@ def run(
     race = RaceChecker() if race_check else None
     with _cyclic_gc_paused():
         runners, banks = _simulate(env, spec, program, hbm, trace, numerics, race)
+        if env.now > MAX_TRACE_TICK:
+            raise ConfigError(
+                f"{config.chip.name}: the run lasted {env.now} ticks of "
+                f"{spec.timebase.base_mhz} MHz, past the int64 ticks of a trace; use clocks "
+                "with a smaller LCM or shorter latencies"
+            )
         blocked = [runner for runner in runners if runner.proc is not None and runner.proc.is_alive]
         if blocked:
             raise DeadlockError(_deadlock_message(blocked))

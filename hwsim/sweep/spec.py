@@ -24,7 +24,6 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Annotated, Any
 
-import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
 from hwsim.config import HardwareConfig, config_hash
@@ -34,6 +33,7 @@ from hwsim.config.loader import (
     resolve_config_path,
     validate_config,
 )
+from hwsim.config.yaml_safe import load_yaml, read_text_file
 from hwsim.errors import ConfigError, WorkloadError
 from hwsim.sweep import expand
 from hwsim.sweep.errors import SpecError, describe_validation_error
@@ -174,23 +174,14 @@ class SweepPlan:
 
 def load_spec(path: str | Path) -> tuple[SweepSpec, str]:
     """Parse and schema-check a spec file; returns (spec, its text)."""
-    path = Path(path)
-    try:
-        text = path.read_text()
-    except OSError as exc:
-        raise SpecError(f"{path}: cannot read sweep spec ({exc.strerror})") from exc
+    text = read_text_file(Path(path), SpecError, "sweep spec")
     return parse_spec(text, str(path)), text
 
 
 def parse_spec(text: str, source: str = "<spec>") -> SweepSpec:
-    """A spec from YAML text, schema-checked (``source`` names it in errors)."""
-    try:
-        data = yaml.safe_load(text)
-    except yaml.YAMLError as exc:
-        mark = getattr(exc, "problem_mark", None)
-        where = f" line {mark.line + 1} column {mark.column + 1}:" if mark else ""
-        problem = getattr(exc, "problem", None) or str(exc)
-        raise SpecError(f"{source}:{where} not valid YAML ({problem})") from None
+    """A spec from YAML text, read by the bounded loader and schema-checked (``source`` names it
+    in errors)."""
+    data = load_yaml(text, source, SpecError)
     if not isinstance(data, dict):
         raise SpecError(
             f"{source}: a sweep spec must be a YAML mapping (name, base, parameters, ...)"

@@ -12,8 +12,8 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-import yaml
-
+from hwsim.config.yaml_compose import describe_value
+from hwsim.config.yaml_safe import load_yaml
 from hwsim.sweep.errors import SweepError
 from hwsim.sweep.paths import is_bytes_path
 
@@ -101,7 +101,8 @@ def select(
         if not sep:
             raise SweepError(f"--where {condition!r}: expected PATH=VALUE")
         results.check_column(column, "--where")
-        wanted = yaml.safe_load(raw)
+        source = f"--where {describe_value(condition)}"
+        wanted = load_yaml(raw, source, SweepError, path=(column,), show_lines=False)
         kept = [r for r in rows if _equal(r.get(column), wanted)]
         if not kept:
             values = sorted({_hashable(r.get(column)) for r in rows}, key=str)

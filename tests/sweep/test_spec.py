@@ -50,7 +50,7 @@ def test_unknown_key_in_a_block(tmp_path: Path) -> None:
 
 def test_yaml_syntax_error_names_the_line(tmp_path: Path) -> None:
     message = _error(tmp_path, "name: x\nworkloads: [softmax\n")
-    assert "bad.yaml: line 3" in message and "not valid YAML" in message
+    assert "bad.yaml:3: not valid YAML at column 1 (" in message
 
 
 def test_all_path_metric_and_workload_errors_come_together(tmp_path: Path) -> None:

@@ -2,7 +2,8 @@
 
 The repository keeps ``kernels/`` and ``bridge/`` at the top; they install as ``hwsim.kernels`` and
 ``hwsim.bridge`` (pyproject's package-dir), so no import name can collide with another package
-(Hugging Face's ``kernels``) or be shadowed by a user's folder of the same name.
+(Hugging Face's ``kernels``) or be shadowed by a user's folder of the same name. ``configs/``
+(presets and their schema, data only) installs as ``hwsim.configs``.
 """
 
 from __future__ import annotations
@@ -17,7 +18,12 @@ import pytest
 
 ROOT = Path(__file__).resolve().parents[2]
 #: Repository folder -> the import name it installs as.
-FOLDERS = {"hwsim": "hwsim", "kernels": "hwsim.kernels", "bridge": "hwsim.bridge"}
+FOLDERS = {
+    "hwsim": "hwsim",
+    "kernels": "hwsim.kernels",
+    "bridge": "hwsim.bridge",
+    "configs": "hwsim.configs",
+}
 
 
 def _pyproject() -> dict:
