@@ -305,8 +305,8 @@ MALFORMED = {
     ),
     "unknown field": (
         _at("dma_copy", _set("priority", 1), ".priority"),
-        "unknown field (the fields are dge_mode, dst, engine, name, opcode, queue, signals, src, tag, "
-        "waits)",
+        "unknown field (the fields are dge_mode, dst, engine, name, opcode, queue, signals, "
+        "src, tag, waits)",
     ),
     "strides and sizes disagree": (
         _at("tensor_tensor", _set("src0/free_strides", [1, 1]), ".src0.free_strides"),
