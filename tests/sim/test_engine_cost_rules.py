@@ -21,13 +21,14 @@ from dataclasses import dataclass
 import numpy as np
 import pytest
 
-from hwsim.dtypes import BF16, FP16, FP32, INT32, UINT8, DType
-from hwsim.isa import AccessPattern, Instruction
+from hwsim.dtypes import BF16, FP16, FP32, INT16, INT32, UINT8, DType
+from hwsim.isa import AccessPattern, Instruction, MachineSpec
 from hwsim.isa.copy_ops import TensorCopy
 from hwsim.isa.gpsimd_ops import AffineSelect, Iota
 from hwsim.isa.reduce_ops import BnAggr, BnStats, TensorReduce
 from hwsim.isa.scalar_ops import Activation, ActivationReduce
 from hwsim.isa.scan_ops import TensorScalarCumulative, TensorScalarReduce, TensorTensorScan
+from hwsim.isa.streaming import stream_cycles, streaming_cycles
 from hwsim.isa.vector_ops import (
     Memset,
     Reciprocal,
@@ -202,6 +203,7 @@ def _cases() -> list[Case]:
     add("copy bf16 psum", "vector", copy(), one(T(BF16, PSUM)), N, N // 2)
     add("copy fp16 -> bf16", "vector", copy(), one(T(FP16), T(BF16)), N, N // 4)
     add("copy fp32 -> bf16", "vector", copy(), one(T(FP32), T(BF16)), N, N)
+    add("copy int16 (no perf mode)", "vector", copy(), one(T(INT16)), N, N)
     add("copy bf16 strided", "vector", copy(), one(T(BF16, stride=16)), 2 * N, N)
     add("copy fp32 strided dst", "vector", copy(), one(T(FP32), T(FP32, stride=8)), 2 * N, 2 * N)
     add("copy fp32 scalar", "scalar", copy("scalar"), one(T(FP32)), None, N)
@@ -321,3 +323,22 @@ def test_v3_cost(case: Case) -> None:
 def test_v4_scalar_engine_16_bit_rate(src: DType, dst: DType, cycles: int) -> None:
     case = Case("act v4", "scalar", act, {"x": T(src)}, {"dst": T(dst)}, None, cycles)
     _run(case, "trn3", cycles)
+
+
+def test_a_trailing_size_one_dim_does_not_hide_an_innermost_stride():
+    spec = MachineSpec(as_config("trn1"))
+    plain = AccessPattern(SBUF, FP32, 0, P, 0, (N,), (1,))
+    strided = dataclasses.replace(plain, free_sizes=(N, 1), free_strides=(8, 1))  # 32 B apart
+    sixteen = dataclasses.replace(plain, free_sizes=(N,), free_strides=(4,))  # exactly 16 B
+    assert stream_cycles(spec, "vector", plain) == N
+    assert stream_cycles(spec, "vector", strided) == 2 * N
+    assert stream_cycles(spec, "vector", sixteen) == N  # "exceeds 16 bytes" halves [S1]
+
+
+def test_mixed_dtype_inputs_use_the_fewest_streams():
+    spec = MachineSpec(as_config("trn2"))  # VectorE: fp32 2 streams, bf16 4
+    bf16 = AccessPattern(SBUF, BF16, 0, P, 0, (N,), (1,))
+    fp32 = dataclasses.replace(bf16, dtype=FP32)
+    three_bf16 = (bf16, bf16, bf16)
+    assert streaming_cycles(spec, "vector", three_bf16) == N  # ceil(3N / 4) < N
+    assert streaming_cycles(spec, "vector", (bf16, bf16, fp32)) == 3 * N // 2  # 2 streams
