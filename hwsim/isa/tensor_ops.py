@@ -14,6 +14,7 @@ import numpy as np
 
 from hwsim.isa.ap import AccessPattern, MemorySpace
 from hwsim.isa.base import Cost, Instruction, MachineSpec, register
+from hwsim.isa.streaming import streaming_cycles
 from hwsim.timing.tensor_models import TENSOR_TIMING_MODELS, MatmulShape
 
 if TYPE_CHECKING:
@@ -229,7 +230,9 @@ class NcTranspose(Instruction):
             cycles = max(p, min(te.min_ii_cycles, f)) + te.access_overhead_cycles
             latency = cycles + spec.config.tensor_engine.result_latency_cycles
             return Cost(spec.cycles("tensor", cycles), spec.cycles("tensor", latency))
-        return spec.compute_cost("vector", f)  # max(MIN_II, N) [S16]
+        # max(MIN_II, N) [S16], N streamed in and out as every VectorE operand
+        work = streaming_cycles(spec, "vector", (self.src,), (self.dst,))
+        return spec.compute_cost("vector", work)
 
     def execute(self, state: CoreState) -> None:
         values = as_2d(state.read(self.src))
