@@ -62,6 +62,15 @@ from .reduce import (
     tensor_reduce,
     tensor_reduce_ref,
 )
+from .scan import (
+    SCAN_REDUCE_OPS,
+    tensor_scalar_cumulative,
+    tensor_scalar_cumulative_ref,
+    tensor_scalar_reduce,
+    tensor_scalar_reduce_ref,
+    tensor_tensor_scan,
+    tensor_tensor_scan_ref,
+)
 
 __all__ = [
     "ACTIVATION_REF",
@@ -76,6 +85,7 @@ __all__ = [
     "INTEGER_ONLY_REDUCE_OPS",
     "LOGICAL_OPS",
     "MAX_FREE_DIMS",
+    "SCAN_REDUCE_OPS",
     "UNARY_ALU_OPS",
     "ActivationFunction",
     "AluOp",
@@ -105,13 +115,19 @@ __all__ = [
     "tensor_reduce",
     "tensor_reduce_ref",
     "tensor_scalar",
+    "tensor_scalar_cumulative",
+    "tensor_scalar_cumulative_ref",
     "tensor_scalar_int",
     "tensor_scalar_int_ref",
+    "tensor_scalar_reduce",
+    "tensor_scalar_reduce_ref",
     "tensor_scalar_ref",
     "tensor_tensor",
     "tensor_tensor_int",
     "tensor_tensor_int_ref",
     "tensor_tensor_ref",
+    "tensor_tensor_scan",
+    "tensor_tensor_scan_ref",
     "transpose",
     "transpose_ref",
     "warm_up",
@@ -142,6 +158,9 @@ def warm_up() -> None:
     select(x, x, x)
     select(xi, x, x)
     tensor_reduce(x.reshape(2, 1, 3), ReduceOp.add)
+    tensor_tensor_scan(x, x, 0.0, AluOp.multiply, AluOp.add)
+    tensor_scalar_cumulative(x, AluOp.multiply, 2.0, AluOp.add, 0.0)
+    tensor_scalar_reduce(x, AluOp.multiply, 2.0, False, ReduceOp.add)
     tensor_reduce(xi.reshape(2, 1, 3), ReduceOp.add)
     tensor_partition_reduce(x, ReduceOp.max)
     tensor_partition_reduce(xi, ReduceOp.bitwise_or)

@@ -25,6 +25,8 @@ row number g. The product is exact: each output element is one table value times
 zeros (fp32 accumulation), so floats come back bit-exact and integers and bools (gathered
 through fp32) exactly while |value| <= 2**24. An index outside [0, G) matches no row and gives a
 zero row (torch raises; callers check graph inputs with ``LoweringContext.check_index_range``).
+The one-hot operand is flagged ``is_stationary_onezero``, so an fp32 gather's matmuls take the
+documented 0/1 fast path (2x the fp32 speed, HARDWARE.md §2.1 [S15][S16]).
 A table holding inf or NaN would spread NaN (0 * inf) to every row gathered with it. Every
 block of 128 indices reads the whole table and runs G/128 x R/512 matmuls: O(N * G * R) work.
 """
@@ -115,7 +117,7 @@ def _gather_by_matmul(
                 nisa.tensor_scalar(hot, ids[:gk, :], AluOp.is_equal, row_ids[:gk, j : j + 1])
                 rows = tables((gk, rn), compute, lang.sbuf)
                 ctx.queues.load(rows, HbmMatrix(table).block(g0, gk, r0, rn))
-                nisa.nc_matmul(acc, hot, rows, accumulate=j > 0)
+                nisa.nc_matmul(acc, hot, rows, is_stationary_onezero=True, accumulate=j > 0)
             result = results((nt, rn), result_dtype, lang.sbuf)
             evacuate(result, acc)
             ctx.queues.store(HbmMatrix(out).block(n0, nt, r0, rn), result)

@@ -99,6 +99,11 @@ class TensorEngineConfig(_Section):
     result_latency_cycles: Cycles = Field(
         description="cycles after an MM's issue interval until its PSUM result is visible"
     )
+    onezero_speedup_by_dtype: dict[MatmulDType, Annotated[int, Field(ge=1, le=64)]] = Field(
+        description="speed-up of a matmul whose stationary or moving operand is flagged as "
+        "holding only 0s and 1s (is_stationary_onezero / is_moving_onezero), per input dtype; "
+        "dtypes not listed: 1"
+    )
 
 
 class ComputeEngineConfig(_Section):
@@ -109,7 +114,15 @@ class ComputeEngineConfig(_Section):
         description="parallel lanes = partitions processed per cycle"
     )
     elements_per_cycle_per_lane_by_dtype: dict[DTypeName, Annotated[int, Field(ge=1, le=16)]] = (
-        Field(description="free-dim elements per lane per cycle, per input dtype")
+        Field(
+            description="free-dim elements per lane per cycle one operand streams at, per "
+            "operand dtype (dtypes not listed: fp32's)"
+        )
+    )
+    sbuf_input_streams_by_dtype: dict[DTypeName, Annotated[int, Field(ge=1, le=16)]] = Field(
+        description="input tensors the engine reads from SBUF at once, each at the per-lane "
+        "rate (the SBUF read data path's width over lanes), per input dtype (dtypes not listed: "
+        "fp32's); a multi-input instruction's SBUF inputs share them"
     )
     min_ii_cycles: Cycles = Field(description="initiation-interval floor (MIN_II), cycles")
     fixed_overhead_cycles: Cycles = Field(
@@ -122,7 +135,9 @@ class ComputeEngineConfig(_Section):
         description="an innermost stride above this many bytes halves the SBUF/PSUM bandwidth"
     )
     performance_mode: bool = Field(
-        description="NeuronCore-v3+ VectorE 2x/4x mode for 16-bit SBUF operands"
+        description="VectorE performance mode (NeuronCore-v3+): tensor_copy/tensor_scalar "
+        "with 16-bit float operands 4x faster when all are in SBUF with a contiguous "
+        "innermost dim, 2x when one of those two conditions fails"
     )
     can_access_psum: bool = Field(description="whether this engine may read/write PSUM")
 
@@ -253,8 +268,9 @@ class HardwareConfig(_Section):
             errors.append("tensor_engine.cycles_multiplier_by_dtype must give 'bf16'")
         for name in ("vector_engine", "scalar_engine", "gpsimd_engine"):
             eng: ComputeEngineConfig = getattr(self, name)
-            if "fp32" not in eng.elements_per_cycle_per_lane_by_dtype:
-                errors.append(f"{name}.elements_per_cycle_per_lane_by_dtype must give 'fp32'")
+            for table in ("elements_per_cycle_per_lane_by_dtype", "sbuf_input_streams_by_dtype"):
+                if "fp32" not in getattr(eng, table):
+                    errors.append(f"{name}.{table} must give 'fp32'")
         if self.hbm.cores_per_stack * self.hbm.stacks < self.chip.cores_per_chip:
             errors.append(
                 f"hbm.stacks x hbm.cores_per_stack ({self.hbm.stacks} x "

@@ -9,6 +9,7 @@ from hwsim.isa import (  # noqa: F401  (register instructions)
     gpsimd_ops,
     reduce_ops,
     scalar_ops,
+    scan_ops,
     tensor_ops,
     vector_ops,
 )

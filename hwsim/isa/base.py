@@ -9,7 +9,6 @@ instructions plug in without touching the simulator.
 from __future__ import annotations
 
 import dataclasses
-import math
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, ClassVar, TypeVar
@@ -277,24 +276,6 @@ def register(cls: InstructionT) -> InstructionT:
         )
     ISA[cls.OPCODE] = cls
     return cls
-
-
-def elements_cycles(spec: MachineSpec, engine: str, ap: AccessPattern, inputs: int = 1) -> int:
-    """Cycles to stream ``inputs`` tensors shaped like ``ap`` through an engine's lanes.
-
-    The rule of HARDWARE.md §2.2: N elements per partition take ~N cycles per input tensor, at the
-    engine's per-dtype rate; partitions are processed in parallel by the lanes (more partitions
-    than lanes take several passes); an innermost stride above the interface limit halves the
-    SBUF/PSUM bandwidth [S1].
-    """
-    eng = spec.engine_configs[engine]
-    rates = eng.elements_per_cycle_per_lane_by_dtype
-    rate = rates.get(ap.dtype.name, rates["fp32"])  # type: ignore[call-overload]
-    passes = -(-ap.partitions // eng.lanes)
-    cycles = math.ceil(ap.free_elements / rate) * inputs * passes
-    if ap.innermost_stride_bytes > eng.strided_access_stride_bytes and ap.free_sizes[-1] > 1:
-        cycles *= 2
-    return cycles
 
 
 SemanticFn = Callable[..., Any]

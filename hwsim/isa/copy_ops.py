@@ -1,7 +1,8 @@
 """``tensor_copy``: copy with dtype conversion on VectorE, ScalarE or GpSimdE.
 
-Cost max(MIN_II, N) [S16]; VectorE performance mode on v3 (HARDWARE.md §2.2): 4x when input and
-output are both in SBUF, both 16-bit, innermost dim contiguous; 2x when one of those fails.
+Cost max(MIN_II, N) [S16] (one input stream, ``hwsim.isa.streaming``); VectorE performance mode
+on v3+ (HARDWARE.md §2.2 [S2]): 4x when input and output are both in SBUF, both 16-bit floats,
+innermost dim contiguous; 2x when one of the SBUF/contiguity conditions fails.
 """
 
 from __future__ import annotations
@@ -9,26 +10,12 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from hwsim.isa.ap import AccessPattern, MemorySpace
-from hwsim.isa.base import Cost, Instruction, MachineSpec, elements_cycles, register
+from hwsim.isa.ap import AccessPattern
+from hwsim.isa.base import Cost, Instruction, MachineSpec, register
+from hwsim.isa.streaming import performance_mode_factor, streaming_cycles
 
 if TYPE_CHECKING:
     from hwsim.machine.state import CoreState
-
-
-def performance_mode_factor(
-    spec: MachineSpec, engine: str, operands: tuple[AccessPattern, ...]
-) -> int:
-    """VectorE v3 performance-mode speed-up for copy-like ops (1 when it does not apply) [S2]."""
-    if engine != "vector" or not spec.engine_configs["vector"].performance_mode:
-        return 1
-    if any(ap.dtype.itemsize != 2 for ap in operands):
-        return 1
-    in_sbuf = all(ap.memory is MemorySpace.SBUF for ap in operands)
-    contiguous = all(ap.free_strides[-1] == 1 for ap in operands)
-    if in_sbuf and contiguous:
-        return 4
-    return 2
 
 
 def same_shape(instruction: Instruction, a: AccessPattern, b: AccessPattern, names: str) -> None:
@@ -64,7 +51,7 @@ class TensorCopy(Instruction):
             self.fail("ScalarE has no tensor_copy on NeuronCore-v2; use activation(copy) [S15]")
 
     def cost(self, spec: MachineSpec) -> Cost:
-        work = elements_cycles(spec, self.engine, self.src)
+        work = streaming_cycles(spec, self.engine, (self.src,), (self.dst,))
         work = -(-work // performance_mode_factor(spec, self.engine, (self.src, self.dst)))
         return spec.compute_cost(self.engine, work)
 

@@ -1,7 +1,9 @@
 """GpSimdE instructions: ``iota``, ``affine_select`` and ``tensor_partition_reduce``.
 
-Costs are GPSIMD_START + N GpSimdE cycles [S16] (HARDWARE.md §2.4): ``compute_cost('gpsimd', N)``
-adds the preset's ``fixed_overhead_cycles`` (GPSIMD_START, 150 on real chips) with no MIN_II floor.
+Costs are GPSIMD_START + N GpSimdE cycles [S16] (HARDWARE.md §2.4): N is the streaming time of
+``hwsim.isa.streaming`` (one 32-bit stream per partition per cycle, §1.3 [S1][S3]) and
+``compute_cost('gpsimd', N)`` adds the preset's ``fixed_overhead_cycles`` (GPSIMD_START, 150 on
+real chips) with no MIN_II floor.
 The affine expression is ``offset + p * channel_multiplier + Σ_k i_k * steps[k]`` over the
 partition index p (0 at the operand's first partition) and the operand's free indices i_k.
 """
@@ -14,8 +16,9 @@ from typing import TYPE_CHECKING
 
 from hwsim import kernels
 from hwsim.isa.ap import AccessPattern, MemorySpace
-from hwsim.isa.base import Cost, MachineSpec, elements_cycles, register
+from hwsim.isa.base import Cost, MachineSpec, register
 from hwsim.isa.compute_base import ComputeInstruction, read_2d, write_result
+from hwsim.isa.streaming import streaming_cycles
 from hwsim.kernels import AluOp, ReduceOp
 
 if TYPE_CHECKING:
@@ -52,7 +55,8 @@ class _AffinePattern(ComputeInstruction):
             )
 
     def cost(self, spec: MachineSpec) -> Cost:
-        return spec.compute_cost("gpsimd", elements_cycles(spec, "gpsimd", self.dst))
+        work = streaming_cycles(spec, "gpsimd", self.reads(), (self.dst,))
+        return spec.compute_cost("gpsimd", work)
 
 
 @register

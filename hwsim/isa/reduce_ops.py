@@ -1,5 +1,5 @@
-"""VectorE reductions and statistics: tensor_reduce, bn_stats, bn_aggr (costs [S16], as in
-``vector_ops``)."""
+"""VectorE reductions and statistics: tensor_reduce, bn_stats, bn_aggr (costs [S16] over the
+streaming model of ``hwsim.isa.streaming``, as in ``vector_ops``)."""
 
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ from typing import TYPE_CHECKING
 
 from hwsim import kernels
 from hwsim.isa.ap import AccessPattern
-from hwsim.isa.base import Cost, MachineSpec, elements_cycles, register
+from hwsim.isa.base import Cost, MachineSpec, register
 from hwsim.isa.compute_base import (
     BN_STATS_FMAX,
     ComputeInstruction,
@@ -17,6 +17,7 @@ from hwsim.isa.compute_base import (
     read_2d,
     write_result,
 )
+from hwsim.isa.streaming import lane_cycles, streaming_cycles
 from hwsim.kernels import ReduceOp
 
 if TYPE_CHECKING:
@@ -73,7 +74,7 @@ class TensorReduce(ComputeInstruction):
                 self.fail("negate applies to arithmetic reductions only, not bitvec ops [S15]")
 
     def cost(self, spec: MachineSpec) -> Cost:
-        work = elements_cycles(spec, "vector", self.src)
+        work = streaming_cycles(spec, "vector", (self.src,), (self.dst,))
         if (
             self.src.dtype.name == "bf16"
             and self.dst.dtype.name == "bf16"
@@ -115,10 +116,15 @@ class BnStats(UnaryCompute):
             self.fail(f"dst dtype {self.dst.dtype.name} cannot hold statistics; use fp32")
 
     def cost(self, spec: MachineSpec) -> Cost:
-        return spec.compute_cost("vector", elements_cycles(spec, "vector", self.src))
+        work = streaming_cycles(spec, "vector", (self.src,), (self.dst,))
+        return spec.compute_cost("vector", work)
 
     def execute(self, state: CoreState) -> None:
         write_result(state, self.dst, kernels.bn_stats(read_2d(state, self.src, False)), False)
+
+
+#: bn_aggr's documented cost per (count, mean, M2) group, VectorE cycles: 13 * (N / 3) [S16].
+BN_AGGR_CYCLES_PER_GROUP = 13
 
 
 @register
@@ -126,7 +132,8 @@ class BnStats(UnaryCompute):
 class BnAggr(UnaryCompute):
     """dst[P, 2] = (mean, variance) combined from src[P, 3k] (count, mean, M2) groups.
 
-    Cost max(MIN_II, 13 * N / 3) [S16].
+    Cost max(MIN_II, 13 * N / 3) [S16]: 13 lane cycles per (count, mean, M2) group, which hides
+    the operand streams unless they are slower.
     """
 
     OPCODE = "bn_aggr"
@@ -147,8 +154,10 @@ class BnAggr(UnaryCompute):
             self.fail(f"dst dtype {self.dst.dtype.name} cannot hold mean/variance; use fp32")
 
     def cost(self, spec: MachineSpec) -> Cost:
-        work = elements_cycles(spec, "vector", self.src)
-        return spec.compute_cost("vector", -(-13 * work // kernels.BN_GROUP_WIDTH))
+        groups_cycles = -(-lane_cycles(spec, "vector", self.src) // kernels.BN_GROUP_WIDTH)
+        compute = BN_AGGR_CYCLES_PER_GROUP * groups_cycles
+        work = max(compute, streaming_cycles(spec, "vector", (self.src,), (self.dst,)))
+        return spec.compute_cost("vector", work)
 
     def execute(self, state: CoreState) -> None:
         write_result(state, self.dst, kernels.bn_aggr(read_2d(state, self.src, False)), False)

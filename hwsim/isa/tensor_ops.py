@@ -14,6 +14,7 @@ import numpy as np
 
 from hwsim.isa.ap import AccessPattern, MemorySpace
 from hwsim.isa.base import Cost, Instruction, MachineSpec, register
+from hwsim.isa.streaming import streaming_cycles
 from hwsim.timing.tensor_models import TENSOR_TIMING_MODELS, MatmulShape
 
 if TYPE_CHECKING:
@@ -48,6 +49,10 @@ class NcMatmul(Instruction):
     """dst[M, N] (+)= stationary[K, M].T @ moving[K, N], accumulated in fp32 in PSUM.
 
     accumulate=False starts an accumulation group (overwrite); True adds to what dst holds.
+    is_stationary_onezero / is_moving_onezero (nki.isa's names [S15][S16]) promise that operand
+    holds only 0s and 1s: an fp32 matmul then runs at 2x its speed (``onezero_speedup_by_dtype``,
+    HARDWARE.md §2.1; no effect on other dtypes). The hardware would compute garbage from a
+    false promise, so with numerics on a flagged operand holding anything else is an error.
     """
 
     OPCODE = "nc_matmul"
@@ -58,6 +63,8 @@ class NcMatmul(Instruction):
     stationary: AccessPattern
     moving: AccessPattern
     accumulate: bool = False
+    is_stationary_onezero: bool = False
+    is_moving_onezero: bool = False
 
     def reads(self) -> tuple[AccessPattern, ...]:
         return (
@@ -131,6 +138,7 @@ class NcMatmul(Instruction):
             self.stationary.free_elements,
             self.moving.free_elements,
             self.stationary.dtype.name,
+            self.is_stationary_onezero or self.is_moving_onezero,
         )
 
     def cost(self, spec: MachineSpec) -> Cost:
@@ -152,12 +160,28 @@ class NcMatmul(Instruction):
 
         stationary = as_2d(state.read(self.stationary))
         moving = as_2d(state.read(self.moving))
+        if self.is_stationary_onezero:
+            self._check_onezero("stationary", stationary)
+        if self.is_moving_onezero:
+            self._check_onezero("moving", moving)
         if self.accumulate:
             acc = as_2d(state.read(self.dst))
         else:
             acc = np.empty((stationary.shape[1], moving.shape[1]), dtype=np.float32)
         matmul_accumulate(acc, stationary, moving, self.accumulate)
         state.write(self.dst, acc.reshape(self.dst.shape))
+
+    def _check_onezero(self, name: str, values: np.ndarray) -> None:
+        """Fail on the first element of a flagged operand that is not 0 or 1."""
+        bad = np.flatnonzero(~((values == 0) | (values == 1)))
+        if bad.size:
+            partition, element = divmod(int(bad[0]), values.shape[1])
+            value = float(values.flat[bad[0]])
+            self.fail(
+                f"is_{name}_onezero=True, but operand '{name}' holds {value!r} at partition "
+                f"{partition}, element {element}; the 0/1 fast path needs only 0s and 1s "
+                "(the hardware would compute garbage): clear the flag or fix the operand"
+            )
 
 
 @register
@@ -206,7 +230,9 @@ class NcTranspose(Instruction):
             cycles = max(p, min(te.min_ii_cycles, f)) + te.access_overhead_cycles
             latency = cycles + spec.config.tensor_engine.result_latency_cycles
             return Cost(spec.cycles("tensor", cycles), spec.cycles("tensor", latency))
-        return spec.compute_cost("vector", f)  # max(MIN_II, N) [S16]
+        # max(MIN_II, N) [S16], N streamed in and out as every VectorE operand
+        work = streaming_cycles(spec, "vector", (self.src,), (self.dst,))
+        return spec.compute_cost("vector", work)
 
     def execute(self, state: CoreState) -> None:
         values = as_2d(state.read(self.src))

@@ -2,8 +2,9 @@
 reciprocal, memset, select.
 
 Costs are the documented per-instruction estimates of HARDWARE.md §3 [S16] in engine cycles, with
-the MIN_II floor and fixed overhead applied by ``MachineSpec.compute_cost``; N is counted by
-``elements_cycles`` (N cycles per input tile, doubled for a strided innermost dimension [S1]).
+the MIN_II floor and fixed overhead applied by ``MachineSpec.compute_cost``; the N (and 2N) of
+the formulas is the data-path model of ``hwsim.isa.streaming`` (operand streams over the SBUF and
+PSUM interfaces, per-dtype rates and stream counts from the config).
 """
 
 from __future__ import annotations
@@ -15,7 +16,7 @@ import numpy as np
 
 from hwsim import kernels
 from hwsim.isa.ap import AccessPattern, MemorySpace
-from hwsim.isa.base import Cost, MachineSpec, elements_cycles, register
+from hwsim.isa.base import Cost, MachineSpec, register
 from hwsim.isa.compute_base import (
     FAST_BF16_OPS,
     ComputeInstruction,
@@ -26,7 +27,13 @@ from hwsim.isa.compute_base import (
     scalar_aps,
     write_result,
 )
-from hwsim.isa.copy_ops import performance_mode_factor, same_shape
+from hwsim.isa.copy_ops import same_shape
+from hwsim.isa.streaming import (
+    is_contiguous,
+    lane_cycles,
+    performance_mode_factor,
+    streaming_cycles,
+)
 from hwsim.isa.tensor_ops import as_2d
 from hwsim.kernels import AluOp
 
@@ -39,11 +46,15 @@ if TYPE_CHECKING:
 class TensorTensor(ComputeInstruction):
     """dst = src0 op src1, elementwise (same partitions and elements per partition).
 
-    Cost [S16]: max(MIN_II, 2N), halved to max(MIN_II, N) when (a) one input is in PSUM (the two
-    inputs stream over separate SBUF and PSUM ports), or (b) both inputs are in SBUF, every tensor
-    is bf16, op is add/multiply/subtract and all are contiguous [S16], or (c) VectorE performance
-    mode is on (v3) with both inputs in SBUF and every tensor 16-bit float [S2]. The three are the
-    same 2x speed-up seen from different documents, so they never compound: the fastest case is N.
+    Cost on VectorE [S16]: max(MIN_II, N) when one input is in PSUM, or when both are in SBUF,
+    every tensor is bf16, op is add/multiply/subtract and all are contiguous; else
+    max(MIN_II, 2N). Both fast cases are the streaming model (``hwsim.isa.streaming``): a PSUM
+    input has its own read interface, and the bf16 case is a documented exception where the two
+    SBUF inputs stream at once. On v3+ the SBUF read path carries two 4-byte or four 16-bit
+    streams (``sbuf_input_streams_by_dtype``, HARDWARE.md §1.3 [S2][S3]), so two SBUF inputs
+    cost N for every dtype there: [S2]'s "2x for tensor_tensor when both inputs are in SBUF and
+    all tensors BF16/FP16" is the 16-bit case of it. The fastest case is N (one result per lane
+    per cycle); cases never compound. On GpSimdE: GPSIMD_START + the same streaming time.
     """
 
     OPCODE = "tensor_tensor"
@@ -78,32 +89,24 @@ class TensorTensor(ComputeInstruction):
                 f"op={AluOp(self.op).name}", {"src0": self.src0, "src1": self.src1, "dst": self.dst}
             )
 
-    def fast(self, spec: MachineSpec) -> bool:
-        """Whether one of the documented 2x cases applies (class docstring)."""
-        if self.engine != "vector":
-            return False
-        inputs = (self.src0, self.src1)
-        if sum(ap.memory is MemorySpace.PSUM for ap in inputs) == 1:
-            return True
-        tensors = (*inputs, self.dst)
-        if any(ap.memory is not MemorySpace.SBUF for ap in inputs):
-            return False
-        if (
-            all(ap.dtype.name == "bf16" for ap in tensors)
+    def bf16_streams_at_once(self) -> bool:
+        """The documented bf16 case: both inputs in SBUF stream at once [S16]."""
+        tensors = (self.src0, self.src1, self.dst)
+        return (
+            self.engine == "vector"
+            and all(ap.dtype.name == "bf16" and is_contiguous(ap) for ap in tensors)
+            and self.src0.memory is self.src1.memory is MemorySpace.SBUF
             and AluOp(self.op) in FAST_BF16_OPS
-            and all(ap.free_strides[-1] == 1 for ap in tensors)
-        ):
-            return True
-        return spec.engine_configs["vector"].performance_mode and all(
-            ap.dtype.is_float and ap.dtype.itemsize == 2 for ap in tensors
         )
 
     def cost(self, spec: MachineSpec) -> Cost:
-        work = elements_cycles(spec, self.engine, self.src0) + elements_cycles(
-            spec, self.engine, self.src1
+        work = streaming_cycles(
+            spec,
+            self.engine,
+            (self.src0, self.src1),
+            (self.dst,),
+            min_sbuf_streams=2 if self.bf16_streams_at_once() else 1,
         )
-        if self.fast(spec):
-            work = -(-work // 2)
         return spec.compute_cost(self.engine, work)
 
     def execute(self, state: CoreState) -> None:
@@ -128,8 +131,9 @@ class TensorScalar(ComputeInstruction):
     """dst = (src op0 scalar0) op1 scalar1; scalars are immediates or [P, 1] tiles; op1 may be
     bypass (one op). ``reverseK`` swaps opK's operands (scalar opK value).
 
-    Cost max(MIN_II, N) whether one or two ops [S16], with VectorE performance mode as
-    ``tensor_copy`` (4x/2x on v3 for 16-bit data and dst) [S2].
+    Cost max(MIN_II, N) whether one or two ops [S16] (one input stream, ``hwsim.isa.streaming``;
+    [P, 1] scalar operands are register loads, not streams), with VectorE performance mode as
+    ``tensor_copy`` (4x/2x on v3+ for 16-bit float data and dst) [S2].
     """
 
     OPCODE = "tensor_scalar"
@@ -189,7 +193,7 @@ class TensorScalar(ComputeInstruction):
             )
 
     def cost(self, spec: MachineSpec) -> Cost:
-        work = elements_cycles(spec, self.engine, self.src)
+        work = streaming_cycles(spec, self.engine, (self.src,), (self.dst,))
         work = -(-work // performance_mode_factor(spec, self.engine, (self.src, self.dst)))
         return spec.compute_cost(self.engine, work)
 
@@ -209,8 +213,11 @@ class ScalarTensorTensor(ComputeInstruction):
     """dst = (src0 op0 scalar0) op1 src1, with src1 shaped like src0; arithmetic ops, in fp32.
 
     Cost [S16]: N if every tensor is bf16, op0 is subtract, op1 is multiply and N is even; else
-    2N. The MIN_II floor applies as to every VectorE instruction (HARDWARE.md §2.2 [S1]); the
-    [S16] formula omits it.
+    2N: two input streams (``hwsim.isa.streaming``). [S16] gives no PSUM case (unlike
+    tensor_tensor's in the same document), so the inputs share the SBUF interface's streams
+    wherever they are; the bf16 case streams both at once, and on v3+ the wider read path does
+    (``sbuf_input_streams_by_dtype``). The MIN_II floor applies as to every VectorE instruction
+    (HARDWARE.md §2.2 [S1]); the [S16] formula omits it.
     """
 
     OPCODE = "scalar_tensor_tensor"
@@ -248,15 +255,20 @@ class ScalarTensorTensor(ComputeInstruction):
                 )
 
     def cost(self, spec: MachineSpec) -> Cost:
-        work = elements_cycles(spec, "vector", self.src0) + elements_cycles(
-            spec, "vector", self.src1
-        )
         fast = (
             all(ap.dtype.name == "bf16" for ap in (self.src0, self.src1, self.dst))
             and (AluOp(self.op0), AluOp(self.op1)) == (AluOp.subtract, AluOp.multiply)
             and self.src0.free_elements % 2 == 0
         )
-        return spec.compute_cost("vector", -(-work // 2) if fast else work)
+        work = streaming_cycles(
+            spec,
+            "vector",
+            (self.src0, self.src1),
+            (self.dst,),
+            psum_own_port=False,
+            min_sbuf_streams=2 if fast else 1,
+        )
+        return spec.compute_cost("vector", work)
 
     def execute(self, state: CoreState) -> None:
         out = kernels.scalar_tensor_tensor(
@@ -271,10 +283,15 @@ class ScalarTensorTensor(ComputeInstruction):
         write_result(state, self.dst, out, False)
 
 
+#: reciprocal's documented cost per element, VectorE cycles (HARDWARE.md §3 [S16]).
+RECIPROCAL_CYCLES_PER_ELEMENT = 8
+
+
 @register
 @dataclass(frozen=True, kw_only=True)
 class Reciprocal(UnaryCompute):
-    """dst = 1 / src in fp32. Cost max(MIN_II, 8N) [S16]."""
+    """dst = 1 / src in fp32. Cost max(MIN_II, 8N) [S16]: 8 lane cycles per element, which hides
+    the operand streams (``hwsim.isa.streaming``) unless they are slower."""
 
     OPCODE = "reciprocal"
     ENGINES = ("vector",)
@@ -286,7 +303,9 @@ class Reciprocal(UnaryCompute):
         same_shape(self, self.src, self.dst, "src/dst")
 
     def cost(self, spec: MachineSpec) -> Cost:
-        return spec.compute_cost("vector", 8 * elements_cycles(spec, "vector", self.src))
+        compute = RECIPROCAL_CYCLES_PER_ELEMENT * lane_cycles(spec, "vector", self.src)
+        work = max(compute, streaming_cycles(spec, "vector", (self.src,), (self.dst,)))
+        return spec.compute_cost("vector", work)
 
     def execute(self, state: CoreState) -> None:
         write_result(state, self.dst, kernels.reciprocal(read_2d(state, self.src, False)), False)
@@ -296,7 +315,7 @@ class Reciprocal(UnaryCompute):
 @dataclass(frozen=True, kw_only=True)
 class Memset(ComputeInstruction):
     """dst = value everywhere (rounded to dst's dtype). Cost [S16]: max(MIN_II, N/2) for 0 into
-    bf16/fp16, else max(MIN_II, N)."""
+    bf16/fp16, else max(MIN_II, N), N the write stream (``hwsim.isa.streaming``)."""
 
     OPCODE = "memset"
     ENGINES = ("vector", "gpsimd")
@@ -319,7 +338,7 @@ class Memset(ComputeInstruction):
                 )
 
     def cost(self, spec: MachineSpec) -> Cost:
-        work = elements_cycles(spec, self.engine, self.dst)
+        work = streaming_cycles(spec, self.engine, (), (self.dst,))
         if self.value == 0 and self.dst.dtype.name in ("bf16", "fp16"):
             work = -(-work // 2)
         return spec.compute_cost(self.engine, work)
@@ -333,9 +352,12 @@ class Memset(ComputeInstruction):
 class Select(ComputeInstruction):
     """dst = on_true where pred != 0, else on_false (all the same shape; values via fp32).
 
-    No documented cost: uses the ``tensor_copy_predicated`` rule [S16], max(MIN_II, N) when an
-    input is in PSUM, else max(MIN_II, 2N). At most one input may be in PSUM, as for the other
-    multi-input VectorE instructions [S16].
+    No documented cost; derived from the streaming model (``hwsim.isa.streaming``) with its
+    three input streams. The model reproduces the two-input rule documented for
+    ``tensor_copy_predicated`` [S16] (N when one input is in PSUM, 2N when both are in SBUF);
+    with three inputs on v2 that is 3N in SBUF, 2N when one is in PSUM; on v3+ the wider SBUF
+    read path carries two 4-byte streams (1.5N for fp32 in SBUF). At most one input may be in
+    PSUM, as for the other multi-input VectorE instructions [S16].
     """
 
     OPCODE = "select"
@@ -365,9 +387,7 @@ class Select(ComputeInstruction):
             self.fail(f"{' and '.join(in_psum)} are in PSUM; at most one input may be in PSUM")
 
     def cost(self, spec: MachineSpec) -> Cost:
-        work = elements_cycles(spec, "vector", self.on_true)
-        if not any(ap.memory is MemorySpace.PSUM for ap in self.reads()):
-            work *= 2
+        work = streaming_cycles(spec, "vector", self.reads(), (self.dst,))
         return spec.compute_cost("vector", work)
 
     def execute(self, state: CoreState) -> None:

@@ -12,9 +12,13 @@ from typing import Any
 from hwsim.errors import IllegalInstructionError
 from hwsim.isa.base import ISA, Instruction
 from hwsim.isa.dma_ops import DGE_TRIGGER_ENGINES, DgeMode
+from hwsim.isa.scan_ops import ReduceCmd
 from hwsim.kernels.ops import ActivationFunction, AluOp, ReduceOp
 from hwsim.lang.kernel import current, source_location
 from hwsim.lang.tiles import Tile, View, as_ap
+
+#: Accumulator start commands (NKI: ``nki.isa.reduce_cmd``).
+reduce_cmd = ReduceCmd
 
 #: Engine names (NKI: ``nki.isa.engine``).
 tensor_engine, vector_engine, scalar_engine, gpsimd_engine, sync_engine = (
@@ -45,8 +49,20 @@ def _scalar(value: Any) -> Any:
 
 
 # ---- TensorE ---------------------------------------------------------------------------------
-def nc_matmul(dst: Any, stationary: Any, moving: Any, *, accumulate: bool = False) -> Instruction:
-    """dst[M, N] (+)= stationary[K, M].T @ moving[K, N] in PSUM (fp32 accumulation)."""
+def nc_matmul(
+    dst: Any,
+    stationary: Any,
+    moving: Any,
+    is_stationary_onezero: bool = False,
+    is_moving_onezero: bool = False,
+    *,
+    accumulate: bool = False,
+) -> Instruction:
+    """dst[M, N] (+)= stationary[K, M].T @ moving[K, N] in PSUM (fp32 accumulation).
+
+    is_stationary_onezero / is_moving_onezero: that operand holds only 0s and 1s, so an fp32
+    matmul runs at 2x its speed; a flagged operand with another value is an error at run time.
+    """
     return emit(
         "nc_matmul",
         tensor_engine,
@@ -54,6 +70,8 @@ def nc_matmul(dst: Any, stationary: Any, moving: Any, *, accumulate: bool = Fals
         stationary=stationary,
         moving=moving,
         accumulate=accumulate,
+        is_stationary_onezero=is_stationary_onezero,
+        is_moving_onezero=is_moving_onezero,
     )
 
 
@@ -158,6 +176,79 @@ def scalar_tensor_tensor(
         src1=operand1,
         reverse0=reverse0,
         reverse1=reverse1,
+    )
+
+
+def tensor_tensor_scan(
+    dst: Any,
+    data0: Any,
+    data1: Any,
+    initial: Any,
+    op0: AluOp,
+    op1: AluOp,
+    reverse0: bool = False,
+    reverse1: bool = False,
+) -> Instruction:
+    """Per partition: dst[i] = op1(op0(data0[i], dst[i-1]), data1[i]), dst[-1] = initial (an
+    immediate or a [P, 1] tile); reverse0/reverse1 swap op0's/op1's operands."""
+    return emit(
+        "tensor_tensor_scan",
+        vector_engine,
+        dst=dst,
+        src0=data0,
+        src1=data1,
+        initial=_scalar(initial),
+        op0=AluOp(op0),
+        op1=AluOp(op1),
+        reverse0=reverse0,
+        reverse1=reverse1,
+    )
+
+
+def tensor_scalar_reduce(
+    dst: Any,
+    data: Any,
+    op0: AluOp,
+    operand0: Any,
+    reduce_op: ReduceOp,
+    reduce_res: Any,
+    reverse0: bool = False,
+) -> Instruction:
+    """dst = data op0 operand0, and reduce_res[P, 1] = reduce_op over each partition's result."""
+    return emit(
+        "tensor_scalar_reduce",
+        vector_engine,
+        dst=dst,
+        src=data,
+        op0=AluOp(op0),
+        scalar0=_scalar(operand0),
+        reduce_op=ReduceOp(reduce_op),
+        reduce_dst=reduce_res,
+        reverse0=reverse0,
+    )
+
+
+def tensor_scalar_cumulative(
+    dst: Any,
+    src: Any,
+    op0: AluOp,
+    op1: AluOp,
+    imm0: Any,
+    imm1: Any = None,
+    reduce_cmd: ReduceCmd = ReduceCmd.reset_reduce,
+) -> Instruction:
+    """Per partition: reg = op1(op0(src[i], imm0), reg), dst[i] = reg; reg starts at op1's
+    identity (reset_reduce) or at imm1 (load_reduce)."""
+    return emit(
+        "tensor_scalar_cumulative",
+        vector_engine,
+        dst=dst,
+        src=src,
+        op0=AluOp(op0),
+        op1=AluOp(op1),
+        imm0=_scalar(imm0),
+        imm1=None if imm1 is None else _scalar(imm1),
+        reduce_cmd=ReduceCmd(reduce_cmd),
     )
 
 
@@ -330,11 +421,15 @@ __all__ = [
     "nc_matmul",
     "nc_transpose",
     "reciprocal",
+    "reduce_cmd",
     "scalar_tensor_tensor",
     "select",
     "tensor_copy",
     "tensor_partition_reduce",
     "tensor_reduce",
     "tensor_scalar",
+    "tensor_scalar_cumulative",
+    "tensor_scalar_reduce",
     "tensor_tensor",
+    "tensor_tensor_scan",
 ]

@@ -12,6 +12,7 @@ from hwsim.library.matmul import matmul_basic, matmul_blocked, matmul_optimized
 from hwsim.library.mlp import mlp
 from hwsim.library.norm import layernorm, rmsnorm
 from hwsim.library.softmax import softmax
+from hwsim.library.tutorial_matmul import matmul_block_free, matmul_hoisted, matmul_tiled
 
 __all__ = [
     "UnsupportedShapeError",
@@ -19,8 +20,11 @@ __all__ = [
     "conv2d_3x3",
     "layernorm",
     "matmul_basic",
+    "matmul_block_free",
     "matmul_blocked",
+    "matmul_hoisted",
     "matmul_optimized",
+    "matmul_tiled",
     "mlp",
     "rmsnorm",
     "softmax",

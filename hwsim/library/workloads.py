@@ -23,6 +23,7 @@ from hwsim.library.matmul import matmul_basic, matmul_blocked, matmul_optimized
 from hwsim.library.mlp import mlp
 from hwsim.library.norm import layernorm, rmsnorm
 from hwsim.library.softmax import softmax
+from hwsim.library.tutorial_matmul import matmul_block_free, matmul_hoisted, matmul_tiled
 from hwsim.program import Program
 from hwsim.workloads.registry import Workload
 
@@ -157,6 +158,9 @@ WORKLOADS = [
     _matmul(matmul_basic, "matmul, one tile at a time"),
     _matmul(matmul_blocked, "matmul with stationary reuse"),
     _matmul(matmul_optimized, "matmul as nki_matmul_fully_optimized_"),
+    _matmul(matmul_tiled, "matmul as nki_matmul_tiled_ (HARDWARE.md §5 V1a)"),
+    _matmul(matmul_hoisted, "matmul as nki_matmul_hoist_load_ (V1b)"),
+    _matmul(matmul_block_free, "matmul as nki_matmul_block_free_dimension_ (V1c)"),
     LibraryWorkload(
         "softmax",
         f"row softmax of [{ROWS}, {COLS}] fp32",

@@ -4,7 +4,8 @@
 ``tensor_engine.rows`` x ``tensor_engine.cols`` weight-stationary array, Trainium-style: weights
 enter from the left edge ``fast_weight_load_factor`` columns per cycle and load in the background
 of the previous matmul. For a shape that fits the array (K <= rows, M <= cols), with
-``mult = cycles_multiplier_by_dtype[dtype]``:
+``mult = tensor_models.cycles_multiplier`` (``cycles_multiplier_by_dtype[dtype]``, halved for a
+flagged 0/1 fp32 operand):
 
 - LoadStationary = mult * ceil(M / fast_weight_load_factor)      (== closed_form's, exactly)
 - MM issue interval = mult * N                                   (cycles row 0 accepts inputs)
@@ -40,7 +41,12 @@ from functools import lru_cache
 
 from hwsim.config.schema import TensorEngineConfig
 from hwsim.kernels.systolic import SystolicArray
-from hwsim.timing.tensor_models import MatmulShape, MatmulTiming, register_tensor_model
+from hwsim.timing.tensor_models import (
+    MatmulShape,
+    MatmulTiming,
+    cycles_multiplier,
+    register_tensor_model,
+)
 
 
 def scalesim_ws_total_cycles(R: int, C: int, M: int, N: int, K: int) -> int:
@@ -84,16 +90,17 @@ def systolic_counts(
     )
 
 
-def _dtype_factors(te: TensorEngineConfig, dtype: str) -> tuple[int, int]:
-    multiplier = te.cycles_multiplier_by_dtype.get(dtype, 1)  # type: ignore[call-overload]
-    packing = te.contraction_packing_by_dtype.get(dtype, 1)  # type: ignore[call-overload]
-    return multiplier, packing
+def _dtype_factors(te: TensorEngineConfig, shape: MatmulShape) -> tuple[int, int]:
+    """(passes through the array, contraction rows per PE row): ``cycles_multiplier`` (dtype
+    and the 0/1 fast path, as closed_form) and ``contraction_packing_by_dtype``."""
+    packing = te.contraction_packing_by_dtype.get(shape.dtype, 1)  # type: ignore[call-overload]
+    return cycles_multiplier(te, shape), packing
 
 
 @register_tensor_model("systolic_cycle")
 def systolic_cycle(te: TensorEngineConfig, shape: MatmulShape) -> MatmulTiming:
     """Costs measured on the cycle-by-cycle systolic array model (see the module docstring)."""
-    multiplier, packing = _dtype_factors(te, shape.dtype)
+    multiplier, packing = _dtype_factors(te, shape)
     counts = systolic_counts(
         te.rows,
         te.cols,
@@ -115,7 +122,7 @@ def scalesim_ws(te: TensorEngineConfig, shape: MatmulShape) -> MatmulTiming:
     ``load_stationary_cycles`` is 0 (nothing for the engine to overlap). The result is visible
     when the count ends. Multiplier and packing as in ``systolic_cycle`` (both 1 for bf16).
     """
-    multiplier, packing = _dtype_factors(te, shape.dtype)
+    multiplier, packing = _dtype_factors(te, shape)
     cycles = multiplier * scalesim_ws_total_cycles(
         te.rows,
         te.cols,

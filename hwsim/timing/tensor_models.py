@@ -24,6 +24,7 @@ class MatmulShape:
     m_stationary: int  # stationary free size = output partitions = PE columns used
     n_moving: int  # moving free size = output free size
     dtype: str  # input dtype name
+    onezero: bool = False  # an operand is flagged as holding only 0s and 1s (is_*_onezero)
 
 
 @dataclass(frozen=True, slots=True)
@@ -39,6 +40,18 @@ class MatmulTiming:
     load_stationary_cycles: int
     issue_interval_cycles: int
     latency_cycles: int
+
+
+def cycles_multiplier(te: TensorEngineConfig, shape: MatmulShape) -> int:
+    """Passes one matmul makes through the array: ``cycles_multiplier_by_dtype`` (fp32 4x the
+    bf16 cost [S1][S16]), divided (rounding up) by ``onezero_speedup_by_dtype`` when an operand
+    is flagged all 0/1: the documented 2x for fp32 (HARDWARE.md §2.1 [S15][S16]), so a flagged
+    fp32 matmul costs 2x bf16. Every timing model scales its cycles by this one number."""
+    multiplier: int = te.cycles_multiplier_by_dtype.get(shape.dtype, 1)  # type: ignore[call-overload]
+    if shape.onezero:
+        speedup: int = te.onezero_speedup_by_dtype.get(shape.dtype, 1)  # type: ignore[call-overload]
+        multiplier = -(-multiplier // speedup)
+    return multiplier
 
 
 TensorTimingModel = Callable[[TensorEngineConfig, MatmulShape], MatmulTiming]
@@ -73,8 +86,9 @@ def closed_form(te: TensorEngineConfig, shape: MatmulShape) -> MatmulTiming:
     LoadStationary = multiplier * ceil(M_stationary / fast_weight_load_factor) cycles [S1][S10];
     it overlaps the previous MM ("background LoadStationary"), so it never exceeds the MM here.
     Latency = issue interval + the array's result latency (fill/drain, a config parameter).
+    ``multiplier`` is ``cycles_multiplier`` (dtype, and the 0/1 fast path).
     """
-    multiplier = te.cycles_multiplier_by_dtype.get(shape.dtype, 1)  # type: ignore[call-overload]
+    multiplier = cycles_multiplier(te, shape)
     floor_cycles = multiplier * min(te.min_ii_cycles, shape.m_stationary)
     mm_cycles = max(floor_cycles, multiplier * shape.n_moving + te.access_overhead_cycles)
     load_cycles = multiplier * -(-shape.m_stationary // te.fast_weight_load_factor)

@@ -117,6 +117,10 @@ def test_gather_of_strided_rows_keeps_the_one_hot_matmul():
     torch.testing.assert_close(run.outputs, F.embedding(tokens, weight.t()), rtol=0, atol=0)
     opcodes = {r.instruction.OPCODE for r in run.result.trace.instructions}
     assert "nc_matmul" in opcodes and "dma_gather" not in opcodes
+    # The one-hot operand takes the documented 0/1 fast path (fp32: 2x [S15][S16]); the run
+    # with numerics checked every flagged operand really held only 0s and 1s.
+    matmuls = [r.instruction for r in run.result.trace.instructions if r.engine == "tensor"]
+    assert matmuls and all(m.is_stationary_onezero for m in matmuls)
 
 
 def test_out_of_range_computed_index_is_a_run_time_error():

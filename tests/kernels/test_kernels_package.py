@@ -77,7 +77,7 @@ def test_warm_up_compiles_everything_quickly_once_cached() -> None:
     K.warm_up()  # compiles or loads the disk cache
     kernels = [
         obj
-        for module in ("alu", "activations", "elementwise", "integer", "reduce", "index")
+        for module in ("alu", "activations", "elementwise", "integer", "reduce", "index", "scan")
         for obj in vars(sys.modules[f"hwsim.kernels.{module}"]).values()
         if hasattr(obj, "signatures") and hasattr(obj, "py_func")
     ]
@@ -106,7 +106,7 @@ def test_jit_cores_compile_one_signature_per_dtype() -> None:
 def _jit_dispatchers() -> list[Any]:
     return [
         obj
-        for module in ("elementwise", "integer", "reduce", "index")
+        for module in ("elementwise", "integer", "reduce", "index", "scan")
         for obj in vars(sys.modules[f"hwsim.kernels.{module}"]).values()
         if hasattr(obj, "signatures") and hasattr(obj, "py_func")
     ]

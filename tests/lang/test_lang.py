@@ -176,3 +176,35 @@ def test_calls_outside_a_kernel_and_bad_returns_are_clear_errors():
     with pytest.raises(IllegalInstructionError, match="must be <= 32"):
         build(too_many_partitions)
     gc.collect()
+
+
+def test_scan_calls_and_onezero_flags_take_nki_argument_names():
+    @lang.kernel
+    def calls(x):
+        out = lang.ndarray(x.shape, x.dtype, buffer=lang.hbm, name="out")
+        t = lang.load(x)
+        s = lang.ndarray(x.shape, lang.float32)
+        nisa.tensor_tensor_scan(s, t, t, 0.0, nisa.AluOp.multiply, nisa.AluOp.add, reverse1=True)
+        red = lang.ndarray((x.shape[0], 1), lang.float32)
+        nisa.tensor_scalar_reduce(s, s, nisa.AluOp.add, 1.0, nisa.ReduceOp.max, red)
+        nisa.tensor_scalar_cumulative(
+            s, s, nisa.AluOp.multiply, nisa.AluOp.add, 2.0, imm1=red,
+            reduce_cmd=nisa.reduce_cmd.load_reduce,
+        )  # fmt: skip
+        ps = lang.ndarray((x.shape[1], x.shape[1]), lang.float32, buffer=lang.psum)
+        nisa.nc_matmul(ps, s[:, : x.shape[1]], s[:, : x.shape[1]], True, False)
+        lang.store(out, s)
+        return out
+
+    program = calls.build(lang.TensorSpec((8, 16), "fp32"), config="tiny").program
+    by_opcode = {i.OPCODE: i for _, _, i in program.cores[0].instructions()}
+    scan = by_opcode["tensor_tensor_scan"]
+    assert (scan.op0, scan.op1, scan.initial, scan.reverse0, scan.reverse1) == (
+        nisa.AluOp.multiply, nisa.AluOp.add, 0.0, False, True
+    )  # fmt: skip
+    assert by_opcode["tensor_scalar_reduce"].reduce_op is nisa.ReduceOp.max
+    cumulative = by_opcode["tensor_scalar_cumulative"]
+    assert cumulative.reduce_cmd is nisa.reduce_cmd.load_reduce
+    assert cumulative.imm1 == by_opcode["tensor_scalar_reduce"].reduce_dst
+    matmul = by_opcode["nc_matmul"]
+    assert (matmul.is_stationary_onezero, matmul.is_moving_onezero) == (True, False)

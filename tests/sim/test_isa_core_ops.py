@@ -13,6 +13,7 @@ import pytest
 from hwsim.builder import ProgramBuilder
 from hwsim.config import load_config
 from hwsim.dtypes import BF16, FP8_E4M3, FP16, FP32, INT32
+from hwsim.errors import IllegalInstructionError
 from hwsim.isa import AccessPattern, MemorySpace, contiguous
 from hwsim.isa.copy_ops import TensorCopy
 from hwsim.isa.dma_ops import DmaCopy, DmaTranspose
@@ -81,6 +82,90 @@ def test_nc_matmul_cost_is_the_closed_form(dtype, m, n, issue_cycles):
         numerics=False,
     )
     assert_timing(run, issue_cycles, issue_cycles + 32)
+
+
+@pytest.mark.parametrize(
+    ("dtype", "stationary_flag", "moving_flag", "issue_cycles"),
+    [
+        (FP32, False, False, 4 * 128),  # fp32: 4 passes [S1][S16]
+        (FP32, True, False, 2 * 128),  # a 0/1 stationary: 2x the fp32 speed [S15][S16]
+        (FP32, False, True, 2 * 128),  # a 0/1 moving: the same
+        (FP32, True, True, 2 * 128),  # both flagged: still 2x (no more is documented)
+        (BF16, True, True, 128),  # "no impact for non-float32" [S16]
+    ],
+)
+def test_nc_matmul_onezero_fast_path_ticks(dtype, stationary_flag, moving_flag, issue_cycles):
+    run = run_single(
+        lambda aps: NcMatmul(
+            engine="tensor",
+            dst=aps["c"],
+            stationary=aps["a"],
+            moving=aps["b"],
+            is_stationary_onezero=stationary_flag,
+            is_moving_onezero=moving_flag,
+        ),
+        {"a": inp(np.ones((32, 32)), dtype), "b": inp(np.ones((32, 128)), dtype)},
+        {"c": out((32, 128), FP32, PSUM)},
+        numerics=False,
+    )
+    assert_timing(run, issue_cycles, issue_cycles + 32)  # tiny: 1 tick/cycle, latency 32
+
+
+@pytest.mark.parametrize(("flag", "issue_cycles"), [(False, 4 * 512 + 60), (True, 2 * 512 + 60)])
+def test_nc_matmul_onezero_on_trn1(flag, issue_cycles):
+    """A full fp32 128x128x512 matmul on trn1: mult * N + the 60-cycle access overhead."""
+    run = run_single(
+        lambda aps: NcMatmul(
+            engine="tensor",
+            dst=aps["c"],
+            stationary=aps["a"],
+            moving=aps["b"],
+            is_stationary_onezero=flag,
+        ),
+        {"a": inp(np.eye(128), FP32), "b": inp(np.ones((128, 512)), FP32)},
+        {"c": out((128, 512), FP32, PSUM)},
+        config="trn1",
+        numerics=False,
+    )
+    assert run.issue_ticks == 2 * issue_cycles  # TensorE 2 ticks/cycle on trn1 (5600 MHz base)
+
+
+def test_nc_matmul_onezero_operands_compute_exactly():
+    a = RNG.integers(0, 2, (16, 8)).astype(np.float64)
+    b = RNG.standard_normal((16, 24))
+    run = run_single(
+        lambda aps: NcMatmul(
+            engine="tensor",
+            dst=aps["c"],
+            stationary=aps["a"],
+            moving=aps["b"],
+            is_stationary_onezero=True,
+        ),
+        {"a": inp(a, FP32), "b": inp(b, FP32)},
+        {"c": out((8, 24), FP32, PSUM)},
+    )
+    np.testing.assert_allclose(run.outputs["c"], a.T @ rounded(b, FP32), rtol=1e-5, atol=1e-5)
+
+
+@pytest.mark.parametrize("operand", ["stationary", "moving"])
+def test_nc_matmul_false_onezero_flag_is_an_error_naming_the_value(operand):
+    a, b = np.ones((16, 8)), np.zeros((16, 24))
+    bad = a if operand == "stationary" else b
+    bad[3, 5] = 0.5
+    bad[7, 1] = 2.0  # a later offender: the first one is named
+    flags = {f"is_{operand}_onezero": True}
+    with pytest.raises(IllegalInstructionError) as err:
+        run_single(
+            lambda aps: NcMatmul(
+                engine="tensor", dst=aps["c"], stationary=aps["a"], moving=aps["b"], **flags
+            ),
+            {"a": inp(a, FP32), "b": inp(b, FP32)},
+            {"c": out((8, 24), FP32, PSUM)},
+        )
+    message = str(err.value)
+    assert message.startswith("nc_matmul on tensor"), message
+    assert f"is_{operand}_onezero=True, but operand '{operand}' holds 0.5" in message
+    assert "partition 3, element 5" in message
 
 
 def test_nc_matmul_legality():

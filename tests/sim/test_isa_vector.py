@@ -133,7 +133,8 @@ def _strided(ap, stride):
         ("tiny", "vector", FP32, AluOp.max, PSUM, 1, 40, 2 * 40, 2 * 40 + 20),  # PSUM input: N
         ("tiny", "vector", FP32, AluOp.add, SBUF, 8, 40, 2 * 120, 2 * 120 + 20),  # 32 B stride
         ("tiny", "gpsimd", FP32, AluOp.add, SBUF, 1, 40, 2 * 90, 2 * 90 + 20),  # 10 + 2N
-        ("trn2", "vector", FP32, AluOp.add, SBUF, 1, 512, 5 * 1024, 5 * 1024 + 500),
+        # v3: the 256-element fp32 input path streams both SBUF inputs at once: N, not 2N
+        ("trn2", "vector", FP32, AluOp.add, SBUF, 1, 512, 5 * 512, 5 * 512 + 500),
         ("trn2", "vector", FP16, AluOp.max, SBUF, 1, 512, 5 * 512, 5 * 512 + 500),  # perf mode
         ("trn2", "vector", BF16, AluOp.add, SBUF, 1, 512, 5 * 512, 5 * 512 + 500),  # not 2x2x
     ],
@@ -287,7 +288,7 @@ def test_scalar_tensor_tensor_numerics(shape, dtype, op0, s0, rev0, op1, ref):
         ("tiny", BF16, AluOp.add, AluOp.multiply, 40, 2 * 80, 2 * 80 + 20),  # other ops: 2N
         ("tiny", BF16, AluOp.subtract, AluOp.multiply, 10, 2 * 16, 2 * 16 + 20),  # MIN_II
         ("trn2", BF16, AluOp.subtract, AluOp.multiply, 512, 5 * 512, 5 * 512 + 500),
-        ("trn2", FP32, AluOp.subtract, AluOp.multiply, 512, 5 * 1024, 5 * 1024 + 500),
+        ("trn2", FP32, AluOp.subtract, AluOp.multiply, 512, 5 * 512, 5 * 512 + 500),  # v3: N
     ],
 )
 def test_scalar_tensor_tensor_cost(config, dtype, op0, op1, n, issue, done):
@@ -397,10 +398,10 @@ def test_select_numerics(shape, pred_dtype, dtype, dst_dtype):
 @pytest.mark.parametrize(
     ("config", "false_memory", "n", "issue", "done"),
     [
-        ("tiny", SBUF, 40, 2 * 80, 2 * 80 + 20),  # all SBUF: 2N
-        ("tiny", PSUM, 40, 2 * 40, 2 * 40 + 20),  # one input in PSUM: N
+        ("tiny", SBUF, 40, 2 * 120, 2 * 120 + 20),  # three SBUF input streams: 3N
+        ("tiny", PSUM, 40, 2 * 80, 2 * 80 + 20),  # one input in PSUM: the other two, 2N
         ("tiny", SBUF, 5, 2 * 16, 2 * 16 + 20),  # MIN_II
-        ("trn2", SBUF, 512, 5 * 1024, 5 * 1024 + 500),
+        ("trn2", SBUF, 512, 5 * 768, 5 * 768 + 500),  # v3: two streams at once, 3N / 2
     ],
 )
 def test_select_cost(config, false_memory, n, issue, done):

@@ -235,3 +235,21 @@ def test_config_accepts_the_new_model_names() -> None:
     for name in ("systolic_cycle", "scalesim_ws"):
         config = load_config("trn2", {"tensor_engine.timing_model": name})
         assert config.tensor_engine.timing_model == name
+
+
+@pytest.mark.parametrize("model", sorted(TENSOR_TIMING_MODELS))
+def test_every_model_runs_a_flagged_fp32_matmul_at_two_bf16_passes(model: str) -> None:
+    """The 0/1 fast path (is_*_onezero) halves fp32's 4 passes [S15][S16] in every timing model:
+    a flagged fp32 matmul costs exactly what an unflagged one costs with a multiplier of 2."""
+    te = load_config("trn2", {"tensor_engine.timing_model": model}).tensor_engine
+    two_passes = load_config(
+        "trn2",
+        {"tensor_engine.timing_model": model, "tensor_engine.cycles_multiplier_by_dtype.fp32": 2},
+    ).tensor_engine
+    fn = TENSOR_TIMING_MODELS[model]
+    for k, m, n in [(128, 128, 512), (64, 32, 100), (128, 1, 1)]:
+        flagged = fn(te, MatmulShape(k, m, n, "fp32", onezero=True))
+        assert flagged == fn(two_passes, MatmulShape(k, m, n, "fp32"))
+        assert flagged != fn(te, MatmulShape(k, m, n, "fp32"))
+        bf16 = MatmulShape(k, m, n, "bf16")
+        assert fn(te, MatmulShape(k, m, n, "bf16", onezero=True)) == fn(te, bf16)

@@ -1,0 +1,277 @@
+"""VectorE scans and fused tensor-scalar reductions: tensor_tensor_scan, tensor_scalar_reduce,
+tensor_scalar_cumulative.
+
+Semantics follow nki.isa [S15][S16] (HARDWARE.md §3), computed in fp32 (``kernels.scan``); costs
+are the documented formulas over the streaming model of ``hwsim.isa.streaming``, with MIN_II and
+fixed costs from ``MachineSpec.compute_cost``.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from enum import StrEnum
+from typing import TYPE_CHECKING
+
+from hwsim import kernels
+from hwsim.isa.ap import AccessPattern, MemorySpace
+from hwsim.isa.base import Cost, MachineSpec, register
+from hwsim.isa.compute_base import (
+    ComputeInstruction,
+    Scalar,
+    int32_family,
+    read_2d,
+    read_scalar,
+    scalar_aps,
+    write_result,
+)
+from hwsim.isa.copy_ops import same_shape
+from hwsim.isa.streaming import streaming_cycles
+from hwsim.kernels import AluOp, ReduceOp
+
+if TYPE_CHECKING:
+    from hwsim.machine.state import CoreState
+
+#: Reduce ops of tensor_scalar_reduce [S15] (the current API; the older one also had subtract).
+TENSOR_SCALAR_REDUCE_OPS = frozenset({ReduceOp.add, ReduceOp.multiply, ReduceOp.max, ReduceOp.min})
+
+
+def check_arithmetic(instruction: ComputeInstruction, **ops: AluOp) -> None:
+    """Each named op must be an arithmetic (not a bitvec) ALU op."""
+    for name, op in ops.items():
+        if AluOp(op) in kernels.INTEGER_ONLY_OPS:
+            instruction.fail(
+                f"{name}={AluOp(op).name} is a bitvec op; {instruction.OPCODE} takes arithmetic "
+                "ops [S15]"
+            )
+
+
+@register
+@dataclass(frozen=True, kw_only=True)
+class TensorTensorScan(ComputeInstruction):
+    """Per partition: dst[i] = op1(op0(src0[i], dst[i-1]), src1[i]), dst[-1] = initial.
+
+    initial is an immediate or a [P, 1] tile; reverse0 makes src0[i] op0's right operand,
+    reverse1 makes src1[i] op1's left operand [S16]. Arithmetic ops, fp32 throughout (the running
+    value is carried in fp32).
+
+    Cost max(MIN_II, 2N) [S16]: two input streams (``hwsim.isa.streaming``). [S16] gives no PSUM
+    case (its tensor_tensor entry, in the same document, does), so the two inputs share the SBUF
+    interface's streams wherever they are: 2N on v2; on v3+ the wider SBUF read path streams two
+    4-byte (or four 16-bit) inputs at once (``sbuf_input_streams_by_dtype``), N, the same rule as
+    tensor_tensor (reading in docs/fidelity.md).
+    """
+
+    OPCODE = "tensor_tensor_scan"
+    ENGINES = ("vector",)
+    PROFILER_OPCODE = "TENSOR_TENSOR_SCAN"
+    FLOPS_PER_ELEMENT = 2
+
+    dst: AccessPattern
+    src0: AccessPattern
+    src1: AccessPattern
+    initial: Scalar
+    op0: AluOp
+    op1: AluOp
+    reverse0: bool = False
+    reverse1: bool = False
+
+    def reads(self) -> tuple[AccessPattern, ...]:
+        return (self.src0, self.src1, *scalar_aps(self.initial))
+
+    def writes(self) -> tuple[AccessPattern, ...]:
+        return (self.dst,)
+
+    def check(self, spec: MachineSpec) -> None:
+        super().check(spec)
+        same_shape(self, self.src0, self.src1, "src0/src1")
+        same_shape(self, self.src0, self.dst, "src0/dst")
+        self.check_scalar("initial", self.initial, self.src0)
+        if self.src0.memory is MemorySpace.PSUM and self.src1.memory is MemorySpace.PSUM:
+            self.fail("src0 and src1 are both in PSUM; at most one input may be in PSUM [S16]")
+        check_arithmetic(self, op0=self.op0, op1=self.op1)
+
+    def cost(self, spec: MachineSpec) -> Cost:
+        work = streaming_cycles(
+            spec, "vector", (self.src0, self.src1), (self.dst,), psum_own_port=False
+        )
+        return spec.compute_cost("vector", work)
+
+    def execute(self, state: CoreState) -> None:
+        out = kernels.tensor_tensor_scan(
+            read_2d(state, self.src0, False),
+            read_2d(state, self.src1, False),
+            read_scalar(state, self.initial, False),
+            self.op0,
+            self.op1,
+            self.reverse0,
+            self.reverse1,
+        )
+        write_result(state, self.dst, out, False)
+
+
+@register
+@dataclass(frozen=True, kw_only=True)
+class TensorScalarReduce(ComputeInstruction):
+    """dst = src op0 scalar0 (scalar0 op0 src if reverse0), and reduce_dst[P, 1] = reduce_op over
+    the fp32 results of each partition (before the cast to dst's dtype) [S15][S16].
+
+    One arithmetic op; reduce_op add, multiply, max or min. Cost max(MIN_II, N) + MIN_II [S16]
+    (the tensor_scalar pass plus reading out the accumulator, like activation_reduce); N is the
+    streaming time of src in and dst out. Performance mode is documented for tensor_scalar and
+    tensor_copy only [S2], so it does not apply here.
+    """
+
+    OPCODE = "tensor_scalar_reduce"
+    ENGINES = ("vector",)
+    PROFILER_OPCODE = "TENSOR_SCALAR_REDUCE"
+    FLOPS_PER_ELEMENT = 2
+
+    dst: AccessPattern
+    src: AccessPattern
+    op0: AluOp
+    scalar0: Scalar
+    reduce_op: ReduceOp
+    reduce_dst: AccessPattern
+    reverse0: bool = False
+
+    def reads(self) -> tuple[AccessPattern, ...]:
+        return (self.src, *scalar_aps(self.scalar0))
+
+    def writes(self) -> tuple[AccessPattern, ...]:
+        return (self.dst, self.reduce_dst)
+
+    def check(self, spec: MachineSpec) -> None:
+        super().check(spec)
+        same_shape(self, self.src, self.dst, "src/dst")
+        self.check_scalar("scalar0", self.scalar0, self.src)
+        red = self.reduce_dst
+        if red.partitions != self.src.partitions or red.free_elements != 1:
+            self.fail(
+                f"operand 'reduce_dst' has shape {red.shape}; it must be "
+                f"[{self.src.partitions}, 1] (one result per partition of src)"
+            )
+        check_arithmetic(self, op0=self.op0)
+        if ReduceOp(self.reduce_op) not in TENSOR_SCALAR_REDUCE_OPS:
+            valid = ", ".join(sorted(op.name for op in TENSOR_SCALAR_REDUCE_OPS))
+            self.fail(f"reduce_op={ReduceOp(self.reduce_op).name} is not allowed; valid: {valid}")
+
+    def cost(self, spec: MachineSpec) -> Cost:
+        read_accumulator = spec.engine_configs["vector"].min_ii_cycles
+        work = streaming_cycles(spec, "vector", (self.src,), (self.dst,))
+        return spec.compute_cost("vector", work, extra_cycles=read_accumulator)
+
+    def execute(self, state: CoreState) -> None:
+        out, red = kernels.tensor_scalar_reduce(
+            read_2d(state, self.src, False),
+            self.op0,
+            read_scalar(state, self.scalar0, False),
+            self.reverse0,
+            self.reduce_op,
+        )
+        write_result(state, self.dst, out, False)
+        write_result(state, self.reduce_dst, red, False)
+
+
+class ReduceCmd(StrEnum):
+    """How an instruction's accumulator registers start (``nki.isa.reduce_cmd``) [S15]."""
+
+    idle = "idle"
+    reset = "reset"
+    reduce = "reduce"
+    reset_reduce = "reset_reduce"
+    load_reduce = "load_reduce"
+
+
+#: The accumulator's start value per op1 under reset_reduce [S15].
+RESET_VALUES = {
+    AluOp.add: 0.0,
+    AluOp.subtract: 0.0,
+    AluOp.multiply: 1.0,
+    AluOp.max: float("-inf"),
+    AluOp.min: float("inf"),
+}
+
+
+@register
+@dataclass(frozen=True, kw_only=True)
+class TensorScalarCumulative(ComputeInstruction):
+    """Per partition: reg = op1(op0(src[i], imm0), reg); dst[i] = reg [S15].
+
+    reduce_cmd reset_reduce starts reg at op1's identity (0 for add/subtract, 1 for multiply,
+    -inf for max, +inf for min); load_reduce starts it at imm1 (an immediate or a [P, 1] tile).
+    Continuing from an earlier instruction's accumulator (``reduce``) is not modelled (the
+    registers are state outside any operand, which the dependency tracking cannot see): chain
+    instructions with load_reduce and the previous dst's last column instead. op0 arithmetic;
+    op1 add, subtract, multiply, max or min; no int32/uint32 tensors [S15].
+
+    Cost: no published figure (HARDWARE.md §3 "n/a"). Assumption: max(MIN_II, N), one input
+    stream in and one out (``hwsim.isa.streaming``) like tensor_scalar, without its performance
+    mode (documented for tensor_scalar and tensor_copy only [S2]).
+    """
+
+    OPCODE = "tensor_scalar_cumulative"
+    ENGINES = ("vector",)
+    PROFILER_OPCODE = "TENSOR_SCALAR_CUMULATIVE"
+    FLOPS_PER_ELEMENT = 2
+
+    dst: AccessPattern
+    src: AccessPattern
+    op0: AluOp
+    op1: AluOp
+    imm0: Scalar
+    imm1: Scalar | None = None
+    reduce_cmd: ReduceCmd = ReduceCmd.reset_reduce
+
+    def reads(self) -> tuple[AccessPattern, ...]:
+        return (self.src, *scalar_aps(self.imm0, self.imm1))
+
+    def writes(self) -> tuple[AccessPattern, ...]:
+        return (self.dst,)
+
+    def check(self, spec: MachineSpec) -> None:
+        super().check(spec)
+        same_shape(self, self.src, self.dst, "src/dst")
+        self.check_scalar("imm0", self.imm0, self.src)
+        check_arithmetic(self, op0=self.op0)
+        if AluOp(self.op1) not in kernels.SCAN_REDUCE_OPS:
+            valid = ", ".join(sorted(op.name for op in kernels.SCAN_REDUCE_OPS))
+            self.fail(f"op1={AluOp(self.op1).name} is not a cumulative reduction; valid: {valid}")
+        for name, ap in (("src", self.src), ("dst", self.dst)):
+            if int32_family(ap.dtype):
+                self.fail(f"operand '{name}' is {ap.dtype.name}: int32/uint32 not allowed [S15]")
+        self._check_reduce_cmd()
+
+    def _check_reduce_cmd(self) -> None:
+        cmd = ReduceCmd(self.reduce_cmd)
+        if cmd is ReduceCmd.load_reduce:
+            if self.imm1 is None:
+                self.fail("reduce_cmd=load_reduce starts from imm1, but imm1 is not given")
+            else:
+                self.check_scalar("imm1", self.imm1, self.src)
+        elif cmd is ReduceCmd.reset_reduce:
+            if self.imm1 is not None:
+                self.fail("imm1 is read only with reduce_cmd=load_reduce, not reset_reduce")
+        else:
+            self.fail(
+                f"reduce_cmd={cmd.value} is not modelled (accumulator state carried between "
+                "instructions); use reset_reduce, or load_reduce with imm1 = the previous "
+                "result's last column"
+            )
+
+    def cost(self, spec: MachineSpec) -> Cost:
+        work = streaming_cycles(spec, "vector", (self.src,), (self.dst,))
+        return spec.compute_cost("vector", work)
+
+    def execute(self, state: CoreState) -> None:
+        if ReduceCmd(self.reduce_cmd) is ReduceCmd.load_reduce and self.imm1 is not None:
+            initial = read_scalar(state, self.imm1, False)
+        else:
+            initial = RESET_VALUES[AluOp(self.op1)]
+        out = kernels.tensor_scalar_cumulative(
+            read_2d(state, self.src, False),
+            self.op0,
+            read_scalar(state, self.imm0, False),
+            self.op1,
+            initial,
+        )
+        write_result(state, self.dst, out, False)
