@@ -1,4 +1,4 @@
-"""The critical path of a run and the bottleneck verdict, both from the trace alone."""
+"""The critical path of a run, from the trace alone (the verdict built on it: ``verdict``)."""
 
 from __future__ import annotations
 
@@ -11,23 +11,11 @@ from hwsim.trace.analysis import (
     DMA_SOURCE,
     Dependencies,
     engine_codes,
-    engine_label,
     facts_memo,
     int_column,
     semaphore_waits,
 )
 from hwsim.trace.records import Trace
-
-#: A resource busy this share of the run bounds it. Neuron's own target for a compute-bound
-#: kernel is engine active >= 90% [S10]; 70% names the limiter before it is fully saturated.
-SATURATED_PCT = 70.0
-#: MBU at which DMA traffic counts as HBM-bandwidth-bound (Neuron's "good" MBU target, [S10]).
-MBU_SATURATED_PCT = 60.0
-#: Compute engines waiting on DMA semaphores this share of the run make DMA the limiter.
-WAIT_SIGNIFICANT_PCT = 20.0
-#: Nothing busy for this share of the run: the run is bound by sync/latency, not by throughput.
-IDLE_LATENCY_PCT = 50.0
-COMPUTE_ENGINES = ("tensor", "vector", "scalar", "gpsimd")
 
 
 class CriticalStep(NamedTuple):
@@ -165,87 +153,3 @@ def path_stats(steps: list[CriticalStep], total: int) -> dict[str, Any]:
         "ticks_by_resource": dict(by_resource.most_common()),
         "share_pct": {k: 100.0 * v / total for k, v in by_resource.most_common() if total},
     }
-
-
-# ---- bottleneck -------------------------------------------------------------------------------
-
-
-def bottleneck_verdict(
-    engines: dict[str, dict[str, Any]],
-    dma_active_pct: float,
-    mbu_pct: float,
-    idle_pct: float,
-    path_share_pct: dict[str, float],
-    mfu_pct: float,
-) -> tuple[str, str, dict[str, float]]:
-    """(verdict text, bounding resource, evidence numbers). Rules, first match wins:
-
-    1. DMA/memory-bound: DMA active >= SATURATED_PCT and either DMA is the busiest resource or a
-       compute engine waits on DMA-queue semaphores >= WAIT_SIGNIFICANT_PCT of the run; called
-       HBM-bandwidth-bound when MBU >= MBU_SATURATED_PCT as well.
-    2. compute-bound on engine E: E (a compute engine or Sync) is busy >= SATURATED_PCT.
-    3. sync/latency-bound: nothing (no engine, no DMA) is busy >= IDLE_LATENCY_PCT of the run.
-    4. otherwise no resource is saturated: the resource with the largest critical-path share
-       limits the run ("<resource>-limited").
-    """
-    busy = {name: e["busy_pct"] for name, e in engines.items()}
-    top = max(busy, key=busy.__getitem__)
-    compute = [e for e in COMPUTE_ENGINES if e in engines]
-    dma_waiter = max(compute, key=lambda e: engines[e]["wait_pct_by_source"].get(DMA_SOURCE, 0.0))
-    dma_wait = engines[dma_waiter]["wait_pct_by_source"].get(DMA_SOURCE, 0.0)
-    evidence = {
-        "dma_active_pct": dma_active_pct,
-        "mbu_pct": mbu_pct,
-        "idle_pct": idle_pct,
-        "mfu_pct": mfu_pct,
-        f"{top}_busy_pct": busy[top],
-        f"{dma_waiter}_dma_wait_pct": dma_wait,
-    }
-    busiest = f"{engine_label(top)} busy {busy[top]:.0f}%"
-    waits_on_dma = (
-        f", {engine_label(dma_waiter)} waits on DMA queue semaphores {dma_wait:.0f}% of the time"
-        if dma_wait >= 1
-        else ""
-    )
-    if dma_active_pct >= SATURATED_PCT and (
-        dma_active_pct >= busy[top] or dma_wait >= WAIT_SIGNIFICANT_PCT
-    ):
-        kind = "HBM-bandwidth-bound" if mbu_pct >= MBU_SATURATED_PCT else "DMA-bound"
-        text = (
-            f"{kind}: DMA active {dma_active_pct:.0f}%, MBU {mbu_pct:.0f}%, {busiest}{waits_on_dma}"
-        )
-        return text, DMA_SOURCE, evidence
-    if busy[top] >= SATURATED_PCT:
-        text = (
-            f"compute-bound on {engine_label(top)}: {engine_label(top)} busy {busy[top]:.0f}%, "
-            f"DMA active {dma_active_pct:.0f}%, MFU {mfu_pct:.0f}%"
-        )
-        return text, top, evidence
-    if idle_pct >= IDLE_LATENCY_PCT:
-        waiter = max(engines, key=lambda e: engines[e]["wait_pct"])
-        sources = engines[waiter]["wait_pct_by_source"]
-        on = max(sources, key=sources.__getitem__) if sources else ""
-        detail = (
-            f"; {engine_label(waiter)} waits {engines[waiter]['wait_pct']:.0f}% of the time, "
-            f"mostly on {_source_label(on)} semaphores"
-            if on
-            else ""
-        )
-        text = (
-            f"sync/latency-bound: nothing busy {idle_pct:.0f}% of the time; busiest {busiest}, "
-            f"DMA active {dma_active_pct:.0f}%{detail}"
-        )
-        return text, "latency", evidence
-    share = {k: v for k, v in path_share_pct.items() if k != "startup"}
-    limiter = max(share, key=share.__getitem__) if share else top
-    evidence[f"critical_path_{limiter}_pct"] = share.get(limiter, 0.0)
-    text = (
-        f"{_source_label(limiter)}-limited (no resource saturated): critical path "
-        f"{share.get(limiter, 0.0):.0f}% on {_source_label(limiter)}; busiest {busiest}, "
-        f"DMA active {dma_active_pct:.0f}%"
-    )
-    return text, limiter, evidence
-
-
-def _source_label(name: str) -> str:
-    return "DMA" if name == DMA_SOURCE else engine_label(name)

@@ -50,9 +50,10 @@ from hwsim.trace.analysis import (
     semaphore_waits,
     union_ticks,
 )
-from hwsim.trace.critical_path import CriticalStep, bottleneck_verdict, critical_path, path_stats
+from hwsim.trace.critical_path import CriticalStep, critical_path, path_stats
 from hwsim.trace.occupancy import AllocationLife, OperandSpans, occupancy_steps
 from hwsim.trace.records import ENGINE_ORDER, Trace
+from hwsim.trace.verdict import bottleneck_verdict
 
 __all__ = ["CriticalStep", "bottleneck_verdict", "critical_path", "summarize"]
 
@@ -79,7 +80,10 @@ def summarize(trace: Trace) -> dict[str, Any]:
     work = _instruction_work(trace, facts, spans)
     waits, binding = semaphore_waits(trace, deps, ready, start)
 
-    engines = _engine_stats(eng, start, end, ready, work.opcodes, waits, span)
+    is_dma = np.fromiter(
+        (r.instruction.IS_DMA for r in trace.instructions), bool, len(trace.instructions)
+    )
+    engines = _engine_stats(eng, start, end, ready, is_dma, work.opcodes, waits, span)
     dma = _dma_stats(trace, facts, deps, total, span)
     memory = _memory_stats(trace, spans.lifetimes(trace.memory_allocations))
     peaks = _peaks(trace, cores, work.tensor_flops_by_dtype)
@@ -96,7 +100,7 @@ def summarize(trace: Trace) -> dict[str, Any]:
     )
     idle_pct = 100.0 * (1 - busy_any / max(total, 1)) if total else 0.0
     verdict, resource, evidence = bottleneck_verdict(
-        engines, dma["active_pct"], mbu, idle_pct, path["share_pct"], flops["mfu_pct"]
+        engines, dma, mbu, idle_pct, path["share_pct"], flops["mfu_pct"]
     )
 
     summary: dict[str, Any] = {
@@ -233,6 +237,7 @@ def _engine_stats(
     start: np.ndarray,
     end: np.ndarray,
     ready: np.ndarray,
+    is_dma: np.ndarray,
     opcodes: Counter[tuple[str, str]],
     waits: dict[str, Counter[str]],
     span: int,
@@ -240,6 +245,7 @@ def _engine_stats(
     names = list(ENGINE_ORDER) + sorted({e for e, _ in opcodes} - set(ENGINE_ORDER))
     size = max(engine_code(n) for n in names) + 1
     busy = np.bincount(eng, weights=end - start, minlength=size)
+    triggers = np.bincount(eng[is_dma], weights=(end - start)[is_dma], minlength=size)
     waited = np.bincount(eng, weights=start - ready, minlength=size)
     count = np.bincount(eng, minlength=size)
     out = {}
@@ -250,6 +256,7 @@ def _engine_stats(
             "label": engine_label(name),
             "busy_ticks": int(busy[code]),
             "busy_pct": 100.0 * busy[code] / span,
+            "trigger_busy_pct": 100.0 * triggers[code] / span,
             "instructions": int(count[code]),
             "opcodes": dict(
                 sorted(
@@ -283,6 +290,7 @@ def _dma_stats(
         mine = dma_core * 65536 + engine == key
         busy[key % 65536] += union_ticks(cols.start[mine], cols.end[mine])
     per_queue = np.bincount(queue, weights=nbytes) if len(dma) else np.zeros(0)
+    efficiency, descriptor = _dma_efficiency(trace, nbytes, int_column(dma, "descriptors"))
     return {
         "active_ticks": active,
         "active_pct": 100.0 * active / span if total else 0.0,
@@ -293,7 +301,29 @@ def _dma_stats(
         "hbm_write_bytes": int(cols.hbm_write.sum()),
         "engine_busy_pct": {int(k): 100.0 * v / span for k, v in enumerate(busy) if v},
         "queue_bytes": {int(k): int(v) for k, v in enumerate(per_queue) if v},
+        "data_efficiency_pct": efficiency,
+        "descriptor_bytes_mean": descriptor,
     }
+
+
+def _dma_efficiency(
+    trace: Trace, nbytes: np.ndarray, descriptors: np.ndarray
+) -> tuple[float, float]:
+    """(bytes-weighted share of the DMA engines' bandwidth the data moved at, by the config's
+    descriptor efficiency curve; bytes-weighted mean descriptor size), over pieces with data."""
+    moving = (nbytes > 0) & (descriptors > 0)
+    if trace.config is None or not moving.any():
+        return 100.0, 0.0
+    from hwsim.machine.dma_plan import DmaCostModel
+
+    config = trace.config
+    model = DmaCostModel(config.dma, trace.base_mhz, config.hbm.bandwidth_bytes_per_ns_per_stack)
+    size = nbytes[moving] // descriptors[moving]
+    weight = nbytes[moving].astype(np.float64)
+    sizes, inverse = np.unique(size, return_inverse=True)
+    curve = np.array([float(model.efficiency_at(int(s))) for s in sizes])[inverse]
+    total = float(weight.sum())
+    return 100.0 * float((curve * weight).sum()) / total, float((size * weight).sum()) / total
 
 
 def _memory_stats(trace: Trace, lives: list[AllocationLife]) -> dict[str, Any]:

@@ -156,6 +156,8 @@ def pipeline_trace(
     gap_ticks: int = 0,
     dma_engines: int = 16,
     phases: bool = False,
+    descriptors: int = 8,
+    trigger: int = 600,
 ) -> Trace:
     """A double-buffered load -> matmul -> evacuate loop of ``steps`` iterations, with ``steps*3``
     instructions and ``steps*dma_engines`` DMA pieces; instruction objects are shared between
@@ -165,7 +167,8 @@ def pipeline_trace(
     dma_ticks > matmul_ticks makes it DMA-bound, the reverse compute-bound; gap_ticks adds
     semaphore latency between a producer's done and the consumer (latency-bound when large).
     phases=True makes the "mlp" phases compute-heavy (matmul x2, DMA /2) and every third "attn"
-    phase latency-bound, so long traces have visible structure.
+    phase latency-bound, so long traces have visible structure. Each piece moves 64 KiB /
+    dma_engines bytes in ``descriptors`` descriptors; a load's trigger occupies Sync ``trigger``.
     """
     tags = ["layer0.attn", "layer0.mlp", "layer1.attn", "layer1.mlp"]
     loads = [
@@ -183,7 +186,6 @@ def pipeline_trace(
     load_done: list[int] = []
     matmul_done: list[int] = []
     vector_done: list[int] = []
-    trigger = 600
     latency = 500
     for i in range(steps):
         phase = i // max(1, steps // 8)
@@ -217,7 +219,17 @@ def pipeline_trace(
         for e in range(dma_engines):
             dma.append(
                 DmaRecord(
-                    0, e, 0, "sync", i, e, 65536 // dma_engines, 8, queued, piece_start, piece_end
+                    0,
+                    e,
+                    0,
+                    "sync",
+                    i,
+                    e,
+                    65536 // dma_engines,
+                    descriptors,
+                    queued,
+                    piece_start,
+                    piece_end,
                 )
             )
         load_done.append(piece_end)

@@ -32,7 +32,13 @@ def run_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
 def test_report_table(hwsim, run_dir: Path, capsys: pytest.CaptureFixture[str]) -> None:
     assert hwsim(["report", str(run_dir)]) == 0
     out = capsys.readouterr().out
-    for text in ("pipeline x7 on trn2", "TensorE", "MFU", "Critical path", "Bottleneck: DMA-bound"):
+    for text in (
+        "pipeline x7 on trn2",
+        "TensorE",
+        "MFU",
+        "Critical path",
+        "Bottleneck: descriptor-overhead-bound",
+    ):
         assert text in out
 
 

@@ -119,12 +119,34 @@ def test_critical_path_summary_and_verdict(summary: dict) -> None:
     assert summary["bottleneck_resource"] == "dma"
 
 
-def test_dma_bound_verdict() -> None:
+def test_dma_bound_by_small_descriptors_says_so() -> None:
+    # 4 KiB pieces in 8 descriptors of 512 B: on trn2's curve they move at ~39% of the bandwidth
     s = summarize(pipeline_trace(40, dma_ticks=3000, matmul_ticks=1000))
-    assert s["bottleneck"].startswith("DMA-bound: DMA active 9")
-    assert "TensorE waits on DMA queue semaphores" in s["bottleneck"]
+    assert s["bottleneck"].startswith("descriptor-overhead-bound: DMA active 9")
+    assert "descriptors average 512 B" in s["bottleneck"]
     assert s["bottleneck_resource"] == "dma"
+    assert s["dma"]["data_efficiency_pct"] == pytest.approx(39.4, abs=0.1)
     assert s["engines"]["tensor"]["wait_pct_by_source"]["dma"] > 50
+
+
+def test_dma_bound_by_the_engines_bandwidth() -> None:
+    s = summarize(pipeline_trace(40, dma_ticks=3000, matmul_ticks=1000, descriptors=1))
+    assert s["bottleneck"].startswith("DMA-bandwidth-bound: DMA active 9")
+    assert s["dma"]["descriptor_bytes_mean"] == 4096
+
+
+def test_hbm_bound_when_mbu_is_high() -> None:
+    # 64 KiB per 1000 ticks (208 ns on trn2) is 315 GB/s of the core's 375 GB/s share
+    s = summarize(pipeline_trace(40, dma_ticks=1000, matmul_ticks=400, trigger=100))
+    assert s["mbu_pct"] > 60 and s["bottleneck"].startswith("HBM-bandwidth-bound")
+
+
+def test_trigger_bound_when_the_triggering_engine_is_saturated_by_triggers() -> None:
+    # each load's trigger holds Sync 3000 ticks, the transfer takes 500: Sync bounds the run
+    s = summarize(pipeline_trace(40, dma_ticks=500, matmul_ticks=500, trigger=3000))
+    assert s["bottleneck"].startswith("trigger-bound on Sync: Sync busy 9"), s["bottleneck"]
+    assert s["bottleneck_resource"] == "sync"
+    assert s["engines"]["sync"]["trigger_busy_pct"] > 90
 
 
 def test_compute_bound_verdict() -> None:
