@@ -90,8 +90,9 @@ def dma_32k() -> list[Case]:
     latency_ns = trace.ticks_to_ns(piece.start_tick - trigger.start_tick)
     note = (
         f"one piece of {piece.transfer_bytes} B ({piece.descriptors} descriptor) on DMA engine "
-        f"{piece.dma_engine}, starting {latency_ns:,.0f} ns after its trigger (start latency), then the {SEMAPHORE_WRITE_BYTES}-byte semaphore "
-        f"write ({semaphore_ns:.0f} ns); trigger to completion "
+        f"{piece.dma_engine}, starting {latency_ns:,.0f} ns after its trigger (start latency), "
+        f"then the {SEMAPHORE_WRITE_BYTES}-byte semaphore write ({semaphore_ns:.0f} ns); trigger "
+        "to completion "
         f"{trace.ticks_to_ns(piece.end_tick - trigger.start_tick):,.0f} ns"
     )
     return [
