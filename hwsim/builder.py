@@ -24,9 +24,10 @@ from typing import Any
 import numpy as np
 
 from hwsim.dtypes import DType
+from hwsim.engines import engine_names
 from hwsim.errors import IllegalInstructionError
 from hwsim.isa.ap import AccessPattern, MemorySpace
-from hwsim.isa.base import ENGINES, Instruction
+from hwsim.isa.base import Instruction
 from hwsim.isa.regions import Region, hbm_interval, region_of
 from hwsim.program import Allocation, CoreProgram, HbmTensorDecl, Program, TensorKind
 
@@ -303,9 +304,9 @@ class ProgramBuilder:
     # ---- instructions -----------------------------------------------------------------------
     def emit(self, instruction: Instruction, core: int = 0) -> Instruction:
         """Append an instruction (its waits/signals are filled in) to its engine's stream."""
-        if instruction.engine not in ENGINES:
+        if instruction.engine not in engine_names():
             instruction.fail(
-                f"unknown engine '{instruction.engine}'; engines are {', '.join(ENGINES)}"
+                f"unknown engine '{instruction.engine}'; engines are {', '.join(engine_names())}"
             )
         tracker = self._trackers[core]
         channel = channel_of(instruction)

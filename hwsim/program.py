@@ -14,8 +14,9 @@ from typing import Any, Literal
 import numpy as np
 
 from hwsim.dtypes import DType
+from hwsim.engines import engine_names
 from hwsim.errors import IllegalInstructionError
-from hwsim.isa.base import ENGINES, Instruction
+from hwsim.isa.base import Instruction
 
 TensorKind = Literal["input", "output", "scratch"]
 
@@ -61,7 +62,7 @@ class CoreProgram:
     """The instruction streams of one NeuronCore, keyed by engine name."""
 
     streams: dict[str, list[Instruction]] = field(
-        default_factory=lambda: {engine: [] for engine in ENGINES}
+        default_factory=lambda: {engine: [] for engine in engine_names()}
     )
 
     def instructions(self) -> Iterator[tuple[str, int, Instruction]]:

@@ -8,13 +8,12 @@ from dataclasses import dataclass
 from fractions import Fraction
 from typing import TYPE_CHECKING
 
+from hwsim.engines import engine_names, engine_spec
 from hwsim.errors import ConfigError
 
 if TYPE_CHECKING:  # the schema checks its clocks with clock_problem below
     from hwsim.config.schema import HardwareConfig
 
-#: The engines whose clocks define the base, in hardware order.
-CLOCKED_ENGINES = ("tensor", "vector", "scalar", "gpsimd")
 #: Fastest base clock (a 1 fs tick). Clocks with little in common give a huge LCM: at this bound
 #: the int64 ticks of a trace still hold 2.5 hours of simulated time.
 MAX_BASE_MHZ = 1_000_000_000
@@ -45,11 +44,9 @@ class TimeBase:
 
     @classmethod
     def from_config(cls, config: HardwareConfig) -> TimeBase:
-        clocks = {
-            "tensor": config.tensor_engine.clock_mhz,
-            "vector": config.vector_engine.clock_mhz,
-            "scalar": config.scalar_engine.clock_mhz,
-            "gpsimd": config.gpsimd_engine.clock_mhz,
+        clocks = {  # every registered engine, on its clock section's clock
+            name: getattr(config, engine_spec(name).clock_section).clock_mhz
+            for name in engine_names()
         }
         problem = clock_problem(clocks)
         if problem:  # a validated config never gets here: its schema checks the same

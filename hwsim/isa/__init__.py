@@ -14,10 +14,9 @@ from hwsim.isa import (  # noqa: F401  (register instructions)
     vector_ops,
 )
 from hwsim.isa.ap import AccessPattern, MemorySpace, contiguous
-from hwsim.isa.base import ENGINES, ISA, Cost, Instruction, MachineSpec, register
+from hwsim.isa.base import ISA, Cost, Instruction, MachineSpec, register
 
 __all__ = [
-    "ENGINES",
     "ISA",
     "AccessPattern",
     "Cost",

@@ -15,32 +15,12 @@ from typing import TYPE_CHECKING, Any, ClassVar, TypeVar
 
 from hwsim.config.schema import ComputeEngineConfig, HardwareConfig
 from hwsim.config.timebase import TimeBase
+from hwsim.engines import engine_names, engine_spec
 from hwsim.errors import IllegalInstructionError, MemoryAccessError
 from hwsim.isa.ap import MAX_FREE_DIMS, AccessPattern, MemorySpace
 
 if TYPE_CHECKING:
     from hwsim.machine.state import CoreState
-
-#: Engines that run instruction streams (sequencers), in hardware order.
-ENGINES = ("tensor", "vector", "scalar", "gpsimd", "sync")
-
-#: Which memories each engine may read / write (HARDWARE.md §1.4 connectivity). PSUM access of the
-#: compute engines is further gated by ``can_access_psum`` in the config. DMA transfers issued by
-#: any engine move HBM <-> SBUF (their own rule, in the DMA instructions).
-ENGINE_READS: dict[str, frozenset[MemorySpace]] = {
-    "tensor": frozenset({MemorySpace.SBUF}),
-    "vector": frozenset({MemorySpace.SBUF, MemorySpace.PSUM}),
-    "scalar": frozenset({MemorySpace.SBUF, MemorySpace.PSUM}),
-    "gpsimd": frozenset({MemorySpace.SBUF, MemorySpace.PSUM}),
-    "sync": frozenset(),
-}
-ENGINE_WRITES: dict[str, frozenset[MemorySpace]] = {
-    "tensor": frozenset({MemorySpace.PSUM}),
-    "vector": frozenset({MemorySpace.SBUF, MemorySpace.PSUM}),
-    "scalar": frozenset({MemorySpace.SBUF, MemorySpace.PSUM}),
-    "gpsimd": frozenset({MemorySpace.SBUF, MemorySpace.PSUM}),
-    "sync": frozenset(),
-}
 
 
 @dataclass(frozen=True, slots=True)
@@ -66,10 +46,11 @@ class MachineSpec:
     def __init__(self, config: HardwareConfig) -> None:
         self.config = config
         self.timebase = TimeBase.from_config(config)
+        #: Compute engines' config sections (their cost rules), by engine name.
         self.engine_configs: dict[str, ComputeEngineConfig] = {
-            "vector": config.vector_engine,
-            "scalar": config.scalar_engine,
-            "gpsimd": config.gpsimd_engine,
+            name: getattr(config, spec.cost_section)
+            for name in engine_names()
+            if (spec := engine_spec(name)).cost_section is not None
         }
         self.psum_bank_bytes = config.psum.bytes_per_partition // config.psum.banks
 
@@ -82,9 +63,8 @@ class MachineSpec:
         raise ValueError("HBM has no fixed partition geometry")
 
     def cycles(self, engine: str, cycles: int) -> int:
-        """Engine cycles as ticks (the sync engine is clocked like ScalarE)."""
-        clock_engine = "scalar" if engine == "sync" else engine
-        return cycles * self.timebase.ticks_per_cycle[clock_engine]
+        """Engine cycles as ticks (each engine's clock: ``EngineSpec.clock_section``)."""
+        return cycles * self.timebase.ticks_per_cycle[engine]
 
     def compute_cost(
         self,
@@ -167,10 +147,16 @@ class Instruction:
         }
 
     # ---- legality -----------------------------------------------------------------------------
+    @classmethod
+    def allowed_engines(cls) -> tuple[str, ...]:
+        """The engines whose streams may hold it (``ENGINES``; DMA triggers: every engine)."""
+        return cls.ENGINES
+
     def check(self, spec: MachineSpec) -> None:
         """Raise IllegalInstructionError naming this instruction and the operand if illegal."""
-        if self.engine not in self.ENGINES:
-            self.fail(f"cannot run on engine '{self.engine}'; it runs on {', '.join(self.ENGINES)}")
+        allowed = self.allowed_engines()
+        if self.engine not in allowed:
+            self.fail(f"cannot run on engine '{self.engine}'; it runs on {', '.join(allowed)}")
         written = {id(ap) for ap in self.writes()}
         for name, ap in self.operand_names().items():
             self.check_operand(spec, name, ap, is_write=id(ap) in written)
@@ -189,13 +175,14 @@ class Instruction:
                 f"{ap.dtype.name} element size ({ap.dtype.itemsize} B)"
             )
         if not self.IS_DMA:
-            allowed = ENGINE_WRITES[self.engine] if is_write else ENGINE_READS[self.engine]
+            engine = engine_spec(self.engine)
+            allowed = engine.writes if is_write else engine.reads
             engine_config = spec.engine_configs.get(self.engine)
             if engine_config is not None and not engine_config.can_access_psum:
                 allowed = allowed - {MemorySpace.PSUM}
             if ap.memory not in allowed:
                 verb = "write" if is_write else "read"
-                may = ", ".join(sorted(m.value for m in allowed)) or "nothing"
+                may = ", ".join(sorted(str(m) for m in allowed)) or "nothing"
                 self.fail(
                     f"operand '{name}': {self.engine} engine cannot {verb} {ap.memory.value} "
                     f"(it may {verb} {may})"

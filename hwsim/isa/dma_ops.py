@@ -32,9 +32,10 @@ from typing import TYPE_CHECKING, ClassVar
 import numpy as np
 
 from hwsim.dtypes import INT32, to_compute
+from hwsim.engines import engine_names
 from hwsim.errors import MemoryAccessError
 from hwsim.isa.ap import AccessPattern, MemorySpace
-from hwsim.isa.base import ENGINES, Cost, Instruction, MachineSpec, register
+from hwsim.isa.base import Cost, Instruction, MachineSpec, register
 from hwsim.isa.tensor_ops import as_2d
 
 if TYPE_CHECKING:
@@ -52,11 +53,16 @@ class DgeMode(StrEnum):
 
 
 #: Sequencers that may trigger each mode [S13] (none: any engine).
-DGE_TRIGGER_ENGINES: dict[DgeMode, tuple[str, ...]] = {
-    DgeMode.none: ENGINES,
+_DGE_TRIGGERS: dict[DgeMode, tuple[str, ...] | None] = {
+    DgeMode.none: None,
     DgeMode.swdge: ("gpsimd",),
     DgeMode.hwdge: ("sync", "scalar"),
 }
+
+
+def dge_trigger_engines(mode: DgeMode) -> tuple[str, ...]:
+    """The engines that may trigger a transfer of ``mode``."""
+    return _DGE_TRIGGERS[mode] or engine_names()
 
 
 @dataclass(frozen=True, slots=True)
@@ -99,7 +105,11 @@ def transfer_descriptors(sides: TransferSides) -> int:
 @dataclass(frozen=True, kw_only=True)
 class _DmaInstruction(Instruction):
     IS_DMA = True
-    ENGINES: ClassVar[tuple[str, ...]] = ENGINES
+    ENGINES: ClassVar[tuple[str, ...]] = ("any",)  # a trigger runs on every engine
+
+    @classmethod
+    def allowed_engines(cls) -> tuple[str, ...]:
+        return engine_names() if cls.ENGINES == ("any",) else cls.ENGINES
 
     dst: AccessPattern
     src: AccessPattern
@@ -125,9 +135,9 @@ class _DmaInstruction(Instruction):
                 f"queue {self.queue} does not exist (DMA engines have queues 0..{queues - 1})"
             )
         mode = DgeMode(self.dge_mode)
-        if self.engine not in DGE_TRIGGER_ENGINES[mode]:
+        if self.engine not in dge_trigger_engines(mode):
             self.fail(
-                f"dge_mode={mode.value} is triggered by {' or '.join(DGE_TRIGGER_ENGINES[mode])}, "
+                f"dge_mode={mode.value} is triggered by {' or '.join(dge_trigger_engines(mode))}, "
                 f"not {self.engine} [S13]"
             )
         if mode is DgeMode.hwdge and spec.config.dma.hwdge_ns is None:

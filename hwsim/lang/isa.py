@@ -11,7 +11,7 @@ from typing import Any
 
 from hwsim.errors import IllegalInstructionError
 from hwsim.isa.base import ISA, Instruction
-from hwsim.isa.dma_ops import DGE_TRIGGER_ENGINES, DgeMode
+from hwsim.isa.dma_ops import DgeMode, dge_trigger_engines
 from hwsim.isa.scan_ops import ReduceCmd
 from hwsim.kernels.ops import ActivationFunction, AluOp, ReduceOp
 from hwsim.lang.kernel import current, source_location
@@ -354,7 +354,7 @@ def _dge(engine: str | None, dge_mode: str) -> tuple[str, str]:
     mode = dge_mode
     if mode == "unknown":
         default = current().config.dma.default_dge_mode
-        if engine is None or engine in DGE_TRIGGER_ENGINES[DgeMode(default)]:
+        if engine is None or engine in dge_trigger_engines(DgeMode(default)):
             mode = default
         else:
             mode = "none"

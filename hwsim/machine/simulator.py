@@ -23,9 +23,10 @@ import simpy
 
 from hwsim.builder import STATIC_TWIN, engine_semaphore
 from hwsim.config import HardwareConfig, config_hash, load_config
+from hwsim.engines import engine_names, shared_ports
 from hwsim.errors import ConfigError, DeadlockError, IllegalInstructionError, MemoryAccessError
 from hwsim.isa.ap import MemorySpace
-from hwsim.isa.base import ENGINES, Instruction, MachineSpec
+from hwsim.isa.base import Instruction, MachineSpec
 from hwsim.machine.dma import DmaSystem, DmaTransfer
 from hwsim.machine.dma_plan import DmaCostModel, TransferPlan, plan_transfer
 from hwsim.machine.race import RaceChecker
@@ -183,9 +184,10 @@ def _simulate(
             hbm,
             core,
         )
+        state.shared_port_free_tick = [0] * len(facts.ports)
         sems = SemaphoreBank(env, core=core)  # semaphores are added as _prepare meets them
         banks.append(sems)
-        for engine in ENGINES:
+        for engine in engine_names():
             stream = core_program.streams.get(engine, [])
             if not stream:
                 continue
@@ -232,6 +234,7 @@ class _FactsCache:
 
     def __init__(self, spec: MachineSpec, dma: DmaCostModel, program: Program) -> None:
         self.spec, self.dma, self.program = spec, dma, program
+        self.ports = _port_indices(spec.config)
         self._by_twin: dict[int, _Facts] = {}  # twins live as long as the program: ids are stable
         self._by_key: dict[tuple[Any, ...], _Facts] = {}
 
@@ -248,7 +251,9 @@ class _FactsCache:
         key = instruction.static_key()
         facts = self._by_key.get(key)
         if facts is None:
-            facts = self._by_key[key] = _work_out(instruction, self.spec, self.dma, self.program)
+            facts = self._by_key[key] = _work_out(
+                instruction, self.spec, self.dma, self.program, self.ports
+            )
         return facts
 
 
@@ -302,7 +307,11 @@ def _prepare(
 
 
 def _work_out(
-    instruction: Instruction, spec: MachineSpec, dma: DmaCostModel, program: Program
+    instruction: Instruction,
+    spec: MachineSpec,
+    dma: DmaCostModel,
+    program: Program,
+    indices: dict[str, int],
 ) -> _Facts:
     """Legality checks, then the instruction's static facts (``_Facts``)."""
     instruction.check(spec)
@@ -317,9 +326,9 @@ def _work_out(
         cost = instruction.cost(spec)
     latency = max(cost.latency_ticks, cost.issue_ticks)
     chain = latency if cost.chain_ticks is None else min(latency, cost.chain_ticks)
-    ports = _ports_used(instruction, spec.config)
+    ports = _ports_used(instruction, spec.config, indices)
     if hold:
-        ports = (*ports, _dge_port(instruction.engine))
+        ports = (*ports, indices[_dge_port(instruction.engine)])
     return cost.issue_ticks, latency, chain, ports, hold or cost.issue_ticks, plan, submit
 
 
@@ -343,34 +352,29 @@ def _check_hbm_operands(instruction: Instruction, program: Program) -> None:
             )
 
 
-#: Shared ports (``CoreState.shared_port_free_tick``): NeuronCore-v2's SBUF port shared by VectorE
-#: and GpSimdE and PSUM port shared by VectorE and ScalarE (HARDWARE.md §1.4), and the hardware
-#: DGE blocks, one per triggering sequencer (§2.5 [S13]).
-_SBUF_PORT, _PSUM_PORT, _DGE_SYNC_PORT, _DGE_SCALAR_PORT = 0, 1, 2, 3
+def _port_indices(config: HardwareConfig) -> dict[str, int]:
+    """Index of each shared port a run has (``CoreState.shared_port_free_tick``): the registered
+    memory ports the config turns on (``hwsim.engines.SharedPort``), then the hardware DGE blocks,
+    one per triggering sequencer (§2.5 [S13])."""
+    names = [port.name for port in shared_ports() if port.active(config)]
+    return {name: i for i, name in enumerate([*names, "dge.sync", "dge.scalar"])}
 
 
-def _dge_port(engine: str) -> int:
-    return _DGE_SCALAR_PORT if engine == "scalar" else _DGE_SYNC_PORT
+def _dge_port(engine: str) -> str:
+    return "dge.scalar" if engine == "scalar" else "dge.sync"
 
 
-def _ports_used(instruction: Instruction, config: HardwareConfig) -> tuple[int, ...]:
+def _ports_used(
+    instruction: Instruction, config: HardwareConfig, indices: dict[str, int]
+) -> tuple[int, ...]:
     if instruction.IS_DMA:
         return ()
     memories = {ap.memory for ap in (*instruction.reads(), *instruction.writes())}
-    used = []
-    if (
-        config.sbuf.vector_gpsimd_share_access
-        and instruction.engine in ("vector", "gpsimd")
-        and MemorySpace.SBUF in memories
-    ):
-        used.append(_SBUF_PORT)
-    if (
-        config.psum.vector_scalar_share_access
-        and instruction.engine in ("vector", "scalar")
-        and MemorySpace.PSUM in memories
-    ):
-        used.append(_PSUM_PORT)
-    return tuple(used)
+    return tuple(
+        indices[port.name]
+        for port in shared_ports()
+        if port.name in indices and instruction.engine in port.engines and port.memory in memories
+    )
 
 
 class _EngineRunner:

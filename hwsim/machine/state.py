@@ -100,7 +100,8 @@ class CoreState:
         self.hbm = hbm
         #: Tick at which each shared access port of the core is free again (NeuronCore-v2:
         #: [0] SBUF port of VectorE+GpSimdE, [1] PSUM port of VectorE+ScalarE; see simulator).
-        self.shared_port_free_tick = [0, 0, 0, 0]  # see simulator._SBUF_PORT .. _DGE_SCALAR_PORT
+        #: When each shared port is next free (the simulator sizes it: ``_port_indices``).
+        self.shared_port_free_tick: list[int] = []
 
     # Made at first use: a timing-only run never touches them (and filling 24 MiB of SBUF per
     # core would cost it as much as simulating thousands of instructions).

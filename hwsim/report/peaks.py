@@ -10,14 +10,14 @@ the fp32 element rate), as in ``hwsim.timing.tensor_models.closed_form``.
 from __future__ import annotations
 
 from hwsim.config.schema import ComputeEngineConfig, HardwareConfig
+from hwsim.engines import engines_of_kind, find_engine
 
 HZ_PER_MHZ = 1_000_000
-#: The config sections of the element-wise engines, by the engine names used in traces.
-COMPUTE_ENGINE_SECTIONS = {
-    "vector": "vector_engine",
-    "scalar": "scalar_engine",
-    "gpsimd": "gpsimd_engine",
-}
+
+
+def compute_engines() -> tuple[str, ...]:
+    """The element-wise engines (``hwsim.engines``: kind 'compute'), in hardware order."""
+    return engines_of_kind("compute")
 
 
 # ---- TensorE ----------------------------------------------------------------------------------
@@ -54,13 +54,12 @@ def chip_peak_flops_per_s(config: HardwareConfig, dtype: str) -> float:
 
 
 def compute_engine(config: HardwareConfig, engine: str) -> ComputeEngineConfig:
-    """The config section of ``engine`` ('vector', 'scalar' or 'gpsimd')."""
-    try:
-        section = COMPUTE_ENGINE_SECTIONS[engine]
-    except KeyError:
-        valid = ", ".join(COMPUTE_ENGINE_SECTIONS)
+    """The config section of compute engine ``engine`` ('vector', 'scalar', 'gpsimd', ...)."""
+    spec = find_engine(engine)
+    if spec is None or spec.cost_section is None:
+        valid = ", ".join(compute_engines())
         raise ValueError(f"unknown compute engine '{engine}'; valid: {valid}") from None
-    engine_config: ComputeEngineConfig = getattr(config, section)
+    engine_config: ComputeEngineConfig = getattr(config, spec.cost_section)
     return engine_config
 
 

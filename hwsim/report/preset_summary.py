@@ -81,7 +81,7 @@ def compute_engine_table(config: HardwareConfig) -> Table:
     for column in ("engine", "lanes", "dtype", "elem/cycle", "Gelem/s", "MIN_II"):
         table.add_column(column, justify="left" if column in ("engine", "dtype") else "right")
     table.add_column("notes")
-    for engine in peaks.COMPUTE_ENGINE_SECTIONS:
+    for engine in peaks.compute_engines():
         cfg = peaks.compute_engine(config, engine)
         notes = []
         if cfg.performance_mode:

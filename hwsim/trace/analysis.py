@@ -16,16 +16,9 @@ from typing import Any, Generic, NamedTuple, TypeVar
 
 import numpy as np
 
-from hwsim.trace.records import ENGINE_ORDER, Trace
+from hwsim.engines import engine_label, engine_names
+from hwsim.trace.records import Trace
 
-#: Display names of the engines, as the profiler and HARDWARE.md call them.
-ENGINE_LABELS = {
-    "tensor": "TensorE",
-    "vector": "VectorE",
-    "scalar": "ScalarE",
-    "gpsimd": "GpSimdE",
-    "sync": "Sync",
-}
 #: Memories in the order of ``InstructionFacts.read_bytes`` / ``write_bytes``.
 MEMORIES = ("hbm", "sbuf", "psum")
 HBM, SBUF, PSUM = range(3)
@@ -33,22 +26,24 @@ _MEMORY_INDEX = {name: i for i, name in enumerate(MEMORIES)}
 #: Semaphore-source class of DMA transfer completions (``SemaphoreUpdate.source_engine``).
 DMA_SOURCE = "dma"
 
-_ENGINE_CODES: dict[str, int] = {name: i for i, name in enumerate(ENGINE_ORDER)}
-_ENGINE_NAMES: list[str] = list(ENGINE_ORDER)
+_ENGINE_CODES: dict[str, int] = {}
+_ENGINE_NAMES: list[str] = []
 _KEY_CORE_SHIFT = 48
 _KEY_ENGINE_SHIFT = 40
 
-
-def engine_label(engine: str) -> str:
-    return ENGINE_LABELS.get(engine, engine)
+__all__ = ["engine_label"]  # re-exported for the trace modules
 
 
 def engine_code(engine: str) -> int:
-    """A small integer per engine name: ENGINE_ORDER position, unknown names after it."""
+    """A small integer per engine name: the registered engines in order, then other names in the
+    order they are met (codes never change once given)."""
     code = _ENGINE_CODES.get(engine)
     if code is None:
-        code = _ENGINE_CODES[engine] = len(_ENGINE_CODES)
-        _ENGINE_NAMES.append(engine)
+        for name in (*engine_names(), engine):
+            if name not in _ENGINE_CODES:
+                _ENGINE_CODES[name] = len(_ENGINE_NAMES)
+                _ENGINE_NAMES.append(name)
+        code = _ENGINE_CODES[engine]
     return code
 
 

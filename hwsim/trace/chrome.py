@@ -4,9 +4,10 @@ Layout (see traces/README.md for how to read it):
 
 - one process per NeuronCore (pid ``CORE_PID_BASE + core``) and one "host" process (PyTorch ops
   on the CPU, from ``trace.meta['host_events']``), ordered by ``process_sort_index``;
-- per core, one track per engine in ENGINE_ORDER, then one track per used (DMA queue, DMA engine)
-  pair ("DMA q0 e3"), ordered by ``thread_sort_index``; an engine runs one instruction at a time
-  and a DMA engine one piece at a time, so slices on a track never overlap;
+- per core, one track per engine in hardware order (``hwsim.engines``), then one track per used
+  (DMA queue, DMA engine) pair ("DMA q0 e3"), ordered by ``thread_sort_index``; an engine runs
+  one instruction at a time and a queue one piece at a time on each DMA engine, so slices on a
+  track never overlap;
 - complete ("X") slices whose args carry ticks, opcode, profiler opcode, operands, bytes per
   memory, FLOPs and the source tag;
 - flow arrows ("s" -> "f", bound to the enclosing slices) from the instruction or DMA transfer
@@ -50,7 +51,7 @@ from hwsim.trace.analysis import (
     facts_memo,
 )
 from hwsim.trace.occupancy import OperandSpans, occupancy_steps
-from hwsim.trace.records import ENGINE_ORDER, Trace
+from hwsim.trace.records import Trace, engine_order
 
 TRACE_FORMAT = "hwsim.chrome/1"
 HOST_PID = 1
@@ -177,9 +178,7 @@ class _Writer:
             _meta("thread_name", HOST_PID, HOST_TID, {"name": "PyTorch ops", "hwsim_track": "host"})
         )
         emit(_meta("thread_sort_index", HOST_PID, HOST_TID, {"sort_index": 0}))
-        engines = list(ENGINE_ORDER) + sorted(
-            {r.engine for r in self.trace.instructions} - set(ENGINE_ORDER)
-        )
+        engines = engine_order(r.engine for r in self.trace.instructions)
         for core in self.cores:
             pid = core_pid(core)
             emit(

@@ -30,7 +30,7 @@ from hwsim.trace.analysis import (
     int_column,
 )
 from hwsim.trace.occupancy import OperandSpans
-from hwsim.trace.records import ENGINE_ORDER, Trace
+from hwsim.trace.records import Trace, engine_order
 
 TRACE_FILE = "trace.json"
 SUMMARY_FILE = "summary.json"
@@ -132,9 +132,7 @@ def run_data(trace: Trace, summary: dict[str, Any] | None = None) -> RunData:
     summary = summary if summary is not None else summarize(trace)
     facts = facts_memo()
     cores = cores_of(trace)
-    engines = list(ENGINE_ORDER) + sorted(
-        {r.engine for r in trace.instructions} - set(ENGINE_ORDER)
-    )
+    engines = engine_order(r.engine for r in trace.instructions)
     dma_engines = sorted({(r.core, r.dma_engine) for r in trace.dma})
     rows, engine_row, dma_row = _rows(cores, engines, dma_engines)
 
@@ -310,7 +308,7 @@ def _run_from_columns(
 ) -> RunData:
     engines_seen = {str(t["hwsim_track"]) for t in tracks.values() if t.get("hwsim_track")}
     engines_seen -= {"dma", "host"}
-    engines = list(ENGINE_ORDER) + sorted(engines_seen - set(ENGINE_ORDER))
+    engines = engine_order(engines_seen)
     dma_engines = sorted(
         {
             (cores[pid], int(t["dma_engine"]))

@@ -7,11 +7,18 @@ from it when exporting instead of being copied in the simulator's hot loop.
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any, NamedTuple
 
-#: Compute/sequencer engines of one NeuronCore, in hardware (profiler) order.
-ENGINE_ORDER = ("tensor", "vector", "scalar", "gpsimd", "sync")
+from hwsim.engines import engine_names
+
+
+def engine_order(seen: Iterable[str] = ()) -> list[str]:
+    """The registered engines in hardware (profiler) order (``hwsim.engines``), then any other
+    engine name among ``seen`` (a trace made elsewhere), sorted."""
+    known = list(engine_names())
+    return known + sorted(set(seen) - set(known))
 
 
 class InstructionRecord(NamedTuple):

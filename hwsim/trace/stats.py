@@ -52,7 +52,7 @@ from hwsim.trace.analysis import (
 )
 from hwsim.trace.critical_path import CriticalStep, critical_path, path_stats
 from hwsim.trace.occupancy import AllocationLife, OperandSpans, occupancy_steps
-from hwsim.trace.records import ENGINE_ORDER, Trace
+from hwsim.trace.records import Trace, engine_order
 from hwsim.trace.verdict import bottleneck_verdict
 
 __all__ = ["CriticalStep", "bottleneck_verdict", "critical_path", "summarize"]
@@ -134,7 +134,7 @@ def summarize(trace: Trace) -> dict[str, Any]:
         "mbu_estimated_percent": mbu,
         "dma_active_time_percent": dma["active_pct"],
     }
-    for name in ENGINE_ORDER:
+    for name in engine_order():
         summary[f"{name}_engine_active_time_percent"] = engines[name]["busy_pct"]
         summary[f"{name}_instruction_count"] = engines[name]["instructions"]
     for m, memory_name in enumerate(MEMORIES):
@@ -242,7 +242,7 @@ def _engine_stats(
     waits: dict[str, Counter[str]],
     span: int,
 ) -> dict[str, dict[str, Any]]:
-    names = list(ENGINE_ORDER) + sorted({e for e, _ in opcodes} - set(ENGINE_ORDER))
+    names = engine_order(e for e, _ in opcodes)
     size = max(engine_code(n) for n in names) + 1
     busy = np.bincount(eng, weights=end - start, minlength=size)
     triggers = np.bincount(eng[is_dma], weights=(end - start)[is_dma], minlength=size)

@@ -22,6 +22,7 @@ from collections.abc import Iterable, Iterator
 from pathlib import Path
 from typing import Any
 
+from hwsim.engines import profiler_name
 from hwsim.trace.analysis import (
     DMA_SOURCE,
     HBM,
@@ -34,14 +35,7 @@ from hwsim.trace.records import Trace
 TABLE_NAMES = ("Instruction", "DmaPacket", "SemaphoreUpdate", "Summary")
 #: Rows per Parquet record batch (bounds memory for million-row tables).
 BATCH_ROWS = 65_536
-#: Engine names as the profiler writes them.
-PROFILER_ENGINES = {
-    "tensor": "Tensor",
-    "vector": "Vector",
-    "scalar": "Scalar",
-    "gpsimd": "GpSimd",
-    "sync": "Sync",
-}
+
 
 Column = tuple[str, str]  # (name, kind: "int" | "float" | "str")
 
@@ -144,7 +138,7 @@ def instruction_rows(trace: Trace) -> Iterator[tuple[Any, ...]]:
     for rec in trace.instructions:
         instruction = rec.instruction
         f = facts(instruction)
-        engine = PROFILER_ENGINES.get(rec.engine, rec.engine)
+        engine = profiler_name(rec.engine)
         yield (
             rec.start_tick * ns,
             rec.end_tick * ns,
@@ -194,7 +188,7 @@ def dma_packet_rows(trace: Trace) -> Iterator[tuple[Any, ...]]:
     ns = 1000 / trace.base_mhz
     for r, t in zip(trace.dma, transfers.piece_transfer.tolist(), strict=True):
         duration = (r.end_tick - r.start_tick) * ns
-        trigger = PROFILER_ENGINES.get(r.trigger_engine, r.trigger_engine)
+        trigger = profiler_name(r.trigger_engine)
         yield (
             r.dma_engine,
             f"q{trigger}{r.queue}",
@@ -226,11 +220,7 @@ def semaphore_update_rows(trace: Trace) -> Iterator[tuple[Any, ...]]:
         key = (u.core, u.semaphore)
         increment = u.value - last.get(key, 0)
         last[key] = u.value
-        source = (
-            "AXI"
-            if u.source_engine == DMA_SOURCE
-            else PROFILER_ENGINES.get(u.source_engine, u.source_engine)
-        )
+        source = "AXI" if u.source_engine == DMA_SOURCE else profiler_name(u.source_engine)
         yield (
             u.tick * ns,
             u.semaphore,

@@ -35,7 +35,6 @@ EFFICIENT_PCT = 70.0
 TRIGGER_SHARE_PCT = 50.0
 #: Nothing busy for this share of the run: the run is bound by sync/latency, not by throughput.
 IDLE_LATENCY_PCT = 50.0
-COMPUTE_ENGINES = ("tensor", "vector", "scalar", "gpsimd")
 
 
 def bottleneck_verdict(

@@ -20,8 +20,9 @@ Array values (HBM initial values, arrays in ``meta``) are ``.npy`` entries refer
 not start with ``$``.
 
 Decoding checks every value's type and the rules a malformed file could break before the
-simulator's own checks see it: engine names are ``ENGINES`` and an instruction sits in its own
-engine's stream; HBM shapes, addresses and access patterns stay within ``MAX_PROGRAM_BYTES``;
+simulator's own checks see it: engine names are the registered engines (``hwsim.engines``)
+and an instruction sits in its own engine's stream; HBM shapes, addresses and access patterns
+stay within ``MAX_PROGRAM_BYTES``;
 initial values match their tensor's shape; HBM operands name declared tensors; allocations name
 an on-chip memory and a core of the program. The instruction legality a config decides (bounds,
 engine rules, queues) stays with the simulator.
@@ -39,9 +40,10 @@ from typing import Any
 import numpy as np
 
 from hwsim.builder import STATIC_TWIN
+from hwsim.engines import engine_names
 from hwsim.errors import SavedProgramError
 from hwsim.isa.ap import MAX_FREE_DIMS, AccessPattern, MemorySpace
-from hwsim.isa.base import ENGINES, ISA, Instruction
+from hwsim.isa.base import ISA, Instruction
 from hwsim.program import Allocation, CoreProgram, HbmTensorDecl, Program
 from hwsim.workloads.program_archive import MAX_PROGRAM_BYTES, ArrayReader, ArrayWriter
 from hwsim.workloads.typed_json import (
@@ -437,9 +439,11 @@ def _checked_hbm(decls: list[HbmTensorDecl]) -> dict[str, HbmTensorDecl]:
 
 
 def _check_engine(engine: str) -> None:
-    if engine not in ENGINES:
+    if engine not in engine_names():
         raise _error_at(
-            f"unknown engine {engine!r} (the engines are {', '.join(ENGINES)})", "streams", engine
+            f"unknown engine {engine!r} (the engines are {', '.join(engine_names())})",
+            "streams",
+            engine,
         )
 
 

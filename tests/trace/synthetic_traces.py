@@ -7,8 +7,9 @@ from dataclasses import dataclass
 
 from hwsim.config import load_config
 from hwsim.dtypes import BF16, FP32
+from hwsim.engines import engine_names
 from hwsim.isa.ap import AccessPattern, MemorySpace, contiguous
-from hwsim.isa.base import ENGINES, Instruction
+from hwsim.isa.base import Instruction
 from hwsim.trace.records import DmaRecord, InstructionRecord, SemaphoreUpdate, Trace
 
 TRN2 = load_config("trn2")
@@ -21,7 +22,7 @@ class FakeOp(Instruction):
 
     OPCODE = "fake_op"
     PROFILER_OPCODE = "FAKE_OP"
-    ENGINES = ENGINES
+    ENGINES = engine_names()
 
     src: AccessPattern | None = None
     dst: AccessPattern | None = None

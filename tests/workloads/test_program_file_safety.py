@@ -21,8 +21,9 @@ import numpy as np
 import pytest
 
 from hwsim.dtypes import DTYPES
+from hwsim.engines import engine_names
 from hwsim.errors import HwsimError, SavedProgramError
-from hwsim.isa import ENGINES, ISA
+from hwsim.isa import ISA
 from hwsim.kernels.ops import ActivationFunction, AluOp, ReduceOp
 from hwsim.machine.simulator import run
 from hwsim.workloads import program_archive
@@ -567,7 +568,7 @@ def _replacement(rng: random.Random, key: Any, value: Any) -> Any:
         "func": list(ActivationFunction.__members__),
         "dtype": list(DTYPES),
         "memory": ["HBM", "SBUF", "PSUM"],
-        "engine": list(ENGINES),
+        "engine": list(engine_names()),
         "opcode": list(ISA),
     }
     if isinstance(value, bool):

@@ -1,0 +1,167 @@
+"""The engines of a NeuronCore as data: one registry of engine specs, in hardware order.
+
+Everything that depends on which engines exist reads it from here: the instruction streams of a
+program, legality (which memories an engine may read and write), the time base (engine clocks),
+shared ports (``SharedPort``), trace tracks and labels, profiler names, tables, plots and the
+summary. Adding an engine is one ``register_engine`` call (plus its config section, or an
+existing section to take its clock and costs from); nothing else names the set of engines.
+
+A chip of N cores is N copies of these engines (keyed by core wherever state is kept); DMA
+engines and queues are not sequencers and live in ``hwsim.machine.dma``.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any, Literal
+
+if TYPE_CHECKING:
+    from hwsim.config.schema import HardwareConfig
+
+#: Memory names as ``hwsim.isa.ap.MemorySpace`` values (a StrEnum: its members compare and hash as
+#: these strings). Plain strings keep this module free of imports: everything imports it.
+HBM, SBUF, PSUM = "hbm", "sbuf", "psum"
+
+EngineKind = Literal["tensor", "compute", "sequencer"]
+
+
+@dataclass(frozen=True)
+class EngineSpec:
+    """One engine of a NeuronCore.
+
+    name:            the name streams, instructions and traces use ("vector").
+    kind:            "tensor" (TensorE), "compute" (VectorE-like: costed by its config section's
+                     compute rules) or "sequencer" (Sync: triggers DMAs only).
+    clock_section:   the config section whose ``clock_mhz`` clocks it (Sync runs on ScalarE's).
+    cost_section:    the config section its compute costs come from (compute engines), or None.
+    reads / writes:  the memories its instructions may read and write (HARDWARE.md §1.4); PSUM
+                     access of a compute engine is further gated by its section's
+                     ``can_access_psum``.
+    label:           display name in traces, tables, plots and verdicts ("VectorE").
+    profiler_name:   Neuron Explorer's engine name ("Vector", HARDWARE.md §6).
+    """
+
+    name: str
+    kind: EngineKind
+    clock_section: str
+    cost_section: str | None
+    reads: frozenset[str]
+    writes: frozenset[str]
+    label: str
+    profiler_name: str
+
+
+@dataclass(frozen=True)
+class SharedPort:
+    """A memory port that several engines cannot use at once (NeuronCore-v2 restrictions,
+    HARDWARE.md §1.4 [S1]): an instruction of one of ``engines`` that touches ``memory`` holds
+    the port for its issue interval when the config flag ``config_flag`` (dotted path) is true."""
+
+    name: str
+    engines: frozenset[str]
+    memory: str
+    config_flag: str
+
+    def active(self, config: HardwareConfig) -> bool:
+        value: Any = config
+        for part in self.config_flag.split("."):
+            value = getattr(value, part)
+        return bool(value)
+
+
+_ENGINES: dict[str, EngineSpec] = {}
+_PORTS: dict[str, SharedPort] = {}
+
+
+def register_engine(spec: EngineSpec) -> EngineSpec:
+    """Add an engine after those registered so far (hardware order); duplicates are errors."""
+    if spec.name in _ENGINES:
+        raise ValueError(f"engine '{spec.name}' is already registered")
+    _ENGINES[spec.name] = spec
+    return spec
+
+
+def unregister_engine(name: str) -> None:
+    """Remove an engine registered by a test or plug-in (built-in engines stay)."""
+    if name in BUILTIN_ENGINES:
+        raise ValueError(f"engine '{name}' is built in")
+    _ENGINES.pop(name, None)
+
+
+def register_port(port: SharedPort) -> SharedPort:
+    if port.name in _PORTS:
+        raise ValueError(f"shared port '{port.name}' is already registered")
+    _PORTS[port.name] = port
+    return port
+
+
+def engine_names() -> tuple[str, ...]:
+    """Every engine, in hardware (profiler) order."""
+    return tuple(_ENGINES)
+
+
+def engine_spec(name: str) -> EngineSpec:
+    spec = _ENGINES.get(name)
+    if spec is None:
+        raise KeyError(f"unknown engine '{name}'; engines are {', '.join(_ENGINES)}")
+    return spec
+
+
+def find_engine(name: str) -> EngineSpec | None:
+    return _ENGINES.get(name)
+
+
+def engines_of_kind(*kinds: EngineKind) -> tuple[str, ...]:
+    return tuple(name for name, spec in _ENGINES.items() if spec.kind in kinds)
+
+
+def shared_ports() -> tuple[SharedPort, ...]:
+    return tuple(_PORTS.values())
+
+
+def engine_label(name: str) -> str:
+    spec = _ENGINES.get(name)
+    return spec.label if spec is not None else name
+
+
+def profiler_name(name: str) -> str:
+    spec = _ENGINES.get(name)
+    return spec.profiler_name if spec is not None else name
+
+
+_ON_CHIP = frozenset({SBUF, PSUM})
+_SBUF = frozenset({SBUF})
+
+for _spec in (
+    EngineSpec("tensor", "tensor", "tensor_engine", None, _SBUF, frozenset({PSUM}),
+               "TensorE", "Tensor"),
+    EngineSpec("vector", "compute", "vector_engine", "vector_engine", _ON_CHIP, _ON_CHIP,
+               "VectorE", "Vector"),
+    EngineSpec("scalar", "compute", "scalar_engine", "scalar_engine", _ON_CHIP, _ON_CHIP,
+               "ScalarE", "Scalar"),
+    EngineSpec("gpsimd", "compute", "gpsimd_engine", "gpsimd_engine", _ON_CHIP, _ON_CHIP,
+               "GpSimdE", "GpSimd"),
+    EngineSpec("sync", "sequencer", "scalar_engine", None, frozenset(), frozenset(),
+               "Sync", "Sync"),
+):  # fmt: skip
+    register_engine(_spec)
+
+register_port(
+    SharedPort(
+        "sbuf.vector_gpsimd",
+        frozenset({"vector", "gpsimd"}),
+        SBUF,
+        "sbuf.vector_gpsimd_share_access",
+    )
+)
+register_port(
+    SharedPort(
+        "psum.vector_scalar",
+        frozenset({"vector", "scalar"}),
+        PSUM,
+        "psum.vector_scalar_share_access",
+    )
+)
+
+#: The engines this module defines (a test's or plug-in's registrations come after them).
+BUILTIN_ENGINES = frozenset(_ENGINES)
