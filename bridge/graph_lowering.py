@@ -112,11 +112,24 @@ class LoweredGraph:
     memory: MemoryStats | None = None
 
     def run(
-        self, args: Sequence[torch.Tensor], *, numerics: bool = True, race_check: bool = False
+        self,
+        args: Sequence[torch.Tensor],
+        *,
+        numerics: bool = True,
+        race_check: bool = False,
+        initcheck: bool | None = None,
     ) -> GraphRun:
+        """Simulate on ``args``; ``initcheck`` as in ``hwsim.machine.simulator.run`` (None:
+        the ``HWSIM_INITCHECK`` environment variable decides)."""
         self.bind(args)
         _warm_up()
-        result = run(self.program, self.config, numerics=numerics, race_check=race_check)
+        result = run(
+            self.program,
+            self.config,
+            numerics=numerics,
+            race_check=race_check,
+            initcheck=initcheck,
+        )
         outputs = None
         if numerics:  # timing-only runs compute no values
             leaves = [self._output(o, result) for o in self.outputs]

@@ -23,10 +23,12 @@ import simpy
 
 from hwsim.builder import STATIC_TWIN
 from hwsim.config import HardwareConfig, config_hash, load_config
-from hwsim.errors import DeadlockError, IllegalInstructionError, MemoryAccessError
+from hwsim.errors import DeadlockError, HwsimError, IllegalInstructionError, MemoryAccessError
 from hwsim.isa.ap import MemorySpace
 from hwsim.isa.base import ENGINES, Instruction, MachineSpec
 from hwsim.machine.dma import DmaPlan, DmaSystem, DmaTransfer
+from hwsim.machine.initcheck import InitChecker, size_mirrors
+from hwsim.machine.initcheck import enabled as initcheck_enabled
 from hwsim.machine.race import RaceChecker
 from hwsim.machine.semaphores import SemaphoreBank
 from hwsim.machine.state import CoreState, Hbm
@@ -65,12 +67,15 @@ def run(
     *,
     numerics: bool = True,
     race_check: bool = False,
+    initcheck: bool | None = None,
     summarize: bool = True,
 ) -> RunResult:
     """Simulate ``program`` on ``config``.
 
     numerics=False is timing-only mode (no values computed; outputs are not returned).
     race_check=True reports unordered conflicting accesses by different engines (RaceError).
+    initcheck=True reports every read of never-written memory (InitCheckError, at the end of
+    the run; ``hwsim.machine.initcheck``); None takes it from ``HWSIM_INITCHECK`` (0 or 1).
     """
     if isinstance(config, str):
         config = load_config(config)
@@ -94,15 +99,25 @@ def run(
     for decl in program.hbm.values():
         values = decl.values if numerics else None
         planned = decl.address_bytes is not None
-        hbm.add(decl.name, decl.shape, decl.dtype, values, planned=planned)
+        written = decl.kind == "input" or values is not None  # what initcheck counts as written
+        hbm.add(decl.name, decl.shape, decl.dtype, values, planned=planned, initialised=written)
     race = RaceChecker() if race_check else None
+    init = InitChecker() if initcheck_enabled(initcheck, numerics) else None
     with _cyclic_gc_paused():
-        runners, banks = _simulate(env, spec, program, hbm, trace, numerics, race)
+        try:
+            runners, banks = _simulate(env, spec, program, hbm, trace, numerics, race, init)
+        except HwsimError as error:  # uninitialised reads before it may be what went wrong
+            if init is not None:
+                init.raise_if_findings(stopped_by=error)
+            raise
         blocked = [runner for runner in runners if runner.proc is not None and runner.proc.is_alive]
         if blocked:
             raise DeadlockError(_deadlock_message(blocked))
         if race is not None:
             race.raise_if_races()
+        if init is not None:
+            init.check_outputs(hbm, [d.name for d in program.hbm.values() if d.kind == "output"])
+            init.raise_if_findings()
         # Runners are in (core, engine) order and each records in pc order: the trace's order.
         for runner in runners:
             trace.instructions.extend(runner.records)
@@ -149,6 +164,7 @@ def _simulate(
     trace: Trace,
     numerics: bool,
     race: RaceChecker | None,
+    init: InitChecker | None,
 ) -> tuple[list[_EngineRunner], list[SemaphoreBank]]:
     """Prepare every engine's stream, run the clock until nothing is left to do."""
     dma = _make_dma_system(env, spec, len(program.cores), trace)
@@ -162,6 +178,8 @@ def _simulate(
             hbm,
             core,
         )
+        if init is not None:
+            size_mirrors(state, core_program.streams)
         sems = SemaphoreBank(env, core=core)  # semaphores are added as _prepare meets them
         banks.append(sems)
         for engine in ENGINES:
@@ -170,7 +188,7 @@ def _simulate(
                 continue
             steps = _prepare(stream, sems, facts)
             runner = _EngineRunner(
-                env, core, engine, stream, steps, sems, dma, state, numerics, race
+                env, core, engine, stream, steps, sems, dma, state, numerics, race, init
             )
             runner.proc = env.process(runner.process())
             runners.append(runner)
@@ -335,10 +353,11 @@ class _EngineRunner:
         state: CoreState,
         numerics: bool,
         race: RaceChecker | None,
+        init: InitChecker | None,
     ) -> None:
         self.env, self.core, self.engine, self.stream = env, core, engine, stream
         self.steps, self.sems, self.dma, self.state = steps, sems, dma, state
-        self.numerics, self.race = numerics, race
+        self.numerics, self.race, self.init = numerics, race, init
         self.pc = 0
         self.blocked_on: tuple[int, int] | None = None
         self.port_free_tick = state.shared_port_free_tick
@@ -353,7 +372,7 @@ class _EngineRunner:
         make_record = tuple.__new__
         ports = self.port_free_tick
         state = self.state if self.numerics else None
-        race = self.race
+        race, init = self.race, self.init
         last_done = 0
         clock = None
         # Sleeping until ``t`` when no event is due at or before ``t`` would wake this process
@@ -389,7 +408,10 @@ class _EngineRunner:
             if race is not None:
                 clock = race.begin(core, engine, pc, instruction, waits, sems)
             if state is not None:
-                instruction.execute(state)
+                if init is None:
+                    instruction.execute(state)
+                else:  # initcheck: check the reads, execute, mark the writes
+                    init.execute(state, pc, instruction)
             done = start + latency
             if done < last_done:
                 done = last_done
