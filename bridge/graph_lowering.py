@@ -394,6 +394,10 @@ class _GraphBuilder:
                 self.output_bindings.append(OutputBinding(None, constant=value))
                 continue
             meta = leaf.meta["val"]
+            if value.numel == 0:  # nothing to compute or read back (its tensor is a placeholder)
+                empty = torch.empty_strided(meta.shape, meta.stride(), dtype=meta.dtype)
+                self.output_bindings.append(OutputBinding(None, constant=empty))
+                continue
             whole = value.is_contiguous() and value.offset == 0
             if not whole or value.tile.name in used or value.numel != value.tile.shape[0]:
                 with ctx.node(f"output{i}", None):

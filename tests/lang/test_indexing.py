@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 
 from hwsim import lang
-from hwsim.lang.tiles import IndexingError
+from hwsim.lang import IndexingError
 
 
 def index_error(index_fn, shape=(128, 64)) -> str:
