@@ -92,7 +92,7 @@ class SimPartition(torch.nn.Module):
         self.last_total_ns = None
         if lowered is None:
             return self.gm(*args)
-        run = lowered.run(list(args))
+        run = lowered.run(list(args), initcheck=self.options.initcheck)
         self.last_total_ns = float(run.result.summary.get("total_ns", 0.0))
         self._calls += 1
         self._record(run, lowered)

@@ -112,11 +112,24 @@ class LoweredGraph:
     memory: MemoryStats | None = None
 
     def run(
-        self, args: Sequence[torch.Tensor], *, numerics: bool = True, race_check: bool = False
+        self,
+        args: Sequence[torch.Tensor],
+        *,
+        numerics: bool = True,
+        race_check: bool = False,
+        initcheck: bool | None = None,
     ) -> GraphRun:
+        """Simulate on ``args``; ``initcheck`` as in ``hwsim.machine.simulator.run`` (None:
+        the ``HWSIM_INITCHECK`` environment variable decides)."""
         self.bind(args)
         _warm_up()
-        result = run(self.program, self.config, numerics=numerics, race_check=race_check)
+        result = run(
+            self.program,
+            self.config,
+            numerics=numerics,
+            race_check=race_check,
+            initcheck=initcheck,
+        )
         outputs = None
         if numerics:  # timing-only runs compute no values
             leaves = [self._output(o, result) for o in self.outputs]
@@ -381,6 +394,10 @@ class _GraphBuilder:
                 self.output_bindings.append(OutputBinding(None, constant=value))
                 continue
             meta = leaf.meta["val"]
+            if value.numel == 0:  # nothing to compute or read back (its tensor is a placeholder)
+                empty = torch.empty_strided(meta.shape, meta.stride(), dtype=meta.dtype)
+                self.output_bindings.append(OutputBinding(None, constant=empty))
+                continue
             whole = value.is_contiguous() and value.offset == 0
             if not whole or value.tile.name in used or value.numel != value.tile.shape[0]:
                 with ctx.node(f"output{i}", None):

@@ -108,7 +108,7 @@ class HwsimMode(TorchDispatchMode):
             )
             return expected
         inputs = call.input_tensors()
-        run = lowered.run(inputs)
+        run = lowered.run(inputs, initcheck=self.options.initcheck)
         summary = run.result.summary
         self.report.runs.append({"graph": node} | {k: summary.get(k) for k in SUMMARY_KEYS})
         record = OpRecord(

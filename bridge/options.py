@@ -12,6 +12,8 @@
     memory_plan  place intermediate values in HBM by lifetime, reusing bytes (default True;
                False gives every value its own bytes, to measure the plan: bridge.memory_plan)
     report     a ``Report`` to append to (default: a new one, see ``bridge.dynamo.last_report``)
+    initcheck  raise ``InitCheckError`` when a lowered program reads memory nothing wrote
+               (default None: the ``HWSIM_INITCHECK`` environment variable decides, off unset)
 
 An unknown key or value is an error naming it and the valid ones.
 """
@@ -43,6 +45,7 @@ class BridgeOptions:
     tiling: TilingOptions = field(default_factory=TilingOptions)
     memory_plan: bool = True
     report: Report | None = None
+    initcheck: bool | None = None
 
     @classmethod
     def parse(cls, options: dict[str, Any] | None, mode: str = "compile") -> BridgeOptions:
@@ -75,6 +78,7 @@ class BridgeOptions:
             tiling=tiling,
             memory_plan=bool(given.get("memory_plan", True)),
             report=given.get("report"),
+            initcheck=None if given.get("initcheck") is None else bool(given["initcheck"]),
         )
         if options_.report is None:
             options_.report = Report(

@@ -27,6 +27,14 @@ class RaceError(HwsimError):
     """Two instructions on different engines touch the same bytes with no ordering between them."""
 
 
+class InitCheckError(HwsimError):
+    """Instructions read memory that nothing wrote (``initcheck=True``); ``findings`` lists them."""
+
+    def __init__(self, message: str, findings: list[object] | None = None) -> None:
+        super().__init__(message)
+        self.findings = findings or []
+
+
 class WorkloadError(HwsimError):
     """A workload specification cannot be parsed or built."""
 

@@ -57,13 +57,28 @@ class HbmMatrix:
 
     def __getitem__(self, index: tuple[slice, slice]) -> AccessPattern:
         rows, cols = index
-        r0, r1, _ = rows.indices(self.shape[0])
-        c0, c1, _ = cols.indices(self.shape[1])
+        r0, r1 = _bounds(rows, self.shape[0])
+        c0, c1 = _bounds(cols, self.shape[1])
         return self.block(r0, r1 - r0, c0, c1 - c0)
 
     def block(self, r0: int, rows: int, c0: int, cols: int) -> AccessPattern:
+        """Rows [r0, r0 + rows) x columns [c0, c0 + cols), which must lie inside the matrix."""
+        inside_rows = 0 <= r0 < r0 + rows <= self.shape[0]
+        if not (inside_rows and 0 <= c0 < c0 + cols <= self.shape[1]):
+            raise ValueError(
+                f"HbmMatrix {self.value.name}: block rows [{r0}, {r0 + rows}) x columns "
+                f"[{c0}, {c0 + cols}) is not inside its shape {self.shape}"
+            )
         s0, s1 = self.value.strides
         return hbm_ap(self.value, self.value.offset + r0 * s0 + c0 * s1, rows, s0, (cols,), (s1,))
+
+
+def _bounds(index: slice, size: int) -> tuple[int, int]:
+    """[start, stop) of a unit-step slice, unclamped (``block`` checks them against the shape)."""
+    if index.step not in (None, 1):
+        raise ValueError(f"HbmMatrix slices take unit steps, got {index}")
+    start = 0 if index.start is None else index.start
+    return start, size if index.stop is None else index.stop
 
 
 @dataclass

@@ -138,6 +138,11 @@ class Instruction:
         whose every row it must wait for)."""
         return self.reads()
 
+    def initcheck_reads(self, state: CoreState) -> tuple[AccessPattern, ...]:
+        """The bytes this execution reads, for initcheck: ``reads()`` unless that is a
+        conservative region (an indirect gather reads only the rows its indices pick)."""
+        return self.reads()
+
     def operand_names(self) -> dict[str, AccessPattern]:
         """Operands by field name, for messages and traces."""
         return {

@@ -259,6 +259,26 @@ class DmaGather(_DmaInstruction):
         rows = replace(self.src, partitions=self.dst.partitions)
         return (rows, self.indices)
 
+    def initcheck_reads(self, state: CoreState) -> tuple[AccessPattern, ...]:
+        """The index tile, then the rows its in-range indices pick (consecutive rows merged into
+        one pattern); an out-of-range index is ``execute``'s error, not a read."""
+        rows = self.src.partitions
+        index = state.view(self.indices).reshape(-1).astype(np.int64)
+        picked = np.unique(index[(index >= 0) & (index < rows)])
+        if not picked.size:
+            return (self.indices,)
+        breaks = np.flatnonzero(np.diff(picked) != 1) + 1
+        row_bytes = self.src.partition_stride * self.src.dtype.itemsize
+        runs = [
+            replace(
+                self.src,
+                partitions=int(run.size),
+                offset_bytes=self.src.offset_bytes + int(run[0]) * row_bytes,
+            )
+            for run in np.split(picked, breaks)
+        ]
+        return (self.indices, *runs)
+
     def check(self, spec: MachineSpec) -> None:
         super().check(spec)
         if self.src.memory is not MemorySpace.HBM:

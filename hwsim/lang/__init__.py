@@ -48,13 +48,14 @@ from hwsim.lang.language import (
     uint16,
     uint32,
 )
-from hwsim.lang.tiles import Buffer, Tile, View, hbm, psum, sbuf
+from hwsim.lang.tiles import Buffer, IndexingError, Tile, View, hbm, psum, sbuf
 
 __all__ = [
     "ActivationFunction",
     "AluOp",
     "Buffer",
     "BuiltKernel",
+    "IndexingError",
     "Kernel",
     "KernelResult",
     "OutOfMemoryError",

@@ -268,15 +268,25 @@ class Kernel:
         config: str | HardwareConfig = "trn2",
         numerics: bool = True,
         race_check: bool = False,
+        initcheck: bool | None = None,
         **kwargs: Any,
     ) -> KernelResult:
-        """Build and simulate; returns outputs (as numpy arrays), trace and summary."""
+        """Build and simulate; returns outputs (as numpy arrays), trace and summary.
+
+        race_check=True raises RaceError on unordered conflicting accesses; initcheck=True
+        raises InitCheckError on reads of never-written memory (None: ``HWSIM_INITCHECK``)."""
         from hwsim.kernels import warm_up
         from hwsim.machine.simulator import run
 
         warm_up()
         built = self.build(*args, config=config, **kwargs)
-        result = run(built.program, built.config, numerics=numerics, race_check=race_check)
+        result = run(
+            built.program,
+            built.config,
+            numerics=numerics,
+            race_check=race_check,
+            initcheck=initcheck,
+        )
         outputs = tuple(result.outputs[name] for name in built.outputs) if numerics else ()
         return KernelResult(outputs, result.trace, result.summary, built.program)
 

@@ -9,6 +9,7 @@ P <= partitions, laid out row-major within each partition, like NKI tiles.
 from __future__ import annotations
 
 import math
+import operator
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
@@ -98,6 +99,39 @@ class Tile:
         return self.full().ap()
 
 
+class IndexingError(IllegalInstructionError):
+    """An index or slice of a tile or view that is out of its bounds or of an unsupported kind."""
+
+
+def _where() -> str:
+    """``file:line: `` of the kernel line doing the indexing (for messages)."""
+    from hwsim.lang.kernel import source_location  # kernel imports this module
+
+    return f"{source_location()}: "
+
+
+def _as_int(value: Any) -> int | None:
+    """An index or slice bound as an int, or None if it is not one (ints and numpy ints only:
+    ``int()`` would truncate a float, and a bool is not a position)."""
+    if isinstance(value, bool):
+        return None
+    try:
+        return operator.index(value)
+    except TypeError:
+        return None
+
+
+def _slice_text(item: slice) -> str:
+    """``start:stop[:step]`` as written in the kernel."""
+    parts = [
+        "" if item.start is None else str(item.start),
+        "" if item.stop is None else str(item.stop),
+    ]
+    if item.step is not None:
+        parts.append(str(item.step))
+    return ":".join(parts)
+
+
 class View:
     """A strided window onto a tile: per tile dimension (start, count, step), some dims kept."""
 
@@ -123,9 +157,7 @@ class View:
         if not isinstance(index, tuple):
             index = (index,)
         if len(index) > len(self.kept):
-            raise IllegalInstructionError(
-                f"{self.tile.name}: {len(index)} indices for a view of {len(self.kept)} dims"
-            )
+            raise self._fail(f"{len(index)} indices for a view of {len(self.kept)} dims")
         dims = list(self.dims)
         kept = []
         for position, axis in enumerate(self.kept):
@@ -135,28 +167,72 @@ class View:
                 continue
             item = index[position]
             if isinstance(item, slice):
-                first, stop, stride = item.indices(count)
-                if stride <= 0:
-                    raise IllegalInstructionError(
-                        f"{self.tile.name}: slice steps must be positive, got {stride}"
-                    )
-                new_count = max(0, -(-(stop - first) // stride))
-                if new_count == 0:
-                    raise IllegalInstructionError(
-                        f"{self.tile.name}: empty slice {item} of a dimension of size {count}"
-                    )
+                first, new_count, stride = self._slice(item, position, count)
                 dims[axis] = (start + first * step, new_count, step * stride)
                 kept.append(axis)
             else:
-                value = int(item)
-                if value < 0:
-                    value += count
-                if not 0 <= value < count:
-                    raise IllegalInstructionError(
-                        f"{self.tile.name}: index {item} out of range for size {count}"
-                    )
+                value = self._int_index(item, position, count)
                 dims[axis] = (start + value * step, 1, step)
         return View(self.tile, tuple(dims), tuple(kept))
+
+    def _name(self) -> str:
+        """The tile's name, with the view's shape when this is a window onto part of it."""
+        full = self.kept == tuple(range(self.tile.ndim)) and all(
+            d == (0, n, 1) for d, n in zip(self.dims, self.tile.shape, strict=True)
+        )
+        return self.tile.name if full else f"{self.tile.name} (view {list(self.shape)})"
+
+    def _fail(self, message: str) -> IndexingError:
+        """The error for a bad index: where in the kernel, which tile or view, what is wrong
+        (built only when raised: finding the source line walks the stack)."""
+        return IndexingError(f"{_where()}{self._name()}: {message}")
+
+    def _slice(self, item: slice, position: int, count: int) -> tuple[int, int, int]:
+        """(first, count, step) of ``item`` within a dimension of ``count`` elements.
+
+        Bounds are checked, never clamped: numpy would silently shorten ``x[0:256]`` of a
+        128-row tile to 128 rows, which makes a wrong tile size look like a working kernel.
+        Negative bounds are refused too (NKI documents no negative slice bounds; a kernel that
+        means "the last k" writes ``n - k``)."""
+        step = 1 if item.step is None else _as_int(item.step)
+        first = 0 if item.start is None else _as_int(item.start)
+        stop = count if item.stop is None else _as_int(item.stop)
+        if None in (step, first, stop):
+            raise self._fail(
+                f"slice {_slice_text(item)} of dimension {position}: bounds and steps must be "
+                "ints (a float would be truncated)"
+            )
+        assert step is not None and first is not None and stop is not None
+        if step > 0 and 0 <= first < stop <= count:
+            return first, -(-(stop - first) // step), step
+        what = f"slice {_slice_text(item)} of dimension {position} (size {count})"
+        if step <= 0:
+            raise self._fail(f"{what}: slice steps must be positive, got {step}")
+        if first < 0 or stop < 0:
+            raise self._fail(
+                f"{what} has a negative bound; negative slice bounds are not supported "
+                f"(write {count} - k for the last k elements)"
+            )
+        if first >= count:
+            raise self._fail(f"{what} is out of bounds; valid starts are 0..{count - 1}")
+        if stop > count:
+            raise self._fail(f"{what} is out of bounds; valid stops are {first + 1}..{count}")
+        raise self._fail(f"{what} is empty; the stop must be above the start")
+
+    def _int_index(self, item: Any, position: int, count: int) -> int:
+        """An int index (negative counts from the end, as in numpy), bounds checked."""
+        value = _as_int(item)
+        if value is None:
+            raise self._fail(
+                f"index {item!r} of dimension {position} must be an int or a slice, "
+                f"not {type(item).__name__}"
+            )
+        if not -count <= value < count:
+            raise self._fail(
+                f"index {value} out of range for size {count} of dimension {position} "
+                f"(valid: {-count}..{count - 1})"
+            )
+        return value + count if value < 0 else value
 
     def ap(self) -> AccessPattern:
         """The access pattern of this view as an instruction operand."""

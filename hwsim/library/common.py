@@ -194,7 +194,11 @@ def column(src: Tile, start: int, count: int) -> AccessPattern:
     """Elements [start, start + count) of a 1-D HBM tensor as [count, 1]: one per partition
     (a per-channel bias or scale). Indexing a 1-D view gives one row [1, count] instead."""
     require(
-        src.memory is MemorySpace.HBM and src.ndim == 1 and start + count <= src.shape[0],
+        src.memory is MemorySpace.HBM
+        and src.ndim == 1
+        and start >= 0
+        and count > 0
+        and start + count <= src.shape[0],
         "column",
         f"expected a 1-D HBM tensor with at least {start + count} elements, got {src!r}",
     )
@@ -218,7 +222,13 @@ def row_tiles(
         f"expected a 2-D HBM tensor, got {src!r}",
     )
     require(
-        row0 + count * tile_rows <= src.shape[0] and col0 + cols <= src.shape[1],
+        row0 >= 0
+        and tile_rows > 0
+        and count > 0
+        and row0 + count * tile_rows <= src.shape[0]
+        and col0 >= 0
+        and cols > 0
+        and col0 + cols <= src.shape[1],
         "row_tiles",
         f"rows [{row0}, {row0 + count * tile_rows}) x cols [{col0}, {col0 + cols}) fall outside "
         f"{src!r}",

@@ -24,11 +24,19 @@ import simpy
 from hwsim.builder import STATIC_TWIN, engine_semaphore
 from hwsim.config import HardwareConfig, config_hash, load_config
 from hwsim.engines import engine_names, shared_ports
-from hwsim.errors import ConfigError, DeadlockError, IllegalInstructionError, MemoryAccessError
+from hwsim.errors import (
+    ConfigError,
+    DeadlockError,
+    HwsimError,
+    IllegalInstructionError,
+    MemoryAccessError,
+)
 from hwsim.isa.ap import MemorySpace
 from hwsim.isa.base import Instruction, MachineSpec
 from hwsim.machine.dma import DmaSystem, DmaTransfer
 from hwsim.machine.dma_plan import DmaCostModel, TransferPlan, plan_transfer
+from hwsim.machine.initcheck import InitChecker, size_mirrors
+from hwsim.machine.initcheck import enabled as initcheck_enabled
 from hwsim.machine.race import RaceChecker
 from hwsim.machine.semaphores import SemaphoreBank
 from hwsim.machine.state import CoreState, Hbm
@@ -77,12 +85,15 @@ def run(
     *,
     numerics: bool = True,
     race_check: bool = False,
+    initcheck: bool | None = None,
     summarize: bool = True,
 ) -> RunResult:
     """Simulate ``program`` on ``config``.
 
     numerics=False is timing-only mode (no values computed; outputs are not returned).
     race_check=True reports unordered conflicting accesses by different engines (RaceError).
+    initcheck=True reports every read of never-written memory (InitCheckError, at the end of
+    the run; ``hwsim.machine.initcheck``); None takes it from ``HWSIM_INITCHECK`` (0 or 1).
     """
     if isinstance(config, str):
         config = load_config(config)
@@ -106,10 +117,17 @@ def run(
     for decl in program.hbm.values():
         values = decl.values if numerics else None
         planned = decl.address_bytes is not None
-        hbm.add(decl.name, decl.shape, decl.dtype, values, planned=planned)
+        written = decl.kind == "input" or values is not None  # what initcheck counts as written
+        hbm.add(decl.name, decl.shape, decl.dtype, values, planned=planned, initialised=written)
     race = RaceChecker() if race_check else None
+    init = InitChecker() if initcheck_enabled(initcheck, numerics) else None
     with _cyclic_gc_paused():
-        runners, banks = _simulate(env, spec, program, hbm, trace, numerics, race)
+        try:
+            runners, banks = _simulate(env, spec, program, hbm, trace, numerics, race, init)
+        except HwsimError as error:  # uninitialised reads before it may be what went wrong
+            if init is not None:
+                init.raise_if_findings(stopped_by=error)
+            raise
         if env.now > MAX_TRACE_TICK:
             raise ConfigError(
                 f"{config.chip.name}: the run lasted {env.now} ticks of "
@@ -121,6 +139,9 @@ def run(
             raise DeadlockError(_deadlock_message(blocked))
         if race is not None:
             race.raise_if_races()
+        if init is not None:
+            init.check_outputs(hbm, [d.name for d in program.hbm.values() if d.kind == "output"])
+            init.raise_if_findings()
         # Runners are in (core, engine) order and each records in pc order: the trace's order.
         for runner in runners:
             trace.instructions.extend(runner.records)
@@ -167,6 +188,7 @@ def _simulate(
     trace: Trace,
     numerics: bool,
     race: RaceChecker | None,
+    init: InitChecker | None,
 ) -> tuple[list[_EngineRunner], list[SemaphoreBank]]:
     """Prepare every engine's stream, run the clock until nothing is left to do."""
     dma = _make_dma_system(env, spec, len(program.cores), trace)
@@ -185,6 +207,8 @@ def _simulate(
             core,
         )
         state.shared_port_free_tick = [0] * len(facts.ports)
+        if init is not None:
+            size_mirrors(state, core_program.streams)
         sems = SemaphoreBank(env, core=core)  # semaphores are added as _prepare meets them
         banks.append(sems)
         for engine in engine_names():
@@ -193,7 +217,7 @@ def _simulate(
                 continue
             steps = _prepare(stream, sems, facts, engine)
             runner = _EngineRunner(
-                env, core, engine, stream, steps, sems, dma, state, numerics, race
+                env, core, engine, stream, steps, sems, dma, state, numerics, race, init
             )
             runner.proc = env.process(runner.process())
             runners.append(runner)
@@ -392,10 +416,11 @@ class _EngineRunner:
         state: CoreState,
         numerics: bool,
         race: RaceChecker | None,
+        init: InitChecker | None,
     ) -> None:
         self.env, self.core, self.engine, self.stream = env, core, engine, stream
         self.steps, self.sems, self.dma, self.state = steps, sems, dma, state
-        self.numerics, self.race = numerics, race
+        self.numerics, self.race, self.init = numerics, race, init
         self.pc = 0
         self.blocked_on: tuple[int, int] | None = None
         self.port_free_tick = state.shared_port_free_tick
@@ -412,7 +437,7 @@ class _EngineRunner:
         make_record = tuple.__new__
         ports = self.port_free_tick
         state = self.state if self.numerics else None
-        race = self.race
+        race, init = self.race, self.init
         chain_ready = self.chain_ready
         last_done = 0
         clock = None
@@ -469,7 +494,10 @@ class _EngineRunner:
             if race is not None:
                 clock = race.begin(core, engine, pc, instruction, waits, sems)
             if state is not None:
-                instruction.execute(state)
+                if init is None:
+                    instruction.execute(state)
+                else:  # initcheck: check the reads, execute, mark the writes
+                    init.execute(state, pc, instruction)
             done = start + latency
             if done < last_done:
                 done = last_done

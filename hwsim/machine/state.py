@@ -4,12 +4,20 @@ On-chip memories are byte arrays ``[partitions x bytes_per_partition]``; operand
 views onto them, so an instruction reads and writes exactly the bytes its access pattern names.
 New on-chip memory is filled with 0xFF bytes (NaN for every float dtype), like the NKI simulator's
 sentinels, so a read of never-written memory shows up in results instead of passing silently.
+
+For ``initcheck`` runs each memory also has a "written" mirror: one byte per data byte, 0 until
+something writes it, then 0xFF (and PSUM a second one for its accumulation groups). A mirror is
+viewed through an operand's access pattern exactly like the data, as unsigned integers of the
+operand's element size, so an element counts as written only if all of its bytes are (its mirror
+value is then the dtype's maximum): marking and checking an operand is one vectorised numpy
+operation (``hwsim.machine.initcheck``). Mirrors are made at first use, so other runs never pay.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 from functools import cached_property
+from typing import Any
 
 import numpy as np
 
@@ -18,6 +26,18 @@ from hwsim.errors import MemoryAccessError
 from hwsim.isa.ap import AccessPattern, MemorySpace
 
 UNINITIALISED_BYTE = 0xFF
+#: A mirror byte whose data byte has been written (never-written mirror bytes are 0).
+WRITTEN_BYTE = 0xFF
+#: The unsigned dtype an operand's mirror is viewed as, by element size in bytes.
+MIRROR_DTYPES: dict[int, np.dtype[np.unsignedinteger[Any]]] = {
+    1: np.dtype(np.uint8),
+    2: np.dtype(np.uint16),
+    4: np.dtype(np.uint32),
+    8: np.dtype(np.uint64),
+}
+
+#: Which byte array of a memory a view is made on (``CoreState.view``, ``CoreState.mirror``).
+DATA, WRITTEN, PSUM_GROUP = 0, 1, 2
 
 
 @dataclass
@@ -29,10 +49,17 @@ class HbmTensor:
     dtype: DType
     data: np.ndarray  # uint8, flat
     stack: int = 0
+    #: Whether every byte counts as written from the start (inputs, tensors given values).
+    initialised: bool = False
 
     @property
     def nbytes(self) -> int:
         return int(self.data.size)
+
+    @cached_property
+    def written(self) -> np.ndarray:
+        """The initcheck mirror of ``data`` (see the module docstring)."""
+        return np.full(self.data.size, WRITTEN_BYTE if self.initialised else 0, dtype=np.uint8)
 
     def as_array(self) -> np.ndarray:
         """The tensor's contents with its declared shape and dtype (a view)."""
@@ -56,16 +83,20 @@ class Hbm:
         stack: int = 0,
         *,
         planned: bool = False,
+        initialised: bool | None = None,
     ) -> HbmTensor:
         """Declare a tensor; a ``planned`` one lives in the scratch arena (``reserve_arena``),
-        whose bytes are counted once, not per tensor."""
+        whose bytes are counted once, not per tensor. ``initialised``: whether initcheck counts
+        its bytes as written from the start (default: when ``values`` are given)."""
         if name in self.tensors:
             raise MemoryAccessError(f"HBM tensor '{name}' is declared twice")
         nbytes = int(np.prod(shape, dtype=np.int64)) * dtype.itemsize
         if not planned:
             self._reserve(f"HBM tensor '{name}'", nbytes, stack)
         data = np.zeros(nbytes, dtype=np.uint8)
-        tensor = HbmTensor(name, tuple(shape), dtype, data, stack)
+        if initialised is None:
+            initialised = values is not None
+        tensor = HbmTensor(name, tuple(shape), dtype, data, stack, initialised)
         if values is not None:
             tensor.as_array()[...] = cast(np.asarray(values).reshape(shape), dtype)
         self.tensors[name] = tensor
@@ -98,10 +129,11 @@ class CoreState:
         self.sbuf_geometry = sbuf_geometry
         self.psum_geometry = psum_geometry
         self.hbm = hbm
-        #: Tick at which each shared access port of the core is free again (NeuronCore-v2:
-        #: [0] SBUF port of VectorE+GpSimdE, [1] PSUM port of VectorE+ScalarE; see simulator).
         #: When each shared port is next free (the simulator sizes it: ``_port_indices``).
         self.shared_port_free_tick: list[int] = []
+        #: Bytes per partition the initcheck mirrors of (SBUF, PSUM) cover: no operand reaches
+        #: further (``initcheck.size_mirrors``), and a small program should not pay for 24 MiB.
+        self.mirror_bytes_per_partition = (sbuf_geometry[1], psum_geometry[1])
 
     # Made at first use: a timing-only run never touches them (and filling 24 MiB of SBUF per
     # core would cost it as much as simulating thousands of instructions).
@@ -113,37 +145,76 @@ class CoreState:
     def psum(self) -> np.ndarray:
         return np.full(self.psum_geometry, UNINITIALISED_BYTE, dtype=np.uint8)
 
+    # Mirrors are filled (np.full) like the data, not np.zeros: zeros maps its pages lazily,
+    # so the first write to a tile would take a page fault per partition row it touches. Their
+    # row pitch may be shorter than the data's: views take each array's own pitch.
+    @cached_property
+    def sbuf_written(self) -> np.ndarray:
+        shape = (self.sbuf_geometry[0], self.mirror_bytes_per_partition[0])
+        return np.full(shape, 0, dtype=np.uint8)
+
+    @cached_property
+    def psum_written(self) -> np.ndarray:
+        shape = (self.psum_geometry[0], self.mirror_bytes_per_partition[1])
+        return np.full(shape, 0, dtype=np.uint8)
+
+    @cached_property
+    def psum_group(self) -> np.ndarray:
+        """Initcheck: PSUM bytes inside an accumulation group (last written by TensorE)."""
+        shape = (self.psum_geometry[0], self.mirror_bytes_per_partition[1])
+        return np.full(shape, 0, dtype=np.uint8)
+
     def view(self, ap: AccessPattern) -> np.ndarray:
         """A writable strided view of the operand's elements, shaped ``ap.shape``."""
+        buffer, offset_bytes, strides_bytes = self._layout(ap, DATA)
+        return np.ndarray(ap.shape, ap.dtype.numpy, buffer, offset_bytes, strides_bytes)
+
+    def mirror(self, ap: AccessPattern, which: int = WRITTEN) -> np.ndarray:
+        """The operand's initcheck mirror (``WRITTEN``, or ``PSUM_GROUP`` for a PSUM operand),
+        viewed like ``view(ap)`` but as unsigned integers of the operand's element size."""
+        buffer, offset_bytes, strides_bytes = self._layout(ap, which)
+        dtype = MIRROR_DTYPES[ap.dtype.itemsize]
+        return np.ndarray(ap.shape, dtype, buffer, offset_bytes, strides_bytes)
+
+    def mirror_bytes(self, ap: AccessPattern, which: int = WRITTEN) -> tuple[np.ndarray, int, int]:
+        """For reports: the operand's mirror byte by byte, shaped ``(*ap.shape, itemsize)``
+        (uint8), the offset of its first byte in the memory's byte array, and the memory's row
+        pitch in bytes (bytes per partition; 0 for HBM, a flat byte space)."""
+        buffer, offset_bytes, strides_bytes = self._layout(ap, which)
+        shape = (*ap.shape, ap.dtype.itemsize)
+        view = np.ndarray(shape, np.uint8, buffer, offset_bytes, (*strides_bytes, 1))
+        return view, offset_bytes, (0 if ap.memory is MemorySpace.HBM else buffer.strides[0])
+
+    def _layout(self, ap: AccessPattern, which: int) -> tuple[np.ndarray, int, tuple[int, ...]]:
+        """(byte array, offset of the first element, strides in bytes) of an operand, on the
+        memory's data (``DATA``) or on one of its initcheck mirrors.
+
+        Views are made with numpy's own constructor, several times cheaper than ``as_strided``
+        and refusing a view that reaches outside the buffer (legality checks keep every operand
+        inside its memory before it runs)."""
         size = ap.dtype.itemsize
         strides_bytes = tuple([s * size for s in ap.free_strides])
         if ap.memory is MemorySpace.HBM:
             try:
-                buffer = self.hbm.tensors[ap.tensor].data
+                tensor = self.hbm.tensors[ap.tensor]
             except KeyError:
                 raise MemoryAccessError(f"no HBM tensor named '{ap.tensor}'") from None
             first, last = ap.byte_span()
-            if first < 0 or last > buffer.size:
+            if first < 0 or last > tensor.nbytes:
                 raise MemoryAccessError(
                     f"HBM access [{first}, {last}) outside tensor '{ap.tensor}' "
-                    f"({buffer.size} bytes)"
+                    f"({tensor.nbytes} bytes)"
                 )
-            return _strided(
-                buffer,
-                ap.offset_bytes,
-                ap.dtype,
-                ap.shape,
-                (ap.partition_stride * size, *strides_bytes),
-            )
-        memory = self.sbuf if ap.memory is MemorySpace.SBUF else self.psum
+            buffer = tensor.data if which == DATA else tensor.written
+            return buffer, ap.offset_bytes, (ap.partition_stride * size, *strides_bytes)
+        if ap.memory is MemorySpace.SBUF:
+            memory = self.sbuf if which == DATA else self.sbuf_written
+        elif which == DATA:
+            memory = self.psum
+        else:
+            memory = self.psum_written if which == WRITTEN else self.psum_group
         row = memory.strides[0]
-        return _strided(
-            memory,
-            ap.start_partition * row + ap.offset_bytes,
-            ap.dtype,
-            ap.shape,
-            (row, *strides_bytes),
-        )
+        return memory, ap.start_partition * row + ap.offset_bytes, (row, *strides_bytes)
 
     def read(self, ap: AccessPattern) -> np.ndarray:
         """The operand's values as engines compute on them (fp32 for floats), a fresh array."""
@@ -158,16 +229,3 @@ class CoreState:
         if not (isinstance(values, np.ndarray) and values.shape == target.shape):
             values = np.broadcast_to(values, target.shape)
         target[...] = cast(values, ap.dtype)
-
-
-def _strided(
-    buffer: np.ndarray,
-    offset_bytes: int,
-    dtype: DType,
-    shape: tuple[int, ...],
-    strides_bytes: tuple[int, ...],
-) -> np.ndarray:
-    """A view of ``dtype`` elements into a contiguous uint8 buffer: numpy's own constructor, which
-    is several times cheaper than ``as_strided`` and refuses a view reaching outside the buffer
-    (legality checks keep every operand inside its memory before it runs)."""
-    return np.ndarray(shape, dtype.numpy, buffer, offset_bytes, strides_bytes)

@@ -7,8 +7,11 @@ import math
 
 import pytest
 
+from hwsim.bridge.tiling import HbmMatrix
 from hwsim.bridge.tiling.space import Dim, TileRef, TilingError, coalesce, plan
-from hwsim.bridge.values import contiguous_strides
+from hwsim.bridge.values import HbmValue, contiguous_strides
+from hwsim.dtypes import FP32
+from hwsim.lang.tiles import Tile, hbm
 
 
 def elements(tile: TileRef, operand: int) -> list[int]:
@@ -79,3 +82,17 @@ def test_coalesce_merges_only_compatible_dims():
     assert coalesce(dims) == dims  # the broadcast operand blocks both merges
     dense = [Dim(2, (12,)), Dim(3, (4,)), Dim(4, (1,))]
     assert coalesce(dense) == [Dim(24, (1,))]
+
+
+def test_hbm_matrix_blocks_must_lie_inside_the_matrix():
+    matrix = HbmMatrix(HbmValue.contiguous(Tile("w", (40 * 300,), FP32, hbm), (40, 300)))
+    assert matrix[0:40, 100:300].free_sizes == (200,)
+    assert matrix[10:, :].partitions == 30
+    for index in (
+        (slice(0, 41), slice(0, 300)),  # numpy would clamp the rows to 40
+        (slice(0, 40), slice(250, 320)),
+        (slice(-5, None), slice(0, 300)),
+        (slice(5, 5), slice(0, 300)),
+    ):
+        with pytest.raises(ValueError, match=r"HbmMatrix w: block rows .* is not inside"):
+            matrix[index]

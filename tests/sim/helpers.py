@@ -114,6 +114,7 @@ def run_single(
     config: str | HardwareConfig = "tiny",
     numerics: bool = True,
     race_check: bool = True,
+    initcheck: bool | None = None,
 ) -> SingleRun:
     """Run ``factory(aps)`` between input and output DMAs; see the module docstring.
 
@@ -156,7 +157,14 @@ def run_single(
             staging = alloc.take(tile, SBUF)
             readers[name] = builder.emit(TensorCopy(engine="vector", dst=staging, src=aps[name]))
             dma(hbm, staging)
-    result = run(builder.build(), cfg, numerics=numerics, race_check=race_check, summarize=False)
+    result = run(
+        builder.build(),
+        cfg,
+        numerics=numerics,
+        race_check=race_check,
+        initcheck=initcheck,
+        summarize=False,
+    )
     by_instruction = {id(r.instruction): r for r in result.trace.instructions}
     return SingleRun(
         outputs={name: result.outputs[f"out_{name}"] for name in outputs} if numerics else {},

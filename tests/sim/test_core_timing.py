@@ -429,7 +429,8 @@ def test_triggers_from_two_engines_on_one_queue_complete_in_emission_order():
     out = contiguous(SBUF, FP32, 32, 64, offset_bytes=512)
     b.emit(TensorCopy(engine="vector", dst=out, src=x_tile))
     assert second.waits == (("S.dma.q0", 1),)
-    result = run(b.build(), "tiny", race_check=True)  # raised RaceError before
+    # The busy copy reads SBUF nothing wrote (only its duration matters): no initcheck.
+    result = run(b.build(), "tiny", race_check=True, initcheck=False)  # raised RaceError before
     first_done, second_start = (
         sorted(p.end_tick for p in result.trace.dma)[0],
         max(p.start_tick for p in result.trace.dma),
