@@ -14,9 +14,11 @@ Connections are in autocommit mode; writes go in explicit ``BEGIN IMMEDIATE`` tr
 
 from __future__ import annotations
 
+import os
+import secrets
 import sqlite3
 from collections.abc import Iterator
-from contextlib import contextmanager
+from contextlib import closing, contextmanager, suppress
 from pathlib import Path
 
 from hwsim.sweep.errors import SweepError
@@ -99,36 +101,58 @@ def open_database(path: str | Path, *, write: bool) -> sqlite3.Connection:
     path = Path(path)
     if path.is_dir():
         raise SweepError(f"{path} is not an hwsim sweep database: it is a folder")
-    if path.exists():
-        _check_header(path)
-    elif not write:
-        raise SweepError(f"{path}: no such results database")
-    else:
-        try:
-            path.parent.mkdir(parents=True, exist_ok=True)
-        except OSError as exc:
-            raise SweepError(f"cannot create {path}: {exc.strerror}") from None
+    if not path.exists():
+        if not write:
+            raise SweepError(f"{path}: no such results database")
+        _create(path)
+    _check_header(path)
     with database_errors(path):
         conn = sqlite3.connect(path, timeout=BUSY_TIMEOUT_S, isolation_level=None)
         try:
             version = _identify(conn, path)
-            if not write:
-                if version is None:
-                    raise SweepError(f"{path} is not an hwsim sweep database: it has no tables")
-                _quick_check(conn, path)
-                return conn
+            if version is None and not write:
+                raise SweepError(f"{path} is not an hwsim sweep database: it has no tables")
             if version is not None:
                 _quick_check(conn, path)
-            conn.execute("PRAGMA journal_mode=WAL")
-            # NORMAL: a commit survives the process being killed (it is in the WAL); only a power
-            # cut can roll back the last commits, and the file stays consistent either way.
-            conn.execute("PRAGMA synchronous=NORMAL")
-            with immediate(conn):  # again under the lock: another runner may have just made it
-                _create_or_upgrade(conn, _identify(conn, path))
+            if write:
+                if conn.execute("PRAGMA journal_mode").fetchone()[0] != "wal":
+                    conn.execute("PRAGMA journal_mode=WAL")
+                # NORMAL: a commit survives the process being killed (it is in the WAL); only a
+                # power cut can roll back the last commits, and the file stays consistent.
+                conn.execute("PRAGMA synchronous=NORMAL")
+                if version != SCHEMA_VERSION:
+                    with immediate(conn):  # again under the lock: another runner may be at it
+                        _create_or_upgrade(conn, _identify(conn, path))
         except BaseException:
             conn.close()
             raise
     return conn
+
+
+def _create(path: Path) -> None:
+    """A new database at ``path``, made whole under a temporary name and linked into place, so
+    no runner ever opens a half-made one (when several make it at once, the first link wins)."""
+    temporary = path.with_name(f".{path.name}.{secrets.token_hex(4)}.tmp")
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        with database_errors(temporary), closing(sqlite3.connect(temporary)) as conn:
+            conn.isolation_level = None
+            conn.execute("PRAGMA journal_mode=WAL")
+            with immediate(conn):
+                _create_or_upgrade(conn, None)
+        try:
+            os.link(temporary, path)
+        except FileExistsError:
+            pass  # another runner made it first: theirs is used
+        except OSError:  # a filesystem without hard links
+            if not path.exists():
+                os.replace(temporary, path)
+    except OSError as exc:
+        raise SweepError(f"cannot create {path}: {exc.strerror}") from None
+    finally:
+        for leftover in (temporary, Path(f"{temporary}-wal"), Path(f"{temporary}-shm")):
+            with suppress(OSError):
+                leftover.unlink()
 
 
 @contextmanager

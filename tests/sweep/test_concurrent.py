@@ -15,7 +15,8 @@ from pathlib import Path
 
 import pytest
 
-from hwsim.sweep import load_sweep, run_sweep
+from hwsim.sweep import execute, load_results, load_sweep, run_sweep
+from hwsim.sweep.lowering import ProgramCache
 from tests.sweep.helpers import write_spec
 from tests.sweep.workloads_for_tests import GATE_ENV, LOG_ENV, SLEEP_ENV
 
@@ -56,21 +57,33 @@ def _wait_for_rows(db: Path, count: int, proc: subprocess.Popen[str]) -> None:
         time.sleep(0.02)
 
 
-def test_two_runners_on_one_database_do_each_run_once(tmp_path: Path) -> None:
+def test_two_runners_on_one_database_do_each_run_once(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     """Two ``hwsim sweep`` processes on one database. Each build waits at a gate that opens only
     once both runners hold a claim, so both are working on the database at the same time."""
     spec = write_spec(tmp_path, parameters=PARAMETERS, workloads=["workloads_for_tests.py:counted"])
     db, log, gate = tmp_path / "r.sqlite", tmp_path / "builds.log", tmp_path / "gate"
     command = [sys.executable, "-m", "hwsim.cli", "sweep", str(spec), "--db", str(db), "-j", "1"]
     env = {**_env(log, 0.05), GATE_ENV: str(gate)}
-    runners = [
-        subprocess.Popen([*command, "-q"], env=env, cwd=ROOT, stdout=subprocess.PIPE, text=True)
-        for _ in range(2)
+    runners = [  # different hash seeds: results must not depend on them
+        subprocess.Popen(
+            [*command, "-q"],
+            env={**env, "PYTHONHASHSEED": seed},
+            cwd=ROOT,
+            stdout=subprocess.PIPE,
+            text=True,
+        )
+        for seed in ("1", "2")
     ]
     deadline = time.monotonic() + 60
     while len(_claimants(db)) < 2:
-        assert all(r.poll() is None for r in runners), [r.communicate() for r in runners]
-        assert time.monotonic() < deadline, "the two runners never both held a claim"
+        if any(r.poll() is not None for r in runners) or time.monotonic() > deadline:
+            for runner in runners:  # the other one waits at the gate: stop it, then report
+                runner.kill()
+            pytest.fail(
+                f"the two runners never both held a claim: {[r.communicate() for r in runners]}"
+            )
         time.sleep(0.02)
     gate.touch()
     outputs = [r.communicate(timeout=120)[0] for r in runners]
@@ -84,6 +97,19 @@ def test_two_runners_on_one_database_do_each_run_once(tmp_path: Path) -> None:
     ran = [int(out.split(" runs in ")[0].rsplit("\n", 1)[-1]) for out in outputs]
     assert sorted(ran) == sorted(by_runner.values()) and sum(ran) == RUNS
     assert f"; {RUNS - ran[0]} by another runner" in outputs[0]
+    # the same results as one runner in this process: split over processes, nothing changes
+    alone = tmp_path / "alone.sqlite"
+    monkeypatch.setattr(execute, "_CACHE", ProgramCache())  # leave no lowering to later tests
+    run_sweep(load_sweep(spec), alone, jobs=1, progress=False)
+    assert _metrics(db) == _metrics(alone)
+
+
+def _metrics(db: Path) -> dict[str, tuple[object, ...]]:
+    frame = load_results(db)
+    return {
+        row["config_hash"]: (row["total_ns"], row["mbu_pct"], row["engines.tensor.busy_pct"])
+        for row in frame.to_dict("records")
+    }
 
 
 def _claimants(db: Path) -> set[str]:
@@ -124,6 +150,7 @@ def test_a_frozen_runner_loses_its_runs_when_its_lease_ends(
         [runner_a] = _claimants(db)
         gate.touch()
         monkeypatch.setenv(LOG_ENV, str(log))  # runner B (this process) logs its builds too
+        monkeypatch.setattr(execute, "_CACHE", ProgramCache())  # and builds each one here
         outcome = run_sweep(load_sweep(spec), db, jobs=1, progress=False, lease_s=1.0)
     finally:
         os.killpg(a.pid, signal.SIGCONT)

@@ -6,10 +6,12 @@ from __future__ import annotations
 
 import ast
 import importlib
+import multiprocessing
 import os
 import sqlite3
 from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -19,6 +21,8 @@ from tests.sweep.helpers import write_spec
 
 cli = importlib.import_module("hwsim.cli.main")
 SWEEP_DIR = Path(__file__).resolve().parents[2] / "hwsim" / "sweep"
+#: Rounds of three processes creating one new database at the same moment.
+CREATION_ROUNDS = 30
 
 
 def _random_bytes(db: Path, good: Path) -> None:
@@ -164,3 +168,32 @@ def test_nothing_read_from_a_database_is_unpickled_or_evaluated(module: str) -> 
 def test_the_checks_above_would_see_an_unpickling() -> None:
     check: Callable[[str], set[str]] = _calls_and_imports
     assert "pickle" in check("import pickle\npickle.loads(b'')") and "eval" in check("eval('1')")
+
+
+def _open_at_once(path: str, barrier: Any, results: Any) -> None:
+    from hwsim.sweep.store import ResultStore
+
+    barrier.wait()
+    try:
+        ResultStore(path).close()
+        results.put("ok")
+    except Exception as exc:  # reported to the test, which names it
+        results.put(f"{type(exc).__name__}: {exc}")
+
+
+def test_runners_creating_one_database_at_once_all_open_it(tmp_path: Path) -> None:
+    """Made whole under a temporary name and linked into place: no runner sees a half-made
+    database (switching a new file to WAL in place made a racing runner fail as 'locked')."""
+    context = multiprocessing.get_context("fork")
+    for round_ in range(CREATION_ROUNDS):
+        path = str(tmp_path / f"r{round_}.sqlite")
+        barrier, results = context.Barrier(3), context.Queue()
+        workers = [
+            context.Process(target=_open_at_once, args=(path, barrier, results)) for _ in range(3)
+        ]
+        for worker in workers:
+            worker.start()
+        for worker in workers:
+            worker.join(timeout=60)
+        assert [results.get(timeout=5) for _ in workers] == ["ok"] * 3
+    assert not [p.name for p in tmp_path.iterdir() if p.name.endswith(".tmp")]
