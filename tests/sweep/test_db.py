@@ -22,7 +22,7 @@ from tests.sweep.helpers import write_spec
 cli = importlib.import_module("hwsim.cli.main")
 SWEEP_DIR = Path(__file__).resolve().parents[2] / "hwsim" / "sweep"
 #: Rounds of three processes creating one new database at the same moment.
-CREATION_ROUNDS = 30
+CREATION_ROUNDS = 20
 
 
 def _random_bytes(db: Path, good: Path) -> None:
