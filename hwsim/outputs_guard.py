@@ -31,7 +31,7 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import IO, Any
 
-from hwsim.errors import HwsimError
+from hwsim.output_paths import OutputError, check_creatable, check_limits, resolved, shown
 from hwsim.run_marker import (
     DIR_FLAGS,
     MARKER,
@@ -44,20 +44,16 @@ from hwsim.run_marker import (
     write_marker,
 )
 
-#: Paths longer than this are shown shortened in messages (an error stays one readable line).
-_SHOWN_CHARS = 120
-
-
-class OutputError(HwsimError):
-    """An output path hwsim refuses or fails to write; the message says why and what would do."""
-
-
-def shown(path: str | Path) -> str:
-    """A path for a one-line message: long ones keep their start and end."""
-    text = str(path)
-    if len(text) <= _SHOWN_CHARS:
-        return text
-    return f"{text[:60]}...{text[-40:]} ({len(text)} characters)"
+__all__ = [
+    "MARKER",
+    "OutputError",
+    "OutputFolder",
+    "check_output_folder",
+    "claim_folder",
+    "output_file",
+    "session_folder",
+    "shown",
+]
 
 
 # ---- checking a path ----------------------------------------------------------------------------
@@ -69,7 +65,7 @@ def check_output_folder(path: str | Path, *, force: bool = False, flag: str = "-
     CLIs call it before a long simulation so a bad ``--out`` fails first. ``flag`` is how the
     caller spells forcing, for the message (``--force``, ``force=True``).
     """
-    folder = _resolved(path)
+    folder = resolved(path)
     if os.path.lexists(folder):
         if not folder.is_dir():
             raise OutputError(
@@ -81,79 +77,8 @@ def check_output_folder(path: str | Path, *, force: bool = False, flag: str = "-
         finally:
             os.close(fd)
     else:
-        _check_creatable(folder)
+        check_creatable(folder)
     return folder
-
-
-def _resolved(path: str | Path) -> Path:
-    """``path`` absolute (``~`` expanded) and resolved, after the length and place checks."""
-    absolute = Path(os.path.abspath(os.path.expanduser(os.fspath(path))))
-    _check_limits(absolute)
-    folder = absolute.resolve()
-    _check_limits(folder)
-    what = _forbidden(folder)
-    if what:
-        raise OutputError(
-            f"refusing to write into {shown(folder)} ({what}): name a new folder inside it"
-        )
-    return folder
-
-
-def _check_limits(path: Path) -> None:
-    anchor = _deepest_existing(path)
-    path_max = _pathconf(anchor, "PC_PATH_MAX", 4096)
-    name_max = _pathconf(anchor, "PC_NAME_MAX", 255)
-    size = len(os.fsencode(path))
-    if size >= path_max:
-        raise OutputError(
-            f"{shown(path)}: the path is {size} bytes, over this system's limit of {path_max} "
-            "(PATH_MAX); name a shorter one"
-        )
-    for part in path.parts:
-        if len(os.fsencode(part)) > name_max:
-            raise OutputError(
-                f"{shown(path)}: the name '{shown(part)}' is {len(os.fsencode(part))} bytes, over "
-                f"this filesystem's limit of {name_max} (NAME_MAX)"
-            )
-
-
-def _deepest_existing(path: Path) -> Path:
-    for candidate in (path, *path.parents):
-        if os.path.isdir(candidate):
-            return candidate
-    return Path(path.anchor or "/")
-
-
-def _pathconf(path: Path, name: str, default: int) -> int:
-    try:
-        return int(os.pathconf(path, name))
-    except (OSError, ValueError):
-        return default
-
-
-def _forbidden(folder: Path) -> str:
-    """Why ``folder`` may never receive outputs, or ''."""
-    if folder == Path(folder.anchor):
-        return "the filesystem root"
-    try:
-        if folder == Path.home().resolve():
-            return "your home directory"
-    except RuntimeError:  # no home directory known
-        pass
-    if os.path.ismount(folder):
-        return "the root of a mounted filesystem"
-    return ""
-
-
-def _check_creatable(folder: Path) -> None:
-    """The nearest existing ancestor of a missing folder is a writable folder."""
-    for parent in folder.parents:
-        if os.path.lexists(parent):
-            if not parent.is_dir():
-                raise OutputError(f"cannot create {shown(folder)}: {shown(parent)} is a file")
-            if not os.access(parent, os.W_OK | os.X_OK):
-                raise OutputError(f"cannot create {shown(folder)}: {shown(parent)} is not writable")
-            return
 
 
 def _open_user_dir(folder: Path) -> int:
@@ -348,7 +273,7 @@ def _claim_within(path: Path, within: Path, force: bool, flag: str) -> OutputFol
     # The base is where the user put something (a sweep's database): it is only reached, not
     # written into, so it may be any folder (their home too); the folder made below it is claimed.
     given = Path(os.path.abspath(os.path.expanduser(within)))
-    _check_limits(given)
+    check_limits(given)
     base = given.resolve()
     try:
         parts = Path(os.path.abspath(path)).relative_to(given).parts
@@ -356,7 +281,7 @@ def _claim_within(path: Path, within: Path, force: bool, flag: str) -> OutputFol
         raise OutputError(f"{shown(path)} is not inside {shown(within)}") from None
     if not parts or not all(plain_name(part) for part in parts):
         raise OutputError(f"{shown(path)}: name a folder inside {shown(within)}")
-    _check_limits(base.joinpath(*parts))
+    check_limits(base.joinpath(*parts))
     try:
         base.mkdir(parents=True, exist_ok=True)
     except OSError as exc:
@@ -397,7 +322,7 @@ def session_folder(
     """``claim_folder`` once per process and folder: every later claim of it in this process
     (each graph of a compiled model, each ``HwsimMode`` block) shares it rather than clearing
     what the earlier ones wrote. Never closed: it lives as long as the process."""
-    folder = _resolved(path)
+    folder = resolved(path)
     known = _SESSIONS.get(folder)
     if known is not None and not known.closed and _same_folder(known, folder):
         return known
@@ -421,7 +346,7 @@ def output_file(path: str | Path, mode: str = "w", **open_args: Any) -> Iterator
     """Write the file the user named (``-o PATH``), in place when the block ends (see the module
     doc); its folder is made if missing. ``open_args`` go to ``open``."""
     target = Path(os.path.abspath(os.path.expanduser(os.fspath(path))))
-    _check_limits(target)
+    check_limits(target)
     if target.is_symlink():
         raise OutputError(
             f"{shown(target)} is a symlink; hwsim replaces output files rather than write "
