@@ -101,8 +101,8 @@ class SimPartition(torch.nn.Module):
         if self.options.trace is not None:  # a run folder: trace.json, tables, plots
             from hwsim.trace.outputs import write_run_outputs
 
-            folder = self.options.trace / f"{self.name}_call{self._calls}"
-            write_run_outputs(run.result.trace, folder, summary=run.result.summary)
+            with self.options.trace.child(f"{self.name}_call{self._calls}") as folder:
+                write_run_outputs(run.result.trace, folder, summary=run.result.summary)
             self.report.save(self.options.trace)  # the report so far, next to the run folders
         return run.outputs
 

@@ -29,11 +29,14 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--config", default="trn2")
     parser.add_argument("--out", type=Path, help="output folder (default: a new one under traces/)")
+    parser.add_argument(
+        "--force", action="store_true", help="write into a non-empty --out that is not a run folder"
+    )
     args = parser.parse_args(argv)
     out = args.out or default_run_dir(f"demo-gpt2-{args.config}")
     model = tiny_gpt2()
     ids = tokens(2, 16)
-    options = {"config": args.config, "fallback": "error", "trace": str(out)}
+    options = {"config": args.config, "fallback": "error", "trace": str(out), "force": args.force}
     compiled = torch.compile(model, backend="hwsim", options=options, dynamic=False)
     print(f"hwsim demo: tiny GPT-2 forward (2 x 16 tokens) via torch.compile on {args.config}\n")
     start = time.perf_counter()

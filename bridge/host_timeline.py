@@ -108,5 +108,8 @@ class MixedGraph:
             meta={"graph": self.name, "host_events": timeline.events},
         )
         assert self.options.trace is not None
-        folder = self.options.trace / f"{self.name}_call{self.calls}_timeline"
-        write_chrome_trace(trace, folder / "trace.json")
+        with (
+            self.options.trace.child(f"{self.name}_call{self.calls}_timeline") as folder,
+            folder.open("trace.json", buffering=1 << 20) as stream,
+        ):
+            write_chrome_trace(trace, stream)

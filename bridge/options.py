@@ -7,7 +7,11 @@
     check      compare every simulated result with the CPU (default True)
     trace      a directory, or None. torch.compile writes a run folder per simulated call
                (trace.json for Perfetto, tables, plots) and the report so far (report.json,
-               report.txt); eager mode writes the report when its block ends
+               report.txt); eager mode writes the report when its block ends. The folder goes
+               through ``hwsim.outputs_guard``: it must be new, empty or an earlier trace folder
+               of ours (``.hwsim-run``); it is checked when the options are parsed, and claimed
+               once per process (the graphs of one model share it)
+    force      write ``trace`` into a non-empty folder that is not ours (default False)
     tiling     TilingOptions or a dict of its fields
     memory_plan  place intermediate values in HBM by lifetime, reusing bytes (default True;
                False gives every value its own bytes, to measure the plan: bridge.memory_plan)
@@ -23,7 +27,6 @@ from __future__ import annotations
 import difflib
 import warnings
 from dataclasses import dataclass, field, fields
-from pathlib import Path
 from typing import Any
 
 from hwsim.bridge.context import TilingOptions
@@ -31,6 +34,7 @@ from hwsim.bridge.errors import FallbackError, Unsupported
 from hwsim.bridge.precision import Precision
 from hwsim.bridge.report import Report
 from hwsim.config import HardwareConfig, load_config
+from hwsim.outputs_guard import OutputFolder, session_folder
 
 FALLBACK_POLICIES = ("cpu", "warn", "error")
 
@@ -41,11 +45,12 @@ class BridgeOptions:
     fallback: str = "cpu"
     precision: Precision = field(default_factory=Precision)
     check: bool = True
-    trace: Path | None = None
+    trace: OutputFolder | None = None
     tiling: TilingOptions = field(default_factory=TilingOptions)
     memory_plan: bool = True
     report: Report | None = None
     initcheck: bool | None = None
+    force: bool = False
 
     @classmethod
     def parse(cls, options: dict[str, Any] | None, mode: str = "compile") -> BridgeOptions:
@@ -68,17 +73,21 @@ class BridgeOptions:
         tiling = given.get("tiling") or TilingOptions()
         if isinstance(tiling, dict):
             tiling = TilingOptions(**tiling)
+        force = given.get("force", False)
+        if not isinstance(force, bool):
+            raise ValueError(f"hwsim option force={force!r}; valid: True, False")
         trace = given.get("trace")
         options_ = cls(
             config=hw,
             fallback=fallback,
             precision=Precision.parse(given.get("precision")),
             check=bool(given.get("check", True)),
-            trace=Path(trace) if trace else None,
+            trace=session_folder(trace, force=force) if trace else None,
             tiling=tiling,
             memory_plan=bool(given.get("memory_plan", True)),
             report=given.get("report"),
             initcheck=None if given.get("initcheck") is None else bool(given["initcheck"]),
+            force=force,
         )
         if options_.report is None:
             options_.report = Report(

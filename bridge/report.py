@@ -23,6 +23,7 @@ from rich.console import Console
 from rich.table import Table
 
 from hwsim.bridge.precision import ErrorStats
+from hwsim.outputs_guard import OutputFolder, claim_folder, output_file
 from hwsim.trace.records import Trace
 
 #: Columns of the report's text when it does not go to a terminal.
@@ -266,16 +267,20 @@ class Report:
     def to_json(self, path: str | Path | None = None) -> str:
         text = json.dumps(self.to_dict(), indent=2, default=str)
         if path is not None:
-            Path(path).write_text(text + "\n")
+            with output_file(path) as file:
+                file.write(text + "\n")
         return text
 
-    def save(self, folder: str | Path) -> Path:
-        """Write ``report.json`` and the readable ``report.txt`` (one row per node)."""
-        folder = Path(folder)
-        folder.mkdir(parents=True, exist_ok=True)
-        self.to_json(folder / "report.json")
-        (folder / "report.txt").write_text(self.text(per_node=True))
-        return folder
+    def save(self, folder: str | Path | OutputFolder, *, force: bool = False) -> Path:
+        """Write ``report.json`` and the readable ``report.txt`` (one row per node) into
+        ``folder``: a folder claimed through ``hwsim.outputs_guard``, or a path claimed here
+        (new, empty, or a folder of ours unless ``force``)."""
+        if not isinstance(folder, OutputFolder):
+            with claim_folder(folder, force=force, flag="force=True") as claimed:
+                return self.save(claimed)
+        folder.write_text("report.json", json.dumps(self.to_dict(), indent=2, default=str) + "\n")
+        folder.write_text("report.txt", self.text(per_node=True))
+        return folder.path
 
     def tables(self, per_node: bool | None = None) -> list[Table]:
         """Rich tables: ops (one row per node, or per op for big graphs), decompositions, CPU

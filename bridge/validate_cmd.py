@@ -7,7 +7,8 @@ from __future__ import annotations
 import argparse
 import json
 import sys
-from pathlib import Path
+
+from hwsim.outputs_guard import output_file
 
 DTYPE_CHOICES = ("float32", "bfloat16")
 
@@ -75,12 +76,14 @@ def _opinfo(args: argparse.Namespace) -> int:
         reference=args.reference,
         progress=progress,
     )
-    if args.docs:
-        Path(args.docs).write_text(markdown(run, _command(args)))
-        print(f"wrote {args.docs}", file=sys.stderr)
-    if args.json:
-        Path(args.json).write_text(json.dumps(to_dict(run), indent=1, default=str) + "\n")
-        print(f"wrote {args.json}", file=sys.stderr)
+    for path, text in (
+        (args.docs, lambda: markdown(run, _command(args))),
+        (args.json, lambda: json.dumps(to_dict(run), indent=1, default=str) + "\n"),
+    ):
+        if path:
+            with output_file(path) as file:
+                file.write(text())
+            print(f"wrote {path}", file=sys.stderr)
     for line in summary_lines(run):
         print(line)
     return 0 if run.meets_target else 1

@@ -70,7 +70,10 @@ def _show(args: argparse.Namespace) -> int:
 def _schema(args: argparse.Namespace) -> int:
     text = json_schema_text()
     if args.output:
-        args.output.write_text(text)
+        from hwsim.outputs_guard import output_file
+
+        with output_file(args.output) as file:
+            file.write(text)
         print(f"wrote {args.output}")
     else:
         print(text, end="")

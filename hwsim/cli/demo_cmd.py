@@ -16,20 +16,26 @@ def register(commands: argparse._SubParsersAction) -> None:
     parser.add_argument("--config", default="trn2", help="preset name or YAML path")
     parser.add_argument("--workload", default=DEMO_WORKLOAD, help="workload to simulate")
     parser.add_argument("--out", help="output directory (default: a fresh folder under traces/)")
+    parser.add_argument(
+        "--force", action="store_true", help="write into a non-empty --out that is not a run folder"
+    )
     parser.set_defaults(handler=_demo)
 
 
 def _demo(args: argparse.Namespace) -> int:
     from hwsim.config import load_config
+    from hwsim.outputs_guard import check_output_folder
     from hwsim.report.run_summary import print_summary
     from hwsim.trace.outputs import default_run_dir, write_run_outputs
     from hwsim.workloads.cli_run import run_workload
 
-    load_config(args.config)  # a bad config fails before anything is printed
+    load_config(args.config)  # a bad config or --out fails before anything is printed
+    if args.out is not None:
+        check_output_folder(args.out, force=args.force)
     print(f"hwsim demo: {args.workload} on {args.config}, with numerics, checked against numpy\n")
     result, summary = run_workload(args.workload, args.config)
     out_dir = args.out or default_run_dir(f"demo-{args.workload}")
-    paths = write_run_outputs(result.trace, out_dir, summary=summary)
+    paths = write_run_outputs(result.trace, out_dir, summary=summary, force=args.force)
     print_summary(summary)
     ok = summary.get("numerics_ok", True)
     print(

@@ -18,6 +18,9 @@ def register(commands: argparse._SubParsersAction) -> None:
     parser.add_argument("--json", action="store_true", help="print the summary as one JSON object")
     parser.add_argument("--timing-only", action="store_true", help="skip numerics (for sweeps)")
     parser.add_argument("--out", help="directory for trace, summary, tables and plots")
+    parser.add_argument(
+        "--force", action="store_true", help="write into a non-empty --out that is not a run folder"
+    )
     parser.add_argument("--list", action="store_true", help="list the built-in workloads")
     parser.set_defaults(handler=_run)
 

@@ -30,7 +30,8 @@ def register(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> N
         help="run a design-space sweep (SPEC.yaml), or export / plot its results",
         usage=_USAGE,
         description="Run every config x workload of a sweep spec in parallel, storing each "
-        "result in SQLite as it finishes (re-running resumes). See configs/sweeps/README.md.",
+        "result in SQLite as it finishes (re-running resumes; several runners may share one "
+        "database and split its runs). See configs/sweeps/README.md.",
     )
     parser.add_argument(
         "target",
@@ -139,9 +140,10 @@ def _run(args: argparse.Namespace) -> int:
         retry_failed=args.retry_failed,
         progress=not args.quiet,
     )
+    elsewhere = f"; {outcome.elsewhere} by another runner" if outcome.elsewhere else ""
     print(
         f"{outcome.ran} runs in {outcome.elapsed_s:.1f} s: {outcome.ok} ok, {outcome.failed} "
-        f"failed; {outcome.skipped} already done; {outcome.lowerings} lowerings"
+        f"failed; {outcome.skipped} already done{elsewhere}; {outcome.lowerings} lowerings"
     )
     if outcome.failed:
         print(f"failed runs keep their error: hwsim sweep export {db} -o results.csv")

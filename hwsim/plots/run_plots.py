@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import IO, TYPE_CHECKING, Any
 
 import numpy as np
 
@@ -37,8 +37,9 @@ _BUSY = "#4e79a7"
 _IDLE = "#e6e6e6"
 
 
-def plot(kind: str, run: RunData, path: str | Path) -> Path:
-    """Write the ``kind`` figure (timeline, util, memory, roofline) of ``run`` to ``path``."""
+def plot(kind: str, run: RunData, path: str | Path | IO[bytes]) -> Path:
+    """Write the ``kind`` figure (timeline, util, memory, roofline) of ``run`` as PNG to ``path``
+    (a file path, written through the output guard, or a binary stream)."""
     try:
         fn = PLOTS[kind]
     except KeyError:
@@ -55,11 +56,15 @@ def _figure(width: float, height: float) -> Figure:
     return Figure(figsize=(width, height), dpi=DPI, layout="constrained")
 
 
-def _save(fig: Figure, path: str | Path) -> Path:
-    path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fig.savefig(path, dpi=DPI)
-    return path
+def _save(fig: Figure, path: str | Path | IO[bytes]) -> Path:
+    if not isinstance(path, (str, Path)):
+        fig.savefig(path, format="png", dpi=DPI)
+        return Path(path.name)
+    from hwsim.outputs_guard import output_file
+
+    with output_file(path, "wb") as out:
+        fig.savefig(out, format="png", dpi=DPI)
+    return Path(path)
 
 
 def _title(run: RunData, what: str) -> str:
@@ -92,7 +97,7 @@ def _total_ns(run: RunData) -> float:
 # ---- timeline ------------------------------------------------------------------------------------
 
 
-def plot_timeline(run: RunData, path: str | Path) -> Path:
+def plot_timeline(run: RunData, path: str | Path | IO[bytes]) -> Path:
     """Gantt chart, one row per engine and DMA engine, coloured by source tag (or opcode).
 
     Up to DENSE_SLICES slices are drawn as bars; beyond that each row becomes a heat strip of
@@ -239,7 +244,7 @@ def _heat_strip(
 # ---- utilisation ---------------------------------------------------------------------------------
 
 
-def plot_utilisation(run: RunData, path: str | Path) -> Path:
+def plot_utilisation(run: RunData, path: str | Path | IO[bytes]) -> Path:
     """Stacked bars per engine: busy, waiting on DMA semaphores, waiting on engines, idle."""
     from matplotlib.patches import Patch
 
@@ -329,7 +334,7 @@ def _cores_note(summary: dict[str, Any]) -> str:
 # ---- memory --------------------------------------------------------------------------------------
 
 
-def plot_memory(run: RunData, path: str | Path) -> Path:
+def plot_memory(run: RunData, path: str | Path | IO[bytes]) -> Path:
     """SBUF and PSUM occupancy over time (with capacity), and HBM read/write bandwidth."""
     total = _total_ns(run)
     unit, scale = time_unit(total)
@@ -448,7 +453,7 @@ def plot_memory(run: RunData, path: str | Path) -> Path:
 # ---- roofline ------------------------------------------------------------------------------------
 
 
-def plot_roofline(run: RunData, path: str | Path) -> Path:
+def plot_roofline(run: RunData, path: str | Path | IO[bytes]) -> Path:
     """FLOP per HBM byte against FLOP/s, under the compute peak and the HBM and DMA roofs."""
     s = run.summary
     peaks = s.get("peaks") or {}
@@ -567,7 +572,7 @@ def _roofline_points(
     return points
 
 
-PLOTS: dict[str, Callable[[RunData, str | Path], Path]] = {
+PLOTS: dict[str, Callable[[RunData, str | Path | IO[bytes]], Path]] = {
     "timeline": plot_timeline,
     "util": plot_utilisation,
     "memory": plot_memory,

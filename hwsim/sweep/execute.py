@@ -8,20 +8,22 @@ joblib one small ``Task`` per run. A worker builds the workload's program throug
 to disk by the worker only when the spec asks. The parent writes each result in its own
 transaction as it arrives, so nothing finished is lost to Ctrl-C or a dead worker.
 
+Several runners (``hwsim sweep`` processes, on one host or many) may share one database: each
+claims a run before handing it out (``hwsim.sweep.leases``, ``hwsim.sweep.fanout``), so every run
+is done once, and a runner that dies leaves its runs to the others when its lease ends.
+
 ``lowering='parent'`` instead builds in the parent and sends each task its program (measured
 slower: see ``bench/sweep.py``; kept for backends whose workers cannot build).
 """
 
 from __future__ import annotations
 
-import dataclasses
 import os
 import re
 import socket
 import sys
 import time
 import traceback
-from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal
@@ -29,24 +31,18 @@ from typing import Any, Literal
 from hwsim.config.schema import HardwareConfig
 from hwsim.errors import HwsimError
 from hwsim.program import Program
-from hwsim.sweep.backends import BACKENDS, default_jobs, open_backend, require
+from hwsim.sweep.backends import BACKENDS, default_jobs, require
+from hwsim.sweep.db import database_errors
 from hwsim.sweep.errors import SweepError
+from hwsim.sweep.fanout import FanOut
+from hwsim.sweep.leases import DEFAULT_LEASE_S, Leases
 from hwsim.sweep.lowering import ProgramCache
 from hwsim.sweep.metrics import extract
-from hwsim.sweep.progress import SweepProgress
 from hwsim.sweep.spec import SweepPlan
 from hwsim.sweep.store import ResultStore
 from hwsim.sweep.workloads import SweepWorkload
 
 Lowering = Literal["worker", "parent"]
-#: Tasks joblib keeps queued ahead of the workers (per worker).
-PREFETCH_PER_WORKER = 2
-#: In-flight runs named when a worker dies.
-SUSPECTS_SHOWN = 3
-#: What joblib's backends raise when a worker process dies (loky, Dask, Ray).
-_WORKER_DEATHS = frozenset(
-    {"TerminatedWorkerError", "BrokenProcessPool", "KilledWorker", "WorkerCrashedError"}
-)
 
 
 @dataclass(frozen=True)
@@ -60,6 +56,7 @@ class Task:
     metrics: tuple[str, ...]
     numerics: bool
     trace_dir: str | None
+    trace_root: str | None  # the database's folder: trace_dir is made below it, links unfollowed
     parent_pid: int
     program: Program | None = None  # only with lowering='parent'
 
@@ -86,9 +83,11 @@ class SweepOutcome:
     lowerings: int
     elapsed_s: float
     backend: str
+    elsewhere: int = 0  # runs another runner on the same database did while this one ran
 
     @property
     def ran(self) -> int:
+        """Runs this runner did (``elsewhere`` and ``skipped`` are the others)."""
         return self.ok + self.failed
 
 
@@ -156,9 +155,11 @@ def run_task(task: Task) -> dict[str, Any]:
                 summary["max_abs_err"], summary["numerics_ok"] = float(err), bool(ok)
         result["metrics"] = extract(summary, task.metrics)
         if task.trace_dir:
+            from hwsim.outputs_guard import claim_folder
             from hwsim.trace.outputs import write_run_outputs
 
-            write_run_outputs(run_result.trace, task.trace_dir, summary=summary, plots=False)
+            with claim_folder(task.trace_dir, within=task.trace_root) as folder:
+                write_run_outputs(run_result.trace, folder, summary=summary, plots=False)
             result["trace_dir"] = task.trace_dir
         result["status"] = "ok"
     except Exception as exc:
@@ -189,8 +190,14 @@ def run_sweep(
     retry_failed: bool = False,
     progress: bool = True,
     lowering: Lowering = "worker",
+    lease_s: float = DEFAULT_LEASE_S,
 ) -> SweepOutcome:
-    """Run every (config, workload) of ``plan`` not yet finished in ``db``; see the module doc."""
+    """Run every (config, workload) of ``plan`` not yet finished in ``db``; see the module doc.
+
+    Other runners may work on ``db`` at the same time: each run is claimed for ``lease_s``
+    seconds, renewed while this runner lives (``hwsim.sweep.leases``), and this call returns when
+    every run of the plan is recorded, by this runner or another.
+    """
     require("joblib", "sweep")
     if backend not in BACKENDS:
         raise SweepError(f"unknown backend '{backend}'; valid: {', '.join(BACKENDS)}")
@@ -198,18 +205,30 @@ def run_sweep(
     jobs = jobs or default_jobs()
     if jobs < 1:
         raise SweepError(f"--jobs must be at least 1, got {jobs}")
-    counts = {"ok": 0, "failed": 0, "lowerings": 0}
+    counts = {"ok": 0, "failed": 0, "lowerings": 0, "elsewhere": 0}
     start = time.perf_counter()
     with ResultStore(db_path) as store:
         store.prepare(plan, jobs, backend)
-        tasks = _tasks(plan, db_path, store.finished(plan.spec.numerics, retry_failed))
+        keys = [(p.config_hash, w.key) for w in plan.workloads for p in plan.points]
+        seen = store.todo(keys, plan.spec.numerics, retry_failed)
+        tasks = _tasks(plan, db_path, seen)
         skipped = plan.runs - len(tasks)
         outcome = "completed"
         try:
             if tasks:
                 where = f"({skipped} already in {db_path})"
-                run = _Run(plan, store, counts, progress, lowering)
-                run.execute(tasks, where, backend, jobs, address)
+                with database_errors(db_path), Leases(db_path, lease_s) as leases:
+                    fan = FanOut(
+                        plan,
+                        store,
+                        leases,
+                        seen,
+                        counts,
+                        work=run_task,
+                        progress=progress,
+                        lowering=lowering,
+                    )
+                    fan.execute(tasks, where, backend, jobs, address)
         except KeyboardInterrupt:
             outcome = "interrupted"
             if progress:
@@ -235,17 +254,20 @@ def run_sweep(
         counts["lowerings"],
         elapsed,
         backend,
+        counts["elsewhere"],
     )
 
 
-def _tasks(plan: SweepPlan, db_path: Path, done: set[tuple[str, str]]) -> list[Task]:
-    """Runs still to do, workload by workload, each in the plan's point order (so runs sharing
-    a lowering tend to follow each other and find it in the worker's cache)."""
+def _tasks(plan: SweepPlan, db_path: Path, todo: dict[tuple[str, str], int]) -> list[Task]:
+    """Runs still to do (the keys of ``todo``), workload by workload, each in the plan's point
+    order (so runs sharing a lowering tend to follow each other and find it in the worker's
+    cache)."""
     traces = db_path.with_name(db_path.stem + "-traces") if plan.spec.traces else None
+    root = str(db_path.parent) if traces else None
     tasks = []
     for workload in plan.workloads:
         for point in plan.points:
-            if (point.config_hash, workload.key) in done:
+            if (point.config_hash, workload.key) not in todo:
                 continue
             trace_dir = str(traces / _slug(workload.key) / point.config_hash) if traces else None
             tasks.append(
@@ -257,6 +279,7 @@ def _tasks(plan: SweepPlan, db_path: Path, done: set[tuple[str, str]]) -> list[T
                     tuple(plan.metrics),
                     plan.spec.numerics,
                     trace_dir,
+                    root,
                     os.getpid(),
                 )
             )
@@ -265,99 +288,3 @@ def _tasks(plan: SweepPlan, db_path: Path, done: set[tuple[str, str]]) -> list[T
 
 def _slug(text: str) -> str:
     return re.sub(r"[^A-Za-z0-9_.-]+", "_", text).strip("_") or "workload"
-
-
-class _Run:
-    """One invocation's fan-out: feeds joblib the tasks, records each result as it arrives."""
-
-    def __init__(
-        self,
-        plan: SweepPlan,
-        store: ResultStore,
-        counts: dict[str, int],
-        progress: bool,
-        lowering: Lowering,
-    ) -> None:
-        self.plan, self.store, self.counts = plan, store, counts
-        self.progress, self.lowering = progress, lowering
-        self.params = {p.config_hash: p.params for p in plan.points}
-        self.in_flight: dict[tuple[str, str], Task] = {}
-
-    def execute(
-        self, tasks: list[Task], where: str, backend: str, jobs: int, address: str | None
-    ) -> None:
-        from hwsim.kernels import warm_up
-
-        warm_up()  # compile or load every kernel once, before workers start
-        title = f"sweep {self.plan.spec.name}"
-        with open_backend(backend, jobs, address) as place:
-            if self.progress:
-                print(
-                    f"{title}: {len(tasks)} runs {where} on {place.description}",
-                    file=sys.stderr,
-                    flush=True,
-                )
-            with SweepProgress(len(tasks), title, enabled=self.progress) as bar:
-                self._collect(tasks, bar)
-
-    def _feed(self, tasks: list[Task]) -> Iterator[Any]:
-        joblib = require("joblib", "sweep")
-        parent_cache = ProgramCache() if self.lowering == "parent" else None
-        for task in tasks:
-            if parent_cache is not None:
-                task = _with_program(task, parent_cache, self.counts)
-            self.in_flight[task.key] = task
-            yield joblib.delayed(run_task)(task)
-
-    def _collect(self, tasks: list[Task], bar: SweepProgress) -> None:
-        joblib = require("joblib", "sweep")
-        parallel = joblib.Parallel(
-            return_as="generator_unordered", pre_dispatch=f"{PREFETCH_PER_WORKER}*n_jobs"
-        )
-        try:
-            for result in parallel(self._feed(tasks)):
-                self.in_flight.pop((result["config_hash"], result["workload"]), None)
-                self.store.record(result, self.params[result["config_hash"]])
-                ok = result["status"] == "ok"
-                self.counts["ok" if ok else "failed"] += 1
-                if self.lowering == "worker" and result.get("lowering_cached") is False:
-                    self.counts["lowerings"] += 1
-                bar.advance(ok)
-        except Exception as exc:
-            if type(exc).__name__ in _WORKER_DEATHS:
-                raise SweepError(self._worker_died(exc)) from exc
-            raise
-
-    def _worker_died(self, exc: Exception) -> str:
-        suspects = [f"{t.workload.key} on config {t.config_hash}" for t in self.in_flight.values()]
-        shown = "; ".join(suspects[:SUSPECTS_SHOWN])
-        more = (
-            f" (+{len(suspects) - SUSPECTS_SHOWN} queued)" if len(suspects) > SUSPECTS_SHOWN else ""
-        )
-        done = self.counts["ok"] + self.counts["failed"]
-        return (
-            f"a worker process died ({type(exc).__name__}); the {done} runs finished so far are "
-            f"saved in {self.store.path}, and running the same command resumes. "
-            f"Runs in flight: {shown}{more}"
-        )
-
-
-def _with_program(task: Task, cache: ProgramCache, counts: dict[str, int]) -> Task:
-    """The task carrying its program, built in the parent (input values dropped if timing-only).
-
-    A build error is left for the worker to reproduce and record."""
-    try:
-        program, cached, _ = cache.get(
-            task.lowering_key, lambda c: task.workload.build(c, task.numerics), task.config
-        )
-    except Exception:
-        return task
-    counts["lowerings"] += 0 if cached else 1
-    if not task.numerics:
-        program = dataclasses.replace(
-            program,
-            hbm={
-                name: dataclasses.replace(decl, values=None) for name, decl in program.hbm.items()
-            },
-        )
-    return dataclasses.replace(task, program=program)

@@ -76,10 +76,11 @@ def new_figure(width: float, height: float) -> Figure:
 
 
 def save_figure(fig: Figure, path: str | Path) -> Path:
-    path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fig.savefig(path, dpi=DPI)
-    return path
+    from hwsim.outputs_guard import output_file
+
+    with output_file(path, "wb") as out:
+        fig.savefig(out, format="png", dpi=DPI)
+    return Path(path)
 
 
 def titles(fig: Figure, title: str, note: str) -> None:

@@ -1,18 +1,20 @@
 """Sweep results in SQLite: one row per (config hash, workload), written as each run finishes.
 
-Tables:
+Tables (schema and versions in ``hwsim.sweep.db``):
 
 - ``runs``: the key (``config_hash``, ``workload``), ``status`` ('ok' or 'failed'), ``error`` and
   ``traceback`` of a failed run, ``attempts`` (times the row was written: 1 unless retried),
-  timings (``wall_s``, ``build_s``, ``simulate_s``), ``lowering_cached``, and one column per swept
-  parameter and per recorded metric, named by its dotted path;
+  timings (``wall_s``, ``build_s``, ``simulate_s``), ``lowering_cached``, the ``worker`` process
+  and the ``runner`` (``hwsim sweep`` process) that ran it, and one column per swept parameter and
+  per recorded metric, named by its dotted path;
 - ``columns``: which of those columns are parameters and which metrics (in first-seen order);
 - ``configs``: the effective config of each hash, as JSON;
-- ``invocations``: one row per ``hwsim sweep`` run (spec text, jobs, backend, counts, when).
+- ``invocations``: one row per ``hwsim sweep`` run (spec text, jobs, backend, counts, when);
+- ``claims``: which runner holds which run, until when (``hwsim.sweep.leases``).
 
 Each result is its own transaction and the database is in WAL mode, so a sweep killed at any
 moment leaves every finished row and a consistent file; readers (export, plots) never block the
-writer. Only the sweep's parent process writes.
+writers. Several runners may write one database at once: each records only the runs it claimed.
 """
 
 from __future__ import annotations
@@ -20,64 +22,19 @@ from __future__ import annotations
 import csv
 import datetime as dt
 import json
-import sqlite3
 from collections.abc import Iterable, Mapping
 from contextlib import closing
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from hwsim.outputs_guard import output_file
+from hwsim.sweep.db import RUN_COLUMNS, database_errors, immediate, open_database, run_columns
 from hwsim.sweep.errors import SweepError
 
 if TYPE_CHECKING:
     from hwsim.sweep.spec import SweepPlan
 
-#: Fixed columns of ``runs`` (after the key), in the order results list them.
-RUN_COLUMNS = {
-    "status": "TEXT NOT NULL CHECK (status IN ('ok', 'failed'))",
-    "error": "TEXT",
-    "attempts": "INTEGER NOT NULL DEFAULT 1",
-    "wall_s": "REAL",
-    "build_s": "REAL",
-    "simulate_s": "REAL",
-    "lowering_cached": "INTEGER",
-    "numerics": "INTEGER NOT NULL",
-    "sweep": "TEXT",
-    "point": "INTEGER",
-    "worker": "TEXT",
-    "finished_at": "TEXT",
-    "trace_dir": "TEXT",
-    "traceback": "TEXT",
-}
-_SCHEMA = f"""
-CREATE TABLE IF NOT EXISTS runs (
-    config_hash TEXT NOT NULL,
-    workload TEXT NOT NULL,
-    {", ".join(f"{name} {kind}" for name, kind in RUN_COLUMNS.items())},
-    PRIMARY KEY (config_hash, workload)
-);
-CREATE TABLE IF NOT EXISTS columns (
-    name TEXT PRIMARY KEY,
-    role TEXT NOT NULL CHECK (role IN ('parameter', 'metric'))
-);
-CREATE TABLE IF NOT EXISTS configs (
-    config_hash TEXT PRIMARY KEY,
-    config_json TEXT NOT NULL
-);
-CREATE TABLE IF NOT EXISTS invocations (
-    id INTEGER PRIMARY KEY AUTOINCREMENT,
-    sweep TEXT NOT NULL,
-    spec_path TEXT,
-    spec_text TEXT,
-    started_at TEXT NOT NULL,
-    finished_at TEXT,
-    jobs INTEGER,
-    backend TEXT,
-    planned INTEGER,
-    ok INTEGER,
-    failed INTEGER,
-    outcome TEXT
-);
-"""
+__all__ = ["RUN_COLUMNS", "ResultStore", "export_results", "load_results", "read_rows"]
 
 
 def quote(name: str) -> str:
@@ -89,28 +46,15 @@ def _now() -> str:
     return dt.datetime.now(dt.UTC).isoformat(timespec="milliseconds")
 
 
-def connect(path: str | Path) -> sqlite3.Connection:
-    """A connection in WAL mode that waits (rather than fails) while another holds the lock."""
-    try:
-        conn = sqlite3.connect(path, timeout=30)
-        conn.execute("PRAGMA journal_mode=WAL")
-        # NORMAL: a commit survives the process being killed (it is in the WAL); only a power
-        # cut can roll back the last commits, and the file stays consistent either way.
-        conn.execute("PRAGMA synchronous=NORMAL")
-    except sqlite3.DatabaseError as exc:
-        raise SweepError(f"{path}: not a sweep results database ({exc})") from exc
-    return conn
-
-
 class ResultStore:
-    """The writer side: prepares the tables for a plan, says what is finished, records results."""
+    """The writer side: prepares the tables for a plan, says what is left, records results.
+
+    Every method turns an SQLite error into a one-line ``SweepError`` naming the database.
+    """
 
     def __init__(self, path: str | Path) -> None:
         self.path = Path(path)
-        self.path.parent.mkdir(parents=True, exist_ok=True)
-        self.conn = connect(self.path)
-        with self.conn:
-            self.conn.executescript(_SCHEMA)
+        self.conn = open_database(self.path, write=True)
         self._invocation: int | None = None
         self._params: list[str] = []
         self._metrics: list[str] = []
@@ -129,9 +73,10 @@ class ResultStore:
         """Add the plan's parameter and metric columns, its configs, and an invocation row."""
         self._params, self._metrics = list(plan.parameters), plan.metrics
         self._sweep = plan.spec.name
-        have = {row[1] for row in self.conn.execute("PRAGMA table_info(runs)")}
-        roles = dict(self.conn.execute("SELECT name, role FROM columns").fetchall())
-        with self.conn:
+        with database_errors(self.path), immediate(self.conn):
+            # read under the write lock: another runner may be adding the same columns
+            have = {row[1] for row in self.conn.execute("PRAGMA table_info(runs)")}
+            roles = dict(self.conn.execute("SELECT name, role FROM columns").fetchall())
             for names, role in ((self._params, "parameter"), (self._metrics, "metric")):
                 for name in names:
                     if roles.get(name, role) != role:
@@ -158,22 +103,48 @@ class ResultStore:
             )
             self._invocation = cursor.lastrowid
 
-    def finished(self, numerics: bool, retry_failed: bool) -> set[tuple[str, str]]:
-        """Keys (config hash, workload) a run of this plan skips.
+    def todo(
+        self, keys: Iterable[tuple[str, str]], numerics: bool, retry_failed: bool
+    ) -> dict[tuple[str, str], int]:
+        """The keys (config hash, workload) not finished -> their row's ``attempts`` (0: none).
 
-        Skipped: ok rows (that ran with numerics, if numerics are asked for now) and, unless
+        Finished: ok rows (that ran with numerics, if numerics are asked for now) and, unless
         ``retry_failed``, failed rows.
         """
-        rows = self.conn.execute("SELECT config_hash, workload, status, numerics FROM runs")
-        done = set()
-        for config_hash, workload, status, had_numerics in rows:
+        with database_errors(self.path):
+            rows = self.conn.execute(
+                "SELECT config_hash, workload, status, numerics, attempts FROM runs"
+            ).fetchall()
+        found = {(h, w): (status, had, attempts) for h, w, status, had, attempts in rows}
+        left = {}
+        for key in keys:
+            if key not in found:
+                left[key] = 0
+                continue
+            status, had_numerics, attempts = found[key]
             finished = status == "ok" and (had_numerics or not numerics)
-            if finished or (status == "failed" and not retry_failed):
-                done.add((config_hash, workload))
-        return done
+            if not (finished or (status == "failed" and not retry_failed)):
+                left[key] = int(attempts)
+        return left
 
-    def record(self, result: Mapping[str, Any], params: Mapping[str, Any]) -> None:
-        """Write a finished run in its own transaction; a rerun overwrites it, attempts + 1."""
+    def attempts(self, keys: Iterable[tuple[str, str]]) -> dict[tuple[str, str], tuple[int, str]]:
+        """(attempts, status) of the keys that have a row."""
+        wanted = set(keys)
+        with database_errors(self.path):
+            rows = self.conn.execute("SELECT config_hash, workload, attempts, status FROM runs")
+            return {(h, w): (int(a), s) for h, w, a, s in rows if (h, w) in wanted}
+
+    def record(
+        self,
+        result: Mapping[str, Any],
+        params: Mapping[str, Any],
+        *,
+        seen_attempts: int = 0,
+        runner: str | None = None,
+    ) -> bool:
+        """Write a finished run in its own transaction (a rerun overwrites it, attempts + 1) and
+        release ``runner``'s lease on it; False, writing nothing, if another runner recorded it
+        since this one saw ``seen_attempts``."""
         row: dict[str, Any] = {
             "config_hash": result["config_hash"],
             "workload": result["workload"],
@@ -183,6 +154,7 @@ class ResultStore:
         }
         row["finished_at"] = _now()
         row["sweep"] = self._sweep
+        row["runner"] = runner
         names = list(row)
         updates = ", ".join(
             f"{quote(n)} = excluded.{quote(n)}"
@@ -195,14 +167,26 @@ class ResultStore:
             f"ON CONFLICT (config_hash, workload) DO UPDATE SET {updates}, "
             "attempts = runs.attempts + 1"
         )
-        with self.conn:
+        key = (row["config_hash"], row["workload"])
+        with database_errors(self.path), immediate(self.conn):
+            found = self.conn.execute(
+                "SELECT attempts FROM runs WHERE config_hash = ? AND workload = ?", key
+            ).fetchone()
+            if (found[0] if found else 0) != seen_attempts:
+                return False
             self.conn.execute(sql, [_sqlite_value(row[n]) for n in names])
+            self.conn.execute(
+                "UPDATE claims SET claimed_by = NULL, lease_until = NULL "
+                "WHERE config_hash = ? AND workload = ? AND claimed_by = ?",
+                (*key, runner),
+            )
+        return True
 
     def finish(self, ok: int, failed: int, outcome: str) -> None:
         """Close this invocation's row ('completed', 'interrupted', 'error: ...')."""
         if self._invocation is None:
             return
-        with self.conn:
+        with database_errors(self.path), immediate(self.conn):
             self.conn.execute(
                 "UPDATE invocations SET finished_at = ?, ok = ?, failed = ?, outcome = ? "
                 "WHERE id = ?",
@@ -225,18 +209,15 @@ def _sqlite_value(value: Any) -> Any:
 def read_rows(
     db: str | Path, *, status: str | None = None, sweep: str | None = None
 ) -> tuple[list[dict[str, Any]], list[str], list[str]]:
-    """(rows as dicts, parameter columns, metric columns) of a results database."""
-    path = Path(db)
-    if not path.is_file():
-        raise SweepError(f"{db}: no such results database")
-    with closing(connect(path)) as conn:
-        try:
-            roles = conn.execute("SELECT name, role FROM columns ORDER BY rowid").fetchall()
-        except sqlite3.DatabaseError as exc:
-            raise SweepError(f"{db}: not a sweep results database ({exc})") from exc
+    """(rows as dicts, parameter columns, metric columns) of a results database.
+
+    Rows have every column of ``RUN_COLUMNS`` (None where an older database lacks one).
+    """
+    with closing(open_database(db, write=False)) as conn, database_errors(db):
+        roles = conn.execute("SELECT name, role FROM columns ORDER BY rowid").fetchall()
         params = [name for name, role in roles if role == "parameter"]
         metrics = [name for name, role in roles if role == "metric"]
-        order = ["workload", *params, *metrics, *RUN_COLUMNS, "config_hash"]
+        order = ["workload", *params, *metrics, *run_columns(conn), "config_hash"]
         where, args = [], []
         if status is not None:
             where.append("status = ?")
@@ -250,7 +231,8 @@ def read_rows(
             "ORDER BY sweep, workload, point, config_hash",
             args,
         )
-        rows = [dict(zip(order, values, strict=True)) for values in cursor]
+        blank = dict.fromkeys(RUN_COLUMNS)
+        rows = [blank | dict(zip(order, values, strict=True)) for values in cursor]
     return rows, params, metrics
 
 
@@ -277,7 +259,6 @@ def export_results(db: str | Path, output: str | Path) -> Path:
         raise SweepError(f"{output}: export writes .csv or .parquet files")
     rows, params, metrics = read_rows(db)
     columns = ["workload", *params, *metrics, *RUN_COLUMNS, "config_hash"]
-    output.parent.mkdir(parents=True, exist_ok=True)
     if suffix == ".csv":
         _write_csv(output, columns, rows)
         return output
@@ -293,12 +274,13 @@ def export_results(db: str | Path, output: str | Path) -> Path:
     for name in frame.columns:  # a column mixing ints and text (e.g. a point set) as text
         if frame[name].dtype == object and frame[name].map(type).nunique() > 1:
             frame[name] = frame[name].map(lambda v: None if v is None else str(v))
-    frame.to_parquet(output, index=False)
+    with output_file(output, "wb") as file:
+        frame.to_parquet(file, index=False)
     return output
 
 
 def _write_csv(output: Path, columns: list[str], rows: Iterable[Mapping[str, Any]]) -> None:
-    with output.open("w", newline="") as file:
+    with output_file(output, "w", newline="") as file:
         writer = csv.DictWriter(file, fieldnames=columns)
         writer.writeheader()
         writer.writerows(rows)

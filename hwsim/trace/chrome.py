@@ -79,21 +79,25 @@ def dma_tid(queue: int, dma_engine: int, engines_per_core: int = 256) -> int:
 
 def write_chrome_trace(
     trace: Trace,
-    path: str | Path,
+    path: str | Path | IO[str],
     *,
     summary: dict[str, Any] | None = None,
     counter_bins: int = COUNTER_BINS,
 ) -> Path:
-    """Write ``trace`` as Chrome Trace Event JSON at ``path``; returns the path.
+    """Write ``trace`` as Chrome Trace Event JSON at ``path`` (a file path, written through the
+    output guard, or a text stream open for writing); returns the path.
 
     Streams: events go to the file as they are formatted; only per-semaphore and per-record index
     arrays (a few int64 per record) are held, never the event list.
     """
-    path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    with path.open("w", encoding="utf-8", buffering=1 << 20) as out:
+    if not isinstance(path, (str, Path)):
+        _Writer(trace, path, summary, counter_bins).write()
+        return Path(path.name)
+    from hwsim.outputs_guard import output_file
+
+    with output_file(path, "w", buffering=1 << 20) as out:
         _Writer(trace, out, summary, counter_bins).write()
-    return path
+    return Path(path)
 
 
 class _EventStream:

@@ -15,7 +15,7 @@ import time
 from array import array
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
@@ -31,6 +31,9 @@ from hwsim.trace.analysis import (
 )
 from hwsim.trace.occupancy import OperandSpans
 from hwsim.trace.records import Trace, engine_order
+
+if TYPE_CHECKING:
+    from hwsim.outputs_guard import OutputFolder
 
 TRACE_FILE = "trace.json"
 SUMMARY_FILE = "summary.json"
@@ -72,33 +75,44 @@ class RunData:
 
 def write_run_outputs(
     trace: Trace,
-    out_dir: str | Path,
+    out_dir: str | Path | OutputFolder,
     summary: dict[str, Any] | None = None,
     *,
     plots: bool = True,
+    force: bool = False,
 ) -> dict[str, Path]:
     """Write trace.json, summary.json, tables/ (CSV, + Parquet with pyarrow) and the PNGs.
 
+    ``out_dir`` is a folder claimed through ``hwsim.outputs_guard`` or a path claimed here (with
+    ``force``: a non-empty folder that is not a run folder of ours is written into anyway).
     Returns {"trace": ..., "summary": ..., "Instruction.csv": ..., "timeline": ..., ...}.
     """
+    from hwsim.outputs_guard import OutputFolder, claim_folder
     from hwsim.trace.chrome import write_chrome_trace
     from hwsim.trace.stats import summarize
     from hwsim.trace.tables import write_tables
 
-    out = Path(out_dir)
-    out.mkdir(parents=True, exist_ok=True)
+    if not isinstance(out_dir, OutputFolder):
+        with claim_folder(out_dir, force=force) as folder:
+            return write_run_outputs(trace, folder, summary, plots=plots)
+    out = out_dir
     summary = summary if summary is not None else summarize(trace)
-    paths = {"trace": write_chrome_trace(trace, out / TRACE_FILE, summary=summary)}
-    summary_path = out / SUMMARY_FILE
-    summary_path.write_text(json.dumps(summary, indent=1, default=str) + "\n")
-    paths["summary"] = summary_path
-    paths.update(write_tables(trace, out / TABLES_DIR, summary))
+    with out.open(TRACE_FILE, buffering=1 << 20) as stream:
+        write_chrome_trace(trace, stream, summary=summary)
+    paths = {"trace": out.path / TRACE_FILE}
+    paths["summary"] = out.write_text(
+        SUMMARY_FILE, json.dumps(summary, indent=1, default=str) + "\n"
+    )
+    with out.subdir(TABLES_DIR) as tables:
+        paths.update(write_tables(trace, tables, summary))
     if plots:
         from hwsim.plots import plot
 
         run = run_data(trace, summary)
         for kind, name in PLOT_FILES.items():
-            paths[kind] = plot(kind, run, out / name)
+            with out.open(name, "wb") as png:
+                plot(kind, run, png)
+            paths[kind] = out.path / name
     return paths
 
 

@@ -19,8 +19,9 @@ from __future__ import annotations
 import csv
 import warnings
 from collections.abc import Iterable, Iterator
+from contextlib import ExitStack
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from hwsim.engines import profiler_name
 from hwsim.trace.analysis import (
@@ -31,6 +32,9 @@ from hwsim.trace.analysis import (
     facts_memo,
 )
 from hwsim.trace.records import Trace
+
+if TYPE_CHECKING:
+    from hwsim.outputs_guard import OutputFolder
 
 TABLE_NAMES = ("Instruction", "DmaPacket", "SemaphoreUpdate", "Summary")
 #: Rows per Parquet record batch (bounds memory for million-row tables).
@@ -100,20 +104,25 @@ SEMAPHORE_UPDATE_COLUMNS: list[Column] = [
 
 def write_tables(
     trace: Trace,
-    out_dir: str | Path,
+    out_dir: str | Path | OutputFolder,
     summary: dict[str, Any] | None = None,
     *,
     parquet: bool = True,
 ) -> dict[str, Path]:
-    """Write the four tables as ``<Name>.csv`` (and ``<Name>.parquet``) in ``out_dir``.
+    """Write the four tables as ``<Name>.csv`` (and ``<Name>.parquet``) in ``out_dir`` (a folder
+    claimed through the output guard, or a path that is claimed here).
 
     Returns {"Instruction.csv": path, ...}. Parquet is skipped, with a warning, when pyarrow is
     not installed (``pip install hwsim[parquet]``).
     """
+    from hwsim.outputs_guard import OutputFolder, claim_folder
+
+    if not isinstance(out_dir, OutputFolder):
+        with claim_folder(out_dir) as folder:
+            return write_tables(trace, folder, summary, parquet=parquet)
     from hwsim.trace.stats import summarize
 
-    out = Path(out_dir)
-    out.mkdir(parents=True, exist_ok=True)
+    out = out_dir
     pa = _pyarrow() if parquet else None
     summary = summary if summary is not None else summarize(trace)
     tables = {
@@ -272,16 +281,17 @@ def _pyarrow() -> Any:
 
 
 def _write_table(
-    out: Path, name: str, columns: list[Column], rows: Iterable[tuple[Any, ...]], pa: Any
+    out: OutputFolder, name: str, columns: list[Column], rows: Iterable[tuple[Any, ...]], pa: Any
 ) -> dict[str, Path]:
-    csv_path = out / f"{name}.csv"
-    parquet_path = out / f"{name}.parquet"
-    writer = None
-    if pa is not None:
-        types = {"int": pa.int64(), "float": pa.float64(), "str": pa.string()}
-        schema = pa.schema([(column, types[kind]) for column, kind in columns])
-        writer = pa.parquet.ParquetWriter(parquet_path, schema)
-    with csv_path.open("w", newline="", encoding="utf-8") as f:
+    csv_name, parquet_name = f"{name}.csv", f"{name}.parquet"
+    with ExitStack() as files:
+        writer = None
+        if pa is not None:
+            types = {"int": pa.int64(), "float": pa.float64(), "str": pa.string()}
+            schema = pa.schema([(column, types[kind]) for column, kind in columns])
+            stream = files.enter_context(out.open(parquet_name, "wb"))
+            writer = files.enter_context(pa.parquet.ParquetWriter(stream, schema))
+        f = files.enter_context(out.open(csv_name, "w", newline=""))
         out_csv = csv.writer(f)
         out_csv.writerow([column for column, _ in columns])
         batch: list[tuple[Any, ...]] = []
@@ -292,9 +302,8 @@ def _write_table(
                 batch = []
         _flush(batch, out_csv, writer, pa)
     if writer is not None:
-        writer.close()
-        return {f"{name}.csv": csv_path, f"{name}.parquet": parquet_path}
-    return {f"{name}.csv": csv_path}
+        return {csv_name: out.path / csv_name, parquet_name: out.path / parquet_name}
+    return {csv_name: out.path / csv_name}
 
 
 def _flush(batch: list[tuple[Any, ...]], out_csv: Any, writer: Any, pa: Any) -> None:

@@ -63,11 +63,15 @@ def run_from_cli(args: argparse.Namespace) -> int:
         return 0
     if not args.workload:
         raise WorkloadError("name a workload (e.g. gemm:512x1024x2048:bf16) or use --list")
+    if args.out is not None:  # a refused --out fails before the simulation, not after
+        from hwsim.outputs_guard import check_output_folder
+
+        check_output_folder(args.out, force=args.force)
     result, summary = run_workload(
         args.workload, args.config, args.overrides, numerics=not args.timing_only
     )
     if args.out is not None or not args.json:
-        _write_outputs(result, summary, args.out)
+        _write_outputs(result, summary, args.out, args.force)
     if args.json:
         print(json.dumps(summary, indent=None, default=str))
     else:
@@ -75,11 +79,11 @@ def run_from_cli(args: argparse.Namespace) -> int:
     return 0 if summary.get("numerics_ok", True) else 1
 
 
-def _write_outputs(result: Any, summary: dict[str, Any], out: str | None) -> None:
+def _write_outputs(result: Any, summary: dict[str, Any], out: str | None, force: bool) -> None:
     from hwsim.trace.outputs import default_run_dir, write_run_outputs
 
     out_dir = out or default_run_dir(summary.get("workload", "run"))
-    paths = write_run_outputs(result.trace, out_dir, summary=summary)
+    paths = write_run_outputs(result.trace, out_dir, summary=summary, force=force)
     summary["out_dir"] = str(out_dir)
     summary["files"] = sorted(str(p) for p in paths.values())
 

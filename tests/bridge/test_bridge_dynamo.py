@@ -114,6 +114,9 @@ def test_cpu_fallbacks_are_on_the_host_track_of_the_call_timeline(tmp_path):
     assert "host time" in str(report)
     saved = json.loads((tmp_path / "report.json").read_text())
     assert saved["fallbacks"][0]["op"] == "aten.sort.default" and saved["timelines"]
+    listed = (tmp_path / ".hwsim-run").read_text().splitlines()  # the output guard's marker
+    assert "report.json" in listed and f"{folder.name}/" in listed
+    assert all((tmp_path / f"{e['args']['run']}_call1" / ".hwsim-run").is_file() for e in simulated)
 
 
 def test_fallback_warn_warns_per_op():

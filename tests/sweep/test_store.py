@@ -83,5 +83,5 @@ def test_export_and_load_errors(db: Path, tmp_path: Path) -> None:
         load_results(tmp_path / "missing.sqlite")
     not_db = tmp_path / "text.sqlite"
     not_db.write_text("hello")
-    with pytest.raises(SweepError, match="not a sweep results database"):
+    with pytest.raises(SweepError, match="is not an hwsim sweep database: it is not an SQLite"):
         load_results(not_db)
