@@ -22,7 +22,6 @@ from __future__ import annotations
 import hashlib
 import io
 import json
-import os
 import re
 import zipfile
 import zlib
@@ -104,7 +103,8 @@ class ArrayWriter:
 
 
 def write_archive(path: Path, document: dict[str, Any], arrays: ArrayWriter) -> None:
-    """Write the file atomically (a temporary file renamed over ``path``)."""
+    """Write the file atomically, through the output guard (a temporary renamed over ``path``;
+    never through a link planted there)."""
     text = json.dumps(document, allow_nan=False, separators=(",", ":")).encode()
     write_entries(path, text, arrays.entries)
 
@@ -118,16 +118,13 @@ def write_entries(path: Path, document: bytes, arrays: dict[str, bytes]) -> None
         "sha256": content_hash(entries),
         "hwsim": __version__,
     }
-    temporary = path.with_name(path.name + ".tmp")
-    try:
-        with zipfile.ZipFile(temporary, "w") as archive:
-            _write(archive, MANIFEST, json.dumps(manifest).encode(), zipfile.ZIP_DEFLATED)
-            _write(archive, DOCUMENT, document, zipfile.ZIP_DEFLATED)
-            for name, data in arrays.items():
-                _write(archive, name, data, zipfile.ZIP_STORED)
-        os.replace(temporary, path)
-    finally:
-        temporary.unlink(missing_ok=True)
+    from hwsim.outputs_guard import output_file  # the one guard of files users name
+
+    with output_file(path, "wb") as out, zipfile.ZipFile(out, "w") as archive:
+        _write(archive, MANIFEST, json.dumps(manifest).encode(), zipfile.ZIP_DEFLATED)
+        _write(archive, DOCUMENT, document, zipfile.ZIP_DEFLATED)
+        for name, data in arrays.items():
+            _write(archive, name, data, zipfile.ZIP_STORED)
 
 
 def _write(archive: zipfile.ZipFile, name: str, data: bytes, compression: int) -> None:
