@@ -16,6 +16,7 @@ from typing import Any, Generic, NamedTuple, TypeVar
 
 import numpy as np
 
+from hwsim.builder import STATIC_TWIN
 from hwsim.engines import engine_label, engine_names
 from hwsim.trace.records import Trace
 
@@ -156,8 +157,31 @@ class IdentityMemo(Generic[T]):
         return value
 
 
-def facts_memo() -> IdentityMemo[InstructionFacts]:
-    return IdentityMemo(instruction_facts)
+class FactsMemo:
+    """``instruction_facts`` memoised by what the facts depend on: the instruction's static twin
+    (the first emitted instruction with the same operands, ``hwsim.builder.STATIC_TWIN``), its
+    tag and its signals. An unrolled kernel has thousands of instructions per twin, so a trace
+    computes the facts of each distinct instruction once, not once per record."""
+
+    def __init__(self, limit: int = 65536) -> None:
+        self._limit = limit
+        self._memo: dict[tuple[int, str, Any], tuple[Any, InstructionFacts]] = {}
+
+    def __call__(self, instruction: Any) -> InstructionFacts:
+        twin = instruction.__dict__.get(STATIC_TWIN, instruction)
+        key = (id(twin), instruction.tag, instruction.signals)
+        hit = self._memo.get(key)
+        if hit is not None and hit[0] is twin:
+            return hit[1]
+        value = instruction_facts(instruction)
+        if len(self._memo) >= self._limit:
+            self._memo.clear()
+        self._memo[key] = (twin, value)
+        return value
+
+
+def facts_memo() -> FactsMemo:
+    return FactsMemo()
 
 
 # ---- columns ----------------------------------------------------------------------------------
@@ -312,7 +336,7 @@ class Dependencies:
     a transfer (``update_transfer[u]``; its last piece is the slice that finished it).
     """
 
-    def __init__(self, trace: Trace, facts: IdentityMemo[InstructionFacts]) -> None:
+    def __init__(self, trace: Trace, facts: FactsMemo) -> None:
         self.trace = trace
         self.semaphores = SemaphoreIndex(trace)
         self.instructions = InstructionIndex(trace)
@@ -456,7 +480,7 @@ class DmaColumns(NamedTuple):
 
 def dma_columns(
     trace: Trace,
-    facts: IdentityMemo[InstructionFacts],
+    facts: FactsMemo,
     index: InstructionIndex | None = None,
     transfers: Transfers | None = None,
 ) -> DmaColumns:

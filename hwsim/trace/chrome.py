@@ -39,8 +39,8 @@ from hwsim.isa.ap import AccessPattern
 from hwsim.trace.analysis import (
     MEMORIES,
     Dependencies,
+    FactsMemo,
     IdentityMemo,
-    InstructionFacts,
     bin_edges,
     binned_amounts,
     cores_of,
@@ -363,7 +363,7 @@ class _Writer:
 
 def counter_series(
     trace: Trace,
-    facts: IdentityMemo[InstructionFacts],
+    facts: FactsMemo,
     deps: Dependencies,
     spans: OperandSpans,
     bins: int = COUNTER_BINS,

@@ -9,12 +9,14 @@ from __future__ import annotations
 
 import itertools
 from collections.abc import Sequence
-from typing import Any, NamedTuple
+from typing import TYPE_CHECKING, Any, NamedTuple
 
 import numpy as np
 
-from hwsim.trace.analysis import IdentityMemo, InstructionFacts
 from hwsim.trace.records import Trace
+
+if TYPE_CHECKING:
+    from hwsim.trace.analysis import FactsMemo
 
 
 class AllocationLife(NamedTuple):
@@ -84,9 +86,7 @@ class OperandSpans:
         return lives
 
 
-def allocation_lifetimes(
-    trace: Trace, facts: IdentityMemo[InstructionFacts]
-) -> list[AllocationLife]:
+def allocation_lifetimes(trace: Trace, facts: FactsMemo) -> list[AllocationLife]:
     """Live interval of every on-chip allocation in ``trace.memory_allocations``.
 
     Rule: an allocation is live from the first start tick to the last done tick of the

@@ -37,8 +37,7 @@ from hwsim.trace.analysis import (
     HBM,
     MEMORIES,
     Dependencies,
-    IdentityMemo,
-    InstructionFacts,
+    FactsMemo,
     cores_of,
     dma_columns,
     end_tick,
@@ -169,9 +168,7 @@ class _Work(NamedTuple):
     ]  # tag -> [instructions, flops, hbm bytes, busy, first start, last end]
 
 
-def _instruction_work(
-    trace: Trace, facts: IdentityMemo[InstructionFacts], spans: OperandSpans
-) -> _Work:
+def _instruction_work(trace: Trace, facts: FactsMemo, spans: OperandSpans) -> _Work:
     """Opcode counts, FLOPs, bytes and per-tag totals, plus the operand spans SBUF/PSUM
     lifetimes need: one pass that keeps only integer columns (a trace of distinct instruction
     objects would otherwise hold a facts tuple per record)."""
@@ -272,7 +269,7 @@ def _engine_stats(
 
 
 def _dma_stats(
-    trace: Trace, facts: IdentityMemo[InstructionFacts], deps: Dependencies, total: int, span: int
+    trace: Trace, facts: FactsMemo, deps: Dependencies, total: int, span: int
 ) -> dict[str, Any]:
     dma = trace.dma
     cols = dma_columns(trace, facts, deps.instructions, deps.transfers)
