@@ -145,7 +145,12 @@ class NcMatmul(Instruction):
         te = spec.config.tensor_engine
         timing = TENSOR_TIMING_MODELS[te.timing_model](te, self.timing_shape())
         issue = max(timing.issue_interval_cycles, timing.load_stationary_cycles)
-        return Cost(spec.cycles("tensor", issue), spec.cycles("tensor", timing.latency_cycles))
+        # A matmul accumulating onto the previous one's result (the next K tile of a group)
+        # issues right behind it: accumulation is near-memory in PSUM as results stream out, and
+        # back-to-back accumulating matmuls run at the documented max(N, 64) [S1][S16]; only
+        # other engines wait for the result latency.
+        ticks = spec.cycles("tensor", issue)
+        return Cost(ticks, spec.cycles("tensor", timing.latency_cycles), chain_ticks=ticks)
 
     def flops(self) -> int:
         return (

@@ -295,8 +295,11 @@ def _prepare(
     facts_of = facts.of
     sem_index = sems.index
     own = engine_semaphore(engine)
+    # The pc of each instruction that counts one completion of the engine's own semaphore (not
+    # its DMA triggers, which count on their queues): a wait for count k streams behind the k-th.
+    signal_pcs: list[int] = []
     translated: dict[tuple[tuple[str, int], ...], tuple[tuple[int, int], ...]] = {}
-    for instruction in stream:
+    for pc, instruction in enumerate(stream):
         signals = translated.get(instruction.signals)
         if signals is None:  # most instructions signal alike: share one tuple
             signals = translated[instruction.signals] = tuple(
@@ -306,11 +309,17 @@ def _prepare(
         chain = -1
         if instruction.waits:
             waits = tuple(
-                [(sem_index[name], value) for name, value in instruction.waits if name != own]
+                [
+                    (sem_index[name], value)
+                    for name, value in instruction.waits
+                    if name != own or value > len(signal_pcs)  # a later one: a deadlock
+                ]
             )
             for name, value in instruction.waits:
-                if name == own and value - 1 > chain:
-                    chain = value - 1
+                if name == own and 0 < value <= len(signal_pcs):
+                    chain = max(chain, signal_pcs[value - 1])
+        if any(name == own for name, _ in instruction.signals):
+            signal_pcs.append(pc)
         issue, latency, chain_ticks, ports, hold, plan, submit = facts_of(instruction)
         append(
             (

@@ -9,6 +9,8 @@ hand from the cost formulas.
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 import numpy as np
 import pytest
 
@@ -436,3 +438,30 @@ def test_triggers_from_two_engines_on_one_queue_complete_in_emission_order():
         max(p.start_tick for p in result.trace.dma),
     )
     assert second_start >= first_done
+
+
+def test_a_dma_trigger_before_the_producer_does_not_count_as_the_producer():
+    # VectorE: a DMA trigger (it signals its queue, not S.vector), a tiny copy A -> B (issue
+    # MIN_II 16 cycles = 32 ticks), then a copy reading B: it waits for the copy's pipeline fill,
+    # (16 + 10) cycles = 52 ticks after its start, not for the trigger's.
+    b = ProgramBuilder()
+    b.hbm_tensor("x", (32, 4), FP32, "input", np.zeros((32, 4), np.float32))
+    a_tile, b_tile, c_tile = (contiguous(SBUF, FP32, 32, 4, offset_bytes=o) for o in (0, 64, 128))
+    dst = contiguous(SBUF, FP32, 32, 4, offset_bytes=256)
+    b.emit(DmaCopy(engine="vector", dst=dst, src=contiguous(HBM, FP32, 32, 4, tensor="x")))
+    b.emit(TensorCopy(engine="vector", dst=b_tile, src=a_tile))
+    b.emit(TensorCopy(engine="vector", dst=c_tile, src=b_tile))
+    trigger, copy1, copy2 = records_by(run(b.build(), "tiny", numerics=False), "vector")
+    assert trigger.instruction.IS_DMA and copy1.end_tick == copy1.start_tick + 32
+    assert copy2.start_tick == copy1.start_tick + 52
+
+
+def test_accumulating_matmuls_issue_back_to_back():
+    # The second matmul accumulates onto the first's PSUM tile (a RAW on the same engine): it
+    # issues when the first's issue interval ends (128), not at its result latency (160).
+    b = ProgramBuilder()
+    first = matmul()
+    b.emit(first)
+    b.emit(replace(first, accumulate=True))
+    one, two = records_by(run(b.build(), "tiny", numerics=False), "tensor")
+    assert (one.end_tick, one.done_tick) == (128, 160) and two.start_tick == 128
