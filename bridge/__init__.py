@@ -10,16 +10,23 @@ Front doors, over one lowering core:
 - ``bridge.analyze(model, *inputs)``: the op-support table, before anything runs;
 - ``bridge.lower_graph(fx_graph, example_inputs)`` (``bridge.graph_lowering``): the core itself;
 - ``bridge.export_program(model, args, "m.hwprog")`` (``bridge.export``): ``torch.export`` lowered
-  once into a saved program that ``hwsim run`` and sweeps simulate on many configs, no torch.
+  once into a saved program that ``hwsim run`` and sweeps simulate on many configs, no torch;
+- the ``hwsim`` device (``bridge.device``): ``model.to("hwsim")``, ``x.to("hwsim")``, then eager
+  ops run on the simulator one by one and ``torch.compile(..., backend="hwsim")`` takes device
+  tensors; ``bridge.device.report()``.
 
-Importing ``bridge`` is cheap (names below load on first use), so the dynamo entry point costs
-nothing until the backend is used. Imports hwsim, kernels and torch; hwsim never imports bridge.
+Importing ``bridge`` registers the ``hwsim`` device with torch (a few Python registrations) and is
+otherwise cheap (names below load on first use), so the dynamo entry point costs nothing until the
+backend is used. Imports hwsim, kernels and torch; hwsim never imports bridge.
 """
 
 from __future__ import annotations
 
 import importlib
+import warnings
 from typing import Any
+
+from hwsim.bridge import device as _device
 
 _EXPORTS = {
     "HwsimMode": "hwsim.bridge.offload",
@@ -37,6 +44,18 @@ _EXPORTS = {
 }
 
 __all__ = sorted(_EXPORTS)
+
+
+def _register_device() -> None:
+    """The ``hwsim`` device; with another PrivateUse1 backend loaded, a warning instead (the
+    front doors above do not need the device)."""
+    try:
+        _device.register()
+    except _device.DeviceUnavailable as error:
+        warnings.warn(str(error), stacklevel=3)
+
+
+_register_device()
 
 
 def __getattr__(name: str) -> Any:

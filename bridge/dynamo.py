@@ -59,6 +59,13 @@ def hwsim_backend(
     """The dynamo backend (see module docstring). ``mode`` is not used by hwsim."""
     from torch._dynamo.backends.common import aot_autograd
 
+    from hwsim.bridge.device_compile import keep_on_device, on_device
+
+    outputs_on_device = on_device(gm, example_inputs)
+    if outputs_on_device is not None:  # inputs on the hwsim device: bridge.device_compile
+        compiled = hwsim_backend(gm, example_inputs, options=options, mode=mode)
+        return keep_on_device(compiled, outputs_on_device)
+
     from hwsim.bridge.decompositions import decomposition_table
     from hwsim.bridge.options import BridgeOptions
 

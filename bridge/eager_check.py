@@ -33,6 +33,7 @@ import torch
 from torch import fx
 from torch.utils import _pytree as pytree
 
+from hwsim.bridge.device_tensor import host_reference
 from hwsim.bridge.precision import compare
 from hwsim.bridge.report import OutputRecord
 
@@ -86,7 +87,8 @@ class EagerChecked:
         grad = torch.is_grad_enabled()
         needs = [i for i, a in enumerate(args) if isinstance(a, torch.Tensor) and a.requires_grad]
         needs = needs if grad else []
-        reference_args = [_reference_input(a) for a in args]
+        with host_reference():  # hwsim device tensors: the reference runs on their hosts
+            reference_args = [_reference_input(a) for a in args]
         call_args = list(args)
         probe = _Probe(self, needs) if needs else None
         if probe is not None:
@@ -98,13 +100,14 @@ class EagerChecked:
         after = torch.get_rng_state()
         torch.set_rng_state(before)
         try:
-            with torch.enable_grad() if grad else torch.no_grad():
+            with host_reference(), torch.enable_grad() if grad else torch.no_grad():
                 expected = self.gm(*reference_args)
         finally:
             torch.set_rng_state(after)
         got_leaves = pytree.tree_leaves(outputs)
         want_leaves = pytree.tree_leaves(expected)
-        self._compare_outputs(got_leaves, want_leaves)
+        with host_reference():
+            self._compare_outputs(got_leaves, want_leaves)
         if probe is not None:
             probe.watch(
                 got_leaves, want_leaves, [reference_args[i] for i in needs], self.names, needs
@@ -199,6 +202,10 @@ class _Probe:
 
     def compare(self, grads: Sequence[torch.Tensor | None]) -> None:
         """Called by the tap's backward with this call's gradients of its inputs."""
+        with host_reference():
+            self._compare(grads)
+
+    def _compare(self, grads: Sequence[torch.Tensor | None]) -> None:
         report = self.check.options.report
         used = sorted(self.tangents)
         if not used:

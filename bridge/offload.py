@@ -92,12 +92,16 @@ class HwsimMode(TorchDispatchMode):
     def __torch_dispatch__(
         self, func: Any, types: Any, args: tuple[Any, ...] = (), kwargs: Any = None
     ) -> Any:
-        kwargs = kwargs or {}
+        return self.run_call(func, tuple(args), kwargs or {})
+
+    def run_call(self, func: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
+        """One ATen call on CPU tensors, as the module docstring says; the ``hwsim`` device
+        (``bridge.device_session``) calls it with its tensors' host copies."""
         expected = func(*args, **kwargs)
         call = OpCall(func, tuple(args), dict(kwargs), expected)
         node = f"{func.__name__.split('.')[0]}#{next(self._calls)}"
         shapes = " x ".join(str(list(t.shape)) for t in call.input_tensors())
-        if func in VIEW_OPS:
+        if self.is_view(func):
             self.report.ops.append(OpRecord(node, op_name(func), "view", shapes=shapes))
             return expected
         lowered = self._lower(call)
@@ -126,6 +130,10 @@ class HwsimMode(TorchDispatchMode):
                 record.error["vs_fp32_max_abs"] = self._vs_fp32(func, args, kwargs, run.outputs)
         self.report.ops.append(record)
         return list(run.outputs) if isinstance(expected, list) else run.outputs
+
+    def is_view(self, func: Any) -> bool:
+        """Whether ``func`` stays a CPU view (recorded as 'view', no device work)."""
+        return func in VIEW_OPS
 
     def _lower(self, call: OpCall) -> LoweredGraph | Unsupported:
         key = _call_key(call)

@@ -223,6 +223,18 @@ class HbmConfig(_Section):
     )
 
 
+class HostConfig(_Section):
+    """The link between the host's memory and the device's HBM (the ``hwsim`` PyTorch device
+    times its copies with it: ``latency_ns + bytes / bandwidth_bytes_per_ns``)."""
+
+    bandwidth_bytes_per_ns: Annotated[float, Field(ge=0.001, le=100_000)] = Field(
+        description="host <-> HBM bandwidth in each direction, bytes/ns (= GB/s)"
+    )
+    latency_ns: Annotated[float, Field(ge=0, le=1_000_000)] = Field(
+        description="fixed cost of one host <-> HBM transfer before its first byte moves, ns"
+    )
+
+
 class HardwareConfig(_Section):
     """One complete hardware description (a preset plus any overrides)."""
 
@@ -235,6 +247,7 @@ class HardwareConfig(_Section):
     sbuf: SbufConfig
     psum: PsumConfig
     hbm: HbmConfig
+    host: HostConfig
 
     @model_validator(mode="after")
     def _cross_field_invariants(self) -> HardwareConfig:
