@@ -83,6 +83,9 @@ class Program:
     cores: list[CoreProgram] = field(default_factory=lambda: [CoreProgram()])
     allocations: list[Allocation] = field(default_factory=list)
     meta: dict[str, Any] = field(default_factory=dict)
+    #: What the simulator worked out for this program's last runs (``hwsim.machine.prepare``):
+    #: not part of the program (not copied by ``dataclasses.replace``, not compared or saved).
+    run_cache: dict[Any, Any] = field(default_factory=dict, init=False, repr=False, compare=False)
 
     def add_tensor(
         self,

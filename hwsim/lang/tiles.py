@@ -61,6 +61,11 @@ class Tile:
         self.start_partition = start_partition
         self.offset_bytes = offset_bytes
         self.block = block  # the allocator's record; released when this object dies
+        #: Access patterns already made from views of this tile, by view geometry and place:
+        #: kernels index the same tiles the same way in every loop iteration.
+        self._aps: dict[tuple[Any, ...], AccessPattern] = {}
+        self._full_dims = tuple((0, n, 1) for n in self.shape)
+        self._full_kept = tuple(range(len(self.shape)))
 
     @property
     def memory(self) -> MemorySpace:
@@ -90,7 +95,7 @@ class Tile:
         return (0, *strides)
 
     def full(self) -> View:
-        return View(self, tuple((0, n, 1) for n in self.shape), tuple(range(self.ndim)))
+        return View(self, self._full_dims, self._full_kept)
 
     def __getitem__(self, index: Any) -> View:
         return self.full()[index]
@@ -235,7 +240,16 @@ class View:
         return value + count if value < 0 else value
 
     def ap(self) -> AccessPattern:
-        """The access pattern of this view as an instruction operand."""
+        """The access pattern of this view as an instruction operand (made once per view
+        geometry of the tile at its current place)."""
+        tile = self.tile
+        key = (self.dims, self.kept, tile.start_partition, tile.offset_bytes)
+        found = tile._aps.get(key)
+        if found is None:
+            found = tile._aps[key] = self._make_ap()
+        return found
+
+    def _make_ap(self) -> AccessPattern:
         tile = self.tile
         strides = tile._element_strides()
         size = tile.dtype.itemsize

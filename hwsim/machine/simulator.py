@@ -21,22 +21,20 @@ from typing import Any
 import numpy as np
 import simpy
 
-from hwsim.builder import STATIC_TWIN, engine_semaphore
 from hwsim.config import HardwareConfig, config_hash, load_config
-from hwsim.engines import engine_names, shared_ports
 from hwsim.errors import (
     ConfigError,
     DeadlockError,
     HwsimError,
     IllegalInstructionError,
-    MemoryAccessError,
 )
 from hwsim.isa.ap import MemorySpace
 from hwsim.isa.base import Instruction, MachineSpec
 from hwsim.machine.dma import DmaSystem, DmaTransfer
-from hwsim.machine.dma_plan import DmaCostModel, TransferPlan, plan_transfer
+from hwsim.machine.dma_plan import TransferPlan
 from hwsim.machine.initcheck import InitChecker, size_mirrors
 from hwsim.machine.initcheck import enabled as initcheck_enabled
+from hwsim.machine.prepare import Facts, Static, facts_of_core, port_indices, prepare_core
 from hwsim.machine.race import RaceChecker
 from hwsim.machine.semaphores import SemaphoreBank
 from hwsim.machine.state import CoreState, Hbm
@@ -56,27 +54,6 @@ class RunResult:
     outputs: dict[str, np.ndarray]
     trace: Trace
     summary: dict[str, Any] = field(default_factory=dict)
-
-
-#: What an instruction costs, computed once per distinct instruction and config: (issue ticks,
-#: latency ticks, chain ticks (a same-engine dependent may start), shared ports used, ticks it
-#: holds them, DMA plan or None, ticks from start until the transfer is submitted).
-_Facts = tuple[int, int, int, tuple[int, ...], int, TransferPlan | None, int]
-#: One instruction ready to run: (instruction, semaphore waits as (index, value), the pc of its
-#: latest same-engine producer or -1, signals as (index, amount)) + its facts.
-_Step = tuple[
-    Instruction,
-    tuple[tuple[int, int], ...],
-    int,
-    tuple[tuple[int, int], ...],
-    int,
-    int,
-    int,
-    tuple[int, ...],
-    int,
-    TransferPlan | None,
-    int,
-]
 
 
 def run(
@@ -194,31 +171,27 @@ def _simulate(
     dma = _make_dma_system(env, spec, len(program.cores), trace)
     runners: list[_EngineRunner] = []
     banks: list[SemaphoreBank] = []
-    dma_model = DmaCostModel(
-        spec.config.dma, spec.timebase.base_mhz, spec.config.hbm.bandwidth_bytes_per_ns_per_stack
-    )
-    # shared by every stream: legality and cost once each
-    facts = _FactsCache(spec, dma_model, program)
-    for core, core_program in enumerate(program.cores):
+    ports = port_indices(spec)
+    for core in range(len(program.cores)):
+        prepared = prepare_core(program, core)
+        facts = facts_of_core(program, prepared, spec, ports)
         state = CoreState(
             spec.memory_capacity(MemorySpace.SBUF),
             spec.memory_capacity(MemorySpace.PSUM),
             hbm,
             core,
         )
-        state.shared_port_free_tick = [0] * len(facts.ports)
+        state.shared_port_free_tick = [0] * len(ports)
+        core_program = program.cores[core]
         if init is not None:
             size_mirrors(state, core_program.streams)
-        sems = SemaphoreBank(env, core=core)  # semaphores are added as _prepare meets them
+        sems = SemaphoreBank(env, prepared.semaphore_names, core=core)
         banks.append(sems)
-        for engine in engine_names():
-            stream = core_program.streams.get(engine, [])
-            if not stream:
-                continue
-            steps = _prepare(stream, sems, facts, engine)
+        for engine, static in prepared.static.items():
             runner = _EngineRunner(
-                env, core, engine, stream, steps, sems, dma, state, numerics, race, init
-            )
+                env, core, engine, core_program.streams[engine], static, facts[engine], sems,
+                dma, state, numerics, race, init,
+            )  # fmt: skip
             runner.proc = env.process(runner.process())
             runners.append(runner)
     env.run()
@@ -248,168 +221,6 @@ def _semaphore_records(sems: SemaphoreBank) -> list[SemaphoreUpdate]:
     return sorted(sems.updates, key=itemgetter(1))
 
 
-class _FactsCache:
-    """Legality and cost of each distinct instruction of a run, worked out once.
-
-    Instructions from the builder name their twin (``STATIC_TWIN``: the first instruction emitted
-    with the same static key) and are found by its identity; others by ``static_key()``, which
-    costs hashing and comparing their operands.
-    """
-
-    def __init__(self, spec: MachineSpec, dma: DmaCostModel, program: Program) -> None:
-        self.spec, self.dma, self.program = spec, dma, program
-        self.ports = _port_indices(spec.config)
-        self._by_twin: dict[int, _Facts] = {}  # twins live as long as the program: ids are stable
-        self._by_key: dict[tuple[Any, ...], _Facts] = {}
-
-    def of(self, instruction: Instruction) -> _Facts:
-        twin = instruction.__dict__.get(STATIC_TWIN)
-        if twin is None:
-            return self._by_static_key(instruction)
-        facts = self._by_twin.get(id(twin))
-        if facts is None:
-            facts = self._by_twin[id(twin)] = self._by_static_key(instruction)
-        return facts
-
-    def _by_static_key(self, instruction: Instruction) -> _Facts:
-        key = instruction.static_key()
-        facts = self._by_key.get(key)
-        if facts is None:
-            facts = self._by_key[key] = _work_out(
-                instruction, self.spec, self.dma, self.program, self.ports
-            )
-        return facts
-
-
-def _prepare(
-    stream: list[Instruction], sems: SemaphoreBank, facts: _FactsCache, engine: str
-) -> list[_Step]:
-    """Each instruction with its semaphore indices and static facts, for the engine loop.
-
-    A wait on the engine's own completion semaphore (a same-engine RAW dependency, which the
-    builder records like any other) becomes a *chain* wait on its producer's pc: the engine
-    streams the consumer behind it (``Cost.chain_ticks``) instead of waiting for completion.
-    """
-    steps: list[_Step] = []
-    append = steps.append
-    facts_of = facts.of
-    sem_index = sems.index
-    own = engine_semaphore(engine)
-    # The pc of each instruction that counts one completion of the engine's own semaphore (not
-    # its DMA triggers, which count on their queues): a wait for count k streams behind the k-th.
-    signal_pcs: list[int] = []
-    translated: dict[tuple[tuple[str, int], ...], tuple[tuple[int, int], ...]] = {}
-    for pc, instruction in enumerate(stream):
-        signals = translated.get(instruction.signals)
-        if signals is None:  # most instructions signal alike: share one tuple
-            signals = translated[instruction.signals] = tuple(
-                [(sem_index[name], amount) for name, amount in instruction.signals]
-            )
-        waits: tuple[tuple[int, int], ...] = ()
-        chain = -1
-        if instruction.waits:
-            waits = tuple(
-                [
-                    (sem_index[name], value)
-                    for name, value in instruction.waits
-                    if name != own or value > len(signal_pcs)  # a later one: a deadlock
-                ]
-            )
-            for name, value in instruction.waits:
-                if name == own and 0 < value <= len(signal_pcs):
-                    chain = max(chain, signal_pcs[value - 1])
-        if any(name == own for name, _ in instruction.signals):
-            signal_pcs.append(pc)
-        issue, latency, chain_ticks, ports, hold, plan, submit = facts_of(instruction)
-        append(
-            (
-                instruction,
-                waits,
-                chain,
-                signals,
-                issue,
-                latency,
-                chain_ticks,
-                ports,
-                hold,
-                plan,
-                submit,
-            )
-        )
-    return steps
-
-
-def _work_out(
-    instruction: Instruction,
-    spec: MachineSpec,
-    dma: DmaCostModel,
-    program: Program,
-    indices: dict[str, int],
-) -> _Facts:
-    """Legality checks, then the instruction's static facts (``_Facts``)."""
-    instruction.check(spec)
-    _check_hbm_operands(instruction, program)
-    plan = None
-    submit = hold = 0
-    if instruction.IS_DMA:
-        sides = instruction.transfer()  # type: ignore[attr-defined]
-        plan = plan_transfer(dma, spec.config.dma.engines, instruction.queue, sides)  # type: ignore[attr-defined]
-        cost, submit, hold = instruction.trigger_cost(spec, sum(p.descriptors for p in plan.pieces))  # type: ignore[attr-defined]
-    else:
-        cost = instruction.cost(spec)
-    latency = max(cost.latency_ticks, cost.issue_ticks)
-    chain = latency if cost.chain_ticks is None else min(latency, cost.chain_ticks)
-    ports = _ports_used(instruction, spec.config, indices)
-    if hold:
-        ports = (*ports, indices[_dge_port(instruction.engine)])
-    return cost.issue_ticks, latency, chain, ports, hold or cost.issue_ticks, plan, submit
-
-
-def _check_hbm_operands(instruction: Instruction, program: Program) -> None:
-    """HBM operands must name a declared tensor and stay inside it."""
-    for name, ap in instruction.operand_names().items():
-        if ap.memory is not MemorySpace.HBM:
-            continue
-        decl = program.hbm.get(ap.tensor)
-        if decl is None:
-            known = ", ".join(sorted(program.hbm)) or "none"
-            raise MemoryAccessError(
-                f"{instruction.label()}: operand '{name}' names HBM tensor '{ap.tensor}', not"
-                f" declared by the program (declared: {known})"
-            )
-        first, last = ap.byte_span()
-        if first < 0 or last > decl.nbytes:
-            raise MemoryAccessError(
-                f"{instruction.label()}: operand '{name}' bytes [{first}, {last}) fall outside HBM "
-                f"tensor '{ap.tensor}' ({decl.nbytes} bytes, shape {decl.shape})"
-            )
-
-
-def _port_indices(config: HardwareConfig) -> dict[str, int]:
-    """Index of each shared port a run has (``CoreState.shared_port_free_tick``): the registered
-    memory ports the config turns on (``hwsim.engines.SharedPort``), then the hardware DGE blocks,
-    one per triggering sequencer (§2.5 [S13])."""
-    names = [port.name for port in shared_ports() if port.active(config)]
-    return {name: i for i, name in enumerate([*names, "dge.sync", "dge.scalar"])}
-
-
-def _dge_port(engine: str) -> str:
-    return "dge.scalar" if engine == "scalar" else "dge.sync"
-
-
-def _ports_used(
-    instruction: Instruction, config: HardwareConfig, indices: dict[str, int]
-) -> tuple[int, ...]:
-    if instruction.IS_DMA:
-        return ()
-    memories = {ap.memory for ap in (*instruction.reads(), *instruction.writes())}
-    return tuple(
-        indices[port.name]
-        for port in shared_ports()
-        if port.name in indices and instruction.engine in port.engines and port.memory in memories
-    )
-
-
 class _EngineRunner:
     """One engine's SimPy process and what it needs; holds no statistics (the trace does)."""
 
@@ -419,7 +230,8 @@ class _EngineRunner:
         core: int,
         engine: str,
         stream: list[Instruction],
-        steps: list[_Step],
+        static: list[Static],
+        facts: list[Facts],
         sems: SemaphoreBank,
         dma: DmaSystem,
         state: CoreState,
@@ -428,7 +240,8 @@ class _EngineRunner:
         init: InitChecker | None,
     ) -> None:
         self.env, self.core, self.engine, self.stream = env, core, engine, stream
-        self.steps, self.sems, self.dma, self.state = steps, sems, dma, state
+        self.static, self.facts = static, facts
+        self.sems, self.dma, self.state = sems, dma, state
         self.numerics, self.race, self.init = numerics, race, init
         self.pc = 0
         self.blocked_on: tuple[int, int] | None = None
@@ -453,20 +266,10 @@ class _EngineRunner:
         # Sleeping until ``t`` when no event is due at or before ``t`` would wake this process
         # next, with nothing else run in between: so it advances the clock itself instead (see
         # ``_advance_to``), which is what makes one SimPy event per instruction an upper bound.
-        for pc, step in enumerate(self.steps):
-            (
-                instruction,
-                waits,
-                chain,
-                signals,
-                issue,
-                latency,
-                chain_ticks,
-                ports_used,
-                hold,
-                plan,
-                submit,
-            ) = step
+        for pc, (
+            (instruction, waits, chain, signals),
+            (issue, latency, chain_ticks, ports_used, hold, plan, submit),
+        ) in enumerate(zip(self.static, self.facts, strict=True)):
             self.pc = pc
             ready = now = int(env.now)
             if chain >= 0 and chain_ready[chain] > now:  # streams behind its producer
@@ -526,7 +329,7 @@ class _EngineRunner:
                 _advance_to(env, end)
             else:
                 yield timeout(issue)
-        self.pc = len(self.steps)
+        self.pc = len(self.static)
 
     def _submit_dma(
         self,

@@ -42,24 +42,34 @@ DATA, WRITTEN, PSUM_GROUP = 0, 1, 2
 
 @dataclass
 class HbmTensor:
-    """A named tensor in HBM: a flat byte buffer with the shape and dtype it was declared with."""
+    """A named tensor in HBM: a flat byte buffer with the shape and dtype it was declared with.
+
+    The buffer is made at first use: a timing-only run never reads or writes tensor bytes, so it
+    allocates none (a 1M-instruction program's tensors are gigabytes).
+    """
 
     name: str
     shape: tuple[int, ...]
     dtype: DType
-    data: np.ndarray  # uint8, flat
+    nbytes: int
     stack: int = 0
     #: Whether every byte counts as written from the start (inputs, tensors given values).
     initialised: bool = False
 
+    @cached_property
+    def data(self) -> np.ndarray:
+        """The tensor's bytes (uint8, flat), zeros until written."""
+        return np.zeros(self.nbytes, dtype=np.uint8)
+
     @property
-    def nbytes(self) -> int:
-        return int(self.data.size)
+    def allocated(self) -> bool:
+        """Whether the byte buffer exists yet (tests of timing-only runs check it does not)."""
+        return "data" in self.__dict__
 
     @cached_property
     def written(self) -> np.ndarray:
         """The initcheck mirror of ``data`` (see the module docstring)."""
-        return np.full(self.data.size, WRITTEN_BYTE if self.initialised else 0, dtype=np.uint8)
+        return np.full(self.nbytes, WRITTEN_BYTE if self.initialised else 0, dtype=np.uint8)
 
     def as_array(self) -> np.ndarray:
         """The tensor's contents with its declared shape and dtype (a view)."""
@@ -93,10 +103,9 @@ class Hbm:
         nbytes = int(np.prod(shape, dtype=np.int64)) * dtype.itemsize
         if not planned:
             self._reserve(f"HBM tensor '{name}'", nbytes, stack)
-        data = np.zeros(nbytes, dtype=np.uint8)
         if initialised is None:
             initialised = values is not None
-        tensor = HbmTensor(name, tuple(shape), dtype, data, stack, initialised)
+        tensor = HbmTensor(name, tuple(shape), dtype, nbytes, stack, initialised)
         if values is not None:
             tensor.as_array()[...] = cast(np.asarray(values).reshape(shape), dtype)
         self.tensors[name] = tensor
@@ -129,7 +138,7 @@ class CoreState:
         self.sbuf_geometry = sbuf_geometry
         self.psum_geometry = psum_geometry
         self.hbm = hbm
-        #: When each shared port is next free (the simulator sizes it: ``_port_indices``).
+        #: When each shared port is next free (the simulator sizes it: ``prepare.port_indices``).
         self.shared_port_free_tick: list[int] = []
         #: Bytes per partition the initcheck mirrors of (SBUF, PSUM) cover: no operand reaches
         #: further (``initcheck.size_mirrors``), and a small program should not pay for 24 MiB.

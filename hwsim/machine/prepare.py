@@ -1,0 +1,258 @@
+"""What a run knows before its clock starts, worked out once per program (and per config).
+
+Two layers, kept on the program (``Program.run_cache``) for its next run:
+
+- per core, whatever the config: each stream's instructions with their semaphore waits and
+  signals as indices into the core's bank, and the *chain* of a same-engine dependency (the pc
+  of the producer it streams behind, ``Cost.chain_ticks``);
+- per core and config: each instruction's legality and cost facts (``Facts``), worked out once
+  per distinct instruction (the builder names each instruction's static twin).
+
+A cached layer is used only for the very streams it was made from: it holds their instructions
+(so their ids cannot be reused) and is checked against the ids of the streams' instructions, so
+a program edited between runs is prepared again. The config layer keeps the last few configs.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from hwsim.builder import STATIC_TWIN, engine_semaphore
+from hwsim.config import config_hash
+from hwsim.engines import engine_names, shared_ports
+from hwsim.errors import MemoryAccessError
+from hwsim.isa.ap import MemorySpace
+from hwsim.isa.base import Instruction, MachineSpec
+from hwsim.machine.dma_plan import DmaCostModel, TransferPlan, plan_transfer
+from hwsim.program import CoreProgram, Program
+
+#: What an instruction costs, computed once per distinct instruction and config: (issue ticks,
+#: latency ticks, chain ticks (a same-engine dependent may start), shared ports used, ticks it
+#: holds them, DMA plan or None, ticks from start until the transfer is submitted).
+Facts = tuple[int, int, int, tuple[int, ...], int, TransferPlan | None, int]
+#: One instruction ready to run, whatever the config: (instruction, semaphore waits as (index,
+#: value), the pc of its latest same-engine producer or -1, signals as (index, amount)).
+Static = tuple[Instruction, tuple[tuple[int, int], ...], int, tuple[tuple[int, int], ...]]
+
+#: Configs whose facts a program keeps (a sweep moves on; a repeated run or a benchmark does not).
+KEPT_CONFIGS = 4
+
+
+@dataclass
+class PreparedCore:
+    """One core's streams, prepared: the bank's semaphore names in index order, and per engine
+    (with a non-empty stream) its static steps and, per config key, its facts."""
+
+    stream_ids: tuple[tuple[int, ...], ...]
+    semaphore_names: list[str]
+    static: dict[str, list[Static]]
+    facts: dict[tuple[Any, ...], dict[str, list[Facts]]]
+
+
+def prepare_core(program: Program, core: int) -> PreparedCore:
+    """The config-independent layer of ``core`` (cached on the program)."""
+    core_program = program.cores[core]
+    ids = _stream_ids(core_program)
+    cache = program.run_cache
+    found = cache.get(("core", core))
+    if isinstance(found, PreparedCore) and found.stream_ids == ids:
+        return found
+    names: list[str] = []
+    index: dict[str, int] = {}
+
+    def sem(name: str) -> int:
+        found_index = index.get(name)
+        if found_index is None:
+            found_index = index[name] = len(names)
+            names.append(name)
+        return found_index
+
+    static = {
+        engine: _static_steps(stream, sem, engine) for engine, stream in _streams(core_program)
+    }
+    prepared = PreparedCore(ids, names, static, {})
+    cache[("core", core)] = prepared
+    return prepared
+
+
+def facts_of_core(
+    program: Program, prepared: PreparedCore, spec: MachineSpec, ports: dict[str, int]
+) -> dict[str, list[Facts]]:
+    """Each engine's facts per pc on ``spec``'s config (cached on the prepared core)."""
+    key = (config_hash(spec.config), _hbm_key(program))
+    found = prepared.facts.get(key)
+    if found is not None:
+        return found
+    dma = DmaCostModel(
+        spec.config.dma, spec.timebase.base_mhz, spec.config.hbm.bandwidth_bytes_per_ns_per_stack
+    )
+    cache = _FactsCache(spec, dma, program, ports)
+    facts = {
+        engine: [cache.of(instruction) for instruction, *_ in steps]
+        for engine, steps in prepared.static.items()
+    }
+    while len(prepared.facts) >= KEPT_CONFIGS:
+        del prepared.facts[next(iter(prepared.facts))]
+    prepared.facts[key] = facts
+    return facts
+
+
+def port_indices(spec: MachineSpec) -> dict[str, int]:
+    """Index of each shared port a run has (``CoreState.shared_port_free_tick``): the registered
+    memory ports the config turns on (``hwsim.engines.SharedPort``), then the hardware DGE blocks,
+    one per triggering sequencer (§2.5 [S13])."""
+    names = [port.name for port in shared_ports() if port.active(spec.config)]
+    return {name: i for i, name in enumerate([*names, "dge.sync", "dge.scalar"])}
+
+
+def _streams(core_program: CoreProgram) -> list[tuple[str, list[Instruction]]]:
+    """The non-empty streams in registry order (the order engines start and report in)."""
+    streams = core_program.streams
+    return [(engine, streams[engine]) for engine in engine_names() if streams.get(engine)]
+
+
+def _stream_ids(core_program: CoreProgram) -> tuple[tuple[int, ...], ...]:
+    return tuple(tuple(map(id, stream)) for _, stream in _streams(core_program))
+
+
+def _hbm_key(program: Program) -> tuple[tuple[str, int], ...]:
+    """What HBM operand checks depend on: the declared tensors and their sizes."""
+    return tuple((name, decl.nbytes) for name, decl in program.hbm.items())
+
+
+def _static_steps(stream: Sequence[Instruction], sem: Any, engine: str) -> list[Static]:
+    """Each instruction with its semaphore indices and its chain.
+
+    A wait on the engine's own completion semaphore (a same-engine RAW dependency, which the
+    builder records like any other) becomes a *chain* wait on its producer's pc: the engine
+    streams the consumer behind it (``Cost.chain_ticks``) instead of waiting for completion.
+    """
+    steps: list[Static] = []
+    append = steps.append
+    own = engine_semaphore(engine)
+    # The pc of each instruction that counts one completion of the engine's own semaphore (not
+    # its DMA triggers, which count on their queues): a wait for count k streams behind the k-th.
+    signal_pcs: list[int] = []
+    translated: dict[tuple[tuple[str, int], ...], tuple[tuple[int, int], ...]] = {}
+    for pc, instruction in enumerate(stream):
+        signals = translated.get(instruction.signals)
+        if signals is None:  # most instructions signal alike: share one tuple
+            signals = translated[instruction.signals] = tuple(
+                [(sem(name), amount) for name, amount in instruction.signals]
+            )
+        waits: tuple[tuple[int, int], ...] = ()
+        chain = -1
+        if instruction.waits:
+            waits = tuple(
+                [
+                    (sem(name), value)
+                    for name, value in instruction.waits
+                    if name != own or value > len(signal_pcs)  # a later one: a deadlock
+                ]
+            )
+            for name, value in instruction.waits:
+                if name == own and 0 < value <= len(signal_pcs):
+                    chain = max(chain, signal_pcs[value - 1])
+        if any(name == own for name, _ in instruction.signals):
+            signal_pcs.append(pc)
+        append((instruction, waits, chain, signals))
+    return steps
+
+
+class _FactsCache:
+    """Legality and cost of each distinct instruction, worked out once.
+
+    Instructions from the builder name their twin (``STATIC_TWIN``: the first instruction emitted
+    with the same static key) and are found by its identity; others by ``static_key()``, which
+    costs hashing and comparing their operands.
+    """
+
+    def __init__(
+        self, spec: MachineSpec, dma: DmaCostModel, program: Program, ports: dict[str, int]
+    ) -> None:
+        self.spec, self.dma, self.program, self.ports = spec, dma, program, ports
+        self._by_twin: dict[int, Facts] = {}  # twins live as long as the program: ids are stable
+        self._by_key: dict[tuple[Any, ...], Facts] = {}
+
+    def of(self, instruction: Instruction) -> Facts:
+        twin = instruction.__dict__.get(STATIC_TWIN)
+        if twin is None:
+            return self._by_static_key(instruction)
+        facts = self._by_twin.get(id(twin))
+        if facts is None:
+            facts = self._by_twin[id(twin)] = self._by_static_key(instruction)
+        return facts
+
+    def _by_static_key(self, instruction: Instruction) -> Facts:
+        key = instruction.static_key()
+        facts = self._by_key.get(key)
+        if facts is None:
+            facts = self._by_key[key] = _work_out(
+                instruction, self.spec, self.dma, self.program, self.ports
+            )
+        return facts
+
+
+def _work_out(
+    instruction: Instruction,
+    spec: MachineSpec,
+    dma: DmaCostModel,
+    program: Program,
+    indices: dict[str, int],
+) -> Facts:
+    """Legality checks, then the instruction's static facts (``Facts``)."""
+    instruction.check(spec)
+    _check_hbm_operands(instruction, program)
+    plan = None
+    submit = hold = 0
+    if instruction.IS_DMA:
+        sides = instruction.transfer()  # type: ignore[attr-defined]
+        plan = plan_transfer(dma, spec.config.dma.engines, instruction.queue, sides)  # type: ignore[attr-defined]
+        cost, submit, hold = instruction.trigger_cost(spec, sum(p.descriptors for p in plan.pieces))  # type: ignore[attr-defined]
+    else:
+        cost = instruction.cost(spec)
+    latency = max(cost.latency_ticks, cost.issue_ticks)
+    chain = latency if cost.chain_ticks is None else min(latency, cost.chain_ticks)
+    ports = _ports_used(instruction, spec, indices)
+    if hold:
+        ports = (*ports, indices[_dge_port(instruction.engine)])
+    return cost.issue_ticks, latency, chain, ports, hold or cost.issue_ticks, plan, submit
+
+
+def _check_hbm_operands(instruction: Instruction, program: Program) -> None:
+    """HBM operands must name a declared tensor and stay inside it."""
+    for name, ap in instruction.operand_names().items():
+        if ap.memory is not MemorySpace.HBM:
+            continue
+        decl = program.hbm.get(ap.tensor)
+        if decl is None:
+            known = ", ".join(sorted(program.hbm)) or "none"
+            raise MemoryAccessError(
+                f"{instruction.label()}: operand '{name}' names HBM tensor '{ap.tensor}', not"
+                f" declared by the program (declared: {known})"
+            )
+        first, last = ap.byte_span()
+        if first < 0 or last > decl.nbytes:
+            raise MemoryAccessError(
+                f"{instruction.label()}: operand '{name}' bytes [{first}, {last}) fall outside HBM "
+                f"tensor '{ap.tensor}' ({decl.nbytes} bytes, shape {decl.shape})"
+            )
+
+
+def _dge_port(engine: str) -> str:
+    return "dge.scalar" if engine == "scalar" else "dge.sync"
+
+
+def _ports_used(
+    instruction: Instruction, spec: MachineSpec, indices: dict[str, int]
+) -> tuple[int, ...]:
+    if instruction.IS_DMA:
+        return ()
+    memories = {ap.memory for ap in (*instruction.reads(), *instruction.writes())}
+    return tuple(
+        indices[port.name]
+        for port in shared_ports()
+        if port.name in indices and instruction.engine in port.engines and port.memory in memories
+    )
