@@ -620,16 +620,70 @@ def test_illegal(make, config, fragments):
     check_illegal(make(), config, *fragments)
 
 
-def test_v4_instructions_refuse_v2_and_v3_in_one_line():
-    for config in (V2, V3):
-        with pytest.raises(IllegalInstructionError) as err:
-            QuantizeMx(
-                engine="vector",
-                dst=ap(32, 4, dtype=FP8_E4M3FN_X4),
-                src=ap(32, 16, dtype=BF16),
-                dst_scale=ap(4, 4, dtype=UINT8),
-            ).check(MachineSpec(config))
-        assert "\n" not in str(err.value)
-        assert str(err.value).endswith(
-            f"this config is NeuronCore-{config.chip.generation} (chip.generation)"
+V4_ONLY = [
+    lambda: QuantizeMx(
+        engine="vector",
+        dst=ap(32, 4, dtype=FP8_E4M3FN_X4),
+        src=ap(32, 16, dtype=BF16),
+        dst_scale=ap(4, 4, dtype=UINT8),
+    ),
+    lambda: _mx(),
+    lambda: Exponential(engine="vector", dst=ap(4, 8), src=ap(4, 8)),
+    lambda: Activate2(engine="scalar", dst=ap(4, 8), src=ap(4, 8), func=ActivationFunction.exp),
+]
+
+
+@pytest.mark.parametrize("make", V4_ONLY, ids=["quantize_mx", "nc_matmul_mx", "exp", "activate2"])
+@pytest.mark.parametrize("config", [V2, V3], ids=["trn1", "trn2"])
+def test_v4_instructions_refuse_v2_and_v3_in_one_line(make, config):
+    instruction = make()
+    instruction.check(MachineSpec(V4))  # legal on v4
+    with pytest.raises(IllegalInstructionError) as err:
+        instruction.check(MachineSpec(config))
+    message = str(err.value)
+    assert "\n" not in message
+    assert message == (
+        f"{instruction.OPCODE} on {instruction.engine}: available on NeuronCore-v4 only; this "
+        f"config is NeuronCore-{config.chip.generation} (chip.generation)"
+    )
+
+
+def test_quantize_then_matmul_mx_on_four_quadrants_of_trn3():
+    """quantize_mx's scale layout is the one nc_matmul_mx reads: 128 partitions (4 quadrants),
+    K = 512, against ml_dtypes; and the exact closed-form ticks of trn3 (1 tick per TensorE
+    cycle): max(min(64, M), N) + 60 access overhead = a BF16 K = 128 matmul."""
+    a = RNG.standard_normal((128, 16))  # stationary: K/4 = 128 partitions x (M = 4) x4 values
+    b = RNG.standard_normal((128, 40))  # moving: N = 10
+    prog = SmallProgram()
+    src_a, src_b = prog.load("a", a, BF16), prog.load("b", b, BF16)
+    qa, qb = prog.tile(128, 4, FP8_E4M3FN_X4), prog.tile(128, 10, FP8_E4M3FN_X4)
+    sa, sb = prog.tile(100, 4, UINT8), prog.tile(100, 10, UINT8)
+    prog.b.emit(QuantizeMx(engine="vector", dst=qa, src=src_a, dst_scale=sa))
+    prog.b.emit(QuantizeMx(engine="vector", dst=qb, src=src_b, dst_scale=sb))
+    dst = prog.tile(4, 10, FP32, memory=PSUM)
+    matmul = prog.b.emit(
+        NcMatmulMx(
+            engine="tensor",
+            dst=dst,
+            stationary=qa,
+            moving=qb,
+            stationary_scale=sa,
+            moving_scale=sb,
         )
+    )
+    prog.store("out", dst)
+    result = prog.run("trn3")
+    record = next(r for r in result.trace.instructions if r.instruction is matmul)
+    assert record.end_tick - record.start_tick == max(min(64, 4), 10) + 60
+    ca, scale_a = ocp_quantize(rounded(a, BF16), "e4m3fn")
+    cb, scale_b = ocp_quantize(rounded(b, BF16), "e4m3fn")
+    va = ca.view(ml_dtypes.float8_e4m3fn).astype(np.float64)
+    vb = cb.view(ml_dtypes.float8_e4m3fn).astype(np.float64)
+    va *= np.exp2(np.repeat(np.repeat(scale_a, 8, 0), 4, 1) - 127.0)
+    vb *= np.exp2(np.repeat(np.repeat(scale_b, 8, 0), 4, 1) - 127.0)
+    # contraction over (partition, packed value): [128, M, 4] x [128, N, 4]
+    expected = np.einsum("pmj,pnj->mn", va.reshape(128, 4, 4), vb.reshape(128, 10, 4))
+    np.testing.assert_allclose(result.outputs["out"], expected, rtol=1e-5, atol=1e-5)
+    # and close to the unquantized product (MXFP8 keeps ~2 significant bits of 8 values)
+    exact = np.einsum("pmj,pnj->mn", a.reshape(128, 4, 4), b.reshape(128, 10, 4))
+    assert np.abs(result.outputs["out"] - exact).max() < 0.15 * np.abs(exact).max()
