@@ -17,12 +17,20 @@ from hwsim.errors import IllegalInstructionError
 
 @dataclass(frozen=True, slots=True)
 class DType:
-    """A hardware dtype: its project-wide name, size, and numpy storage dtype."""
+    """A hardware dtype: its project-wide name, size, and numpy storage dtype.
+
+    A packed dtype (``lanes`` > 1, the MX "x4" types of nki [S15]) holds ``lanes`` values of the
+    minifloat format ``lane_format`` in one element, value j in bits ``[j * w, (j + 1) * w)`` of
+    the little-endian word (w = 8 * itemsize / lanes); it is stored as the unsigned integer of its
+    size, so instructions that do not know the format move it as bits (``is_float`` is False).
+    """
 
     name: str
     itemsize: int
     numpy: np.dtype
     is_float: bool
+    lanes: int = 1
+    lane_format: str = ""
 
     def __repr__(self) -> str:
         return self.name
@@ -49,9 +57,29 @@ UINT8 = _make("uint8", np.uint8, False)
 UINT16 = _make("uint16", np.uint16, False)
 UINT32 = _make("uint32", np.uint32, False)
 
+#: The MX "x4" packed types (v4, quantize_mx / nc_matmul_mx [S15]): four OCP minifloats per element.
+FP8_E5M2_X4 = DType("fp8_e5m2_x4", 4, np.dtype(np.uint32), False, 4, "e5m2")
+FP8_E4M3FN_X4 = DType("fp8_e4m3fn_x4", 4, np.dtype(np.uint32), False, 4, "e4m3fn")
+FP4_E2M1FN_X4 = DType("fp4_e2m1fn_x4", 2, np.dtype(np.uint16), False, 4, "e2m1fn")
+
 DTYPES: dict[str, DType] = {
     d.name: d
-    for d in (FP32, BF16, FP16, FP8_E4M3, FP8_E5M2, INT8, INT16, INT32, UINT8, UINT16, UINT32)
+    for d in (
+        FP32,
+        BF16,
+        FP16,
+        FP8_E4M3,
+        FP8_E5M2,
+        INT8,
+        INT16,
+        INT32,
+        UINT8,
+        UINT16,
+        UINT32,
+        FP8_E5M2_X4,
+        FP8_E4M3FN_X4,
+        FP4_E2M1FN_X4,
+    )
 }
 #: Accepted spellings besides the canonical names (numpy / torch / NKI style).
 _ALIASES = {
@@ -60,6 +88,9 @@ _ALIASES = {
     "float16": "fp16",
     "float8_e4m3": "fp8_e4m3",
     "float8_e5m2": "fp8_e5m2",
+    "float8_e5m2_x4": "fp8_e5m2_x4",
+    "float8_e4m3fn_x4": "fp8_e4m3fn_x4",
+    "float4_e2m1fn_x4": "fp4_e2m1fn_x4",
 }
 
 

@@ -125,6 +125,14 @@ class ComputeEngineConfig(_Section):
         "fp32's); a multi-input instruction's SBUF inputs share them"
     )
     min_ii_cycles: Cycles = Field(description="initiation-interval floor (MIN_II), cycles")
+    min_ii_dynamic_cycles: Cycles = Field(
+        description="initiation-interval floor of a copy whose source or destination offset is "
+        "read at run time (tensor_copy_dynamic_src/dst: MIN_II_DYNAMIC), cycles"
+    )
+    prng_values_per_cycle_per_lane: Annotated[int, Field(ge=1, le=16)] = Field(
+        description="32-bit pseudo-random values one lane's random number generator makes per "
+        "cycle (rng, rand2, dropout)"
+    )
     fixed_overhead_cycles: Cycles = Field(
         description="fixed start cost added to every instruction (e.g. GPSIMD_START), cycles"
     )

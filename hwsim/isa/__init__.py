@@ -6,10 +6,17 @@ Importing this package registers every instruction in ``ISA`` (opcode -> class).
 from hwsim.isa import (  # noqa: F401  (register instructions)
     copy_ops,
     dma_ops,
+    dynamic_copy_ops,
+    fused_ops,
+    gather_ops,
     gpsimd_ops,
+    index_ops,
+    mx_ops,
+    random_ops,
     reduce_ops,
     scalar_ops,
     scan_ops,
+    search_ops,
     tensor_ops,
     vector_ops,
 )

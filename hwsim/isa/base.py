@@ -73,8 +73,12 @@ class MachineSpec:
         *,
         floor: bool = True,
         extra_cycles: int = 0,
+        fixed: bool = True,
     ) -> Cost:
         """The VectorE/ScalarE/GpSimdE rule: fixed + max(MIN_II, work) (+ extra), plus latency.
+
+        ``floor=False`` drops the MIN_II floor, ``fixed=False`` the engine's fixed start cost
+        (for a documented formula that gives the whole cost, such as ``topk``'s).
 
         Latency (HARDWARE.md §2.2 [S1][S10]): results are visible to other engines
         ``pipeline_latency_cycles`` after the issue interval. A dependent instruction on the same
@@ -86,7 +90,7 @@ class MachineSpec:
         per-instruction rules say.
         """
         eng = self.engine_configs[engine]
-        busy = eng.fixed_overhead_cycles + (
+        busy = (eng.fixed_overhead_cycles if fixed else 0) + (
             max(eng.min_ii_cycles, work_cycles) if floor else work_cycles
         )
         busy += extra_cycles
@@ -111,6 +115,11 @@ class Instruction:
     #: Profiler opcode name (Neuron Explorer ``Instruction.opcode``), for comparing real profiles.
     PROFILER_OPCODE: ClassVar[str] = ""
     IS_DMA: ClassVar[bool] = False
+    #: Engine-internal state the instruction reads or writes besides its operands ("prng": the
+    #: random number generators, "accumulators": the reduce registers; ``isa.engine_state``).
+    #: Instructions naming the same state on one engine must keep their program order: no
+    #: operand dependency orders them.
+    ENGINE_STATE: ClassVar[str] = ""
 
     engine: str
     waits: tuple[tuple[str, int], ...] = ()
@@ -142,6 +151,22 @@ class Instruction:
         """The bytes this execution reads, for initcheck: ``reads()`` unless that is a
         conservative region (an indirect gather reads only the rows its indices pick)."""
         return self.reads()
+
+    def initcheck_writes(self, state: CoreState) -> tuple[tuple[AccessPattern, Any], ...]:
+        """What this execution writes, for initcheck, taken before it runs: (operand, mask)
+        pairs, the mask a boolean array shaped like the operand, or None for all of it.
+        ``writes()`` unless some elements are kept (a predicated copy, a dynamic offset)."""
+        return tuple((ap, None) for ap in self.writes())
+
+    def require_generation(self, spec: MachineSpec, *generations: str) -> None:
+        """Fail unless the config's NeuronCore generation is one of ``generations``."""
+        generation = spec.config.chip.generation
+        if generation not in generations:
+            names = "/".join(f"NeuronCore-{g}" for g in generations)
+            self.fail(
+                f"available on {names} only; this config is NeuronCore-{generation} "
+                "(chip.generation)"
+            )
 
     def operand_names(self) -> dict[str, AccessPattern]:
         """Operands by field name, for messages and traces."""

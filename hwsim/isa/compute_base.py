@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
-from hwsim.dtypes import DType
+from hwsim.dtypes import DType, cast
 from hwsim.isa.ap import AccessPattern, MemorySpace
 from hwsim.isa.base import Instruction, MachineSpec
 from hwsim.isa.tensor_ops import as_2d
@@ -66,6 +66,22 @@ class ComputeInstruction(Instruction):
                 f"[{data.partitions}, 1] (one element per partition of the data)"
             )
 
+    def check_rows(self, name: str, ap: AccessPattern, data: AccessPattern, width: int) -> None:
+        """``ap`` must be [data's partitions, width] (a per-partition result row)."""
+        if ap.partitions != data.partitions or ap.free_elements != width:
+            self.fail(
+                f"operand '{name}' has shape {ap.shape}; it must be [{data.partitions}, {width}]"
+            )
+
+    def check_dtype(self, name: str, ap: AccessPattern, allowed: tuple[str, ...]) -> None:
+        """``ap``'s dtype must be one of ``allowed`` (dtype names)."""
+        if ap.dtype.name not in allowed:
+            self.fail(f"operand '{name}' is {ap.dtype.name}; it must be {' or '.join(allowed)}")
+
+    def check_memory(self, name: str, ap: AccessPattern, memory: MemorySpace) -> None:
+        if ap.memory is not memory:
+            self.fail(f"operand '{name}' must be in {memory.value}, not {ap.memory.value}")
+
     def check_integer(self, why: str, operands: dict[str, Scalar]) -> None:
         """Every named operand must be integer-typed (tiles) or integral (immediates)."""
         for name, value in operands.items():
@@ -106,6 +122,29 @@ def write_result(state: CoreState, dst: AccessPattern, values: np.ndarray, integ
         low = (values & 0xFFFFFFFF).astype(np.uint32)
         values = low.view(np.int32) if dst.dtype.is_signed_int or dst.dtype.is_float else low
     state.write(dst, values.reshape(dst.shape))
+
+
+#: The unsigned integer type holding an element's bits, by element size in bytes.
+BITS_DTYPES = {1: np.uint8, 2: np.uint16, 4: np.uint32}
+
+
+def read_bits(state: CoreState, ap: AccessPattern) -> np.ndarray:
+    """An operand's elements as their raw bits, int64 [P, N] (for copies that convert nothing)."""
+    bits = state.view(ap).view(BITS_DTYPES[ap.dtype.itemsize])
+    return as_2d(bits).astype(np.int64)
+
+
+def write_bits(state: CoreState, ap: AccessPattern, bits: np.ndarray) -> None:
+    """Store raw element bits (int64, the operand's element count) into the operand."""
+    target = state.view(ap).view(BITS_DTYPES[ap.dtype.itemsize])
+    target[...] = bits.reshape(ap.shape).astype(target.dtype)
+
+
+def scalar_bits(value: float, ap: AccessPattern) -> int:
+    """The bits of an immediate as an element of ``ap``'s dtype (RNE for floats, saturating
+    for integers, as every write)."""
+    stored = cast(np.asarray([value], dtype=np.float64), ap.dtype)
+    return int(stored.view(BITS_DTYPES[ap.dtype.itemsize])[0])
 
 
 def scalar_aps(*values: Scalar | None) -> tuple[AccessPattern, ...]:

@@ -1,17 +1,30 @@
-"""``tensor_copy``: copy with dtype conversion on VectorE, ScalarE or GpSimdE.
+"""``tensor_copy`` (with dtype conversion, on VectorE, ScalarE or GpSimdE) and VectorE's
+``tensor_copy_predicated`` (bit for bit, where a predicate says).
 
-Cost max(MIN_II, N) [S16] (one input stream, ``hwsim.isa.streaming``); VectorE performance mode
-on v3+ (HARDWARE.md §2.2 [S2]): 4x when input and output are both in SBUF, both 16-bit floats,
-innermost dim contiguous; 2x when one of the SBUF/contiguity conditions fails.
+tensor_copy: cost max(MIN_II, N) [S16] (one input stream, ``hwsim.isa.streaming``); VectorE
+performance mode on v3+ (HARDWARE.md §2.2 [S2]): 4x when input and output are both in SBUF,
+both 16-bit floats, innermost dim contiguous; 2x when one of the SBUF/contiguity conditions
+fails.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
-from hwsim.isa.ap import AccessPattern
+import numpy as np
+
+from hwsim import kernels
+from hwsim.isa.ap import AccessPattern, MemorySpace
 from hwsim.isa.base import Cost, Instruction, MachineSpec, register
+from hwsim.isa.compute_base import (
+    ComputeInstruction,
+    Scalar,
+    read_bits,
+    scalar_aps,
+    scalar_bits,
+    write_bits,
+)
 from hwsim.isa.streaming import performance_mode_factor, streaming_cycles
 
 if TYPE_CHECKING:
@@ -57,3 +70,68 @@ class TensorCopy(Instruction):
 
     def execute(self, state: CoreState) -> None:
         state.write(self.dst, state.read(self.src).reshape(self.dst.shape))
+
+
+#: tensor_copy_predicated's predicate dtypes [S15].
+COPY_PREDICATE_DTYPES = ("uint8", "uint16", "uint32")
+
+
+@register
+@dataclass(frozen=True, kw_only=True)
+class TensorCopyPredicated(ComputeInstruction):
+    """dst = src where predicate (uint8/16/32) is nonzero (zero if ``reverse_pred``); dst's other
+    elements keep their bits [S15]. src is a tile of dst's shape and dtype (copied bit for bit)
+    or an immediate (rounded to dst's dtype); src and predicate not both in PSUM.
+
+    Cost [S16]: max(MIN_II, N) when one of src and predicate is in PSUM, max(MIN_II, 2N) when
+    both are in SBUF: the streaming model's two inputs (``hwsim.isa.streaming``; on v3+ the
+    wider SBUF read path makes both-SBUF fp32 N too, as for tensor_tensor). An immediate src is
+    no stream. For initcheck it writes only the elements it copies.
+    """
+
+    OPCODE = "tensor_copy_predicated"
+    ENGINES = ("vector",)
+    PROFILER_OPCODE = "COPY_PREDICATED"
+
+    dst: AccessPattern
+    src: Scalar
+    predicate: AccessPattern
+    reverse_pred: bool = False
+
+    def reads(self) -> tuple[AccessPattern, ...]:
+        return (*scalar_aps(self.src), self.predicate)
+
+    def writes(self) -> tuple[AccessPattern, ...]:
+        return (self.dst,)
+
+    def initcheck_writes(self, state: CoreState) -> tuple[tuple[AccessPattern, Any], ...]:
+        chosen = (read_bits(state, self.predicate) != 0) != self.reverse_pred
+        return ((self.dst, chosen.reshape(self.dst.shape)),)
+
+    def check(self, spec: MachineSpec) -> None:
+        super().check(spec)
+        same_shape(self, self.predicate, self.dst, "predicate/dst")
+        self.check_dtype("predicate", self.predicate, COPY_PREDICATE_DTYPES)
+        if isinstance(self.src, AccessPattern):
+            same_shape(self, self.src, self.dst, "src/dst")
+            if self.src.dtype != self.dst.dtype:
+                self.fail(
+                    f"src is {self.src.dtype.name} and dst {self.dst.dtype.name}; they must "
+                    "share a dtype [S15]"
+                )
+            if self.src.memory is self.predicate.memory is MemorySpace.PSUM:
+                self.fail("src and predicate are both in PSUM; at most one may be [S15]")
+
+    def cost(self, spec: MachineSpec) -> Cost:
+        inputs = (*scalar_aps(self.src), self.predicate)
+        work = streaming_cycles(spec, "vector", inputs, (self.dst,))
+        return spec.compute_cost("vector", work)
+
+    def execute(self, state: CoreState) -> None:
+        old = read_bits(state, self.dst)
+        if isinstance(self.src, AccessPattern):
+            src = read_bits(state, self.src)
+        else:
+            src = np.full_like(old, scalar_bits(self.src, self.dst))
+        pred = read_bits(state, self.predicate)
+        write_bits(state, self.dst, kernels.copy_predicated(old, src, pred, self.reverse_pred))

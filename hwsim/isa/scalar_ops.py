@@ -12,6 +12,7 @@ from hwsim.isa.ap import AccessPattern
 from hwsim.isa.base import Cost, MachineSpec, register
 from hwsim.isa.compute_base import ComputeInstruction, Scalar, read_2d, read_scalar, write_result
 from hwsim.isa.copy_ops import same_shape
+from hwsim.isa.engine_state import accumulators
 from hwsim.isa.streaming import streaming_cycles
 from hwsim.kernels import ActivationFunction
 
@@ -82,6 +83,7 @@ class ActivationReduce(Activation):
     """
 
     OPCODE = "activation_reduce"
+    ENGINE_STATE = "accumulators"
 
     reduce_dst: AccessPattern
 
@@ -106,3 +108,4 @@ class ActivationReduce(Activation):
         out, red = kernels.activation_reduce(x, self.func, scale, bias)
         write_result(state, self.dst, out, False)
         write_result(state, self.reduce_dst, red, False)
+        accumulators(state, "scalar").set(self.src.start_partition, red)

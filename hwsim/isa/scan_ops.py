@@ -9,7 +9,6 @@ fixed costs from ``MachineSpec.compute_cost``.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from enum import StrEnum
 from typing import TYPE_CHECKING
 
 from hwsim import kernels
@@ -25,6 +24,7 @@ from hwsim.isa.compute_base import (
     write_result,
 )
 from hwsim.isa.copy_ops import same_shape
+from hwsim.isa.engine_state import ReduceCmd, accumulators
 from hwsim.isa.streaming import streaming_cycles
 from hwsim.kernels import AluOp, ReduceOp
 
@@ -123,6 +123,7 @@ class TensorScalarReduce(ComputeInstruction):
 
     OPCODE = "tensor_scalar_reduce"
     ENGINES = ("vector",)
+    ENGINE_STATE = "accumulators"
     PROFILER_OPCODE = "TENSOR_SCALAR_REDUCE"
     FLOPS_PER_ELEMENT = 2
 
@@ -170,16 +171,7 @@ class TensorScalarReduce(ComputeInstruction):
         )
         write_result(state, self.dst, out, False)
         write_result(state, self.reduce_dst, red, False)
-
-
-class ReduceCmd(StrEnum):
-    """How an instruction's accumulator registers start (``nki.isa.reduce_cmd``) [S15]."""
-
-    idle = "idle"
-    reset = "reset"
-    reduce = "reduce"
-    reset_reduce = "reset_reduce"
-    load_reduce = "load_reduce"
+        accumulators(state, "vector").set(self.src.start_partition, red)
 
 
 #: The accumulator's start value per op1 under reset_reduce [S15].
@@ -211,6 +203,7 @@ class TensorScalarCumulative(ComputeInstruction):
 
     OPCODE = "tensor_scalar_cumulative"
     ENGINES = ("vector",)
+    ENGINE_STATE = "accumulators"
     PROFILER_OPCODE = "TENSOR_SCALAR_CUMULATIVE"
     FLOPS_PER_ELEMENT = 2
 
@@ -275,3 +268,5 @@ class TensorScalarCumulative(ComputeInstruction):
             initial,
         )
         write_result(state, self.dst, out, False)
+        if out.shape[1]:
+            accumulators(state, "vector").set(self.src.start_partition, out[:, -1])

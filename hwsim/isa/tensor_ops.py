@@ -8,6 +8,7 @@ M <= stationary_free_max, N <= moving_free_max, dst [M, N] fp32 in one PSUM bank
 from __future__ import annotations
 
 from dataclasses import dataclass
+from enum import StrEnum
 from typing import TYPE_CHECKING
 
 import numpy as np
@@ -21,6 +22,15 @@ if TYPE_CHECKING:
     from hwsim.machine.state import CoreState
 
 MATMUL_DTYPES = frozenset({"fp32", "bf16", "fp16", "fp8_e4m3", "fp8_e5m2"})
+#: Input dtypes of the FP8 "double row" performance mode [S15].
+DOUBLE_ROW_DTYPES = frozenset({"fp8_e4m3", "fp8_e5m2"})
+
+
+class MatmulPerfMode(StrEnum):
+    """TensorE performance mode of ``nc_matmul`` (``nki.isa.matmul_perf_mode``) [S15]."""
+
+    none = "none"
+    double_row = "double_row"
 
 
 def as_2d(values: np.ndarray) -> np.ndarray:
@@ -53,6 +63,14 @@ class NcMatmul(Instruction):
     holds only 0s and 1s: an fp32 matmul then runs at 2x its speed (``onezero_speedup_by_dtype``,
     HARDWARE.md §2.1; no effect on other dtypes). The hardware would compute garbage from a
     false promise, so with numerics on a flagged operand holding anything else is an error.
+
+    ``perf_mode=double_row`` (NeuronCore-v3+, FP8 inputs [S15]): the contraction is split over
+    the partitions and the first free dim, which must be 2: stationary [K/2, 2, M], moving
+    [K/2, 2, N], dst [M, N], so K goes to 256 (2 x 128 partitions); element (p, j) is
+    contraction row 2p + j. The array packs 2 rows per PE row
+    (``tensor_engine.contraction_packing_by_dtype``, 2 for FP8 on v3/v4 presets; a config with
+    1 has no double row), and the matmul takes the time of a BF16 one with K/2 rows [S2] in
+    every timing model (``MatmulShape.row_packing``).
     """
 
     OPCODE = "nc_matmul"
@@ -65,6 +83,20 @@ class NcMatmul(Instruction):
     accumulate: bool = False
     is_stationary_onezero: bool = False
     is_moving_onezero: bool = False
+    perf_mode: MatmulPerfMode = MatmulPerfMode.none
+
+    def packing(self) -> int:
+        """Contraction rows per partition: 2 in double-row mode, else 1."""
+        return 2 if MatmulPerfMode(self.perf_mode) is MatmulPerfMode.double_row else 1
+
+    def dims(self) -> tuple[int, int, int]:
+        """(K, M, N): contraction, stationary free size, moving free size."""
+        packing = self.packing()
+        return (
+            self.stationary.partitions * packing,
+            self.stationary.free_elements // packing,
+            self.moving.free_elements // packing,
+        )
 
     def reads(self) -> tuple[AccessPattern, ...]:
         return (
@@ -89,11 +121,10 @@ class NcMatmul(Instruction):
     def check(self, spec: MachineSpec) -> None:
         super().check(spec)
         te = spec.config.tensor_engine
-        k, m, n = (
-            self.stationary.partitions,
-            self.stationary.free_elements,
-            self.moving.free_elements,
-        )
+        if self.packing() > 1:
+            self._check_double_row(spec)
+        k, m, n = self.dims()
+        k //= self.packing()
         for name, ap in (("stationary", self.stationary), ("moving", self.moving)):
             if ap.dtype.name not in MATMUL_DTYPES:
                 self.fail(
@@ -132,13 +163,35 @@ class NcMatmul(Instruction):
             self.fail(f"dst shape {self.dst.shape} does not match [M={m}, N={n}]")
         check_fits_psum_bank(self, spec, "dst", self.dst)
 
+    def _check_double_row(self, spec: MachineSpec) -> None:
+        self.require_generation(spec, "v3", "v4")
+        packing = spec.config.tensor_engine.contraction_packing_by_dtype
+        for name, ap in (("stationary", self.stationary), ("moving", self.moving)):
+            if ap.dtype.name not in DOUBLE_ROW_DTYPES:
+                self.fail(
+                    f"perf_mode=double_row takes fp8_e4m3/fp8_e5m2 inputs [S15]; operand "
+                    f"'{name}' is {ap.dtype.name}"
+                )
+            if packing.get(ap.dtype.name, 1) < 2:  # type: ignore[call-overload]
+                self.fail(
+                    "this config's tensor_engine.contraction_packing_by_dtype"
+                    f"[{ap.dtype.name}] is 1: the array has no double row"
+                )
+            if len(ap.free_sizes) < 2 or ap.free_sizes[0] != 2:
+                self.fail(
+                    f"perf_mode=double_row splits K over the partitions and the first free dim, "
+                    f"which must be 2 [S15]; operand '{name}' has shape {ap.shape}"
+                )
+
     def timing_shape(self) -> MatmulShape:
+        k, m, n = self.dims()
         return MatmulShape(
-            self.stationary.partitions,
-            self.stationary.free_elements,
-            self.moving.free_elements,
+            k,
+            m,
+            n,
             self.stationary.dtype.name,
             self.is_stationary_onezero or self.is_moving_onezero,
+            self.packing(),
         )
 
     def cost(self, spec: MachineSpec) -> Cost:
@@ -153,18 +206,15 @@ class NcMatmul(Instruction):
         return Cost(ticks, spec.cycles("tensor", timing.latency_cycles), chain_ticks=ticks)
 
     def flops(self) -> int:
-        return (
-            2
-            * self.stationary.partitions
-            * self.stationary.free_elements
-            * self.moving.free_elements
-        )
+        k, m, n = self.dims()
+        return 2 * k * m * n
 
     def execute(self, state: CoreState) -> None:
         from hwsim.kernels.matmul import matmul_accumulate
 
-        stationary = as_2d(state.read(self.stationary))
-        moving = as_2d(state.read(self.moving))
+        k, m, n = self.dims()
+        stationary = as_2d(state.read(self.stationary)).reshape(k, m)
+        moving = as_2d(state.read(self.moving)).reshape(k, n)
         if self.is_stationary_onezero:
             self._check_onezero("stationary", stationary)
         if self.is_moving_onezero:

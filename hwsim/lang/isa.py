@@ -10,42 +10,59 @@ from __future__ import annotations
 from typing import Any
 
 from hwsim.errors import IllegalInstructionError
-from hwsim.isa.base import ISA, Instruction
+from hwsim.isa.base import Instruction
 from hwsim.isa.dma_ops import DgeMode, dge_trigger_engines
-from hwsim.isa.scan_ops import ReduceCmd
+from hwsim.isa.engine_state import ReduceCmd
+from hwsim.isa.search_ops import FP32_MIN
+from hwsim.isa.tensor_ops import MatmulPerfMode
 from hwsim.kernels.ops import ActivationFunction, AluOp, ReduceOp
+from hwsim.lang.emit import (
+    emit,
+    enum_arg,
+    gpsimd_engine,
+    scalar_engine,
+    scalar_operand,
+    sync_engine,
+    tensor_engine,
+    vector_engine,
+)
+from hwsim.lang.isa_gather import (
+    local_gather,
+    nc_n_gather,
+    nc_stream_shuffle,
+    tensor_copy_dynamic_dst,
+    tensor_copy_dynamic_src,
+)
+from hwsim.lang.isa_random import (
+    activate2,
+    dropout,
+    exponential,
+    nc_matmul_mx,
+    quantize_mx,
+    rand2,
+    rand_get_state,
+    rand_set_state,
+    rng,
+    set_rng_seed,
+)
+from hwsim.lang.isa_select import (
+    max8,
+    nc_find_index8,
+    nc_match_replace8,
+    nonzero_with_count,
+    range_select,
+    select_reduce,
+    sequence_bounds,
+    tensor_copy_predicated,
+    topk,
+)
 from hwsim.lang.kernel import current, source_location
-from hwsim.lang.tiles import Tile, View, as_ap
+
+#: FP32_MIN, range_select's on_false_value (NKI: ``nl.fp32.min``).
+fp32_min = FP32_MIN
 
 #: Accumulator start commands (NKI: ``nki.isa.reduce_cmd``).
 reduce_cmd = ReduceCmd
-
-#: Engine names (NKI: ``nki.isa.engine``).
-tensor_engine, vector_engine, scalar_engine, gpsimd_engine, sync_engine = (
-    "tensor",
-    "vector",
-    "scalar",
-    "gpsimd",
-    "sync",
-)
-
-
-def emit(opcode: str, engine: str, **fields: Any) -> Instruction:
-    """Append one instruction by opcode; tile and view arguments become access patterns."""
-    context = current()
-    operands = {
-        key: as_ap(value, f"{opcode} argument '{key}'")
-        if isinstance(value, (Tile, View))
-        else value
-        for key, value in fields.items()
-    }
-    tag = f"{context.name}:{source_location()}"
-    instruction = ISA[opcode](engine=engine, tag=tag, **operands)  # type: ignore[arg-type]
-    return context.emit(instruction)
-
-
-def _scalar(value: Any) -> Any:
-    return value if isinstance(value, (Tile, View)) else float(value)
 
 
 # ---- TensorE ---------------------------------------------------------------------------------
@@ -57,11 +74,14 @@ def nc_matmul(
     is_moving_onezero: bool = False,
     *,
     accumulate: bool = False,
+    perf_mode: str = "none",
 ) -> Instruction:
     """dst[M, N] (+)= stationary[K, M].T @ moving[K, N] in PSUM (fp32 accumulation).
 
     is_stationary_onezero / is_moving_onezero: that operand holds only 0s and 1s, so an fp32
     matmul runs at 2x its speed; a flagged operand with another value is an error at run time.
+    perf_mode="double_row" (v3+, fp8): K = 2 x partitions, stationary [K/2, 2, M] and moving
+    [K/2, 2, N], at the time of a K/2-row BF16 matmul (``nki.isa.matmul_perf_mode``).
     """
     return emit(
         "nc_matmul",
@@ -72,6 +92,7 @@ def nc_matmul(
         accumulate=accumulate,
         is_stationary_onezero=is_stationary_onezero,
         is_moving_onezero=is_moving_onezero,
+        perf_mode=enum_arg(MatmulPerfMode, perf_mode, "nc_matmul", "perf_mode"),
     )
 
 
@@ -92,7 +113,7 @@ def activation(
         src=data,
         func=ActivationFunction(op),
         bias=bias,
-        scale=_scalar(scale),
+        scale=scalar_operand(scale),
     )
 
 
@@ -113,7 +134,7 @@ def activation_reduce(
         src=data,
         func=ActivationFunction(op),
         bias=bias,
-        scale=_scalar(scale),
+        scale=scalar_operand(scale),
         reduce_dst=reduce_res,
     )
 
@@ -145,10 +166,10 @@ def tensor_scalar(
         dst=dst,
         src=data,
         op0=AluOp(op0),
-        scalar0=_scalar(operand0),
+        scalar0=scalar_operand(operand0),
         reverse0=reverse0,
         op1=AluOp.bypass if op1 is None else AluOp(op1),
-        scalar1=_scalar(operand1),
+        scalar1=scalar_operand(operand1),
         reverse1=reverse1,
     )
 
@@ -171,7 +192,7 @@ def scalar_tensor_tensor(
         dst=dst,
         src0=data,
         op0=AluOp(op0),
-        scalar0=_scalar(operand0),
+        scalar0=scalar_operand(operand0),
         op1=AluOp(op1),
         src1=operand1,
         reverse0=reverse0,
@@ -197,7 +218,7 @@ def tensor_tensor_scan(
         dst=dst,
         src0=data0,
         src1=data1,
-        initial=_scalar(initial),
+        initial=scalar_operand(initial),
         op0=AluOp(op0),
         op1=AluOp(op1),
         reverse0=reverse0,
@@ -221,7 +242,7 @@ def tensor_scalar_reduce(
         dst=dst,
         src=data,
         op0=AluOp(op0),
-        scalar0=_scalar(operand0),
+        scalar0=scalar_operand(operand0),
         reduce_op=ReduceOp(reduce_op),
         reduce_dst=reduce_res,
         reverse0=reverse0,
@@ -246,8 +267,8 @@ def tensor_scalar_cumulative(
         src=src,
         op0=AluOp(op0),
         op1=AluOp(op1),
-        imm0=_scalar(imm0),
-        imm1=None if imm1 is None else _scalar(imm1),
+        imm0=scalar_operand(imm0),
+        imm1=None if imm1 is None else scalar_operand(imm1),
         reduce_cmd=ReduceCmd(reduce_cmd),
     )
 
@@ -407,6 +428,7 @@ __all__ = [
     "ActivationFunction",
     "AluOp",
     "ReduceOp",
+    "activate2",
     "activation",
     "activation_reduce",
     "affine_select",
@@ -415,16 +437,43 @@ __all__ = [
     "dma_copy",
     "dma_gather",
     "dma_transpose",
+    "dropout",
     "emit",
+    "exponential",
+    "fp32_min",
+    "gpsimd_engine",
     "iota",
+    "local_gather",
+    "max8",
     "memset",
+    "nc_find_index8",
+    "nc_match_replace8",
     "nc_matmul",
+    "nc_matmul_mx",
+    "nc_n_gather",
+    "nc_stream_shuffle",
     "nc_transpose",
+    "nonzero_with_count",
+    "quantize_mx",
+    "rand2",
+    "rand_get_state",
+    "rand_set_state",
+    "range_select",
     "reciprocal",
     "reduce_cmd",
+    "rng",
+    "scalar_engine",
     "scalar_tensor_tensor",
     "select",
+    "select_reduce",
+    "sequence_bounds",
+    "set_rng_seed",
+    "sync_engine",
     "tensor_copy",
+    "tensor_copy_dynamic_dst",
+    "tensor_copy_dynamic_src",
+    "tensor_copy_predicated",
+    "tensor_engine",
     "tensor_partition_reduce",
     "tensor_reduce",
     "tensor_scalar",
@@ -432,4 +481,6 @@ __all__ = [
     "tensor_scalar_reduce",
     "tensor_tensor",
     "tensor_tensor_scan",
+    "topk",
+    "vector_engine",
 ]

@@ -10,6 +10,9 @@ from hwsim.lang.tiles import Tile, View, sbuf
 
 float32, bfloat16, float16 = "fp32", "bf16", "fp16"
 float8_e4m3, float8_e5m2 = "fp8_e4m3", "fp8_e5m2"
+#: The v4 MX packed types: four minifloats per element (quantize_mx, nc_matmul_mx).
+float8_e5m2_x4, float8_e4m3fn_x4 = "fp8_e5m2_x4", "fp8_e4m3fn_x4"
+float4_e2m1fn_x4 = "fp4_e2m1fn_x4"
 int8, int16, int32, uint8, uint16, uint32 = "int8", "int16", "int32", "uint8", "uint16", "uint32"
 
 

@@ -28,6 +28,7 @@ import numpy as np
 from hwsim.errors import HwsimError, InitCheckError
 from hwsim.isa.ap import AccessPattern, MemorySpace
 from hwsim.isa.base import Instruction
+from hwsim.isa.mx_ops import NcMatmulMx
 from hwsim.isa.tensor_ops import NcMatmul
 from hwsim.machine.state import (
     MIRROR_DTYPES,
@@ -172,7 +173,9 @@ class InitChecker:
         start, so they need no mirror (the largest tensors of a run often are its inputs)."""
         tensors = state.hbm.tensors
         accumulating = (
-            instruction.dst if type(instruction) is NcMatmul and instruction.accumulate else None
+            instruction.dst  # type: ignore[attr-defined]
+            if type(instruction) in (NcMatmul, NcMatmulMx) and instruction.accumulate  # type: ignore[attr-defined]
+            else None
         )
         for ap in instruction.initcheck_reads(state):
             if ap.memory is MemorySpace.HBM and tensors[ap.tensor].initialised:
@@ -180,15 +183,22 @@ class InitChecker:
             which = PSUM_GROUP if ap is accumulating else WRITTEN
             if state.mirror(ap, which).min() != _ALL_WRITTEN[ap.dtype.itemsize]:
                 self._record(state, pc, instruction, ap, which)
+        writes = instruction.initcheck_writes(state)
         instruction.execute(state)
-        for ap in instruction.writes():
+        for ap, mask in writes:
             memory = ap.memory
             if memory is MemorySpace.HBM and tensors[ap.tensor].initialised:
                 continue
             written = _ALL_WRITTEN[ap.dtype.itemsize]
-            state.mirror(ap).fill(written)
-            if memory is MemorySpace.PSUM:  # a TensorE write starts or continues a group
-                state.mirror(ap, PSUM_GROUP).fill(written if instruction.engine == "tensor" else 0)
+            group = written if instruction.engine == "tensor" else 0
+            if mask is None:
+                state.mirror(ap).fill(written)
+                if memory is MemorySpace.PSUM:  # a TensorE write starts or continues a group
+                    state.mirror(ap, PSUM_GROUP).fill(group)
+                continue
+            state.mirror(ap)[mask] = written
+            if memory is MemorySpace.PSUM:
+                state.mirror(ap, PSUM_GROUP)[mask] = group
 
     def _record(
         self, state: CoreState, pc: int, instruction: Instruction, ap: AccessPattern, which: int

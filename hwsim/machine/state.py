@@ -144,6 +144,12 @@ class CoreState:
         #: further (``initcheck.size_mirrors``), and a small program should not pay for 24 MiB.
         self.mirror_bytes_per_partition = (sbuf_geometry[1], psum_geometry[1])
 
+    @cached_property
+    def engine_registers(self) -> dict[str, Any]:
+        """Engine-internal state of the instructions that keep it (random number generators,
+        reduce accumulators), by key; ``hwsim.isa.engine_state`` owns what is in it."""
+        return {}
+
     # Made at first use: a timing-only run never touches them (and filling 24 MiB of SBUF per
     # core would cost it as much as simulating thousands of instructions).
     @cached_property

@@ -17,8 +17,8 @@ difference is exactly the MM_INIT_LATENCY floor, a documented instruction overhe
 the array's dataflow does not produce -- and closed_form's latency adds the configured
 ``result_latency_cycles`` where the array model adds ``rows + M - 2``. Shapes larger than the
 array are folded over K and M tiles; the issue interval then spans all folds' streams plus any
-weight loads they expose. fp8 "double row" packing (``contraction_packing_by_dtype``) divides K
-before mapping it to rows.
+weight loads they expose. Row packing (``MatmulShape.row_packing``: FP8 "double row" 2, MX 4)
+divides K before mapping it to rows.
 
 ``scalesim_ws`` reproduces SCALE-Sim's weight-stationary compute cycles (stall-free): weights are
 preloaded with no overlap, each fold pays its fill and drain over the whole array. Derived from
@@ -92,9 +92,8 @@ def systolic_counts(
 
 def _dtype_factors(te: TensorEngineConfig, shape: MatmulShape) -> tuple[int, int]:
     """(passes through the array, contraction rows per PE row): ``cycles_multiplier`` (dtype
-    and the 0/1 fast path, as closed_form) and ``contraction_packing_by_dtype``."""
-    packing = te.contraction_packing_by_dtype.get(shape.dtype, 1)  # type: ignore[call-overload]
-    return cycles_multiplier(te, shape), packing
+    and the 0/1 fast path, as closed_form) and the shape's row packing."""
+    return cycles_multiplier(te, shape), shape.row_packing
 
 
 @register_tensor_model("systolic_cycle")

@@ -25,6 +25,9 @@ class MatmulShape:
     n_moving: int  # moving free size = output free size
     dtype: str  # input dtype name
     onezero: bool = False  # an operand is flagged as holding only 0s and 1s (is_*_onezero)
+    #: contraction rows each PE row takes: 2 for an FP8 "double row" matmul (v3+ [S2]), 4 for an
+    #: MX matmul (v4 [S3]); k_rows / row_packing PE rows are used.
+    row_packing: int = 1
 
 
 @dataclass(frozen=True, slots=True)
@@ -87,6 +90,8 @@ def closed_form(te: TensorEngineConfig, shape: MatmulShape) -> MatmulTiming:
     it overlaps the previous MM ("background LoadStationary"), so it never exceeds the MM here.
     Latency = issue interval + the array's result latency (fill/drain, a config parameter).
     ``multiplier`` is ``cycles_multiplier`` (dtype, and the 0/1 fast path).
+    Row packing (FP8 double row, MX) does not enter: K never does, and a packed matmul of
+    K = 128 x packing takes the time of a BF16 one with K = 128 [S2][S3] (HARDWARE.md §2.1).
     """
     multiplier = cycles_multiplier(te, shape)
     floor_cycles = multiplier * min(te.min_ii_cycles, shape.m_stationary)

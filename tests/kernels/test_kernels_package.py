@@ -77,7 +77,10 @@ def test_warm_up_compiles_everything_quickly_once_cached() -> None:
     K.warm_up()  # compiles or loads the disk cache
     kernels = [
         obj
-        for module in ("alu", "activations", "elementwise", "integer", "reduce", "index", "scan")
+        for module in (
+            *("alu", "activations", "elementwise", "integer", "reduce", "index", "scan"),
+            *("search", "gather", "prng", "mx"),
+        )
         for obj in vars(sys.modules[f"hwsim.kernels.{module}"]).values()
         if hasattr(obj, "signatures") and hasattr(obj, "py_func")
     ]

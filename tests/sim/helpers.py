@@ -252,3 +252,54 @@ def assert_ulps(actual: np.ndarray, expected: np.ndarray, dtype: DType, max_ulps
         f"{int(distance.flat[worst])} {dtype.name} ulps apart (max {max_ulps}) at flat index "
         f"{worst}: got {actual.flat[worst]!r}, expected {expected_stored.flat[worst]!r}"
     )
+
+
+class SmallProgram:
+    """A hand-built program for tests that need several instructions or tiles at chosen
+    partitions: SBUF tiles 256 bytes apart, inputs loaded from HBM, outputs stored back."""
+
+    def __init__(self) -> None:
+        self.b = ProgramBuilder()
+        self.next_byte = {SBUF: 0, PSUM: 0}
+        self.queue = 0
+
+    def tile(
+        self,
+        partitions: int,
+        free: int | tuple[int, ...],
+        dtype: DType,
+        start: int = 0,
+        memory: MemorySpace = SBUF,
+    ) -> AccessPattern:
+        ap = contiguous(
+            memory,
+            dtype,
+            partitions,
+            free,
+            start_partition=start,
+            offset_bytes=self.next_byte[memory],
+        )
+        self.next_byte[memory] += 256 if memory is SBUF else 2048
+        return ap
+
+    def load(self, name: str, values: np.ndarray, dtype: DType, start: int = 0) -> AccessPattern:
+        values = np.asarray(values)
+        tile = self.tile(values.shape[0], values.shape[1:], dtype, start)
+        self.b.hbm_tensor(name, values.shape, dtype, "input", values)
+        hbm = contiguous(MemorySpace.HBM, dtype, values.shape[0], values.shape[1:], tensor=name)
+        self.queue += 1
+        self.b.emit(DmaCopy(engine="sync", dst=tile, src=hbm, queue=self.queue % 4))
+        return tile
+
+    def store(self, name: str, tile: AccessPattern) -> None:
+        self.b.hbm_tensor(name, tile.shape, tile.dtype, "output")
+        hbm = contiguous(MemorySpace.HBM, tile.dtype, tile.partitions, tile.free_sizes, tensor=name)
+        self.queue += 1
+        if tile.memory is PSUM:
+            staging = self.tile(tile.partitions, tile.free_sizes, tile.dtype)
+            self.b.emit(TensorCopy(engine="vector", dst=staging, src=tile))
+            tile = staging
+        self.b.emit(DmaCopy(engine="sync", dst=hbm, src=tile, queue=self.queue % 4))
+
+    def run(self, config: str | HardwareConfig = "tiny") -> RunResult:
+        return run(self.b.build(), as_config(config), race_check=True)

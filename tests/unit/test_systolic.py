@@ -194,8 +194,10 @@ def test_systolic_cycle_folds_shapes_larger_than_the_array() -> None:
 def test_fp8_double_row_packs_two_contraction_rows_per_pe_row() -> None:
     te = load_config("trn2", {"tensor_engine.timing_model": "systolic_cycle"}).tensor_engine
     model = TENSOR_TIMING_MODELS["systolic_cycle"]
-    fp8 = model(te, MatmulShape(256, 128, 512, "fp8_e4m3"))
+    fp8 = model(te, MatmulShape(256, 128, 512, "fp8_e4m3", row_packing=2))
     assert fp8 == model(te, MatmulShape(128, 128, 512, "bf16"))
+    unpacked = model(te, MatmulShape(128, 128, 512, "fp8_e4m3"))
+    assert unpacked == model(te, MatmulShape(128, 128, 512, "bf16"))  # no packing: all 128 rows
 
 
 # ---- SCALE-Sim ----------------------------------------------------------------------------------

@@ -270,7 +270,7 @@ MALFORMED = {
     ),
     "bad dtype": (
         _at("tensor_tensor", _set("dst/dtype", "fp33"), ".dst.dtype"),
-        "unknown dtype 'fp33' (valid: fp32, bf16",
+        "unknown dtype 'fp33' (did you mean 'fp32'?)",
     ),
     "bad memory": (
         _at("tensor_tensor", _set("dst/memory", "L2"), ".dst.memory"),

@@ -1,0 +1,60 @@
+"""Appending one ISA instruction to the kernel being built: the step under every ISA call.
+
+``emit`` converts tiles/views to access patterns, builds the registered instruction by opcode, tags
+it with the kernel's source line, and appends it in program order (the builder adds the
+semaphores). The ISA call modules (``hwsim.lang.isa`` and its ``isa_*`` companions) are thin
+wrappers that name the fields.
+"""
+
+from __future__ import annotations
+
+from enum import Enum
+from typing import Any, TypeVar
+
+from hwsim.errors import IllegalInstructionError
+from hwsim.isa.base import ISA, Instruction
+from hwsim.lang.kernel import current, source_location
+from hwsim.lang.tiles import Tile, View, as_ap
+
+#: Engine names (NKI: ``nki.isa.engine``).
+tensor_engine, vector_engine, scalar_engine, gpsimd_engine, sync_engine = (
+    "tensor",
+    "vector",
+    "scalar",
+    "gpsimd",
+    "sync",
+)
+
+
+def emit(opcode: str, engine: str, **fields: Any) -> Instruction:
+    """Append one instruction by opcode; tile and view arguments become access patterns."""
+    context = current()
+    operands = {
+        key: as_ap(value, f"{opcode} argument '{key}'")
+        if isinstance(value, (Tile, View))
+        else value
+        for key, value in fields.items()
+    }
+    tag = f"{context.name}:{source_location()}"
+    instruction = ISA[opcode](engine=engine, tag=tag, **operands)  # type: ignore[arg-type]
+    return context.emit(instruction)
+
+
+def scalar_operand(value: Any) -> Any:
+    """A scalar argument as an instruction takes it: a tile/view as is, a number as float."""
+    return value if isinstance(value, (Tile, View)) else float(value)
+
+
+EnumT = TypeVar("EnumT", bound=Enum)
+
+
+def enum_arg(kind: type[EnumT], value: Any, call: str, name: str) -> EnumT:
+    """``value`` as a member of ``kind`` (by member or value); a one-line error listing the
+    valid values otherwise."""
+    try:
+        return kind(value)
+    except ValueError:
+        valid = ", ".join(str(m.value) for m in kind)
+        raise IllegalInstructionError(
+            f"{source_location()}: {call}({name}={value!r}): valid values are {valid}"
+        ) from None
