@@ -21,8 +21,8 @@ from hwsim import kernels
 from hwsim.isa.ap import AccessPattern, MemorySpace
 from hwsim.isa.base import Cost, Instruction, MachineSpec, register
 from hwsim.isa.compute_base import ComputeInstruction, read_2d, read_bits, write_bits, write_result
-from hwsim.isa.tensor_ops import as_2d
-from hwsim.timing.tensor_models import TENSOR_TIMING_MODELS, MatmulShape
+from hwsim.isa.tensor_ops import as_2d, matmul_cost
+from hwsim.timing.tensor_models import MatmulShape
 
 if TYPE_CHECKING:
     from hwsim.machine.state import CoreState
@@ -251,10 +251,7 @@ class NcMatmulMx(Instruction):
         )
 
     def cost(self, spec: MachineSpec) -> Cost:
-        te = spec.config.tensor_engine
-        timing = TENSOR_TIMING_MODELS[te.timing_model](te, self.timing_shape())
-        issue = max(timing.issue_interval_cycles, timing.load_stationary_cycles)
-        return Cost(spec.cycles("tensor", issue), spec.cycles("tensor", timing.latency_cycles))
+        return matmul_cost(spec, self.timing_shape())
 
     def flops(self) -> int:
         shape = self.timing_shape()

@@ -53,6 +53,21 @@ def check_fits_psum_bank(
         )
 
 
+def matmul_cost(spec: MachineSpec, shape: MatmulShape) -> Cost:
+    """The cost of one matmul of ``shape`` on the configured TensorE timing model.
+
+    A matmul accumulating onto the previous one's result (the next K tile of a group) issues
+    right behind it: accumulation is near-memory in PSUM as results stream out, and
+    back-to-back accumulating matmuls run at the documented max(N, 64) [S1][S16]; only other
+    engines wait for the result latency.
+    """
+    te = spec.config.tensor_engine
+    timing = TENSOR_TIMING_MODELS[te.timing_model](te, shape)
+    issue = max(timing.issue_interval_cycles, timing.load_stationary_cycles)
+    ticks = spec.cycles("tensor", issue)
+    return Cost(ticks, spec.cycles("tensor", timing.latency_cycles), chain_ticks=ticks)
+
+
 @register
 @dataclass(frozen=True, kw_only=True)
 class NcMatmul(Instruction):
@@ -195,15 +210,7 @@ class NcMatmul(Instruction):
         )
 
     def cost(self, spec: MachineSpec) -> Cost:
-        te = spec.config.tensor_engine
-        timing = TENSOR_TIMING_MODELS[te.timing_model](te, self.timing_shape())
-        issue = max(timing.issue_interval_cycles, timing.load_stationary_cycles)
-        # A matmul accumulating onto the previous one's result (the next K tile of a group)
-        # issues right behind it: accumulation is near-memory in PSUM as results stream out, and
-        # back-to-back accumulating matmuls run at the documented max(N, 64) [S1][S16]; only
-        # other engines wait for the result latency.
-        ticks = spec.cycles("tensor", issue)
-        return Cost(ticks, spec.cycles("tensor", timing.latency_cycles), chain_ticks=ticks)
+        return matmul_cost(spec, self.timing_shape())
 
     def flops(self) -> int:
         k, m, n = self.dims()

@@ -179,6 +179,24 @@ class FactsMemo:
         self._memo[key] = (twin, value)
         return value
 
+    def ids(self, records: Sequence[Any]) -> tuple[np.ndarray, list[InstructionFacts]]:
+        """Per record, an index into a table of the distinct facts of ``records`` (one pass; each
+        distinct instruction's facts are in the table once, whatever the memo's limit)."""
+        table: list[InstructionFacts] = []
+        index: dict[tuple[int, str, Any], int] = {}
+
+        def code(instruction: Any) -> int:
+            twin = instruction.__dict__.get(STATIC_TWIN, instruction)
+            key = (id(twin), instruction.tag, instruction.signals)  # twins live in the records
+            found = index.get(key)
+            if found is None:
+                found = index[key] = len(table)
+                table.append(self(instruction))
+            return found
+
+        ids = np.fromiter((code(r.instruction) for r in records), np.int64, len(records))
+        return ids, table
+
 
 def facts_memo() -> FactsMemo:
     return FactsMemo()

@@ -44,6 +44,7 @@ from hwsim.trace.analysis import (
     engine_code,
     engine_codes,
     engine_label,
+    engine_of_code,
     facts_memo,
     int_column,
     semaphore_waits,
@@ -170,47 +171,53 @@ class _Work(NamedTuple):
 
 def _instruction_work(trace: Trace, facts: FactsMemo, spans: OperandSpans) -> _Work:
     """Opcode counts, FLOPs, bytes and per-tag totals, plus the operand spans SBUF/PSUM
-    lifetimes need: one pass that keeps only integer columns (a trace of distinct instruction
-    objects would otherwise hold a facts tuple per record)."""
+    lifetimes need: one pass finds each record's distinct facts, the rest is numpy over columns
+    (a record costs a dictionary look-up, not a walk through its facts)."""
     recs = trace.instructions
-    track_spans = bool(trace.memory_allocations)
-    flops, hbm, op_code, dtype_code, tag_code = (array("q") for _ in range(5))
-    reads, writes = [0, 0, 0], [0, 0, 0]
-    ops: dict[tuple[str, str], int] = {}
-    dtypes: dict[str, int] = {}
-    tag_ids: dict[str, int] = {}
-    for rec in recs:
-        f = facts(rec.instruction)
-        if track_spans:
-            spans.add(rec.core, f.spans, rec.start_tick, rec.done_tick)
-        flops.append(f.flops)
-        r, w = f.read_bytes, f.write_bytes
-        hbm.append(r[HBM] + w[HBM])
-        for m in range(3):
-            reads[m] += r[m]
-            writes[m] += w[m]
-        op_code.append(ops.setdefault((rec.engine, f.opcode), len(ops)))
-        dtype_code.append(dtypes.setdefault(f.dtype or "bf16", len(dtypes)))
-        tag_code.append(tag_ids.setdefault(f.tag or f.opcode, len(tag_ids)))
-    flop = np.frombuffer(flops, np.int64) if recs else np.zeros(0, np.int64)
-    op_count = np.bincount(_np(op_code), minlength=len(ops))
-    opcodes = Counter({key: int(op_count[code]) for key, code in ops.items()})
-    mask = (engine_codes(recs) == engine_code("tensor")) & (flop > 0)
-    by_code = np.bincount(_np(dtype_code)[mask], weights=flop[mask], minlength=len(dtypes))
-    by_dtype = {d: int(by_code[c]) for d, c in dtypes.items() if by_code[c]}
+    fid, table = facts.ids(recs)
+    k = len(table)
+    flops_k = np.array([f.flops for f in table], np.int64).reshape(k)
+    reads_k = np.array([f.read_bytes for f in table], np.int64).reshape(k, 3)
+    writes_k = np.array([f.write_bytes for f in table], np.int64).reshape(k, 3)
+    opcodes_k, opcode_of = _codes([f.opcode for f in table])
+    dtypes_k, dtype_of = _codes([f.dtype or "bf16" for f in table])
+    tags_k, tag_of = _codes([f.tag or f.opcode for f in table])
 
-    tag = _np(tag_code)
+    eng = engine_codes(recs)
+    flop = flops_k[fid]
+    counts_k = np.bincount(fid, minlength=k)
+    reads = [int(x) for x in counts_k @ reads_k]
+    writes = [int(x) for x in counts_k @ writes_k]
+    hbm = (reads_k[:, HBM] + writes_k[:, HBM])[fid]
+
+    width = max(len(opcode_of), 1)  # (engine, opcode) pairs as one code
+    pairs, pair_count = np.unique(eng * width + opcodes_k[fid], return_counts=True)
+    opcodes = Counter(
+        {
+            (engine_of_code(p // width), opcode_of[p % width]): n
+            for p, n in zip(pairs.tolist(), pair_count.tolist(), strict=True)
+        }
+    )
+    mask = (eng == engine_code("tensor")) & (flop > 0)
+    by_code = np.bincount(dtypes_k[fid][mask], weights=flop[mask], minlength=len(dtype_of))
+    by_dtype = {d: int(by_code[c]) for c, d in enumerate(dtype_of) if by_code[c]}
+
+    tag = tags_k[fid]
     start = int_column(recs, "start_tick")
     end = int_column(recs, "end_tick")
-    k = len(tag_ids)
-    first = np.full(k, np.iinfo(np.int64).max)
-    last = np.zeros(k, np.int64)
+    if trace.memory_allocations and k:
+        _add_spans(
+            spans, int_column(recs, "core"), fid, table, start, int_column(recs, "done_tick")
+        )
+    n_tags = len(tag_of)
+    first = np.full(n_tags, np.iinfo(np.int64).max)
+    last = np.zeros(n_tags, np.int64)
     np.minimum.at(first, tag, start)
     np.maximum.at(last, tag, end)
-    counts = np.bincount(tag, minlength=k)
-    tag_flops = np.bincount(tag, weights=flop, minlength=k)
-    tag_hbm = np.bincount(tag, weights=_np(hbm), minlength=k)
-    busy = np.bincount(tag, weights=end - start, minlength=k)
+    counts = np.bincount(tag, minlength=n_tags)
+    tag_flops = np.bincount(tag, weights=flop, minlength=n_tags)
+    tag_hbm = np.bincount(tag, weights=hbm, minlength=n_tags)
+    busy = np.bincount(tag, weights=end - start, minlength=n_tags)
     tags = {
         name: [
             int(counts[i]),
@@ -220,9 +227,37 @@ def _instruction_work(trace: Trace, facts: FactsMemo, spans: OperandSpans) -> _W
             int(first[i]),
             int(last[i]),
         ]
-        for name, i in tag_ids.items()
+        for i, name in enumerate(tag_of)
     }
     return _Work(opcodes, by_dtype, int(flop.sum()), reads, writes, tags)
+
+
+def _codes(values: list[str]) -> tuple[np.ndarray, list[str]]:
+    """Each value's code (int64 array) and the distinct values in order of first appearance."""
+    found: dict[str, int] = {}
+    codes = np.fromiter((found.setdefault(v, len(found)) for v in values), np.int64, len(values))
+    return codes, list(found)
+
+
+def _add_spans(
+    spans: OperandSpans,
+    core: np.ndarray,
+    fid: np.ndarray,
+    table: list[Any],
+    start: np.ndarray,
+    done: np.ndarray,
+) -> None:
+    """The operand spans of every record, by (core, distinct facts): first start, last done."""
+    group = core * len(table) + fid
+    keys, inverse = np.unique(group, return_inverse=True)
+    inverse = inverse.reshape(-1)
+    first = np.full(len(keys), np.iinfo(np.int64).max)
+    last = np.full(len(keys), np.iinfo(np.int64).min)
+    np.minimum.at(first, inverse, start)
+    np.maximum.at(last, inverse, done)
+    for key, lo, hi in zip(keys.tolist(), first.tolist(), last.tolist(), strict=True):
+        c, f = divmod(key, len(table))
+        spans.add(c, table[f].spans, lo, hi)
 
 
 def _np(values: array[int]) -> np.ndarray:
