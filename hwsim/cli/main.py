@@ -5,14 +5,24 @@ from __future__ import annotations
 import argparse
 import sys
 from collections.abc import Sequence
+from typing import NoReturn
 
 from hwsim.errors import HwsimError
+
+
+class OneLineParser(argparse.ArgumentParser):
+    """An argument parser whose errors are one line, like every other user error: what was
+    wrong and where to look (argparse's default prints the whole usage first). Subcommand
+    parsers are made of the same class (``add_subparsers`` takes the parent's class)."""
+
+    def error(self, message: str) -> NoReturn:
+        self.exit(2, f"hwsim: error: {self.prog}: {message} (see {self.prog} --help)\n")
 
 
 def build_parser(argv: Sequence[str] | None = None) -> argparse.ArgumentParser:
     from hwsim.cli import config_cmd, demo_cmd, plot_cmd, report_cmd, run_cmd, sweep_cmd
 
-    parser = argparse.ArgumentParser(
+    parser = OneLineParser(
         prog="hwsim", description="Cycle-level simulator of AWS Trainium NeuronCores."
     )
     parser.add_argument("--debug", action="store_true", help="show tracebacks on errors")
@@ -46,7 +56,12 @@ def _register_plugins(commands: argparse._SubParsersAction, argv: Sequence[str] 
 def main(argv: Sequence[str] | None = None) -> int:
     """Run the CLI; user errors print ``hwsim: error: ...`` on one line and return 2."""
     parser = build_parser(argv)
-    args = parser.parse_args(argv)
+    try:
+        args = parser.parse_args(argv)
+    except SystemExit as exc:  # a usage error (one line, printed) returns 2; --help exits
+        if exc.code == 2:
+            return 2
+        raise
     try:
         return int(args.handler(args) or 0)
     except HwsimError as exc:

@@ -20,6 +20,7 @@ def register(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> N
 
 
 def _plot(args: argparse.Namespace) -> int:
+    from hwsim.cli.report_cmd import summary_fields_checked
     from hwsim.errors import HwsimError
     from hwsim.plots import plot
     from hwsim.trace.outputs import load_run
@@ -31,6 +32,7 @@ def _plot(args: argparse.Namespace) -> int:
         )
     source = Path(args.path)
     output = args.output or (source if source.is_dir() else source.parent) / f"{args.kind}.png"
-    path = plot(args.kind, run, output)
+    with summary_fields_checked(args.path):
+        path = plot(args.kind, run, output)
     print(f"wrote {path}")
     return 0

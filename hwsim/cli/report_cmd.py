@@ -3,7 +3,10 @@
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
+import sys
+from collections.abc import Iterator
 
 
 def register(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
@@ -17,13 +20,33 @@ def register(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> N
     parser.set_defaults(handler=_report)
 
 
+@contextlib.contextmanager
+def summary_fields_checked(path: str) -> Iterator[None]:
+    """Showing a saved summary: a field of the wrong kind (a file edited, or damaged in a way
+    its schema line survived) is one line naming the file; ``--debug`` shows where it failed."""
+    from hwsim.errors import HwsimError
+
+    try:
+        yield
+    except (KeyError, TypeError, ValueError, AttributeError, IndexError) as exc:
+        raise HwsimError(
+            f"{path}: its run summary has a missing or malformed field ({type(exc).__name__}: "
+            f"{str(exc)[:120]}); was it edited? simulate the run again"
+        ) from exc
+
+
 def _report(args: argparse.Namespace) -> int:
+    from rich.console import Console
+
     from hwsim.report.run_summary import print_summary
     from hwsim.trace.outputs import load_summary
 
     summary = load_summary(args.path)
     if args.json:
         print(json.dumps(summary, default=str))
-    else:
-        print_summary(summary)
+        return 0
+    console = Console()
+    with summary_fields_checked(args.path), console.capture() as captured:
+        print_summary(summary, console)  # rendered whole first: a bad field prints nothing
+    sys.stdout.write(captured.get())
     return 0

@@ -20,6 +20,7 @@ point's config is built and validated, so a bad value is reported with the point
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Annotated, Any
@@ -43,6 +44,9 @@ from hwsim.sweep.workloads import SweepWorkload, check_workloads_fit, parse_work
 
 #: Distinct config errors shown before "... and N more".
 MAX_ERRORS_SHOWN = 8
+#: Configs a sweep may expand to (as many as ``parameters.random.samples`` may draw): a grid
+#: whose product is larger is refused from its list lengths, before anything is expanded.
+MAX_POINTS = 1_000_000
 #: Columns every results row has; parameters and metrics may not reuse these names.
 RESERVED_COLUMNS = frozenset(
     {
@@ -211,6 +215,12 @@ def plan_sweep(spec: SweepSpec, source: str, text: str, base_dir: Path) -> Sweep
         errors.append(f"base: {exc}")
     if errors:
         raise SpecError(f"{source}: " + "; ".join(errors))
+    count = point_count(spec)
+    if count > MAX_POINTS:
+        raise SpecError(
+            f"{source}: parameters: {count} configs, more than the {MAX_POINTS} a sweep may have "
+            "(MAX_POINTS); refused before any is built: split the sweep or sample it (random)"
+        )
     try:
         points = _expand(spec)
     except ValueError as exc:
@@ -288,6 +298,19 @@ def _base_dict(spec: SweepSpec, base_dir: Path) -> dict[str, Any]:
     candidate = base_dir / base
     path = resolve_config_path(candidate if candidate.is_file() else base)
     return apply_overrides(read_config_dict(path), spec.set)
+
+
+def point_count(spec: SweepSpec) -> int:
+    """How many configs ``_expand`` would make, from the list lengths alone (nothing built)."""
+    blocks = spec.parameters
+    count = math.prod(len(values) for values in (blocks.grid or {}).values())
+    if blocks.zip:
+        count *= len(next(iter(blocks.zip.values())))
+    if blocks.random:
+        count *= blocks.random.samples
+    if blocks.points:
+        count *= len(blocks.points)
+    return count
 
 
 def _expand(spec: SweepSpec) -> list[expand.Point]:

@@ -48,10 +48,10 @@ class SweepWorkload:
 
 def parse_workload(text: str, base_dir: Path) -> SweepWorkload:
     """Check a spec's workload entry and say what it is (raises ``WorkloadError`` with why).
-    A ``FILE.py:NAME`` entry is imported now: a missing NAME is a spec error, not 100 failed
-    runs."""
+    A ``FILE.py:NAME`` entry is imported now, a ``FILE.hwprog`` read and checked (which runs no
+    code): a missing NAME or a corrupted file is a spec error, not 100 failed runs."""
     ref = resolve.parse_workload(text.strip(), base_dir)
-    if ref.kind == "file":
+    if ref.kind in ("file", "program"):  # a corrupted saved program too: one line, no runs
         load_workload(ref)
     return SweepWorkload(ref.name, ref.text, ref)
 

@@ -245,21 +245,47 @@ def resolve_run(path: str | Path) -> tuple[Path | None, Path | None]:
 
 
 def load_summary(path: str | Path) -> dict[str, Any]:
-    """The run summary of a run folder, summary.json or trace.json (its header; no events read)."""
+    """The run summary of a run folder, summary.json or trace.json (its header; no events read).
+
+    Anything but a summary this hwsim wrote (not JSON, not UTF-8, nested past the parser's
+    depth, not an object, another ``schema``) is an ``HwsimError`` naming the file."""
     from hwsim.trace.chrome import read_header
+    from hwsim.trace.stats import SUMMARY_SCHEMA
 
     trace_path, summary_path = resolve_run(path)
-    if summary_path is not None:
-        data: dict[str, Any] = json.loads(summary_path.read_text())
-        return data
-    assert trace_path is not None
+    source = summary_path or trace_path
+    assert source is not None
     try:
-        summary = read_header(trace_path).get("summary")
-    except (ValueError, UnicodeDecodeError) as exc:
-        raise HwsimError(f"{trace_path}: not a Chrome trace JSON file ({exc})") from None
-    if not summary:
-        raise HwsimError(f"{trace_path}: no hwsim summary in this trace (was it written by hwsim?)")
+        if summary_path is not None:
+            summary = json.loads(summary_path.read_text(encoding="utf-8"))
+        else:
+            header = read_header(source)
+            summary = header.get("summary") if isinstance(header, dict) else None
+    except (ValueError, RecursionError) as exc:  # UnicodeDecodeError is a ValueError
+        what = "JSON summary" if summary_path is not None else "Chrome trace JSON file"
+        raise HwsimError(f"{source}: not a {what} ({_reason(exc)})") from None
+    except OSError as exc:
+        raise HwsimError(f"{source}: cannot read it ({exc.strerror})") from None
+    if summary_path is None and not summary:
+        raise HwsimError(f"{source}: no hwsim summary in this trace (was it written by hwsim?)")
+    if type(summary) is not dict:
+        raise HwsimError(
+            f"{source}: the run summary is a JSON {type(summary).__name__}, not an object "
+            "(was it written by hwsim?)"
+        )
+    schema = summary.get("schema")
+    if schema != SUMMARY_SCHEMA:
+        raise HwsimError(
+            f"{source}: not a run summary of this hwsim (schema {str(schema)[:40]!r}, this hwsim "
+            f"reads {SUMMARY_SCHEMA!r}); simulate the run again"
+        )
     return dict(summary)
+
+
+def _reason(exc: BaseException) -> str:
+    if isinstance(exc, RecursionError):
+        return "nested too deeply"
+    return str(exc)[:200]
 
 
 def load_run(path: str | Path) -> RunData:
@@ -300,8 +326,8 @@ def load_run(path: str | Path) -> RunData:
                     cores[event["pid"]] = int(core)
             elif ph == "M" and event.get("name") == "thread_name":
                 tracks[event["pid"], event.get("tid", 0)] = event.get("args") or {}
-    except (ValueError, KeyError, TypeError) as exc:
-        raise HwsimError(f"{trace_path}: cannot read trace events ({exc})") from None
+    except (ValueError, KeyError, TypeError, AttributeError, RecursionError) as exc:
+        raise HwsimError(f"{trace_path}: cannot read trace events ({_reason(exc)})") from None
     return _run_from_columns(
         summary, cores, tracks, pids, tids, starts, ends, keys_col, keys, raw_counters, trace_path
     )

@@ -10,6 +10,7 @@ from typing import Any
 from hwsim.config import load_config
 from hwsim.errors import IllegalInstructionError, WorkloadError
 from hwsim.report.run_summary import print_summary
+from hwsim.workloads.bounds import check_hbm_fits
 from hwsim.workloads.resolve import list_workloads, resolve_workload
 
 
@@ -28,6 +29,8 @@ def run_workload(
 
     config = load_config(config_name, overrides or [])
     workload = resolve_workload(workload_text)
+    if workload.hbm_bytes is not None:  # refused in a moment, not after a cold JIT compile
+        check_hbm_fits(workload.hbm_bytes, config, workload.name)
     warm_up()  # JIT compilation is never counted as simulation time
     build_start = time.perf_counter()
     program = workload.program(config, numerics)

@@ -23,6 +23,7 @@ from __future__ import annotations
 import functools
 import inspect
 import math
+import traceback
 from collections.abc import Callable
 from importlib.metadata import entry_points
 from pathlib import Path
@@ -70,13 +71,41 @@ def file_workload(path: Path, name: str, text: str) -> Workload:
         )
     required = _required_parameters(found)
     if len(required) == 1:
-        return Workload(text, f"{name} from {path.name}", found)
+        return Workload(text, f"{name} from {path.name}", _program_builder(found, name, text))
     if not required:
         return _model_workload(found, text)
     raise WorkloadError(
         f"{text}: {name}() takes {len(required)} arguments ({', '.join(required)}); expected one "
         "(a config, returning a Program) or none (returning a torch model and example inputs)"
     )
+
+
+def user_code_failed(exc: Exception, call: str, text: str) -> WorkloadError:
+    """A user's function (``call``, of the workload ``text``) raised: one line naming the call
+    and the line that raised; the traceback stays chained for ``--debug``."""
+    frames = traceback.extract_tb(exc.__traceback__)
+    where = f" at {Path(frames[-1].filename).name}:{frames[-1].lineno}" if frames else ""
+    return WorkloadError(f"{text}: {call} raised {type(exc).__name__}{where}: {exc}")
+
+
+def _program_builder(fn: Callable[[HardwareConfig], Any], name: str, text: str) -> Any:
+    """``fn`` as a workload's build: what it raises or returns is checked."""
+
+    def build(config: HardwareConfig) -> Program:
+        try:
+            made = fn(config)
+        except HwsimError:
+            raise
+        except Exception as exc:  # user code: any exception, chained for --debug
+            raise user_code_failed(exc, f"{name}(config)", text) from exc
+        if not isinstance(made, Program):
+            raise WorkloadError(
+                f"{text}: {name}(config) returned {type(made).__name__}; expected a Program "
+                "(what a kernel's build(...).program is)"
+            )
+        return made
+
+    return build
 
 
 def _required_parameters(fn: Callable[..., Any]) -> list[str]:
@@ -238,7 +267,12 @@ def _build(
         kernel.signature.bind(*args, **kwargs)
     except TypeError as exc:
         raise WorkloadError(f"{text}: the inputs do not fit kernel {kernel.name}: {exc}") from None
-    built = kernel.build(*args, config=config, **kwargs)
+    try:
+        built = kernel.build(*args, config=config, **kwargs)
+    except HwsimError:
+        raise
+    except Exception as exc:  # the kernel's own Python: any exception, chained for --debug
+        raise user_code_failed(exc, f"kernel {kernel.name}", text) from exc
     output_names[:] = built.outputs
     return built.program
 
@@ -251,7 +285,10 @@ def _compare(
     text: str,
 ) -> tuple[float, bool]:
     """(max abs error over the outputs, all within ``relative_tolerance``)."""
-    expected = reference(*(_f64(a) for a in args), **{k: _f64(v) for k, v in kwargs.items()})
+    try:
+        expected = reference(*(_f64(a) for a in args), **{k: _f64(v) for k, v in kwargs.items()})
+    except Exception as exc:  # user code: any exception, chained for --debug
+        raise user_code_failed(exc, "the reference", text) from exc
     expected = list(expected) if isinstance(expected, (tuple, list)) else [expected]
     if len(expected) != len(got):
         raise WorkloadError(

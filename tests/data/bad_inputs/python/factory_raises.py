@@ -1,0 +1,2 @@
+def make():
+    raise KeyError("no model")

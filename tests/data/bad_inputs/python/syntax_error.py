@@ -1,0 +1,2 @@
+def build(config:
+    return None
