@@ -63,6 +63,7 @@ def _export(args: argparse.Namespace) -> int:
     from hwsim.config import load_config
 
     config = load_config(args.config, args.overrides)
+    _check_output(args.output)  # before the model is built and lowered (seconds to minutes)
     model, inputs, kwargs = example(args.model, args.seq)
     result = export_program(
         model,
@@ -76,6 +77,15 @@ def _export(args: argparse.Namespace) -> int:
     )
     print(result.describe())
     return 0
+
+
+def _check_output(output: str) -> None:
+    from hwsim.output_paths import check_output_file
+    from hwsim.workloads.saved import PROGRAM_SUFFIX
+
+    if Path(output).suffix != PROGRAM_SUFFIX:
+        raise WorkloadError(f"-o {output}: saved programs end in {PROGRAM_SUFFIX}")
+    check_output_file(output)
 
 
 def example(text: str, seq: int = DEFAULT_SEQ) -> Example:

@@ -8,6 +8,7 @@ import argparse
 import json
 import sys
 
+from hwsim.cli.main import positive_int
 from hwsim.outputs_guard import output_file
 
 DTYPE_CHOICES = ("float32", "bfloat16")
@@ -41,11 +42,11 @@ def register(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> N
     )
     opinfo.add_argument("--config", default="tiny", help="hardware preset or YAML (default tiny)")
     opinfo.add_argument(
-        "--max-samples", type=int, metavar="N", help="at most N samples per OpInfo entry"
+        "--max-samples", type=positive_int, metavar="N", help="at most N samples per OpInfo entry"
     )
     opinfo.add_argument(
         "--max-elements",
-        type=int,
+        type=positive_int,
         metavar="N",
         help="skip samples with more tensor elements than N (default 32768, for speed)",
     )
@@ -63,6 +64,11 @@ def register(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> N
 def _opinfo(args: argparse.Namespace) -> int:
     from hwsim.bridge.opinfo import DEFAULT_MAX_ELEMENTS, OpResult, run_conformance
     from hwsim.bridge.opinfo_docs import markdown, op_line, summary_lines, to_dict
+    from hwsim.output_paths import check_output_file
+
+    for path in (args.docs, args.json):  # a bad path fails now, not after the whole run
+        if path:
+            check_output_file(path)
 
     def progress(result: OpResult) -> None:
         print(op_line(result), flush=True)

@@ -90,6 +90,36 @@ def check_creatable(folder: Path) -> None:
         if os.path.lexists(parent):
             if not parent.is_dir():
                 raise OutputError(f"cannot create {shown(folder)}: {shown(parent)} is a file")
-            if not os.access(parent, os.W_OK | os.X_OK):
+            if not os.access(parent, os.W_OK | os.X_OK) or _no_storage(parent):
                 raise OutputError(f"cannot create {shown(folder)}: {shown(parent)} is not writable")
             return
+
+
+def _no_storage(folder: Path) -> bool:
+    """Whether ``folder`` is on a filesystem of no blocks (the kernel's /proc, /sys), where
+    ``os.access`` says yes to root but nothing can be created."""
+    try:
+        return os.statvfs(folder).f_blocks == 0
+    except OSError:
+        return False
+
+
+def check_output_file(path: str | Path) -> Path:
+    """``path`` absolute, after the checks ``outputs_guard.output_file`` makes before writing
+    (limits, not a link, not a folder, its folder writable or creatable): commands that work
+    for minutes before they write call it first, so a bad ``-o`` fails at once."""
+    target = Path(os.path.abspath(os.path.expanduser(os.fspath(path))))
+    check_limits(target)
+    if target.is_symlink():
+        raise OutputError(
+            f"{shown(target)} is a symlink; hwsim replaces output files rather than write "
+            "through links: remove it or name the file it points to"
+        )
+    if target.is_dir():
+        raise OutputError(f"{shown(target)} is a folder; name a file to write")
+    parent = target.parent
+    if not parent.is_dir():
+        check_creatable(target)
+    elif not os.access(parent, os.W_OK | os.X_OK):
+        raise OutputError(f"cannot write into {shown(parent)}: it is not writable")
+    return target

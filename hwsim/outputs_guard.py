@@ -31,7 +31,14 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import IO, Any
 
-from hwsim.output_paths import OutputError, check_creatable, check_limits, resolved, shown
+from hwsim.output_paths import (
+    OutputError,
+    check_creatable,
+    check_limits,
+    check_output_file,
+    resolved,
+    shown,
+)
 from hwsim.run_marker import (
     DIR_FLAGS,
     MARKER,
@@ -345,15 +352,7 @@ def _same_folder(known: OutputFolder, folder: Path) -> bool:
 def output_file(path: str | Path, mode: str = "w", **open_args: Any) -> Iterator[IO[Any]]:
     """Write the file the user named (``-o PATH``), in place when the block ends (see the module
     doc); its folder is made if missing. ``open_args`` go to ``open``."""
-    target = Path(os.path.abspath(os.path.expanduser(os.fspath(path))))
-    check_limits(target)
-    if target.is_symlink():
-        raise OutputError(
-            f"{shown(target)} is a symlink; hwsim replaces output files rather than write "
-            "through links: remove it or name the file it points to"
-        )
-    if target.is_dir():
-        raise OutputError(f"{shown(target)} is a folder; name a file to write")
+    target = check_output_file(path)
     parent = target.parent
     try:
         parent.mkdir(parents=True, exist_ok=True)

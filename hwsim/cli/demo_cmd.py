@@ -28,8 +28,10 @@ def _demo(args: argparse.Namespace) -> int:
     from hwsim.report.run_summary import print_summary
     from hwsim.trace.outputs import default_run_dir, write_run_outputs
     from hwsim.workloads.cli_run import run_workload
+    from hwsim.workloads.resolve import parse_workload
 
-    load_config(args.config)  # a bad config or --out fails before anything is printed
+    load_config(args.config)  # a bad config, workload or --out fails before anything is printed
+    parse_workload(args.workload)
     if args.out is not None:
         check_output_folder(args.out, force=args.force)
     print(f"hwsim demo: {args.workload} on {args.config}, with numerics, checked against numpy\n")

@@ -74,6 +74,17 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 130
 
 
+def positive_int(text: str) -> int:
+    """An argparse ``type``: a count of at least 1 (``int`` alone takes -1 and 0)."""
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a whole number, got '{text[:40]}'") from None
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"expected at least 1, got {value}")
+    return value
+
+
 def add_config_arguments(parser: argparse.ArgumentParser, default: str = "trn2") -> None:
     """The ``--config NAME|PATH`` and repeatable ``--set KEY=VALUE`` options."""
     parser.add_argument(

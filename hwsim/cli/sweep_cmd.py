@@ -13,6 +13,8 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
+from hwsim.cli.main import positive_int
+
 #: Spelled out (not imported) so the CLI starts without loading the sweep machinery.
 BACKENDS = ("loky", "dask", "ray")
 PLOT_KINDS = ("line", "heatmap", "pareto")
@@ -41,7 +43,9 @@ def register(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> N
     )
     parser.add_argument("db_arg", nargs="?", metavar="DB", help=argparse.SUPPRESS)
     run = parser.add_argument_group("running a spec")
-    run.add_argument("--jobs", "-j", type=int, help="parallel workers (default: all cores)")
+    run.add_argument(
+        "--jobs", "-j", type=positive_int, help="parallel workers (default: all cores)"
+    )
     run.add_argument("--backend", choices=BACKENDS, default="loky", help="default loky")
     run.add_argument(
         "--address", help="Dask scheduler or Ray cluster address (default: start a local one)"
