@@ -164,7 +164,10 @@ def run_task(task: Task) -> dict[str, Any]:
         result["status"] = "ok"
     except Exception as exc:
         result["error"] = f"{type(exc).__name__}: {exc}"
-        if not isinstance(exc, HwsimError):  # a user error needs no traceback; a bug does
+        # a user error needs no traceback; a bug does, and so does the user's own code raising
+        # (a WorkloadError whose cause is the user's exception: file_workload.user_code_failed)
+        cause = exc.__cause__
+        if not isinstance(exc, HwsimError) or not isinstance(cause, HwsimError | None):
             result["traceback"] = traceback.format_exc()
     result["wall_s"] = time.perf_counter() - start
     return result

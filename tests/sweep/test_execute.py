@@ -50,10 +50,12 @@ def test_a_failing_run_is_recorded_and_the_sweep_goes_on(tmp_path: Path) -> None
     failed = [r for r in _rows(tmp_path / "r.sqlite") if r["status"] == "failed"]
     assert {r["dma.engines"] for r in failed} == {2}
     assert all(
-        r["error"] == "ValueError: this test workload refuses configs with 2 DMA engines"
+        r["error"].startswith("WorkloadError: workloads_for_tests.py:fails_on_two_engines: ")
+        and " raised ValueError at workloads_for_tests.py:" in r["error"]
+        and r["error"].endswith(": this test workload refuses configs with 2 DMA engines")
         for r in failed
     )
-    assert all("Traceback" in str(r["traceback"]) for r in failed)  # not a user error: kept
+    assert all("Traceback" in str(r["traceback"]) for r in failed)  # the user's code: kept
     assert all(r["total_ns"] is None or r["total_ns"] != r["total_ns"] for r in failed)  # NaN
 
 
