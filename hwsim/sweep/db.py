@@ -21,6 +21,7 @@ from collections.abc import Iterator
 from contextlib import closing, contextmanager, suppress
 from pathlib import Path
 
+from hwsim.output_paths import shown
 from hwsim.sweep.errors import SweepError
 
 #: "HWSW": marks an SQLite file as an hwsim sweep database.
@@ -99,9 +100,13 @@ def open_database(path: str | Path, *, write: bool) -> sqlite3.Connection:
     it nothing is written, and a missing or empty file is an error.
     """
     path = Path(path)
-    if path.is_dir():
+    try:
+        is_dir, exists = path.is_dir(), path.exists()
+    except OSError as exc:  # a name over NAME_MAX, a path over PATH_MAX, ...
+        raise SweepError(f"{shown(path)}: cannot be a results database ({exc.strerror})") from None
+    if is_dir:
         raise SweepError(f"{path} is not an hwsim sweep database: it is a folder")
-    if not path.exists():
+    if not exists:
         if not write:
             raise SweepError(f"{path}: no such results database")
         _create(path)

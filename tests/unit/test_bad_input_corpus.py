@@ -207,6 +207,9 @@ ARGUMENTS = {
     ("sweep",): "name a sweep spec (hwsim sweep SPEC.yaml), or export / plot a DB",
     ("sweep", "export"): "hwsim sweep export DB: name the results database",
     ("sweep", "export", "{tmp}/none.sqlite", "-o", "{tmp}/x.csv"): "no such results database",
+    ("sweep", "export", "{tmp}/" + "n" * 300 + ".sqlite", "-o", "{tmp}/x.csv"): (
+        "cannot be a results database (File name too long)"
+    ),
     ("sweep", "nosuch.yaml"): "nosuch.yaml: cannot read sweep spec (No such file or directory)",
     ("plot", "x.json", "--kind", "pie"): "argument --kind: invalid choice: 'pie'",
     ("plot", "x.json"): "the following arguments are required: --kind",
