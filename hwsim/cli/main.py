@@ -69,9 +69,25 @@ def main(argv: Sequence[str] | None = None) -> int:
             raise
         print(f"hwsim: error: {exc}", file=sys.stderr)
         return 2
+    except OSError as exc:  # a path the user named cannot be used: too long, no access, ...
+        if args.debug or exc.filename is None:  # no file named: not an input's fault, show it
+            raise
+        print(f"hwsim: error: {_os_error_line(exc)}", file=sys.stderr)
+        return 2
     except KeyboardInterrupt:
         print("hwsim: interrupted", file=sys.stderr)
         return 130
+
+
+def _os_error_line(exc: OSError) -> str:
+    """``PATH: what the system said`` (long paths shortened), with what to do where it is clear."""
+    import errno
+
+    from hwsim.output_paths import shown
+
+    hints = {errno.ENAMETOOLONG: "name a shorter path", errno.EACCES: "check its permissions"}
+    hint = hints.get(exc.errno or 0)
+    return f"{shown(exc.filename)}: {exc.strerror or exc}" + (f"; {hint}" if hint else "")
 
 
 def positive_int(text: str) -> int:

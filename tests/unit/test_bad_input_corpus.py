@@ -210,6 +210,17 @@ ARGUMENTS = {
     ("sweep", "export", "{tmp}/" + "n" * 300 + ".sqlite", "-o", "{tmp}/x.csv"): (
         "cannot be a results database (File name too long)"
     ),
+    # a name over NAME_MAX wherever a path is read (the system's error, one line)
+    (
+        "report",
+        "{tmp}/" + "n" * 300 + ".json",
+    ): "characters): File name too long; name a shorter path",
+    ("plot", "{tmp}/" + "n" * 300, "--kind", "util"): "characters): File name too long; name a",
+    ("run", "{tmp}/" + "n" * 300 + ".hwprog"): "characters): File name too long; name a",
+    ("run", "{tmp}/" + "n" * 300 + ".py:f"): "characters): File name too long; name a",
+    ("run", "softmax", "--config", "{tmp}/" + "n" * 300 + ".yaml"): "File name too long; name a",
+    ("config", "show", "{tmp}/" + "n" * 300 + ".yaml"): "File name too long; name a",
+    ("sweep", "{tmp}/" + "n" * 300 + ".yaml"): "File name too long",
     ("sweep", "nosuch.yaml"): "nosuch.yaml: cannot read sweep spec (No such file or directory)",
     ("plot", "x.json", "--kind", "pie"): "argument --kind: invalid choice: 'pie'",
     ("plot", "x.json"): "the following arguments are required: --kind",
