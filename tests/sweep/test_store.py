@@ -66,7 +66,8 @@ def test_export_csv(db: Path, tmp_path: Path) -> None:
     assert len(rows) == 8
     assert {r["status"] for r in rows} == {"ok", "failed"}
     failed = next(r for r in rows if r["status"] == "failed")
-    assert failed["error"].startswith("ValueError: this test workload refuses")
+    assert failed["error"].startswith("WorkloadError: workloads_for_tests.py:fails_on_two_engines")
+    assert "raised ValueError at workloads_for_tests.py:" in failed["error"]
 
 
 def test_export_parquet(db: Path, tmp_path: Path) -> None:
