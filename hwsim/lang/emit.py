@@ -37,7 +37,14 @@ def emit(opcode: str, engine: str, **fields: Any) -> Instruction:
     }
     tag = f"{context.name}:{source_location()}"
     instruction = ISA[opcode](engine=engine, tag=tag, **operands)  # type: ignore[arg-type]
-    return context.emit(instruction)
+    if context.planner is None:
+        return context.emit(instruction)
+    tiles = [
+        (key, value if isinstance(value, Tile) else value.tile)
+        for key, value in fields.items()
+        if isinstance(value, (Tile, View))
+    ]
+    return context.emit(instruction, tiles)
 
 
 def scalar_operand(value: Any) -> Any:

@@ -28,7 +28,8 @@ from hwsim.dtypes import dtype as lookup_dtype
 from hwsim.errors import HwsimError, IllegalInstructionError
 from hwsim.isa.ap import MemorySpace
 from hwsim.isa.base import Instruction
-from hwsim.lang.allocator import SBUF_ALIGN_BYTES, Pool
+from hwsim.lang.allocator import SBUF_ALIGN_BYTES, Block, OutOfMemoryError, Pool
+from hwsim.lang.planner import MemoryPlanner
 from hwsim.lang.tiles import Buffer, Tile, hbm, sbuf
 from hwsim.program import Program
 
@@ -57,7 +58,12 @@ class KernelContext:
         self.config = config
         self.builder = ProgramBuilder()
         self.pools = {
-            MemorySpace.SBUF: Pool("sbuf", config.sbuf.bytes_per_partition, SBUF_ALIGN_BYTES),
+            MemorySpace.SBUF: Pool(
+                "sbuf",
+                config.sbuf.bytes_per_partition,
+                SBUF_ALIGN_BYTES,
+                partitions=config.sbuf.partitions,
+            ),
             MemorySpace.PSUM: Pool(
                 "psum",
                 config.psum.bytes_per_partition,
@@ -66,6 +72,10 @@ class KernelContext:
         }
         self._names = itertools.count()
         self._queues = itertools.count()
+        #: Set by the first allocation that does not fit: the rest of the kernel is recorded
+        #: and placed by the memory planner when the kernel function returns.
+        self.planner: MemoryPlanner | None = None
+        self.finished = False
 
     def fresh_name(self, prefix: str) -> str:
         return f"{prefix}{next(self._names)}"
@@ -75,8 +85,103 @@ class KernelContext:
         since queue FIFOs and completion semaphores are per queue ID, not per trigger engine."""
         return next(self._queues) % min(DEFAULT_DMA_QUEUES, self.config.dma.queues_per_engine)
 
-    def emit(self, instruction: Instruction) -> Instruction:
-        return self.builder.emit(instruction)
+    def emit(
+        self, instruction: Instruction, operands: Sequence[tuple[str, Tile]] = ()
+    ) -> Instruction:
+        """Append an instruction; ``operands`` names its fields made from on-chip tiles (the
+        memory planner moves them if it moves the tile). Returns the instruction with its
+        waits, or, once the kernel is deferred (``planner``), as recorded."""
+        if self.planner is None:
+            return self.builder.emit(instruction)
+        blocks = [(name, t.block) for name, t in operands if t.block is not None]
+        self.planner.record_emit(instruction, blocks)
+        return instruction
+
+    def call_in_order(self, fn: Callable[[], None]) -> None:
+        """Run a builder step now, or at its place in the program once the kernel is deferred
+        (steps that depend on the accesses emitted before them, like ``place_hbm``)."""
+        if self.planner is None:
+            fn()
+        else:
+            self.planner.record_call(fn)
+
+    def allocate(
+        self,
+        memory: MemorySpace,
+        name: str,
+        shape: tuple[int, ...],
+        dt: DType,
+        where: str,
+        offset: int | None,
+    ) -> Block:
+        """The block for a new on-chip tile: first fit now, or (when it does not fit, or the
+        kernel is already deferred) a provisional one the planner places later."""
+        pool = self.pools[memory]
+        size = math.prod(shape[1:]) * dt.itemsize
+        rows = shape[0] if pool.partitions else None
+        elements = math.prod(shape[1:])
+        if offset is not None:
+            if self.planner is not None:
+                raise OutOfMemoryError(
+                    f"{where}: {name}: offset= placement is not supported once the kernel "
+                    "over-allocates (the memory planner moves tiles); drop offset="
+                )
+            block = pool.reserve(name, offset, size, where, rows)
+        else:
+            if pool.rounded(size) > pool.capacity:
+                raise OutOfMemoryError(
+                    pool.oom_message(name, size, where, rows)
+                    + (
+                        f". One tile cannot be larger than {memory.value.upper()}'s "
+                        f"{pool.capacity} bytes per partition"
+                    )
+                )
+            found = pool.try_allocate(name, size, where, rows) if self.planner is None else None
+            if found is None:
+                return self._defer(memory, name, size, where, rows, dt, elements)
+            block = found
+        block.dtype, block.elements = dt, elements
+        self.builder.note_allocation(
+            memory, name, block.start_partition, shape[0], block.offset, size
+        )
+        return block
+
+    def _defer(
+        self,
+        memory: MemorySpace,
+        name: str,
+        size: int,
+        where: str,
+        rows: int | None,
+        dt: DType,
+        elements: int,
+    ) -> Block:
+        pool = self.pools[memory]
+        if self.planner is None:
+            self.planner = MemoryPlanner(self)
+            for pools_memory, each in self.pools.items():
+                for live in each.blocks:
+                    self.planner.adopt(live, live.dtype, live.elements, pools_memory)
+        block = Block(
+            pool.memory, name, 0, pool.rounded(size), where, False, 0, rows or 0, dt, elements
+        )
+        self.planner.record_alloc(block, dt, elements, memory)
+        return block
+
+    def release(self, memory: MemorySpace, block: Block) -> None:
+        """A tile's Python object died: free its block now, or record it for the planner."""
+        if self.finished:
+            return
+        if self.planner is None:
+            self.pools[memory].free(block)
+        else:
+            self.planner.record_free(block)
+
+    def finish(self) -> None:
+        """The kernel function returned: place a deferred kernel's tiles."""
+        self.finished = True
+        if self.planner is not None:
+            self.planner.run()
 
 
 def current() -> KernelContext:
@@ -148,17 +253,18 @@ def ndarray(
             f"{where}: {memory.value} tile shape {shape} has {shape[0]} partitions; the first "
             f"dimension is the partition dimension and must be <= {partitions}"
         )
-    size = math.prod(shape[1:]) * dt.itemsize
     tile_name = name or context.fresh_name(memory.value)
-    pool = context.pools[memory]
-    block = (
-        pool.allocate(tile_name, size, where)
-        if offset is None
-        else pool.reserve(tile_name, offset, size, where)
+    block = context.allocate(memory, tile_name, shape, dt, where, offset)
+    tile = Tile(
+        tile_name,
+        shape,
+        dt,
+        buffer,
+        start_partition=block.start_partition,
+        offset_bytes=block.offset,
+        block=block,
     )
-    tile = Tile(tile_name, shape, dt, buffer, offset_bytes=block.offset, block=block)
-    weakref.finalize(tile, pool.free, block)
-    context.builder.note_allocation(memory, tile_name, 0, shape[0], block.offset, size)
+    weakref.finalize(tile, context.release, memory, block)
     return tile
 
 
@@ -168,7 +274,9 @@ def place_hbm(tile: Tile, address_bytes: int, earlier: Sequence[Tile]) -> None:
     (``ProgramBuilder.place_hbm``)."""
     if tile.buffer is not hbm:
         raise IllegalInstructionError(f"place_hbm: {tile.name} is not an HBM tensor")
-    current().builder.place_hbm(tile.name, address_bytes, [t.name for t in earlier])
+    context = current()
+    names = [t.name for t in earlier]
+    context.call_in_order(lambda: context.builder.place_hbm(tile.name, address_bytes, names))
 
 
 @dataclass
@@ -180,6 +288,9 @@ class BuiltKernel:
     config: HardwareConfig
     sbuf_peak_bytes: int = 0
     psum_peak_bytes: int = 0
+    #: What the memory planner did (``hwsim.lang.planner.SpillStats``); empty for a kernel
+    #: that fitted as written.
+    spill: dict[str, int] = field(default_factory=dict)
 
 
 @dataclass
@@ -222,6 +333,7 @@ class Kernel:
             returned = self.fn(**call_args)
         finally:
             _CURRENT.reset(token)
+        context.finish()
         outputs = self._outputs(context, returned)
         program = context.builder.build()
         program.meta.setdefault("workload", self.name)
@@ -231,6 +343,7 @@ class Kernel:
             hw,
             context.pools[MemorySpace.SBUF].peak_bytes,
             context.pools[MemorySpace.PSUM].peak_bytes,
+            context.planner.stats.as_dict() if context.planner is not None else {},
         )
 
     def _input(self, context: KernelContext, param: str, value: Any) -> Any:
@@ -288,7 +401,10 @@ class Kernel:
             initcheck=initcheck,
         )
         outputs = tuple(result.outputs[name] for name in built.outputs) if numerics else ()
-        return KernelResult(outputs, result.trace, result.summary, built.program)
+        summary = result.summary
+        if built.spill:
+            summary = {**summary, "sbuf_spill": built.spill}
+        return KernelResult(outputs, result.trace, summary, built.program)
 
 
 def kernel(fn: Callable[..., Any]) -> Kernel:
