@@ -20,6 +20,7 @@ See docs/kernel-language.md for a walk-through.
 from hwsim.kernels.ops import ActivationFunction, AluOp, ReduceOp
 from hwsim.lang import isa
 from hwsim.lang.allocator import OutOfMemoryError
+from hwsim.lang.blocks import BlockTile, ParDim, par_dim
 from hwsim.lang.kernel import (
     BuiltKernel,
     Kernel,
@@ -56,12 +57,14 @@ from hwsim.lang.tiles import Buffer, IndexingError, Tile, View, hbm, psum, sbuf
 __all__ = [
     "ActivationFunction",
     "AluOp",
+    "BlockTile",
     "Buffer",
     "BuiltKernel",
     "IndexingError",
     "Kernel",
     "KernelResult",
     "OutOfMemoryError",
+    "ParDim",
     "ReduceOp",
     "TensorSpec",
     "Tile",
@@ -84,6 +87,7 @@ __all__ = [
     "kernel",
     "load",
     "ndarray",
+    "par_dim",
     "place_hbm",
     "psum",
     "sbuf",

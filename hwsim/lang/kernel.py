@@ -29,6 +29,7 @@ from hwsim.errors import HwsimError, IllegalInstructionError
 from hwsim.isa.ap import MemorySpace
 from hwsim.isa.base import Instruction
 from hwsim.lang.allocator import SBUF_ALIGN_BYTES, Block, OutOfMemoryError, Pool
+from hwsim.lang.blocks import block_ndarray, split_block_dims
 from hwsim.lang.planner import MemoryPlanner
 from hwsim.lang.tiles import Buffer, Tile, hbm, sbuf
 from hwsim.program import Program
@@ -226,14 +227,19 @@ def ndarray(
     name: str | None = None,
     offset: int | None = None,
 ) -> Tile:
-    """Allocate a tile (NKI ``nl.ndarray``): on chip, shape is [partitions, *free].
+    """Allocate a tile (NKI ``nl.ndarray``): on chip, shape is [partitions, *free], or
+    [*blocks, par_dim(partitions), *free]: a ``BlockTile``, one tile per block (``blocks``).
 
     offset: explicit byte placement within each partition (SBUF/PSUM) instead of the pool.
     """
     context = current()
     dt = lookup_dtype(dtype)
-    shape = tuple(int(n) for n in shape)
     where = source_location()
+    block_dims, shape = split_block_dims(tuple(shape), where)
+    if block_dims and buffer.memory is not MemorySpace.HBM:
+        base = name or context.fresh_name(buffer.memory.value)
+        return block_ndarray(block_dims, shape, dt, buffer, base)
+    shape = (*block_dims, *shape)
     if not shape or any(n < 1 for n in shape):
         raise IllegalInstructionError(
             f"{where}: ndarray shape {shape} must be non-empty and positive"
