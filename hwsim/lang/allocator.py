@@ -89,6 +89,13 @@ class Pool:
     blocks: list[Block] = field(default_factory=list)  # live, sorted by offset
     peak_bytes: int = 0  # the most bytes in use in any one partition
     partitions: int = 0
+    #: Bytes in use at each placement start (blocks start only there, so the fullest partition
+    #: is one of them): kept up to date by insert and free.
+    _usage: dict[int, int] = field(default_factory=dict, repr=False)
+
+    def __post_init__(self) -> None:
+        starts = placement_starts(1, self.partitions) if self.partitions else (0,)
+        self._usage = dict.fromkeys(starts, 0)
 
     def rounded(self, size: int) -> int:
         """``size`` bytes per partition rounded up to the allocation unit."""
@@ -168,31 +175,26 @@ class Pool:
         while index < len(self.blocks) and self.blocks[index].offset <= block.offset:
             index += 1
         self.blocks.insert(index, block)
+        self._count(block, block.size)
         self.peak_bytes = max(self.peak_bytes, self.used_bytes())
         return block
 
+    def _count(self, block: Block, size: int) -> None:
+        """Add ``size`` to the usage of the placement starts ``block`` covers."""
+        rows = block.partitions or self.partitions
+        for row in self._usage:
+            if not rows or block.start_partition <= row < block.start_partition + rows:
+                self._usage[row] += size
+
     def used_bytes(self) -> int:
-        """Bytes in use in the fullest partition (usage only changes where a block starts)."""
-        if not self.partitions:
-            return sum(b.size for b in self.blocks)
-        total = self.partitions
-        starts = {b.start_partition for b in self.blocks}
-        return max(
-            (
-                sum(
-                    b.size
-                    for b in self.blocks
-                    if b.start_partition <= row < b.start_partition + (b.partitions or total)
-                )
-                for row in starts
-            ),
-            default=0,
-        )
+        """Bytes in use in the fullest partition."""
+        return max(self._usage.values()) if self.blocks else 0
 
     def free(self, block: Block) -> None:
         if block.live:
             block.live = False
             self.blocks.remove(block)
+            self._count(block, -block.size)
 
     def oom_message(self, name: str, size: int, where: str, partitions: int | None = None) -> str:
         used = self.used_bytes()

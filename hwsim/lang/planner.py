@@ -53,7 +53,7 @@ class SpillStore(DmaCopy):
         return ()
 
 
-@dataclass
+@dataclass(eq=False)  # identity: a slot is one tile
 class TileSlot:
     """The planner's state for one on-chip tile."""
 
@@ -91,6 +91,8 @@ class MemoryPlanner:
         self.context = context
         self.events: list[Event] = []
         self.slots: dict[int, TileSlot] = {}  # by id(block)
+        #: On-chip tiles by pool memory, by id(slot).
+        self.resident: dict[str, dict[int, TileSlot]] = {}
         self.stats = SpillStats()
 
     # ---- recording (while the kernel function runs) -----------------------------------------
@@ -98,6 +100,7 @@ class MemoryPlanner:
         """A tile placed before deferral: resident where the eager allocator put it."""
         slot = TileSlot(block, dtype, elements, memory, place=block, holds_data=True)
         self.slots[id(block)] = slot
+        self.resident.setdefault(block.memory, {})[id(slot)] = slot
 
     def record_alloc(self, block: Block, dtype: DType, elements: int, memory: MemorySpace) -> None:
         self.slots[id(block)] = TileSlot(block, dtype, elements, memory)
@@ -196,6 +199,7 @@ class MemoryPlanner:
             self._spill(victim)
             place = pool.try_allocate(*args)
         slot.place = place
+        self.resident.setdefault(pool.memory, {})[id(slot)] = slot
         self.context.builder.note_allocation(
             slot.memory,
             block.name,
@@ -206,11 +210,8 @@ class MemoryPlanner:
         )
 
     def _resident(self, pool: Pool) -> list[TileSlot]:
-        found = []
-        for slot in self.slots.values():
-            if slot.place is not None and self._pool(slot) is pool:
-                found.append(slot)
-        return found
+        """The tiles on chip in ``pool`` now, in the order they were placed."""
+        return list(self.resident.setdefault(pool.memory, {}).values())
 
     def _free_dead_by_last_use(self, pool: Pool, pinned: tuple[TileSlot, ...]) -> None:
         for slot in self._resident(pool):
@@ -229,8 +230,10 @@ class MemoryPlanner:
 
     def _release(self, slot: TileSlot) -> None:
         if slot.place is not None:
-            self._pool(slot).free(slot.place)
+            pool = self._pool(slot)
+            pool.free(slot.place)
             slot.place = None
+            del self.resident[pool.memory][id(slot)]
 
     def _spill(self, slot: TileSlot) -> None:
         if slot.holds_data and not slot.spill_current:
