@@ -47,9 +47,11 @@ class Block:
     live: bool = True
     start_partition: int = 0
     partitions: int = 0
-    #: What the tile holds, for a spill's DMA: its dtype and elements per partition.
+    #: What the tile holds, for a spill's DMA: its dtype, elements per partition and
+    #: partition count (``partitions`` is 0 in a pool that is not partition-aware).
     dtype: Any = None
     elements: int = 0
+    tile_partitions: int = 0
 
     def overlaps(self, other: Block, pool_partitions: int) -> bool:
         """Whether two blocks share a byte of some partition."""

@@ -139,9 +139,9 @@ class KernelContext:
                 )
             found = pool.try_allocate(name, size, where, rows) if self.planner is None else None
             if found is None:
-                return self._defer(memory, name, size, where, rows, dt, elements)
+                return self._defer(memory, name, size, where, shape[0], dt, elements)
             block = found
-        block.dtype, block.elements = dt, elements
+        block.dtype, block.elements, block.tile_partitions = dt, elements, shape[0]
         self.builder.note_allocation(
             memory, name, block.start_partition, shape[0], block.offset, size
         )
@@ -153,7 +153,7 @@ class KernelContext:
         name: str,
         size: int,
         where: str,
-        rows: int | None,
+        rows: int,
         dt: DType,
         elements: int,
     ) -> Block:
@@ -164,7 +164,17 @@ class KernelContext:
                 for live in each.blocks:
                     self.planner.adopt(live, live.dtype, live.elements, pools_memory)
         block = Block(
-            pool.memory, name, 0, pool.rounded(size), where, False, 0, rows or 0, dt, elements
+            pool.memory,
+            name,
+            0,
+            pool.rounded(size),
+            where,
+            False,
+            0,
+            rows if pool.partitions else 0,
+            dt,
+            elements,
+            rows,
         )
         self.planner.record_alloc(block, dt, elements, memory)
         return block

@@ -204,7 +204,7 @@ class MemoryPlanner:
             slot.memory,
             block.name,
             place.start_partition,
-            block.partitions or pool.partitions,
+            block.tile_partitions,
             place.offset,
             block.size,
         )
@@ -266,7 +266,7 @@ class MemoryPlanner:
         context.builder.emit(kind(engine=SPILL_ENGINE, tag=tag, queue=queue, dst=dst, src=src))
 
     def _rows(self, slot: TileSlot) -> int:
-        return slot.block.partitions or self._pool(slot).partitions
+        return slot.block.tile_partitions
 
     def _on_chip_ap(self, slot: TileSlot) -> AccessPattern:
         place = slot.place
