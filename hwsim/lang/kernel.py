@@ -114,9 +114,11 @@ class KernelContext:
         dt: DType,
         where: str,
         offset: int | None,
+        defer: bool = True,
     ) -> Block:
         """The block for a new on-chip tile: first fit now, or (when it does not fit, or the
-        kernel is already deferred) a provisional one the planner places later."""
+        kernel is already deferred) a provisional one the planner places later; with
+        ``defer=False``, OutOfMemoryError instead if it does not fit now."""
         pool = self.pools[memory]
         size = math.prod(shape[1:]) * dt.itemsize
         rows = shape[0] if pool.partitions else None
@@ -138,6 +140,8 @@ class KernelContext:
                     )
                 )
             found = pool.try_allocate(name, size, where, rows) if self.planner is None else None
+            if found is None and not defer and self.planner is None:
+                raise OutOfMemoryError(pool.oom_message(name, size, where, rows))
             if found is None:
                 return self._defer(memory, name, size, where, shape[0], dt, elements)
             block = found
@@ -236,11 +240,15 @@ def ndarray(
     *,
     name: str | None = None,
     offset: int | None = None,
+    defer: bool = True,
 ) -> Tile:
     """Allocate a tile (NKI ``nl.ndarray``): on chip, shape is [partitions, *free], or
     [*blocks, par_dim(partitions), *free]: a ``BlockTile``, one tile per block (``blocks``).
 
     offset: explicit byte placement within each partition (SBUF/PSUM) instead of the pool.
+    defer: when the tile does not fit, let the memory planner free dead tiles and spill
+    (``hwsim.lang.planner``); False raises OutOfMemoryError now instead (for a caller with its
+    own fallback, e.g. reusing a buffer of its own; a kernel already deferred stays so).
     """
     context = current()
     dt = lookup_dtype(dtype)
@@ -270,7 +278,7 @@ def ndarray(
             f"dimension is the partition dimension and must be <= {partitions}"
         )
     tile_name = name or context.fresh_name(memory.value)
-    block = context.allocate(memory, tile_name, shape, dt, where, offset)
+    block = context.allocate(memory, tile_name, shape, dt, where, offset, defer)
     tile = Tile(
         tile_name,
         shape,

@@ -278,3 +278,19 @@ def test_block_tiles_index_by_block_then_tile_and_hand_out_in_turn():
     assert seen["turns"] == [*seen["names"], "g[0,0]"]
     assert (seen["view"].partitions, seen["view"].free_sizes) == (16, (56,))
     assert "par_dim" in seen["repr"]
+
+
+def test_defer_false_raises_when_the_tile_does_not_fit_now():
+    """For a front end with its own fallback (reuse one of its buffers): the old behaviour."""
+    outcome = {}
+
+    def body():
+        held = [lang.ndarray((32, CHUNK), lang.float32) for _ in range(4)]  # 16 KiB: full
+        try:
+            lang.ndarray((32, CHUNK), lang.float32, defer=False)
+        except lang.OutOfMemoryError as error:
+            outcome["error"] = str(error)
+        outcome["held"] = len(held)
+
+    built = lang.kernel(body).build(config="tiny")
+    assert "out of SBUF" in outcome["error"] and built.spill == {}  # not deferred
