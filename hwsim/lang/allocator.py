@@ -112,12 +112,20 @@ class Pool:
         return block
 
     def try_allocate(
-        self, name: str, size: int, where: str, partitions: int | None = None
+        self,
+        name: str,
+        size: int,
+        where: str,
+        partitions: int | None = None,
+        prefer_start: int = 0,
     ) -> Block | None:
-        """Like ``allocate``, but None when there is no room."""
+        """Like ``allocate``, but None when there is no room; ``prefer_start`` is tried first
+        if it is a legal start (a reloaded tile goes back to its partitions if it can)."""
         need = self.rounded(size)
         rows = self._rows(partitions)
         starts = placement_starts(rows, self.partitions) if self.partitions else (0,)
+        if prefer_start in starts and prefer_start != starts[0]:
+            starts = (prefer_start, *(s for s in starts if s != prefer_start))
         for start in starts:
             offset = self._first_fit(need, start, rows)
             if offset is not None:

@@ -67,6 +67,9 @@ class TileSlot:
     spill_tensor: str | None = None
     spill_current: bool = False  # the HBM copy equals the on-chip contents
     dead: bool = False  # its Python object died
+    #: The partition it started at when last placed: a reload goes back there if it can, so
+    #: instructions that need operands on the same partitions keep them there.
+    last_start: int = 0
 
 
 @dataclass
@@ -99,6 +102,7 @@ class MemoryPlanner:
     def adopt(self, block: Block, dtype: DType, elements: int, memory: MemorySpace) -> None:
         """A tile placed before deferral: resident where the eager allocator put it."""
         slot = TileSlot(block, dtype, elements, memory, place=block, holds_data=True)
+        slot.last_start = block.start_partition
         self.slots[id(block)] = slot
         self.resident.setdefault(block.memory, {})[id(slot)] = slot
 
@@ -187,7 +191,7 @@ class MemoryPlanner:
         pool = self._pool(slot)
         block = slot.block
         rows = block.partitions or None
-        args = (block.name, block.size, block.where, rows)
+        args = (block.name, block.size, block.where, rows, slot.last_start)
         place = pool.try_allocate(*args)
         if place is None:
             self._free_dead_by_last_use(pool, pinned)
@@ -198,6 +202,7 @@ class MemoryPlanner:
                 raise OutOfMemoryError(self._reject_message(slot, pinned, at))
             self._spill(victim)
             place = pool.try_allocate(*args)
+        slot.last_start = place.start_partition
         slot.place = place
         self.resident.setdefault(pool.memory, {})[id(slot)] = slot
         self.context.builder.note_allocation(

@@ -294,3 +294,39 @@ def test_defer_false_raises_when_the_tile_does_not_fit_now():
 
     built = lang.kernel(body).build(config="tiny")
     assert "out of SBUF" in outcome["error"] and built.spill == {}  # not deferred
+
+
+def test_spilled_matmul_operands_accumulate_correctly_in_psum():
+    """Every K tile of both operands is loaded before the matmuls (24 KiB in tiny's 16 KiB):
+    operands are spilled and reloaded to new places, the PSUM accumulation group is kept."""
+    kt, m, n = 10, 32, 512
+
+    @lang.kernel
+    def matmul_all_loaded(lhsT, rhs):
+        out = lang.ndarray((m, n), lang.float32, buffer=lang.hbm)
+        lhs_tiles = [lang.load(lhsT[k * 32 : (k + 1) * 32]) for k in range(kt)]
+        rhs_tiles = [lang.load(rhs[k * 32 : (k + 1) * 32]) for k in range(kt)]
+        acc = lang.ndarray((m, n), lang.float32, buffer=lang.psum)
+        for k in range(kt):
+            nisa.nc_matmul(acc, lhs_tiles[k], rhs_tiles[k], accumulate=k > 0)
+        result = lang.ndarray((m, n), lang.float32)
+        nisa.tensor_copy(result, acc)
+        lang.store(out, result)
+        return out
+
+    rng = np.random.default_rng(3)
+    lhsT = rng.standard_normal((kt * 32, m)).astype(np.float32)
+    rhs = rng.standard_normal((kt * 32, n)).astype(np.float32)
+    result = matmul_all_loaded(lhsT, rhs, config="tiny", race_check=True)
+    np.testing.assert_allclose(result.output, lhsT.T @ rhs, rtol=1e-4, atol=1e-3)
+    spill = result.summary["sbuf_spill"]
+    assert spill["stores"] > 0 and spill["reloads"] > 0
+
+
+def test_a_reloaded_tile_goes_back_to_its_partitions_when_it_can():
+    pool = Pool("sbuf", 4096, 64, partitions=128)
+    pool.allocate("full", 4096, "here", 128 - 96)  # partitions 0..31 full
+    block = pool.try_allocate("t", 1024, "here", 1, prefer_start=64)
+    assert block is not None and block.start_partition == 64
+    other = pool.try_allocate("u", 1024, "here", 1, prefer_start=0)  # 0 is full: next start
+    assert other is not None and other.start_partition == 32
