@@ -339,3 +339,17 @@ def test_a_reloaded_tile_goes_back_to_its_partitions_when_it_can():
     assert block is not None and block.start_partition == 64
     other = pool.try_allocate("u", 1024, "here", 1, prefer_start=0)  # 0 is full: next start
     assert other is not None and other.start_partition == 32
+
+
+def test_a_raw_access_pattern_in_a_deferred_kernel_is_a_clear_error():
+    """The planner moves tiles; a hand-made on-chip pattern it cannot attribute is refused,
+    not silently left pointing at the old place."""
+
+    def body():
+        tiles = [lang.ndarray((32, CHUNK), lang.float32) for _ in range(5)]  # the 5th defers
+        for tile in tiles:
+            nisa.memset(tile, 0.0)
+        nisa.tensor_copy(tiles[1], tiles[0].ap())
+
+    with pytest.raises(lang.OutOfMemoryError, match="argument 'src' is an access pattern"):
+        lang.kernel(body).build(config="tiny")
