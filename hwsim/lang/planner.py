@@ -149,12 +149,15 @@ class MemoryPlanner:
     def _emit(self, index: int, instruction: Instruction, placed: tuple[Any, ...]) -> None:
         slots = [self.slots[id(block)] for _, block, _, _ in placed]
         pinned = tuple(slots)
-        for slot in slots:
+        written = {id(ap) for ap in instruction.writes()}
+        read = {id(ap) for ap in instruction.reads()}
+        for (name, _, _, _), slot in zip(placed, slots, strict=True):
             if slot.place is None:
                 self._place(slot, pinned, instruction)
-                if slot.holds_data and slot.spill_tensor is not None:
+                ap = getattr(instruction, name)
+                overwritten = id(ap) in written and id(ap) not in read and self._whole(slot, ap)
+                if slot.holds_data and slot.spill_tensor is not None and not overwritten:
                     self._reload(slot)
-        written = {id(ap) for ap in instruction.writes()}
         changes: dict[str, AccessPattern] = {}
         moved: dict[int, AccessPattern] = {}  # by id of the old pattern: one object stays one
         for (name, _, start, offset), slot in zip(placed, slots, strict=True):
@@ -180,6 +183,11 @@ class MemoryPlanner:
         if changes:
             instruction = dataclasses.replace(instruction, **changes)  # type: ignore[arg-type]
         self.context.builder.emit(instruction)
+
+    @staticmethod
+    def _whole(slot: TileSlot, ap: AccessPattern) -> bool:
+        """Whether ``ap`` (a view of the tile: distinct elements) is every element of it."""
+        return ap.partitions == slot.block.tile_partitions and ap.free_elements == slot.elements
 
     def _pool(self, slot: TileSlot) -> Pool:
         return self.context.pools[slot.memory]
@@ -288,7 +296,11 @@ class MemoryPlanner:
     def _spill_ap(self, slot: TileSlot) -> AccessPattern:
         rows = self._rows(slot)
         if slot.spill_tensor is None:
-            slot.spill_tensor = f"spill.{slot.block.name}"
+            name = f"spill.{slot.block.name}"
+            taken = self.context.builder.program.hbm
+            if name in taken:  # tiles may share a name (name= in a loop)
+                name = f"{name}.{sum(t.startswith(name) for t in taken)}"
+            slot.spill_tensor = name
             self.context.builder.hbm_tensor(
                 slot.spill_tensor, (rows, slot.elements), slot.dtype, "scratch"
             )

@@ -353,3 +353,29 @@ def test_a_raw_access_pattern_in_a_deferred_kernel_is_a_clear_error():
 
     with pytest.raises(lang.OutOfMemoryError, match="argument 'src' is an access pattern"):
         lang.kernel(body).build(config="tiny")
+
+
+def test_tiles_sharing_a_name_get_their_own_spill_areas():
+    @lang.kernel
+    def named(x):
+        out = lang.ndarray((32, CHUNK), lang.float32, buffer=lang.hbm)
+        chunks = [lang.ndarray((32, CHUNK), lang.float32, name="chunk") for _ in range(6)]
+        for c, tile in enumerate(chunks):
+            nisa.dma_copy(tile, x[:, c * CHUNK : (c + 1) * CHUNK])
+        acc = lang.ndarray((32, CHUNK), lang.float32, name="acc")
+        nisa.tensor_copy(acc, chunks[0])
+        for tile in chunks[1:]:
+            nisa.tensor_tensor(acc, acc, tile, nisa.AluOp.add)
+        lang.store(out, acc)
+        return out
+
+    x = np.arange(32 * 6 * CHUNK, dtype=np.float32).reshape(32, 6 * CHUNK) % 11
+    result = named(x, config="tiny", race_check=True)
+    np.testing.assert_array_equal(result.output, x.reshape(32, 6, CHUNK).sum(axis=1))
+    spills = sorted(t for t in result.program.hbm if t.startswith("spill.chunk"))
+    assert spills == ["spill.chunk", *(f"spill.chunk.{i}" for i in range(1, len(spills)))]
+    assert len(spills) >= 2
+    # chunk 3 is evicted before its load: as a tile placed before deferral it is assumed to hold
+    # data and stored, but not reloaded, since the load overwrites it whole
+    spill = result.summary["sbuf_spill"]
+    assert (spill["stores"], spill["reloads"]) == (4, 3)
