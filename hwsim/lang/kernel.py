@@ -93,10 +93,16 @@ class KernelContext:
         memory planner moves them if it moves the tile). Returns the instruction with its
         waits, or, once the kernel is deferred (``planner``), as recorded."""
         if self.planner is None:
-            return self.builder.emit(instruction)
+            return self.emit_placed(instruction)
         blocks = [(name, t.block) for name, t in operands if t.block is not None]
         self.planner.record_emit(instruction, blocks)
         return instruction
+
+    def emit_placed(self, instruction: Instruction) -> Instruction:
+        """Append an instruction whose addresses are final (as written, or as the memory
+        planner placed it, spill DMAs included): the one way into the builder, so a pass after
+        placement (an instruction scheduler) hooks here."""
+        return self.builder.emit(instruction)
 
     def call_in_order(self, fn: Callable[[], None]) -> None:
         """Run a builder step now, or at its place in the program once the kernel is deferred

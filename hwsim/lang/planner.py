@@ -182,7 +182,7 @@ class MemoryPlanner:
                 slot.uses.popleft()
         if changes:
             instruction = dataclasses.replace(instruction, **changes)  # type: ignore[arg-type]
-        self.context.builder.emit(instruction)
+        self.context.emit_placed(instruction)
 
     @staticmethod
     def _whole(slot: TileSlot, ap: AccessPattern) -> bool:
@@ -276,7 +276,7 @@ class MemoryPlanner:
         context = self.context
         tag = f"{context.name}:{what}:{slot.block.name} ({slot.block.where})"
         queue = context.next_queue(SPILL_ENGINE)
-        context.builder.emit(kind(engine=SPILL_ENGINE, tag=tag, queue=queue, dst=dst, src=src))
+        context.emit_placed(kind(engine=SPILL_ENGINE, tag=tag, queue=queue, dst=dst, src=src))
 
     def _rows(self, slot: TileSlot) -> int:
         return slot.block.tile_partitions
