@@ -12,7 +12,6 @@ import contextlib
 import contextvars
 import inspect
 import itertools
-import math
 import sys
 import weakref
 from collections.abc import Callable, Iterator, Sequence
@@ -28,9 +27,9 @@ from hwsim.dtypes import dtype as lookup_dtype
 from hwsim.errors import HwsimError, IllegalInstructionError
 from hwsim.isa.ap import MemorySpace
 from hwsim.isa.base import Instruction
-from hwsim.lang.allocator import SBUF_ALIGN_BYTES, Block, OutOfMemoryError, Pool
+from hwsim.lang.allocator import SBUF_ALIGN_BYTES, Block, Pool
 from hwsim.lang.blocks import block_ndarray, split_block_dims
-from hwsim.lang.planner import MemoryPlanner
+from hwsim.lang.planner import MemoryPlanner, allocate_block
 from hwsim.lang.tiles import Buffer, Tile, hbm, sbuf
 from hwsim.program import Program
 
@@ -122,72 +121,8 @@ class KernelContext:
         offset: int | None,
         defer: bool = True,
     ) -> Block:
-        """The block for a new on-chip tile: first fit now, or (when it does not fit, or the
-        kernel is already deferred) a provisional one the planner places later; with
-        ``defer=False``, OutOfMemoryError instead if it does not fit now."""
-        pool = self.pools[memory]
-        size = math.prod(shape[1:]) * dt.itemsize
-        rows = shape[0] if pool.partitions else None
-        elements = math.prod(shape[1:])
-        if offset is not None:
-            if self.planner is not None:
-                raise OutOfMemoryError(
-                    f"{where}: {name}: offset= placement is not supported once the kernel "
-                    "over-allocates (the memory planner moves tiles); drop offset="
-                )
-            block = pool.reserve(name, offset, size, where, rows)
-        else:
-            if pool.rounded(size) > pool.capacity:
-                raise OutOfMemoryError(
-                    pool.oom_message(name, size, where, rows)
-                    + (
-                        f". One tile cannot be larger than {memory.value.upper()}'s "
-                        f"{pool.capacity} bytes per partition"
-                    )
-                )
-            found = pool.try_allocate(name, size, where, rows) if self.planner is None else None
-            if found is None and not defer and self.planner is None:
-                raise OutOfMemoryError(pool.oom_message(name, size, where, rows))
-            if found is None:
-                return self._defer(memory, name, size, where, shape[0], dt, elements)
-            block = found
-        block.dtype, block.elements, block.tile_partitions = dt, elements, shape[0]
-        self.builder.note_allocation(
-            memory, name, block.start_partition, shape[0], block.offset, size
-        )
-        return block
-
-    def _defer(
-        self,
-        memory: MemorySpace,
-        name: str,
-        size: int,
-        where: str,
-        rows: int,
-        dt: DType,
-        elements: int,
-    ) -> Block:
-        pool = self.pools[memory]
-        if self.planner is None:
-            self.planner = MemoryPlanner(self)
-            for pools_memory, each in self.pools.items():
-                for live in each.blocks:
-                    self.planner.adopt(live, live.dtype, live.elements, pools_memory)
-        block = Block(
-            pool.memory,
-            name,
-            0,
-            pool.rounded(size),
-            where,
-            False,
-            0,
-            rows if pool.partitions else 0,
-            dt,
-            elements,
-            rows,
-        )
-        self.planner.record_alloc(block, dt, elements, memory)
-        return block
+        """The block for a new on-chip tile (``hwsim.lang.planner.allocate_block``)."""
+        return allocate_block(self, memory, name, shape, dt, where, offset, defer)
 
     def release(self, memory: MemorySpace, block: Block) -> None:
         """A tile's Python object died: free its block now, or record it for the planner."""
