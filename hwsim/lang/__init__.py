@@ -51,6 +51,7 @@ from hwsim.lang.language import (
     uint16,
     uint32,
 )
+from hwsim.lang.scheduling import no_reorder, schedule_barrier
 from hwsim.lang.tiles import Buffer, IndexingError, Tile, View, hbm, psum, sbuf
 
 __all__ = [
@@ -84,9 +85,11 @@ __all__ = [
     "kernel",
     "load",
     "ndarray",
+    "no_reorder",
     "place_hbm",
     "psum",
     "sbuf",
+    "schedule_barrier",
     "store",
     "tag_scope",
     "tile_size",

@@ -31,6 +31,7 @@ from hwsim.isa.base import Instruction
 from hwsim.lang.allocator import SBUF_ALIGN_BYTES, Pool
 from hwsim.lang.tiles import Buffer, Tile, hbm, sbuf
 from hwsim.program import Program
+from hwsim.schedule import InstructionStream, replay, resolve_schedule, schedule_order
 
 _CURRENT: contextvars.ContextVar[KernelContext | None] = contextvars.ContextVar(
     "hwsim_kernel", default=None
@@ -52,10 +53,15 @@ class TensorSpec:
 class KernelContext:
     """State while one kernel is being built."""
 
-    def __init__(self, name: str, config: HardwareConfig) -> None:
+    def __init__(self, name: str, config: HardwareConfig, schedule: str = "program") -> None:
         self.name = name
         self.config = config
         self.builder = ProgramBuilder()
+        #: Under a scheduling policy other than program order, instructions are recorded here
+        #: and emitted into the builder in the scheduled order when the kernel returns.
+        self.stream: InstructionStream | None = (
+            None if schedule == "program" else InstructionStream()
+        )
         self.pools = {
             MemorySpace.SBUF: Pool("sbuf", config.sbuf.bytes_per_partition, SBUF_ALIGN_BYTES),
             MemorySpace.PSUM: Pool(
@@ -76,6 +82,9 @@ class KernelContext:
         return next(self._queues) % min(DEFAULT_DMA_QUEUES, self.config.dma.queues_per_engine)
 
     def emit(self, instruction: Instruction) -> Instruction:
+        if self.stream is not None:
+            self.stream.add(instruction)
+            return instruction
         return self.builder.emit(instruction)
 
 
@@ -168,7 +177,11 @@ def place_hbm(tile: Tile, address_bytes: int, earlier: Sequence[Tile]) -> None:
     (``ProgramBuilder.place_hbm``)."""
     if tile.buffer is not hbm:
         raise IllegalInstructionError(f"place_hbm: {tile.name} is not an HBM tensor")
-    current().builder.place_hbm(tile.name, address_bytes, [t.name for t in earlier])
+    context = current()
+    if context.stream is not None:  # its place in the stream matters: recorded like instructions
+        context.stream.place_hbm(tile.name, address_bytes, [t.name for t in earlier])
+    else:
+        context.builder.place_hbm(tile.name, address_bytes, [t.name for t in earlier])
 
 
 @dataclass
@@ -209,10 +222,18 @@ class Kernel:
         self.__doc__ = fn.__doc__
 
     def build(
-        self, *args: Any, config: str | HardwareConfig = "trn2", **kwargs: Any
+        self,
+        *args: Any,
+        config: str | HardwareConfig = "trn2",
+        schedule: str | None = None,
+        **kwargs: Any,
     ) -> BuiltKernel:
+        """Lower the kernel to a program. schedule: the order instructions are emitted in
+        (``hwsim.schedule.SCHEDULES``: ``program`` order, or ``list`` scheduled by the cost
+        model); None takes ``$HWSIM_SCHEDULE``, else ``program``."""
         hw = load_config(config) if isinstance(config, str) else config
-        context = KernelContext(self.name, hw)
+        policy = resolve_schedule(schedule)
+        context = KernelContext(self.name, hw, policy)
         bound = self.signature.bind(*args, **kwargs)
         call_args = {}
         for param, value in bound.arguments.items():
@@ -223,8 +244,13 @@ class Kernel:
         finally:
             _CURRENT.reset(token)
         outputs = self._outputs(context, returned)
+        if context.stream is not None:
+            order = schedule_order(context.stream, hw, policy)
+            replay(context.builder, context.stream.items, order)
         program = context.builder.build()
         program.meta.setdefault("workload", self.name)
+        if policy != "program":
+            program.meta["schedule"] = policy
         return BuiltKernel(
             program,
             outputs,
@@ -269,17 +295,19 @@ class Kernel:
         numerics: bool = True,
         race_check: bool = False,
         initcheck: bool | None = None,
+        schedule: str | None = None,
         **kwargs: Any,
     ) -> KernelResult:
         """Build and simulate; returns outputs (as numpy arrays), trace and summary.
 
         race_check=True raises RaceError on unordered conflicting accesses; initcheck=True
-        raises InitCheckError on reads of never-written memory (None: ``HWSIM_INITCHECK``)."""
+        raises InitCheckError on reads of never-written memory (None: ``HWSIM_INITCHECK``);
+        schedule: as for ``build``."""
         from hwsim.kernels import warm_up
         from hwsim.machine.simulator import run
 
         warm_up()
-        built = self.build(*args, config=config, **kwargs)
+        built = self.build(*args, config=config, schedule=schedule, **kwargs)
         result = run(
             built.program,
             built.config,
