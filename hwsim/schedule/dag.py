@@ -198,16 +198,20 @@ def _memory_edges(
 ) -> None:
     writes = instruction.writes()
     written = {id(ap) for ap in writes}
-    reads = [ap for ap in instruction.reads() if id(ap) not in written]
+    all_reads = instruction.reads()
+    reads = [ap for ap in all_reads if id(ap) not in written]
+    updated = {id(ap) for ap in all_reads} & written  # read and written in place
     found_reads = [memory.overlapping(ap) for ap in reads]
     found_writes = [(memory.overlapping(ap), memory.version(ap)) for ap in writes]
     for found in found_reads:
         for access in found:
             if access.writer >= 0:
                 _need(need, access.writer, RAW)
-    for found, _ in found_writes:
+    for ap, (found, _) in zip(writes, found_writes, strict=True):
         for access in found:
             _need_access(need, access, node)
+            if id(ap) in updated and access.writer >= 0:
+                _need(need, access.writer, RAW)  # an accumulating matmul reads its PSUM bytes
     if placed_at:
         for ap in (*reads, *writes):
             if ap.memory is MemorySpace.HBM and ap.tensor in placed_at:
