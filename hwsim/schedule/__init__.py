@@ -10,7 +10,7 @@ Policies (``SCHEDULES``):
 - ``program``: program order, as recorded (what the kernel language does without a scheduler);
 - ``list``: the cost-model-driven list scheduler (``hwsim.schedule.list_scheduler``) over the
   dependency graph (``hwsim.schedule.dag``): the longest remaining path first, on whichever
-  engine can start earliest.
+  engine can start earliest; program order when that is not estimated faster.
 
     stream = InstructionStream()
     for instruction in instructions:
@@ -28,7 +28,7 @@ from hwsim.errors import HwsimError
 from hwsim.isa.base import Instruction
 from hwsim.schedule.costs import CostEstimator, Estimate
 from hwsim.schedule.dag import DependencyGraph, build_graph, check_order
-from hwsim.schedule.list_scheduler import list_schedule
+from hwsim.schedule.list_scheduler import estimate_order, list_schedule
 from hwsim.schedule.stream import Barrier, InstructionStream, Item, PlaceHbm, replay
 
 #: Scheduling policies by name.
@@ -64,9 +64,11 @@ def schedule_order(
     estimates = [
         estimator.of(item) if isinstance(item, Instruction) else None for item in stream.items
     ]
-    order = list_schedule(graph, estimates)
+    order, end_tick = list_schedule(graph, estimates)
     check_order(graph, order)
-    return order
+    program = list(range(len(stream)))
+    # Keep the known order unless the schedule is estimated faster (the estimate is coarse).
+    return order if end_tick < estimate_order(graph, estimates, program) else program
 
 
 __all__ = [
@@ -81,6 +83,7 @@ __all__ = [
     "PlaceHbm",
     "build_graph",
     "check_order",
+    "estimate_order",
     "list_schedule",
     "replay",
     "resolve_schedule",

@@ -21,9 +21,12 @@ from hwsim.isa.dma_ops import DmaCopy
 from hwsim.isa.tensor_ops import NcMatmul
 from hwsim.machine.simulator import run
 from hwsim.schedule import (
+    CostEstimator,
     InstructionStream,
     build_graph,
     check_order,
+    estimate_order,
+    list_schedule,
     replay,
     resolve_schedule,
     schedule_order,
@@ -106,11 +109,23 @@ def streams(stream: InstructionStream, policy: str):
 
 
 def test_already_good_order_is_kept():
-    # Nothing waits: ties keep program order, so every engine's stream (instructions, waits and
-    # signals) is the program's. Only the interleaving across engines, which means nothing, moves.
+    # Nothing waits: ties keep program order, so every engine's stream is the program's (the
+    # scheduler only interleaves engines differently, [0, 2, 1], which is estimated no faster:
+    # program order is returned as it was).
     stream = stream_of(copy(0, 512), copy(1024, 1536), copy(2048, 2560, engine="scalar"))
-    assert schedule_order(stream, TINY, "list") == [0, 2, 1]
+    graph = build_graph(stream)
+    estimates = [CostEstimator(TINY).of(item) for item in stream.items]
+    assert list_schedule(graph, estimates) == ([0, 2, 1], 532)
+    assert schedule_order(stream, TINY, "list") == [0, 1, 2]
     assert streams(stream, "list") == streams(stream, "program")
+
+
+def test_the_estimate_times_a_compute_only_program_as_the_simulator_does():
+    stream = stream_of(matmul(), evacuate(512), copy(1024, 1536))
+    graph = build_graph(stream)
+    estimates = [CostEstimator(TINY).of(item) for item in stream.items]
+    assert estimate_order(graph, estimates, [0, 1, 2]) == 692  # simulated: 692 (above)
+    assert list_schedule(graph, estimates) == ([0, 2, 1], 532)  # simulated: 532
 
 
 def graph_of(*items) -> DependencyGraph:
