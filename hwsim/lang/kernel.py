@@ -243,10 +243,10 @@ class Kernel:
             returned = self.fn(**call_args)
         finally:
             _CURRENT.reset(token)
-        outputs = self._outputs(context, returned)
-        if context.stream is not None:
+        if context.stream is not None:  # before outputs are marked: placements need scratch
             order = schedule_order(context.stream, hw, policy)
             replay(context.builder, context.stream.items, order)
+        outputs = self._outputs(context, returned)
         program = context.builder.build()
         program.meta.setdefault("workload", self.name)
         if policy != "program":

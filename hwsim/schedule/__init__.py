@@ -10,7 +10,8 @@ Policies (``SCHEDULES``):
 - ``program``: program order, as recorded (what the kernel language does without a scheduler);
 - ``list``: the cost-model-driven list scheduler (``hwsim.schedule.list_scheduler``) over the
   dependency graph (``hwsim.schedule.dag``): the longest remaining path first, on whichever
-  engine can start earliest; program order when that is not estimated faster.
+  engine can start earliest (with and without waiting for a better item about to be ready);
+  whichever the cost model estimates fastest, program order when none beats it.
 
     stream = InstructionStream()
     for instruction in instructions:
@@ -64,11 +65,15 @@ def schedule_order(
     estimates = [
         estimator.of(item) if isinstance(item, Instruction) else None for item in stream.items
     ]
-    order, end_tick = list_schedule(graph, estimates)
-    check_order(graph, order)
     program = list(range(len(stream)))
-    # Keep the known order unless the schedule is estimated faster (the estimate is coarse).
-    return order if end_tick < estimate_order(graph, estimates, program) else program
+    best, best_tick = program, estimate_order(graph, estimates, program)
+    # Keep the known order unless a schedule is estimated faster (the estimate is coarse).
+    for lookahead in (False, True):
+        order, end_tick = list_schedule(graph, estimates, lookahead=lookahead)
+        check_order(graph, order)
+        if end_tick < best_tick:
+            best, best_tick = order, end_tick
+    return best
 
 
 __all__ = [

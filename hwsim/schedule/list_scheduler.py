@@ -111,10 +111,15 @@ class _Machine:
 
 
 def list_schedule(
-    graph: DependencyGraph, estimates: Sequence[Estimate | None]
+    graph: DependencyGraph, estimates: Sequence[Estimate | None], *, lookahead: bool = False
 ) -> tuple[list[int], int]:
     """(the emission order of the graph's items, its estimated end tick); see the module
-    docstring. ``estimates[i]`` is None exactly for the marks (items without an engine)."""
+    docstring. ``estimates[i]`` is None exactly for the marks (items without an engine).
+
+    lookahead: an engine about to start an item waits instead for a higher-priority one that
+    becomes ready before that item would have left the engine (worth it when issue intervals
+    are long, e.g. software-DGE DMA triggers, which hold GpSimdE for each descriptor).
+    """
     machine = _Machine(graph, estimates)
     priority = priorities(graph, estimates)
     ready_tick = machine.ready_tick
@@ -155,9 +160,29 @@ def list_schedule(
         while waiting_here and waiting_here[0][0] <= tick:
             _, key, node = heapq.heappop(waiting_here)
             heapq.heappush(ready_here, (key, node))
-        _, node = heapq.heappop(ready_here)
+        key, node = heapq.heappop(ready_here)
+        if lookahead and waiting_here:
+            later = _better_soon(
+                waiting_here, key, tick + (estimates[node] or _NO_COST).issue_ticks
+            )
+            if later is not None:  # idle until it is ready, then choose again
+                heapq.heappush(ready_here, (key, node))
+                machine.free_tick[engine] = later
+                continue
         release(machine.start(node, tick))
     return machine.order, machine.end_tick
+
+
+def _better_soon(pending: list[tuple[int, int, int]], key: int, before: int) -> int | None:
+    """The ready tick of the highest-priority pending item that becomes ready before ``before``,
+    if its priority beats ``key``'s (heap keys: negated priorities); None otherwise."""
+    soon = []
+    while pending and pending[0][0] < before:
+        soon.append(heapq.heappop(pending))
+    for entry in soon:
+        heapq.heappush(pending, entry)
+    best = min(soon, key=lambda entry: (entry[1], entry[2]), default=None)
+    return best[0] if best is not None and best[1] < key else None
 
 
 def estimate_order(
