@@ -23,6 +23,7 @@ Policies (``SCHEDULES``):
 from __future__ import annotations
 
 import os
+from collections.abc import Sequence
 
 from hwsim.config import HardwareConfig
 from hwsim.errors import HwsimError
@@ -76,6 +77,16 @@ def schedule_order(
     return best
 
 
+def reorder(
+    instructions: Sequence[Instruction], config: HardwareConfig, policy: str = "list"
+) -> list[Instruction]:
+    """``instructions`` (program order, no marks) in the order ``policy`` emits them."""
+    stream = InstructionStream()
+    for instruction in instructions:
+        stream.add(instruction)
+    return [instructions[i] for i in schedule_order(stream, config, policy)]
+
+
 __all__ = [
     "SCHEDULES",
     "SCHEDULE_ENV",
@@ -90,6 +101,7 @@ __all__ = [
     "check_order",
     "estimate_order",
     "list_schedule",
+    "reorder",
     "replay",
     "resolve_schedule",
     "schedule_order",

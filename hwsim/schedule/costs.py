@@ -58,8 +58,15 @@ class CostEstimator:
         return found
 
     def _work_out(self, instruction: Instruction) -> Estimate:
-        # Legality first: an illegal instruction fails here with the run's own message.
-        instruction.check(self.spec)
+        try:
+            return self._estimate(instruction)
+        except Exception:
+            # An illegal instruction's cost may fail in any way: fail with the run's own message
+            # (the run checks every instruction; checking here too would double the work).
+            instruction.check(self.spec)
+            raise
+
+    def _estimate(self, instruction: Instruction) -> Estimate:
         if not instruction.IS_DMA:
             cost = instruction.cost(self.spec)
             latency = max(cost.issue_ticks, cost.latency_ticks)

@@ -50,17 +50,21 @@ class DependencyGraph:
 
     engines: list[str | None]
     preds: list[dict[int, int]]
+    _succs: list[list[tuple[int, int]]] | None = None
 
     def __len__(self) -> int:
         return len(self.engines)
 
     def successors(self) -> list[list[tuple[int, int]]]:
-        """Per item: (successor, edge kind), successors ascending."""
-        succs: list[list[tuple[int, int]]] = [[] for _ in self.engines]
-        for node, preds in enumerate(self.preds):
-            for pred, kind in preds.items():
-                succs[pred].append((node, kind))
-        return succs
+        """Per item: (successor, edge kind), successors ascending (made once; the graph is not
+        changed after it is built)."""
+        if self._succs is None:
+            succs: list[list[tuple[int, int]]] = [[] for _ in self.engines]
+            for node, preds in enumerate(self.preds):
+                for pred, kind in preds.items():
+                    succs[pred].append((node, kind))
+            self._succs = succs
+        return self._succs
 
 
 class _Access:

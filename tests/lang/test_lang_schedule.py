@@ -73,7 +73,7 @@ def synchronised_streams(result):
 
 def test_list_schedule_shortens_two_chains_with_identical_outputs():
     x, y = inputs()
-    program = two_chains(x, y, config="trn2", **CHECKED)
+    program = two_chains(x, y, config="trn2", schedule="program", **CHECKED)
     listed = two_chains(x, y, config="trn2", schedule="list", **CHECKED)
     # The second load moves ahead of the first store on the triggering engine's stream.
     assert dma_stream(program) == [
@@ -97,7 +97,7 @@ def test_list_schedule_shortens_two_chains_with_identical_outputs():
 @pytest.mark.parametrize("kernel", [two_chains_in_order, two_chains_with_barrier])
 def test_no_reorder_and_barriers_keep_program_order(kernel):
     x, y = inputs()
-    program = two_chains(x, y, config="trn2", **CHECKED)
+    program = two_chains(x, y, config="trn2", schedule="program", **CHECKED)
     kept = kernel(x, y, config="trn2", schedule="list", **CHECKED)
     assert synchronised_streams(kept) == synchronised_streams(program)
     assert kept.summary["total_ns"] == program.summary["total_ns"]
@@ -107,9 +107,9 @@ def test_no_reorder_and_barriers_keep_program_order(kernel):
 
 def test_marks_do_nothing_under_program_order():
     x, y = inputs()
-    plain = two_chains(x, y, config="trn2")
+    plain = two_chains(x, y, config="trn2", schedule="program")
     for kernel in (two_chains_in_order, two_chains_with_barrier):
-        marked = kernel(x, y, config="trn2")
+        marked = kernel(x, y, config="trn2", schedule="program")
         assert synchronised_streams(marked) == synchronised_streams(plain)
 
 
@@ -132,7 +132,7 @@ def two_draws(x):
 
 def test_engine_state_order_keeps_random_numbers():
     x = np.arange(128 * 64, dtype=np.uint32).reshape(128, 64)
-    program = two_draws(x, config="trn2", **CHECKED)
+    program = two_draws(x, config="trn2", schedule="program", **CHECKED)
     listed = two_draws(x, config="trn2", schedule="list", **CHECKED)
     assert not np.array_equal(program.outputs[1], program.outputs[2])
     for got, want in zip(listed.outputs, program.outputs, strict=True):
@@ -165,3 +165,31 @@ def test_library_kernels_keep_their_numerics_under_the_list_scheduler(name):
         assert ok
     np.testing.assert_array_equal(results["list"].outputs["out"], results["program"].outputs["out"])
     assert results["list"].summary["total_ns"] <= results["program"].summary["total_ns"]
+
+
+@lang.kernel
+def through_placed_scratch(x):
+    """x -> scratch a -> out_a; then scratch b, placed over a's bytes, x * 3 -> b -> out_b."""
+    out_a = lang.ndarray(x.shape, x.dtype, buffer=lang.hbm, name="out_a")
+    out_b = lang.ndarray(x.shape, x.dtype, buffer=lang.hbm, name="out_b")
+    a = lang.ndarray(x.shape, x.dtype, buffer=lang.hbm, name="a")
+    b = lang.ndarray(x.shape, x.dtype, buffer=lang.hbm, name="b")
+    lang.place_hbm(a, 0, [])
+    t = lang.load(x)
+    lang.store(a, t)
+    lang.store(out_a, lang.load(a))
+    lang.place_hbm(b, 0, [a])
+    nisa.tensor_scalar(t, t, lang.AluOp.multiply, 3.0)
+    lang.store(b, t)
+    lang.store(out_b, lang.load(b))
+    return out_a, out_b
+
+
+def test_hbm_placements_are_replayed_in_place():
+    x = inputs()[0]
+    program = through_placed_scratch(x, config="trn2", schedule="program", **CHECKED)
+    listed = through_placed_scratch(x, config="trn2", schedule="list", **CHECKED)
+    np.testing.assert_array_equal(listed.outputs[0], x)
+    np.testing.assert_array_equal(listed.outputs[1], 3 * x)
+    assert listed.program.hbm["b"].address_bytes == 0  # type: ignore[union-attr]
+    assert listed.summary["total_ns"] <= program.summary["total_ns"]

@@ -27,6 +27,7 @@ from hwsim.schedule import (
     check_order,
     estimate_order,
     list_schedule,
+    reorder,
     replay,
     resolve_schedule,
     schedule_order,
@@ -247,3 +248,9 @@ def test_policy_names():
         resolve_schedule("greedy")
     with pytest.raises(HwsimError, match="permutation"):
         replay(ProgramBuilder(), [copy(0, 512)], [0, 0])
+
+
+def test_reorder_a_plain_instruction_list():
+    items = [matmul(), evacuate(512), copy(1024, 1536)]
+    assert reorder(items, TINY) == [items[0], items[2], items[1]]
+    assert reorder(items, TINY, "program") == items
