@@ -51,7 +51,7 @@ from hwsim.lang.language import (
     uint16,
     uint32,
 )
-from hwsim.lang.scheduling import no_reorder, schedule_barrier
+from hwsim.lang.scheduling import no_reorder, schedule_barrier, schedule_edge, sequential_range
 from hwsim.lang.tiles import Buffer, IndexingError, Tile, View, hbm, psum, sbuf
 
 __all__ = [
@@ -90,6 +90,8 @@ __all__ = [
     "psum",
     "sbuf",
     "schedule_barrier",
+    "schedule_edge",
+    "sequential_range",
     "store",
     "tag_scope",
     "tile_size",

@@ -9,6 +9,7 @@ from __future__ import annotations
 import contextlib
 from collections.abc import Iterator
 
+from hwsim.isa.base import Instruction
 from hwsim.lang.kernel import current
 
 
@@ -32,3 +33,21 @@ def schedule_barrier(reason: str = "") -> None:
     stream = current().stream
     if stream is not None:
         stream.barrier(reason)
+
+
+def sequential_range(*bounds: int) -> Iterator[int]:
+    """``range(*bounds)`` for a loop with a loop-carried dependency (NKI's
+    ``nl.sequential_range``): a ``schedule_barrier`` between iterations, so no iteration's
+    instructions move into another's."""
+    for step, value in enumerate(range(*bounds)):
+        if step:
+            schedule_barrier("sequential_range")
+        yield value
+
+
+def schedule_edge(before: Instruction, after: Instruction) -> None:
+    """Keep instruction ``before`` ahead of ``after`` (both returned by ISA calls of this
+    kernel, in that program order): NKI's ``with_schedule`` edges."""
+    stream = current().stream
+    if stream is not None:
+        stream.edge(stream.index_of(before), stream.index_of(after))

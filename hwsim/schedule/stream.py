@@ -52,6 +52,7 @@ class InstructionStream:
         self.edges: list[tuple[int, int]] = []
         self._open: list[int] = []  # the no_reorder blocks open now, innermost last
         self._next_region = 1
+        self._index: dict[int, int] = {}  # id(item) -> its index (items are kept alive)
 
     def __len__(self) -> int:
         return len(self.items)
@@ -60,7 +61,15 @@ class InstructionStream:
         """Record an item; returns its index."""
         self.items.append(item)
         self.regions.append(self._open[-1] if self._open else 0)
+        self._index.setdefault(id(item), len(self.items) - 1)
         return len(self.items) - 1
+
+    def index_of(self, item: Item) -> int:
+        """The index of a recorded item (the first, if it was recorded twice)."""
+        found = self._index.get(id(item))
+        if found is None:
+            raise HwsimError(f"{item!r} was not recorded in this stream")
+        return found
 
     def barrier(self, reason: str = "") -> None:
         self.add(Barrier(reason))

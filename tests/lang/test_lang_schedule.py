@@ -94,7 +94,41 @@ def test_list_schedule_shortens_two_chains_with_identical_outputs():
     assert "schedule" not in program.program.meta  # type: ignore[union-attr]
 
 
-@pytest.mark.parametrize("kernel", [two_chains_in_order, two_chains_with_barrier])
+@lang.kernel
+def two_chains_sequential(x, y):
+    outs = []
+    for step in lang.sequential_range(2):
+        src = (x, y)[step]
+        out = lang.ndarray(src.shape, src.dtype, buffer=lang.hbm, name=("out_x", "out_y")[step])
+        tile = lang.load(src)
+        if step == 0:
+            nisa.activation(tile, lang.ActivationFunction.exp, tile)
+        else:
+            nisa.tensor_scalar(tile, tile, lang.AluOp.multiply, 2.0)
+        lang.store(out, tile)
+        outs.append(out)
+    return tuple(outs)
+
+
+@lang.kernel
+def two_chains_with_edge(x, y):
+    out_x = lang.ndarray(x.shape, x.dtype, buffer=lang.hbm, name="out_x")
+    out_y = lang.ndarray(y.shape, y.dtype, buffer=lang.hbm, name="out_y")
+    tx = lang.load(x)
+    nisa.activation(tx, lang.ActivationFunction.exp, tx)
+    store_x = nisa.dma_copy(out_x, tx)
+    ty = lang.ndarray(y.shape, y.dtype)
+    load_y = nisa.dma_copy(ty, y)
+    lang.schedule_edge(store_x, load_y)
+    nisa.tensor_scalar(ty, ty, lang.AluOp.multiply, 2.0)
+    lang.store(out_y, ty)
+    return out_x, out_y
+
+
+@pytest.mark.parametrize(
+    "kernel",
+    [two_chains_in_order, two_chains_with_barrier, two_chains_sequential, two_chains_with_edge],
+)
 def test_no_reorder_and_barriers_keep_program_order(kernel):
     x, y = inputs()
     program = two_chains(x, y, config="trn2", schedule="program", **CHECKED)
@@ -108,7 +142,12 @@ def test_no_reorder_and_barriers_keep_program_order(kernel):
 def test_marks_do_nothing_under_program_order():
     x, y = inputs()
     plain = two_chains(x, y, config="trn2", schedule="program")
-    for kernel in (two_chains_in_order, two_chains_with_barrier):
+    for kernel in (
+        two_chains_in_order,
+        two_chains_with_barrier,
+        two_chains_sequential,
+        two_chains_with_edge,
+    ):
         marked = kernel(x, y, config="trn2", schedule="program")
         assert synchronised_streams(marked) == synchronised_streams(plain)
 
