@@ -232,3 +232,16 @@ def test_hbm_placements_are_replayed_in_place():
     np.testing.assert_array_equal(listed.outputs[1], 3 * x)
     assert listed.program.hbm["b"].address_bytes == 0  # type: ignore[union-attr]
     assert listed.summary["total_ns"] <= program.summary["total_ns"]
+
+
+def test_list_scheduled_builds_are_deterministic():
+    workload = next(w for w in WORKLOADS if w.name == "attention")
+    streams = [
+        synchronised_streams(
+            workload.kernel.build(*workload.args(0), config="trn2", schedule="list")
+        )
+        for _ in range(2)
+    ]
+    assert streams[0] == streams[1]
+    program = workload.kernel.build(*workload.args(0), config="trn2", schedule="program")
+    assert streams[0] != synchronised_streams(program)  # it did reorder
