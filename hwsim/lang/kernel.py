@@ -31,7 +31,7 @@ from hwsim.isa.base import Instruction
 from hwsim.lang.allocator import SBUF_ALIGN_BYTES, Pool
 from hwsim.lang.tiles import Buffer, Tile, hbm, sbuf
 from hwsim.program import Program
-from hwsim.schedule import InstructionStream, replay, resolve_schedule, schedule_order
+from hwsim.schedule import InstructionStream, emit_scheduled, resolve_schedule
 
 _CURRENT: contextvars.ContextVar[KernelContext | None] = contextvars.ContextVar(
     "hwsim_kernel", default=None
@@ -229,8 +229,9 @@ class Kernel:
         **kwargs: Any,
     ) -> BuiltKernel:
         """Lower the kernel to a program. schedule: the order instructions are emitted in
-        (``hwsim.schedule.SCHEDULES``: ``program`` order, or ``list`` scheduled by the cost
-        model); None takes ``$HWSIM_SCHEDULE``, else ``program``."""
+        (``hwsim.schedule.SCHEDULES``: ``program`` order; ``list`` scheduled by the cost
+        model; ``best``, the fastest candidate when simulated); None takes
+        ``$HWSIM_SCHEDULE``, else ``program``."""
         hw = load_config(config) if isinstance(config, str) else config
         policy = resolve_schedule(schedule)
         context = KernelContext(self.name, hw, policy)
@@ -244,8 +245,7 @@ class Kernel:
         finally:
             _CURRENT.reset(token)
         if context.stream is not None:  # before outputs are marked: placements need scratch
-            order = schedule_order(context.stream, hw, policy)
-            replay(context.builder, context.stream.items, order)
+            context.builder = emit_scheduled(context.builder, context.stream, hw, policy)
         outputs = self._outputs(context, returned)
         program = context.builder.build()
         program.meta.setdefault("workload", self.name)

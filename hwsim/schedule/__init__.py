@@ -11,7 +11,9 @@ Policies (``SCHEDULES``):
 - ``list``: the cost-model-driven list scheduler (``hwsim.schedule.list_scheduler``) over the
   dependency graph (``hwsim.schedule.dag``): the longest remaining path first, on whichever
   engine can start earliest (with and without waiting for a better item about to be ready);
-  whichever the cost model estimates fastest, program order when none beats it.
+  whichever the cost model estimates fastest, program order when none beats it;
+- ``best``: the same candidates, each simulated (timing-only), the fastest kept: never slower
+  than program order (``hwsim.schedule.choose``).
 
     stream = InstructionStream()
     for instruction in instructions:
@@ -25,16 +27,18 @@ from __future__ import annotations
 import os
 from collections.abc import Sequence
 
+from hwsim.builder import ProgramBuilder
 from hwsim.config import HardwareConfig
 from hwsim.errors import HwsimError
 from hwsim.isa.base import Instruction
+from hwsim.schedule.choose import candidate_orders, estimated_best, simulated_best
 from hwsim.schedule.costs import CostEstimator, Estimate
 from hwsim.schedule.dag import DependencyGraph, build_graph, check_order
 from hwsim.schedule.list_scheduler import estimate_order, list_schedule
 from hwsim.schedule.stream import Barrier, InstructionStream, Item, PlaceHbm, replay
 
 #: Scheduling policies by name.
-SCHEDULES = ("program", "list")
+SCHEDULES = ("program", "list", "best")
 #: Environment variable naming the policy of builds that do not choose one.
 SCHEDULE_ENV = "HWSIM_SCHEDULE"
 
@@ -57,24 +61,23 @@ def schedule_order(
     *,
     keep_queue_order: bool = False,
 ) -> list[int]:
-    """The order (item indices) to emit ``stream`` in under ``policy`` on ``config``."""
+    """The order (item indices) to emit ``stream`` in under ``policy`` on ``config`` (``best``
+    needs a whole program to simulate: ``emit_scheduled``; here it is ``list``)."""
     policy = resolve_schedule(policy)
     if policy == "program":
         return list(range(len(stream)))
-    graph = build_graph(stream, keep_queue_order=keep_queue_order)
-    estimator = CostEstimator(config)
-    estimates = [
-        estimator.of(item) if isinstance(item, Instruction) else None for item in stream.items
-    ]
-    program = list(range(len(stream)))
-    best, best_tick = program, estimate_order(graph, estimates, program)
-    # Keep the known order unless a schedule is estimated faster (the estimate is coarse).
-    for lookahead in (False, True):
-        order, end_tick = list_schedule(graph, estimates, lookahead=lookahead)
-        check_order(graph, order)
-        if end_tick < best_tick:
-            best, best_tick = order, end_tick
-    return best
+    return estimated_best(candidate_orders(stream, config, keep_queue_order=keep_queue_order))
+
+
+def emit_scheduled(
+    builder: ProgramBuilder, stream: InstructionStream, config: HardwareConfig, policy: str
+) -> ProgramBuilder:
+    """Emit ``stream`` under ``policy``: into ``builder`` (``program``, ``list``), or into a new
+    builder with ``builder``'s tensors and allocations (``best``). Returns the builder used."""
+    if resolve_schedule(policy) == "best":
+        return simulated_best(builder, stream, config)
+    replay(builder, stream.items, schedule_order(stream, config, policy))
+    return builder
 
 
 def reorder(
@@ -98,7 +101,9 @@ __all__ = [
     "Item",
     "PlaceHbm",
     "build_graph",
+    "candidate_orders",
     "check_order",
+    "emit_scheduled",
     "estimate_order",
     "list_schedule",
     "reorder",

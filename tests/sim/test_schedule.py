@@ -244,7 +244,7 @@ def test_schedule_is_deterministic():
 
 def test_policy_names():
     assert resolve_schedule("list") == "list"
-    with pytest.raises(HwsimError, match="valid: program, list"):
+    with pytest.raises(HwsimError, match="valid: program, list, best"):
         resolve_schedule("greedy")
     with pytest.raises(HwsimError, match="permutation"):
         replay(ProgramBuilder(), [copy(0, 512)], [0, 0])
