@@ -42,9 +42,9 @@ Item = Instruction | Barrier | PlaceHbm
 
 
 class InstructionStream:
-    """Items in program order. ``regions[i]`` is the id of the innermost ``no_reorder`` block
-    instruction ``i`` was recorded in (0: none); ``edges`` are explicit (before, after) item
-    index pairs a caller added (NKI's ``with_schedule``)."""
+    """Items in program order. ``regions[i]`` is the id of the (outermost) ``no_reorder`` block
+    item ``i`` was recorded in (0: none); ``edges`` are explicit (before, after) item index
+    pairs a caller added (NKI's ``with_schedule``)."""
 
     def __init__(self) -> None:
         self.items: list[Item] = []
