@@ -188,7 +188,14 @@ def test_policy_from_the_environment(monkeypatch):
 
 
 @pytest.mark.parametrize(
-    "name", ["matmul_blocked", "matmul_block_free", "softmax", "layernorm", "attention"]
+    "name",
+    [
+        pytest.param("matmul_blocked", marks=pytest.mark.slow),  # ~8 s each on a shared core
+        pytest.param("matmul_block_free", marks=pytest.mark.slow),
+        "softmax",
+        "layernorm",
+        "attention",
+    ],
 )
 def test_library_kernels_keep_their_numerics_under_the_list_scheduler(name):
     workload = next(w for w in WORKLOADS if w.name == name)
@@ -247,7 +254,9 @@ def test_list_scheduled_builds_are_deterministic():
     assert streams[0] != synchronised_streams(program)  # it did reorder
 
 
-@pytest.mark.parametrize("name", ["conv2d_3x3", "matmul_basic"])
+@pytest.mark.parametrize(
+    "name", ["conv2d_3x3", pytest.param("matmul_basic", marks=pytest.mark.slow)]
+)
 def test_best_is_never_slower_than_program_order_or_the_list_schedule(name):
     # On trn1, conv2d_3x3's list schedule is estimated faster but simulates 1% slower; on trn2,
     # matmul_basic's is estimated slower (so list keeps program order) but simulates 4% faster.
