@@ -52,6 +52,7 @@ from hwsim.lang.language import (
     uint16,
     uint32,
 )
+from hwsim.lang.scheduling import no_reorder, schedule_barrier, schedule_edge, sequential_range
 from hwsim.lang.tiles import Buffer, IndexingError, Tile, View, hbm, psum, sbuf
 
 __all__ = [
@@ -87,10 +88,14 @@ __all__ = [
     "kernel",
     "load",
     "ndarray",
+    "no_reorder",
     "par_dim",
     "place_hbm",
     "psum",
     "sbuf",
+    "schedule_barrier",
+    "schedule_edge",
+    "sequential_range",
     "store",
     "tag_scope",
     "tile_size",

@@ -32,6 +32,7 @@ from hwsim.lang.blocks import block_ndarray, split_block_dims
 from hwsim.lang.planner import MemoryPlanner, allocate_block
 from hwsim.lang.tiles import Buffer, Tile, hbm, sbuf
 from hwsim.program import Program
+from hwsim.schedule import InstructionStream, emit_scheduled, resolve_schedule
 
 _CURRENT: contextvars.ContextVar[KernelContext | None] = contextvars.ContextVar(
     "hwsim_kernel", default=None
@@ -53,10 +54,15 @@ class TensorSpec:
 class KernelContext:
     """State while one kernel is being built."""
 
-    def __init__(self, name: str, config: HardwareConfig) -> None:
+    def __init__(self, name: str, config: HardwareConfig, schedule: str = "program") -> None:
         self.name = name
         self.config = config
         self.builder = ProgramBuilder()
+        #: Under a scheduling policy other than program order, instructions are recorded here
+        #: and emitted into the builder in the scheduled order when the kernel returns.
+        self.stream: InstructionStream | None = (
+            None if schedule == "program" else InstructionStream()
+        )
         self.pools = {
             MemorySpace.SBUF: Pool(
                 "sbuf",
@@ -101,7 +107,18 @@ class KernelContext:
         """Append an instruction whose addresses are final (as written, or as the memory
         planner placed it, spill DMAs included): the one way into the builder, so a pass after
         placement (an instruction scheduler) hooks here."""
+        if self.stream is not None:
+            self.stream.add(instruction)
+            return instruction
         return self.builder.emit(instruction)
+
+    def place_hbm_placed(self, name: str, address_bytes: int, earlier: list[str]) -> None:
+        """Place an HBM tensor at its final place in the program: recorded in the scheduler's
+        stream (its position relative to the accesses matters) or applied to the builder."""
+        if self.stream is not None:
+            self.stream.place_hbm(name, address_bytes, earlier)
+        else:
+            self.builder.place_hbm(name, address_bytes, earlier)
 
     def call_in_order(self, fn: Callable[[], None]) -> None:
         """Run a builder step now, or at its place in the program once the kernel is deferred
@@ -241,7 +258,7 @@ def place_hbm(tile: Tile, address_bytes: int, earlier: Sequence[Tile]) -> None:
         raise IllegalInstructionError(f"place_hbm: {tile.name} is not an HBM tensor")
     context = current()
     names = [t.name for t in earlier]
-    context.call_in_order(lambda: context.builder.place_hbm(tile.name, address_bytes, names))
+    context.call_in_order(lambda: context.place_hbm_placed(tile.name, address_bytes, names))
 
 
 @dataclass
@@ -285,10 +302,19 @@ class Kernel:
         self.__doc__ = fn.__doc__
 
     def build(
-        self, *args: Any, config: str | HardwareConfig = "trn2", **kwargs: Any
+        self,
+        *args: Any,
+        config: str | HardwareConfig = "trn2",
+        schedule: str | None = None,
+        **kwargs: Any,
     ) -> BuiltKernel:
+        """Lower the kernel to a program. schedule: the order instructions are emitted in
+        (``hwsim.schedule.SCHEDULES``: ``program`` order; ``list`` scheduled by the cost
+        model; ``best``, the fastest candidate when simulated); None takes
+        ``$HWSIM_SCHEDULE``, else ``program``."""
         hw = load_config(config) if isinstance(config, str) else config
-        context = KernelContext(self.name, hw)
+        policy = resolve_schedule(schedule)
+        context = KernelContext(self.name, hw, policy)
         bound = self.signature.bind(*args, **kwargs)
         call_args = {}
         for param, value in bound.arguments.items():
@@ -298,10 +324,14 @@ class Kernel:
             returned = self.fn(**call_args)
         finally:
             _CURRENT.reset(token)
-        context.finish()
+        context.finish()  # memory placement first: the scheduler orders final addresses
+        if context.stream is not None:  # before outputs are marked: placements need scratch
+            context.builder = emit_scheduled(context.builder, context.stream, hw, policy)
         outputs = self._outputs(context, returned)
         program = context.builder.build()
         program.meta.setdefault("workload", self.name)
+        if policy != "program":
+            program.meta["schedule"] = policy
         return BuiltKernel(
             program,
             outputs,
@@ -347,17 +377,19 @@ class Kernel:
         numerics: bool = True,
         race_check: bool = False,
         initcheck: bool | None = None,
+        schedule: str | None = None,
         **kwargs: Any,
     ) -> KernelResult:
         """Build and simulate; returns outputs (as numpy arrays), trace and summary.
 
         race_check=True raises RaceError on unordered conflicting accesses; initcheck=True
-        raises InitCheckError on reads of never-written memory (None: ``HWSIM_INITCHECK``)."""
+        raises InitCheckError on reads of never-written memory (None: ``HWSIM_INITCHECK``);
+        schedule: as for ``build``."""
         from hwsim.kernels import warm_up
         from hwsim.machine.simulator import run
 
         warm_up()
-        built = self.build(*args, config=config, **kwargs)
+        built = self.build(*args, config=config, schedule=schedule, **kwargs)
         result = run(
             built.program,
             built.config,
