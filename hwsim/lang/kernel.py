@@ -16,9 +16,9 @@ import math
 import sys
 import weakref
 from collections.abc import Callable, Iterator, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from types import CodeType, FrameType
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
@@ -32,6 +32,9 @@ from hwsim.isa.base import Instruction
 from hwsim.lang.allocator import SBUF_ALIGN_BYTES, Pool
 from hwsim.lang.tiles import Buffer, Tile, hbm, sbuf
 from hwsim.program import Program
+
+if TYPE_CHECKING:
+    from hwsim.trace.summary import RunSummary
 
 _CURRENT: contextvars.ContextVar[KernelContext | None] = contextvars.ContextVar(
     "hwsim_kernel", default=None
@@ -221,7 +224,7 @@ class KernelResult:
 
     outputs: tuple[np.ndarray, ...]
     trace: Any
-    summary: dict[str, Any] = field(default_factory=dict)
+    summary: RunSummary
     program: Program | None = None
 
     @property
