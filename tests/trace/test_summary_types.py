@@ -140,3 +140,17 @@ def _validate(value: Any, schema: dict[str, Any], where: str = "$") -> None:
     if kind == "array":
         for i, item in enumerate(value):
             _validate(item, schema.get("items", {}), f"{where}[{i}]")
+
+
+def test_sweep_metric_names_and_values_are_those_of_the_dict_summary():
+    """Sweep rows store metrics by dotted path into the JSON form: the names a sweep accepts
+    and the values it extracts are the same as with the untyped summary, so old rows match."""
+    from hwsim.sweep.metrics import _scalar_paths, extract, summary_metric_names
+
+    old = CAPTURED[0]["summary"]
+    names = summary_metric_names()  # from an empty trace's summary
+    assert "total_ns" in names and "engines.tensor.busy_pct" in names
+    # a real run has every path an empty one has, except evidence named after its own verdict
+    assert {n for n in names if not n.startswith("bottleneck_evidence.")} <= set(_scalar_paths(old))
+    typed = RunSummary.from_dict(old)
+    assert extract(typed.to_dict(), names) == extract(old, names)
