@@ -23,7 +23,7 @@ def _report(args: argparse.Namespace) -> int:
 
     summary = load_summary(args.path)
     if args.json:
-        print(json.dumps(summary, default=str))
+        print(json.dumps(summary.to_dict(), default=str))
     else:
         print_summary(summary)
     return 0

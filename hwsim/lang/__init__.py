@@ -12,7 +12,7 @@
         return out
 
     result = double(np.ones((128, 512), np.float32), config="trn2")
-    result.output, result.summary["total_ns"]
+    result.output, result.summary.total_ns
 
 See docs/kernel-language.md for a walk-through.
 """

@@ -10,13 +10,15 @@ from __future__ import annotations
 
 import contextlib
 import contextvars
+import dataclasses
 import inspect
 import itertools
 import sys
 import weakref
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from types import CodeType, FrameType
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
@@ -34,10 +36,17 @@ from hwsim.lang.tiles import Buffer, Tile, hbm, sbuf
 from hwsim.program import Program
 from hwsim.schedule import InstructionStream, emit_scheduled, resolve_schedule
 
+if TYPE_CHECKING:
+    from hwsim.trace.summary import RunSummary
+
 _CURRENT: contextvars.ContextVar[KernelContext | None] = contextvars.ContextVar(
     "hwsim_kernel", default=None
 )
-_LANG_DIR = __file__.rsplit("/", 1)[0]
+_LANG_DIR = __file__.rsplit("/", 1)[0] + "/"
+_HWSIM_DIR = _LANG_DIR.rsplit("/", 2)[0] + "/"
+_LIBRARY_DIR = _HWSIM_DIR + "library/"
+#: The library's shared helpers: never a tag's line while a library kernel line calls them.
+_LIBRARY_HELPERS = _LIBRARY_DIR + "common.py"
 
 #: DMA queues the builder rotates through when a call names none.
 DEFAULT_DMA_QUEUES = 4
@@ -54,8 +63,16 @@ class TensorSpec:
 class KernelContext:
     """State while one kernel is being built."""
 
-    def __init__(self, name: str, config: HardwareConfig, schedule: str = "program") -> None:
+    def __init__(
+        self,
+        name: str,
+        config: HardwareConfig,
+        schedule: str = "program",
+        kernel_code: CodeType | None = None,
+    ) -> None:
         self.name = name
+        #: The kernel function's code: where ``source_location`` stops inside hwsim.
+        self.kernel_code = kernel_code
         self.config = config
         self.builder = ProgramBuilder()
         #: Under a scheduling policy other than program order, instructions are recorded here
@@ -182,10 +199,34 @@ def tag_scope(name: str) -> Iterator[None]:
 
 
 def source_location() -> str:
-    """``file:line`` of the innermost caller outside the kernel-language package."""
-    frame = sys._getframe(1)
-    while frame is not None and frame.f_code.co_filename.startswith(_LANG_DIR):
-        frame = frame.f_back  # type: ignore[assignment]
+    """``file:line`` of the kernel author's line: the innermost caller outside the hwsim package
+    (a line of a kernel in the author's own file, or their line that called a library kernel).
+
+    A kernel of ``hwsim.library`` built on its own has no such caller below its own frame (the
+    walk stops there: past it is only the one ``build`` call every instruction shares), so its
+    tag is the innermost line of library kernel code: a line of ``hwsim/library`` outside the
+    shared helpers of ``common.py``. Outside any kernel: the innermost caller outside the
+    kernel-language package.
+    """
+    context = _CURRENT.get()
+    kernel_code = context.kernel_code if context is not None else None
+    frame: FrameType | None = sys._getframe(1)
+    library: FrameType | None = None  # innermost library kernel line
+    outside_lang: FrameType | None = None
+    while frame is not None:
+        code = frame.f_code
+        name = code.co_filename
+        if not name.startswith(_HWSIM_DIR):
+            break
+        if outside_lang is None and not name.startswith(_LANG_DIR):
+            outside_lang = frame
+        if library is None and name.startswith(_LIBRARY_DIR) and name != _LIBRARY_HELPERS:
+            library = frame
+        if code is kernel_code:  # a library kernel: nothing of the author's lies below
+            frame = library or frame
+            break
+        frame = frame.f_back
+    frame = frame or outside_lang
     if frame is None:
         return "?"
     return f"{frame.f_code.co_filename.rsplit('/', 1)[-1]}:{frame.f_lineno}"
@@ -281,7 +322,7 @@ class KernelResult:
 
     outputs: tuple[np.ndarray, ...]
     trace: Any
-    summary: dict[str, Any] = field(default_factory=dict)
+    summary: RunSummary
     program: Program | None = None
 
     @property
@@ -314,7 +355,7 @@ class Kernel:
         ``$HWSIM_SCHEDULE``, else ``program``."""
         hw = load_config(config) if isinstance(config, str) else config
         policy = resolve_schedule(schedule)
-        context = KernelContext(self.name, hw, policy)
+        context = KernelContext(self.name, hw, policy, self.fn.__code__)
         bound = self.signature.bind(*args, **kwargs)
         call_args = {}
         for param, value in bound.arguments.items():
@@ -400,7 +441,7 @@ class Kernel:
         outputs = tuple(result.outputs[name] for name in built.outputs) if numerics else ()
         summary = result.summary
         if built.spill:
-            summary = {**summary, "sbuf_spill": built.spill}
+            summary = dataclasses.replace(summary, sbuf_spill=built.spill)
         return KernelResult(outputs, result.trace, summary, built.program)
 
 

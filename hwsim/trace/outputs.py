@@ -31,6 +31,7 @@ from hwsim.trace.analysis import (
 )
 from hwsim.trace.occupancy import OperandSpans
 from hwsim.trace.records import Trace, engine_order
+from hwsim.trace.summary import RunSummary
 
 if TYPE_CHECKING:
     from hwsim.outputs_guard import OutputFolder
@@ -59,7 +60,7 @@ class RunData:
     "SBUF occupancy"/"PSUM occupancy" (bytes).
     """
 
-    summary: dict[str, Any]
+    summary: RunSummary
     rows: list[str] = field(default_factory=list)
     slice_row: np.ndarray = field(default_factory=lambda: np.zeros(0, np.int64))
     slice_start_ns: np.ndarray = field(default_factory=lambda: np.zeros(0))
@@ -76,7 +77,7 @@ class RunData:
 def write_run_outputs(
     trace: Trace,
     out_dir: str | Path | OutputFolder,
-    summary: dict[str, Any] | None = None,
+    summary: RunSummary | None = None,
     *,
     plots: bool = True,
     force: bool = False,
@@ -101,7 +102,7 @@ def write_run_outputs(
         write_chrome_trace(trace, stream, summary=summary)
     paths = {"trace": out.path / TRACE_FILE}
     paths["summary"] = out.write_text(
-        SUMMARY_FILE, json.dumps(summary, indent=1, default=str) + "\n"
+        SUMMARY_FILE, json.dumps(summary.to_dict(), indent=1, default=str) + "\n"
     )
     with out.subdir(TABLES_DIR) as tables:
         paths.update(write_tables(trace, tables, summary))
@@ -138,7 +139,7 @@ def colour_key(tag: str) -> str:
     return head if slash and ":" not in head else tag
 
 
-def run_data(trace: Trace, summary: dict[str, Any] | None = None) -> RunData:
+def run_data(trace: Trace, summary: RunSummary | None = None) -> RunData:
     """The plot/report view of an in-memory trace (same content ``load_run`` reads from JSON)."""
     from hwsim.trace.chrome import counter_series
     from hwsim.trace.stats import summarize
@@ -244,14 +245,15 @@ def resolve_run(path: str | Path) -> tuple[Path | None, Path | None]:
     raise HwsimError(f"{path}: no such trace file or run folder")
 
 
-def load_summary(path: str | Path) -> dict[str, Any]:
-    """The run summary of a run folder, summary.json or trace.json (its header; no events read)."""
+def load_summary(path: str | Path) -> RunSummary:
+    """The run summary of a run folder, summary.json or trace.json (its header; no events read),
+    also one written by an older version (``RunSummary.from_dict``)."""
     from hwsim.trace.chrome import read_header
 
     trace_path, summary_path = resolve_run(path)
     if summary_path is not None:
         data: dict[str, Any] = json.loads(summary_path.read_text())
-        return data
+        return RunSummary.from_dict(data)
     assert trace_path is not None
     try:
         summary = read_header(trace_path).get("summary")
@@ -259,7 +261,7 @@ def load_summary(path: str | Path) -> dict[str, Any]:
         raise HwsimError(f"{trace_path}: not a Chrome trace JSON file ({exc})") from None
     if not summary:
         raise HwsimError(f"{trace_path}: no hwsim summary in this trace (was it written by hwsim?)")
-    return dict(summary)
+    return RunSummary.from_dict(dict(summary))
 
 
 def load_run(path: str | Path) -> RunData:
@@ -308,7 +310,7 @@ def load_run(path: str | Path) -> RunData:
 
 
 def _run_from_columns(
-    summary: dict[str, Any],
+    summary: RunSummary,
     cores: dict[int, int],
     tracks: dict[tuple[int, int], dict[str, Any]],
     pids: array[int],

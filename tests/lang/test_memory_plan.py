@@ -39,7 +39,7 @@ def test_tiles_held_by_python_are_freed_after_their_last_use():
     # with no spill traffic (nothing live was evicted).
     assert built.spill["stores"] == 0 and built.spill["reloads"] == 0
     assert built.spill["freed_after_last_use"] >= 4
-    assert result.summary["sbuf_spill"]["stores"] == 0
+    assert result.summary.sbuf_spill["stores"] == 0
     offsets = [a.offset_bytes for a in built.program.allocations if a.memory == "sbuf"]
     assert len(offsets) == 8 and set(offsets) <= {0, 4096, 8192, 12288}
 
@@ -103,7 +103,7 @@ def test_128_one_partition_tiles_fit_where_they_used_to_take_all_partitions():
 
     result = rows(np.zeros((128, n), np.float32), config="trn2", race_check=True)
     assert np.array_equal(result.output, np.repeat(np.arange(128, dtype=np.float32)[:, None], n, 1))
-    assert "sbuf_spill" not in result.summary  # placed as written: no planner, no spill
+    assert result.summary.sbuf_spill is None  # placed as written: no planner, no spill
     assert {start for start, _ in seen} == {0, 32, 64, 96}
     assert len(set(seen)) == 128  # every tile its own (partition, offset): none overlap
 
@@ -164,7 +164,7 @@ def test_over_allocated_sbuf_is_spilled_and_reloaded_by_timed_dmas():
     result = sum_of_live_chunks(x, config="tiny", race_check=True)
     expected = x.reshape(32, 6, CHUNK).sum(axis=1, dtype=np.float32)
     np.testing.assert_allclose(result.output, expected, rtol=1e-6, atol=1e-5)
-    spill = result.summary["sbuf_spill"]
+    spill = result.summary.sbuf_spill
     # 4 chunks fit in 16 KiB. Belady: chunk 4 evicts chunk 3 (used last), chunk 5 evicts chunk 4,
     # acc evicts chunk 5; each reload finds chunks 0 and 1 dead after their last use.
     assert (spill["stores"], spill["reloads"], spill["freed_after_last_use"]) == (3, 3, 3)
@@ -180,11 +180,11 @@ def test_over_allocated_sbuf_is_spilled_and_reloaded_by_timed_dmas():
     assert len(reloads) == 3
     assert all(r.done_tick > r.start_tick for r in records + reloads)  # timed transfers
     # the spill traffic is in the DMA totals: 6 loads + 3 reloads read HBM, 1 store + 3 spills
-    dma = result.summary["dma"]
-    assert dma["hbm_read_bytes"] == (6 + 3) * tile_bytes
-    assert dma["hbm_write_bytes"] == (1 + 3) * tile_bytes
+    dma = result.summary.dma
+    assert dma.hbm_read_bytes == (6 + 3) * tile_bytes
+    assert dma.hbm_write_bytes == (1 + 3) * tile_bytes
     fits = sum_of_live_chunks(x[:, : 3 * CHUNK], config="tiny")
-    assert "sbuf_spill" not in fits.summary
+    assert fits.summary.sbuf_spill is None
 
 
 def test_one_instruction_whose_operands_do_not_fit_is_rejected_naming_the_line():
@@ -260,11 +260,11 @@ def test_par_dim_block_dimensions_are_separate_rotating_buffers():
     loads = [i for i in loads if i.dst.memory.value == "sbuf"]
     assert loads[1].waits == ()  # block 1 is fresh: its load does not wait for block 0's use
     assert loads[2].waits  # block 0 again: waits for its previous readers (WAR)
-    single = scale_through_blocks(1)(x, config="tiny", numerics=False).summary["total_ns"]
-    triple = scale_through_blocks(3)(x, config="tiny", numerics=False).summary["total_ns"]
+    single = scale_through_blocks(1)(x, config="tiny", numerics=False).summary.total_ns
+    triple = scale_through_blocks(3)(x, config="tiny", numerics=False).summary.total_ns
     # one buffer: each load waits for the previous chunk's store; two overlap a load with the
     # compute; three also hide the store
-    assert single > result.summary["total_ns"] > triple
+    assert single > result.summary.total_ns > triple
 
 
 def test_block_tiles_index_by_block_then_tile_and_hand_out_in_turn():
@@ -328,7 +328,7 @@ def test_spilled_matmul_operands_accumulate_correctly_in_psum():
     rhs = rng.standard_normal((kt * 32, n)).astype(np.float32)
     result = matmul_all_loaded(lhsT, rhs, config="tiny", race_check=True)
     np.testing.assert_allclose(result.output, lhsT.T @ rhs, rtol=1e-4, atol=1e-3)
-    spill = result.summary["sbuf_spill"]
+    spill = result.summary.sbuf_spill
     assert spill["stores"] > 0 and spill["reloads"] > 0
 
 
@@ -377,5 +377,5 @@ def test_tiles_sharing_a_name_get_their_own_spill_areas():
     assert len(spills) >= 2
     # chunk 3 is evicted before its load: as a tile placed before deferral it is assumed to hold
     # data and stored, but not reloaded, since the load overwrites it whole
-    spill = result.summary["sbuf_spill"]
+    spill = result.summary.sbuf_spill
     assert (spill["stores"], spill["reloads"]) == (4, 3)

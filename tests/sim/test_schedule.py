@@ -80,7 +80,7 @@ def timed(stream: InstructionStream, policy: str):
         r.engine + str(r.pc): (r.start_tick, r.end_tick, r.done_tick)
         for r in result.trace.instructions
     }
-    return order, ticks, result.summary["total_ns"]
+    return order, ticks, result.summary.total_ns
 
 
 def test_list_scheduler_moves_an_independent_copy_ahead_of_one_that_waits_exact_ticks():
