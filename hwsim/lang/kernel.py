@@ -36,6 +36,17 @@ _CURRENT: contextvars.ContextVar[KernelContext | None] = contextvars.ContextVar(
     "hwsim_kernel", default=None
 )
 _LANG_DIR = __file__.rsplit("/", 1)[0]
+#: Packages whose frames ``source_location`` skips to find the kernel's own line: this one, and
+#: front ends built on it (``hwsim.nki`` adds itself with ``skip_frames_of``).
+_SKIPPED_DIRS: tuple[str, ...] = (_LANG_DIR,)
+
+
+def skip_frames_of(directory: str) -> None:
+    """Make ``source_location`` look past frames of files under ``directory`` (a front end
+    built on the kernel language, so errors and tags name the user's kernel line)."""
+    global _SKIPPED_DIRS
+    if directory not in _SKIPPED_DIRS:
+        _SKIPPED_DIRS = (*_SKIPPED_DIRS, directory)
 
 #: DMA queues the builder rotates through when a call names none.
 DEFAULT_DMA_QUEUES = 4
@@ -106,7 +117,7 @@ def tag_scope(name: str) -> Iterator[None]:
 def source_location() -> str:
     """``file:line`` of the innermost caller outside the kernel-language package."""
     frame = sys._getframe(1)
-    while frame is not None and frame.f_code.co_filename.startswith(_LANG_DIR):
+    while frame is not None and frame.f_code.co_filename.startswith(_SKIPPED_DIRS):
         frame = frame.f_back  # type: ignore[assignment]
     if frame is None:
         return "?"

@@ -1,0 +1,425 @@
+"""NKI tensors over kernel-language tiles: indexing with index expressions, Python operators,
+masks, multi-buffered allocation, and PSUM results that become matmul accumulation.
+
+``NkiTensor`` wraps a ``hwsim.lang`` tile or view; it remembers which iterator indexes each of
+its axes so ``mask=`` can narrow it. ``PendingMatmul`` is what a tile-returning
+``nisa.nc_matmul`` / ``nl.matmul`` gives: nothing is emitted until it is used, so
+``acc += nisa.nc_matmul(a, b)`` is one matmul accumulating into ``acc`` (the first of a group
+with ``accumulate=False``), and any other use puts it in a fresh PSUM tile.
+"""
+
+from __future__ import annotations
+
+import weakref
+from typing import Any
+
+from hwsim.dtypes import DType
+from hwsim.dtypes import dtype as lookup_dtype
+from hwsim.errors import IllegalInstructionError
+from hwsim.isa.ap import MemorySpace
+from hwsim.lang import isa as lisa
+from hwsim.lang.allocator import OutOfMemoryError
+from hwsim.lang.kernel import ndarray as lang_ndarray
+from hwsim.lang.kernel import source_location
+from hwsim.lang.tiles import Buffer, Tile, View, hbm, psum
+from hwsim.lang.tiles import sbuf as _sbuf
+from hwsim.nki import index as ix
+from hwsim.nki.state import Allocation, PsumGroup, Slot, state, user_site
+
+
+def fail(call: str, message: str) -> IllegalInstructionError:
+    return IllegalInstructionError(f"{source_location()}: {call}: {message}")
+
+
+class NkiTensor:
+    """A tensor of an NKI kernel: an HBM tensor, or an SBUF/PSUM tile, or a view of one."""
+
+    __array_priority__ = 100  # numpy scalars on the left defer to our operators
+
+    def __init__(
+        self,
+        view: Tile | View,
+        owner: Allocation | None = None,
+        axis_vars: tuple[int | None, ...] | None = None,
+    ) -> None:
+        self.view = view
+        self.owner = owner
+        self.axis_vars = axis_vars if axis_vars is not None else (None,) * len(view.shape)
+
+    @property
+    def tile(self) -> Tile:
+        return self.view if isinstance(self.view, Tile) else self.view.tile
+
+    @property
+    def shape(self) -> tuple[int, ...]:
+        return tuple(self.view.shape)
+
+    @property
+    def dtype(self) -> DType:
+        return self.view.dtype
+
+    @property
+    def buffer(self) -> Buffer:
+        return self.tile.buffer
+
+    @property
+    def memory(self) -> MemorySpace:
+        return self.tile.memory
+
+    @property
+    def ndim(self) -> int:
+        return len(self.shape)
+
+    def __repr__(self) -> str:
+        return f"NkiTensor({self.tile.name}, {self.buffer}, {list(self.shape)}, {self.dtype})"
+
+    def __getitem__(self, key: Any) -> NkiTensor:
+        plain, axis_vars = ix.resolve(self.shape, key)
+        view = self.view[plain] if plain else self.view
+        if len(axis_vars) != len(view.shape):  # ints dropped axes with no iterator
+            axis_vars = tuple(v for v in axis_vars if v is not None)
+            axis_vars = (None,) * (len(view.shape) - len(axis_vars)) + axis_vars
+        return NkiTensor(view, self.owner, axis_vars)
+
+    def __setitem__(self, key: Any, value: Any) -> None:
+        """``t[...] = value``: a copy into the indexed part (the result of ``t[...] += x`` lands
+        here too, after ``__iadd__`` already wrote in place)."""
+        target = self[key]
+        if isinstance(value, Pending):
+            value.into_tile(target)
+            return
+        if isinstance(value, NkiTensor) and value.view is target.view:
+            return
+        if (
+            isinstance(value, NkiTensor)
+            and value.tile is target.tile
+            and value.shape == target.shape
+        ):
+            return
+        from hwsim.nki import language_ops
+
+        language_ops.assign(target, value)
+
+    def masked(self, mask: ix.Mask | None) -> Tile | View:
+        """The view with every axis indexed by a masked iterator narrowed to its kept range."""
+        if mask is None or not any(v in mask.ranges for v in self.axis_vars):
+            return self.view
+        key = tuple(
+            slice(*mask.ranges[v]) if v in mask.ranges else slice(None) for v in self.axis_vars
+        )
+        for v in self.axis_vars:
+            if v in mask.ranges and mask.ranges[v][0] >= mask.ranges[v][1]:
+                raise fail("mask", "the mask keeps no element (the instruction would do nothing)")
+        return self.view[key]
+
+    # ---- unsupported numpy-isms: one clear error each -------------------------------------
+    def reshape(self, *shape: Any) -> NkiTensor:
+        raise fail("reshape", "tiles cannot be reshaped here; index the HBM tensor instead")
+
+    @property
+    def T(self) -> NkiTensor:
+        raise fail(".T", "use nl.transpose(x) or nisa.nc_transpose")
+
+    def __bool__(self) -> bool:
+        raise fail("bool(tile)", "a tile has no truth value while the kernel builds")
+
+    # ---- Python operators -> nl operators -------------------------------------------------
+    def _op(self, name: str, other: Any, reverse: bool = False) -> NkiTensor:
+        from hwsim.nki import language_ops
+
+        return (
+            language_ops.binary(name, other, self)
+            if reverse
+            else language_ops.binary(name, self, other)
+        )
+
+    def __add__(self, o: Any) -> NkiTensor:
+        return self._op("add", o)
+
+    def __radd__(self, o: Any) -> NkiTensor:
+        return self._op("add", o, True)
+
+    def __sub__(self, o: Any) -> NkiTensor:
+        return self._op("subtract", o)
+
+    def __rsub__(self, o: Any) -> NkiTensor:
+        return self._op("subtract", o, True)
+
+    def __mul__(self, o: Any) -> NkiTensor:
+        return self._op("multiply", o)
+
+    def __rmul__(self, o: Any) -> NkiTensor:
+        return self._op("multiply", o, True)
+
+    def __truediv__(self, o: Any) -> NkiTensor:
+        return self._op("divide", o)
+
+    def __rtruediv__(self, o: Any) -> NkiTensor:
+        return self._op("divide", o, True)
+
+    def __neg__(self) -> NkiTensor:
+        return self._op("multiply", -1.0)
+
+    def __gt__(self, o: Any) -> NkiTensor:
+        return self._op("greater", o)
+
+    def __ge__(self, o: Any) -> NkiTensor:
+        return self._op("greater_equal", o)
+
+    def __lt__(self, o: Any) -> NkiTensor:
+        return self._op("less", o)
+
+    def __le__(self, o: Any) -> NkiTensor:
+        return self._op("less_equal", o)
+
+    def _inplace(self, name: str, other: Any) -> NkiTensor:
+        from hwsim.nki import language_ops
+
+        if isinstance(other, PendingMatmul) and other._result is None:
+            if name != "add":
+                raise fail(f"tile {name}= matmul", "only += accumulates a matmul into PSUM")
+            other.into(self)
+            return self
+        language_ops.binary(name, self, other, dst=self)
+        return self
+
+    def __iadd__(self, o: Any) -> NkiTensor:
+        return self._inplace("add", o)
+
+    def __isub__(self, o: Any) -> NkiTensor:
+        return self._inplace("subtract", o)
+
+    def __imul__(self, o: Any) -> NkiTensor:
+        return self._inplace("multiply", o)
+
+
+class Pending:
+    """A result not yet emitted: materialised at its first use, or written straight into the
+    tile it is assigned to (``t[...] = nl.load(x)`` is one DMA into ``t``, as NKI compiles it)."""
+
+    shape: tuple[int, ...]
+    _result: NkiTensor | None = None
+
+    def materialize(self) -> NkiTensor:
+        raise NotImplementedError
+
+    def into_tile(self, target: NkiTensor) -> None:
+        raise NotImplementedError
+
+    def __getattr__(self, name: str) -> Any:
+        if name.startswith("_"):
+            raise AttributeError(name)
+        return getattr(self.materialize(), name)
+
+    def __getitem__(self, key: Any) -> NkiTensor:
+        return self.materialize()[key]
+
+    def __setitem__(self, key: Any, value: Any) -> None:
+        self.materialize()[key] = value
+
+    def __add__(self, o: Any) -> NkiTensor:
+        return self.materialize() + o
+
+    def __radd__(self, o: Any) -> NkiTensor:
+        return o + self.materialize()
+
+    def __sub__(self, o: Any) -> NkiTensor:
+        return self.materialize() - o
+
+    def __rsub__(self, o: Any) -> NkiTensor:
+        return o - self.materialize()
+
+    def __mul__(self, o: Any) -> NkiTensor:
+        return self.materialize() * o
+
+    def __rmul__(self, o: Any) -> NkiTensor:
+        return o * self.materialize()
+
+    def __truediv__(self, o: Any) -> NkiTensor:
+        return self.materialize() / o
+
+    def __neg__(self) -> NkiTensor:
+        return -self.materialize()
+
+    def __iadd__(self, o: Any) -> NkiTensor:
+        t = self.materialize()
+        t += o
+        return t
+
+
+class PendingLoad(Pending):
+    """``nl.load(src)``: HBM -> SBUF, triggered by the Sync engine on the rotating queues."""
+
+    def __init__(self, view: Any, dtype: DType, shape: tuple[int, ...], axis_vars: Any) -> None:
+        self.view, self.dtype, self.shape, self.axis_vars = view, dtype, shape, axis_vars
+        self.site = user_site()
+        self._result = None
+
+    def _dma(self, target: Any) -> None:
+        lisa.dma_copy(target, self.view, engine="sync", queue=state().next_load_queue())
+
+    def materialize(self) -> NkiTensor:
+        if self._result is None:
+            out = allocate(self.shape, self.dtype, _sbuf, site=self.site)
+            if len(self.axis_vars) == len(self.shape):
+                out.axis_vars = self.axis_vars
+            self._dma(out.view)
+            self._result = out
+        return self._result
+
+    def into_tile(self, target: NkiTensor) -> None:
+        if self._result is not None or tuple(target.shape) != tuple(self.shape):
+            target_view = dst(target)
+            lisa.tensor_copy(target_view, src(self.materialize()))
+            return
+        self._dma(dst(target))
+        self._result = target
+
+
+class PendingMatmul(Pending):
+    """``stationary.T @ moving`` not yet emitted (a tile-returning nc_matmul / nl.matmul)."""
+
+    def __init__(self, stationary: Any, moving: Any, mask: Any, flags: dict[str, Any]) -> None:
+        self.stationary, self.moving, self.mask, self.flags = stationary, moving, mask, flags
+        self.site = user_site()
+        self._result = None
+        m, n = stationary.shape[-1], moving.shape[-1]
+        self.shape = (m, n)
+        self.dtype = lookup_dtype("fp32")
+
+    def into(self, acc: NkiTensor) -> None:
+        """Accumulate into ``acc`` (PSUM): the first matmul of a group overwrites."""
+        if acc.memory is not MemorySpace.PSUM:
+            raise fail("+= matmul", f"{acc.tile.name} is in {acc.buffer}; accumulate into PSUM")
+        emit_matmul(acc, self.stationary, self.moving, None, self.mask, self.flags)
+
+    def into_tile(self, target: NkiTensor) -> None:
+        if target.memory is MemorySpace.PSUM and self._result is None:
+            emit_matmul(target, self.stationary, self.moving, False, self.mask, self.flags)
+            self._result = target
+            return
+        lisa.tensor_copy(dst(target), src(self.materialize()))
+
+    def materialize(self) -> NkiTensor:
+        if self._result is None:
+            out = allocate(self.shape, "fp32", psum, site=self.site)
+            emit_matmul(out, self.stationary, self.moving, False, self.mask, self.flags)
+            self._result = out
+        return self._result
+
+
+def emit_matmul(
+    dst: NkiTensor, stationary: Any, moving: Any, accumulate: bool | None, mask: Any, flags: Any
+) -> None:
+    """nc_matmul into ``dst``; ``accumulate=None`` is the compiler's choice: overwrite when
+    ``dst`` has no open accumulation group, else add to it."""
+    group = psum_group(dst)
+    acc = group.open if accumulate is None else accumulate
+    if acc and not group.open and group.zero_pending:
+        acc = False  # zeros then accumulate == overwrite (and no memset to accumulate onto)
+    group.zero_pending = False
+    lisa.nc_matmul(
+        dst.masked(mask), src(stationary, mask), src(moving, mask), accumulate=acc, **flags
+    )
+    group.open = True
+
+
+def psum_group(t: NkiTensor) -> PsumGroup:
+    return state().psum.setdefault(t.tile.name, PsumGroup())
+
+
+def as_tensor(value: Any, call: str) -> NkiTensor:
+    if isinstance(value, Pending):
+        return value.materialize()
+    if isinstance(value, NkiTensor):
+        return value
+    raise fail(call, f"expected a tile or tensor, got {type(value).__name__}")
+
+
+def touch(t: NkiTensor) -> None:
+    """A non-matmul access of ``t``: emits a pending PSUM zero fill, ends its group."""
+    if t.memory is not MemorySpace.PSUM:
+        return
+    group = psum_group(t)
+    if group.zero_pending:
+        group.zero_pending = False
+        lisa.memset(t.tile, 0.0)
+    group.open = False
+
+
+def src(value: Any, mask: Any = None, call: str = "operand") -> Tile | View:
+    """A read operand as the kernel language takes it."""
+    t = as_tensor(value, call)
+    touch(t)
+    return t.masked(mask)
+
+
+def dst(value: Any, mask: Any = None, call: str = "dst") -> Tile | View:
+    """A written operand (not by a matmul)."""
+    t = as_tensor(value, call)
+    touch(t)
+    return t.masked(mask)
+
+
+def allocate(
+    shape: Any,
+    dtype: Any,
+    buffer: Buffer,
+    *,
+    name: str | None = None,
+    site: tuple[str, int] | None = None,
+) -> NkiTensor:
+    """A new tensor. In an NKI loop an on-chip tile comes from its allocation site's ring
+    (module docstring of ``hwsim.nki.state``); elsewhere from the kernel language's pool."""
+    shape = tuple(int(n) for n in shape)
+    dt = lookup_dtype(dtype)
+    if buffer is hbm or buffer.memory is MemorySpace.HBM:
+        return NkiTensor(lang_ndarray(shape, dt, hbm, name=name))
+    st = state()
+    key = st.ring_key(site or user_site())
+    if key is None:
+        tile = lang_ndarray(shape, dt, buffer, name=name)
+        return _owned(tile, shape)
+    ring = st.rings.setdefault(key, [])
+    want = len(ring) < st.buffers
+    if not want:
+        start = st.ring_next.get(key, 0)
+        free = [
+            (start + i) % len(ring)
+            for i in range(len(ring))
+            if ring[(start + i) % len(ring)].owner is None
+            or ring[(start + i) % len(ring)].owner() is None  # type: ignore[misc]
+        ]
+        if free:
+            return _reuse(st, key, ring, free[0], shape, dt, buffer)
+    try:
+        tile = lang_ndarray(shape, dt, buffer, name=name)
+    except OutOfMemoryError:
+        dead = [i for i, s in enumerate(ring) if s.owner is None or s.owner() is None]
+        if not dead:
+            raise
+        return _reuse(st, key, ring, dead[0], shape, dt, buffer)
+    ring.append(Slot(tile))
+    return _claim(ring[-1], shape)
+
+
+def _reuse(st: Any, key: Any, ring: list[Slot], i: int, shape: Any, dt: DType, buf: Buffer) -> Any:
+    st.ring_next[key] = (i + 1) % len(ring)
+    slot = ring[i]
+    have = slot.tile.shape
+    fits = len(have) == len(shape) and all(n <= h for n, h in zip(shape, have, strict=True))
+    if not fits or slot.tile.dtype != dt or slot.tile.buffer is not buf:
+        slot.tile = lang_ndarray(shape, dt, buf)
+    return _claim(slot, shape)
+
+
+def _claim(slot: Slot, shape: tuple[int, ...]) -> NkiTensor:
+    owner = Allocation(slot.tile.name)
+    state().psum.pop(slot.tile.name, None)  # a new tensor in the slot: no open group
+    slot.owner = weakref.ref(owner)
+    view = slot.tile if slot.tile.shape == shape else slot.tile[tuple(slice(0, n) for n in shape)]
+    return NkiTensor(view, owner)
+
+
+def _owned(tile: Tile, shape: tuple[int, ...]) -> NkiTensor:
+    return NkiTensor(tile, Allocation(tile.name))
