@@ -116,7 +116,7 @@ class IndexExpr:
             lo = max(lo, rel // self.scale + 1)
         else:
             lo = max(lo, -(-rel // self.scale))
-        return Mask({self.var: (lo, hi)})
+        return Mask({self.var: (lo, hi)}, {self.var: (self.position, self.count)})
 
 
 @dataclass(frozen=True)
@@ -124,6 +124,9 @@ class Mask:
     """The kept range [lo, hi) of each masked iterator; ``&`` intersects."""
 
     ranges: dict[int, tuple[int, int]]
+    #: Each masked iterator's grid position and count: operands with no iterator on an axis
+    #: (tiles allocated by the kernel) are narrowed on that grid position when it has that size.
+    places: dict[int, tuple[int, int]]
 
     def __and__(self, other: Mask) -> Mask:
         if not isinstance(other, Mask):
@@ -132,7 +135,14 @@ class Mask:
         for var, (lo, hi) in other.ranges.items():
             old = merged.get(var, (lo, hi))
             merged[var] = (max(old[0], lo), min(old[1], hi))
-        return Mask(merged)
+        return Mask(merged, {**self.places, **other.places})
+
+    def narrowed(self, expr: IndexExpr) -> IndexExpr:
+        """``expr`` over the kept range of its iterator."""
+        if expr.var not in self.ranges:
+            return expr
+        lo, hi = self.ranges[expr.var]
+        return replace(expr, count=max(0, hi - lo), offset=expr.offset + lo * expr.scale)
 
     def __or__(self, other: Any) -> Mask:
         raise IllegalInstructionError(

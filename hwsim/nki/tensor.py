@@ -21,7 +21,7 @@ from hwsim.lang import isa as lisa
 from hwsim.lang.allocator import OutOfMemoryError
 from hwsim.lang.kernel import ndarray as lang_ndarray
 from hwsim.lang.kernel import source_location
-from hwsim.lang.tiles import Buffer, Tile, View, hbm, psum
+from hwsim.lang.tiles import Buffer, IndexingError, Tile, View, hbm, psum
 from hwsim.lang.tiles import sbuf as _sbuf
 from hwsim.nki import index as ix
 from hwsim.nki.state import Allocation, PsumGroup, Slot, state, user_site
@@ -45,6 +45,9 @@ class NkiTensor:
         self.view = view
         self.owner = owner
         self.axis_vars = axis_vars if axis_vars is not None else (None,) * len(view.shape)
+        #: (tensor, key) of an index that is in bounds only once masked (NKI's masked edge
+        #: tiles: ``x[k * 128 + i_p, i_f]`` with ``mask=(k * 128 + i_p < rows)``).
+        self.deferred: tuple[NkiTensor, Any, IndexingError] | None = None
 
     @property
     def tile(self) -> Tile:
@@ -75,7 +78,16 @@ class NkiTensor:
 
     def __getitem__(self, key: Any) -> NkiTensor:
         plain, axis_vars = ix.resolve(self.shape, key)
-        view = self.view[plain] if plain else self.view
+        try:
+            view = self.view[plain] if plain else self.view
+        except IndexingError as error:
+            items = key if isinstance(key, tuple) else (key,)
+            if not any(isinstance(item, ix.IndexExpr) for item in items):
+                raise
+            shape = _grid_shape(items)
+            out = NkiTensor(_Unresolved(shape, self.dtype, self.view), self.owner, axis_vars)
+            out.deferred = (self, key, error)
+            return out
         if len(axis_vars) != len(view.shape):  # ints dropped axes with no iterator
             axis_vars = tuple(v for v in axis_vars if v is not None)
             axis_vars = (None,) * (len(view.shape) - len(axis_vars)) + axis_vars
@@ -101,16 +113,38 @@ class NkiTensor:
         language_ops.assign(target, value)
 
     def masked(self, mask: ix.Mask | None) -> Tile | View:
-        """The view with every axis indexed by a masked iterator narrowed to its kept range."""
-        if mask is None or not any(v in mask.ranges for v in self.axis_vars):
-            return self.view
-        key = tuple(
-            slice(*mask.ranges[v]) if v in mask.ranges else slice(None) for v in self.axis_vars
-        )
-        for v in self.axis_vars:
-            if v in mask.ranges and mask.ranges[v][0] >= mask.ranges[v][1]:
+        """The view narrowed by ``mask``: on each axis its iterator indexes, or, for an axis with
+        no iterator, on the masked iterator's grid position when the sizes agree."""
+        if self.deferred is not None:
+            base, key, error = self.deferred
+            if mask is None:
+                raise error
+            items = key if isinstance(key, tuple) else (key,)
+            items = tuple(mask.narrowed(i) if isinstance(i, ix.IndexExpr) else i for i in items)
+            if any(isinstance(i, ix.IndexExpr) and i.count < 1 for i in items):
                 raise fail("mask", "the mask keeps no element (the instruction would do nothing)")
-        return self.view[key]
+            return base[items].view
+        if mask is None:
+            return self.view
+        key = []
+        for axis, var in enumerate(self.axis_vars):
+            if var in mask.ranges:
+                key.append(slice(*mask.ranges[var]))
+                continue
+            hit = next(
+                (
+                    v
+                    for v, (position, count) in mask.places.items()
+                    if var is None and position == axis and self.shape[axis] == count
+                ),
+                None,
+            )
+            key.append(slice(*mask.ranges[hit]) if hit is not None else slice(None))
+        if all(k == slice(None) for k in key):
+            return self.view
+        if any(k.start >= k.stop for k in key if k != slice(None)):
+            raise fail("mask", "the mask keeps no element (the instruction would do nothing)")
+        return self.view[tuple(key)]
 
     # ---- unsupported numpy-isms: one clear error each -------------------------------------
     def reshape(self, *shape: Any) -> NkiTensor:
@@ -274,6 +308,26 @@ class PendingLoad(Pending):
             return
         self._dma(dst(target))
         self._result = target
+
+
+class _Unresolved:
+    """The shape and dtype of an index not resolvable until masked (``NkiTensor.deferred``)."""
+
+    def __init__(self, shape: tuple[int, ...], dtype: DType, base: Any) -> None:
+        self.shape, self.dtype = shape, dtype
+        self.tile = base if isinstance(base, Tile) else base.tile
+
+    def __getitem__(self, key: Any) -> Any:
+        raise fail("index", "index a masked edge tile only through an instruction with mask=")
+
+
+def _grid_shape(items: tuple[Any, ...]) -> tuple[int, ...]:
+    exprs = [i for i in items if isinstance(i, ix.IndexExpr)]
+    ndim = max(e.ndim for e in exprs)
+    shape = [1] * ndim
+    for e in exprs:
+        shape[e.position] = e.count
+    return tuple(shape)
 
 
 class PendingMatmul(Pending):
