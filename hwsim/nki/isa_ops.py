@@ -108,11 +108,11 @@ def convert(name: str, fn: Callable[..., Any], args: tuple, kwargs: dict, mask: 
         params = ", ".join(sig.parameters)
         raise nt.fail(call, f"{exc}; this simulator's {name} takes ({params})") from None
     out = {}
+    special = {"activation", "activation_reduce", "activate2", "tensor_reduce"}
+    special |= {"tensor_partition_reduce"}
     for key, value in bound.arguments.items():
-        if key in _OP_PARAMS and value is not None:
+        if key in _OP_PARAMS and value is not None and not (key == "op" and name in special):
             value = _OP_PARAMS[key](value, call)
-        elif key == "op" and name in ("activation", "activation_reduce"):
-            value = act_op(value, call)
         out[key] = _operand(value, mask)
     if name in ("activation", "activation_reduce") and "op" in bound.arguments:
         out["op"] = act_op(bound.arguments["op"], call)
@@ -189,6 +189,6 @@ def call(name: str, new_required: tuple[str, ...], args: tuple, kwargs: dict) ->
     for key in ("axis", "keepdims"):
         inputs.pop(key, None)
     out = nt.allocate(shape, dtype or default_dtype, buffer)
-    _, bound = convert(name, fn, (), inputs, mask)
-    fn(dst=out.view, **bound)
+    _, bound = convert(name, fn, (), {**inputs, "dst": out}, mask)
+    fn(**bound)
     return out
