@@ -59,7 +59,9 @@ def _real_package(name: str) -> str | None:
     if _FINDER in sys.meta_path:
         return None
     spec = importlib.util.find_spec(name)
-    return None if spec is None else str(spec.origin or spec.submodule_search_locations)
+    if spec is None or spec.origin in (None, "namespace"):
+        return None  # a directory without __init__.py (e.g. tests/nki) is no installed package
+    return str(spec.origin)
 
 
 def install(force: bool = False) -> None:

@@ -36,7 +36,10 @@ LOAD_QUEUES = 4
 def user_site() -> tuple[str, int]:
     """(file, line) of the innermost frame outside hwsim.nki and hwsim.lang."""
     frame = sys._getframe(1)
-    while frame is not None and frame.f_code.co_filename.startswith((NKI_DIR, _LANG_DIR)):
+    while frame is not None and (
+        frame.f_code.co_filename.startswith((NKI_DIR, _LANG_DIR))
+        or frame.f_code.co_filename.endswith("contextlib.py")
+    ):
         frame = frame.f_back  # type: ignore[assignment]
     if frame is None:
         return ("?", 0)

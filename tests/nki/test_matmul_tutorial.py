@@ -1,12 +1,12 @@
 """The NKI matmul tutorial's versions in NKI: numerics against numpy (race checker and initcheck
 on) and the same simulated time as their hwsim.lang twins within 2% (issue 12's done-when)."""
 
+import matmul_kernels as mk
 import numpy as np
 import pytest
 
 import hwsim.nki as nki
 from hwsim.library.tutorial_matmul import matmul_block_free, matmul_hoisted, matmul_tiled
-from tests.nki import matmul_kernels as mk
 
 RNG = np.random.default_rng(0)
 LHST = RNG.standard_normal((512, 512)).astype(np.float32)
