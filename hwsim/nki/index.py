@@ -212,10 +212,8 @@ def resolve(shape: tuple[int, ...], key: Any) -> tuple[tuple[Any, ...], tuple[in
         items = items[:at] + fill + items[at + 1 :]
     exprs = [item for item in items if isinstance(item, IndexExpr)]
     if not exprs:
-        plain = tuple(item for item in items)
-        axis_vars = tuple(None for item in plain if isinstance(item, slice))
-        axis_vars += (None,) * (len(shape) - len(plain))
-        return plain, axis_vars
+        kept = sum(isinstance(item, slice) for item in items) + len(shape) - len(items)
+        return tuple(items), (None,) * kept
     ndim = max(e.ndim for e in exprs)
     covered = {e.position for e in exprs}  # grid positions given by expressions
     slices = sum(isinstance(item, slice) for item in items)

@@ -22,21 +22,21 @@ _SUBMODULES = ("language", "isa", "typing", "compiler")
 
 
 class _Finder(importlib.abc.MetaPathFinder, importlib.abc.Loader):
-    def find_spec(self, fullname, path=None, target=None):  # type: ignore[no-untyped-def]
+    def find_spec(self, fullname, path=None, target=None):
         if fullname == "neuronxcc":
             return importlib.machinery.ModuleSpec(fullname, self, is_package=True)
         if _target(fullname) is not None:
             return importlib.machinery.ModuleSpec(fullname, self, is_package=True)
         return None
 
-    def create_module(self, spec):  # type: ignore[no-untyped-def]
+    def create_module(self, spec):
         if spec.name == "neuronxcc":
             module = ModuleType("neuronxcc", "hwsim stand-in for neuronxcc (hwsim.nki.install)")
-            module.__path__ = []  # type: ignore[attr-defined]
+            module.__path__ = []
             return module
-        return importlib.import_module(_target(spec.name))  # type: ignore[arg-type]
+        return importlib.import_module(str(_target(spec.name)))
 
-    def exec_module(self, module):  # type: ignore[no-untyped-def]
+    def exec_module(self, module):
         return None
 
 

@@ -46,11 +46,11 @@ class nc_version(enum.IntEnum):
 
 
 def get_nc_version() -> nc_version:
-    """The NeuronCore generation of the config being built for (trn1 2, trn2 3, trn3 4)."""
+    """The NeuronCore generation of the config being built for (trn1 v2, trn2 v3, trn3 v4)."""
     from hwsim.lang.kernel import current
 
-    name = current().config.name
-    return {"trn1": nc_version.gen2, "trn3": nc_version.gen4}.get(name, nc_version.gen3)
+    generation = current().config.chip.generation
+    return {"v2": nc_version.gen2, "v3": nc_version.gen3}.get(generation, nc_version.gen4)
 
 
 def _generic(name: str, *required: str) -> Any:

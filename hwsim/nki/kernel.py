@@ -39,7 +39,7 @@ class NkiKernel:
         self.fn = fn
         self.grid = grid
         self.options = dict(options or {})
-        functools.update_wrapper(self, fn)  # type: ignore[arg-type]
+        functools.update_wrapper(self, fn)
 
     def __getitem__(self, grid: Any) -> NkiKernel:
         grid = grid if isinstance(grid, tuple) else (grid,)

@@ -183,7 +183,7 @@ def iota(expr: Any, dtype: Any, *, mask: Any = None, **kw: Any) -> NkiTensor:
     return out
 
 
-def load(src: Any, *, mask: Any = None, dtype: Any = None, **kw: Any) -> NkiTensor:
+def load(src: Any, *, mask: Any = None, dtype: Any = None, **kw: Any) -> Any:
     return ops.load(src, mask=mask, dtype=dtype)
 
 

@@ -85,7 +85,7 @@ class NkiTensor:
             if not any(isinstance(item, ix.IndexExpr) for item in items):
                 raise
             shape = _grid_shape(items)
-            out = NkiTensor(_Unresolved(shape, self.dtype, self.view), self.owner, axis_vars)
+            out = NkiTensor(_Unresolved(shape, self.dtype, self.view), self.owner, axis_vars)  # type: ignore[arg-type]
             out.deferred = (self, key, error)
             return out
         if len(axis_vars) != len(view.shape):  # ints dropped axes with no iterator
