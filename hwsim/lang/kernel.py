@@ -48,6 +48,7 @@ def skip_frames_of(directory: str) -> None:
     if directory not in _SKIPPED_DIRS:
         _SKIPPED_DIRS = (*_SKIPPED_DIRS, directory)
 
+
 #: DMA queues the builder rotates through when a call names none.
 DEFAULT_DMA_QUEUES = 4
 
