@@ -10,6 +10,7 @@ from hwsim.isa.ap import MemorySpace
 from hwsim.isa.engine_state import ReduceCmd
 from hwsim.lang import isa as lisa
 from hwsim.lang.tiles import sbuf
+from hwsim.nki import pending as pd
 from hwsim.nki import tensor as nt
 from hwsim.nki.isa_ops import call
 from hwsim.nki.state import state
@@ -133,11 +134,11 @@ def nc_matmul(*args: Any, **kwargs: Any) -> Any:
         raise nt.fail("nisa.nc_matmul", f"unknown arguments {sorted(kwargs)}")
     if "perf_mode" in flags:
         flags["perf_mode"] = str(getattr(flags["perf_mode"], "name", flags["perf_mode"]))
-    pending = nt.PendingMatmul(bound["stationary"], bound["moving"], mask, flags)
+    pending = pd.PendingMatmul(bound["stationary"], bound["moving"], mask, flags)
     if not newer:
         return pending
     target = nt.as_tensor(bound["dst"], "nisa.nc_matmul")
-    nt.emit_matmul(target, pending.stationary, pending.moving, accumulate, mask, flags)
+    pd.emit_matmul(target, pending.stationary, pending.moving, accumulate, mask, flags)
     return target
 
 
@@ -240,3 +241,25 @@ def dma_copy(*args: Any, **kwargs: Any) -> Any:
 
 def dma_transpose(*args: Any, **kwargs: Any) -> Any:
     return call("dma_transpose", ("dst", "src"), args, kwargs)
+
+
+#: nki.isa names of the public docs that this simulator does not implement, and why.
+UNSUPPORTED = {
+    "dma_compute": "DMA-engine compute is not modelled",
+    "register_alloc": "engine registers (dynamic control flow) are not modelled",
+    "register_load": "engine registers (dynamic control flow) are not modelled",
+    "register_move": "engine registers (dynamic control flow) are not modelled",
+    "register_store": "engine registers (dynamic control flow) are not modelled",
+    "core_barrier": "multi-core (LNC=2) is not yet modelled",
+    "sendrecv": "multi-core collectives are not yet modelled",
+}
+
+
+def __getattr__(name: str) -> Any:
+    if name in UNSUPPORTED:
+
+        def unsupported(*args: Any, **kwargs: Any) -> Any:
+            raise nt.fail(f"nisa.{name}", f"not supported by hwsim.nki: {UNSUPPORTED[name]}")
+
+        return unsupported
+    raise AttributeError(f"hwsim.nki.isa has no '{name}' (docs/nki-support.md lists names)")

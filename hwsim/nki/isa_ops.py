@@ -16,6 +16,7 @@ import numpy as np
 
 from hwsim.kernels.ops import ActivationFunction, AluOp, ReduceOp
 from hwsim.lang.tiles import psum, sbuf
+from hwsim.nki import pending as pd
 from hwsim.nki import tensor as nt
 from hwsim.nki.state import state
 
@@ -124,7 +125,7 @@ def convert(name: str, fn: Callable[..., Any], args: tuple, kwargs: dict, mask: 
 
 
 def _operand(value: Any, mask: Any) -> Any:
-    if isinstance(value, (nt.NkiTensor, nt.Pending)):
+    if isinstance(value, (nt.NkiTensor, pd.Pending)):
         return nt.src(value, mask)
     if isinstance(value, (list, tuple)) and any(isinstance(v, nt.NkiTensor) for v in value):
         return type(value)(_operand(v, mask) for v in value)

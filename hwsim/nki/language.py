@@ -19,8 +19,9 @@ from hwsim.lang.kernel import current
 from hwsim.lang.tiles import Buffer, Tile, hbm, psum, sbuf
 from hwsim.nki import language_ops as ops
 from hwsim.nki.index import arange, ds, mgrid
+from hwsim.nki.pending import PendingMatmul
 from hwsim.nki.state import state
-from hwsim.nki.tensor import NkiTensor, PendingMatmul, allocate, fail
+from hwsim.nki.tensor import NkiTensor, allocate, fail
 
 # ---- dtypes (NKI names; values are hwsim dtype names) ---------------------------------------
 float32, bfloat16, float16, tfloat32 = "fp32", "bf16", "fp16", "fp32"
@@ -347,3 +348,34 @@ def loop_reduce(x: Any, op: Any, loop_indices: Any = None, *, dtype: Any = None,
 
 
 _EXPORTED = (PendingMatmul, arange, ds, mgrid)  # re-exported nl names
+
+
+#: nki.language names of the public docs that this simulator does not implement, and why.
+UNSUPPORTED = {
+    "gather_flattened": "indirect on-chip gather: use nisa.local_gather",
+    "random_seed": "use nisa.set_rng_seed",
+    "rand": "use nisa.rng / nisa.rand2",
+    "dropout": "use nisa.dropout",
+    "atomic_rmw": "atomic HBM read-modify-write is not modelled",
+    "invert": "use nl.bitwise_xor(x, -1)",
+    "fmod": "AluOp.mod via nisa.tensor_scalar(op0=np.mod)",
+    "floor": "no ScalarE floor activation is modelled",
+    "ceil": "no ScalarE ceil activation is modelled",
+    "trunc": "no ScalarE trunc activation is modelled",
+    "expand_dims": "tiles cannot be reshaped here",
+    "where": "use nisa.select",
+    "var": "use nisa.bn_stats / nisa.bn_aggr",
+    "arctan2": "no two-input arctan is modelled",
+    "erf_dx_": "not modelled",
+}
+
+
+def __getattr__(name: str) -> Any:
+    """An NKI name this simulator lacks: calling it is one clear error naming the kernel line."""
+    if name in UNSUPPORTED:
+
+        def unsupported(*args: Any, **kwargs: Any) -> Any:
+            raise fail(f"nl.{name}", f"not supported by hwsim.nki: {UNSUPPORTED[name]}")
+
+        return unsupported
+    raise AttributeError(f"hwsim.nki.language has no '{name}' (docs/nki-support.md lists names)")

@@ -23,11 +23,9 @@ from hwsim.isa.ap import MemorySpace
 from hwsim.kernels.ops import ActivationFunction, AluOp, ReduceOp
 from hwsim.lang import isa as lisa
 from hwsim.lang.tiles import psum, sbuf
+from hwsim.nki.pending import Pending, PendingLoad, PendingMatmul
 from hwsim.nki.tensor import (
     NkiTensor,
-    Pending,
-    PendingLoad,
-    PendingMatmul,
     allocate,
     as_tensor,
     dst,
