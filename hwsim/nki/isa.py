@@ -103,6 +103,7 @@ rand_get_state = _generic("rand_get_state")
 exponential = _generic("exponential", "src")
 activate2 = _generic("activate2", "op", "data")
 quantize_mx = _generic("quantize_mx", "src", "dst_scale")
+dma_gather = _generic("dma_gather", "src", "indices")
 
 
 def set_rng_seed(src_seeds: Any) -> Any:

@@ -366,7 +366,6 @@ UNSUPPORTED = {
     "where": "use nisa.select",
     "var": "use nisa.bn_stats / nisa.bn_aggr",
     "arctan2": "no two-input arctan is modelled",
-    "erf_dx_": "not modelled",
 }
 
 

@@ -196,6 +196,7 @@ def reduce(
 
 
 def mean(x: Any, axis: Any, *, dtype: Any = None, keepdims: bool = False, mask: Any = None) -> Any:
+    """``nl.mean``: a VectorE sum, then a VectorE multiply by 1/n."""
     t = as_tensor(x, "nl.mean")
     total = reduce("sum", t, axis, dtype=dtype or "fp32", keepdims=keepdims, mask=mask)
     count = int(np.prod([t.shape[a] for a in ((axis,) if isinstance(axis, int) else axis)]))
