@@ -53,9 +53,7 @@ class NkiKernel:
         grid_sizes = tuple(int(g) for g in self.grid) or (1,)
         from hwsim.nki.language import nc
 
-        if any(isinstance(g, nc) for g in self.grid) or (
-            len(self.grid) == 1 and self.grid[0] == 2 and self.options.get("lnc") == 2
-        ):
+        if any(isinstance(g, nc) for g in self.grid):
             notes.append(
                 f"launch grid {list(grid_sizes)} names NeuronCores (LNC=2): multi-core is not yet "
                 "modelled; the instances ran one after another on one core"
