@@ -176,6 +176,19 @@ def arange(*args: int) -> IndexExpr:
     return IndexExpr(next(_IDS), count, step, start)
 
 
+class Grid(tuple):
+    """What ``nl.mgrid[...]`` gives: a tuple of index expressions, also as ``.p`` (the
+    partition index) and ``.x`` (the first free index), as NKI kernels write them."""
+
+    @property
+    def p(self) -> IndexExpr:
+        return self[0]
+
+    @property
+    def x(self) -> IndexExpr:
+        return self[1]
+
+
 class _MGrid:
     """``nl.mgrid[0:128, 0:512]``: one index expression per dimension (like numpy.mgrid)."""
 
@@ -188,7 +201,7 @@ class _MGrid:
             start, step = item.start or 0, item.step or 1
             count = len(range(start, item.stop, step))
             out.append(IndexExpr(next(_IDS), count, step, start, position, len(items)))
-        return tuple(out) if len(out) > 1 else out[0]
+        return Grid(out) if len(out) > 1 else out[0]
 
 
 mgrid = _MGrid()

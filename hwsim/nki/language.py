@@ -76,21 +76,34 @@ class fp32:
 def _shape(shape: Any) -> tuple[int, ...]:
     if isinstance(shape, (int, par_dim)):
         shape = (shape,)
-    dims = tuple(int(n) for n in shape)
-    if _b.any(isinstance(n, par_dim) for n in shape[1:]):
-        raise fail(
-            "nl.ndarray",
-            "par_dim must be the first dimension here (a block dimension "
-            "before it is not supported: allocate each block's tile in the loop)",
-        )
-    return dims
+    return tuple(int(n) for n in shape)
+
+
+def _blocks(shape: Any) -> int:
+    """How many block dimensions come before the ``par_dim`` of a shape (0 if none)."""
+    if isinstance(shape, (int, par_dim)):
+        return 0
+    marks = [i for i, n in enumerate(shape) if isinstance(n, par_dim)]
+    return marks[0] if marks else 0
+
+
+def _tensor(shape: Any, dtype: Any, buffer: Buffer) -> Any:
+    """A tile, or a BlockTensor when block dimensions come before par_dim."""
+    from hwsim.dtypes import dtype as lookup
+    from hwsim.nki.blocks import BlockTensor
+
+    dims = _shape(shape)
+    count = _blocks(shape)
+    if count:
+        return BlockTensor(dims[:count], dims[count:], lookup(dtype), buffer)
+    return allocate(dims, dtype, buffer)
 
 
 def ndarray(shape: Any, dtype: Any, *, buffer: Buffer = sbuf, name: str = "", **kwargs: Any) -> Any:
     """``nl.ndarray(shape, dtype, buffer=nl.sbuf)``; HBM tensors are kernel outputs or scratch."""
     if buffer is hbm:
         return _hbm(_shape(shape), dtype, name)
-    return allocate(_shape(shape), dtype, buffer)
+    return _tensor(shape, dtype, buffer)
 
 
 empty = ndarray
@@ -113,6 +126,10 @@ def zeros(shape: Any, dtype: Any, *, buffer: Buffer = sbuf, name: str = "", **kw
     accumulation group instead, as the compiler does); elsewhere a VectorE memset."""
     if buffer is hbm:
         raise fail("nl.zeros", "HBM zeros: allocate with nl.ndarray and store a zero tile")
+    if _blocks(shape):
+        blocked = _tensor(shape, dtype, buffer)
+        blocked.fill_on_first_use(0.0)
+        return blocked
     t = allocate(_shape(shape), dtype, buffer)
     if buffer is psum:
         from hwsim.nki.tensor import psum_group
@@ -124,6 +141,10 @@ def zeros(shape: Any, dtype: Any, *, buffer: Buffer = sbuf, name: str = "", **kw
 
 
 def full(shape: Any, fill_value: float, dtype: Any, *, buffer: Buffer = sbuf, **kw: Any) -> Any:
+    if _blocks(shape):
+        blocked = _tensor(shape, dtype, buffer)
+        blocked.fill_on_first_use(float(fill_value))
+        return blocked
     t = allocate(_shape(shape), dtype, buffer)
     lisa.memset(t.view, float(fill_value))
     return t
