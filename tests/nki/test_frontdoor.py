@@ -147,3 +147,41 @@ def bad_isa_argument(x):
 def test_unknown_argument_is_one_clear_error():
     with pytest.raises(IllegalInstructionError, match=r"test_frontdoor.py:\d+: nisa.tensor_copy"):
         nki.run(bad_isa_argument, np.ones((128, 512), np.float32))
+
+
+OLDER_FILE = """
+import neuronxcc.nki as nki
+import neuronxcc.nki.language as nl
+import neuronxcc.nki.typing as nt
+
+
+@nki.jit
+def double(x: nt.tensor[(128, 256), nl.float32], y):
+    out = nl.ndarray(x.shape, dtype=x.dtype, buffer=nl.shared_hbm)
+    nl.store(out, value=nl.load(x) * 2.0 + nl.load(y))
+    return out
+
+
+def double_reference(x, y):
+    return 2 * x + y
+"""
+
+
+def test_cli_generates_inputs_from_annotations_and_shape_flags(tmp_path, capsys):
+    path = tmp_path / "older_style.py"
+    path.write_text(OLDER_FILE)
+    out = tmp_path / "run"
+    code = main(["nki", f"{path}:double", "--shape", "y=128x256", "--out", str(out)])
+    nki.uninstall()
+    printed = capsys.readouterr().out
+    assert code == 0, printed
+    assert "numerics: OK" in printed and "latency" in printed
+
+
+def test_cli_names_the_missing_input(tmp_path, capsys):
+    path = tmp_path / "older_style.py"
+    path.write_text(OLDER_FILE)
+    code = main(["nki", f"{path}:double", "--out", str(tmp_path / "run")])
+    nki.uninstall()
+    assert code == 2
+    assert "--shape y=128x512:float32" in capsys.readouterr().err
