@@ -59,6 +59,7 @@ def _generic(name: str, *required: str) -> Any:
         return call(name, ("dst", *required), args, kwargs)
 
     instruction.__name__ = name
+    instruction.required = ("dst", *required)  # type: ignore[attr-defined]
     instruction.__doc__ = f"nki.isa.{name} (either API generation); see hwsim.lang.isa.{name}"
     return instruction
 
@@ -93,7 +94,14 @@ tensor_copy_dynamic_dst = _generic("tensor_copy_dynamic_dst", "src", "offset")
 local_gather = _generic("local_gather", "src_buffer", "index")
 nc_n_gather = _generic("nc_n_gather", "data", "indices")
 nc_stream_shuffle = _generic("nc_stream_shuffle", "src", "shuffle_mask")
-topk = _generic("topk", "src", "n")
+
+
+def topk(*args: Any, **kwargs: Any) -> Any:
+    """nki.isa.topk(val_dst, idx_dst, src, n) (either API generation); see hwsim.lang.isa.topk"""
+    return call("topk", ("val_dst", "idx_dst", "src", "n"), args, kwargs)
+
+
+topk.required = ("val_dst", "idx_dst", "src", "n")  # type: ignore[attr-defined]
 nonzero_with_count = _generic("nonzero_with_count", "src")
 sequence_bounds = _generic("sequence_bounds", "segment_ids")
 dropout = _generic("dropout", "data", "prob")
