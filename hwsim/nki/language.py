@@ -359,12 +359,14 @@ def loop_reduce(x: Any, op: Any, loop_indices: Any = None, *, dtype: Any = None,
     from hwsim.nki.state import user_site
 
     key = ("loop_reduce", tuple(f.site for f in st.loops), user_site())
+    from hwsim.nki.tensor import src
+
     acc = st.reductions.get(key)
     if acc is None:
         acc = st.reductions[key] = allocate(x.shape, dtype or x.dtype, sbuf, site=key[2])
-        lisa.tensor_copy(acc.view, x.view)
+        lisa.tensor_copy(acc.view, src(x, mask))
         return acc
-    lisa.tensor_tensor(acc.view, acc.view, x.view, alu_op(op, "nl.loop_reduce"))
+    lisa.tensor_tensor(acc.view, acc.view, src(x, mask), alu_op(op, "nl.loop_reduce"))
     return acc
 
 

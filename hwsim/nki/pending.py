@@ -77,12 +77,12 @@ class PendingLoad(Pending):
     """``nl.load(src)``: HBM -> SBUF, triggered by the Sync engine on the rotating queues."""
 
     def __init__(self, view: Any, dtype: DType, shape: tuple[int, ...], axis_vars: Any) -> None:
-        self.view, self.dtype, self.shape, self.axis_vars = view, dtype, shape, axis_vars
+        self.source, self.dtype, self.shape, self.axis_vars = view, dtype, shape, axis_vars
         self.site = user_site()
         self._result = None
 
     def _dma(self, target: Any) -> None:
-        lisa.dma_copy(target, self.view, engine="sync", queue=state().next_load_queue())
+        lisa.dma_copy(target, self.source, engine="sync", queue=state().next_load_queue())
 
     def materialize(self) -> NkiTensor:
         if self._result is None:

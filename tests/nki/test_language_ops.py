@@ -1,0 +1,40 @@
+"""nki.language operators beyond the kernels: shared_constant, iota, loop_reduce, mean,
+broadcast_to of a column, matmul without transpose_x (the compiler's inserted transpose)."""
+
+import numpy as np
+
+import hwsim.nki as nki
+import hwsim.nki.language as nl
+
+RNG = np.random.default_rng(11)
+
+
+@nki.jit
+def assorted(x, y):
+    """outputs: x @ y (x [128, 128] untransposed), running max over 4 column blocks, row means
+    plus a shared constant, and iota of the partition index broadcast along the row."""
+    prod = nl.ndarray((128, 256), dtype=nl.float32, buffer=nl.shared_hbm)
+    peak = nl.ndarray((128, 64), dtype=nl.float32, buffer=nl.shared_hbm)
+    means = nl.ndarray((128, 1), dtype=nl.float32, buffer=nl.shared_hbm)
+    ramp = nl.ndarray((128, 64), dtype=nl.float32, buffer=nl.shared_hbm)
+    xt = nl.load(x)
+    nl.store(prod, value=nl.copy(nl.matmul(xt, nl.load(y))))
+    for j in nl.affine_range(4):
+        block = nl.load(y[:, j * 64 : (j + 1) * 64])
+        acc = nl.loop_reduce(block, op=np.maximum, loop_indices=[j])
+    nl.store(peak, value=acc)
+    offset = nl.load(nl.shared_constant(np.full((128, 1), 3.0, np.float32)))
+    nl.store(means, value=nl.mean(xt, axis=1, keepdims=True) + offset)
+    rows = nl.iota(nl.arange(128)[:, None], dtype=nl.float32)
+    nl.store(ramp, value=nl.broadcast_to(rows, (128, 64)))
+    return prod, peak, means, ramp
+
+
+def test_assorted_operators_against_numpy():
+    x = RNG.standard_normal((128, 128)).astype(np.float32)
+    y = RNG.standard_normal((128, 256)).astype(np.float32)
+    prod, peak, means, ramp = nki.run(assorted, x, y, race_check=True).outputs
+    assert np.max(np.abs(prod - x @ y)) < 1e-3
+    assert np.array_equal(peak, np.max(y.reshape(128, 4, 64), axis=1))
+    assert np.max(np.abs(means[:, 0] - (x.mean(axis=1) + 3.0))) < 1e-5
+    assert np.array_equal(ramp, np.repeat(np.arange(128, dtype=np.float32)[:, None], 64, 1))
