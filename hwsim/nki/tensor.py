@@ -101,14 +101,8 @@ class NkiTensor:
         if isinstance(value, Pending):
             value.into_tile(target)
             return
-        if isinstance(value, NkiTensor) and value.view is target.view:
-            return
-        if (
-            isinstance(value, NkiTensor)
-            and value.tile is target.tile
-            and value.shape == target.shape
-        ):
-            return
+        if isinstance(value, NkiTensor) and _same_place(value.view, target.view):
+            return  # t[...] += x already wrote in place; nothing to copy
         from hwsim.nki import language_ops
 
         language_ops.assign(target, value)
@@ -227,6 +221,19 @@ class NkiTensor:
 
     def __imul__(self, o: Any) -> NkiTensor:
         return self._inplace("multiply", o)
+
+
+def _same_place(a: Any, b: Any) -> bool:
+    """Whether two views are the same elements of the same tile."""
+    if a is b:
+        return True
+    full_a = a.full() if isinstance(a, Tile) else a
+    full_b = b.full() if isinstance(b, Tile) else b
+    if not isinstance(full_a, View) or not isinstance(full_b, View):
+        return False
+    return (
+        full_a.tile is full_b.tile and full_a.dims == full_b.dims and full_a.shape == full_b.shape
+    )
 
 
 class _Unresolved:

@@ -38,3 +38,21 @@ def test_assorted_operators_against_numpy():
     assert np.array_equal(peak, np.max(y.reshape(128, 4, 64), axis=1))
     assert np.max(np.abs(means[:, 0] - (x.mean(axis=1) + 3.0))) < 1e-5
     assert np.array_equal(ramp, np.repeat(np.arange(128, dtype=np.float32)[:, None], 64, 1))
+
+
+@nki.jit
+def copy_halves(x):
+    out = nl.ndarray((128, 64), dtype=nl.float32, buffer=nl.shared_hbm)
+    t = nl.load(x)
+    t[0:64, :] = t[64:128, :]  # same tile, same shape, other rows: a real copy
+    acc = nl.zeros((128, 64), dtype=nl.float32, buffer=nl.sbuf)
+    acc[...] += t  # in place: no extra copy
+    nl.store(out, value=acc)
+    return out
+
+
+def test_assignment_between_parts_of_one_tile_copies():
+    x = RNG.standard_normal((128, 64)).astype(np.float32)
+    result = nki.run(copy_halves, x, race_check=True)
+    expected = np.concatenate([x[64:], x[64:]])
+    assert np.array_equal(result.outputs[0], expected)
