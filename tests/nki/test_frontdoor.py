@@ -185,3 +185,15 @@ def test_cli_names_the_missing_input(tmp_path, capsys):
     nki.uninstall()
     assert code == 2
     assert "--shape y=128x512:float32" in capsys.readouterr().err
+
+
+def test_the_docs_example_runs(tmp_path, capsys):
+    """docs/nki.md's first example, as a user would save it, through `hwsim nki`."""
+    text = (DATA.parent.parent / "docs" / "nki.md").read_text()
+    block = text.split("```python\n", 1)[1].split("```", 1)[0]
+    path = tmp_path / "my_kernel.py"
+    path.write_text(block)
+    code = main(["nki", f"{path}:add_relu", "--out", str(tmp_path / "run")])
+    nki.uninstall()
+    printed = capsys.readouterr().out
+    assert code == 0 and "numerics: OK" in printed, printed
