@@ -348,28 +348,7 @@ softmax = ops.softmax
 broadcast_to = ops.broadcast_to
 
 
-def loop_reduce(x: Any, op: Any, loop_indices: Any = None, *, dtype: Any = None, mask: Any = None):
-    """``nl.loop_reduce(x, op, loop_indices)``: reduce ``x`` elementwise across the iterations of
-    the enclosing loop; the first iteration keeps a copy, later ones combine into it."""
-    from hwsim.nki.isa_ops import alu_op
-
-    st = state()
-    if not st.loops:
-        raise fail("nl.loop_reduce", "call it inside an nl.affine_range / sequential_range loop")
-    from hwsim.nki.state import user_site
-
-    key = ("loop_reduce", tuple(f.site for f in st.loops), user_site())
-    from hwsim.nki.tensor import src
-
-    acc = st.reductions.get(key)
-    if acc is None:
-        acc = st.reductions[key] = allocate(x.shape, dtype or x.dtype, sbuf, site=key[2])
-        lisa.tensor_copy(acc.view, src(x, mask))
-        return acc
-    lisa.tensor_tensor(acc.view, acc.view, src(x, mask), alu_op(op, "nl.loop_reduce"))
-    return acc
-
-
+loop_reduce = ops.loop_reduce
 _EXPORTED = (PendingMatmul, arange, ds, mgrid)  # re-exported nl names
 
 

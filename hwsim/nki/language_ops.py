@@ -25,6 +25,7 @@ from hwsim.lang import isa as lisa
 from hwsim.lang.tiles import psum, sbuf
 from hwsim.nki.pending import Pending, PendingLoad, PendingMatmul
 from hwsim.nki.tensor import (
+    Indirect,
     NkiTensor,
     allocate,
     as_tensor,
@@ -280,16 +281,26 @@ def broadcast_to(x: Any, shape: Any) -> NkiTensor:
     raise fail("nl.broadcast_to", f"cannot broadcast {list(t.shape)} to {list(shape)}")
 
 
-def load(src_: Any, *, mask: Any = None, dtype: Any = None) -> PendingLoad:
+def load(src_: Any, *, mask: Any = None, dtype: Any = None) -> PendingLoad | NkiTensor:
     """``nl.load``: HBM -> a new SBUF tile, triggered by the Sync engine (queues rotate);
     emitted at first use, or straight into the tile it is assigned to."""
 
+    if isinstance(src_, Indirect):
+        return _gather(src_, dtype)
     t = as_tensor(src_, "nl.load")
     if t.memory is not MemorySpace.HBM:
         raise fail("nl.load", f"{t.tile.name} is in {t.buffer}; nl.load reads HBM")
     view = t.masked(mask)
     shape = tuple(view.shape) if len(view.shape) > 1 else (1, view.shape[0])
     return PendingLoad(view, lookup_dtype(dtype or t.dtype), shape, t.axis_vars)
+
+
+def _gather(rows: Indirect, dtype: Any) -> NkiTensor:
+    """``nl.load(table[idx, :])``: an indirect DMA, hwsim's ``dma_gather`` (software DGE on
+    GpSimdE, as the compiler lowers it; docs/kernel-language.md)."""
+    out = allocate(rows.shape, dtype or rows.dtype, sbuf)
+    lisa.dma_gather(out.view, rows.table.view, src(rows.indices))
+    return out
 
 
 def store(dst_: Any, value: Any, *, mask: Any = None) -> None:
@@ -304,3 +315,22 @@ def store(dst_: Any, value: Any, *, mask: Any = None) -> None:
     if v.memory is MemorySpace.PSUM:
         v = copy(v, dtype=target.dtype)
     lisa.dma_copy(target.masked(mask), src(v, mask), engine="gpsimd", queue=state().store_queue)
+
+
+def loop_reduce(x: Any, op: Any, loop_indices: Any = None, *, dtype: Any = None, mask: Any = None):
+    """``nl.loop_reduce(x, op, loop_indices)``: reduce ``x`` elementwise across the iterations of
+    the enclosing loop; the first iteration keeps a copy, later ones combine into it."""
+    from hwsim.nki.isa_ops import alu_op
+    from hwsim.nki.state import state, user_site
+
+    st = state()
+    if not st.loops:
+        raise fail("nl.loop_reduce", "call it inside an nl.affine_range / sequential_range loop")
+    key = ("loop_reduce", tuple(f.site for f in st.loops), user_site())
+    acc = st.reductions.get(key)
+    if acc is None:
+        acc = st.reductions[key] = allocate(x.shape, dtype or x.dtype, sbuf, site=key[2])
+        lisa.tensor_copy(acc.view, src(x, mask))
+        return acc
+    lisa.tensor_tensor(acc.view, acc.view, src(x, mask), alu_op(op, "nl.loop_reduce"))
+    return acc

@@ -75,7 +75,12 @@ class NkiTensor:
     def __repr__(self) -> str:
         return f"NkiTensor({self.tile.name}, {self.buffer}, {list(self.shape)}, {self.dtype})"
 
-    def __getitem__(self, key: Any) -> NkiTensor:
+    def __getitem__(self, key: Any) -> Any:
+        from hwsim.nki.pending import Pending
+
+        items = key if isinstance(key, tuple) else (key,)
+        if items and isinstance(items[0], (NkiTensor, Pending)):
+            return self._indirect((as_tensor(items[0], "indirect index"), *items[1:]))
         plain, axis_vars = ix.resolve(self.shape, key)
         try:
             view = self.view[plain] if plain else self.view
@@ -106,6 +111,13 @@ class NkiTensor:
         from hwsim.nki import language_ops
 
         language_ops.assign(target, value)
+
+    def _indirect(self, items: tuple[Any, ...]) -> Indirect:
+        """``table[idx_tile, cols]``: rows picked by an int32 SBUF tile (for ``nl.load``)."""
+        if self.memory is not MemorySpace.HBM:
+            raise fail("indirect index", f"{self.tile.name} is on chip; index HBM tables so")
+        rest = self[(slice(None), *items[1:])] if len(items) > 1 else self
+        return Indirect(rest, items[0])
 
     def masked(self, mask: ix.Mask | None) -> Tile | View:
         """The view narrowed by ``mask``: on each axis its iterator indexes, or, for an axis with
@@ -221,6 +233,15 @@ class NkiTensor:
 
     def __imul__(self, o: Any) -> NkiTensor:
         return self._inplace("multiply", o)
+
+
+class Indirect:
+    """Rows of an HBM ``table`` picked by ``indices`` (an int32 [P, 1] SBUF tile)."""
+
+    def __init__(self, table: NkiTensor, indices: NkiTensor) -> None:
+        self.table, self.indices = table, indices
+        self.shape = (indices.shape[0], *table.shape[1:])
+        self.dtype = table.dtype
 
 
 def _same_place(a: Any, b: Any) -> bool:

@@ -56,3 +56,19 @@ def test_assignment_between_parts_of_one_tile_copies():
     result = nki.run(copy_halves, x, race_check=True)
     expected = np.concatenate([x[64:], x[64:]])
     assert np.array_equal(result.outputs[0], expected)
+
+
+@nki.jit
+def embedding(table, ids):
+    out = nl.ndarray((128, table.shape[1]), dtype=table.dtype, buffer=nl.shared_hbm)
+    idx = nl.load(ids)
+    nl.store(out, value=nl.load(table[idx, :]))
+    return out
+
+
+def test_indirect_load_gathers_rows():
+    table = RNG.standard_normal((1000, 64)).astype(np.float32)
+    ids = RNG.integers(0, 1000, (128, 1)).astype(np.int32)
+    result = nki.run(embedding, table, ids, race_check=True)
+    assert np.array_equal(result.outputs[0], table[ids[:, 0]])
+    assert "dma_gather" in [i.OPCODE for i in result.program.cores[0].streams["gpsimd"]]
