@@ -34,6 +34,8 @@ def test_engine_choices():
     assert ops["vector"] == ["tensor_scalar", "tensor_reduce", "tensor_scalar"]
     assert ops["gpsimd"] == ["tensor_tensor", "dma_copy"]  # engine= and the store trigger
     assert ops["sync"] == ["dma_copy"]  # the load trigger
+    tags = {t["tag"].rsplit(":", 1)[0] for t in result.summary["tags"]}
+    assert tags == {"one_of_each:test_engines.py"}  # attributed to the kernel's own lines
     e = np.exp(x.astype(np.float64))
     expected = (e + 1) * e * (e + 1).sum(axis=1, keepdims=True)
     assert np.max(np.abs(result.outputs[0] - expected) / np.abs(expected)) < 1e-5
