@@ -154,9 +154,12 @@ def run(
     numerics: bool = True,
     race_check: bool = False,
     initcheck: bool | None = None,
+    schedule: str | None = None,
     **kwargs: Any,
 ) -> NkiRun:
-    """Build and simulate an NKI kernel on ``config`` (trn1, trn2, trn3, tiny or a path)."""
+    """Build and simulate an NKI kernel on ``config`` (trn1, trn2, trn3, tiny or a path).
+    ``schedule``: the instruction order (``hwsim.schedule``: ``program``, ``list``, ``best``;
+    None: the kernel language's default), honouring ``no_reorder`` and ``sequential_range``."""
     from hwsim.kernels import warm_up
     from hwsim.machine.simulator import run as simulate_program
 
@@ -165,7 +168,7 @@ def run(
     extra: dict[str, Any] = {}
     hw = load_config(config) if isinstance(config, str) else config
     warm_up()
-    built = nk.lang_kernel(notes, extra).build(*args, config=hw, **kwargs)
+    built = nk.lang_kernel(notes, extra).build(*args, config=hw, schedule=schedule, **kwargs)
     built.program.meta["nki_no_reorder"] = extra.get("no_reorder", [])
     built.program.meta["nki_sequential_range"] = extra.get("sequential_range", [])
     result = simulate_program(

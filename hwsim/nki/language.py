@@ -235,7 +235,8 @@ def affine_range(*args: int, **kw: Any) -> Iterator[int]:
 
 
 def sequential_range(*args: int, **kw: Any) -> Iterator[int]:
-    """Iterations in order; the region is recorded for the scheduler (program meta)."""
+    """Iterations in order: a scheduler barrier between iterations (the kernel language's
+    sequential_range), and the region recorded in the program's meta."""
     return _range("sequential_range", args)
 
 
@@ -285,14 +286,17 @@ class nc(spmd_dim):
 
 @contextlib.contextmanager
 def no_reorder() -> Iterator[None]:
-    """Keep the block's instructions in program order: recorded in the program's meta
-    (``nki_no_reorder``) for a scheduler; this build issues in program order anyway."""
+    """Keep the block's instructions in program order among themselves: the kernel language's
+    ``no_reorder`` (honoured by a scheduled build, ``schedule="list"``), and recorded in the
+    program's meta (``nki_no_reorder``, per-engine pcs under program order)."""
+    from hwsim.lang.scheduling import no_reorder as lang_no_reorder
     from hwsim.nki.state import NkiState, user_site
 
     st = state()
     start = NkiState.stream_marks()
     site = user_site()
-    yield
+    with lang_no_reorder():
+        yield
     st.no_reorder.append(NkiState.region(start, f"{site[0].rsplit('/', 1)[-1]}:{site[1]}"))
 
 

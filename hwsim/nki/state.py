@@ -124,9 +124,13 @@ class NkiState:
         frame = LoopFrame(user_site(), kind)
         self.loops.append(frame)
         first = self.stream_marks()
+        from hwsim.lang.scheduling import schedule_barrier
+
         try:
-            for value in values:
+            for step, value in enumerate(values):
                 frame.occurrences.clear()
+                if step and kind == "sequential_range":
+                    schedule_barrier("sequential_range")  # honoured by a scheduled build
                 yield value
         finally:
             if self.loops and self.loops[-1] is frame:
