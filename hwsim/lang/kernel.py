@@ -47,6 +47,20 @@ _HWSIM_DIR = _LANG_DIR.rsplit("/", 2)[0] + "/"
 _LIBRARY_DIR = _HWSIM_DIR + "library/"
 #: The library's shared helpers: never a tag's line while a library kernel line calls them.
 _LIBRARY_HELPERS = _LIBRARY_DIR + "common.py"
+#: Where ``source_location`` looks past frames: the hwsim package, and front ends outside it
+#: that add themselves with ``skip_frames_of``.
+_SKIPPED_DIRS: tuple[str, ...] = (_HWSIM_DIR,)
+
+
+def skip_frames_of(directory: str) -> None:
+    """Make ``source_location`` look past frames of files under ``directory`` (a front end
+    built on the kernel language, so errors and tags name the user's kernel line). Frames in
+    the hwsim package are skipped already."""
+    global _SKIPPED_DIRS
+    prefix = directory.rstrip("/") + "/"
+    if not prefix.startswith(_SKIPPED_DIRS):
+        _SKIPPED_DIRS = (*_SKIPPED_DIRS, prefix)
+
 
 #: DMA queues the builder rotates through when a call names none.
 DEFAULT_DMA_QUEUES = 4
@@ -216,7 +230,7 @@ def source_location() -> str:
     while frame is not None:
         code = frame.f_code
         name = code.co_filename
-        if not name.startswith(_HWSIM_DIR):
+        if not name.startswith(_SKIPPED_DIRS):
             break
         if outside_lang is None and not name.startswith(_LANG_DIR):
             outside_lang = frame
