@@ -109,9 +109,9 @@ def _matmul(name: str, label: str, fn: Kernel, published_ms: float) -> tuple[Cas
     loads = sum(1 for s in streams.values() for i in s if i.IS_DMA and i.src.memory == "hbm")
     notes = (
         f"{len(streams['tensor'])} matmuls, {loads} loads, {built.program.instruction_count} "
-        f"instructions, {wall_s:.1f} s wall; {summary['bottleneck']}",
+        f"instructions, {wall_s:.1f} s wall; {summary.bottleneck}",
     )
-    case = Case(name, label, summary["total_ns"] / 1e6, published_ms, "ms", notes)
+    case = Case(name, label, summary.total_ns / 1e6, published_ms, "ms", notes)
     return case, summary
 
 
@@ -142,10 +142,10 @@ def optimized() -> list[Case]:
     hfu = Case(
         "matmul-optimized-hfu",
         "V1: hardware FLOP utilisation",
-        summary["hfu_pct"],
+        summary.hfu_pct,
         85.24,
         "%",
-        (f"TensorE busy {summary['engines']['tensor']['busy_pct']:.2f}%",),
+        (f"TensorE busy {summary.engines['tensor'].busy_pct:.2f}%",),
     )
     return [case, hfu]
 

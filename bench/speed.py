@@ -1,33 +1,44 @@
-"""Simulator speed on the V1 program, against its targets, one line per measurement.
+"""Simulator speed against issue 16's targets, each printed next to its target with PASS or MISS.
 
-    .venv/bin/python bench/speed.py [--trials 3] [--skip-numerics]
+    .venv/bin/python bench/speed.py [--trials 3] [--size v1|tiny] [--large] [--skip-numerics]
+                                    [--json]
 
 V1 is ``matmul_optimized`` (the NKI tutorial's ``nki_matmul_fully_optimized_``) on lhsT [8192, 4096]
-x rhs [8192, 8192] bf16 on trn1, as in bench/fidelity.py. Measured:
+x rhs [8192, 8192] bf16 on trn1 (38,656 instructions), as in bench/fidelity.py. ``--size tiny``
+measures the same kernel on [512, 256] x [512, 1024] (for tests of this script: its figures are
+not the targets' and its verdicts mean nothing). Measured, cold (the first call in this process)
+and warm (best of ``--trials`` calls after it):
 
-- timing-only: instructions simulated per wall second of ``run(..., numerics=False)`` (target
-  >= 100,000; building the program is timed apart and not counted), best of ``--trials`` runs
-  after a warm-up, beside a bare SimPy loop of one ``timeout`` per instruction in the same
-  process. If V1 has fewer than 50,000 instructions, the same kernel at a larger N is measured too;
-- numerics: ``run(..., numerics=True)`` wall time over numpy's time for the same matmul (fp32
-  ``lhsT.T @ rhs`` of the same bf16 values, same process, so the same BLAS threads: hwsim sets one
-  unless OPENBLAS_NUM_THREADS says otherwise), and numpy in a fresh process with its default BLAS
-  threads (all cores); target <= 3x for each. The Numba caches are warmed first;
-- the cycle-by-cycle systolic array model (``kernels.systolic``, as in bench/systolic_speed.py):
-  simulated PE-cycles per wall second (no target).
+- build: instructions per wall second of ``matmul_optimized.build`` from tensor specs (target
+  >= 100,000/s);
+- timing-only simulation: timed items (instructions plus DMA pieces, every record of the trace)
+  per wall second of ``run(..., numerics=False, summarize=False)``, beside a bare SimPy loop of one
+  ``timeout`` per timed item in the same process (target: simulator / bare >= 0.5);
+- summary: ``summarize(trace)`` of that run over the simulation's time (target <= 0.5);
+- numerics: ``run(..., numerics=True)`` wall time over numpy's fp32 ``lhsT.T @ rhs`` of the same
+  bf16 values in this process, so at the same BLAS thread count (hwsim sets one unless
+  OPENBLAS_NUM_THREADS says otherwise; target <= 3x). The Numba caches are warmed first;
+- ``--large``: the same kernel at a larger N giving >= 1,000,000 instructions (tiny: >= 5,000),
+  built, simulated timing-only and summarised in a fresh process: end-to-end wall time (target
+  < 30 s) and that process's peak RSS from ``resource.getrusage`` (target < 1,500 MB).
 
-Each target prints PASS or MISS, and a MISS says what bounds it; the script always exits 0.
+Timing targets hold on an idle machine; when the load average exceeds the core count the script
+says so, and a MISS may then be the load. ``--json`` prints one JSON object instead of the
+lines (the ``million_instr_*`` keys are null without ``--large``). The script always exits 0.
 """
 
 from __future__ import annotations
 
 import argparse
+import json
 import os
-import statistics
 import subprocess
 import sys
 import time
 from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
 
 import hwsim  # noqa: F401  (first: sets one BLAS thread before numpy loads, see hwsim/__init__.py)
 
@@ -37,17 +48,47 @@ import numpy as np
 import simpy
 
 from hwsim.config import HardwareConfig, load_config
-from hwsim.kernels.systolic import SystolicArray
 from hwsim.lang import TensorSpec
 from hwsim.library import matmul_optimized
 from hwsim.machine.simulator import run
 from hwsim.program import Program
+from hwsim.trace.stats import summarize
 
-TARGET_INSTRUCTIONS_PER_S = 100_000
-TARGET_NUMERICS_RATIO = 3.0
-MIN_INSTRUCTIONS = 50_000
 CONFIG = "trn1"
-V1_MKN = (4096, 8192, 8192)  # out[M, N] = lhsT[K, M].T @ rhs[K, N]
+#: out[M, N] = lhsT[K, M].T @ rhs[K, N]; per size: the measured shape and the --large program's
+#: minimum instruction count (reached by scaling N).
+SIZES = {
+    "v1": ((4096, 8192, 8192), 1_000_000),
+    "tiny": ((256, 512, 1024), 5_000),
+}
+TARGET_BUILD_INSTRUCTIONS_PER_S = 100_000
+TARGET_SIM_OVER_BARE = 0.5
+TARGET_SUMMARY_OVER_SIM = 0.5
+TARGET_NUMERICS_OVER_NUMPY = 3.0
+TARGET_LARGE_END_TO_END_S = 30.0
+TARGET_LARGE_PEAK_RSS_MB = 1500.0
+
+
+@dataclass
+class Timed:
+    """Wall seconds of the first call (cold) and the best of the calls after it (warm)."""
+
+    cold_s: float
+    warm_s: float
+
+
+def timed(trials: int, fn: Callable[[], object]) -> tuple[Timed, object]:
+    """Call ``fn`` once cold, then ``trials`` times; the times and the last call's result."""
+    start = time.perf_counter()
+    result = fn()
+    cold = time.perf_counter() - start
+    best = cold  # no warm calls: the cold one is all there is
+    for _ in range(trials):
+        start = time.perf_counter()
+        result = fn()
+        elapsed = time.perf_counter() - start
+        best = elapsed if _ == 0 else min(best, elapsed)
+    return Timed(cold, best), result
 
 
 def build_v1(m: int, k: int, n: int, config: HardwareConfig, data: bool) -> Program:
@@ -66,16 +107,6 @@ def _inputs(m: int, k: int, n: int) -> tuple[np.ndarray, np.ndarray]:
     return lhs_t, rhs
 
 
-def best_of(trials: int, fn: Callable[[], object]) -> tuple[float, float]:
-    """(best, median) wall seconds of ``trials`` calls."""
-    times = []
-    for _ in range(trials):
-        start = time.perf_counter()
-        fn()
-        times.append(time.perf_counter() - start)
-    return min(times), statistics.median(times)
-
-
 def bare_simpy_seconds(events: int) -> float:
     """One SimPy process yielding ``events`` one-tick timeouts: the floor of one event each."""
     env = simpy.Environment()
@@ -90,159 +121,231 @@ def bare_simpy_seconds(events: int) -> float:
     return time.perf_counter() - start
 
 
+def measure_build(shape: tuple[int, int, int], config: HardwareConfig, trials: int) -> dict:
+    times, program = timed(trials, lambda: build_v1(*shape, config, data=False))
+    count = program.instruction_count  # type: ignore[attr-defined]
+    return {
+        "program": program,
+        "instructions": count,
+        "build_cold_s": times.cold_s,
+        "build_warm_s": times.warm_s,
+        "build_instructions_per_s": count / times.warm_s,
+        "build_cold_instructions_per_s": count / times.cold_s,
+    }
+
+
+def measure_sim(program: Program, config: HardwareConfig, trials: int) -> dict:
+    """Timing-only simulation and its summary, cold and warm, beside the bare SimPy loop."""
+    sim_times, result = timed(trials, lambda: run(program, config, numerics=False, summarize=False))
+    trace = result.trace  # type: ignore[attr-defined]
+    summary_times, _ = timed(trials, lambda: summarize(trace))
+    items = len(trace.instructions) + len(trace.dma)
+    bare_s = min(bare_simpy_seconds(items) for _ in range(max(trials, 1)))
+    sim_rate, bare_rate = items / sim_times.warm_s, items / bare_s
+    return {
+        "sim_items": items,
+        "sim_dma_pieces": len(trace.dma),
+        "sim_cold_s": sim_times.cold_s,
+        "sim_warm_s": sim_times.warm_s,
+        "sim_items_per_s": sim_rate,
+        "sim_cold_items_per_s": items / sim_times.cold_s,
+        "sim_instructions_per_s": program.instruction_count / sim_times.warm_s,
+        "bare_simpy_events_per_s": bare_rate,
+        "sim_over_bare": sim_rate / bare_rate,
+        "summary_cold_s": summary_times.cold_s,
+        "summary_warm_s": summary_times.warm_s,
+        "summary_over_sim": summary_times.warm_s / sim_times.warm_s,
+        "summary_cold_over_sim": summary_times.cold_s / sim_times.cold_s,
+    }
+
+
+def measure_numerics(shape: tuple[int, int, int], config: HardwareConfig, trials: int) -> dict:
+    """Numerics run over numpy's same matmul in this process (the same BLAS threads)."""
+    m, k, n = shape
+    small = build_v1(128, 128, 512, config, data=True)
+    run(small, config, numerics=True, summarize=False)  # warms the Numba caches
+    program = build_v1(m, k, n, config, data=True)
+    times, result = timed(  # one warm call: a V1 numerics run takes seconds
+        min(trials, 1), lambda: run(program, config, numerics=True, summarize=False)
+    )
+    lhs_t, rhs = _inputs(m, k, n)
+    a, b = lhs_t.astype(np.float32), rhs.astype(np.float32)
+    numpy_times, reference = timed(trials, lambda: a.T @ b)
+    out = result.outputs["out"].astype(np.float32)  # type: ignore[attr-defined]
+    ref = np.asarray(reference)
+    error = float(np.max(np.abs(out - ref)) / np.max(np.abs(ref)))
+    return {
+        "numerics_cold_s": times.cold_s,
+        "numerics_warm_s": times.warm_s,
+        "numpy_s": numpy_times.warm_s,
+        "numerics_over_numpy": times.warm_s / numpy_times.warm_s,
+        "numerics_rel_error": error,
+        "blas_threads": os.environ.get("OPENBLAS_NUM_THREADS", "default"),
+    }
+
+
+_LARGE_CODE = """
+import json, resource, sys, time
+sys.path.insert(0, {bench_dir!r})
+import speed
+from hwsim.config import load_config
+config = load_config(speed.CONFIG)
+m, k, n = {shape!r}
+start = time.perf_counter()
+program = speed.build_v1(m, k, n, config, data=False)
+built = time.perf_counter()
+result = speed.run(program, config, numerics=False, summarize=False)
+simulated = time.perf_counter()
+speed.summarize(result.trace)
+done = time.perf_counter()
+print(json.dumps({{
+    "instructions": program.instruction_count,
+    "build_s": built - start, "sim_s": simulated - built, "summary_s": done - simulated,
+    "end_to_end_s": done - start,
+    "peak_rss_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024,
+}}))
+"""
+
+
+def measure_large(size: str, first: int, config: HardwareConfig) -> dict:
+    """The V1 kernel scaled in N to the size's minimum instruction count, in a fresh process
+    (so its peak RSS is its own): end-to-end time and peak RSS (ru_maxrss is KiB on Linux).
+
+    The count grows linearly in whole multiples of N (one more N block's loads, matmuls and
+    stores each), so the multiple comes from the counts at N and 2N."""
+    (m, k, n), minimum = SIZES[size]
+    per_multiple = build_v1(m, k, 2 * n, config, data=False).instruction_count - first
+    multiple = max(1, -(-(minimum - (first - per_multiple)) // per_multiple))
+    shape = (m, k, n * multiple)
+    code = _LARGE_CODE.format(bench_dir=str(Path(__file__).parent), shape=shape)
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    found = json.loads(done.stdout.strip().splitlines()[-1])
+    return {
+        "large_shape": list(shape),
+        "large_instructions": found["instructions"],
+        "large_build_s": found["build_s"],
+        "large_sim_s": found["sim_s"],
+        "large_summary_s": found["summary_s"],
+        "million_instr_end_to_end_s": found["end_to_end_s"],
+        "million_instr_peak_rss_mb": found["peak_rss_mb"],
+    }
+
+
+def load_note() -> tuple[float, int, bool]:
+    """(1-minute load average, cores, whether the machine is loaded: load above the cores)."""
+    load, cores = os.getloadavg()[0], os.cpu_count() or 1
+    return load, cores, load > cores
+
+
 def verdict(ok: bool) -> str:
     return "PASS" if ok else "MISS"
 
 
-def timing_only(program: Program, config: HardwareConfig, trials: int, label: str) -> None:
-    """Instructions per wall second of a timing-only run, beside the bare SimPy loop."""
-    warm = run(program, config, numerics=False, summarize=False)  # first-use imports and caches
-    count = program.instruction_count
-    best, median = best_of(trials, lambda: run(program, config, numerics=False, summarize=False))
-    bare = min(bare_simpy_seconds(count) for _ in range(trials))
-    rate, bare_rate = count / best, count / bare
-    ok = rate >= TARGET_INSTRUCTIONS_PER_S
+def print_report(r: dict[str, Any], size: str) -> None:
+    m, k, n = r["shape"]
     print(
-        f"timing-only, {label}: {count:,} instructions in {best * 1e3:.0f} ms (median "
-        f"{median * 1e3:.0f} ms) -> {rate:,.0f} instructions/s   target >= "
-        f"{TARGET_INSTRUCTIONS_PER_S:,}   {verdict(ok)}"
+        f"{size}: matmul_optimized lhsT [{k}, {m}] x rhs [{k}, {n}] bf16 on {CONFIG}: "
+        f"{r['instructions']:,} instructions, {r['sim_items']:,} timed items "
+        f"({r['sim_dma_pieces']:,} DMA pieces); cold = first call, warm = best of {r['trials']}"
     )
-    print(
-        f"  bare SimPy loop, one timeout per instruction, same process: {bare_rate:,.0f} events/s"
-        f" ({bare / count * 1e6:.2f} us each); simulator / bare = {rate / bare_rate:.3f}"
-    )
-    if not ok:
-        pieces = len(warm.trace.dma)
-        print(
-            f"  bound: {best / count * 1e6:.1f} us per instruction, for {count:,} instructions "
-            f"and {pieces:,} DMA pieces (one SimPy event each at {bare / count * 1e6:.2f} us) plus "
-            "the Python work per instruction (legality/cost lookup, semaphores, trace records)"
+    rows: list[tuple[str, str, str, bool]] = [
+        (
+            "build",
+            f"{r['build_instructions_per_s']:,.0f} instructions/s warm ({r['build_warm_s']:.2f} s;"
+            f" cold {r['build_cold_s']:.2f} s = {r['build_cold_instructions_per_s']:,.0f}/s)",
+            f">= {TARGET_BUILD_INSTRUCTIONS_PER_S:,}/s",
+            r["build_instructions_per_s"] >= TARGET_BUILD_INSTRUCTIONS_PER_S,
+        ),
+        (
+            "timing-only simulation",
+            f"{r['sim_items_per_s']:,.0f} items/s warm ({r['sim_warm_s']:.2f} s, "
+            f"{r['sim_instructions_per_s']:,.0f} instructions/s; cold {r['sim_cold_s']:.2f} s) "
+            f"/ bare SimPy {r['bare_simpy_events_per_s']:,.0f} events/s = "
+            f"{r['sim_over_bare']:.3f}",
+            f">= {TARGET_SIM_OVER_BARE:g} of bare",
+            r["sim_over_bare"] >= TARGET_SIM_OVER_BARE,
+        ),
+        (
+            "summary",
+            f"{r['summary_warm_s']:.2f} s warm / simulation {r['sim_warm_s']:.2f} s = "
+            f"{r['summary_over_sim']:.2f} (cold {r['summary_cold_over_sim']:.2f})",
+            f"<= {TARGET_SUMMARY_OVER_SIM:g}x",
+            r["summary_over_sim"] <= TARGET_SUMMARY_OVER_SIM,
+        ),
+    ]
+    if r["numerics_over_numpy"] is not None:
+        rows.append(
+            (
+                "numerics",
+                f"{r['numerics_warm_s']:.2f} s / numpy {r['numpy_s']:.2f} s (same process, "
+                f"OPENBLAS_NUM_THREADS={r['blas_threads']}) = {r['numerics_over_numpy']:.2f}x; "
+                f"max |error| / max |C| {r['numerics_rel_error']:.1e}",
+                f"<= {TARGET_NUMERICS_OVER_NUMPY:g}x",
+                r["numerics_over_numpy"] <= TARGET_NUMERICS_OVER_NUMPY,
+            )
         )
-
-
-def numerics(config: HardwareConfig, m: int, k: int, n: int, trials: int) -> None:
-    """Wall time with numerics over numpy's time for the same matmul, twice: numpy in this process
-    (the BLAS threads hwsim runs with) and numpy in a fresh process with its default threads."""
-    small = build_v1(256, 512, 1024, config, data=True)
-    run(small, config, numerics=True, summarize=False)  # warms the Numba caches
-    program = build_v1(m, k, n, config, data=True)
-    start = time.perf_counter()
-    result = run(program, config, numerics=True, summarize=False)
-    sim_s = time.perf_counter() - start
-    lhs_t, rhs = _inputs(m, k, n)
-    a, b = lhs_t.astype(np.float32), rhs.astype(np.float32)
-    numpy_s, _ = best_of(trials, lambda: a.T @ b)
-    threads = os.environ.get("OPENBLAS_NUM_THREADS", "default")
-    print(
-        f"numerics, [{m}, {k}] x [{k}, {n}] bf16 ({program.instruction_count:,} instructions): "
-        f"{sim_s:.2f} s"
-    )
-    out = result.outputs["out"].astype(np.float32)
-    reference = a.T @ b
-    error = float(np.max(np.abs(out - reference)) / np.max(np.abs(reference)))
-    print(f"  output max |error| / max |C| against numpy: {error:.1e} (bf16 output)")
-    del result, out, reference
-    default_s = _numpy_default_threads_seconds(m, k, n, trials)
-    misses = 0
-    for what_numpy, seconds in (
-        (f"numpy fp32 matmul, this process (OPENBLAS_NUM_THREADS={threads})", numpy_s),
-        (f"numpy fp32 matmul, default BLAS threads ({os.cpu_count()} cores)", default_s),
-    ):
-        ok = sim_s / seconds <= TARGET_NUMERICS_RATIO
-        misses += not ok
+    if r["million_instr_end_to_end_s"] is not None:
+        rows += [
+            (
+                f"large ({r['large_instructions']:,} instructions), end to end",
+                f"{r['million_instr_end_to_end_s']:.1f} s (build {r['large_build_s']:.1f}, "
+                f"simulate {r['large_sim_s']:.1f}, summary {r['large_summary_s']:.1f})",
+                f"< {TARGET_LARGE_END_TO_END_S:g} s",
+                r["million_instr_end_to_end_s"] < TARGET_LARGE_END_TO_END_S,
+            ),
+            (
+                "large, peak RSS",
+                f"{r['million_instr_peak_rss_mb']:,.0f} MB",
+                f"< {TARGET_LARGE_PEAK_RSS_MB:,.0f} MB",
+                r["million_instr_peak_rss_mb"] < TARGET_LARGE_PEAK_RSS_MB,
+            ),
+        ]
+    for what, figure, target, ok in rows:
+        print(f"  {what}: {figure}   target {target}   {verdict(ok)}")
+    if r["machine_loaded"]:
         print(
-            f"  vs {what_numpy}: {seconds:.2f} s -> {sim_s / seconds:.2f}x   target <= "
-            f"{TARGET_NUMERICS_RATIO:g}x   {verdict(ok)}"
+            f"  note: the machine is loaded (load average {r['load_average']:.1f} on "
+            f"{r['cpu_count']} cores, before and after): a MISS of a time target may be the load"
         )
-    if misses:
-        _numerics_bound(program, sim_s, default_s)
+    if size != "v1":
+        print(f"  note: size {size} is for tests of this script; the targets are V1's")
 
 
-def _numerics_bound(program: Program, sim_s: float, numpy_s: float) -> None:
-    tiles = sum(
-        1 for core in program.cores for _, _, i in core.instructions() if i.OPCODE == "nc_matmul"
-    )
-    sgemm_s = tiles * _tile_sgemm_seconds()
-    print(
-        f"  bound: the {tiles:,} tile sgemms ([128, 128] x [128, 512], this process's BLAS "
-        f"threads) alone take ~{sgemm_s:.2f} s = {sgemm_s / numpy_s:.2f}x numpy's one big "
-        f"multi-threaded sgemm; the rest (PSUM accumulation and copies, bf16 widening, DMA "
-        f"copies, VectorE/ScalarE ops, the simulation) adds ~{max(0.0, sim_s - sgemm_s):.2f} s"
-    )
-
-
-def _numpy_default_threads_seconds(m: int, k: int, n: int, trials: int) -> float:
-    """numpy's fp32 [K, M]^T x [K, N] (best of ``trials``) in a fresh process that leaves the BLAS
-    threads at their default."""
-    code = (
-        "import time, numpy as np\n"
-        "r = np.random.default_rng(0)\n"
-        f"a = r.standard_normal(({k}, {m}), dtype=np.float32)\n"
-        f"b = r.standard_normal(({k}, {n}), dtype=np.float32)\n"
-        "a.T @ b\n"
-        "best = float('inf')\n"
-        f"for _ in range({trials}):\n"
-        "    t = time.perf_counter(); a.T @ b; best = min(best, time.perf_counter() - t)\n"
-        "print(best)\n"
-    )
-    env = {key: value for key, value in os.environ.items() if key != "OPENBLAS_NUM_THREADS"}
-    done = subprocess.run(
-        [sys.executable, "-c", code], env=env, capture_output=True, text=True, check=True
-    )
-    return float(done.stdout.strip())
-
-
-def _tile_sgemm_seconds() -> float:
-    """Wall seconds of one [128, 128]^T x [128, 512] fp32 matmul (best of 200)."""
-    rng = np.random.default_rng(0)
-    stationary = rng.standard_normal((128, 128), dtype=np.float32)
-    moving = rng.standard_normal((128, 512), dtype=np.float32)
-    out = np.empty((128, 512), np.float32)
-    np.matmul(stationary.T, moving, out=out)
-    best, _ = best_of(200, lambda: np.matmul(stationary.T, moving, out=out))
-    return best
-
-
-def systolic(trials: int, repeats: int = 32) -> None:
-    """PE-cycles per wall second of the cycle-level array model (bench/systolic_speed.py's case:
-    128 x 128 array, [128, 128] x [128, 512] repeated, weights loaded 4x fast)."""
-    rng = np.random.default_rng(0)
-    stationary = rng.integers(-4, 5, size=(128, 128)).astype(np.float32)
-    moving = rng.integers(-4, 5, size=(128, 512)).astype(np.float32)
-    array = SystolicArray(128, 128, fast_load_factor=4)
-    result = array.matmul(stationary, moving, repeats)  # warm-up and JIT compilation
-    best, _ = best_of(trials, lambda: array.matmul(stationary, moving, repeats))
-    print(
-        f"systolic model, 128x128 array, {repeats} x [128,128]x[128,512] with numerics: "
-        f"{result.total_cycles:,} cycles in {best * 1e3:.0f} ms -> "
-        f"{result.pe_cycles / best / 1e6:,.0f} M PE-cycles/s (no target)"
-    )
-
-
-def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--trials", type=int, default=3, help="timed runs; the best is reported")
-    parser.add_argument("--skip-numerics", action="store_true")
-    args = parser.parse_args()
+def measure(args: argparse.Namespace) -> dict[str, Any]:
     config = load_config(CONFIG)
-    m, k, n = V1_MKN
-
-    start = time.perf_counter()
-    program = build_v1(m, k, n, config, data=False)
-    build_s = time.perf_counter() - start
-    print(
-        f"V1 = matmul_optimized lhsT [{k}, {m}] x rhs [{k}, {n}] bf16 on {CONFIG}: "
-        f"{program.instruction_count:,} instructions, built in {build_s:.2f} s (not counted)"
-    )
-    timing_only(program, config, args.trials, "V1")
-    if program.instruction_count < MIN_INSTRUCTIONS:
-        scale = -(-MIN_INSTRUCTIONS // program.instruction_count)
-        bigger = build_v1(m, k, n * scale, config, data=False)
-        timing_only(bigger, config, args.trials, f"V1 kernel at N={n * scale} (>= 50,000)")
+    shape, _ = SIZES[args.size]
+    load_before, cores, _ = load_note()
+    built = measure_build(shape, config, args.trials)
+    program = built.pop("program")
+    report: dict[str, Any] = {"size": args.size, "shape": list(shape), "trials": args.trials}
+    report |= built
+    report |= measure_sim(program, config, args.trials)
     del program
+    report |= {"numerics_over_numpy": None}
     if not args.skip_numerics:
-        numerics(config, m, k, n, args.trials)
-    systolic(args.trials)
+        report |= measure_numerics(shape, config, args.trials)
+    report |= {"million_instr_end_to_end_s": None, "million_instr_peak_rss_mb": None}
+    if args.large:
+        report |= measure_large(args.size, report["instructions"], config)
+    load_after = os.getloadavg()[0]
+    load = max(load_before, load_after)
+    report |= {"load_average": load, "cpu_count": cores, "machine_loaded": load > cores}
+    return report
+
+
+def main(argv: list[str] | None = None) -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--trials", type=int, default=3, help="warm calls; the best is reported")
+    parser.add_argument("--size", choices=sorted(SIZES), default="v1")
+    parser.add_argument("--large", action="store_true", help="also the >= 1M-instruction run")
+    parser.add_argument("--skip-numerics", action="store_true")
+    parser.add_argument("--json", action="store_true", help="one JSON object instead of lines")
+    args = parser.parse_args(argv)
+    report = measure(args)
+    if args.json:
+        print(json.dumps(report))
+    else:
+        print_report(report, args.size)
 
 
 if __name__ == "__main__":

@@ -93,7 +93,7 @@ class SimPartition(torch.nn.Module):
         if lowered is None:
             return self.gm(*args)
         run = lowered.run(list(args), initcheck=self.options.initcheck)
-        self.last_total_ns = float(run.result.summary.get("total_ns", 0.0))
+        self.last_total_ns = float(run.result.summary.total_ns)
         self._calls += 1
         self._record(run, lowered)
         if self.options.check:
@@ -111,7 +111,7 @@ class SimPartition(torch.nn.Module):
         memory = lowered.memory.to_dict() if lowered.memory is not None else {}
         self.report.runs.append(
             {"graph": self.name, "call": self._calls}
-            | {k: summary.get(k) for k in SUMMARY_KEYS}
+            | summary.values_of(SUMMARY_KEYS)
             | {k: v for k, v in memory.items() if k.startswith("hbm_")}
         )
         for node, time in run.op_times.items():

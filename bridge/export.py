@@ -379,7 +379,7 @@ def _check(
     warm_up()
     result = run(program, config)
     err, ok = check_outputs(expected, result.outputs)
-    checked = {"total_ns": result.summary["total_ns"], "max_abs_err": err, "numerics_ok": ok}
+    checked = {"total_ns": result.summary.total_ns, "max_abs_err": err, "numerics_ok": ok}
     if not ok:
         raise BridgeError(
             f"the lowered program's outputs differ from the model's on the CPU (max abs error "

@@ -114,15 +114,15 @@ class HwsimMode(TorchDispatchMode):
         inputs = call.input_tensors()
         run = lowered.run(inputs, initcheck=self.options.initcheck)
         summary = run.result.summary
-        self.report.runs.append({"graph": node} | {k: summary.get(k) for k in SUMMARY_KEYS})
+        self.report.runs.append({"graph": node} | summary.values_of(SUMMARY_KEYS))
         record = OpRecord(
             node,
             op_name(func),
             "simulator",
             shapes=shapes,
-            sim_ns=float(summary.get("total_ns", 0.0)),
-            span_ns=float(summary.get("total_ns", 0.0)),
-            instructions=int(summary.get("instructions", 0)),
+            sim_ns=float(summary.total_ns),
+            span_ns=float(summary.total_ns),
+            instructions=int(summary.instructions),
         )
         if self.options.check:
             record.error = self._compare(run.outputs, self._matched(func, args, kwargs, expected))

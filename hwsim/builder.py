@@ -177,6 +177,11 @@ class _RegionIndex:
         access.live = False
 
 
+#: The overlap index under another name, for other analyses of region dependencies
+#: (``hwsim.schedule.dag``): any object with ``region`` and ``live`` attributes can be indexed.
+RegionIndex = _RegionIndex
+
+
 class _CoreTracker:
     """Dependency state of one core."""
 

@@ -39,11 +39,9 @@ def _demo(args: argparse.Namespace) -> int:
     out_dir = args.out or default_run_dir(f"demo-{args.workload}")
     paths = write_run_outputs(result.trace, out_dir, summary=summary, force=args.force)
     print_summary(summary)
-    ok = summary.get("numerics_ok", True)
-    print(
-        f"\nnumerics: {'OK' if ok else 'MISMATCH'} (max abs error {summary.get('max_abs_err'):.3g})"
-    )
-    count, wall_s = summary["instructions_simulated"], summary["wall_simulate_s"]
+    ok = summary.numerics_ok is not False
+    print(f"\nnumerics: {'OK' if ok else 'MISMATCH'} (max abs error {summary.max_abs_err:.3g})")
+    count, wall_s = summary.instructions_simulated, summary.wall_simulate_s
     print(f"simulated {count} instructions in {wall_s} s")
     print(f"wrote {out_dir}/: " + ", ".join(sorted(p.name for p in paths.values())))
     print(f"open {paths['trace']} in https://ui.perfetto.dev to browse the timeline")

@@ -43,7 +43,7 @@ def _report(args: argparse.Namespace) -> int:
 
     summary = load_summary(args.path)
     if args.json:
-        print(json.dumps(summary, default=str))
+        print(json.dumps(summary.to_dict(), default=str))
         return 0
     console = Console()
     with summary_fields_checked(args.path), console.capture() as captured:

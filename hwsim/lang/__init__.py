@@ -12,7 +12,7 @@
         return out
 
     result = double(np.ones((128, 512), np.float32), config="trn2")
-    result.output, result.summary["total_ns"]
+    result.output, result.summary.total_ns
 
 See docs/kernel-language.md for a walk-through.
 """
@@ -20,6 +20,7 @@ See docs/kernel-language.md for a walk-through.
 from hwsim.kernels.ops import ActivationFunction, AluOp, ReduceOp
 from hwsim.lang import isa
 from hwsim.lang.allocator import OutOfMemoryError
+from hwsim.lang.blocks import BlockTile, ParDim, par_dim
 from hwsim.lang.kernel import (
     BuiltKernel,
     Kernel,
@@ -51,17 +52,20 @@ from hwsim.lang.language import (
     uint16,
     uint32,
 )
+from hwsim.lang.scheduling import no_reorder, schedule_barrier, schedule_edge, sequential_range
 from hwsim.lang.tiles import Buffer, IndexingError, Tile, View, hbm, psum, sbuf
 
 __all__ = [
     "ActivationFunction",
     "AluOp",
+    "BlockTile",
     "Buffer",
     "BuiltKernel",
     "IndexingError",
     "Kernel",
     "KernelResult",
     "OutOfMemoryError",
+    "ParDim",
     "ReduceOp",
     "TensorSpec",
     "Tile",
@@ -84,9 +88,14 @@ __all__ = [
     "kernel",
     "load",
     "ndarray",
+    "no_reorder",
+    "par_dim",
     "place_hbm",
     "psum",
     "sbuf",
+    "schedule_barrier",
+    "schedule_edge",
+    "sequential_range",
     "store",
     "tag_scope",
     "tile_size",

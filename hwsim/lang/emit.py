@@ -12,7 +12,9 @@ from enum import Enum
 from typing import Any, TypeVar
 
 from hwsim.errors import IllegalInstructionError
+from hwsim.isa.ap import AccessPattern, MemorySpace
 from hwsim.isa.base import ISA, Instruction
+from hwsim.lang.allocator import OutOfMemoryError
 from hwsim.lang.kernel import current, source_location
 from hwsim.lang.tiles import Tile, View, as_ap
 
@@ -37,7 +39,20 @@ def emit(opcode: str, engine: str, **fields: Any) -> Instruction:
     }
     tag = f"{context.name}:{source_location()}"
     instruction = ISA[opcode](engine=engine, tag=tag, **operands)  # type: ignore[arg-type]
-    return context.emit(instruction)
+    if context.planner is None:
+        return context.emit(instruction)
+    tiles = []
+    for key, value in fields.items():
+        if isinstance(value, (Tile, View)):
+            tiles.append((key, value if isinstance(value, Tile) else value.tile))
+        elif isinstance(value, AccessPattern) and value.memory is not MemorySpace.HBM:
+            raise OutOfMemoryError(
+                f"{source_location()}: {opcode} argument '{key}' is an access pattern, not a "
+                f"view of a tile, in a kernel whose tiles do not fit {value.memory.value.upper()}: "
+                "the memory planner moves tiles and cannot tell which one this pattern is in; "
+                "pass a tile view, or make the kernel's tiles fit"
+            )
+    return context.emit(instruction, tiles)
 
 
 def scalar_operand(value: Any) -> Any:

@@ -10,14 +10,15 @@ from __future__ import annotations
 
 import contextlib
 import contextvars
+import dataclasses
 import inspect
 import itertools
-import math
 import sys
 import weakref
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from types import CodeType, FrameType
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
@@ -28,14 +29,38 @@ from hwsim.dtypes import dtype as lookup_dtype
 from hwsim.errors import HwsimError, IllegalInstructionError
 from hwsim.isa.ap import MemorySpace
 from hwsim.isa.base import Instruction
-from hwsim.lang.allocator import SBUF_ALIGN_BYTES, Pool
+from hwsim.lang.allocator import SBUF_ALIGN_BYTES, Block, Pool
+from hwsim.lang.blocks import block_ndarray, split_block_dims
+from hwsim.lang.planner import MemoryPlanner, allocate_block
 from hwsim.lang.tiles import Buffer, Tile, hbm, sbuf
 from hwsim.program import Program
+from hwsim.schedule import InstructionStream, emit_scheduled, resolve_schedule
+
+if TYPE_CHECKING:
+    from hwsim.trace.summary import RunSummary
 
 _CURRENT: contextvars.ContextVar[KernelContext | None] = contextvars.ContextVar(
     "hwsim_kernel", default=None
 )
-_LANG_DIR = __file__.rsplit("/", 1)[0]
+_LANG_DIR = __file__.rsplit("/", 1)[0] + "/"
+_HWSIM_DIR = _LANG_DIR.rsplit("/", 2)[0] + "/"
+_LIBRARY_DIR = _HWSIM_DIR + "library/"
+#: The library's shared helpers: never a tag's line while a library kernel line calls them.
+_LIBRARY_HELPERS = _LIBRARY_DIR + "common.py"
+#: Where ``source_location`` looks past frames: the hwsim package, and front ends outside it
+#: that add themselves with ``skip_frames_of``.
+_SKIPPED_DIRS: tuple[str, ...] = (_HWSIM_DIR,)
+
+
+def skip_frames_of(directory: str) -> None:
+    """Make ``source_location`` look past frames of files under ``directory`` (a front end
+    built on the kernel language, so errors and tags name the user's kernel line). Frames in
+    the hwsim package are skipped already."""
+    global _SKIPPED_DIRS
+    prefix = directory.rstrip("/") + "/"
+    if not prefix.startswith(_SKIPPED_DIRS):
+        _SKIPPED_DIRS = (*_SKIPPED_DIRS, prefix)
+
 
 #: DMA queues the builder rotates through when a call names none.
 DEFAULT_DMA_QUEUES = 4
@@ -52,12 +77,30 @@ class TensorSpec:
 class KernelContext:
     """State while one kernel is being built."""
 
-    def __init__(self, name: str, config: HardwareConfig) -> None:
+    def __init__(
+        self,
+        name: str,
+        config: HardwareConfig,
+        schedule: str = "program",
+        kernel_code: CodeType | None = None,
+    ) -> None:
         self.name = name
+        #: The kernel function's code: where ``source_location`` stops inside hwsim.
+        self.kernel_code = kernel_code
         self.config = config
         self.builder = ProgramBuilder()
+        #: Under a scheduling policy other than program order, instructions are recorded here
+        #: and emitted into the builder in the scheduled order when the kernel returns.
+        self.stream: InstructionStream | None = (
+            None if schedule == "program" else InstructionStream()
+        )
         self.pools = {
-            MemorySpace.SBUF: Pool("sbuf", config.sbuf.bytes_per_partition, SBUF_ALIGN_BYTES),
+            MemorySpace.SBUF: Pool(
+                "sbuf",
+                config.sbuf.bytes_per_partition,
+                SBUF_ALIGN_BYTES,
+                partitions=config.sbuf.partitions,
+            ),
             MemorySpace.PSUM: Pool(
                 "psum",
                 config.psum.bytes_per_partition,
@@ -66,6 +109,10 @@ class KernelContext:
         }
         self._names = itertools.count()
         self._queues = itertools.count()
+        #: Set by the first allocation that does not fit: the rest of the kernel is recorded
+        #: and placed by the memory planner when the kernel function returns.
+        self.planner: MemoryPlanner | None = None
+        self.finished = False
 
     def fresh_name(self, prefix: str) -> str:
         return f"{prefix}{next(self._names)}"
@@ -75,8 +122,70 @@ class KernelContext:
         since queue FIFOs and completion semaphores are per queue ID, not per trigger engine."""
         return next(self._queues) % min(DEFAULT_DMA_QUEUES, self.config.dma.queues_per_engine)
 
-    def emit(self, instruction: Instruction) -> Instruction:
+    def emit(
+        self, instruction: Instruction, operands: Sequence[tuple[str, Tile]] = ()
+    ) -> Instruction:
+        """Append an instruction; ``operands`` names its fields made from on-chip tiles (the
+        memory planner moves them if it moves the tile). Returns the instruction with its
+        waits, or, once the kernel is deferred (``planner``), as recorded."""
+        if self.planner is None:
+            return self.emit_placed(instruction)
+        blocks = [(name, t.block) for name, t in operands if t.block is not None]
+        self.planner.record_emit(instruction, blocks)
+        return instruction
+
+    def emit_placed(self, instruction: Instruction) -> Instruction:
+        """Append an instruction whose addresses are final (as written, or as the memory
+        planner placed it, spill DMAs included): the one way into the builder, so a pass after
+        placement (an instruction scheduler) hooks here."""
+        if self.stream is not None:
+            self.stream.add(instruction)
+            return instruction
         return self.builder.emit(instruction)
+
+    def place_hbm_placed(self, name: str, address_bytes: int, earlier: list[str]) -> None:
+        """Place an HBM tensor at its final place in the program: recorded in the scheduler's
+        stream (its position relative to the accesses matters) or applied to the builder."""
+        if self.stream is not None:
+            self.stream.place_hbm(name, address_bytes, earlier)
+        else:
+            self.builder.place_hbm(name, address_bytes, earlier)
+
+    def call_in_order(self, fn: Callable[[], None]) -> None:
+        """Run a builder step now, or at its place in the program once the kernel is deferred
+        (steps that depend on the accesses emitted before them, like ``place_hbm``)."""
+        if self.planner is None:
+            fn()
+        else:
+            self.planner.record_call(fn)
+
+    def allocate(
+        self,
+        memory: MemorySpace,
+        name: str,
+        shape: tuple[int, ...],
+        dt: DType,
+        where: str,
+        offset: int | None,
+        defer: bool = True,
+    ) -> Block:
+        """The block for a new on-chip tile (``hwsim.lang.planner.allocate_block``)."""
+        return allocate_block(self, memory, name, shape, dt, where, offset, defer)
+
+    def release(self, memory: MemorySpace, block: Block) -> None:
+        """A tile's Python object died: free its block now, or record it for the planner."""
+        if self.finished:
+            return
+        if self.planner is None:
+            self.pools[memory].free(block)
+        else:
+            self.planner.record_free(block)
+
+    def finish(self) -> None:
+        """The kernel function returned: place a deferred kernel's tiles."""
+        self.finished = True
+        if self.planner is not None:
+            self.planner.run()
 
 
 def current() -> KernelContext:
@@ -104,10 +213,34 @@ def tag_scope(name: str) -> Iterator[None]:
 
 
 def source_location() -> str:
-    """``file:line`` of the innermost caller outside the kernel-language package."""
-    frame = sys._getframe(1)
-    while frame is not None and frame.f_code.co_filename.startswith(_LANG_DIR):
-        frame = frame.f_back  # type: ignore[assignment]
+    """``file:line`` of the kernel author's line: the innermost caller outside the hwsim package
+    (a line of a kernel in the author's own file, or their line that called a library kernel).
+
+    A kernel of ``hwsim.library`` built on its own has no such caller below its own frame (the
+    walk stops there: past it is only the one ``build`` call every instruction shares), so its
+    tag is the innermost line of library kernel code: a line of ``hwsim/library`` outside the
+    shared helpers of ``common.py``. Outside any kernel: the innermost caller outside the
+    kernel-language package.
+    """
+    context = _CURRENT.get()
+    kernel_code = context.kernel_code if context is not None else None
+    frame: FrameType | None = sys._getframe(1)
+    library: FrameType | None = None  # innermost library kernel line
+    outside_lang: FrameType | None = None
+    while frame is not None:
+        code = frame.f_code
+        name = code.co_filename
+        if not name.startswith(_SKIPPED_DIRS):
+            break
+        if outside_lang is None and not name.startswith(_LANG_DIR):
+            outside_lang = frame
+        if library is None and name.startswith(_LIBRARY_DIR) and name != _LIBRARY_HELPERS:
+            library = frame
+        if code is kernel_code:  # a library kernel: nothing of the author's lies below
+            frame = library or frame
+            break
+        frame = frame.f_back
+    frame = frame or outside_lang
     if frame is None:
         return "?"
     return f"{frame.f_code.co_filename.rsplit('/', 1)[-1]}:{frame.f_lineno}"
@@ -120,15 +253,24 @@ def ndarray(
     *,
     name: str | None = None,
     offset: int | None = None,
+    defer: bool = True,
 ) -> Tile:
-    """Allocate a tile (NKI ``nl.ndarray``): on chip, shape is [partitions, *free].
+    """Allocate a tile (NKI ``nl.ndarray``): on chip, shape is [partitions, *free], or
+    [*blocks, par_dim(partitions), *free]: a ``BlockTile``, one tile per block (``blocks``).
 
     offset: explicit byte placement within each partition (SBUF/PSUM) instead of the pool.
+    defer: when the tile does not fit, let the memory planner free dead tiles and spill
+    (``hwsim.lang.planner``); False raises OutOfMemoryError now instead (for a caller with its
+    own fallback, e.g. reusing a buffer of its own; a kernel already deferred stays so).
     """
     context = current()
     dt = lookup_dtype(dtype)
-    shape = tuple(int(n) for n in shape)
     where = source_location()
+    block_dims, shape = split_block_dims(tuple(shape), where)
+    if block_dims and buffer.memory is not MemorySpace.HBM:
+        base = name or context.fresh_name(buffer.memory.value)
+        return block_ndarray(block_dims, shape, dt, buffer, base)
+    shape = (*block_dims, *shape)
     if not shape or any(n < 1 for n in shape):
         raise IllegalInstructionError(
             f"{where}: ndarray shape {shape} must be non-empty and positive"
@@ -148,17 +290,18 @@ def ndarray(
             f"{where}: {memory.value} tile shape {shape} has {shape[0]} partitions; the first "
             f"dimension is the partition dimension and must be <= {partitions}"
         )
-    size = math.prod(shape[1:]) * dt.itemsize
     tile_name = name or context.fresh_name(memory.value)
-    pool = context.pools[memory]
-    block = (
-        pool.allocate(tile_name, size, where)
-        if offset is None
-        else pool.reserve(tile_name, offset, size, where)
+    block = context.allocate(memory, tile_name, shape, dt, where, offset, defer)
+    tile = Tile(
+        tile_name,
+        shape,
+        dt,
+        buffer,
+        start_partition=block.start_partition,
+        offset_bytes=block.offset,
+        block=block,
     )
-    tile = Tile(tile_name, shape, dt, buffer, offset_bytes=block.offset, block=block)
-    weakref.finalize(tile, pool.free, block)
-    context.builder.note_allocation(memory, tile_name, 0, shape[0], block.offset, size)
+    weakref.finalize(tile, context.release, memory, block)
     return tile
 
 
@@ -168,7 +311,9 @@ def place_hbm(tile: Tile, address_bytes: int, earlier: Sequence[Tile]) -> None:
     (``ProgramBuilder.place_hbm``)."""
     if tile.buffer is not hbm:
         raise IllegalInstructionError(f"place_hbm: {tile.name} is not an HBM tensor")
-    current().builder.place_hbm(tile.name, address_bytes, [t.name for t in earlier])
+    context = current()
+    names = [t.name for t in earlier]
+    context.call_in_order(lambda: context.place_hbm_placed(tile.name, address_bytes, names))
 
 
 @dataclass
@@ -180,6 +325,9 @@ class BuiltKernel:
     config: HardwareConfig
     sbuf_peak_bytes: int = 0
     psum_peak_bytes: int = 0
+    #: What the memory planner did (``hwsim.lang.planner.SpillStats``); empty for a kernel
+    #: that fitted as written.
+    spill: dict[str, int] = field(default_factory=dict)
 
 
 @dataclass
@@ -188,7 +336,7 @@ class KernelResult:
 
     outputs: tuple[np.ndarray, ...]
     trace: Any
-    summary: dict[str, Any] = field(default_factory=dict)
+    summary: RunSummary
     program: Program | None = None
 
     @property
@@ -209,10 +357,19 @@ class Kernel:
         self.__doc__ = fn.__doc__
 
     def build(
-        self, *args: Any, config: str | HardwareConfig = "trn2", **kwargs: Any
+        self,
+        *args: Any,
+        config: str | HardwareConfig = "trn2",
+        schedule: str | None = None,
+        **kwargs: Any,
     ) -> BuiltKernel:
+        """Lower the kernel to a program. schedule: the order instructions are emitted in
+        (``hwsim.schedule.SCHEDULES``: ``program`` order; ``list`` scheduled by the cost
+        model; ``best``, the fastest candidate when simulated); None takes
+        ``$HWSIM_SCHEDULE``, else ``program``."""
         hw = load_config(config) if isinstance(config, str) else config
-        context = KernelContext(self.name, hw)
+        policy = resolve_schedule(schedule)
+        context = KernelContext(self.name, hw, policy, self.fn.__code__)
         bound = self.signature.bind(*args, **kwargs)
         call_args = {}
         for param, value in bound.arguments.items():
@@ -222,15 +379,21 @@ class Kernel:
             returned = self.fn(**call_args)
         finally:
             _CURRENT.reset(token)
+        context.finish()  # memory placement first: the scheduler orders final addresses
+        if context.stream is not None:  # before outputs are marked: placements need scratch
+            context.builder = emit_scheduled(context.builder, context.stream, hw, policy)
         outputs = self._outputs(context, returned)
         program = context.builder.build()
         program.meta.setdefault("workload", self.name)
+        if policy != "program":
+            program.meta["schedule"] = policy
         return BuiltKernel(
             program,
             outputs,
             hw,
             context.pools[MemorySpace.SBUF].peak_bytes,
             context.pools[MemorySpace.PSUM].peak_bytes,
+            context.planner.stats.as_dict() if context.planner is not None else {},
         )
 
     def _input(self, context: KernelContext, param: str, value: Any) -> Any:
@@ -269,17 +432,19 @@ class Kernel:
         numerics: bool = True,
         race_check: bool = False,
         initcheck: bool | None = None,
+        schedule: str | None = None,
         **kwargs: Any,
     ) -> KernelResult:
         """Build and simulate; returns outputs (as numpy arrays), trace and summary.
 
         race_check=True raises RaceError on unordered conflicting accesses; initcheck=True
-        raises InitCheckError on reads of never-written memory (None: ``HWSIM_INITCHECK``)."""
+        raises InitCheckError on reads of never-written memory (None: ``HWSIM_INITCHECK``);
+        schedule: as for ``build``."""
         from hwsim.kernels import warm_up
         from hwsim.machine.simulator import run
 
         warm_up()
-        built = self.build(*args, config=config, **kwargs)
+        built = self.build(*args, config=config, schedule=schedule, **kwargs)
         result = run(
             built.program,
             built.config,
@@ -288,7 +453,10 @@ class Kernel:
             initcheck=initcheck,
         )
         outputs = tuple(result.outputs[name] for name in built.outputs) if numerics else ()
-        return KernelResult(outputs, result.trace, result.summary, built.program)
+        summary = result.summary
+        if built.spill:
+            summary = dataclasses.replace(summary, sbuf_spill=built.spill)
+        return KernelResult(outputs, result.trace, summary, built.program)
 
 
 def kernel(fn: Callable[..., Any]) -> Kernel:

@@ -40,6 +40,7 @@ from hwsim.machine.semaphores import SemaphoreBank
 from hwsim.machine.state import CoreState, Hbm
 from hwsim.program import Program
 from hwsim.trace.records import InstructionRecord, SemaphoreUpdate, Trace
+from hwsim.trace.summary import RunSummary
 
 #: Last tick a trace can hold: its analyses keep ticks in int64 arrays. The config's bounds keep
 #: real runs far below; a run of thousands of worst-case instructions on the slowest clock with
@@ -53,7 +54,8 @@ class RunResult:
 
     outputs: dict[str, np.ndarray]
     trace: Trace
-    summary: dict[str, Any] = field(default_factory=dict)
+    #: All defaults (an empty summary) when run with summarize=False.
+    summary: RunSummary = field(default_factory=RunSummary)
 
 
 def run(

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from pathlib import Path
-from typing import IO, TYPE_CHECKING, Any
+from typing import IO, TYPE_CHECKING
 
 import numpy as np
 
@@ -21,6 +21,7 @@ if TYPE_CHECKING:
     from matplotlib.figure import Figure
 
     from hwsim.trace.outputs import RunData
+    from hwsim.trace.summary import FlopStats, RunSummary
 
 #: Above this many slices the timeline switches from bars to a binned heat strip.
 DENSE_SLICES = 3000
@@ -69,8 +70,8 @@ def _save(fig: Figure, path: str | Path | IO[bytes]) -> Path:
 
 def _title(run: RunData, what: str) -> str:
     s = run.summary
-    workload = s.get("workload") or Path(run.source).stem or "run"
-    config = s.get("config_name") or "?"
+    workload = s.workload or Path(run.source).stem or "run"
+    config = s.config_name or "?"
     return f"{what} — {workload} on {config}"
 
 
@@ -88,7 +89,7 @@ def _short(text: str, width: int = 32) -> str:
 
 
 def _total_ns(run: RunData) -> float:
-    total = float(run.summary.get("total_ns") or 0.0)
+    total = float(run.summary.total_ns or 0.0)
     if len(run.slice_end_ns):
         total = max(total, float(run.slice_end_ns.max()))
     return max(total, 1e-9)
@@ -127,7 +128,7 @@ def plot_timeline(run: RunData, path: str | Path | IO[bytes]) -> Path:
         if label.split()[-2:-1] == ["DMA"] and rows[r - 1].split()[-2:-1] != ["DMA"]:
             ax.axhline(r - 0.5, color="0.5", linewidth=0.8)
     mode = f"binned: {HEAT_BINS} bins, shade = busy fraction" if dense else "one bar per slice"
-    verdict = run.summary.get("bottleneck", "n/a")
+    verdict = run.summary.bottleneck
     ax.set_title(
         f"{len(run.slice_row):,} slices ({mode}) · bottleneck: {verdict}",
         fontsize=8,
@@ -249,23 +250,21 @@ def plot_utilisation(run: RunData, path: str | Path | IO[bytes]) -> Path:
     from matplotlib.patches import Patch
 
     s = run.summary
-    engines: dict[str, Any] = s.get("engines") or {}
     labels, busy, wait_dma, wait_other = [], [], [], []
-    for name, e in engines.items():
-        labels.append(e.get("label", name))
-        busy.append(e["busy_pct"])
-        by = e.get("wait_pct_by_source", {})
+    for name, e in s.engines.items():
+        labels.append(e.label or name)
+        busy.append(e.busy_pct)
+        by = e.wait_pct_by_source
         wait_dma.append(by.get("dma", 0.0))
-        wait_other.append(max(0.0, e.get("wait_pct", 0.0) - by.get("dma", 0.0)))
-    dma = s.get("dma") or {}
-    if dma:
+        wait_other.append(max(0.0, e.wait_pct - by.get("dma", 0.0)))
+    if s.engines:  # a summary with engines has its DMA section
         labels.append("DMA (any engine)")
-        busy.append(s.get("dma_active_pct", 0.0))
+        busy.append(s.dma_active_pct)
         wait_dma.append(0.0)
         wait_other.append(0.0)
-        per_engine = list((dma.get("engine_busy_pct") or {}).values())
+        per_engine = list(s.dma.engine_busy_pct.values())
         if per_engine:
-            engines_total = (s.get("peaks") or {}).get("dma_engines") or len(per_engine)
+            engines_total = s.peaks.dma_engines or len(per_engine)
             labels.append(f"DMA engines (mean of {engines_total})")
             busy.append(sum(per_engine) / engines_total)
             wait_dma.append(0.0)
@@ -315,8 +314,7 @@ def plot_utilisation(run: RunData, path: str | Path | IO[bytes]) -> Path:
         frameon=False,
     )
     ax.set_title(
-        f"MFU {s.get('mfu_pct', 0):.1f}% · HFU {s.get('hfu_pct', 0):.1f}% · "
-        f"MBU {s.get('mbu_pct', 0):.1f}% · {s.get('bottleneck', '')}",
+        f"MFU {s.mfu_pct:.1f}% · HFU {s.hfu_pct:.1f}% · MBU {s.mbu_pct:.1f}% · {s.bottleneck}",
         fontsize=8,
         loc="left",
         color="0.3",
@@ -326,8 +324,8 @@ def plot_utilisation(run: RunData, path: str | Path | IO[bytes]) -> Path:
     return _save(fig, path)
 
 
-def _cores_note(summary: dict[str, Any]) -> str:
-    cores = summary.get("cores", 1)
+def _cores_note(summary: RunSummary) -> str:
+    cores = summary.cores
     return f", mean of {cores} cores" if cores and cores > 1 else ""
 
 
@@ -338,13 +336,13 @@ def plot_memory(run: RunData, path: str | Path | IO[bytes]) -> Path:
     """SBUF and PSUM occupancy over time (with capacity), and HBM read/write bandwidth."""
     total = _total_ns(run)
     unit, scale = time_unit(total)
-    memory = run.summary.get("memory") or {}
-    peaks = run.summary.get("peaks") or {}
+    summary = run.summary
+    peaks = summary.peaks
     fig = _figure(11, 7.2)
     axes = fig.subplots(3, 1, sharex=True)
     panels = (
-        ("SBUF occupancy", "SBUF", "MiB", 2**20, (memory.get("sbuf") or {}).get("capacity_bytes")),
-        ("PSUM occupancy", "PSUM", "KiB", 2**10, (memory.get("psum") or {}).get("capacity_bytes")),
+        ("SBUF occupancy", "SBUF", "MiB", 2**20, summary.memory_stats("sbuf").capacity_bytes),
+        ("PSUM occupancy", "PSUM", "KiB", 2**10, summary.memory_stats("psum").capacity_bytes),
     )
     for ax, (counter, label, size_unit, size, capacity) in zip(axes, panels, strict=False):
         series = run.counters.get(counter, {})
@@ -401,7 +399,7 @@ def plot_memory(run: RunData, path: str | Path | IO[bytes]) -> Path:
             suffix = f" NC{core}" if len(run.counters[counter]) > 1 else ""
             ax.step(x, y, where="post", color=colour, linewidth=0.9, label=f"{counter}{suffix}")
             plotted = True
-    roof = peaks.get("hbm_bytes_per_s")
+    roof = peaks.hbm_bytes_per_s
     highest = max(
         (
             float(v.max())
@@ -412,7 +410,7 @@ def plot_memory(run: RunData, path: str | Path | IO[bytes]) -> Path:
         default=0.0,
     )
     if roof:
-        per_core = roof / 1e9 / max(1, int(peaks.get("cores", 1)))
+        per_core = roof / 1e9 / max(1, int(peaks.cores))
         ax.axhline(
             per_core,
             color="#e15759",
@@ -439,8 +437,8 @@ def plot_memory(run: RunData, path: str | Path | IO[bytes]) -> Path:
     ax.set_xlabel(f"time ({unit})")
     s = run.summary
     axes[0].set_title(
-        f"SBUF peak {memory.get('sbuf', {}).get('peak_pct', 0):.1f}% · PSUM peak "
-        f"{memory.get('psum', {}).get('peak_pct', 0):.1f}% · MBU {s.get('mbu_pct', 0):.1f}% "
+        f"SBUF peak {s.memory_stats('sbuf').peak_pct:.1f}% · PSUM peak "
+        f"{s.memory_stats('psum').peak_pct:.1f}% · MBU {s.mbu_pct:.1f}% "
         "(buffer live from first to last use; HBM binned)",
         fontsize=8,
         loc="left",
@@ -456,12 +454,12 @@ def plot_memory(run: RunData, path: str | Path | IO[bytes]) -> Path:
 def plot_roofline(run: RunData, path: str | Path | IO[bytes]) -> Path:
     """FLOP per HBM byte against FLOP/s, under the compute peak and the HBM and DMA roofs."""
     s = run.summary
-    peaks = s.get("peaks") or {}
-    flops = s.get("flops") or {}
-    peak = float(peaks.get("flops_per_s") or 0.0)
-    hbm_bw = float(peaks.get("hbm_bytes_per_s") or 0.0)
-    dma_bw = float(peaks.get("dma_bytes_per_s") or 0.0)
-    total_s = float(s.get("total_ns", 0.0)) / 1e9
+    peaks = s.peaks
+    flops = s.flops
+    peak = float(peaks.flops_per_s or 0.0)
+    hbm_bw = float(peaks.hbm_bytes_per_s or 0.0)
+    dma_bw = float(peaks.dma_bytes_per_s or 0.0)
+    total_s = float(s.total_ns) / 1e9
     points = _roofline_points(s, flops, total_s)
     fig = _figure(9, 6)
     ax = fig.add_subplot()
@@ -489,7 +487,7 @@ def plot_roofline(run: RunData, path: str | Path | IO[bytes]) -> Path:
             color="#e15759",
             linewidth=1,
             linestyle=":",
-            label=f"TensorE peak {peak / 1e12:,.1f} TFLOP/s ({peaks.get('dtype', '?')})",
+            label=f"TensorE peak {peak / 1e12:,.1f} TFLOP/s ({peaks.dtype})",
         )
     colour_of, _ = _key_colours(run)
     markers = {"run": ("o", 110, "black"), "model": ("*", 170, "#b07aa1"), "tag": ("s", 40, None)}
@@ -537,8 +535,7 @@ def plot_roofline(run: RunData, path: str | Path | IO[bytes]) -> Path:
     ax.grid(which="both", color="0.9", linewidth=0.5)
     ax.legend(loc="lower right", fontsize=7, frameon=True, framealpha=0.9)
     ax.set_title(
-        f"MFU {s.get('mfu_pct', 0):.1f}% · HFU {s.get('hfu_pct', 0):.1f}% · "
-        f"MBU {s.get('mbu_pct', 0):.1f}%{_cores_note(s)}",
+        f"MFU {s.mfu_pct:.1f}% · HFU {s.hfu_pct:.1f}% · MBU {s.mbu_pct:.1f}%{_cores_note(s)}",
         fontsize=8,
         loc="left",
         color="0.3",
@@ -548,13 +545,13 @@ def plot_roofline(run: RunData, path: str | Path | IO[bytes]) -> Path:
 
 
 def _roofline_points(
-    summary: dict[str, Any], flops: dict[str, Any], total_s: float
+    summary: RunSummary, flops: FlopStats, total_s: float
 ) -> list[tuple[str, float, float, str]]:
     """(label, FLOP/byte, FLOP/s, kind) of the whole run, the model, and the top source tags."""
-    hbm = float(summary.get("hbm_bytes") or 0)
+    hbm = float(summary.hbm_bytes or 0)
     points = []
-    tensor = float(flops.get("tensor_flops") or 0)
-    model = float(flops.get("model_flops") or 0)
+    tensor = float(flops.tensor_flops or 0)
+    model = float(flops.model_flops or 0)
     if total_s > 0 and tensor > 0:
         points.append(
             ("run (TensorE FLOPs)", tensor / hbm if hbm else np.inf, tensor / total_s, "run")
@@ -563,12 +560,10 @@ def _roofline_points(
         points.append(
             ("run (model FLOPs)", model / hbm if hbm else np.inf, model / total_s, "model")
         )
-    for tag in (summary.get("tags") or [])[:6]:
-        span_s = (tag["end_ns"] - tag["start_ns"]) / 1e9
-        if tag["flops"] > 0 and tag["hbm_bytes"] > 0 and span_s > 0:
-            points.append(
-                (tag["tag"], tag["flops"] / tag["hbm_bytes"], tag["flops"] / span_s, "tag")
-            )
+    for tag in summary.tags[:6]:
+        span_s = (tag.end_ns - tag.start_ns) / 1e9
+        if tag.flops > 0 and tag.hbm_bytes > 0 and span_s > 0:
+            points.append((tag.tag, tag.flops / tag.hbm_bytes, tag.flops / span_s, "tag"))
     return points
 
 

@@ -152,8 +152,8 @@ def run_task(task: Task) -> dict[str, Any]:
             check = task.workload.check()
             if check is not None:
                 err, ok = check(run_result.outputs)
-                summary["max_abs_err"], summary["numerics_ok"] = float(err), bool(ok)
-        result["metrics"] = extract(summary, task.metrics)
+                summary.max_abs_err, summary.numerics_ok = float(err), bool(ok)
+        result["metrics"] = extract(summary.to_dict(), task.metrics)
         if task.trace_dir:
             from hwsim.outputs_guard import claim_folder
             from hwsim.trace.outputs import write_run_outputs

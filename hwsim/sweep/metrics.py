@@ -46,7 +46,7 @@ def summary_metric_names() -> tuple[str, ...]:
     from hwsim.trace.stats import summarize
 
     config = load_config("tiny")
-    empty = summarize(Trace(base_mhz=1000, config=config))
+    empty = summarize(Trace(base_mhz=1000, config=config)).to_dict()
     return tuple(name for name in _scalar_paths(empty) if name not in _NOT_METRICS)
 
 

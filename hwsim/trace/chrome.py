@@ -52,6 +52,7 @@ from hwsim.trace.analysis import (
 )
 from hwsim.trace.occupancy import OperandSpans, occupancy_steps
 from hwsim.trace.records import Trace, engine_order
+from hwsim.trace.summary import RunSummary
 
 TRACE_FORMAT = "hwsim.chrome/1"
 HOST_PID = 1
@@ -81,7 +82,7 @@ def write_chrome_trace(
     trace: Trace,
     path: str | Path | IO[str],
     *,
-    summary: dict[str, Any] | None = None,
+    summary: RunSummary | None = None,
     counter_bins: int = COUNTER_BINS,
 ) -> Path:
     """Write ``trace`` as Chrome Trace Event JSON at ``path`` (a file path, written through the
@@ -122,7 +123,7 @@ class _EventStream:
 
 class _Writer:
     def __init__(
-        self, trace: Trace, out: IO[str], summary: dict[str, Any] | None, counter_bins: int
+        self, trace: Trace, out: IO[str], summary: RunSummary | None, counter_bins: int
     ) -> None:
         self.trace = trace
         self.out = out
@@ -171,7 +172,7 @@ class _Writer:
             "base_mhz": trace.base_mhz,
             "meta": meta,
             "config": dump,
-            "summary": self.summary,
+            "summary": self.summary.to_dict() if self.summary is not None else None,
         }
 
     def _metadata(self, dma_tracks: list[tuple[int, int, int]]) -> None:

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from collections import Counter
-from typing import Any, NamedTuple
+from typing import NamedTuple
 
 import numpy as np
 
@@ -16,6 +16,7 @@ from hwsim.trace.analysis import (
     semaphore_waits,
 )
 from hwsim.trace.records import Trace
+from hwsim.trace.summary import CriticalPathStats
 
 
 class CriticalStep(NamedTuple):
@@ -142,14 +143,14 @@ def _previous_in_group(group_a: np.ndarray, group_b: np.ndarray, key: np.ndarray
     return prev
 
 
-def path_stats(steps: list[CriticalStep], total: int) -> dict[str, Any]:
+def path_stats(steps: list[CriticalStep], total: int) -> CriticalPathStats:
     by_resource: Counter[str] = Counter()
     for step in steps:
         by_resource[step.resource] += step.share_ticks
-    return {
-        "length": sum(1 for s in steps if s.kind != "startup"),
-        "instructions": sum(1 for s in steps if s.kind == "instruction"),
-        "dma_transfers": sum(1 for s in steps if s.kind == "dma"),
-        "ticks_by_resource": dict(by_resource.most_common()),
-        "share_pct": {k: 100.0 * v / total for k, v in by_resource.most_common() if total},
-    }
+    return CriticalPathStats(
+        length=sum(1 for s in steps if s.kind != "startup"),
+        instructions=sum(1 for s in steps if s.kind == "instruction"),
+        dma_transfers=sum(1 for s in steps if s.kind == "dma"),
+        ticks_by_resource=dict(by_resource.most_common()),
+        share_pct={k: 100.0 * v / total for k, v in by_resource.most_common() if total},
+    )

@@ -31,6 +31,7 @@ from hwsim.trace.analysis import (
 )
 from hwsim.trace.occupancy import OperandSpans
 from hwsim.trace.records import Trace, engine_order
+from hwsim.trace.summary import RunSummary
 
 if TYPE_CHECKING:
     from hwsim.outputs_guard import OutputFolder
@@ -59,7 +60,7 @@ class RunData:
     "SBUF occupancy"/"PSUM occupancy" (bytes).
     """
 
-    summary: dict[str, Any]
+    summary: RunSummary
     rows: list[str] = field(default_factory=list)
     slice_row: np.ndarray = field(default_factory=lambda: np.zeros(0, np.int64))
     slice_start_ns: np.ndarray = field(default_factory=lambda: np.zeros(0))
@@ -76,7 +77,7 @@ class RunData:
 def write_run_outputs(
     trace: Trace,
     out_dir: str | Path | OutputFolder,
-    summary: dict[str, Any] | None = None,
+    summary: RunSummary | None = None,
     *,
     plots: bool = True,
     force: bool = False,
@@ -101,7 +102,7 @@ def write_run_outputs(
         write_chrome_trace(trace, stream, summary=summary)
     paths = {"trace": out.path / TRACE_FILE}
     paths["summary"] = out.write_text(
-        SUMMARY_FILE, json.dumps(summary, indent=1, default=str) + "\n"
+        SUMMARY_FILE, json.dumps(summary.to_dict(), indent=1, default=str) + "\n"
     )
     with out.subdir(TABLES_DIR) as tables:
         paths.update(write_tables(trace, tables, summary))
@@ -138,7 +139,7 @@ def colour_key(tag: str) -> str:
     return head if slash and ":" not in head else tag
 
 
-def run_data(trace: Trace, summary: dict[str, Any] | None = None) -> RunData:
+def run_data(trace: Trace, summary: RunSummary | None = None) -> RunData:
     """The plot/report view of an in-memory trace (same content ``load_run`` reads from JSON)."""
     from hwsim.trace.chrome import counter_series
     from hwsim.trace.stats import summarize
@@ -244,11 +245,12 @@ def resolve_run(path: str | Path) -> tuple[Path | None, Path | None]:
     raise HwsimError(f"{path}: no such trace file or run folder")
 
 
-def load_summary(path: str | Path) -> dict[str, Any]:
-    """The run summary of a run folder, summary.json or trace.json (its header; no events read).
+def load_summary(path: str | Path) -> RunSummary:
+    """The run summary of a run folder, summary.json or trace.json (its header; no events read),
+    also one written by an older version (``RunSummary.from_dict``).
 
-    Anything but a summary this hwsim wrote (not JSON, not UTF-8, nested past the parser's
-    depth, not an object, another ``schema``) is an ``HwsimError`` naming the file."""
+    Anything else (not JSON, not UTF-8, nested past the parser's depth, not an object, another
+    ``schema``, fields of the wrong kind) is an ``HwsimError`` naming the file."""
     from hwsim.trace.chrome import read_header
     from hwsim.trace.stats import SUMMARY_SCHEMA
 
@@ -273,13 +275,19 @@ def load_summary(path: str | Path) -> dict[str, Any]:
             f"{source}: the run summary is a JSON {type(summary).__name__}, not an object "
             "(was it written by hwsim?)"
         )
-    schema = summary.get("schema")
+    schema = summary.get("schema", SUMMARY_SCHEMA)  # older versions wrote none
     if schema != SUMMARY_SCHEMA:
         raise HwsimError(
             f"{source}: not a run summary of this hwsim (schema {str(schema)[:40]!r}, this hwsim "
             f"reads {SUMMARY_SCHEMA!r}); simulate the run again"
         )
-    return dict(summary)
+    try:
+        return RunSummary.from_dict(summary)
+    except (KeyError, TypeError, ValueError, AttributeError, IndexError) as exc:
+        raise HwsimError(
+            f"{source}: its run summary has a missing or malformed field ({type(exc).__name__}: "
+            f"{str(exc)[:120]}); was it edited? simulate the run again"
+        ) from exc
 
 
 def _reason(exc: BaseException) -> str:
@@ -334,7 +342,7 @@ def load_run(path: str | Path) -> RunData:
 
 
 def _run_from_columns(
-    summary: dict[str, Any],
+    summary: RunSummary,
     cores: dict[int, int],
     tracks: dict[tuple[int, int], dict[str, Any]],
     pids: array[int],

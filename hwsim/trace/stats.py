@@ -1,6 +1,7 @@
 """Statistics of a run derived only from its trace (engines keep no counters).
 
-``summarize(trace)`` returns one JSON-ready dict with three layers of keys:
+``summarize(trace)`` returns a ``RunSummary`` (``hwsim.trace.summary``), whose ``to_dict()`` has
+three layers of keys:
 
 - the CLI contract (DESIGN.md "Command line"): ``total_ns``, ``total_ticks``, ``engines`` (per
   engine ``busy_pct``, ``instructions``, ...), ``mfu_pct``, ``hbm_bytes``, ``bottleneck``;
@@ -35,7 +36,8 @@ import numpy as np
 
 from hwsim.trace.analysis import (
     HBM,
-    MEMORIES,
+    PSUM,
+    SBUF,
     Dependencies,
     FactsMemo,
     cores_of,
@@ -53,19 +55,27 @@ from hwsim.trace.analysis import (
 from hwsim.trace.critical_path import CriticalStep, critical_path, path_stats
 from hwsim.trace.occupancy import AllocationLife, OperandSpans, occupancy_steps
 from hwsim.trace.records import Trace, engine_order
+from hwsim.trace.summary import (
+    SUMMARY_SCHEMA,
+    DmaStats,
+    EngineStats,
+    FlopStats,
+    MemoryStats,
+    Peaks,
+    RunSummary,
+    TagStats,
+)
 from hwsim.trace.verdict import bottleneck_verdict
 
-__all__ = ["CriticalStep", "bottleneck_verdict", "critical_path", "summarize"]
-
-SUMMARY_SCHEMA = "hwsim.summary/1"
+__all__ = ["SUMMARY_SCHEMA", "CriticalStep", "bottleneck_verdict", "critical_path", "summarize"]
 #: Step series in the summary are reduced (keeping each bin's maximum) to at most this many points.
 SERIES_MAX_POINTS = 2000
 #: Source tags listed in the summary (by busy time).
 TOP_TAGS = 20
 
 
-def summarize(trace: Trace) -> dict[str, Any]:
-    """All statistics of ``trace`` as a JSON-ready dict (see the module docstring)."""
+def summarize(trace: Trace) -> RunSummary:
+    """All statistics of ``trace`` (see the module docstring)."""
     facts = facts_memo()
     total = end_tick(trace)
     cores = len(cores_of(trace))
@@ -91,7 +101,7 @@ def summarize(trace: Trace) -> dict[str, Any]:
     flops = _flop_stats(trace, work, peaks, total_s)
     hbm_read, hbm_write = work.read_bytes[HBM], work.write_bytes[HBM]
     hbm_bytes = hbm_read + hbm_write
-    mbu = 100.0 * hbm_bytes / (peaks["hbm_bytes_per_s"] * total_s) if total_s else 0.0
+    mbu = 100.0 * hbm_bytes / (peaks.hbm_bytes_per_s * total_s) if total_s else 0.0
     steps = critical_path(trace, deps=deps, binding=binding)
     path = path_stats(steps, total)
     busy_any = union_ticks(
@@ -100,59 +110,41 @@ def summarize(trace: Trace) -> dict[str, Any]:
     )
     idle_pct = 100.0 * (1 - busy_any / max(total, 1)) if total else 0.0
     verdict, resource, evidence = bottleneck_verdict(
-        engines, dma, mbu, idle_pct, path["share_pct"], flops["mfu_pct"]
+        engines, dma, mbu, idle_pct, path.share_pct, flops.mfu_pct
     )
-
-    summary: dict[str, Any] = {
-        "schema": SUMMARY_SCHEMA,
-        "workload": trace.meta.get("workload", ""),
-        "config_name": trace.meta.get("config_name", _config_name(trace)),
-        "config_hash": trace.meta.get("config_hash", ""),
-        "cores": cores,
-        "base_mhz": trace.base_mhz,
-        "total_ticks": total,
-        "total_ns": total * 1000 / trace.base_mhz,
-        "engines": engines,
-        "instructions": len(trace.instructions),
-        "mfu_pct": flops["mfu_pct"],
-        "hfu_pct": flops["hfu_pct"],
-        "mbu_pct": mbu,
-        "dma_active_pct": dma["active_pct"],
-        "idle_pct": idle_pct,
-        "hbm_bytes": hbm_bytes,
-        "hbm_read_bytes": hbm_read,
-        "hbm_write_bytes": hbm_write,
-        "bottleneck": verdict,
-        "bottleneck_resource": resource,
-        "bottleneck_evidence": evidence,
-        # Neuron Explorer Summary names
-        "total_time": total_s,
-        "hardware_flops": flops["hardware_flops"],
-        "model_flops": flops["model_flops"],
-        "mfu_estimated_percent": flops["mfu_pct"],
-        "hfu_estimated_percent": flops["hfu_pct"],
-        "mbu_estimated_percent": mbu,
-        "dma_active_time_percent": dma["active_pct"],
-    }
-    for name in engine_order():
-        summary[f"{name}_engine_active_time_percent"] = engines[name]["busy_pct"]
-        summary[f"{name}_instruction_count"] = engines[name]["instructions"]
-    for m, memory_name in enumerate(MEMORIES):
-        summary[f"{memory_name}_read_bytes"] = work.read_bytes[m]
-        summary[f"{memory_name}_write_bytes"] = work.write_bytes[m]
-    summary["sbuf_peak_bytes"] = memory["sbuf"]["peak_bytes"]
-    summary["psum_peak_bytes"] = memory["psum"]["peak_bytes"]
-    summary.update(
-        {
-            "flops": flops,
-            "dma": dma,
-            "memory": memory,
-            "critical_path": path,
-            "peaks": peaks,
-            "tags": _top_tags(work.tags, trace.base_mhz),
-        }
+    return RunSummary(
+        schema=SUMMARY_SCHEMA,
+        workload=trace.meta.get("workload", ""),
+        config_name=trace.meta.get("config_name", _config_name(trace)),
+        config_hash=trace.meta.get("config_hash", ""),
+        cores=cores,
+        base_mhz=trace.base_mhz,
+        total_ticks=total,
+        total_ns=total * 1000 / trace.base_mhz,
+        engines=engines,
+        instructions=len(trace.instructions),
+        mfu_pct=flops.mfu_pct,
+        hfu_pct=flops.hfu_pct,
+        mbu_pct=mbu,
+        dma_active_pct=dma.active_pct,
+        idle_pct=idle_pct,
+        hbm_bytes=hbm_bytes,
+        hbm_read_bytes=hbm_read,
+        hbm_write_bytes=hbm_write,
+        bottleneck=verdict,
+        bottleneck_resource=resource,
+        bottleneck_evidence=evidence,
+        sbuf_read_bytes=work.read_bytes[SBUF],
+        sbuf_write_bytes=work.write_bytes[SBUF],
+        psum_read_bytes=work.read_bytes[PSUM],
+        psum_write_bytes=work.write_bytes[PSUM],
+        flops=flops,
+        dma=dma,
+        memory=memory,
+        critical_path=path,
+        peaks=peaks,
+        tags=_top_tags(work.tags, trace.base_mhz),
     )
-    return summary
 
 
 # ---- per-instruction work -----------------------------------------------------------------------
@@ -273,7 +265,7 @@ def _engine_stats(
     opcodes: Counter[tuple[str, str]],
     waits: dict[str, Counter[str]],
     span: int,
-) -> dict[str, dict[str, Any]]:
+) -> dict[str, EngineStats]:
     names = engine_order(e for e, _ in opcodes)
     size = max(engine_code(n) for n in names) + 1
     busy = np.bincount(eng, weights=end - start, minlength=size)
@@ -284,28 +276,28 @@ def _engine_stats(
     for name in names:
         code = engine_code(name)
         by_source = waits.get(name, Counter())
-        out[name] = {
-            "label": engine_label(name),
-            "busy_ticks": int(busy[code]),
-            "busy_pct": 100.0 * busy[code] / span,
-            "trigger_busy_pct": 100.0 * triggers[code] / span,
-            "instructions": int(count[code]),
-            "opcodes": dict(
+        out[name] = EngineStats(
+            label=engine_label(name),
+            busy_ticks=int(busy[code]),
+            busy_pct=100.0 * busy[code] / span,
+            trigger_busy_pct=100.0 * triggers[code] / span,
+            instructions=int(count[code]),
+            opcodes=dict(
                 sorted(
                     ((op, n) for (e, op), n in opcodes.items() if e == name), key=lambda x: -x[1]
                 )
             ),
-            "wait_ticks": int(waited[code]),
-            "wait_pct": 100.0 * waited[code] / span,
-            "wait_ticks_by_source": dict(by_source),
-            "wait_pct_by_source": {k: 100.0 * v / span for k, v in by_source.items()},
-        }
+            wait_ticks=int(waited[code]),
+            wait_pct=100.0 * waited[code] / span,
+            wait_ticks_by_source=dict(by_source),
+            wait_pct_by_source={k: 100.0 * v / span for k, v in by_source.items()},
+        )
     return out
 
 
 def _dma_stats(
     trace: Trace, facts: FactsMemo, deps: Dependencies, total: int, span: int
-) -> dict[str, Any]:
+) -> DmaStats:
     dma = trace.dma
     cols = dma_columns(trace, facts, deps.instructions, deps.transfers)
     nbytes = int_column(dma, "transfer_bytes")
@@ -323,19 +315,19 @@ def _dma_stats(
         busy[key % 65536] += union_ticks(cols.start[mine], cols.end[mine])
     per_queue = np.bincount(queue, weights=nbytes) if len(dma) else np.zeros(0)
     efficiency, descriptor = _dma_efficiency(trace, nbytes, int_column(dma, "descriptors"))
-    return {
-        "active_ticks": active,
-        "active_pct": 100.0 * active / span if total else 0.0,
-        "transfers": len(deps.transfers),
-        "pieces": len(dma),
-        "bytes": int(nbytes.sum()),
-        "hbm_read_bytes": int(cols.hbm_read.sum()),
-        "hbm_write_bytes": int(cols.hbm_write.sum()),
-        "engine_busy_pct": {int(k): 100.0 * v / span for k, v in enumerate(busy) if v},
-        "queue_bytes": {int(k): int(v) for k, v in enumerate(per_queue) if v},
-        "data_efficiency_pct": efficiency,
-        "descriptor_bytes_mean": descriptor,
-    }
+    return DmaStats(
+        active_ticks=active,
+        active_pct=100.0 * active / span if total else 0.0,
+        transfers=len(deps.transfers),
+        pieces=len(dma),
+        bytes=int(nbytes.sum()),
+        hbm_read_bytes=int(cols.hbm_read.sum()),
+        hbm_write_bytes=int(cols.hbm_write.sum()),
+        engine_busy_pct={int(k): 100.0 * v / span for k, v in enumerate(busy) if v},
+        queue_bytes={int(k): int(v) for k, v in enumerate(per_queue) if v},
+        data_efficiency_pct=efficiency,
+        descriptor_bytes_mean=descriptor,
+    )
 
 
 def _dma_efficiency(
@@ -358,7 +350,7 @@ def _dma_efficiency(
     return 100.0 * float((curve * weight).sum()) / total, float((size * weight).sum()) / total
 
 
-def _memory_stats(trace: Trace, lives: list[AllocationLife]) -> dict[str, Any]:
+def _memory_stats(trace: Trace, lives: list[AllocationLife]) -> dict[str, MemoryStats]:
     config = trace.config
     out = {}
     for memory in ("sbuf", "psum"):
@@ -366,14 +358,14 @@ def _memory_stats(trace: Trace, lives: list[AllocationLife]) -> dict[str, Any]:
         section = getattr(config, memory, None)
         capacity = section.partitions * section.bytes_per_partition if section else 0
         ticks, level = downsample_steps(ticks, level, SERIES_MAX_POINTS)
-        out[memory] = {
-            "peak_bytes": int(level.max()) if len(level) else 0,
-            "capacity_bytes": capacity,
-            "peak_pct": 100.0 * level.max() / capacity if capacity and len(level) else 0.0,
-            "allocations": sum(1 for life in lives if life.memory == memory),
-            "series_ns": (ticks * 1000 / trace.base_mhz).tolist(),
-            "series_bytes": level.tolist(),
-        }
+        out[memory] = MemoryStats(
+            peak_bytes=int(level.max()) if len(level) else 0,
+            capacity_bytes=capacity,
+            peak_pct=100.0 * level.max() / capacity if capacity and len(level) else 0.0,
+            allocations=sum(1 for life in lives if life.memory == memory),
+            series_ns=(ticks * 1000 / trace.base_mhz).tolist(),
+            series_bytes=level.tolist(),
+        )
     return out
 
 
@@ -397,7 +389,7 @@ def _config_name(trace: Trace) -> str:
 # ---- FLOPs and peaks --------------------------------------------------------------------------
 
 
-def _peaks(trace: Trace, cores: int, by_dtype: dict[str, int]) -> dict[str, Any]:
+def _peaks(trace: Trace, cores: int, by_dtype: dict[str, int]) -> Peaks:
     from hwsim.report.peaks import (
         dma_bandwidth_bytes_per_ns_per_core,
         hbm_bandwidth_bytes_per_ns_per_core,
@@ -408,46 +400,46 @@ def _peaks(trace: Trace, cores: int, by_dtype: dict[str, int]) -> dict[str, Any]
     dtype = trace.meta.get("dtype") or (
         max(by_dtype, key=by_dtype.__getitem__) if by_dtype else "bf16"
     )
-    return {
-        "dtype": dtype,
-        "cores": cores,
-        "flops_per_s": peak_flops_per_s(config, dtype) * cores,
-        "flops_per_s_by_dtype": {d: peak_flops_per_s(config, d) * cores for d in by_dtype},
-        "hbm_bytes_per_s": hbm_bandwidth_bytes_per_ns_per_core(config) * 1e9 * cores,
-        "dma_bytes_per_s": dma_bandwidth_bytes_per_ns_per_core(config) * 1e9 * cores,
-        "dma_engines": config.dma.engines * cores,
-    }
+    return Peaks(
+        dtype=dtype,
+        cores=cores,
+        flops_per_s=peak_flops_per_s(config, dtype) * cores,
+        flops_per_s_by_dtype={d: peak_flops_per_s(config, d) * cores for d in by_dtype},
+        hbm_bytes_per_s=hbm_bandwidth_bytes_per_ns_per_core(config) * 1e9 * cores,
+        dma_bytes_per_s=dma_bandwidth_bytes_per_ns_per_core(config) * 1e9 * cores,
+        dma_engines=config.dma.engines * cores,
+    )
 
 
-def _flop_stats(trace: Trace, work: _Work, peaks: dict[str, Any], total_s: float) -> dict[str, Any]:
+def _flop_stats(trace: Trace, work: _Work, peaks: Peaks, total_s: float) -> FlopStats:
     tensor_flops = sum(work.tensor_flops_by_dtype.values())
     model_flops = int(trace.meta.get("model_flops") or tensor_flops)
     # HFU: each dtype's FLOPs against its own peak, so mixed-precision runs are not skewed
     busy_at_peak_s = sum(
-        f / peaks["flops_per_s_by_dtype"][d] for d, f in work.tensor_flops_by_dtype.items()
+        f / peaks.flops_per_s_by_dtype[d] for d, f in work.tensor_flops_by_dtype.items()
     )
-    return {
-        "hardware_flops": work.hardware_flops,
-        "tensor_flops": tensor_flops,
-        "tensor_flops_by_dtype": work.tensor_flops_by_dtype,
-        "model_flops": model_flops,
-        "achieved_flops_per_s": tensor_flops / total_s if total_s else 0.0,
-        "hfu_pct": 100.0 * busy_at_peak_s / total_s if total_s else 0.0,
-        "mfu_pct": 100.0 * model_flops / (peaks["flops_per_s"] * total_s) if total_s else 0.0,
-    }
+    return FlopStats(
+        hardware_flops=work.hardware_flops,
+        tensor_flops=tensor_flops,
+        tensor_flops_by_dtype=work.tensor_flops_by_dtype,
+        model_flops=model_flops,
+        achieved_flops_per_s=tensor_flops / total_s if total_s else 0.0,
+        hfu_pct=100.0 * busy_at_peak_s / total_s if total_s else 0.0,
+        mfu_pct=100.0 * model_flops / (peaks.flops_per_s * total_s) if total_s else 0.0,
+    )
 
 
-def _top_tags(tags: dict[str, list[int]], base_mhz: int) -> list[dict[str, Any]]:
+def _top_tags(tags: dict[str, list[int]], base_mhz: int) -> list[TagStats]:
     ranked = sorted(tags.items(), key=lambda kv: -kv[1][3])[:TOP_TAGS]
     return [
-        {
-            "tag": tag,
-            "instructions": n,
-            "flops": flops,
-            "hbm_bytes": hbm,
-            "busy_ns": busy * 1000 / base_mhz,
-            "start_ns": first * 1000 / base_mhz,
-            "end_ns": last * 1000 / base_mhz,
-        }
+        TagStats(
+            tag=tag,
+            instructions=n,
+            flops=flops,
+            hbm_bytes=hbm,
+            busy_ns=busy * 1000 / base_mhz,
+            start_ns=first * 1000 / base_mhz,
+            end_ns=last * 1000 / base_mhz,
+        )
         for tag, (n, flops, hbm, busy, first, last) in ranked
     ]

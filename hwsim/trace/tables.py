@@ -32,6 +32,7 @@ from hwsim.trace.analysis import (
     facts_memo,
 )
 from hwsim.trace.records import Trace
+from hwsim.trace.summary import RunSummary
 
 if TYPE_CHECKING:
     from hwsim.outputs_guard import OutputFolder
@@ -105,7 +106,7 @@ SEMAPHORE_UPDATE_COLUMNS: list[Column] = [
 def write_tables(
     trace: Trace,
     out_dir: str | Path | OutputFolder,
-    summary: dict[str, Any] | None = None,
+    summary: RunSummary | None = None,
     *,
     parquet: bool = True,
 ) -> dict[str, Path]:
@@ -244,11 +245,11 @@ def semaphore_update_rows(trace: Trace) -> Iterator[tuple[Any, ...]]:
         )
 
 
-def summary_table(summary: dict[str, Any]) -> tuple[list[Column], Iterator[tuple[Any, ...]]]:
+def summary_table(summary: RunSummary) -> tuple[list[Column], Iterator[tuple[Any, ...]]]:
     """The Summary table: one row of the summary's scalar fields (nested details are left out)."""
     columns: list[Column] = []
     row: list[Any] = []
-    for key, value in summary.items():
+    for key, value in summary.to_dict().items():
         if isinstance(value, bool):
             columns.append((key, "str"))
             row.append(str(value))

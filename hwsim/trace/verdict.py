@@ -20,9 +20,8 @@ critical-path share.
 
 from __future__ import annotations
 
-from typing import Any
-
 from hwsim.trace.analysis import DMA_SOURCE, engine_label
+from hwsim.trace.summary import DmaStats, EngineStats
 
 #: A resource busy this share of the run bounds it. Neuron's own target for a compute-bound
 #: kernel is engine active >= 90% [S10]; 70% names the limiter before it is fully saturated.
@@ -38,8 +37,8 @@ IDLE_LATENCY_PCT = 50.0
 
 
 def bottleneck_verdict(
-    engines: dict[str, dict[str, Any]],
-    dma: dict[str, Any],
+    engines: dict[str, EngineStats],
+    dma: DmaStats,
     mbu_pct: float,
     idle_pct: float,
     path_share_pct: dict[str, float],
@@ -51,8 +50,8 @@ def bottleneck_verdict(
     ``descriptor_bytes_mean``); each engine's entry has ``busy_pct``, ``trigger_busy_pct`` and
     ``wait_pct_by_source``.
     """
-    busy = {name: e["busy_pct"] for name, e in engines.items()}
-    dma_active = float(dma.get("active_pct", 0.0))
+    busy = {name: e.busy_pct for name, e in engines.items()}
+    dma_active = float(dma.active_pct)
     share = {k: v for k, v in path_share_pct.items() if k != "startup"}
     top = max(busy, key=busy.__getitem__)
     evidence = {
@@ -73,11 +72,11 @@ def bottleneck_verdict(
             return _dma_verdict(dma, mbu_pct, busy, top, on_path, evidence), bound, evidence
         return _engine_verdict(bound, engines, dma_active, mfu_pct, on_path), bound, evidence
     if idle_pct >= IDLE_LATENCY_PCT:
-        waiter = max(engines, key=lambda e: engines[e]["wait_pct"])
-        sources = engines[waiter]["wait_pct_by_source"]
+        waiter = max(engines, key=lambda e: engines[e].wait_pct)
+        sources = engines[waiter].wait_pct_by_source
         on = max(sources, key=sources.__getitem__) if sources else ""
         detail = (
-            f"; {engine_label(waiter)} waits {engines[waiter]['wait_pct']:.0f}% of the time, "
+            f"; {engine_label(waiter)} waits {engines[waiter].wait_pct:.0f}% of the time, "
             f"mostly on {_label(on)} semaphores"
             if on
             else ""
@@ -98,17 +97,17 @@ def bottleneck_verdict(
 
 
 def _dma_verdict(
-    dma: dict[str, Any],
+    dma: DmaStats,
     mbu_pct: float,
     busy: dict[str, float],
     top: str,
     on_path: str,
     evidence: dict[str, float],
 ) -> str:
-    efficiency = float(dma.get("data_efficiency_pct", 100.0))
-    descriptor = float(dma.get("descriptor_bytes_mean", 0.0))
+    efficiency = float(dma.data_efficiency_pct)
+    descriptor = float(dma.descriptor_bytes_mean)
     evidence["dma_data_efficiency_pct"] = efficiency
-    head = f"DMA active {dma['active_pct']:.0f}%, MBU {mbu_pct:.0f}%"
+    head = f"DMA active {dma.active_pct:.0f}%, MBU {mbu_pct:.0f}%"
     tail = f"{on_path}; busiest engine {engine_label(top)} busy {busy[top]:.0f}%"
     if mbu_pct >= MBU_SATURATED_PCT:
         return f"HBM-bandwidth-bound: {head}, {tail}"
@@ -121,19 +120,19 @@ def _dma_verdict(
 
 
 def _engine_verdict(
-    engine: str, engines: dict[str, dict[str, Any]], dma_active: float, mfu_pct: float, on_path: str
+    engine: str, engines: dict[str, EngineStats], dma_active: float, mfu_pct: float, on_path: str
 ) -> str:
     entry = engines[engine]
     label = engine_label(engine)
-    triggers = float(entry.get("trigger_busy_pct", 0.0))
-    if entry["busy_pct"] and 100.0 * triggers / entry["busy_pct"] >= TRIGGER_SHARE_PCT:
+    triggers = float(entry.trigger_busy_pct)
+    if entry.busy_pct and 100.0 * triggers / entry.busy_pct >= TRIGGER_SHARE_PCT:
         return (
-            f"trigger-bound on {label}: {label} busy {entry['busy_pct']:.0f}%, "
+            f"trigger-bound on {label}: {label} busy {entry.busy_pct:.0f}%, "
             f"{triggers:.0f}% of the run issuing DMA triggers (descriptor generation); {on_path}; "
             f"DMA active {dma_active:.0f}%"
         )
     return (
-        f"compute-bound on {label}: {label} busy {entry['busy_pct']:.0f}%, {on_path}, "
+        f"compute-bound on {label}: {label} busy {entry.busy_pct:.0f}%, {on_path}, "
         f"DMA active {dma_active:.0f}%, MFU {mfu_pct:.0f}%"
     )
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import json
 import time
 from typing import Any
@@ -10,6 +11,7 @@ from typing import Any
 from hwsim.config import load_config
 from hwsim.errors import IllegalInstructionError, WorkloadError
 from hwsim.report.run_summary import print_summary
+from hwsim.trace.summary import RunSummary
 from hwsim.workloads.bounds import check_hbm_fits
 from hwsim.workloads.resolve import list_workloads, resolve_workload
 
@@ -21,7 +23,7 @@ def run_workload(
     *,
     numerics: bool = True,
     race_check: bool = False,
-) -> tuple[Any, dict[str, Any]]:
+) -> tuple[Any, RunSummary]:
     """Build and simulate a workload (any form ``hwsim.workloads.resolve`` takes, paths relative
     to the working directory); returns (RunResult, summary with numerics fields)."""
     from hwsim.kernels import warm_up
@@ -46,16 +48,18 @@ def run_workload(
             raise
         raise type(exc)(f"{exc}{hint}") from exc
     sim_s = time.perf_counter() - sim_start
-    summary = dict(result.summary)
-    summary["workload"] = workload.name
-    summary["config"] = config_name
-    summary["instructions_simulated"] = program.instruction_count
-    summary["wall_build_s"] = round(build_s, 3)
-    summary["wall_simulate_s"] = round(sim_s, 3)
+    summary = dataclasses.replace(
+        result.summary,
+        workload=workload.name,
+        config=config_name,
+        instructions_simulated=program.instruction_count,
+        wall_build_s=round(build_s, 3),
+        wall_simulate_s=round(sim_s, 3),
+    )
     if numerics and workload.check is not None:
         err, ok = workload.check(result.outputs)
-        summary["max_abs_err"] = float(err)
-        summary["numerics_ok"] = bool(ok)
+        summary.max_abs_err = float(err)
+        summary.numerics_ok = bool(ok)
     return result, summary
 
 
@@ -76,25 +80,25 @@ def run_from_cli(args: argparse.Namespace) -> int:
     if args.out is not None or not args.json:
         _write_outputs(result, summary, args.out, args.force)
     if args.json:
-        print(json.dumps(summary, indent=None, default=str))
+        print(json.dumps(summary.to_dict(), indent=None, default=str))
     else:
         _print_summary(summary)
-    return 0 if summary.get("numerics_ok", True) else 1
+    return 0 if summary.numerics_ok is not False else 1
 
 
-def _write_outputs(result: Any, summary: dict[str, Any], out: str | None, force: bool) -> None:
+def _write_outputs(result: Any, summary: RunSummary, out: str | None, force: bool) -> None:
     from hwsim.trace.outputs import default_run_dir, write_run_outputs
 
-    out_dir = out or default_run_dir(summary.get("workload", "run"))
+    out_dir = out or default_run_dir(summary.workload or "run")
     paths = write_run_outputs(result.trace, out_dir, summary=summary, force=force)
-    summary["out_dir"] = str(out_dir)
-    summary["files"] = sorted(str(p) for p in paths.values())
+    summary.out_dir = str(out_dir)
+    summary.files = sorted(str(p) for p in paths.values())
 
 
-def _print_summary(summary: dict[str, Any]) -> None:
+def _print_summary(summary: RunSummary) -> None:
     print_summary(summary)
-    if "numerics_ok" in summary:
-        verdict = "OK" if summary["numerics_ok"] else "MISMATCH"
-        print(f"numerics: {verdict} (max abs error {summary['max_abs_err']:.3g})")
-    if "out_dir" in summary:
-        print(f"wrote {summary['out_dir']}")
+    if summary.numerics_ok is not None:
+        verdict = "OK" if summary.numerics_ok else "MISMATCH"
+        print(f"numerics: {verdict} (max abs error {summary.max_abs_err:.3g})")
+    if summary.out_dir is not None:
+        print(f"wrote {summary.out_dir}")

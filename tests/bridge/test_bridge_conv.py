@@ -90,8 +90,8 @@ def expected_matmuls(x, w, out_hw, groups=1):
 )
 def test_tensor_engine_matmul_count(x, w, kwargs, out_hw):
     run = check_op(lambda a, b: F.conv2d(a, b, **kwargs), [x, w])
-    tensor = run.result.summary["engines"]["tensor"]
-    assert tensor["instructions"] == expected_matmuls(x, w, out_hw, kwargs.get("groups", 1))
+    tensor = run.result.summary.engines["tensor"]
+    assert tensor.instructions == expected_matmuls(x, w, out_hw, kwargs.get("groups", 1))
 
 
 def _call(x, w, transposed=False):

@@ -22,7 +22,7 @@ TINY_SOFTMAX_CHUNK = 16384 * 3 // 4 // (2 * 3 * 4 + 2 * 4)
 
 
 def engine_counts(run) -> dict[str, int]:
-    return {k: v["instructions"] for k, v in run.result.summary["engines"].items()}
+    return {k: v.instructions for k, v in run.result.summary.engines.items()}
 
 
 def masked_rows(shape: tuple[int, ...], dtype: torch.dtype = torch.float32) -> torch.Tensor:

@@ -78,7 +78,7 @@ def test_plan_keeps_two_intermediates_and_the_numerics() -> None:
     assert memory.hbm_output_bytes == VALUE_BYTES and memory.hbm_input_bytes == VALUE_BYTES
     assert planned.program.meta["memory"]["hbm_peak_bytes"] == 4 * VALUE_BYTES
     # Reuse can only add waits, never remove them.
-    assert with_plan.result.summary["total_ns"] >= without.result.summary["total_ns"]
+    assert with_plan.result.summary.total_ns >= without.result.summary.total_ns
 
 
 @pytest.mark.parametrize("fn", [chain, fork])
@@ -123,7 +123,7 @@ def test_a_graph_that_only_fits_with_the_plan() -> None:
     config = load_config("tiny", [f"hbm.capacity_bytes_per_stack={capacity}"])
     graph = make_fx(chain)(x)
     fits = lower_graph(graph, [x], config=config, memory_plan=True)
-    assert fits.run([x], numerics=False).result.summary["total_ns"] > 0
+    assert fits.run([x], numerics=False).result.summary.total_ns > 0
     too_big = lower_graph(graph, [x], config=config, memory_plan=False)
     with pytest.raises(MemoryAccessError, match="does not fit"):
         too_big.run([x], numerics=False)

@@ -266,6 +266,6 @@ def test_off_it_checks_nothing_and_the_0xff_fill_shows_as_nan(monkeypatch):
 
 def test_timing_only_runs_cannot_check():
     spec = lang.TensorSpec((P, F))
-    assert _planted()(spec, config="tiny", numerics=False).summary["total_ns"] > 0
+    assert _planted()(spec, config="tiny", numerics=False).summary.total_ns > 0
     with pytest.raises(HwsimError, match="initcheck=True needs numerics=True"):
         _planted()(spec, config="tiny", numerics=False, initcheck=True)

@@ -31,7 +31,7 @@ def ideal_ns(spec: GemmSpec, config_name: str) -> float:
 )
 def test_numerics_and_the_cheaper_transpose(workload, config, transpose):
     result, summary = run_workload(workload, config, race_check=True)
-    assert summary["numerics_ok"], summary["max_abs_err"]
+    assert summary.numerics_ok, summary.max_abs_err
     opcodes = {r.instruction.OPCODE for r in result.trace.instructions}
     assert transpose in opcodes
 
@@ -41,7 +41,7 @@ def test_k_blocks_fold_in_fp32_when_k_does_not_fit_one_block():
     blocking = gemm_blocking(spec, load_config("tiny"))
     assert blocking.tiles_k < -(-spec.k // 32) and blocking.fold_fp32
     _, summary = run_workload(spec.name, "tiny", race_check=True)
-    assert summary["numerics_ok"], summary["max_abs_err"]
+    assert summary.numerics_ok, summary.max_abs_err
 
 
 # Measured with the descriptor-level DMA model (a 1 KiB-row DMA reaches ~37% of the engines'
@@ -51,7 +51,7 @@ def test_k_blocks_fold_in_fp32_when_k_does_not_fit_one_block():
 def test_512x1024x2048_bf16_near_ideal_and_not_slower_than_before(config, before):
     spec = GemmSpec.parse("gemm:512x1024x2048:bf16")
     hw = load_config(config)
-    total = run(build_gemm(spec, hw), hw, numerics=False).summary["total_ns"]
+    total = run(build_gemm(spec, hw), hw, numerics=False).summary.total_ns
     ratio = total / ideal_ns(spec, config)
     assert ratio <= before, ratio
 

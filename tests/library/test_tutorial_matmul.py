@@ -75,7 +75,7 @@ def test_multi_buffering_lets_loads_run_ahead_of_the_matmuls():
     def total_ns(**kwargs) -> float:
         specs = (TensorSpec((1024, 512), "bf16"), TensorSpec((1024, 2048), "bf16"))
         result = matmul_tiled(*specs, config="trn1", numerics=False, **kwargs)
-        return result.summary["total_ns"]
+        return result.summary.total_ns
 
     # One buffer exposes each step's DMA start latency (1.3 us) on top of its transfer (~1.6 us
     # of 160 KiB at ~100 GB/s): the buffered kernel takes about 1.6 / 2.9 of the time.
@@ -102,7 +102,7 @@ def test_default_depth_shrinks_to_fit_sbuf_and_an_explicit_one_must_fit():
 def test_each_tutorial_version_is_faster_than_the_one_before_on_trn1():
     """Published: 51.80 > 42.96 > 22.07 ms (V1a, V1b, V1c, HARDWARE.md §5)."""
     specs = (TensorSpec((1024, 512), "bf16"), TensorSpec((1024, 2048), "bf16"))
-    times = [k(*specs, config="trn1", numerics=False).summary["total_ns"] for k in KERNELS]
+    times = [k(*specs, config="trn1", numerics=False).summary.total_ns for k in KERNELS]
     assert times[0] > times[1] > times[2], times
 
 

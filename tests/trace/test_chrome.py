@@ -13,6 +13,7 @@ from synthetic_traces import BASE_MHZ, TRN2, FakeOp, pipeline_trace, sbuf, small
 
 from hwsim.trace.chrome import CORE_PID_BASE, HOST_PID, iter_events, read_header, write_chrome_trace
 from hwsim.trace.records import InstructionRecord, Trace
+from hwsim.trace.summary import RunSummary
 from hwsim.trace.validate import validate_chrome_trace
 
 
@@ -126,9 +127,11 @@ def test_adjacent_slices_never_overlap_after_rounding(tmp_path: Path) -> None:
 
 
 def test_header_holds_summary_and_config(tmp_path: Path) -> None:
-    path = write_chrome_trace(small_trace(), tmp_path / "t.json", summary={"bottleneck": "x"})
+    summary = RunSummary(bottleneck="x")
+    path = write_chrome_trace(small_trace(), tmp_path / "t.json", summary=summary)
     header = read_header(path)
-    assert header["summary"] == {"bottleneck": "x"}
+    assert header["summary"] == json.loads(json.dumps(summary.to_dict()))
+    assert header["summary"]["bottleneck"] == "x"
     assert header["base_mhz"] == BASE_MHZ and header["config"]["chip"]["name"] == "trn2"
 
 

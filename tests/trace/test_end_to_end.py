@@ -23,18 +23,14 @@ def test_gemm_run_folder(tmp_path: Path) -> None:
     paths = write_run_outputs(trace, tmp_path, summary=summary)
     assert validate_chrome_trace(paths["trace"]) == []
 
-    engines = summary["engines"]
-    assert sum(e["instructions"] for e in engines.values()) == len(trace.instructions)
-    assert all(0 <= e["busy_pct"] <= 100 for e in engines.values())
-    assert engines["tensor"]["instructions"] > 0 and summary["mfu_pct"] > 0
-    assert 0 < summary["dma_active_pct"] <= 100
-    assert sum(summary["critical_path"]["share_pct"].values()) == pytest.approx(100)
+    engines = summary.engines
+    assert sum(e.instructions for e in engines.values()) == len(trace.instructions)
+    assert all(0 <= e.busy_pct <= 100 for e in engines.values())
+    assert engines["tensor"].instructions > 0 and summary.mfu_pct > 0
+    assert 0 < summary.dma_active_pct <= 100
+    assert sum(summary.critical_path.share_pct.values()) == pytest.approx(100)
     for memory in ("sbuf", "psum"):
-        assert (
-            0
-            < summary["memory"][memory]["peak_bytes"]
-            <= summary["memory"][memory]["capacity_bytes"]
-        )
+        assert 0 < summary.memory[memory].peak_bytes <= summary.memory[memory].capacity_bytes
 
     events = list(iter_events(paths["trace"]))
     waits = sum(
@@ -43,7 +39,7 @@ def test_gemm_run_folder(tmp_path: Path) -> None:
     flows = [e for e in events if e["ph"] == "s"]
     assert 0 < len(flows) <= waits
     assert len([e for e in events if e["ph"] == "X"]) == len(trace.instructions) + len(trace.dma)
-    assert json.loads(paths["summary"].read_text())["total_ticks"] == summary["total_ticks"]
+    assert json.loads(paths["summary"].read_text())["total_ticks"] == summary.total_ticks
     assert load_run(tmp_path).rows[:5] == ["TensorE", "VectorE", "ScalarE", "GpSimdE", "Sync"]
 
 

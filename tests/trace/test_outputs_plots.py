@@ -42,7 +42,7 @@ def test_run_folder_has_everything(tmp_path: Path) -> None:
     assert validate_chrome_trace(paths["trace"]) == []
     for kind in PLOT_KINDS:
         assert is_png(paths[kind]), kind
-    assert load_summary(tmp_path / "run")["bottleneck"].startswith("descriptor-overhead-bound")
+    assert load_summary(tmp_path / "run").bottleneck.startswith("descriptor-overhead-bound")
 
 
 def test_load_run_from_trace_json_matches_memory(tmp_path: Path) -> None:
@@ -65,7 +65,7 @@ def test_load_run_from_trace_json_matches_memory(tmp_path: Path) -> None:
         == set(direct.counters)
         == {"HBM read", "SBUF occupancy", "PSUM occupancy"}
     )
-    assert loaded.summary["total_ticks"] == direct.summary["total_ticks"]
+    assert loaded.summary.total_ticks == direct.summary.total_ticks
     assert load_run(tmp_path).summary == loaded.summary
 
 

@@ -8,90 +8,89 @@ from synthetic_traces import MATMUL_FLOPS, TRN2, pipeline_trace, small_trace
 from hwsim.report.peaks import peak_flops_per_s
 from hwsim.trace.critical_path import critical_path
 from hwsim.trace.stats import downsample_steps, summarize
+from hwsim.trace.summary import RunSummary
 
 T = 10_000  # ticks of small_trace
 NS_PER_TICK = 1000 / 4800
 
 
 @pytest.fixture(scope="module")
-def summary() -> dict:
+def summary() -> RunSummary:
     return summarize(small_trace())
 
 
-def test_total_time(summary: dict) -> None:
-    assert summary["total_ticks"] == T
-    assert summary["total_ns"] == pytest.approx(T * NS_PER_TICK)
-    assert summary["total_time"] == pytest.approx(T * NS_PER_TICK / 1e9)
+def test_total_time(summary: RunSummary) -> None:
+    assert summary.total_ticks == T
+    assert summary.total_ns == pytest.approx(T * NS_PER_TICK)
+    assert summary.to_dict()["total_time"] == pytest.approx(T * NS_PER_TICK / 1e9)
 
 
-def test_busy_and_counts_per_engine(summary: dict) -> None:
-    engines = summary["engines"]
+def test_busy_and_counts_per_engine(summary: RunSummary) -> None:
+    engines = summary.engines
     assert list(engines) == ["tensor", "vector", "scalar", "gpsimd", "sync"]
-    assert {e: v["busy_pct"] for e, v in engines.items()} == {
+    assert {e: v.busy_pct for e, v in engines.items()} == {
         "tensor": 20.0,  # 4000..6000
         "vector": 10.0,  # 6500..7500
         "scalar": 0.0,
         "gpsimd": 5.0,  # 0..500
         "sync": 15.0,  # 0..1000 + 8000..8500
     }
-    assert {e: v["instructions"] for e, v in engines.items()} == {
+    assert {e: v.instructions for e, v in engines.items()} == {
         "tensor": 1,
         "vector": 1,
         "scalar": 0,
         "gpsimd": 1,
         "sync": 2,
     }
-    assert engines["sync"]["opcodes"] == {"fake_dma": 2}
-    assert summary["tensor_engine_active_time_percent"] == 20.0
-    assert summary["sync_instruction_count"] == 2
+    assert engines["sync"].opcodes == {"fake_dma": 2}
+    assert summary.to_dict()["tensor_engine_active_time_percent"] == 20.0
+    assert summary.to_dict()["sync_instruction_count"] == 2
 
 
-def test_semaphore_wait_attributed_to_the_releasing_semaphore(summary: dict) -> None:
-    engines = summary["engines"]
-    assert engines["tensor"]["wait_ticks_by_source"] == {"dma": 4000}  # S.dma.q0 at 4000
-    assert engines["vector"]["wait_ticks_by_source"] == {"tensor": 6500}
-    assert engines["sync"]["wait_ticks_by_source"] == {"vector": 7000}  # ready 1000, start 8000
-    assert engines["tensor"]["wait_pct_by_source"]["dma"] == 40.0
-    assert engines["gpsimd"]["wait_ticks"] == 0
+def test_semaphore_wait_attributed_to_the_releasing_semaphore(summary: RunSummary) -> None:
+    engines = summary.engines
+    assert engines["tensor"].wait_ticks_by_source == {"dma": 4000}  # S.dma.q0 at 4000
+    assert engines["vector"].wait_ticks_by_source == {"tensor": 6500}
+    assert engines["sync"].wait_ticks_by_source == {"vector": 7000}  # ready 1000, start 8000
+    assert engines["tensor"].wait_pct_by_source["dma"] == 40.0
+    assert engines["gpsimd"].wait_ticks == 0
 
 
-def test_mfu_hfu_against_the_config_peak(summary: dict) -> None:
+def test_mfu_hfu_against_the_config_peak(summary: RunSummary) -> None:
     seconds = T / 4800e6
     expected = 100 * MATMUL_FLOPS / (peak_flops_per_s(TRN2, "bf16") * seconds)
     assert expected == pytest.approx(10.24)
-    assert summary["mfu_pct"] == pytest.approx(expected)
-    assert summary["hfu_estimated_percent"] == pytest.approx(expected)
+    assert summary.mfu_pct == pytest.approx(expected)
+    assert summary.to_dict()["hfu_estimated_percent"] == pytest.approx(expected)
     trace = small_trace()
     trace.meta["model_flops"] = MATMUL_FLOPS // 2
-    assert summarize(trace)["mfu_pct"] == pytest.approx(expected / 2)
+    assert summarize(trace).mfu_pct == pytest.approx(expected / 2)
 
 
-def test_hbm_bytes_mbu_and_dma_active(summary: dict) -> None:
-    assert summary["hbm_read_bytes"] == 65536 and summary["hbm_write_bytes"] == 65536
-    assert summary["hbm_bytes"] == 131072
+def test_hbm_bytes_mbu_and_dma_active(summary: RunSummary) -> None:
+    assert summary.hbm_read_bytes == 65536 and summary.hbm_write_bytes == 65536
+    assert summary.hbm_bytes == 131072
     per_core_bytes_per_ns = 725 / 2
-    assert summary["mbu_pct"] == pytest.approx(
+    assert summary.mbu_pct == pytest.approx(
         100 * 131072 / (per_core_bytes_per_ns * T * NS_PER_TICK)
     )
     # union of [1000, 4000) and [8500, 10000)
-    assert summary["dma_active_pct"] == 45.0
-    assert summary["dma"]["transfers"] == 2 and summary["dma"]["pieces"] == 4
-    assert summary["idle_pct"] == pytest.approx(
-        10.0
-    )  # nothing runs in [6000, 6500) and [7500, 8000)
+    assert summary.dma_active_pct == 45.0
+    assert summary.dma.transfers == 2 and summary.dma.pieces == 4
+    assert summary.idle_pct == pytest.approx(10.0)  # nothing runs in [6000, 6500) and [7500, 8000)
 
 
-def test_occupancy_peak_and_series(summary: dict) -> None:
-    sbuf, psum = summary["memory"]["sbuf"], summary["memory"]["psum"]
+def test_occupancy_peak_and_series(summary: RunSummary) -> None:
+    sbuf, psum = summary.memory["sbuf"], summary.memory["psum"]
     # a (64 KiB) and d (8 KiB) live from 0; d freed at 600; a freed as b starts at 6500; b to 8500
-    assert sbuf["peak_bytes"] == 65536 + 8192
-    assert sbuf["series_bytes"] == [73728, 65536, 65536, 0]
-    assert sbuf["series_ns"] == pytest.approx(
+    assert sbuf.peak_bytes == 65536 + 8192
+    assert sbuf.series_bytes == [73728, 65536, 65536, 0]
+    assert sbuf.series_ns == pytest.approx(
         [0, 600 * NS_PER_TICK, 6500 * NS_PER_TICK, 8500 * NS_PER_TICK]
     )
-    assert psum["peak_bytes"] == 128 * 2048
-    assert psum["peak_pct"] == 12.5
-    assert sbuf["allocations"] == 4  # a, b, d and one never touched
+    assert psum.peak_bytes == 128 * 2048
+    assert psum.peak_pct == 12.5
+    assert sbuf.allocations == 4  # a, b, d and one never touched
 
 
 def test_critical_path_walks_back_through_the_releasing_signals() -> None:
@@ -107,66 +106,67 @@ def test_critical_path_walks_back_through_the_releasing_signals() -> None:
     assert sum(s.share_ticks for s in steps) == T
 
 
-def test_critical_path_summary_and_verdict(summary: dict) -> None:
-    path = summary["critical_path"]
-    assert path["length"] == 6 and path["instructions"] == 4 and path["dma_transfers"] == 2
-    assert path["share_pct"] == {"dma": 45.0, "tensor": 25.0, "sync": 15.0, "vector": 15.0}
+def test_critical_path_summary_and_verdict(summary: RunSummary) -> None:
+    path = summary.critical_path
+    assert path.length == 6 and path.instructions == 4 and path.dma_transfers == 2
+    assert path.share_pct == {"dma": 45.0, "tensor": 25.0, "sync": 15.0, "vector": 15.0}
     # nothing saturated, little idle time: the critical path names the limiter
-    assert summary["bottleneck"] == (
+    assert summary.bottleneck == (
         "DMA-limited (no resource saturated): critical path 45% on DMA; busiest TensorE busy 20%, "
         "DMA active 45%"
     )
-    assert summary["bottleneck_resource"] == "dma"
+    assert summary.bottleneck_resource == "dma"
 
 
 def test_dma_bound_by_small_descriptors_says_so() -> None:
     # 4 KiB pieces in 8 descriptors of 512 B: on trn2's curve they move at ~39% of the bandwidth
     s = summarize(pipeline_trace(40, dma_ticks=3000, matmul_ticks=1000))
-    assert s["bottleneck"].startswith("descriptor-overhead-bound: DMA active 9")
-    assert "descriptors average 512 B" in s["bottleneck"]
-    assert s["bottleneck_resource"] == "dma"
-    assert s["dma"]["data_efficiency_pct"] == pytest.approx(39.4, abs=0.1)
-    assert s["engines"]["tensor"]["wait_pct_by_source"]["dma"] > 50
+    assert s.bottleneck.startswith("descriptor-overhead-bound: DMA active 9")
+    assert "descriptors average 512 B" in s.bottleneck
+    assert s.bottleneck_resource == "dma"
+    assert s.dma.data_efficiency_pct == pytest.approx(39.4, abs=0.1)
+    assert s.engines["tensor"].wait_pct_by_source["dma"] > 50
 
 
 def test_dma_bound_by_the_engines_bandwidth() -> None:
     s = summarize(pipeline_trace(40, dma_ticks=3000, matmul_ticks=1000, descriptors=1))
-    assert s["bottleneck"].startswith("DMA-bandwidth-bound: DMA active 9")
-    assert s["dma"]["descriptor_bytes_mean"] == 4096
+    assert s.bottleneck.startswith("DMA-bandwidth-bound: DMA active 9")
+    assert s.dma.descriptor_bytes_mean == 4096
 
 
 def test_hbm_bound_when_mbu_is_high() -> None:
     # 64 KiB per 1000 ticks (208 ns on trn2) is 315 GB/s of the core's 375 GB/s share
     s = summarize(pipeline_trace(40, dma_ticks=1000, matmul_ticks=400, trigger=100))
-    assert s["mbu_pct"] > 60 and s["bottleneck"].startswith("HBM-bandwidth-bound")
+    assert s.mbu_pct > 60 and s.bottleneck.startswith("HBM-bandwidth-bound")
 
 
 def test_trigger_bound_when_the_triggering_engine_is_saturated_by_triggers() -> None:
     # each load's trigger holds Sync 3000 ticks, the transfer takes 500: Sync bounds the run
     s = summarize(pipeline_trace(40, dma_ticks=500, matmul_ticks=500, trigger=3000))
-    assert s["bottleneck"].startswith("trigger-bound on Sync: Sync busy 9"), s["bottleneck"]
-    assert s["bottleneck_resource"] == "sync"
-    assert s["engines"]["sync"]["trigger_busy_pct"] > 90
+    assert s.bottleneck.startswith("trigger-bound on Sync: Sync busy 9"), s.bottleneck
+    assert s.bottleneck_resource == "sync"
+    assert s.engines["sync"].trigger_busy_pct > 90
 
 
 def test_compute_bound_verdict() -> None:
     s = summarize(pipeline_trace(40, dma_ticks=1000, matmul_ticks=3000))
-    assert s["bottleneck"].startswith("compute-bound on TensorE: TensorE busy 9")
-    assert s["bottleneck_resource"] == "tensor"
-    assert s["critical_path"]["share_pct"]["tensor"] > 90
+    assert s.bottleneck.startswith("compute-bound on TensorE: TensorE busy 9")
+    assert s.bottleneck_resource == "tensor"
+    assert s.critical_path.share_pct["tensor"] > 90
 
 
 def test_latency_bound_verdict() -> None:
     s = summarize(pipeline_trace(40, dma_ticks=500, matmul_ticks=500, gap_ticks=5000))
-    assert s["bottleneck"].startswith("sync/latency-bound: nothing busy")
-    assert s["idle_pct"] > 50
-    assert s["bottleneck_resource"] == "latency"
+    assert s.bottleneck.startswith("sync/latency-bound: nothing busy")
+    assert s.idle_pct > 50
+    assert s.bottleneck_resource == "latency"
 
 
-def test_cli_contract_keys(summary: dict) -> None:
+def test_cli_contract_keys(summary: RunSummary) -> None:
+    data = summary.to_dict()
     for key in ("total_ns", "total_ticks", "engines", "mfu_pct", "hbm_bytes", "bottleneck"):
-        assert key in summary
-    for engine in summary["engines"].values():
+        assert key in data
+    for engine in data["engines"].values():
         assert {"busy_pct", "instructions"} <= set(engine)
 
 
@@ -174,7 +174,7 @@ def test_empty_trace_is_summarised() -> None:
     trace = small_trace()
     trace.instructions, trace.dma, trace.semaphore_updates = [], [], []
     s = summarize(trace)
-    assert s["total_ticks"] == 0 and s["mfu_pct"] == 0.0 and s["critical_path"]["length"] == 0
+    assert s.total_ticks == 0 and s.mfu_pct == 0.0 and s.critical_path.length == 0
 
 
 def test_downsample_keeps_the_maximum_of_each_bin() -> None:

@@ -119,7 +119,7 @@ FILE_CASES: dict[str, tuple[list[str], list[str], str]] = {
     f"{RUN}/summary_not_json": (["report"], [], "not a JSON summary (Expecting property name"),
     f"{RUN}/summary_not_utf8": (["report"], [], "not a JSON summary ('utf-8' codec can't decode"),
     f"{RUN}/summary_a_list": (["report"], [], "the run summary is a JSON list, not an object"),
-    f"{RUN}/summary_without_schema": (["report"], [], "not a run summary of this hwsim (schema"),
+    f"{RUN}/summary_of_another_schema": (["report"], [], "(schema 'hwsim.summary/0', this"),
     f"{RUN}/summary_fields_wrong": (
         ["plot"],
         ["--kind", "util", "-o", "{tmp}/u.png"],

@@ -95,10 +95,8 @@ def test_a_toy_engine_is_one_registration(toy_engine, tmp_path):
     (copy,) = [r for r in result.trace.instructions if r.engine == "vector"]
     assert copy.start_tick == toy[0].done_tick  # a cross-engine dependency through S.toy
     summary = result.summary
-    assert summary["engines"]["toy"]["instructions"] == 2
-    assert (
-        summary["engines"]["toy"]["label"] == "ToyE" and summary["engines"]["toy"]["busy_pct"] > 0
-    )
+    assert summary.engines["toy"].instructions == 2
+    assert summary.engines["toy"].label == "ToyE" and summary.engines["toy"].busy_pct > 0
     events = list(iter_events(write_chrome_trace(result.trace, tmp_path / "t.json")))
     names = {e["args"]["name"] for e in events if e.get("name") == "thread_name"}
     assert "ToyE" in names

@@ -176,7 +176,7 @@ def test_a_loaded_program_simulates_exactly_as_the_saved_one(which: str, tmp_pat
     assert after.trace.instructions == before.trace.instructions
     assert after.trace.dma == before.trace.dma
     assert after.trace.semaphore_updates == before.trace.semaphore_updates
-    assert after.summary["total_ticks"] == before.summary["total_ticks"]
+    assert after.summary.total_ticks == before.summary.total_ticks
     assert set(after.outputs) == set(before.outputs) <= {"out", "red"}
     for name, values in before.outputs.items():
         assert after.outputs[name].tobytes() == values.tobytes()

@@ -1,0 +1,149 @@
+"""``hwsim nki FILE.py:KERNEL``: run an unmodified NKI kernel file on the simulator.
+
+The file is imported with ``hwsim.nki.install()`` active (so ``import nki`` and
+``neuronxcc.nki`` work). Its inputs come from, in order:
+
+1. a function ``KERNEL_inputs()`` or ``inputs()`` in the file, returning the arguments (a tuple,
+   a dict by parameter name, or one array);
+2. ``--shape NAME=128x512[:dtype]`` flags (seeded random data);
+3. ``nki.typing`` annotations with shapes (``a: nt.tensor[(128, 512), nl.float32]``).
+
+With ``KERNEL_reference(*inputs)`` in the file (returning the expected output or a tuple), the
+outputs are compared and the max error printed. Prints the latency; writes the trace to ``--out``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib.util
+import inspect
+import sys
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from hwsim.errors import HwsimError
+
+
+def register(commands: argparse._SubParsersAction) -> None:
+    from hwsim.cli.main import add_config_arguments
+
+    parser = commands.add_parser("nki", help="run an NKI kernel file: FILE.py:KERNEL")
+    parser.add_argument("target", help="FILE.py:KERNEL")
+    add_config_arguments(parser)
+    parser.add_argument("--out", help="directory for trace, summary, tables and plots")
+    parser.add_argument("--shape", action="append", default=[], metavar="NAME=AxB[:dtype]")
+    parser.add_argument("--force", action="store_true", help="write into a non-empty --out")
+    parser.add_argument("--force-install", action="store_true",
+                        help="shadow an installed real nki/neuronxcc in this process")  # fmt: skip
+    parser.set_defaults(handler=main)
+
+
+def load_kernel_file(path: Path, name: str, force: bool = False) -> tuple[Any, Any]:
+    """(the kernel, the file's module), importing it with the nki aliases installed."""
+    from hwsim.nki import install
+
+    if not path.is_file():
+        raise HwsimError(f"{path}: no such file")
+    install(force=force)
+    spec = importlib.util.spec_from_file_location(f"hwsim_nki_file_{path.stem}", path)
+    module = importlib.util.module_from_spec(spec)  # type: ignore[arg-type]
+    sys.modules[spec.name] = module  # type: ignore[union-attr]
+    spec.loader.exec_module(module)  # type: ignore[union-attr]
+    kernel = getattr(module, name, None)
+    if kernel is None:
+        found = [k for k, v in vars(module).items() if type(v).__name__ == "NkiKernel"]
+        raise HwsimError(f"{path}: no kernel '{name}'; NKI kernels in the file: {found}")
+    return kernel, module
+
+
+def _dims(text: str) -> tuple[tuple[int, ...], str]:
+    shape, _, dtype = text.partition(":")
+    return tuple(int(n) for n in shape.split("x")), dtype or "float32"
+
+
+def _random(shape: tuple[int, ...], dtype: Any, rng: np.random.Generator) -> np.ndarray:
+    name = str(dtype)
+    if name in ("bf16", "bfloat16"):
+        import ml_dtypes
+
+        return rng.standard_normal(shape).astype(ml_dtypes.bfloat16)
+    np_name = {"fp32": "float32", "fp16": "float16"}.get(name, name)
+    return rng.standard_normal(shape).astype(np_name)
+
+
+def kernel_inputs(kernel: Any, module: Any, name: str, shapes: list[str]) -> tuple[Any, ...]:
+    """The kernel's arguments by the convention in the module docstring."""
+    for helper in (f"{name}_inputs", "inputs"):
+        fn = getattr(module, helper, None)
+        if callable(fn):
+            made = fn()
+            if isinstance(made, dict):
+                params = list(inspect.signature(kernel.fn).parameters)
+                return tuple(made[p] for p in params if p in made)
+            return made if isinstance(made, tuple) else (made,)
+    rng = np.random.default_rng(0)
+    given = dict(s.split("=", 1) for s in shapes)
+    args = []
+    for param in inspect.signature(kernel.fn).parameters.values():
+        if param.name in given:
+            shape, dtype = _dims(given[param.name])
+            args.append(_random(shape, dtype, rng))
+        elif getattr(param.annotation, "shape", None):
+            ann = param.annotation
+            args.append(_random(tuple(ann.shape), ann.dtype or "float32", rng))
+        elif param.default is not inspect.Parameter.empty:
+            break
+        else:
+            raise HwsimError(
+                f"kernel {name}: no inputs for '{param.name}': give the file a {name}_inputs() "
+                f"function, pass --shape {param.name}=128x512:float32, or annotate it with "
+                "nki.typing.tensor[(shape), dtype]"
+            )
+    return tuple(args)
+
+
+def main(args: argparse.Namespace) -> int:
+    from hwsim.nki.kernel import run
+
+    file_text, _, name = args.target.rpartition(":")
+    if not file_text:
+        raise HwsimError(f"'{args.target}': write FILE.py:KERNEL")
+    if args.out is not None:
+        from hwsim.outputs_guard import check_output_folder
+
+        check_output_folder(args.out, force=args.force)
+    kernel, module = load_kernel_file(Path(file_text), name, args.force_install)
+    inputs = kernel_inputs(kernel, module, name, args.shape)
+    config = _config(args)
+    result = run(kernel, *inputs, config=config)
+    print(f"{name}: latency {result.latency_ns / 1000:.3f} us ({result.latency_ns:.0f} ns) "
+          f"on {getattr(config, 'name', args.config)}")  # fmt: skip
+    print(f"bottleneck: {result.summary.bottleneck}")
+    for note in result.notes:
+        print(f"note: {note}")
+    ok = True
+    reference = getattr(module, f"{name}_reference", None)
+    if callable(reference):
+        expected = reference(*[np.asarray(a, np.float64) for a in inputs])
+        expected = expected if isinstance(expected, tuple) else (expected,)
+        err = max(
+            float(np.max(np.abs(o.astype(np.float64) - e)))
+            for o, e in zip(result.outputs, expected, strict=True)
+        )
+        scale = max(float(np.max(np.abs(e))) for e in expected) or 1.0
+        ok = err <= 1e-2 * scale
+        print(f"numerics: {'OK' if ok else 'MISMATCH'} (max abs error {err:.3g})")
+    from hwsim.trace.outputs import default_run_dir
+
+    out = args.out or default_run_dir(name)
+    result.write(out, force=args.force)
+    print(f"wrote {out}")
+    return 0 if ok else 1
+
+
+def _config(args: argparse.Namespace) -> Any:
+    from hwsim.config import load_config
+
+    return load_config(args.config, args.overrides)

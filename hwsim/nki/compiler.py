@@ -1,0 +1,31 @@
+"""``nki.compiler``: decorators and options, accepted. ``no_reorder`` is recorded for a scheduler
+(as ``nl.no_reorder``); the others have no effect here (each run's summary lists them under
+``nki_notes``)."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+from hwsim.nki.language import no_reorder, psum, sbuf  # noqa: F401 (re-exported)
+
+
+def _no_effect(name: str) -> Callable[..., Any]:
+    def decorator(fn: Any = None, **options: Any) -> Any:
+        if fn is None or not callable(fn):
+            return lambda f: f
+        return fn
+
+    decorator.__name__ = name
+    decorator.__doc__ = f"nki.compiler.{name}: accepted, without effect in the simulator."
+    return decorator
+
+
+skip_middle_end_transformations = _no_effect("skip_middle_end_transformations")
+enable_stack_allocator = _no_effect("enable_stack_allocator")
+force_auto_alloc = _no_effect("force_auto_alloc")
+disable_reorder = _no_effect("disable_reorder")
+
+
+def tile_size_hint(*args: Any, **kwargs: Any) -> None:
+    """Accepted, without effect."""

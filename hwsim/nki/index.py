@@ -1,0 +1,252 @@
+"""NKI index expressions: ``nl.arange``, ``nl.mgrid``, ``nl.ds`` and the masks built from them.
+
+An index expression is affine in one iterator, ``a * v + b`` for ``v`` in ``0..n-1``, placed at
+one position of an index grid (``nl.arange(128)[:, None]`` is position 0 of a 2-D grid,
+``[None, :]`` position 1). Indexing a tensor with expressions gives the tensor of the grid's
+shape (NKI's broadcasting rule): each expression becomes a strided slice of its axis, and an
+int-indexed axis keeps a size-1 dimension where the grid has one for it.
+
+A comparison of an expression with an int (``i_p < n - 128 * k``) is a ``Mask``: the range of
+``v`` that is kept. ``mask=`` on a call narrows every operand axis indexed by that iterator to
+the kept range, which is what the NKI compiler does with compile-time masks. A comparison of two
+iterators (a triangle) is not a range; ``nisa.affine_select`` builds such masks.
+"""
+
+from __future__ import annotations
+
+import itertools
+from dataclasses import dataclass, replace
+from typing import Any
+
+from hwsim.errors import IllegalInstructionError
+
+_IDS = itertools.count()
+
+
+def _where() -> str:
+    from hwsim.lang.kernel import source_location
+
+    return source_location()
+
+
+@dataclass(frozen=True)
+class IndexExpr:
+    """``scale * v + offset`` for the iterator ``var`` (``v`` in 0..count-1), at grid position
+    ``position`` of a grid of ``ndim`` dimensions."""
+
+    var: int
+    count: int
+    scale: int = 1
+    offset: int = 0
+    position: int = 0
+    ndim: int = 1
+
+    @property
+    def shape(self) -> tuple[int, ...]:
+        return tuple(self.count if d == self.position else 1 for d in range(self.ndim))
+
+    def as_slice(self) -> slice:
+        if self.scale < 1:
+            raise IllegalInstructionError(
+                f"{_where()}: index expression with step {self.scale}: only positive steps map "
+                "to an access pattern"
+            )
+        return slice(self.offset, self.offset + (self.count - 1) * self.scale + 1, self.scale)
+
+    def __getitem__(self, key: Any) -> IndexExpr:
+        """``[:, None]`` / ``[None, :]``: place a 1-D expression in a 2-D (or N-D) grid."""
+        items = key if isinstance(key, tuple) else (key,)
+        full = [i for i, item in enumerate(items) if isinstance(item, slice)]
+        if (
+            self.ndim != 1
+            or len(full) != 1
+            or any(item is not None and not isinstance(item, slice) for item in items)
+        ):
+            raise IllegalInstructionError(
+                f"{_where()}: index expression [{key!r}]: write arange(n)[:, None] or [None, :]"
+            )
+        return replace(self, position=full[0], ndim=len(items))
+
+    def _affine(self, scale: int, offset: int) -> IndexExpr:
+        return replace(self, scale=self.scale * scale, offset=self.offset * scale + offset)
+
+    def __add__(self, other: Any) -> IndexExpr:
+        return replace(self, offset=self.offset + _int(other, "+"))
+
+    __radd__ = __add__
+
+    def __sub__(self, other: Any) -> IndexExpr:
+        return replace(self, offset=self.offset - _int(other, "-"))
+
+    def __mul__(self, other: Any) -> IndexExpr:
+        return self._affine(_int(other, "*"), 0)
+
+    __rmul__ = __mul__
+
+    # Comparisons give the kept range of the iterator (the mask).
+    def __lt__(self, other: Any) -> Mask:
+        return self._bound(other, "<")
+
+    def __le__(self, other: Any) -> Mask:
+        return self._bound(other, "<=")
+
+    def __gt__(self, other: Any) -> Mask:
+        return self._bound(other, ">")
+
+    def __ge__(self, other: Any) -> Mask:
+        return self._bound(other, ">=")
+
+    def _bound(self, other: Any, op: str) -> Mask:
+        if isinstance(other, IndexExpr):
+            raise IllegalInstructionError(
+                f"{_where()}: mask comparing two index expressions ({op}) is not a range of one "
+                "iterator; build triangular masks with nisa.affine_select"
+            )
+        bound = _int(other, op)
+        if self.scale < 1:
+            raise IllegalInstructionError(f"{_where()}: mask on a non-increasing expression")
+        # scale * v + offset OP bound, solved for v (integers).
+        lo, hi = 0, self.count
+        rel = bound - self.offset
+        if op == "<":
+            hi = min(hi, -(-rel // self.scale))
+        elif op == "<=":
+            hi = min(hi, rel // self.scale + 1)
+        elif op == ">":
+            lo = max(lo, rel // self.scale + 1)
+        else:
+            lo = max(lo, -(-rel // self.scale))
+        return Mask({self.var: (lo, hi)}, {self.var: (self.position, self.count)})
+
+
+@dataclass(frozen=True)
+class Mask:
+    """The kept range [lo, hi) of each masked iterator; ``&`` intersects."""
+
+    ranges: dict[int, tuple[int, int]]
+    #: Each masked iterator's grid position and count: operands with no iterator on an axis
+    #: (tiles allocated by the kernel) are narrowed on that grid position when it has that size.
+    places: dict[int, tuple[int, int]]
+
+    def __and__(self, other: Mask) -> Mask:
+        if not isinstance(other, Mask):
+            raise IllegalInstructionError(f"{_where()}: mask & {type(other).__name__}")
+        merged = dict(self.ranges)
+        for var, (lo, hi) in other.ranges.items():
+            old = merged.get(var, (lo, hi))
+            merged[var] = (max(old[0], lo), min(old[1], hi))
+        return Mask(merged, {**self.places, **other.places})
+
+    def narrowed(self, expr: IndexExpr) -> IndexExpr:
+        """``expr`` over the kept range of its iterator."""
+        if expr.var not in self.ranges:
+            return expr
+        lo, hi = self.ranges[expr.var]
+        return replace(expr, count=max(0, hi - lo), offset=expr.offset + lo * expr.scale)
+
+    def __or__(self, other: Any) -> Mask:
+        raise IllegalInstructionError(
+            f"{_where()}: mask | mask is not a range; split the call into two"
+        )
+
+    def __hash__(self) -> int:
+        return hash(tuple(sorted(self.ranges.items())))
+
+
+def _int(value: Any, op: str) -> int:
+    if isinstance(value, bool) or not isinstance(value, int):
+        try:
+            import operator
+
+            return operator.index(value)
+        except TypeError:
+            raise IllegalInstructionError(
+                f"{_where()}: index expression {op} {type(value).__name__}: only ints combine "
+                "with index expressions"
+            ) from None
+    return value
+
+
+def arange(*args: int) -> IndexExpr:
+    """``nl.arange(n)`` / ``nl.arange(start, stop[, step])``: a 1-D index expression."""
+    start, stop, step = (0, args[0], 1) if len(args) == 1 else (*args, 1)[:3]
+    count = len(range(start, stop, step))
+    if count < 1:
+        raise IllegalInstructionError(f"{_where()}: arange{args} is empty")
+    return IndexExpr(next(_IDS), count, step, start)
+
+
+class Grid(tuple):
+    """What ``nl.mgrid[...]`` gives: a tuple of index expressions, also as ``.p`` (the
+    partition index) and ``.x`` (the first free index), as NKI kernels write them."""
+
+    @property
+    def p(self) -> IndexExpr:
+        return self[0]
+
+    @property
+    def x(self) -> IndexExpr:
+        return self[1]
+
+
+class _MGrid:
+    """``nl.mgrid[0:128, 0:512]``: one index expression per dimension (like numpy.mgrid)."""
+
+    def __getitem__(self, key: Any) -> Any:
+        items = key if isinstance(key, tuple) else (key,)
+        out = []
+        for position, item in enumerate(items):
+            if not isinstance(item, slice) or item.stop is None:
+                raise IllegalInstructionError(f"{_where()}: mgrid[{key!r}]: use start:stop slices")
+            start, step = item.start or 0, item.step or 1
+            count = len(range(start, item.stop, step))
+            out.append(IndexExpr(next(_IDS), count, step, start, position, len(items)))
+        return Grid(out) if len(out) > 1 else out[0]
+
+
+mgrid = _MGrid()
+
+
+def ds(start: int, size: int) -> slice:
+    """``nl.ds(start, size)``: the dynamic slice start:start+size (a compile-time int here)."""
+    return slice(int(start), int(start) + int(size))
+
+
+def resolve(shape: tuple[int, ...], key: Any) -> tuple[tuple[Any, ...], tuple[int | None, ...]]:
+    """A tensor index ``key`` as (plain numpy-style index, iterator of each result axis).
+
+    Without index expressions the key is numpy's. With them the result has the grid's
+    dimensions: expressions become slices, and ints become size-1 slices where the grid has a
+    dimension no expression covers (``x[i_p, 0]`` with i_p [128, 1] is [128, 1])."""
+    items = key if isinstance(key, tuple) else (key,)
+    if any(item is Ellipsis for item in items):
+        at = items.index(Ellipsis)
+        fill = (slice(None),) * (len(shape) - len(items) + 1)
+        items = items[:at] + fill + items[at + 1 :]
+    exprs = [item for item in items if isinstance(item, IndexExpr)]
+    if not exprs:
+        kept = sum(isinstance(item, slice) for item in items) + len(shape) - len(items)
+        return tuple(items), (None,) * kept
+    ndim = max(e.ndim for e in exprs)
+    covered = {e.position for e in exprs}  # grid positions given by expressions
+    slices = sum(isinstance(item, slice) for item in items)
+    ints = [i for i, item in enumerate(items) if not isinstance(item, (IndexExpr, slice))]
+    uncovered = ndim - len(covered) - slices
+    keep_ints = uncovered == len(ints) and uncovered > 0
+    plain_items: list[Any] = []
+    axis_vars: list[int | None] = []
+    for item in items:
+        if isinstance(item, IndexExpr):
+            plain_items.append(item.as_slice())
+            axis_vars.append(item.var)
+        elif isinstance(item, slice):
+            plain_items.append(item)
+            axis_vars.append(None)
+        elif keep_ints:
+            value = _int(item, "index")
+            plain_items.append(slice(value, value + 1))
+            axis_vars.append(None)
+        else:
+            plain_items.append(item)
+    axis_vars += [None] * (len(shape) - len(items))
+    return tuple(plain_items), tuple(axis_vars)

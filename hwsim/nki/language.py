@@ -1,0 +1,386 @@
+"""``nki.language`` (``nl``) on the simulator: dtypes, buffers, tensors, loops, SPMD ids, index
+expressions and the operators (``hwsim.nki.language_ops`` has what each lowers to).
+
+An operator is an ``NlOp``: callable (``nl.exp(x)``) and usable as an ``op=`` of an nki.isa call
+(``nisa.tensor_tensor(..., op=nl.add)``), as in NKI.
+"""
+
+from __future__ import annotations
+
+import builtins as _b
+import contextlib
+from collections.abc import Iterator
+from typing import Any
+
+import numpy as np
+
+from hwsim.lang import isa as lisa
+from hwsim.lang.kernel import current
+from hwsim.lang.tiles import Buffer, Tile, hbm, psum, sbuf
+from hwsim.nki import language_ops as ops
+from hwsim.nki.index import arange, ds, mgrid
+from hwsim.nki.pending import PendingMatmul
+from hwsim.nki.state import state
+from hwsim.nki.tensor import NkiTensor, allocate, fail
+
+# ---- dtypes (NKI names; values are hwsim dtype names) ---------------------------------------
+float32, bfloat16, float16, tfloat32 = "fp32", "bf16", "fp16", "fp32"
+float8_e4m3, float8_e5m2 = "fp8_e4m3", "fp8_e5m2"
+float8_e5m2_x4, float8_e4m3fn_x4, float4_e2m1fn_x4 = "fp8_e5m2_x4", "fp8_e4m3fn_x4", "fp4_e2m1fn_x4"
+int8, int16, int32, uint8, uint16, uint32 = "int8", "int16", "int32", "uint8", "uint16", "uint32"
+bool_ = "uint8"
+
+# ---- buffers --------------------------------------------------------------------------------
+shared_hbm = private_hbm = hbm
+__all_buffers__ = (sbuf, psum, hbm)
+
+
+class par_dim:
+    """``nl.par_dim(n)``: marks the partition dimension of a shape. A leading dimension before
+    it (``(nbuf, par_dim(128), 512)``) asks for multi-buffering, modelled here by allocation
+    rings (hwsim.nki.state), so the shape given to the allocator drops nothing: use it only
+    as the first dimension, or index the block dimension as a Python list."""
+
+    def __init__(self, size: int) -> None:
+        self.size = int(size)
+
+    def __index__(self) -> int:
+        return self.size
+
+    def __int__(self) -> int:
+        return self.size
+
+    def __repr__(self) -> str:
+        return f"par_dim({self.size})"
+
+
+class tile_size:
+    """Tile limits (NKI: class attributes). Values of trn1/trn2/trn3 (HARDWARE.md §1-2)."""
+
+    pmax = 128
+    psum_fmax = 512
+    gemm_stationary_fmax = 128
+    gemm_moving_fmax = 512
+    bn_stats_fmax = 512
+    psum_min_align = 4
+    sbuf_min_align = 1
+    total_available_sbuf_size = 24 * 1024 * 1024
+
+
+class fp32:
+    min = -3.4028234663852886e38
+    max = 3.4028234663852886e38
+
+
+# ---- tensors --------------------------------------------------------------------------------
+def _shape(shape: Any) -> tuple[int, ...]:
+    if isinstance(shape, (int, par_dim)):
+        shape = (shape,)
+    return tuple(int(n) for n in shape)
+
+
+def _blocks(shape: Any) -> int:
+    """How many block dimensions come before the ``par_dim`` of a shape (0 if none)."""
+    if isinstance(shape, (int, par_dim)):
+        return 0
+    marks = [i for i, n in enumerate(shape) if isinstance(n, par_dim)]
+    return marks[0] if marks else 0
+
+
+def _tensor(shape: Any, dtype: Any, buffer: Buffer) -> Any:
+    """A tile, or a BlockTensor when block dimensions come before par_dim."""
+    from hwsim.dtypes import dtype as lookup
+    from hwsim.nki.blocks import BlockTensor
+
+    dims = _shape(shape)
+    count = _blocks(shape)
+    if count:
+        return BlockTensor(dims[:count], dims[count:], lookup(dtype), buffer)
+    return allocate(dims, dtype, buffer)
+
+
+def ndarray(shape: Any, dtype: Any, *, buffer: Buffer = sbuf, name: str = "", **kwargs: Any) -> Any:
+    """``nl.ndarray(shape, dtype, buffer=nl.sbuf)``; HBM tensors are kernel outputs or scratch."""
+    if buffer is hbm:
+        return _hbm(_shape(shape), dtype, name)
+    return _tensor(shape, dtype, buffer)
+
+
+empty = ndarray
+
+
+def _hbm(shape: tuple[int, ...], dtype: Any, name: str) -> NkiTensor:
+    """An HBM tensor. SPMD instances share the k-th one they allocate (``shared_hbm``)."""
+    st = state()
+    index = st.shared_hbm_seen
+    st.shared_hbm_seen += 1
+    if index < len(st.shared_hbm):
+        return st.shared_hbm[index]
+    t = allocate(shape, dtype, hbm, name=name or f"out{index}" if index else name or "out")
+    st.shared_hbm.append(t)
+    return t
+
+
+def zeros(shape: Any, dtype: Any, *, buffer: Buffer = sbuf, name: str = "", **kw: Any) -> Any:
+    """``nl.zeros``: in PSUM the zero fill is left pending (a following ``+=`` matmul starts its
+    accumulation group instead, as the compiler does); elsewhere a VectorE memset."""
+    if buffer is hbm:
+        raise fail("nl.zeros", "HBM zeros: allocate with nl.ndarray and store a zero tile")
+    if _blocks(shape):
+        blocked = _tensor(shape, dtype, buffer)
+        blocked.fill_on_first_use(0.0)
+        return blocked
+    t = allocate(_shape(shape), dtype, buffer)
+    if buffer is psum:
+        from hwsim.nki.tensor import psum_group
+
+        psum_group(t).zero_pending = True
+    else:
+        lisa.memset(t.view, 0.0)
+    return t
+
+
+def full(shape: Any, fill_value: float, dtype: Any, *, buffer: Buffer = sbuf, **kw: Any) -> Any:
+    if _blocks(shape):
+        blocked = _tensor(shape, dtype, buffer)
+        blocked.fill_on_first_use(float(fill_value))
+        return blocked
+    t = allocate(_shape(shape), dtype, buffer)
+    lisa.memset(t.view, float(fill_value))
+    return t
+
+
+def ones(shape: Any, dtype: Any, *, buffer: Buffer = sbuf, **kw: Any) -> Any:
+    return full(shape, 1.0, dtype, buffer=buffer)
+
+
+def zeros_like(a: Any, dtype: Any = None, *, buffer: Buffer = sbuf, **kw: Any) -> Any:
+    return zeros(a.shape, dtype or a.dtype, buffer=buffer)
+
+
+def ndarray_like(a: Any, dtype: Any = None, *, buffer: Buffer = sbuf, **kw: Any) -> Any:
+    return ndarray(a.shape, dtype or a.dtype, buffer=buffer)
+
+
+empty_like = ndarray_like
+
+
+def shared_constant(constant: Any, dtype: Any = None, **kw: Any) -> NkiTensor:
+    """A constant array as an HBM input tensor (NKI: folded into the NEFF)."""
+    from hwsim.dtypes import dtype as lookup
+
+    array = np.asarray(constant)
+    dt = lookup(
+        dtype or {"float32": "fp32", "float16": "fp16"}.get(array.dtype.name, array.dtype.name)
+    )
+    context = current()
+    name = context.fresh_name("const")
+    context.builder.hbm_tensor(name, array.shape, dt, "input", array.astype(dt.numpy))
+    return NkiTensor(Tile(name, array.shape, dt, hbm))
+
+
+def shared_identity_matrix(n: int, dtype: Any = "fp32", **kw: Any) -> NkiTensor:
+    return shared_constant(np.eye(n, dtype=np.float32), dtype)
+
+
+def iota(expr: Any, dtype: Any, *, mask: Any = None, **kw: Any) -> NkiTensor:
+    """``nl.iota(expr, dtype)``: a tile holding the values of an index expression (GpSimdE)."""
+    from hwsim.nki.index import IndexExpr
+
+    if not isinstance(expr, IndexExpr):
+        raise fail("nl.iota", "expr must be an index expression (nl.arange / nl.mgrid)")
+    shape = expr.shape if expr.ndim > 1 else (1, expr.count)
+    out = allocate(shape, dtype, sbuf)
+    position = expr.position if expr.ndim > 1 else 1
+    if position == 0:
+        lisa.iota(
+            out.view,
+            steps=(0,) * (len(shape) - 1),
+            offset=expr.offset,
+            channel_multiplier=expr.scale,
+        )
+    else:
+        steps = tuple(expr.scale if d == position else 0 for d in _b.range(1, len(shape)))
+        lisa.iota(out.view, steps=steps, offset=expr.offset)
+    return out
+
+
+def load(src: Any, *, mask: Any = None, dtype: Any = None, **kw: Any) -> Any:
+    return ops.load(src, mask=mask, dtype=dtype)
+
+
+def store(dst: Any, value: Any, *, mask: Any = None, **kw: Any) -> None:
+    ops.store(dst, value, mask=mask)
+
+
+def load_transpose2d(src: Any, *, mask: Any = None, dtype: Any = None) -> NkiTensor:
+    """HBM [P, F] -> SBUF [F, P] by a transposing DMA (2-byte dtypes)."""
+    from hwsim.nki.tensor import as_tensor
+
+    t = as_tensor(src, "nl.load_transpose2d")
+    view = t.masked(mask)
+    out = allocate((view.shape[1], view.shape[0]), dtype or t.dtype, sbuf)
+    lisa.dma_transpose(out.view, view, engine="sync", queue=state().next_load_queue())
+    return out
+
+
+# ---- loops, SPMD ----------------------------------------------------------------------------
+def _range(kind: str, args: tuple[int, ...]) -> Iterator[int]:
+    return state().loop(kind, _b.range(*[int(a) for a in args]))
+
+
+def affine_range(*args: int, **kw: Any) -> Iterator[int]:
+    """Iterations without loop-carried dependencies (tiles in the body are multi-buffered)."""
+    return _range("affine_range", args)
+
+
+def sequential_range(*args: int, **kw: Any) -> Iterator[int]:
+    """Iterations in order: a scheduler barrier between iterations (the kernel language's
+    sequential_range), and the region recorded in the program's meta."""
+    return _range("sequential_range", args)
+
+
+def static_range(*args: int, **kw: Any) -> Iterator[int]:
+    return _range("static_range", args)
+
+
+def range(*args: int, **kw: Any) -> Iterator[int]:
+    return _range("range", args)
+
+
+def program_id(axis: int = 0) -> int:
+    st = state()
+    if not 0 <= axis < len(st.program_ids):
+        raise fail("nl.program_id", f"axis {axis} of a {len(st.grid)}-D launch grid {st.grid}")
+    return st.program_ids[axis]
+
+
+def num_programs(axes: Any = None) -> Any:
+    grid = state().grid
+    if axes is None:
+        return int(np.prod(grid))
+    if isinstance(axes, int):
+        return grid[axes] if axes < len(grid) else 1
+    return tuple(grid[a] for a in axes)
+
+
+def program_ndim() -> int:
+    return len(state().grid)
+
+
+class spmd_dim:
+    """``nl.spmd_dim(...)``: a launch-grid dimension (grids run here as instances on one core)."""
+
+    def __init__(self, *sizes: Any) -> None:
+        self.size = int(np.prod([int(s) for s in sizes])) if sizes else 1
+
+    def __int__(self) -> int:
+        return self.size
+
+    __index__ = __int__
+
+
+class nc(spmd_dim):
+    """``nl.nc(n)``: a grid dimension over the logical NeuronCore's physical cores (LNC)."""
+
+
+@contextlib.contextmanager
+def no_reorder() -> Iterator[None]:
+    """Keep the block's instructions in program order among themselves: the kernel language's
+    ``no_reorder`` (honoured by a scheduled build, ``schedule="list"``), and recorded in the
+    program's meta (``nki_no_reorder``, per-engine pcs under program order)."""
+    from hwsim.lang.scheduling import no_reorder as lang_no_reorder
+    from hwsim.nki.state import NkiState, user_site
+
+    st = state()
+    start = NkiState.stream_marks()
+    site = user_site()
+    with lang_no_reorder():
+        yield
+    st.no_reorder.append(NkiState.region(start, f"{site[0].rsplit('/', 1)[-1]}:{site[1]}"))
+
+
+def device_print(*args: Any, **kw: Any) -> None:
+    """Accepted; prints nothing (values exist only once the simulation runs)."""
+    state().note("nl.device_print: accepted, prints nothing (no values while building)")
+
+
+# ---- operators ------------------------------------------------------------------------------
+class NlOp:
+    """An nl operator: callable on tiles, and an ``op=`` value of nki.isa calls."""
+
+    def __init__(self, name: str, kind: str) -> None:
+        self.name, self.kind = name, kind
+        self.__name__ = name
+
+    def __repr__(self) -> str:
+        return f"nl.{self.name}"
+
+    def __call__(self, *args: Any, **kwargs: Any) -> Any:
+        kwargs.pop("engine", None)
+        if self.kind == "binary":
+            return ops.binary(self.name, *args, **kwargs)
+        if self.kind == "unary":
+            return ops.unary(self.name, *args, **kwargs)
+        if self.kind == "reduce":
+            return ops.reduce(self.name, *args, **kwargs)
+        raise AssertionError(self.kind)
+
+
+_OPS: dict[str, NlOp] = {}
+for _name in ops.BINARY:
+    _OPS[_name] = NlOp(_name, "binary")
+for _name in ops.UNARY:
+    _OPS[_name] = NlOp(_name, "unary")
+for _name in ops.REDUCE:
+    _OPS[_name] = NlOp(_name, "reduce")
+globals().update(_OPS)
+max = _OPS["max"]
+min = _OPS["min"]
+abs = _OPS["abs"]
+all = _OPS["all"]
+any = _OPS["any"]
+sum = _OPS["sum"]
+
+negative = ops.negative
+reciprocal = ops.reciprocal
+mean = ops.mean
+copy = ops.copy
+matmul = ops.matmul
+transpose = ops.transpose
+softmax = ops.softmax
+broadcast_to = ops.broadcast_to
+
+
+loop_reduce = ops.loop_reduce
+_EXPORTED = (PendingMatmul, arange, ds, mgrid)  # re-exported nl names
+
+
+#: nki.language names of the public docs that this simulator does not implement, and why.
+UNSUPPORTED = {
+    "gather_flattened": "indirect on-chip gather: use nisa.local_gather",
+    "random_seed": "use nisa.set_rng_seed",
+    "rand": "use nisa.rng / nisa.rand2",
+    "dropout": "use nisa.dropout",
+    "atomic_rmw": "atomic HBM read-modify-write is not modelled",
+    "invert": "use nl.bitwise_xor(x, -1)",
+    "fmod": "AluOp.mod via nisa.tensor_scalar(op0=np.mod)",
+    "floor": "no ScalarE floor activation is modelled",
+    "ceil": "no ScalarE ceil activation is modelled",
+    "trunc": "no ScalarE trunc activation is modelled",
+    "expand_dims": "tiles cannot be reshaped here",
+    "where": "use nisa.select",
+    "var": "use nisa.bn_stats / nisa.bn_aggr",
+    "arctan2": "no two-input arctan is modelled",
+}
+
+
+def __getattr__(name: str) -> Any:
+    """An NKI name this simulator lacks: calling it is one clear error naming the kernel line."""
+    if name in UNSUPPORTED:
+
+        def unsupported(*args: Any, **kwargs: Any) -> Any:
+            raise fail(f"nl.{name}", f"not supported by hwsim.nki: {UNSUPPORTED[name]}")
+
+        return unsupported
+    raise AttributeError(f"hwsim.nki.language has no '{name}' (docs/nki-support.md lists names)")

@@ -1,0 +1,336 @@
+"""The tile-returning ``nki.language`` operators, each lowered to the instruction (and engine)
+the NKI compiler picks for it:
+
+- arithmetic and comparisons: VectorE ``tensor_tensor`` (two tiles) or ``tensor_scalar`` (a
+  scalar, or a [P, 1] column broadcast along the free axis);
+- transcendental functions: ScalarE ``activation``;
+- free-axis reductions: VectorE ``tensor_reduce``; partition-axis: GpSimdE
+  ``tensor_partition_reduce``;
+- ``matmul``: TensorE into an implicit PSUM tile (``PendingMatmul``), ``transpose``: TensorE;
+- ``copy`` (and the evacuation of PSUM before a store): VectorE ``tensor_copy``;
+- ``broadcast_to`` of a [1, N] row: a ones-vector matmul on TensorE (what the compiler emits for
+  a partition broadcast), of a [P, 1] column: a VectorE ``tensor_scalar``.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+
+from hwsim.dtypes import dtype as lookup_dtype
+from hwsim.isa.ap import MemorySpace
+from hwsim.kernels.ops import ActivationFunction, AluOp, ReduceOp
+from hwsim.lang import isa as lisa
+from hwsim.lang.tiles import psum, sbuf
+from hwsim.nki.pending import Pending, PendingLoad, PendingMatmul
+from hwsim.nki.tensor import (
+    Indirect,
+    NkiTensor,
+    allocate,
+    as_tensor,
+    dst,
+    fail,
+    src,
+)
+
+BINARY = {
+    "add": AluOp.add,
+    "subtract": AluOp.subtract,
+    "multiply": AluOp.multiply,
+    "divide": AluOp.divide,
+    "maximum": AluOp.max,
+    "minimum": AluOp.min,
+    "power": AluOp.power,
+    "equal": AluOp.is_equal,
+    "not_equal": AluOp.not_equal,
+    "greater": AluOp.is_gt,
+    "greater_equal": AluOp.is_ge,
+    "less": AluOp.is_lt,
+    "less_equal": AluOp.is_le,
+    "logical_and": AluOp.logical_and,
+    "logical_or": AluOp.logical_or,
+    "logical_xor": AluOp.logical_xor,
+    "bitwise_and": AluOp.bitwise_and,
+    "bitwise_or": AluOp.bitwise_or,
+    "bitwise_xor": AluOp.bitwise_xor,
+    "left_shift": AluOp.logical_shift_left,
+    "right_shift": AluOp.logical_shift_right,
+}
+
+UNARY = {
+    "exp": ActivationFunction.exp,
+    "log": ActivationFunction.log,
+    "tanh": ActivationFunction.tanh,
+    "sigmoid": ActivationFunction.sigmoid,
+    "relu": ActivationFunction.relu,
+    "gelu": ActivationFunction.gelu,
+    "gelu_apprx_tanh": ActivationFunction.gelu_apprx_tanh,
+    "gelu_dx": ActivationFunction.gelu_dx,
+    "silu": ActivationFunction.silu,
+    "silu_dx": ActivationFunction.silu_dx,
+    "softplus": ActivationFunction.softplus,
+    "mish": ActivationFunction.mish,
+    "sqrt": ActivationFunction.sqrt,
+    "rsqrt": ActivationFunction.rsqrt,
+    "square": ActivationFunction.square,
+    "abs": ActivationFunction.abs,
+    "sign": ActivationFunction.sign,
+    "sin": ActivationFunction.sin,
+    "cos": ActivationFunction.cos,
+    "erf": ActivationFunction.erf,
+    "erf_dx": ActivationFunction.erf_dx,
+    "arctan": ActivationFunction.arctan,
+}
+
+REDUCE = {
+    "sum": ReduceOp.add,
+    "max": ReduceOp.max,
+    "min": ReduceOp.min,
+    "prod": ReduceOp.multiply,
+    "all": ReduceOp.bitwise_and,
+    "any": ReduceOp.bitwise_or,
+}
+
+
+def _result(shape: tuple[int, ...], dtype: Any, like: NkiTensor) -> NkiTensor:
+    return allocate(shape, dtype or like.dtype, sbuf)
+
+
+def _column(t: NkiTensor) -> bool:
+    """A [P] or [P, 1] tile: a per-partition scalar operand."""
+    return t.ndim == 1 or (t.ndim >= 2 and all(n == 1 for n in t.shape[1:]))
+
+
+def _scalar(value: Any) -> bool:
+    return isinstance(value, (int, float, np.number)) and not isinstance(value, bool)
+
+
+def binary(
+    name: str, x: Any, y: Any, *, dtype: Any = None, mask: Any = None, dst: Any = None
+) -> NkiTensor:
+    """``nl.<name>(x, y)``: elementwise with NKI broadcasting (scalar, [P, 1] column)."""
+    op = BINARY[name]
+    if _scalar(x) and _scalar(y):
+        raise fail(f"nl.{name}", "both operands are Python numbers; compute them in Python")
+    if _scalar(x):
+        t = as_tensor(y, f"nl.{name}")
+        out = dst if dst is not None else _result(t.shape, dtype, t)
+        lisa.tensor_scalar(_dst(out, mask), src(t, mask), op, float(x), reverse0=True)
+        return out
+    t = as_tensor(x, f"nl.{name}")
+    if _scalar(y):
+        out = dst if dst is not None else _result(t.shape, dtype, t)
+        lisa.tensor_scalar(_dst(out, mask), src(t, mask), op, float(y))
+        return out
+    u = as_tensor(y, f"nl.{name}")
+    if t.shape == u.shape:
+        out = dst if dst is not None else _result(t.shape, dtype, t)
+        lisa.tensor_tensor(_dst(out, mask), src(t, mask), src(u, mask), op)
+        return out
+    if _column(u) and u.shape[0] == t.shape[0]:
+        out = dst if dst is not None else _result(t.shape, dtype, t)
+        lisa.tensor_scalar(_dst(out, mask), src(t, mask), op, src(u, mask))
+        return out
+    if _column(t) and t.shape[0] == u.shape[0]:
+        out = dst if dst is not None else _result(u.shape, dtype, u)
+        lisa.tensor_scalar(_dst(out, mask), src(u, mask), op, src(t, mask), reverse0=True)
+        return out
+    if t.shape[0] == 1 and u.shape[1:] == t.shape[1:]:
+        return binary(name, broadcast_to(t, u.shape), u, dtype=dtype, mask=mask, dst=dst)
+    if u.shape[0] == 1 and t.shape[1:] == u.shape[1:]:
+        return binary(name, t, broadcast_to(u, t.shape), dtype=dtype, mask=mask, dst=dst)
+    raise fail(
+        f"nl.{name}",
+        f"shapes {list(t.shape)} and {list(u.shape)} do not broadcast (NKI broadcasts a scalar, "
+        "a [P, 1] column along the free axis, or a [1, N] row across partitions)",
+    )
+
+
+def _dst(out: Any, mask: Any) -> Any:
+    return dst(out, mask)
+
+
+def unary(name: str, x: Any, *, dtype: Any = None, mask: Any = None) -> NkiTensor:
+    """``nl.exp(x)`` & co.: ScalarE activation."""
+    t = as_tensor(x, f"nl.{name}")
+    out = _result(t.shape, dtype, t)
+    lisa.activation(dst(out, mask), UNARY[name], src(t, mask))
+    return out
+
+
+def negative(x: Any, *, dtype: Any = None, mask: Any = None) -> NkiTensor:
+    return binary("multiply", x, -1.0, dtype=dtype, mask=mask)
+
+
+def reciprocal(x: Any, *, dtype: Any = None, mask: Any = None) -> NkiTensor:
+    t = as_tensor(x, "nl.reciprocal")
+    out = _result(t.shape, dtype, t)
+    lisa.reciprocal(dst(out, mask), src(t, mask))
+    return out
+
+
+def _free_axes(name: str, t: NkiTensor, axis: Any) -> int:
+    """How many innermost free axes ``axis`` names (they must be the innermost ones)."""
+    axes = sorted({a % t.ndim for a in ((axis,) if isinstance(axis, int) else tuple(axis))})
+    if 0 in axes:
+        raise fail(f"nl.{name}", "reduce the partition axis alone (axis=0) or free axes only")
+    if axes != list(range(t.ndim - len(axes), t.ndim)):
+        raise fail(f"nl.{name}", f"axis={axis}: reduce the innermost free axes")
+    return len(axes)
+
+
+def reduce(
+    name: str, x: Any, axis: Any, *, dtype: Any = None, keepdims: bool = False, mask: Any = None
+) -> NkiTensor:
+    t = as_tensor(x, f"nl.{name}")
+    if axis == 0 or axis == (0,):
+        out = _result((1, *t.shape[1:]), dtype, t)
+        lisa.tensor_partition_reduce(dst(out, mask), REDUCE[name], src(t, mask))
+        return out
+    count = _free_axes(name, t, axis)
+    kept = t.shape[: t.ndim - count]
+    shape = (*kept, *([1] * count)) if keepdims else (kept if len(kept) > 1 else (kept[0], 1))
+    out = _result(shape, dtype, t)
+    lisa.tensor_reduce(dst(out, mask), REDUCE[name], src(t, mask), axes=count)
+    return out
+
+
+def mean(x: Any, axis: Any, *, dtype: Any = None, keepdims: bool = False, mask: Any = None) -> Any:
+    """``nl.mean``: a VectorE sum, then a VectorE multiply by 1/n."""
+    t = as_tensor(x, "nl.mean")
+    total = reduce("sum", t, axis, dtype=dtype or "fp32", keepdims=keepdims, mask=mask)
+    count = int(np.prod([t.shape[a] for a in ((axis,) if isinstance(axis, int) else axis)]))
+    lisa.tensor_scalar(total.view, total.view, AluOp.multiply, 1.0 / count)
+    return total
+
+
+def copy(x: Any, *, dtype: Any = None, mask: Any = None) -> NkiTensor:
+    """``nl.copy``: VectorE tensor_copy (the PSUM -> SBUF evacuation)."""
+    t = as_tensor(x, "nl.copy")
+    out = _result(t.shape, dtype, t)
+    lisa.tensor_copy(dst(out, mask), src(t, mask))
+    return out
+
+
+def assign(target: NkiTensor, value: Any) -> None:
+    """``t[...] = value``: a copy (VectorE) or a memset of a number."""
+    if _scalar(value):
+        lisa.memset(dst(target), float(value))
+        return
+    if isinstance(value, Pending):
+        value.into_tile(target)
+        return
+    lisa.tensor_copy(dst(target), src(value))
+
+
+def matmul(x: Any, y: Any, *, transpose_x: bool = False, mask: Any = None) -> PendingMatmul:
+    """``nl.matmul``: x @ y (or x.T @ y with transpose_x=True) into an implicit PSUM tile; without
+    transpose_x, x is transposed first on TensorE (as the compiler inserts)."""
+    stationary = as_tensor(x, "nl.matmul")
+    if not transpose_x:
+        stationary = copy(transpose(stationary, mask=mask))
+    return PendingMatmul(stationary, as_tensor(y, "nl.matmul"), mask, {})
+
+
+def transpose(x: Any, *, dtype: Any = None, mask: Any = None) -> NkiTensor:
+    """``nl.transpose``: [P, F] -> [F, P] on TensorE, into PSUM (F <= 128)."""
+    t = as_tensor(x, "nl.transpose")
+    if t.ndim != 2:
+        raise fail("nl.transpose", f"a 2-D tile, got {list(t.shape)}")
+    out = allocate((t.shape[1], t.shape[0]), dtype or t.dtype, psum)
+    lisa.nc_transpose(dst(out), src(t, mask))
+    return out
+
+
+def softmax(x: Any, axis: Any = -1, *, dtype: Any = None, mask: Any = None) -> NkiTensor:
+    """``nl.softmax`` over the free axis: max (VectorE), exp(x - max) with the row sums (ScalarE
+    activation_reduce), 1/sum (VectorE reciprocal), scaling (VectorE tensor_scalar)."""
+    t = as_tensor(x, "nl.softmax")
+    _free_axes("softmax", t, axis)
+    rows = t.shape[0]
+    peak = allocate((rows, 1), "fp32", sbuf)
+    lisa.tensor_reduce(peak.view, ReduceOp.max, src(t, mask), axes=t.ndim - 1, negate=True)
+    out = _result(t.shape, dtype, t)
+    total = allocate((rows, 1), "fp32", sbuf)
+    lisa.activation_reduce(
+        dst(out, mask), ActivationFunction.exp, src(t, mask), reduce_res=total.view, bias=peak.view
+    )
+    lisa.reciprocal(total.view, total.view)
+    lisa.tensor_scalar(dst(out, mask), src(out, mask), AluOp.multiply, total.view)
+    return out
+
+
+def broadcast_to(x: Any, shape: Any) -> NkiTensor:
+    """[1, N] -> [P, N] (ones-vector matmul on TensorE, then VectorE copy) or [P, 1] -> [P, N]."""
+    t = as_tensor(x, "nl.broadcast_to")
+    shape = tuple(int(n) for n in shape)
+    if t.shape == shape:
+        return t
+    if t.ndim == 2 and t.shape[0] == 1 and t.shape[1] == shape[1]:
+        ones = allocate((1, shape[0]), t.dtype, sbuf)
+        lisa.memset(ones.view, 1.0)
+        acc = allocate(shape, "fp32", psum)
+        lisa.nc_matmul(acc.view, ones.view, src(t), is_stationary_onezero=True)
+        return copy(acc, dtype=t.dtype)
+    if _column(t) and t.shape[0] == shape[0]:
+        out = allocate(shape, t.dtype, sbuf)
+        lisa.memset(out.view, 0.0)
+        lisa.tensor_scalar(out.view, out.view, AluOp.add, src(t))
+        return out
+    raise fail("nl.broadcast_to", f"cannot broadcast {list(t.shape)} to {list(shape)}")
+
+
+def load(src_: Any, *, mask: Any = None, dtype: Any = None) -> PendingLoad | NkiTensor:
+    """``nl.load``: HBM -> a new SBUF tile, triggered by the Sync engine (queues rotate);
+    emitted at first use, or straight into the tile it is assigned to."""
+
+    if isinstance(src_, Indirect):
+        return _gather(src_, dtype)
+    t = as_tensor(src_, "nl.load")
+    if t.memory is not MemorySpace.HBM:
+        raise fail("nl.load", f"{t.tile.name} is in {t.buffer}; nl.load reads HBM")
+    view = t.masked(mask)
+    shape = tuple(view.shape) if len(view.shape) > 1 else (1, view.shape[0])
+    return PendingLoad(view, lookup_dtype(dtype or t.dtype), shape, t.axis_vars)
+
+
+def _gather(rows: Indirect, dtype: Any) -> NkiTensor:
+    """``nl.load(table[idx, :])``: an indirect DMA, hwsim's ``dma_gather`` (software DGE on
+    GpSimdE, as the compiler lowers it; docs/kernel-language.md)."""
+    out = allocate(rows.shape, dtype or rows.dtype, sbuf)
+    lisa.dma_gather(out.view, rows.table.view, src(rows.indices))
+    return out
+
+
+def store(dst_: Any, value: Any, *, mask: Any = None) -> None:
+    """``nl.store``: a tile -> HBM, triggered by GpSimdE on its own queue (so stores never hold up
+    loads); a PSUM value is first copied to SBUF (VectorE), as DMAs do not read PSUM."""
+    from hwsim.nki.state import state
+
+    target = as_tensor(dst_, "nl.store")
+    if target.memory is not MemorySpace.HBM:
+        raise fail("nl.store", f"{target.tile.name} is in {target.buffer}; nl.store writes HBM")
+    v = as_tensor(value, "nl.store")
+    if v.memory is MemorySpace.PSUM:
+        v = copy(v, dtype=target.dtype)
+    lisa.dma_copy(target.masked(mask), src(v, mask), engine="gpsimd", queue=state().store_queue)
+
+
+def loop_reduce(x: Any, op: Any, loop_indices: Any = None, *, dtype: Any = None, mask: Any = None):
+    """``nl.loop_reduce(x, op, loop_indices)``: reduce ``x`` elementwise across the iterations of
+    the enclosing loop; the first iteration keeps a copy, later ones combine into it."""
+    from hwsim.nki.isa_ops import alu_op
+    from hwsim.nki.state import state, user_site
+
+    st = state()
+    if not st.loops:
+        raise fail("nl.loop_reduce", "call it inside an nl.affine_range / sequential_range loop")
+    key = ("loop_reduce", tuple(f.site for f in st.loops), user_site())
+    acc = st.reductions.get(key)
+    if acc is None:
+        acc = st.reductions[key] = allocate(x.shape, dtype or x.dtype, sbuf, site=key[2])
+        lisa.tensor_copy(acc.view, src(x, mask))
+        return acc
+    lisa.tensor_tensor(acc.view, acc.view, src(x, mask), alu_op(op, "nl.loop_reduce"))
+    return acc

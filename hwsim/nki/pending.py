@@ -1,0 +1,150 @@
+"""Results not emitted until used: ``nl.load`` and tile-returning matmuls.
+
+``t[...] = nl.load(x)`` is then one DMA into ``t`` and ``acc += nisa.nc_matmul(a, b)`` one matmul
+accumulating into ``acc`` (the first of a group overwriting), as the NKI compiler lowers them;
+any other use materialises the result in a new tile.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from hwsim.dtypes import DType
+from hwsim.dtypes import dtype as lookup_dtype
+from hwsim.isa.ap import MemorySpace
+from hwsim.lang import isa as lisa
+from hwsim.lang.tiles import psum
+from hwsim.lang.tiles import sbuf as _sbuf
+from hwsim.nki.state import state, user_site
+from hwsim.nki.tensor import NkiTensor, allocate, dst, fail, psum_group, src
+
+
+class Pending:
+    """A result not yet emitted: materialised at its first use, or written straight into the
+    tile it is assigned to (``t[...] = nl.load(x)`` is one DMA into ``t``, as NKI compiles it)."""
+
+    shape: tuple[int, ...]
+    _result: NkiTensor | None = None
+
+    def materialize(self) -> NkiTensor:
+        raise NotImplementedError
+
+    def into_tile(self, target: NkiTensor) -> None:
+        raise NotImplementedError
+
+    def __getattr__(self, name: str) -> Any:
+        if name.startswith("_"):
+            raise AttributeError(name)
+        return getattr(self.materialize(), name)
+
+    def __getitem__(self, key: Any) -> NkiTensor:
+        return self.materialize()[key]
+
+    def __setitem__(self, key: Any, value: Any) -> None:
+        self.materialize()[key] = value
+
+    def __add__(self, o: Any) -> NkiTensor:
+        return self.materialize() + o
+
+    def __radd__(self, o: Any) -> NkiTensor:
+        return o + self.materialize()
+
+    def __sub__(self, o: Any) -> NkiTensor:
+        return self.materialize() - o
+
+    def __rsub__(self, o: Any) -> NkiTensor:
+        return o - self.materialize()
+
+    def __mul__(self, o: Any) -> NkiTensor:
+        return self.materialize() * o
+
+    def __rmul__(self, o: Any) -> NkiTensor:
+        return o * self.materialize()
+
+    def __truediv__(self, o: Any) -> NkiTensor:
+        return self.materialize() / o
+
+    def __neg__(self) -> NkiTensor:
+        return -self.materialize()
+
+    def __iadd__(self, o: Any) -> NkiTensor:
+        t = self.materialize()
+        t += o
+        return t
+
+
+class PendingLoad(Pending):
+    """``nl.load(src)``: HBM -> SBUF, triggered by the Sync engine on the rotating queues."""
+
+    def __init__(self, view: Any, dtype: DType, shape: tuple[int, ...], axis_vars: Any) -> None:
+        self.source, self.dtype, self.shape, self.axis_vars = view, dtype, shape, axis_vars
+        self.site = user_site()
+        self._result = None
+
+    def _dma(self, target: Any) -> None:
+        lisa.dma_copy(target, self.source, engine="sync", queue=state().next_load_queue())
+
+    def materialize(self) -> NkiTensor:
+        if self._result is None:
+            out = allocate(self.shape, self.dtype, _sbuf, site=self.site)
+            if len(self.axis_vars) == len(self.shape):
+                out.axis_vars = self.axis_vars
+            self._dma(out.view)
+            self._result = out
+        return self._result
+
+    def into_tile(self, target: NkiTensor) -> None:
+        if self._result is not None or tuple(target.shape) != tuple(self.shape):
+            target_view = dst(target)
+            lisa.tensor_copy(target_view, src(self.materialize()))
+            return
+        self._dma(dst(target))
+        self._result = target
+
+
+class PendingMatmul(Pending):
+    """``stationary.T @ moving`` not yet emitted (a tile-returning nc_matmul / nl.matmul)."""
+
+    def __init__(self, stationary: Any, moving: Any, mask: Any, flags: dict[str, Any]) -> None:
+        self.stationary, self.moving, self.mask, self.flags = stationary, moving, mask, flags
+        self.site = user_site()
+        self._result = None
+        m, n = stationary.shape[-1], moving.shape[-1]
+        self.shape = (m, n)
+        self.dtype = lookup_dtype("fp32")
+
+    def into(self, acc: NkiTensor) -> None:
+        """Accumulate into ``acc`` (PSUM): the first matmul of a group overwrites."""
+        if acc.memory is not MemorySpace.PSUM:
+            raise fail("+= matmul", f"{acc.tile.name} is in {acc.buffer}; accumulate into PSUM")
+        emit_matmul(acc, self.stationary, self.moving, None, self.mask, self.flags)
+
+    def into_tile(self, target: NkiTensor) -> None:
+        if target.memory is MemorySpace.PSUM and self._result is None:
+            emit_matmul(target, self.stationary, self.moving, False, self.mask, self.flags)
+            self._result = target
+            return
+        lisa.tensor_copy(dst(target), src(self.materialize()))
+
+    def materialize(self) -> NkiTensor:
+        if self._result is None:
+            out = allocate(self.shape, "fp32", psum, site=self.site)
+            emit_matmul(out, self.stationary, self.moving, False, self.mask, self.flags)
+            self._result = out
+        return self._result
+
+
+def emit_matmul(
+    dst: NkiTensor, stationary: Any, moving: Any, accumulate: bool | None, mask: Any, flags: Any
+) -> None:
+    """nc_matmul into ``dst``; ``accumulate=None`` is the compiler's choice: overwrite when
+    ``dst`` has no open accumulation group, else add to it."""
+    group = psum_group(dst)
+    acc = group.open if accumulate is None else accumulate
+    if acc and not group.open and group.zero_pending:
+        acc = False  # zeros then accumulate == overwrite (and no memset to accumulate onto)
+    group.zero_pending = False
+    lisa.nc_matmul(
+        dst.masked(mask), src(stationary, mask), src(moving, mask), accumulate=acc, **flags
+    )
+    group.open = True

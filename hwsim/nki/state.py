@@ -1,0 +1,167 @@
+"""What the NKI front end keeps while one kernel builds: loops, allocation rings, PSUM groups,
+DMA queue choice, SPMD program ids, ``no_reorder`` and ``sequential_range`` regions.
+
+The NKI compiler multi-buffers a tile allocated inside a loop body; here each allocation site
+inside an NKI loop (``affine_range`` & co.) gets a ring of ``buffers`` tiles, keyed by the loop's
+source line, the allocation's source line and its occurrence within one iteration (so V1b's
+K/128 lhsT tiles per M iteration are K/128 rings). A slot is handed out again only when every
+tensor made from its previous allocation is dead, so a tile kept across iterations is never
+aliased. Outside NKI loops tiles are allocated as the kernel language does.
+"""
+
+from __future__ import annotations
+
+import contextvars
+import itertools
+import sys
+import weakref
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from typing import Any
+
+from hwsim.errors import HwsimError
+from hwsim.lang.kernel import current
+
+_STATE: contextvars.ContextVar[NkiState | None] = contextvars.ContextVar("hwsim_nki", default=None)
+NKI_DIR = __file__.rsplit("/", 1)[0]
+_LANG_DIR = NKI_DIR.rsplit("/", 1)[0] + "/lang"
+
+#: Tiles per allocation site in an NKI loop (the compiler's multi-buffering depth: an
+#: assumption, the same default as the library's tutorial kernels, DEFAULT_BUFFERS there).
+DEFAULT_BUFFERS = 4
+#: DMA queues loads rotate over (as the library's DmaQueues(load_queues=4)).
+LOAD_QUEUES = 4
+
+
+def user_site() -> tuple[str, int]:
+    """(file, line) of the innermost frame outside hwsim.nki and hwsim.lang."""
+    frame = sys._getframe(1)
+    while frame is not None and (
+        frame.f_code.co_filename.startswith((NKI_DIR, _LANG_DIR))
+        or frame.f_code.co_filename.endswith("contextlib.py")
+    ):
+        frame = frame.f_back  # type: ignore[assignment]
+    if frame is None:
+        return ("?", 0)
+    return (frame.f_code.co_filename, frame.f_lineno)
+
+
+class Allocation:
+    """Liveness token of one allocated tile: every tensor made from it holds it."""
+
+    __slots__ = ("__weakref__", "name")
+
+    def __init__(self, name: str) -> None:
+        self.name = name
+
+
+@dataclass
+class Slot:
+    tile: Any
+    owner: weakref.ref[Allocation] | None = None
+
+
+@dataclass
+class LoopFrame:
+    """One running NKI loop: its source line and the allocations of its current iteration."""
+
+    site: tuple[str, int]
+    kind: str
+    occurrences: dict[tuple[str, int], int] = field(default_factory=dict)
+
+
+@dataclass
+class PsumGroup:
+    """Accumulation state of a PSUM tile: ``open`` once a matmul wrote it and nothing else
+    touched it since; ``zero_pending`` for ``nl.zeros(..., buffer=nl.psum)`` not yet emitted."""
+
+    open: bool = False
+    zero_pending: bool = False
+
+
+class NkiState:
+    def __init__(self, buffers: int = DEFAULT_BUFFERS) -> None:
+        self.buffers = buffers
+        self.loops: list[LoopFrame] = []
+        self.rings: dict[tuple[Any, ...], list[Slot]] = {}
+        self.ring_next: dict[tuple[Any, ...], int] = {}
+        self.psum: dict[str, PsumGroup] = {}
+        self.program_ids: tuple[int, ...] = (0,)
+        self.grid: tuple[int, ...] = (1,)
+        self.shared_hbm: list[Any] = []
+        self.shared_hbm_seen = 0
+        #: Regions a scheduler must keep in program order: per engine, the [start, end) pcs of
+        #: its stream, with the kernel line that opened the region.
+        self.no_reorder: list[dict[str, Any]] = []
+        self.sequential: list[dict[str, Any]] = []
+        self.notes: list[str] = []
+        self.reductions: dict[tuple[Any, ...], Any] = {}  # nl.loop_reduce accumulators
+        self._load_queue = itertools.count()
+        dma = current().config.dma
+        self.load_queues = max(1, min(LOAD_QUEUES, dma.queues_per_engine - 2))
+        self.store_queue = min(self.load_queues, dma.queues_per_engine - 1)
+
+    def next_load_queue(self) -> int:
+        return next(self._load_queue) % self.load_queues
+
+    def note(self, text: str) -> None:
+        if text not in self.notes:
+            self.notes.append(text)
+
+    @staticmethod
+    def stream_marks() -> dict[str, int]:
+        """Each engine's stream length so far (core 0)."""
+        return {e: len(s) for e, s in current().builder.program.cores[0].streams.items()}
+
+    @staticmethod
+    def region(start: dict[str, int], line: str) -> dict[str, Any]:
+        end = NkiState.stream_marks()
+        spans = {e: (start[e], end[e]) for e in end if end[e] > start.get(e, 0)}
+        return {"line": line, "pcs": spans}
+
+    # ---- loops ----------------------------------------------------------------------------
+    def loop(self, kind: str, values: range) -> Iterator[int]:
+        frame = LoopFrame(user_site(), kind)
+        self.loops.append(frame)
+        first = self.stream_marks()
+        from hwsim.lang.scheduling import schedule_barrier
+
+        try:
+            for step, value in enumerate(values):
+                frame.occurrences.clear()
+                if step and kind == "sequential_range":
+                    schedule_barrier("sequential_range")  # honoured by a scheduled build
+                yield value
+        finally:
+            if self.loops and self.loops[-1] is frame:
+                self.loops.pop()
+            if kind == "sequential_range":
+                line = f"{frame.site[0].rsplit('/', 1)[-1]}:{frame.site[1]}"
+                self.sequential.append(self.region(first, line))
+
+    # ---- allocation -----------------------------------------------------------------------
+    def ring_key(self, site: tuple[str, int]) -> tuple[Any, ...] | None:
+        if not self.loops:
+            return None
+        frame = self.loops[-1]
+        occurrence = frame.occurrences.get(site, 0)
+        frame.occurrences[site] = occurrence + 1
+        return (tuple(f.site for f in self.loops), site, occurrence)
+
+
+def state() -> NkiState:
+    found = _STATE.get()
+    if found is None:
+        raise HwsimError(
+            "nki.language / nki.isa calls must run inside an NKI kernel (a function decorated "
+            "with @nki.jit, run with nki.simulate(kernel)(...), hwsim.nki.run or `hwsim nki`)"
+        )
+    return found
+
+
+def enter(new: NkiState) -> contextvars.Token[NkiState | None]:
+    return _STATE.set(new)
+
+
+def leave(token: contextvars.Token[NkiState | None]) -> None:
+    _STATE.reset(token)

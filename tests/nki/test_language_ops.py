@@ -1,0 +1,74 @@
+"""nki.language operators beyond the kernels: shared_constant, iota, loop_reduce, mean,
+broadcast_to of a column, matmul without transpose_x (the compiler's inserted transpose)."""
+
+import numpy as np
+
+import hwsim.nki as nki
+import hwsim.nki.language as nl
+
+RNG = np.random.default_rng(11)
+
+
+@nki.jit
+def assorted(x, y):
+    """outputs: x @ y (x [128, 128] untransposed), running max over 4 column blocks, row means
+    plus a shared constant, and iota of the partition index broadcast along the row."""
+    prod = nl.ndarray((128, 256), dtype=nl.float32, buffer=nl.shared_hbm)
+    peak = nl.ndarray((128, 64), dtype=nl.float32, buffer=nl.shared_hbm)
+    means = nl.ndarray((128, 1), dtype=nl.float32, buffer=nl.shared_hbm)
+    ramp = nl.ndarray((128, 64), dtype=nl.float32, buffer=nl.shared_hbm)
+    xt = nl.load(x)
+    nl.store(prod, value=nl.copy(nl.matmul(xt, nl.load(y))))
+    for j in nl.affine_range(4):
+        block = nl.load(y[:, j * 64 : (j + 1) * 64])
+        acc = nl.loop_reduce(block, op=np.maximum, loop_indices=[j])
+    nl.store(peak, value=acc)
+    offset = nl.load(nl.shared_constant(np.full((128, 1), 3.0, np.float32)))
+    nl.store(means, value=nl.mean(xt, axis=1, keepdims=True) + offset)
+    rows = nl.iota(nl.arange(128)[:, None], dtype=nl.float32)
+    nl.store(ramp, value=nl.broadcast_to(rows, (128, 64)))
+    return prod, peak, means, ramp
+
+
+def test_assorted_operators_against_numpy():
+    x = RNG.standard_normal((128, 128)).astype(np.float32)
+    y = RNG.standard_normal((128, 256)).astype(np.float32)
+    prod, peak, means, ramp = nki.run(assorted, x, y, race_check=True).outputs
+    assert np.max(np.abs(prod - x @ y)) < 1e-3
+    assert np.array_equal(peak, np.max(y.reshape(128, 4, 64), axis=1))
+    assert np.max(np.abs(means[:, 0] - (x.mean(axis=1) + 3.0))) < 1e-5
+    assert np.array_equal(ramp, np.repeat(np.arange(128, dtype=np.float32)[:, None], 64, 1))
+
+
+@nki.jit
+def copy_halves(x):
+    out = nl.ndarray((128, 64), dtype=nl.float32, buffer=nl.shared_hbm)
+    t = nl.load(x)
+    t[0:64, :] = t[64:128, :]  # same tile, same shape, other rows: a real copy
+    acc = nl.zeros((128, 64), dtype=nl.float32, buffer=nl.sbuf)
+    acc[...] += t  # in place: no extra copy
+    nl.store(out, value=acc)
+    return out
+
+
+def test_assignment_between_parts_of_one_tile_copies():
+    x = RNG.standard_normal((128, 64)).astype(np.float32)
+    result = nki.run(copy_halves, x, race_check=True)
+    expected = np.concatenate([x[64:], x[64:]])
+    assert np.array_equal(result.outputs[0], expected)
+
+
+@nki.jit
+def embedding(table, ids):
+    out = nl.ndarray((128, table.shape[1]), dtype=table.dtype, buffer=nl.shared_hbm)
+    idx = nl.load(ids)
+    nl.store(out, value=nl.load(table[idx, :]))
+    return out
+
+
+def test_indirect_load_gathers_rows():
+    table = RNG.standard_normal((1000, 64)).astype(np.float32)
+    ids = RNG.integers(0, 1000, (128, 1)).astype(np.int32)
+    result = nki.run(embedding, table, ids, race_check=True)
+    assert np.array_equal(result.outputs[0], table[ids[:, 0]])
+    assert "dma_gather" in [i.OPCODE for i in result.program.cores[0].streams["gpsimd"]]

@@ -1,0 +1,74 @@
+"""Guard for the simulator's private clock shortcut (``simulator._advance_to`` sets SimPy's
+``Environment._now``): if a SimPy release renames or caches the clock, these fail before any
+timing does. SimPy is pinned to its major version in pyproject.toml for the same reason."""
+
+from __future__ import annotations
+
+from importlib.metadata import version
+
+import simpy
+
+from hwsim.machine.simulator import _advance_to
+
+
+def test_simpy_is_the_pinned_major_version():
+    assert version("simpy").split(".")[0] == "4"
+
+
+def test_advance_to_moves_environment_now():
+    env = simpy.Environment()
+    seen = []
+
+    def proc():
+        yield env.timeout(3)
+        _advance_to(env, 10)
+        seen.append(env.now)
+        yield env.timeout(0)
+        seen.append(env.now)
+
+    env.process(proc())
+    env.run()
+    assert seen == [10, 10]
+    assert env.now == 10
+
+
+def test_events_scheduled_after_advance_fire_at_the_advanced_time():
+    env = simpy.Environment()
+    fired: list[tuple[str, int]] = []
+
+    def advancing():
+        yield env.timeout(2)
+        _advance_to(env, 20)  # nothing else is due before 20: the shortcut's precondition
+        yield env.timeout(5)  # due at 25, not 7
+        fired.append(("advancing", env.now))
+        done = env.timeout(4)  # due at 29
+        done.callbacks.append(lambda _: fired.append(("callback", env.now)))
+        yield done
+
+    def later():
+        yield env.timeout(27)  # scheduled at 0, due at 27: between the two above
+        fired.append(("later", env.now))
+
+    env.process(advancing())
+    env.process(later())
+    env.run()
+    assert fired == [("advancing", 25), ("later", 27), ("callback", 29)]
+    assert env.now == 29
+
+
+def test_run_until_respects_the_advanced_clock():
+    env = simpy.Environment()
+    fired = []
+
+    def proc():
+        yield env.timeout(1)
+        _advance_to(env, 100)
+        yield env.timeout(50)
+        fired.append(env.now)
+
+    env.process(proc())
+    env.run(until=120)
+    assert fired == []
+    assert env.now == 120
+    env.run(until=200)
+    assert fired == [150]
