@@ -17,6 +17,7 @@ from __future__ import annotations
 import argparse
 import importlib.util
 import inspect
+import math
 import sys
 from pathlib import Path
 from typing import Any
@@ -58,9 +59,43 @@ def load_kernel_file(path: Path, name: str, force: bool = False) -> tuple[Any, A
     return kernel, module
 
 
-def _dims(text: str) -> tuple[tuple[int, ...], str]:
+#: dtypes ``--shape`` takes (numpy names and hwsim's short names).
+SHAPE_DTYPES = ("float32", "fp32", "float16", "fp16", "bfloat16", "bf16")
+#: Largest tensor ``--shape`` makes, in elements (4 GiB of fp32): beyond it, a typo.
+MAX_SHAPE_ELEMENTS = 1 << 30
+
+
+def _dims(flag: str, text: str) -> tuple[tuple[int, ...], str]:
+    """``128x512[:dtype]`` of ``--shape NAME=...``: ASCII digits only, each dim >= 1, bounded."""
     shape, _, dtype = text.partition(":")
-    return tuple(int(n) for n in shape.split("x")), dtype or "float32"
+    parts = shape.split("x")
+    if not all(p.isascii() and p.isdigit() and len(p) <= 9 for p in parts):
+        raise HwsimError(f"--shape {flag}: '{shape}' is not AxB... of ASCII digits (e.g. 128x512)")
+    dims = tuple(int(p) for p in parts)
+    if min(dims) < 1 or math.prod(dims) > MAX_SHAPE_ELEMENTS:
+        raise HwsimError(
+            f"--shape {flag}: {shape} must have every dim >= 1 and at most "
+            f"{MAX_SHAPE_ELEMENTS:,} elements"
+        )
+    dtype = dtype or "float32"
+    if dtype not in SHAPE_DTYPES:
+        raise HwsimError(f"--shape {flag}: unknown dtype '{dtype}'; use one of {SHAPE_DTYPES}")
+    return dims, dtype
+
+
+def _given_shapes(kernel: Any, name: str, shapes: list[str]) -> dict[str, tuple]:
+    """Every ``--shape`` flag checked: NAME=DIMS of a parameter of the kernel."""
+    params = list(inspect.signature(kernel.fn).parameters)
+    given: dict[str, tuple] = {}
+    for flag in shapes:
+        param, sep, text = flag.partition("=")
+        if not sep or param not in params:
+            raise HwsimError(
+                f"--shape {flag}: write NAME=AxB[:dtype] with NAME a parameter of {name} "
+                f"({', '.join(params)})"
+            )
+        given[param] = _dims(flag, text)
+    return given
 
 
 def _random(shape: tuple[int, ...], dtype: Any, rng: np.random.Generator) -> np.ndarray:
@@ -75,20 +110,25 @@ def _random(shape: tuple[int, ...], dtype: Any, rng: np.random.Generator) -> np.
 
 def kernel_inputs(kernel: Any, module: Any, name: str, shapes: list[str]) -> tuple[Any, ...]:
     """The kernel's arguments by the convention in the module docstring."""
+    given = _given_shapes(kernel, name, shapes)
     for helper in (f"{name}_inputs", "inputs"):
         fn = getattr(module, helper, None)
         if callable(fn):
+            if given:
+                raise HwsimError(
+                    f"--shape: the file makes {name}'s inputs ({helper}()); drop --shape, or "
+                    "run a kernel without an inputs function"
+                )
             made = fn()
             if isinstance(made, dict):
                 params = list(inspect.signature(kernel.fn).parameters)
                 return tuple(made[p] for p in params if p in made)
             return made if isinstance(made, tuple) else (made,)
     rng = np.random.default_rng(0)
-    given = dict(s.split("=", 1) for s in shapes)
     args = []
     for param in inspect.signature(kernel.fn).parameters.values():
         if param.name in given:
-            shape, dtype = _dims(given[param.name])
+            shape, dtype = given[param.name]
             args.append(_random(shape, dtype, rng))
         elif getattr(param.annotation, "shape", None):
             ann = param.annotation

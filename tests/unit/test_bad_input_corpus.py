@@ -535,3 +535,28 @@ def test_a_usage_error_of_the_installed_command_is_one_line() -> None:
         "hwsim: error: hwsim sweep: argument --jobs/-j: expected a whole number, got 'x' "
         "(see hwsim sweep --help)\n"
     )
+
+
+NKI_FILE = str(DATA / "nki_never_seen.py")
+#: ``hwsim nki`` argv -> what its one line says.
+NKI_ARGUMENTS = {
+    ("nki", "missing.py:kernel"): "no such file",
+    ("nki", f"{NKI_FILE}:nope"): "no kernel 'nope'",
+    ("nki", NKI_FILE): "write FILE.py:KERNEL",
+    ("nki", f"{NKI_FILE}:scale_bias_relu", "--config", "nope"): "not a preset",
+    ("nki", f"{NKI_FILE}:scale_bias_relu", "--shape", "x=abc"): "ASCII digits",
+    ("nki", f"{NKI_FILE}:scale_bias_relu", "--shape", "x=１２８x4"): "ASCII digits",
+    ("nki", f"{NKI_FILE}:scale_bias_relu", "--shape", "x=0x4"): "every dim >= 1",
+    ("nki", f"{NKI_FILE}:scale_bias_relu", "--shape", "x=100000x100000"): "at most",
+    ("nki", f"{NKI_FILE}:scale_bias_relu", "--shape", "x=4x4:fp99"): "unknown dtype",
+    ("nki", f"{NKI_FILE}:scale_bias_relu", "--shape", "nosuch=4x4"): "a parameter of",
+    ("nki", f"{NKI_FILE}:scale_bias_relu", "--shape", "x=4x4"): "drop --shape",
+    ("nki", f"{NKI_FILE}:scale_bias_relu", "--out", "/"): "filesystem root",
+}
+
+
+@pytest.mark.parametrize("argv", sorted(NKI_ARGUMENTS), ids=" ".join)
+def test_bad_nki_command_arguments_are_one_line(
+    capsys: pytest.CaptureFixture[str], argv: tuple[str, ...]
+) -> None:
+    assert NKI_ARGUMENTS[argv] in _refused(capsys, list(argv))
