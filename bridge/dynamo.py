@@ -44,8 +44,43 @@ def last_report() -> Any:
 
     All graphs of one compiled model share a report when options were given (dynamo hands every
     graph the same options dict); without options each graph gets its own (see ``reports()``).
+    Warns (``UserWarning``) when no graph has reached the backend (None is returned), and when
+    dynamo compiled graphs for another backend after the latest one reached hwsim (the report
+    returned is then not theirs).
     """
-    return _REPORTS[-1] if _REPORTS else None
+    import warnings
+
+    if not _REPORTS:
+        warnings.warn(
+            "hwsim: no graph has reached the hwsim backend in this process, so there is no "
+            "report: torch.compile compiles at the compiled model's first call, and dynamo "
+            "hands a backend no graph for code without tensor ops or code it skips "
+            "(torch._dynamo.explain(fn)(*args) says why)",
+            stacklevel=2,
+        )
+        return None
+    others = _graphs_elsewhere()
+    if others > 0:
+        warnings.warn(
+            f"hwsim: dynamo compiled {others} graph(s) for another backend after the latest "
+            "graph reached hwsim: this report is from that earlier hwsim compile, not theirs",
+            stacklevel=2,
+        )
+    return _REPORTS[-1]
+
+
+#: dynamo's count of compiled graphs (any backend) when the latest graph reached hwsim.
+_GRAPHS_BEFORE = [0]
+
+
+def _graphs_elsewhere() -> int:
+    """Graphs dynamo compiled since the latest hwsim graph (which it counts once the backend
+    returned), i.e. for other backends."""
+    from torch._dynamo.utils import counters
+
+    now = int(counters["stats"]["unique_graphs"])
+    before = _GRAPHS_BEFORE[0]
+    return now - (before + 1) if now >= before else now
 
 
 def reports() -> list[Any]:
@@ -107,6 +142,7 @@ def _note_compile(report: Any) -> None:
     from torch._dynamo.utils import counters
     from torch._guards import CompileContext
 
+    _GRAPHS_BEFORE[0] = int(counters["stats"]["unique_graphs"])
     compile_id = CompileContext.current_compile_id()
     if compile_id is not None and compile_id.frame_id is not None:
         report.compile_ids.append((compile_id.frame_id, compile_id.frame_compile_id or 0))
@@ -186,7 +222,9 @@ def _graph_kind(gm: fx.GraphModule) -> str:
     point there), else 'forward'."""
     for node in gm.graph.nodes:
         trace = node.meta.get("stack_trace") or ""
-        if node.op == "call_function" and "torch/optim/" in trace.replace("\\", "/"):
+        if node.op in ("call_function", "call_method") and "torch/optim/" in trace.replace(
+            "\\", "/"
+        ):
             return "optimizer"
     return "forward"
 

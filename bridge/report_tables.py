@@ -175,8 +175,15 @@ def _outputs(report: Report) -> Table | None:
     judged = ("output", "shape", "dtype", "computed in", "max abs", "max rel", "ok")
     for column in (*judged, "vs fp32: max abs", "max rel"):
         table.add_column(column)
+    problems: dict[str, list[str]] = {}
     for o in report.outputs:
         wide = o.vs_fp32
+        ok = "yes" if o.stats.ok else f"NO ({o.stats.mismatched} elements)"
+        if o.stats.relative:
+            ok += " (relative: tiny output)"
+        if o.reference_error:  # judged against another reference than the matched one
+            problems.setdefault(o.reference_error, []).append(o.name)
+            ok += f" — REFERENCE FAILED [{list(problems).index(o.reference_error) + 1}]"
         table.add_row(
             o.name,
             str(list(o.shape)),
@@ -184,9 +191,16 @@ def _outputs(report: Report) -> Table | None:
             o.computed_in,
             _err(o.stats.max_abs),
             _err(o.stats.max_rel),
-            "yes" if o.stats.ok else f"NO ({o.stats.mismatched} elements)",
+            escape(ok),
             _err(wide.max_abs) if wide is not None else "n/a",
             _err(wide.max_rel) if wide is not None else "n/a",
+        )
+    if problems:
+        table.caption = escape(
+            "; ".join(
+                f"[{i}] {problem} ({len(names)} outputs)"
+                for i, (problem, names) in enumerate(problems.items(), 1)
+            )
         )
     return table
 

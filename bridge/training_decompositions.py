@@ -171,6 +171,8 @@ def _per_tensor(name: str) -> Callable[..., Any]:
 
     def decomposed(*args: Any, **kwargs: Any) -> list[torch.Tensor]:
         lists = [i for i, a in enumerate(args) if isinstance(a, (list, tuple))]
+        if name in ("addcmul", "addcdiv") and len(args) > 3 and isinstance(args[3], torch.Tensor):
+            lists.append(3)  # the .Tensor overload: one scalar a tensor, as a 1-D tensor
         count = len(args[lists[0]])
         results = []
         for i in range(count):
@@ -189,6 +191,11 @@ def _apply(name: str, args: list[Any], kwargs: dict[str, Any]) -> torch.Tensor:
         return torch.zeros_like(args[0])
     if name == "pow" and not isinstance(args[0], torch.Tensor):  # pow(scalar, tensors)
         return torch.pow(args[0], args[1])
+    if name in ("addcmul", "addcdiv"):  # x + value * t1 (* or /) t2; value: the 4th argument
+        x, t1, t2 = args[:3]
+        value = args[3] if len(args) > 3 else kwargs.get("value", 1)
+        product = t1 * t2 if name == "addcmul" else t1 / t2
+        return x + value * product
     return getattr(torch, name)(*args, **kwargs)
 
 
