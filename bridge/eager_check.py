@@ -81,7 +81,7 @@ class EagerChecked:
         self.options = options
         self.names = input_names(gm)
         self.calls = 0
-        self.mutates = any(_mutating(node) for node in gm.graph.nodes)
+        self.mutates = _updates_state(gm)
 
     def __call__(self, *args: Any) -> Any:
         self.calls += 1
@@ -157,6 +157,26 @@ class EagerChecked:
         for i, (g, w) in enumerate(zip(got, want, strict=True)):
             if isinstance(w, torch.Tensor) and isinstance(g, torch.Tensor):
                 report.add_eager_output(_record(f"{self.name}.out{i}", g, w, self.options))
+
+
+def _updates_state(gm: fx.GraphModule) -> bool:
+    """Whether an in-place call of dynamo's graph writes a tensor the graph holds as an
+    attribute or an input that requires grad (``param.add_``, ``torch._foreach_mul_(exp_avgs,
+    ...)``): the eager run would write those through their storage. Inputs that do not
+    require grad (batch norm's ``num_batches_tracked``) are cloned for the eager run anyway."""
+
+    def held_state(node: fx.Node) -> bool:
+        value = node.meta.get("example_value")
+        return node.op == "get_attr" or bool(getattr(value, "requires_grad", False))
+
+    held = {n for n in gm.graph.nodes if n.op in ("placeholder", "get_attr") and held_state(n)}
+    for node in gm.graph.nodes:
+        if _mutating(node) and node.args:
+            first = node.args[0]
+            written = first if isinstance(first, (list, tuple)) else [first]
+            if any(isinstance(w, fx.Node) and w in held for w in written):
+                return True
+    return False
 
 
 def _mutating(node: fx.Node) -> bool:
