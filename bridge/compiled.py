@@ -110,7 +110,7 @@ class SimPartition(torch.nn.Module):
         summary = run.result.summary
         memory = lowered.memory.to_dict() if lowered.memory is not None else {}
         self.report.runs.append(
-            {"graph": self.name, "call": self._calls}
+            {"graph": self.name, "phase": self.report.phase_of(self.name), "call": self._calls}
             | summary.values_of(SUMMARY_KEYS)
             | {k: v for k, v in memory.items() if k.startswith("hbm_")}
         )

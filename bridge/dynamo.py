@@ -13,8 +13,12 @@ AOTAutograd with PyTorch's core-ATen decompositions, so the lowerings see Core A
 4. a graph with symbolic sizes (dynamic shapes) is specialized to each concrete shape at run
    time and then goes through 1-3 once per shape (``_PerShape``).
 
-Backward graphs (training) run on the CPU, unlowered, and say so in the report. Options are in
-``bridge.options``; ``last_report()`` returns the report of the latest compile.
+Backward graphs (training: AOTAutograd's joint graph, partitioned) go through the same steps,
+under the same fallback policy, so a CPU op in backward is counted and refused like any other.
+Each graph has a kind, ``forward``, ``backward`` or ``optimizer`` (a graph dynamo traced from
+``torch.optim`` code: a compiled ``optimizer.step()``), and its op records carry it as their
+``phase`` (the report's per-phase sections and times). Options are in ``bridge.options``;
+``last_report()`` returns the report of the latest compile.
 """
 
 from __future__ import annotations
@@ -40,8 +44,43 @@ def last_report() -> Any:
 
     All graphs of one compiled model share a report when options were given (dynamo hands every
     graph the same options dict); without options each graph gets its own (see ``reports()``).
+    Warns (``UserWarning``) when no graph has reached the backend (None is returned), and when
+    dynamo compiled graphs for another backend after the latest one reached hwsim (the report
+    returned is then not theirs).
     """
-    return _REPORTS[-1] if _REPORTS else None
+    import warnings
+
+    if not _REPORTS:
+        warnings.warn(
+            "hwsim: no graph has reached the hwsim backend in this process, so there is no "
+            "report: torch.compile compiles at the compiled model's first call, and dynamo "
+            "hands a backend no graph for code without tensor ops or code it skips "
+            "(torch._dynamo.explain(fn)(*args) says why)",
+            stacklevel=2,
+        )
+        return None
+    others = _graphs_elsewhere()
+    if others > 0:
+        warnings.warn(
+            f"hwsim: dynamo compiled {others} graph(s) for another backend after the latest "
+            "graph reached hwsim: this report is from that earlier hwsim compile, not theirs",
+            stacklevel=2,
+        )
+    return _REPORTS[-1]
+
+
+#: dynamo's count of compiled graphs (any backend) when the latest graph reached hwsim.
+_GRAPHS_BEFORE = [0]
+
+
+def _graphs_elsewhere() -> int:
+    """Graphs dynamo compiled since the latest hwsim graph (which it counts once the backend
+    returned), i.e. for other backends."""
+    from torch._dynamo.utils import counters
+
+    now = int(counters["stats"]["unique_graphs"])
+    before = _GRAPHS_BEFORE[0]
+    return now - (before + 1) if now >= before else now
 
 
 def reports() -> list[Any]:
@@ -79,7 +118,7 @@ def hwsim_backend(
     _REPORTS[:] = [r for r in _REPORTS if r is not parsed.report]  # (by identity)
     _REPORTS.append(parsed.report)  # the latest is the one being filled
     _note_compile(parsed.report)
-    compiler = _Compiler(parsed)
+    compiler = _Compiler(parsed, _graph_kind(gm))
     backend = aot_autograd(
         fw_compiler=compiler.forward,
         bw_compiler=compiler.backward,
@@ -103,6 +142,7 @@ def _note_compile(report: Any) -> None:
     from torch._dynamo.utils import counters
     from torch._guards import CompileContext
 
+    _GRAPHS_BEFORE[0] = int(counters["stats"]["unique_graphs"])
     compile_id = CompileContext.current_compile_id()
     if compile_id is not None and compile_id.frame_id is not None:
         report.compile_ids.append((compile_id.frame_id, compile_id.frame_compile_id or 0))
@@ -129,10 +169,13 @@ class _PerShape:
     re-trace with the real sizes: every symbol becomes its value) and compiles it like a static
     graph, once. Its integer inputs (the symbols' values) are part of the key."""
 
-    def __init__(self, compiler: _Compiler, gm: fx.GraphModule, name: str) -> None:
+    def __init__(
+        self, compiler: _Compiler, gm: fx.GraphModule, name: str, kind: str = "forward"
+    ) -> None:
         self.compiler = compiler
         self.gm = gm
         self.name = name
+        self.kind = kind
         self.runners: dict[tuple[Any, ...], Callable[..., Any]] = {}
 
     def __call__(self, *args: Any) -> Any:
@@ -145,7 +188,7 @@ class _PerShape:
             static = _specialize(self.gm, args)
             sizes = ",".join(str(a) for a in args if isinstance(a, int))
             name = f"{self.name}.s{len(self.runners)}"
-            kind = f"forward (dynamic, specialized to {sizes or 'these shapes'})"
+            kind = f"{self.kind} (dynamic, specialized to {sizes or 'these shapes'})"
             runner = self.runners[key] = self.compiler.static(static, tensors, name, kind)
         return runner(*tensors)
 
@@ -174,17 +217,38 @@ def _short_reason(reason: str) -> str:
     return f"{lines[0]}: {explanation.removeprefix('Explanation:').strip()}".rstrip(": ")
 
 
+def _graph_kind(gm: fx.GraphModule) -> str:
+    """'optimizer' for a graph dynamo traced from torch.optim code (its nodes' stack traces
+    point there), else 'forward'."""
+    for node in gm.graph.nodes:
+        trace = node.meta.get("stack_trace") or ""
+        if node.op in ("call_function", "call_method") and "torch/optim/" in trace.replace(
+            "\\", "/"
+        ):
+            return "optimizer"
+    return "forward"
+
+
 class _Compiler:
-    def __init__(self, options: Any) -> None:
+    def __init__(self, options: Any, kind: str = "forward") -> None:
         self.options = options
+        self.kind = kind  # of the forward graphs: 'forward' or 'optimizer' (_graph_kind)
 
     def forward(self, gm: fx.GraphModule, example_inputs: Sequence[Any]) -> Callable[..., Any]:
+        return self._compile(gm, example_inputs, self.kind)
+
+    def backward(self, gm: fx.GraphModule, example_inputs: Sequence[Any]) -> Callable[..., Any]:
+        return self._compile(gm, example_inputs, "backward")
+
+    def _compile(
+        self, gm: fx.GraphModule, example_inputs: Sequence[Any], kind: str
+    ) -> Callable[..., Any]:
         from functorch.compile import make_boxed_func
 
         name = f"graph{next(_GRAPH_IDS)}"
         if any(_symbolic(x) for x in example_inputs):
-            return make_boxed_func(_PerShape(self, gm, name))
-        return make_boxed_func(self.static(gm, list(example_inputs), name))
+            return make_boxed_func(_PerShape(self, gm, name, kind))
+        return make_boxed_func(self.static(gm, list(example_inputs), name, kind))
 
     def static(
         self, gm: fx.GraphModule, example_inputs: list[Any], name: str, kind: str = "forward"
@@ -200,9 +264,10 @@ class _Compiler:
         report = self.options.report
         verdicts = analyze(gm.graph)
         records: dict[str, OpRecord] = {}
+        phase = kind.split(" ", 1)[0]  # 'forward (dynamic, ...)' -> 'forward'
         for node, verdict in verdicts.items():
             if verdict.op != "getitem":
-                records[verdict.node] = op_record(node, verdict)
+                records[verdict.node] = op_record(node, verdict, phase)
         report.ops.extend(records.values())
         unsupported = [v for v in verdicts.values() if not v.supported and v.op != "getitem"]
         for verdict in unsupported:
@@ -235,11 +300,3 @@ class _Compiler:
             }
         )
         return runner
-
-    def backward(self, gm: fx.GraphModule, example_inputs: Sequence[Any]) -> Callable[..., Any]:
-        from functorch.compile import make_boxed_func
-
-        self.options.report.graphs.append(
-            {"graph": f"graph{next(_GRAPH_IDS)}", "kind": "backward", "runs_on": "cpu"}
-        )
-        return make_boxed_func(gm.forward)

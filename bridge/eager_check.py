@@ -81,9 +81,12 @@ class EagerChecked:
         self.options = options
         self.names = input_names(gm)
         self.calls = 0
+        self.mutates = _updates_state(gm)
 
     def __call__(self, *args: Any) -> Any:
         self.calls += 1
+        if self.mutates:
+            return self._call_mutating(args)
         grad = torch.is_grad_enabled()
         needs = [i for i, a in enumerate(args) if isinstance(a, torch.Tensor) and a.requires_grad]
         needs = needs if grad else []
@@ -114,6 +117,36 @@ class EagerChecked:
             )
         return outputs
 
+    def _call_mutating(self, args: tuple[Any, ...]) -> Any:
+        """A graph that updates tensors in place (a compiled ``optimizer.step()`` updates the
+        parameters and their state, held as graph attributes): run it, keep what it wrote,
+        put the tensors back as they were, run the eager graph from that state, compare the
+        outputs and every tensor either run changed, then restore the compiled results (the
+        model keeps the simulator's values). No gradient check: such graphs run without grad."""
+        with host_reference():
+            state = _reachable_tensors(self.gm, args)
+            before = [t.detach().clone() for _, t in state]
+        rng = torch.get_rng_state()
+        outputs = self.compiled(*args)
+        after_rng = torch.get_rng_state()
+        with host_reference(), torch.no_grad():
+            written = [t.detach().clone() for _, t in state]
+            for (_, tensor), value in zip(state, before, strict=True):
+                tensor.copy_(value)
+            torch.set_rng_state(rng)
+            try:
+                expected = self.gm(*args)
+            finally:
+                torch.set_rng_state(after_rng)
+            self._compare_outputs(pytree.tree_leaves(outputs), pytree.tree_leaves(expected))
+            report = self.options.report
+            for (name, tensor), old, new in zip(state, before, written, strict=True):
+                if not (torch.equal(old, new) and torch.equal(old, tensor)):
+                    label = f"{self.name}.updated[{name}]"
+                    report.add_eager_output(_record(label, new, tensor.detach(), self.options))
+                tensor.copy_(new)
+        return outputs
+
     def _compare_outputs(self, got: Sequence[Any], want: Sequence[Any]) -> None:
         report = self.options.report
         if len(got) != len(want):
@@ -124,6 +157,61 @@ class EagerChecked:
         for i, (g, w) in enumerate(zip(got, want, strict=True)):
             if isinstance(w, torch.Tensor) and isinstance(g, torch.Tensor):
                 report.add_eager_output(_record(f"{self.name}.out{i}", g, w, self.options))
+
+
+def _updates_state(gm: fx.GraphModule) -> bool:
+    """Whether an in-place call of dynamo's graph writes a tensor the graph holds as an
+    attribute or an input that requires grad (``param.add_``, ``torch._foreach_mul_(exp_avgs,
+    ...)``): the eager run would write those through their storage. Inputs that do not
+    require grad (batch norm's ``num_batches_tracked``) are cloned for the eager run anyway."""
+
+    def held_state(node: fx.Node) -> bool:
+        value = node.meta.get("example_value")
+        return node.op == "get_attr" or bool(getattr(value, "requires_grad", False))
+
+    held = {n for n in gm.graph.nodes if n.op in ("placeholder", "get_attr") and held_state(n)}
+    for node in gm.graph.nodes:
+        if _mutating(node) and node.args:
+            first = node.args[0]
+            written = first if isinstance(first, (list, tuple)) else [first]
+            if any(isinstance(w, fx.Node) and w in held for w in written):
+                return True
+    return False
+
+
+def _mutating(node: fx.Node) -> bool:
+    """An in-place call in dynamo's graph (``p.add_(...)``, ``torch._foreach_mul_``, an ATen
+    overload whose schema writes an argument)."""
+    if node.op == "call_method":
+        name = str(node.target)
+        return name.endswith("_") and not name.startswith("_")
+    if node.op != "call_function":
+        return False
+    schema = getattr(node.target, "_schema", None)
+    if schema is not None:
+        return bool(schema.is_mutable)
+    name = getattr(node.target, "__name__", "")
+    return name.endswith("_") and not name.endswith("__") and name.strip("_") != ""
+
+
+def _reachable_tensors(gm: fx.GraphModule, args: Sequence[Any]) -> list[tuple[str, Any]]:
+    """(name, tensor) of every tensor input and every tensor the graph holds as an attribute
+    (dynamo installs an optimizer's parameters and state there), each storage once."""
+    found: list[tuple[str, Any]] = []
+    seen: set[int] = set()
+    names = input_names(gm)
+    candidates = [(names[i] if i < len(names) else f"in{i}", a) for i, a in enumerate(args)]
+    for node in gm.graph.nodes:
+        if node.op == "get_attr":
+            value: Any = gm
+            for part in str(node.target).split("."):
+                value = getattr(value, part, None)
+            candidates.append((str(node.target), value))
+    for name, value in candidates:
+        if isinstance(value, torch.Tensor) and id(value) not in seen:
+            seen.add(id(value))
+            found.append((_pretty_source(name), value))
+    return found
 
 
 def _reference_input(value: Any) -> Any:

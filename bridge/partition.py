@@ -11,6 +11,7 @@ returned whole, as a single part.
 from __future__ import annotations
 
 import operator
+import re
 from collections.abc import Mapping
 from dataclasses import dataclass
 
@@ -39,9 +40,10 @@ class Verdict:
         return self.unsupported is None
 
 
-def op_record(node: fx.Node, verdict: Verdict) -> OpRecord:
+def op_record(node: fx.Node, verdict: Verdict, phase: str = "") -> OpRecord:
     """The report's record of a node: where it runs (and why not on the simulator), and, from
-    the node's metadata, what a decomposition made it from and which torch code called it."""
+    the node's metadata, what a decomposition made it from, which torch code called it and from
+    which module (``module_path``); ``phase``: its graph's kind (forward, backward, optimizer)."""
     problem = verdict.unsupported
     original = node.meta.get("original_aten")
     decomposed_from = ""
@@ -58,7 +60,26 @@ def op_record(node: fx.Node, verdict: Verdict) -> OpRecord:
         verdict.shapes,
         decomposed_from=decomposed_from,
         source=source,
+        phase=phase,
+        module=module_path(node),
     )
+
+
+_ROOT = re.compile(r"^L\[['\"][^'\"]+['\"]\]")
+_INDEX = re.compile(r"\[(\d+)\]")
+_KEYED = re.compile(r"(?:\._modules)?\[['\"]([^'\"]+)['\"]\]")
+
+
+def module_path(node: fx.Node) -> str:
+    """The innermost module that ran the node, as a dotted path from the compiled model
+    (``transformer.h.0.attn``): from dynamo's ``nn_module_stack`` (forward nodes) or the
+    forward node's stack AOTAutograd copies onto backward nodes (``fwd_nn_module_stack``)."""
+    stack = node.meta.get("nn_module_stack") or node.meta.get("fwd_nn_module_stack") or {}
+    if not stack:
+        return ""
+    path = _ROOT.sub("", str(list(stack.values())[-1][0]))  # L['self'].h[0] -> .h[0]
+    path = _KEYED.sub(lambda m: "." + m.group(1), _INDEX.sub(lambda m: "." + m.group(1), path))
+    return path.strip(".")
 
 
 def node_call(node: fx.Node) -> OpCall:

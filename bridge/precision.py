@@ -139,6 +139,9 @@ class ErrorStats:
     elements: int
     rtol: float
     atol: float
+    #: The output was of tiny magnitude (its RMS below ``atol``), so it was judged relative to
+    #: that magnitude (``compare``), not with the absolute tolerance every value would pass.
+    relative: bool = False
 
     @property
     def ok(self) -> bool:
@@ -162,9 +165,17 @@ def compare(actual: torch.Tensor, expected: torch.Tensor, tolerance: Tolerance) 
     diff = torch.nan_to_num(diff, nan=math.inf, posinf=math.inf)
     rel = diff / e.abs().clamp_min(torch.finfo(torch.float32).tiny)
     finite = e[torch.isfinite(e)]
-    scale = max(1.0, float(finite.square().mean().sqrt())) if finite.numel() else 1.0
+    rms = float(finite.square().mean().sqrt()) if finite.numel() else 1.0
+    # An output whose RMS is below atol would pass with any values of its magnitude (1e-10
+    # against 1e-5): it is judged relative to its RMS instead, the absolute bound scaled down
+    # to it (max(rtol, atol) x RMS; an all-zero output stays absolute).
+    relative = 0.0 < rms < tolerance.atol
+    if relative:
+        floor = max(tolerance.rtol, tolerance.atol) * rms
+    else:
+        floor = tolerance.atol * max(1.0, rms)
     # where a NaN or an infinity is expected, the bound is NaN or inf: only the same value passes
-    bad = (diff > tolerance.atol * scale + tolerance.rtol * e.abs()) | (~same & ~torch.isfinite(e))
+    bad = (diff > floor + tolerance.rtol * e.abs()) | (~same & ~torch.isfinite(e))
     return ErrorStats(
         float(diff.max()),
         float(rel.max()),
@@ -172,4 +183,5 @@ def compare(actual: torch.Tensor, expected: torch.Tensor, tolerance: Tolerance) 
         a.numel(),
         tolerance.rtol,
         tolerance.atol,
+        relative,
     )

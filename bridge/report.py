@@ -106,6 +106,10 @@ class OpRecord:
     #: -> sigmoid + mul), and the torch function or module that called it.
     decomposed_from: str = ""
     source: str = ""
+    #: torch.compile: the kind of the node's graph ('forward', 'backward', 'optimizer'), and the
+    #: module that ran it, as a path from the compiled model ('transformer.h.0.attn').
+    phase: str = ""
+    module: str = ""
 
 
 @dataclass
@@ -220,6 +224,26 @@ class Report:
             "recompiles": self.recompiles,
         }
 
+    def phase_of(self, graph: str) -> str:
+        """The phase of a graph or of one of its parts (``graph3.fused_0``, ``graph3.s0``): its
+        torch.compile kind's first word ('forward', 'backward', 'optimizer'), '' if unknown."""
+        kinds = {str(g.get("graph")): str(g.get("kind", "")) for g in self.graphs}
+        name = graph
+        while name:
+            if name in kinds:
+                return kinds[name].split(" ", 1)[0]
+            name = name.rpartition(".")[0]
+        return ""
+
+    def phase_times(self) -> dict[str, float]:
+        """Simulated ns per phase, summed over its graphs' runs (a training step's forward,
+        backward and optimizer times)."""
+        times: dict[str, float] = {}
+        for run in self.runs:
+            phase = run.get("phase") or self.phase_of(str(run.get("graph", "")))
+            times[phase] = times.get(phase, 0.0) + float(run.get("total_ns") or 0.0)
+        return times
+
     @property
     def total_sim_ns(self) -> float:
         return sum(run.get("total_ns", 0.0) for run in self.runs)
@@ -242,6 +266,7 @@ class Report:
             "precision": self.precision,
             "fallback": self.fallback,
             "total_sim_ns": self.total_sim_ns,
+            "phases": self.phase_times(),
             "numerics_ok": self.numerics_ok,
             "counts": {
                 "simulator": len(self.lowered()),

@@ -53,21 +53,31 @@ def report_tables(report: Report, per_node: bool | None = None) -> list[Table]:
         if report.mode != "analyze"
         else "hwsim op support (nothing has run yet)"
     )
-    if per_node is None:
-        per_node = len(report.ops) <= PER_NODE_MAX
-    ops = _node_table(report, title) if per_node else _op_table(report, title)
-    return [ops, *_other_tables(report)]
+    phases = list(dict.fromkeys(r.phase for r in report.ops))
+    sections = [(title, report.ops)]
+    if len(phases) > 1:  # training: forward, backward, optimizer each get their section
+        sections = [
+            (f"{title} — {phase or 'other'}", [r for r in report.ops if r.phase == phase])
+            for phase in phases
+        ]
+    tables = []
+    for heading, ops in sections:
+        whole = len(ops) <= PER_NODE_MAX if per_node is None else per_node
+        tables.append(
+            _node_table(report, heading, ops) if whole else _op_table(report, heading, ops)
+        )
+    return [*tables, *_other_tables(report)]
 
 
-def _op_table(report: Report, title: str) -> Table:
+def _op_table(report: Report, title: str, records: list[OpRecord]) -> Table:
     """One row per (op, where): how many nodes, their simulated time, their worst error."""
     ran = bool(report.runs)
-    checked = any(r.error is not None for r in report.ops)  # eager mode checks every op
+    checked = any(r.error is not None for r in records)  # eager mode checks every op
     groups: dict[tuple[str, str], list[OpRecord]] = {}
-    for r in report.ops:
+    for r in records:
         where = r.status if r.status != "cpu" else f"cpu ({r.reason})"
         groups.setdefault((r.op, where), []).append(r)
-    table = Table(title=f"{title} — {len(report.ops)} nodes by op", title_justify="left")
+    table = Table(title=f"{title} — {len(records)} nodes by op", title_justify="left")
     columns = ["op", "where", "nodes"] + (["sim time"] if ran else [])
     for column in columns + (["errors vs CPU"] if checked else []):
         table.add_column(column)
@@ -89,18 +99,21 @@ def _op_table(report: Report, title: str) -> Table:
     return table
 
 
-def _node_table(report: Report, title: str) -> Table:
+def _node_table(report: Report, title: str, records: list[OpRecord]) -> Table:
     ran = bool(report.runs)
-    checked = any(r.error is not None for r in report.ops)
+    checked = any(r.error is not None for r in records)
     ops = Table(title=title, title_justify="left")
-    sources = any(r.source for r in report.ops)
+    sources = any(r.source for r in records)
+    modules = any(r.module for r in records)
     columns = ["node", "op", "where", "shapes"] + (["from"] if sources else [])
+    columns += ["module"] if modules else []
     columns += (["sim time"] if ran else []) + (["errors vs CPU"] if checked else [])
     for column in columns:
         ops.add_column(column)
-    for r in report.ops:
+    for r in records:
         where = r.status if r.status != "cpu" else f"cpu ({r.reason})"
         row = [r.node, r.op, where, r.shapes] + ([r.source] if sources else [])
+        row += [r.module] if modules else []
         if ran:
             row.append(_ns(r.sim_ns) if r.sim_ns else "")
         if checked:
@@ -115,7 +128,16 @@ def _node_table(report: Report, title: str) -> Table:
 def _other_tables(report: Report) -> list[Table]:
     """Decompositions, CPU fallbacks, outputs, top ops, torch.compile's graphs, runs: each
     only when there is something to show."""
-    makers = (_decomposed, _fallbacks, _outputs, _versus_eager, _top_ops, _compiled, _runs)
+    makers = (
+        _decomposed,
+        _fallbacks,
+        _outputs,
+        _versus_eager,
+        _top_ops,
+        _compiled,
+        _phases,
+        _runs,
+    )
     return [table for make in makers if (table := make(report)) is not None]
 
 
@@ -153,8 +175,15 @@ def _outputs(report: Report) -> Table | None:
     judged = ("output", "shape", "dtype", "computed in", "max abs", "max rel", "ok")
     for column in (*judged, "vs fp32: max abs", "max rel"):
         table.add_column(column)
+    problems: dict[str, list[str]] = {}
     for o in report.outputs:
         wide = o.vs_fp32
+        ok = "yes" if o.stats.ok else f"NO ({o.stats.mismatched} elements)"
+        if o.stats.relative:
+            ok += " (relative: tiny output)"
+        if o.reference_error:  # judged against another reference than the matched one
+            problems.setdefault(o.reference_error, []).append(o.name)
+            ok += f" — REFERENCE FAILED [{list(problems).index(o.reference_error) + 1}]"
         table.add_row(
             o.name,
             str(list(o.shape)),
@@ -162,9 +191,16 @@ def _outputs(report: Report) -> Table | None:
             o.computed_in,
             _err(o.stats.max_abs),
             _err(o.stats.max_rel),
-            "yes" if o.stats.ok else f"NO ({o.stats.mismatched} elements)",
+            escape(ok),
             _err(wide.max_abs) if wide is not None else "n/a",
             _err(wide.max_rel) if wide is not None else "n/a",
+        )
+    if problems:
+        table.caption = escape(
+            "; ".join(
+                f"[{i}] {problem} ({len(names)} outputs)"
+                for i, (problem, names) in enumerate(problems.items(), 1)
+            )
         )
     return table
 
@@ -237,16 +273,46 @@ def _compiled(report: Report) -> Table | None:
     return table
 
 
+def _phases(report: Report) -> Table | None:
+    """Per phase (forward, backward, optimizer): its graphs, nodes by where they ran, and its
+    simulated time (the runs of its graphs) and CPU host time (CPU ops between partitions)."""
+    phases = list(dict.fromkeys(r.phase for r in report.ops if r.phase))
+    if not phases:
+        return None
+    times = report.phase_times()
+    host: dict[str, float] = {}
+    for timeline in report.timelines:
+        phase = report.phase_of(str(timeline.get("graph", "")))
+        host[phase] = host.get(phase, 0.0) + float(timeline.get("cpu_host_ns", 0.0))
+    table = Table(title="time per phase (all calls)", title_justify="left")
+    for column in ("phase", "graphs", "simulator nodes", "cpu nodes", "simulated", "cpu host"):
+        table.add_column(column)
+    for phase in phases:
+        records = [r for r in report.ops if r.phase == phase]
+        graphs = [g for g in report.graphs if report.phase_of(str(g["graph"])) == phase]
+        table.add_row(
+            phase,
+            str(len(graphs)),
+            str(sum(r.status == "simulator" for r in records)),
+            str(sum(r.status == "cpu" for r in records)),
+            _ns(times.get(phase, 0.0)),
+            _ns(host[phase]) if phase in host else "",
+        )
+    return table
+
+
 def _runs(report: Report) -> Table | None:
     if not report.runs:
         return None
     table = Table(title="simulator runs", title_justify="left")
-    for column in ("graph", "total", "instructions", "MFU %", "HBM traffic", "HBM peak"):
+    for column in ("graph", "phase", "total", "instructions", "MFU %", "HBM traffic"):
         table.add_column(column)
+    table.add_column("HBM peak")
     table.add_column("bottleneck")
     for run in report.runs[-10:]:
         table.add_row(
             str(run.get("graph", "")),
+            str(run.get("phase", "")),
             _ns(run.get("total_ns", 0.0)),
             str(run.get("instructions", "")),
             f"{run.get('mfu_pct', 0.0):.2f}",

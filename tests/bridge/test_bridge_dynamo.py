@@ -63,7 +63,7 @@ def test_mlp_whole_graph_on_the_simulator_matches_cpu():
     assert "top ops by simulated time" in str(report)
 
 
-def test_training_forward_runs_on_the_simulator_backward_on_cpu():
+def test_training_forward_and_backward_both_run_on_the_simulator():
     model = mlp()
     x = torch.randn(3, 7)
     compiled = torch.compile(model, backend="hwsim", options={"fallback": "error"})
@@ -72,8 +72,13 @@ def test_training_forward_runs_on_the_simulator_backward_on_cpu():
     model.zero_grad()
     model(x).sum().backward()
     torch.testing.assert_close(grad, model[0].weight.grad, rtol=1e-5, atol=1e-5)
-    kinds = [g["kind"] for g in bridge.dynamo.last_report().graphs]
-    assert kinds == ["forward", "backward"]
+    report = bridge.dynamo.last_report()
+    assert [g["kind"] for g in report.graphs] == ["forward", "backward"]
+    assert [r["graph"] for r in report.runs] == [g["graph"] for g in report.graphs]
+    backward = [r for r in report.ops if r.phase == "backward"]
+    assert backward and all(r.status == "simulator" for r in backward)
+    assert {r.op for r in backward} >= {"aten.mm.default", "aten.sum.dim_IntList"}
+    assert {r.module for r in backward} == {"0", "1", "2"}  # the Sequential's children
 
 
 def test_fallback_cpu_partitions_around_unsupported_ops():
