@@ -1,9 +1,11 @@
-"""The NKI matmul tutorial's tiled, hoisted and block-free versions (HARDWARE.md §5, V1a-V1c).
+"""The NKI matmul tutorial's tiled, hoisted and block-free versions (HARDWARE.md §5, V1a-V1c),
+and its fully optimised version as written (``matmul_fully_optimized``, V1).
 
-Together with ``matmul_optimized`` (V1) they are the four versions of the public tutorial the
-simulator is calibrated on [S26]; each one here keeps the tutorial's loop structure, so it emits
-the published number of loads and matmuls (for lhsT [8192, 4096] and rhs [8192, 8192] bf16:
-65,536 / 34,816 / 18,432 loads and 32,768 matmuls, §5):
+Together with ``matmul_optimized`` (V1 as an expert adapts it: the calibration kernel) the first
+three are the four versions of the public tutorial the simulator is calibrated on [S26]; each one
+here keeps the tutorial's loop structure, so it emits the published number of loads and matmuls
+(for lhsT [8192, 4096] and rhs [8192, 8192] bf16: 65,536 / 34,816 / 18,432 loads and 32,768
+matmuls, §5):
 
 - ``matmul_tiled`` (V1a, ``nki_matmul_tiled_``): per (128-row M tile, 512-column N tile), a K
   loop of 128-row steps, each loading one lhsT tile [128 K x 128 M] and one rhs tile
@@ -14,6 +16,8 @@ the published number of loads and matmuls (for lhsT [8192, 4096] and rhs [8192, 
 - ``matmul_block_free`` (V1c, ``nki_matmul_block_free_dimension_``): M blocks of 2 tiles and N
   blocks of 2 tiles; per M block its 2 x K/128 lhsT tiles, per N block its 2 x K/128 rhs tiles,
   then 2 x 2 accumulation groups of K/128 matmuls.
+- ``matmul_fully_optimized`` (V1, ``nki_matmul_fully_optimized_`` as the tutorial writes it, for
+  the NKI front end to be compared with; its docstring says what it emits).
 
 The tutorial allocates its tiles inside ``affine_range`` bodies and the NKI compiler places and
 multi-buffers them. Here that is explicit: every allocation site is a ``BufferRing`` of
@@ -26,7 +30,8 @@ explicitly that does not fit is an error. PSUM accumulators and result tiles rot
 depth (at most the PSUM banks). Loads are triggered by the
 Sync engine rotating over four queues, stores by GpSimdE on their own queue (``DmaQueues``),
 the PSUM -> SBUF copy runs on VectorE (``nisa.tensor_copy``, as the tutorial). Any positive M,
-K, N works: edge tiles are smaller.
+K, N works for V1a-V1c (edge tiles are smaller); V1, like the tutorial's, takes whole blocks, and
+its rings keep the depth 4.
 """
 
 from __future__ import annotations
@@ -215,4 +220,66 @@ def matmul_block_free(lhsT, rhs, buffers=None):
                     for i, (a, b) in enumerate(zip(lhs_k, rhs_k, strict=True)):
                         nisa.nc_matmul(ps, a, b, accumulate=i > 0)
                     rings.evacuate_and_store(ps, out, m0, mt, n0, nt)
+    return out
+
+
+@lang.kernel
+def matmul_fully_optimized(lhsT, rhs, TILES_IN_BLOCK_M=16, TILES_IN_BLOCK_N=2, TILES_IN_BLOCK_K=8):
+    """out = lhsT.T @ rhs as ``nki_matmul_fully_optimized_`` (V1) is written, instruction for
+    instruction (``matmul_optimized`` is an expert's adaptation of it; docs/nki.md): per N
+    block, [128, 512] result tiles in the output dtype, each zero-filled (VectorE) before its
+    first add; per K block its rhs tiles, then per M block its lhsT tiles (reloaded for every N
+    block), then per (N tile, M tile) a PSUM group over the K block added into the result tile
+    (VectorE); after the K blocks, per row tile one copy per N tile into a packed [128,
+    BLOCK_N] tile and one store. Every allocation site is a ring of DEFAULT_BUFFERS sets, loads
+    and stores on the queues of the other versions. Dimensions must be whole blocks."""
+    k, m, n = matmul_shapes("matmul_fully_optimized", lhsT, rhs)
+    lim = limits()
+    tm, tn, tk = lim.tile_m, lim.tile_n, lim.tile_k
+    bm_tiles, bn_tiles, bk_tiles = TILES_IN_BLOCK_M, TILES_IN_BLOCK_N, TILES_IN_BLOCK_K
+    block_m, block_n, block_k = tm * bm_tiles, tn * bn_tiles, tk * bk_tiles
+    require(
+        m % block_m == 0 and n % block_n == 0 and k % block_k == 0,
+        "matmul_fully_optimized",
+        f"K, M, N = {k}, {m}, {n} must be multiples of the blocks {block_k}, {block_m}, "
+        f"{block_n} (as the tutorial's kernel assumes)",
+    )
+    out = lang.ndarray((m, n), lhsT.dtype, buffer=lang.hbm, name="out")
+    depth = DEFAULT_BUFFERS
+    results = BufferRing(depth * (m // tm) * bn_tiles)
+    rhs_ring, lhs_ring = BufferRing(depth * bk_tiles), BufferRing(depth * bk_tiles)
+    psum_ring = BufferRing(min(depth, lim.psum_banks))
+    packed_ring = BufferRing(depth)
+    queues = DmaQueues(load_queues=LOAD_QUEUES)
+    for n0 in range(0, n, block_n):
+        tiles: dict[tuple[int, int], lang.View] = {}
+        for k0 in range(0, k, block_k):
+            rhs_tiles = []
+            for j in range(bk_tiles):
+                t = rhs_ring((tk, block_n), rhs.dtype, lang.sbuf)
+                queues.load(t, rhs[k0 + j * tk : k0 + (j + 1) * tk, n0 : n0 + block_n])
+                rhs_tiles.append(t)
+            for m0 in range(0, m, block_m):
+                lhs_tiles = []
+                for j in range(bk_tiles):
+                    t = lhs_ring((tk, block_m), lhsT.dtype, lang.sbuf)
+                    queues.load(t, lhsT[k0 + j * tk : k0 + (j + 1) * tk, m0 : m0 + block_m])
+                    lhs_tiles.append(t)
+                for bn in range(bn_tiles):
+                    for bm in range(bm_tiles):
+                        ps = psum_ring((tm, tn), lang.float32, lang.psum)
+                        for j in range(bk_tiles):
+                            a = lhs_tiles[j][:, bm * tm : (bm + 1) * tm]
+                            b = rhs_tiles[j][:, bn * tn : (bn + 1) * tn]
+                            nisa.nc_matmul(ps, a, b, accumulate=j > 0)
+                        key = ((m0 + bm * tm) // tm, bn)
+                        if key not in tiles:  # nl.zeros: filled at the tile's first use
+                            tiles[key] = results((tm, tn), lhsT.dtype, lang.sbuf)
+                            nisa.memset(tiles[key], 0.0)
+                        nisa.tensor_tensor(tiles[key], tiles[key], ps, lang.AluOp.add)
+        for row in range(m // tm):
+            packed = packed_ring((tm, block_n), lhsT.dtype, lang.sbuf)
+            for bn in range(bn_tiles):
+                nisa.tensor_copy(packed[:, bn * tn : (bn + 1) * tn], tiles[(row, bn)])
+            queues.store(out[row * tm : (row + 1) * tm, n0 : n0 + block_n], packed)
     return out

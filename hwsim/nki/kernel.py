@@ -22,7 +22,7 @@ import numpy as np
 
 from hwsim.config import HardwareConfig, load_config
 from hwsim.errors import HwsimError
-from hwsim.lang.kernel import Kernel, skip_frames_of
+from hwsim.lang.kernel import Kernel, current, skip_frames_of
 from hwsim.lang.tiles import Tile
 from hwsim.nki import state as st
 from hwsim.nki.tensor import NkiTensor
@@ -73,6 +73,7 @@ class NkiKernel:
         def body(**call_args: Any) -> Any:
             nki_state = st.NkiState(buffers)
             token = st.enter(nki_state)
+            _flush_copies_before_emission(nki_state)
             try:
                 wrapped = {k: _wrap(v) for k, v in call_args.items()}
                 returned = None
@@ -80,6 +81,7 @@ class NkiKernel:
                     nki_state.program_ids, nki_state.grid = ids, grid_sizes
                     nki_state.shared_hbm_seen = 0
                     returned = fn(**wrapped)
+                    nki_state.flush_copy()
                 notes.extend(nki_state.notes)
                 extra["no_reorder"] = nki_state.no_reorder
                 extra["sequential_range"] = nki_state.sequential
@@ -90,6 +92,19 @@ class NkiKernel:
         body.__signature__ = inspect.signature(fn)  # type: ignore[attr-defined]
         body.__name__ = fn.__name__
         return Kernel(body)
+
+
+def _flush_copies_before_emission(nki_state: st.NkiState) -> None:
+    """Every instruction the kernel emits first writes out a pending ``nl.copy``
+    (``hwsim.nki.pending``): the one way instructions enter the kernel context is its ``emit``."""
+    context = current()
+    emit = context.emit
+
+    def flushing_emit(instruction: Any, operands: Any = ()) -> Any:
+        nki_state.flush_copy()
+        return emit(instruction, operands)
+
+    context.emit = flushing_emit  # type: ignore[method-assign]
 
 
 def _wrap(value: Any) -> Any:

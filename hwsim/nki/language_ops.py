@@ -23,7 +23,7 @@ from hwsim.isa.ap import MemorySpace
 from hwsim.kernels.ops import ActivationFunction, AluOp, ReduceOp
 from hwsim.lang import isa as lisa
 from hwsim.lang.tiles import psum, sbuf
-from hwsim.nki.pending import Pending, PendingLoad, PendingMatmul
+from hwsim.nki.pending import Pending, PendingCopy, PendingLoad, PendingMatmul
 from hwsim.nki.tensor import (
     Indirect,
     NkiTensor,
@@ -205,12 +205,11 @@ def mean(x: Any, axis: Any, *, dtype: Any = None, keepdims: bool = False, mask: 
     return total
 
 
-def copy(x: Any, *, dtype: Any = None, mask: Any = None) -> NkiTensor:
-    """``nl.copy``: VectorE tensor_copy (the PSUM -> SBUF evacuation)."""
+def copy(x: Any, *, dtype: Any = None, mask: Any = None) -> PendingCopy:
+    """``nl.copy``: VectorE tensor_copy (the PSUM -> SBUF evacuation); ``t[...] = nl.copy(x)``
+    is one copy into ``t`` (``PendingCopy``)."""
     t = as_tensor(x, "nl.copy")
-    out = _result(t.shape, dtype, t)
-    lisa.tensor_copy(dst(out, mask), src(t, mask))
-    return out
+    return PendingCopy(t, lookup_dtype(dtype or t.dtype), mask)
 
 
 def assign(target: NkiTensor, value: Any) -> None:
@@ -229,7 +228,7 @@ def matmul(x: Any, y: Any, *, transpose_x: bool = False, mask: Any = None) -> Pe
     transpose_x, x is transposed first on TensorE (as the compiler inserts)."""
     stationary = as_tensor(x, "nl.matmul")
     if not transpose_x:
-        stationary = copy(transpose(stationary, mask=mask))
+        stationary = copy(transpose(stationary, mask=mask)).materialize()
     return PendingMatmul(stationary, as_tensor(y, "nl.matmul"), mask, {})
 
 
@@ -272,7 +271,7 @@ def broadcast_to(x: Any, shape: Any) -> NkiTensor:
         lisa.memset(ones.view, 1.0)
         acc = allocate(shape, "fp32", psum)
         lisa.nc_matmul(acc.view, ones.view, src(t), is_stationary_onezero=True)
-        return copy(acc, dtype=t.dtype)
+        return copy(acc, dtype=t.dtype).materialize()
     if _column(t) and t.shape[0] == shape[0]:
         out = allocate(shape, t.dtype, sbuf)
         lisa.memset(out.view, 0.0)
@@ -313,7 +312,7 @@ def store(dst_: Any, value: Any, *, mask: Any = None) -> None:
         raise fail("nl.store", f"{target.tile.name} is in {target.buffer}; nl.store writes HBM")
     v = as_tensor(value, "nl.store")
     if v.memory is MemorySpace.PSUM:
-        v = copy(v, dtype=target.dtype)
+        v = copy(v, dtype=target.dtype).materialize()
     lisa.dma_copy(target.masked(mask), src(v, mask), engine="gpsimd", queue=state().store_queue)
 
 

@@ -1,8 +1,14 @@
-"""Results not emitted until used: ``nl.load`` and tile-returning matmuls.
+"""Results not emitted until used: ``nl.load``, tile-returning matmuls and ``nl.copy``.
 
-``t[...] = nl.load(x)`` is then one DMA into ``t`` and ``acc += nisa.nc_matmul(a, b)`` one matmul
-accumulating into ``acc`` (the first of a group overwriting), as the NKI compiler lowers them;
-any other use materialises the result in a new tile.
+``t[...] = nl.load(x)`` is then one DMA into ``t``, ``acc += nisa.nc_matmul(a, b)`` one matmul
+accumulating into ``acc`` (the first of a group overwriting) and ``t[...] = nl.copy(x)`` one copy
+into ``t``, as the NKI compiler lowers them (``nl.copy`` returns "a new tile ... in SBUF, but
+can be also assigned to a PSUM tensor": the assignment is where the copy writes; the NKI docs'
+``nki.language.copy`` page); any other use materialises the result in a new tile.
+
+A pending copy reads on-chip data that a later instruction may overwrite, so it never waits
+past the next instruction: the kernel's next emission writes it out first
+(``NkiState.flush_copy``), which keeps program order exactly as if it had been emitted eagerly.
 """
 
 from __future__ import annotations
@@ -16,7 +22,7 @@ from hwsim.lang import isa as lisa
 from hwsim.lang.tiles import psum
 from hwsim.lang.tiles import sbuf as _sbuf
 from hwsim.nki.state import state, user_site
-from hwsim.nki.tensor import NkiTensor, allocate, dst, fail, psum_group, src
+from hwsim.nki.tensor import NkiTensor, allocate, dst, fail, psum_group, src, touch
 
 
 class Pending:
@@ -100,6 +106,38 @@ class PendingLoad(Pending):
             return
         self._dma(dst(target))
         self._result = target
+
+
+class PendingCopy(Pending):
+    """``nl.copy(x)`` not yet emitted: into the tile it is assigned to, else a new SBUF tile
+    (allocated from the ring of the ``nl.copy`` call, worked out at the call)."""
+
+    def __init__(self, source: NkiTensor, dtype: DType, mask: Any) -> None:
+        self.source, self.dtype, self.mask = source, dtype, mask
+        self.shape = tuple(source.shape)
+        self._result = None
+        touch(source)  # a PSUM source's zero fill and group end happen at the call, as before
+        st = state()
+        st.flush_copy()
+        self.ring_key = st.ring_key(user_site())
+        st.pending_copy = self
+
+    def _emit(self, target: NkiTensor) -> None:
+        state().forget_copy(self)
+        self._result = target
+        lisa.tensor_copy(dst(target, self.mask), src(self.source, self.mask))
+
+    def materialize(self) -> NkiTensor:
+        if self._result is None:
+            self._emit(allocate(self.shape, self.dtype, _sbuf, ring_key=self.ring_key))
+        return self._result  # type: ignore[return-value]
+
+    def into_tile(self, target: NkiTensor) -> None:
+        direct = tuple(target.shape) == self.shape and target.dtype == self.dtype
+        if self._result is None and direct:
+            self._emit(target)
+            return
+        lisa.tensor_copy(dst(target), src(self.materialize()))
 
 
 class PendingMatmul(Pending):

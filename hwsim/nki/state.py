@@ -96,10 +96,24 @@ class NkiState:
         self.sequential: list[dict[str, Any]] = []
         self.notes: list[str] = []
         self.reductions: dict[tuple[Any, ...], Any] = {}  # nl.loop_reduce accumulators
+        #: An ``nl.copy`` not yet emitted (``hwsim.nki.pending.PendingCopy``): written out
+        #: before the next instruction, so it can still become a copy into an assigned tile.
+        self.pending_copy: Any = None
         self._load_queue = itertools.count()
         dma = current().config.dma
         self.load_queues = max(1, min(LOAD_QUEUES, dma.queues_per_engine - 2))
         self.store_queue = min(self.load_queues, dma.queues_per_engine - 1)
+
+    def flush_copy(self) -> None:
+        """Emit the pending ``nl.copy`` (into a new tile): before any other instruction."""
+        pending = self.pending_copy
+        if pending is not None:
+            self.pending_copy = None
+            pending.materialize()
+
+    def forget_copy(self, pending: Any) -> None:
+        if self.pending_copy is pending:
+            self.pending_copy = None
 
     def next_load_queue(self) -> int:
         return next(self._load_queue) % self.load_queues
@@ -122,17 +136,20 @@ class NkiState:
     # ---- loops ----------------------------------------------------------------------------
     def loop(self, kind: str, values: range) -> Iterator[int]:
         frame = LoopFrame(user_site(), kind)
+        self.flush_copy()  # a copy before the loop stays out of its regions
         self.loops.append(frame)
         first = self.stream_marks()
         from hwsim.lang.scheduling import schedule_barrier
 
         try:
             for step, value in enumerate(values):
+                self.flush_copy()  # an iteration's copy stays in its iteration
                 frame.occurrences.clear()
                 if step and kind == "sequential_range":
                     schedule_barrier("sequential_range")  # honoured by a scheduled build
                 yield value
         finally:
+            self.flush_copy()
             if self.loops and self.loops[-1] is frame:
                 self.loops.pop()
             if kind == "sequential_range":

@@ -323,15 +323,18 @@ def allocate(
     *,
     name: str | None = None,
     site: tuple[str, int] | None = None,
+    ring_key: Any = False,
 ) -> NkiTensor:
     """A new tensor. In an NKI loop an on-chip tile comes from its allocation site's ring
-    (module docstring of ``hwsim.nki.state``); elsewhere from the kernel language's pool."""
+    (module docstring of ``hwsim.nki.state``); elsewhere from the kernel language's pool.
+    ``ring_key``: the ring, when it was worked out earlier (``state().ring_key`` at the call
+    that asked for the tensor; None: outside NKI loops)."""
     shape = tuple(int(n) for n in shape)
     dt = lookup_dtype(dtype)
     if buffer is hbm or buffer.memory is MemorySpace.HBM:
         return NkiTensor(lang_ndarray(shape, dt, hbm, name=name))
     st = state()
-    key = st.ring_key(site or user_site())
+    key = st.ring_key(site or user_site()) if ring_key is False else ring_key
     if key is None:
         tile = lang_ndarray(shape, dt, buffer, name=name)
         return _owned(tile, shape)

@@ -72,3 +72,28 @@ def test_indirect_load_gathers_rows():
     result = nki.run(embedding, table, ids, race_check=True)
     assert np.array_equal(result.outputs[0], table[ids[:, 0]])
     assert "dma_gather" in [i.OPCODE for i in result.program.cores[0].streams["gpsimd"]]
+
+
+@nki.jit
+def copies(x):
+    """t[...] = nl.copy(x) (one copy into t), and a bound copy taken before its source is
+    overwritten (it must hold the old values)."""
+    into = nl.ndarray((128, 64), dtype=nl.float32, buffer=nl.shared_hbm)
+    before = nl.ndarray((128, 64), dtype=nl.float32, buffer=nl.shared_hbm)
+    xt = nl.load(x)
+    packed = nl.ndarray((128, 64), dtype=nl.float32, buffer=nl.sbuf)
+    packed[...] = nl.copy(xt)
+    nl.store(into, value=packed)
+    kept = nl.copy(xt)
+    xt[...] = 0.0
+    nl.store(before, value=kept)
+    return into, before
+
+
+def test_copy_assigned_is_one_copy_and_a_bound_copy_keeps_program_order():
+    x = RNG.standard_normal((128, 64)).astype(np.float32)
+    result = nki.run(copies, x, race_check=True)
+    into, before = result.outputs
+    assert np.array_equal(into, x) and np.array_equal(before, x)
+    vector = result.program.cores[0].streams["vector"]
+    assert [type(i).__name__ for i in vector] == ["TensorCopy", "TensorCopy", "Memset"]
