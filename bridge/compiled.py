@@ -71,6 +71,7 @@ class SimPartition(torch.nn.Module):
                     options=self.options.tiling,
                     name=self.name,
                     memory_plan=self.options.memory_plan,
+                    passes=self.options.passes,
                 )
             except HwsimError as error:  # Unsupported, or the kernel build failing (OOM, …)
                 problem = as_unsupported(error, self.name)
