@@ -188,7 +188,10 @@ def _lower_group(
             )  # type: ignore[arg-type]
         )
         steps = _capture_members(ctx, members[1:], outside, values, tag)
-        program = _StepProgram(steps, values[0], anchor_meta.shape, EPILOGUE_BUFFERS)
+        # Outside operands are viewed over the result's own shape when its matrix dims are the
+        # matmul's (a [B, H, S, S] mask over bmm's [B*H, S, S] has no view over the latter).
+        over = shape if shape[-2:] == anchor_meta.shape[-2:] else anchor_meta.shape
+        program = _StepProgram(steps, values[0], over, EPILOGUE_BUFFERS)
         ctx.epilogue = program.epilogue(ctx)
         try:
             args, kwargs = _resolve(anchor, outside, values)
@@ -223,7 +226,6 @@ class _StepProgram:
         self.buffers = buffers
         self.anchor = anchor
         numel = math.prod(shape)
-        dense = contiguous_strides(shape)
         self.outside: list[HbmValue] = []  # distinct outside operands, viewed over ``shape``
         self.sources: list[
             list[tuple[str, Any]]
@@ -248,7 +250,6 @@ class _StepProgram:
                     known.append(key)
                 wired.append(("out", known.index(key)))
             self.sources.append(wired)
-        del dense
 
     def _run(
         self,
@@ -318,11 +319,9 @@ class _StepProgram:
         loads = [BufferRing(self.buffers) for _ in self.outside]
         rings = [BufferRing(self.buffers) for _ in self.steps]
         casts = BufferRing(self.buffers)
-        batch = self.shape_batch = tuple(self.anchor.shape[:-2])
-        rows, cols = self.anchor.shape[-2:]
-        outside_3d = [v.view((*batch, rows, cols)) for v in self.outside]
-        if any(v is None for v in outside_3d):
-            raise FusionFallback("an epilogue operand has no strided view over the matmul")
+        batch = tuple(self.shape[:-2])
+        rows, cols = self.shape[-2:]
+        outside_3d = list(self.outside)  # views over ``shape``, whose matrices are the matmul's
 
         def apply(result: Operand, out: HbmValue, m0: int, mt: int, n0: int, nt: int) -> Operand:
             index = _unravel(out.offset // max(1, rows * cols), batch)
