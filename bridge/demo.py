@@ -13,6 +13,7 @@ from __future__ import annotations
 import argparse
 import time
 from pathlib import Path
+from typing import Any
 
 import hwsim  # noqa: F401  (first: one BLAS thread before numpy loads)
 
@@ -60,7 +61,12 @@ def _before_after(model: torch.nn.Module, ids: torch.Tensor, config: str, after_
     (``options={"passes": "none"}``, timing only), against the run above (all passes on)."""
     from hwsim.bridge.dynamo import last_report
 
-    options = {"config": config, "fallback": "error", "passes": "none", "check": False}
+    options: dict[str, Any] = {
+        "config": config,
+        "fallback": "error",
+        "passes": "none",
+        "check": False,
+    }
     unoptimized = torch.compile(model, backend="hwsim", options=options, dynamic=False)
     with torch.no_grad():
         unoptimized(ids, use_cache=False)

@@ -143,7 +143,8 @@ def graph_floor(graph: fx.Graph, config: HardwareConfig, compute_dtype: str) -> 
                 if isinstance(dtype, torch.Tensor):
                     matmul_dtypes.append(str(dtype.dtype).removeprefix("torch."))
                 continue
-            lowering = LOWERINGS.get(node.target)  # type: ignore[arg-type]
+            target: Any = node.target
+            lowering = LOWERINGS.get(target)
             if lowering is None or lowering.family in _FREE_FAMILIES:
                 continue
             if node.target in SCALAR_OPS:

@@ -61,6 +61,12 @@ class VirtualTile:
         self.dtype = dtype
 
 
+def virtual_value(shape: tuple[int, ...], dtype: DType) -> HbmValue:
+    """A contiguous value over a new ``VirtualTile`` (it stands where an HBM tile would)."""
+    tile: Any = VirtualTile(shape, dtype)
+    return HbmValue.contiguous(tile, shape)
+
+
 @dataclass
 class Step:
     """One recorded ``pointwise`` call: what it reads, how it computes, what it produces."""
@@ -88,7 +94,7 @@ class Capture:
         input_dtypes: Sequence[DType] | None,
     ) -> HbmValue:
         meta: TensorMeta = ctx.out
-        out = HbmValue.contiguous(VirtualTile(meta.shape, meta.dtype), meta.shape)  # type: ignore[arg-type]
+        out = virtual_value(meta.shape, meta.dtype)
         expanded = [v.expand(meta.shape) for v in inputs]
         dtypes = list(input_dtypes or [tile_dtype] * len(inputs))
         self.steps.append(Step(ctx.node_name, expanded, compute, tile_dtype, dtypes, out))
@@ -182,11 +188,7 @@ def _lower_group(
         anchor_meta = _meta(anchor.val)
         if anchor_meta.dtype != _meta(last.val).dtype:
             raise FusionFallback(f"{anchor.name}: the epilogue changes the dtype")
-        values.append(
-            HbmValue.contiguous(
-                VirtualTile(anchor_meta.shape, anchor_meta.dtype), anchor_meta.shape
-            )  # type: ignore[arg-type]
-        )
+        values.append(virtual_value(anchor_meta.shape, anchor_meta.dtype))
         steps = _capture_members(ctx, members[1:], outside, values, tag)
         # Outside operands are viewed over the result's own shape when its matrix dims are the
         # matmul's (a [B, H, S, S] mask over bmm's [B*H, S, S] has no view over the latter).

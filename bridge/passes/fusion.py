@@ -124,7 +124,8 @@ def _supported(node: fx.Node) -> bool:
 
 
 def _elementwise(node: fx.Node) -> bool:
-    lowering = LOWERINGS.get(node.target)  # type: ignore[arg-type]
+    target: Any = node.target
+    lowering = LOWERINGS.get(target)
     return (
         node.op == "call_function"
         and lowering is not None

@@ -114,13 +114,14 @@ def _permutation(node: fx.Node) -> list[int] | None:
     if shape is None:
         return None
     rank = len(shape)
+    args: Any = node.args
     if node.target in _PERMUTES:
-        return [d % rank for d in node.args[1]]  # type: ignore[union-attr]
+        return [int(d) % rank for d in args[1]]
     if node.target in _TRANSPOSES:
         if node.target is aten.t.default:
             d0, d1 = 0, rank - 1
         else:
-            d0, d1 = node.args[1] % rank, node.args[2] % rank  # type: ignore[operator]
+            d0, d1 = int(args[1]) % rank, int(args[2]) % rank
         dims = list(range(rank))
         dims[d0], dims[d1] = dims[d1], dims[d0]
         return dims
@@ -202,7 +203,8 @@ def _fold(gm: fx.GraphModule) -> dict[str, int]:
             args, kwargs = pytree.tree_map_only(
                 fx.Node, lambda n: values[n], (node.args, node.kwargs)
             )
-            values[node] = node.target(*args, **kwargs)  # type: ignore[operator]
+            target: Any = node.target
+            values[node] = target(*args, **kwargs)
     except Exception:  # e.g. a factory for another device: leave the graph as it is
         return {"folded": 0, "constants": 0}
     if any(isinstance(v, FakeTensor) for v in values.values()):
