@@ -210,3 +210,12 @@ def test_torch_compile_takes_the_passes_option_and_reports_them():
         assert report.pipelines[-1]["selection"] == ("none" if passes else "all")
         assert report.runs[-1]["floor_ns"] > 0
     assert counts[None] < counts["none"]
+
+
+def test_fused_chain_leaves_no_intermediate_in_hbm():
+    """The memory plan's eight-op chain (test_bridge_memory_plan) with fusion: no scratch."""
+    from tests.bridge.test_bridge_memory_plan import chain as eight_ops
+
+    x = _inputs((64, 48))[0]
+    lowered, _ = _run(eight_ops, [x], None)
+    assert lowered.memory is not None and lowered.memory.hbm_scratch_unplanned_bytes == 0
