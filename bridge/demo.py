@@ -67,6 +67,7 @@ def _before_after(model: torch.nn.Module, ids: torch.Tensor, config: str, after_
         "passes": "none",
         "check": False,
     }
+    torch._dynamo.reset()  # compile afresh: not the graphs cached for the options above
     unoptimized = torch.compile(model, backend="hwsim", options=options, dynamic=False)
     with torch.no_grad():
         unoptimized(ids, use_cache=False)
