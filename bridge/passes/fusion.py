@@ -151,12 +151,18 @@ def _groups(graph: fx.Graph, outputs: set[fx.Node]) -> list[list[fx.Node]]:
     group_of: dict[fx.Node, int] = {}
     groups: dict[int, list[fx.Node]] = {}
 
+    def joins(user: fx.Node, numel: int | None) -> bool:
+        return _numel(user) == numel and (_elementwise(user) or _reshape_of_contiguous(user))
+
     def absorbable(producer: fx.Node, user: fx.Node) -> bool:
+        """A producer's value can stay inside a group when every user of it is elementwise
+        over the same elements (they all join the group; ``_closed`` checks they did)."""
+        numel = _numel(producer)
         return (
             producer in group_of
-            and len(producer.users) == 1
             and producer not in outputs
-            and _numel(producer) == _numel(user)
+            and _numel(user) == numel
+            and (len(producer.users) == 1 or all(joins(u, numel) for u in producer.users))
         )
 
     for node in graph.nodes:
@@ -198,8 +204,15 @@ def _groups(graph: fx.Graph, outputs: set[fx.Node]) -> list[list[fx.Node]]:
             continue
         while members and members[-1].target in RESHAPES:  # a trailing view stays a view
             members.pop()
-        result.append(members)
+        if _closed(members):
+            result.append(members)
     return result
+
+
+def _closed(members: list[fx.Node]) -> bool:
+    """Only the last member's value may be used outside the group (it is the fused node's)."""
+    inside = set(members)
+    return all(set(m.users) <= inside for m in members[:-1])
 
 
 def _replace(gm: fx.GraphModule, members: list[fx.Node]) -> None:
