@@ -19,6 +19,8 @@ from torch import fx
 from torch._subclasses.fake_tensor import FakeTensor, unset_fake_temporarily
 from torch.utils import _pytree as pytree
 
+from hwsim.bridge.dtypes import INT32_MAX, INT32_MIN, MOVABLE_DTYPES
+
 aten = torch.ops.aten
 
 #: Folded constants larger than this (elements) stay computed on the device: a constant is an
@@ -216,7 +218,7 @@ def _fold(gm: fx.GraphModule) -> dict[str, int]:
         for n in computed
         if any(u not in known for u in n.users)
         and any(isinstance(a, fx.Node) for a in pytree.tree_leaves((n.args, n.kwargs)))
-        and isinstance(values[n], torch.Tensor)
+        and _representable(values[n])
     ]
     for i, node in enumerate(sorted(frontier, key=lambda n: n.name)):
         constant = values[node]
@@ -236,6 +238,16 @@ def _fold(gm: fx.GraphModule) -> dict[str, int]:
         node.replace_all_uses_with(constant_node)
     removed = dead_code(gm)["removed"]
     return {"folded": removed, "constants": len(frontier)}
+
+
+def _representable(value: Any) -> bool:
+    """Whether a folded value can be a device input as is: a movable dtype, and int64 values
+    within int32 (else the device ops stay, and refuse the value as they would unfolded)."""
+    if not isinstance(value, torch.Tensor) or value.dtype not in MOVABLE_DTYPES:
+        return False
+    if value.dtype == torch.int64 and value.numel():
+        return bool(value.min() >= INT32_MIN and value.max() <= INT32_MAX)
+    return True
 
 
 def _attr(gm: fx.GraphModule, node: fx.Node) -> Any:
