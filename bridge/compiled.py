@@ -71,13 +71,33 @@ class SimPartition(torch.nn.Module):
                     options=self.options.tiling,
                     name=self.name,
                     memory_plan=self.options.memory_plan,
+                    passes=self.options.passes,
                 )
+                self._record_pipeline(self._lowered[key], args)
             except HwsimError as error:  # Unsupported, or the kernel build failing (OOM, …)
                 problem = as_unsupported(error, self.name)
                 apply_fallback(self.options, problem, self.name)
                 self._to_cpu(problem)
                 return None
         return self._lowered[key]
+
+    def _record_pipeline(self, lowered: LoweredGraph, args: list[Any]) -> None:
+        """The pass pipeline's log, and (``measure_passes``) each pass's measured effect."""
+        self.report.pipelines.append({"graph": self.name} | lowered.pipeline)
+        if self.options.measure_passes:
+            from hwsim.bridge.passes.effects import pass_effects
+
+            rows = pass_effects(
+                self.gm,
+                args,
+                self.options.passes,
+                config=self.options.config,
+                precision=self.options.precision,
+                options=self.options.tiling,
+                name=self.name,
+                memory_plan=self.options.memory_plan,
+            )
+            self.report.pass_effects.append({"graph": self.name, "rows": rows})
 
     def _to_cpu(self, error: Unsupported) -> None:
         self._cpu = error
@@ -115,10 +135,12 @@ class SimPartition(torch.nn.Module):
             | {k: v for k, v in memory.items() if k.startswith("hbm_")}
         )
         for node, time in run.op_times.items():
-            record = self.records.get(node)
-            if record is not None:
-                record.sim_ns, record.span_ns = time.bound_ns, time.span_ns
-                record.instructions = time.instructions
+            sources = node.split("+")  # a fused group's instructions name all its nodes
+            for source in sources:
+                record = self.records.get(source)
+                if record is not None:  # a group's time is shared evenly by its nodes
+                    record.sim_ns, record.span_ns = time.bound_ns / len(sources), time.span_ns
+                    record.instructions = time.instructions
 
     def _check(self, actual: Any, args: tuple[Any, ...]) -> None:
         """Compare with the graph on the CPU at matched precision (judged) and in fp32."""

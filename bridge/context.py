@@ -92,6 +92,12 @@ class LoweringContext:
         self.arena = arena
         self._placed: dict[str, lang.Tile] = {}
         self._escapes = False
+        #: Fusion (``bridge.passes.fused_lowering``): the step recorder ``registry.pointwise``
+        #: feeds while a fused node lowers, the epilogue hook a matmul applies to each
+        #: evacuated tile, and what happened to each fused group.
+        self.capture: Any = None
+        self.epilogue: Any = None
+        self.fusion_notes: list[dict[str, Any]] = []
 
     # ---- sizes --------------------------------------------------------------------------------
     @property
@@ -155,7 +161,13 @@ class LoweringContext:
     # ---- per node -----------------------------------------------------------------------------
     @contextmanager
     def node(
-        self, name: str, out: Any, call: Any = None, *, escapes: bool = False
+        self,
+        name: str,
+        out: Any,
+        call: Any = None,
+        *,
+        escapes: bool = False,
+        tag: str | None = None,
     ) -> Iterator[None]:
         """Lower one node: tag its instructions with the node name and expose its metadata.
 
@@ -163,13 +175,14 @@ class LoweringContext:
         ``f"{op}/{node}:{source line}"`` (op: the ATen op's name, e.g. ``addmm``), so the trace
         attributes each instruction (and its DMA transfers) to the node and op it came from.
         ``escapes``: the node's value is a graph output, so its values get bytes of their own.
+        ``tag``: the tag instead (a fused group's: every source node's name).
         """
         saved = self.node_name, self.out, self.call, self._escapes
         self.node_name, self.out, self.call, self._escapes = name, out, call, escapes
         self._names = itertools.count()
         label = _op_label(call.op) if call is not None else "copy"
         try:
-            with lang.tag_scope(f"{label}/{name}"):  # plots colour by op, reports by node
+            with lang.tag_scope(tag or f"{label}/{name}"):  # plots colour by op, reports by node
                 yield
         finally:
             self.node_name, self.out, self.call, self._escapes = saved

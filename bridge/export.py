@@ -132,13 +132,16 @@ def export_program(
     precision: Precision | str | None = None,
     name: str | None = None,
     check: bool = True,
+    passes: Any = None,
 ) -> ExportResult:
     """Export ``model(*args, **kwargs)``, lower it for ``config`` and save it at ``path``
     (``.hwprog``). Shapes are those of the example inputs (static); the example inputs' values
     are saved as the program's inputs. ``check`` simulates it once and refuses to save a program
     whose outputs miss the model's CPU outputs."""
     hw = load_config(config) if isinstance(config, str) else config
-    made = lower_model(model, args, kwargs=kwargs, config=hw, precision=precision, name=name)
+    made = lower_model(
+        model, args, kwargs=kwargs, config=hw, precision=precision, name=name, passes=passes
+    )
     program = made.program
     program.meta[LOWERED_FOR] = lowered_for(program, hw)
     program.meta[EXPECTED_OUTPUTS] = made.expected
@@ -167,6 +170,7 @@ def lower_model(
     config: HardwareConfig,
     precision: Precision | str | None = None,
     name: str | None = None,
+    passes: Any = None,
 ) -> LoweredModel:
     """Steps 1-3 of the module docstring and the model's CPU outputs: ``model(*args, **kwargs)``
     as one program for ``config``, refused whole if any part of it cannot run there."""
@@ -179,7 +183,12 @@ def lower_model(
     examples = _drop_unused_inputs(graph_module.graph, examples)
     _refuse_what_cannot_be_saved(exported, graph_module.graph, model_name)
     lowered = lower_graph(
-        graph_module, examples, config=config, precision=chosen, name=name or model_name
+        graph_module,
+        examples,
+        config=config,
+        precision=chosen,
+        name=name or model_name,
+        passes=passes,  # the pipeline torch.compile runs (bridge.passes): all by default
     )
     lowered.bind(examples, copy=True)  # the program holds copies, not the model's parameters
     program = lowered.program
@@ -195,6 +204,7 @@ def lower_model(
         },
         precision=chosen.to_dict(),
         ops=ops,
+        passes=lowered.pipeline,
     )
     return LoweredModel(program, lowered, ops, expected)
 

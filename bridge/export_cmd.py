@@ -52,6 +52,12 @@ def register(commands: argparse._SubParsersAction) -> None:
     parser.add_argument(
         "--no-check", action="store_true", help="save without simulating it once to compare"
     )
+    parser.add_argument(
+        "--passes",
+        default="all",
+        help="graph passes before lowering: all, none, or comma-separated names "
+        "(dce,cse,views,constant_fold,fusion; docs/compiler.md)",
+    )
     parser.set_defaults(handler=_export)
 
 
@@ -74,6 +80,7 @@ def _export(args: argparse.Namespace) -> int:
         precision=args.precision,
         name=args.model if args.model in MODELS else None,
         check=not args.no_check,
+        passes=args.passes if args.passes in ("all", "none") else args.passes.split(","),
     )
     print(result.describe())
     return 0

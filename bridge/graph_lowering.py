@@ -30,6 +30,7 @@ from typing import Any
 
 import torch
 from torch import fx
+from torch._subclasses.fake_tensor import unset_fake_temporarily
 from torch.utils import _pytree as pytree
 
 from hwsim import lang
@@ -44,6 +45,10 @@ from hwsim.bridge.dtypes import (
 )
 from hwsim.bridge.errors import BridgeError, Reason, Unsupported
 from hwsim.bridge.memory_plan import HbmArena, Lifetimes, MemoryStats, memory_stats
+from hwsim.bridge.passes import PassSelection, run_pipeline
+from hwsim.bridge.passes.floor import Floor, graph_floor
+from hwsim.bridge.passes.fused_lowering import lower_fused
+from hwsim.bridge.passes.fusion import FusedKernel
 from hwsim.bridge.precision import Precision
 from hwsim.bridge.registry import OpCall, check_support
 from hwsim.bridge.report import OpTime, op_times
@@ -110,6 +115,9 @@ class LoweredGraph:
     psum_peak_bytes: int = 0
     index_checks: list[IndexCheck] = field(default_factory=list)
     memory: MemoryStats | None = None
+    #: What the pass pipeline did (``bridge.passes``) and the graph's roofline floor.
+    pipeline: dict[str, Any] = field(default_factory=dict)
+    floor: Floor | None = None
 
     def run(
         self,
@@ -130,6 +138,12 @@ class LoweredGraph:
             race_check=race_check,
             initcheck=initcheck,
         )
+        if self.floor is not None:  # the trace summary shows the floor and how far above it
+            summary = result.summary
+            floor_ns = self.floor.floor_ns
+            summary.floor_ns = floor_ns
+            summary.floor_binding = self.floor.binding
+            summary.over_floor = summary.total_ns / floor_ns if floor_ns else None
         outputs = None
         if numerics:  # timing-only runs compute no values
             leaves = [self._output(o, result) for o in self.outputs]
@@ -222,13 +236,20 @@ def lower_graph(
     options: TilingOptions | None = None,
     name: str = "graph",
     memory_plan: bool = True,
+    passes: Any = None,
 ) -> LoweredGraph:
     """Lower ``graph`` (placeholders in ``example_inputs`` order; tensors, real or fake).
 
     ``memory_plan``: place intermediate values in one HBM arena by lifetime
-    (``bridge.memory_plan``); off, every value keeps its own bytes (to measure the plan)."""
-    fx_graph = graph.graph if isinstance(graph, fx.GraphModule) else graph
+    (``bridge.memory_plan``); off, every value keeps its own bytes (to measure the plan).
+    ``passes``: which graph passes run first (``bridge.passes.PassSelection.parse``: None is
+    all of them); they rewrite a copy, ``graph`` itself is left as it is."""
     hw = load_config(config) if isinstance(config, str) else config
+    precision = precision or Precision()
+    source_graph = graph.graph if isinstance(graph, fx.GraphModule) else graph
+    floor = graph_floor(source_graph, hw, precision.compute)
+    graph, log = run_pipeline(graph, PassSelection.parse(passes))
+    fx_graph = graph.graph
     placeholders = [n for n in fx_graph.nodes if n.op == "placeholder"]
     if len(placeholders) != len(example_inputs):
         raise BridgeError(
@@ -236,16 +257,19 @@ def lower_graph(
         )
     pairs = zip(placeholders, example_inputs, strict=True)
     bindings = [_bind(i, n, x) for i, (n, x) in enumerate(pairs)]
-    for node in fx_graph.nodes:
-        if node.op == "get_attr":
-            bindings.append(_bind_constant(graph, node))
+    with unset_fake_temporarily():  # constants are real tensors, even under dynamo's tracing
+        for node in fx_graph.nodes:
+            if node.op == "get_attr":
+                bindings.append(_bind_constant(graph, node))
     arena = HbmArena() if memory_plan else None
-    lowering = _GraphBuilder(fx_graph, bindings, precision or Precision(), options, arena)
+    lowering = _GraphBuilder(fx_graph, bindings, precision, options, arena)
     kernel = lowering.kernel(name)
     specs = [lang.TensorSpec((b.span,), to_hw(b.dtype)) for b in bindings]
     built = kernel.build(*specs, config=hw)
     memory = memory_stats(built.program, built.sbuf_peak_bytes, built.psum_peak_bytes, arena)
     built.program.meta["memory"] = memory.to_dict()
+    built.program.meta["floor"] = floor.to_dict()
+    pipeline = log.to_dict() | {"fusion": lowering.fusion_notes}
     return LoweredGraph(
         built.program,
         hw,
@@ -257,6 +281,8 @@ def lower_graph(
         built.psum_peak_bytes,
         lowering.index_checks,
         memory,
+        pipeline,
+        floor,
     )
 
 
@@ -321,6 +347,7 @@ class _GraphBuilder:
         self.out_spec: pytree.TreeSpec = pytree.tree_flatten(None)[1]
         self.lowered: dict[str, str] = {}
         self.index_checks: list[IndexCheck] = []
+        self.fusion_notes: list[dict[str, Any]] = []
 
     def kernel(self, name: str) -> lang.Kernel:
         """The kernel-language kernel whose parameters are the graph's inputs, by name."""
@@ -339,6 +366,7 @@ class _GraphBuilder:
     def _body(self, tiles: dict[str, Any]) -> list[Any]:
         ctx = LoweringContext(self.precision, self.options, self.arena)
         self.index_checks = ctx.index_checks
+        self.fusion_notes = ctx.fusion_notes
         env: dict[fx.Node, Any] = {}
         inputs = ctx.input_names
         by_name = {b.name: b for b in self.bindings}
@@ -363,6 +391,13 @@ class _GraphBuilder:
         if node.target is operator.getitem:
             source, index = node.args
             return env[source][index]  # type: ignore[index]
+        if isinstance(node.target, FusedKernel):  # a group from the fusion pass
+            outside = [env[a] if isinstance(a, fx.Node) else a for a in node.args]
+            fused = lower_fused(ctx, node.target, outside, escapes)
+            _check_result(node, fused, node.meta.get("val"))
+            for member in node.target.members:
+                self.lowered[member.name] = str(member.target)
+            return fused
         meta = node.meta.get("val")
         args_meta, kwargs_meta = pytree.tree_map_only(
             fx.Node, lambda n: n.meta.get("val"), (node.args, node.kwargs)

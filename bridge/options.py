@@ -15,6 +15,10 @@
     tiling     TilingOptions or a dict of its fields
     memory_plan  place intermediate values in HBM by lifetime, reusing bytes (default True;
                False gives every value its own bytes, to measure the plan: bridge.memory_plan)
+    passes     graph passes before lowering (``bridge.passes``): 'all' (default), 'none', a dict
+               {'fusion': False, ...} switching named ones, or a list of the names to run
+    measure_passes  also lower and time each graph with each pass off and with all off, for the
+               report's pass-effects table (default False: it lowers the graph once per pass)
     report     a ``Report`` to append to (default: a new one, see ``bridge.dynamo.last_report``)
     initcheck  raise ``InitCheckError`` when a lowered program reads memory nothing wrote
                (default None: the ``HWSIM_INITCHECK`` environment variable decides, off unset)
@@ -31,6 +35,7 @@ from typing import Any
 
 from hwsim.bridge.context import TilingOptions
 from hwsim.bridge.errors import FallbackError, Unsupported
+from hwsim.bridge.passes import PassSelection
 from hwsim.bridge.precision import Precision
 from hwsim.bridge.report import Report
 from hwsim.config import HardwareConfig, load_config
@@ -48,6 +53,8 @@ class BridgeOptions:
     trace: OutputFolder | None = None
     tiling: TilingOptions = field(default_factory=TilingOptions)
     memory_plan: bool = True
+    passes: PassSelection = field(default_factory=PassSelection.all)
+    measure_passes: bool = False
     report: Report | None = None
     initcheck: bool | None = None
     force: bool = False
@@ -85,6 +92,8 @@ class BridgeOptions:
             trace=session_folder(trace, force=force) if trace else None,
             tiling=tiling,
             memory_plan=bool(given.get("memory_plan", True)),
+            passes=PassSelection.parse(given.get("passes")),
+            measure_passes=bool(given.get("measure_passes", False)),
             report=given.get("report"),
             initcheck=None if given.get("initcheck") is None else bool(given["initcheck"]),
             force=force,

@@ -204,9 +204,11 @@ def pointwise(
             f"{ctx.node_name}: inputs {shapes} broadcast to "
             f"{tuple(torch.broadcast_shapes(*shapes))}, but torch says the output is {meta.shape}"
         )
+    tile = tile_dtype or work_dtype(ctx, meta.dtype)
+    if ctx.capture is not None:  # inside a fused group: record the step (passes.fused_lowering)
+        return ctx.capture.record(ctx, inputs, compute, tile, input_dtypes)
     out = ctx.new_value(meta.shape, meta.dtype)
     expanded = [v.expand(meta.shape) for v in inputs]
-    tile = tile_dtype or work_dtype(ctx, meta.dtype)
     map_tiles(ctx, out, expanded, compute, tile_dtype=tile, input_dtypes=input_dtypes)
     return out
 

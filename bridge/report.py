@@ -39,6 +39,9 @@ SUMMARY_KEYS = (
     "bottleneck",
     "sbuf_peak_bytes",
     "psum_peak_bytes",
+    "floor_ns",  # the graph's roofline floor (bridge.passes.floor), sim time over it, its term
+    "over_floor",
+    "floor_binding",
 )
 
 
@@ -180,6 +183,10 @@ class Report:
     #: (``bridge.eager_check``), which sees what the partition check cannot.
     eager_outputs: list[OutputRecord] = field(default_factory=list)
     gradients: list[OutputRecord] = field(default_factory=list)
+    #: Per lowered graph: what the pass pipeline did (``bridge.passes``), and each pass's
+    #: measured effect when ``measure_passes`` is on (``bridge.passes.effects``).
+    pipelines: list[dict[str, Any]] = field(default_factory=list)
+    pass_effects: list[dict[str, Any]] = field(default_factory=list)
 
     def add_output(self, record: OutputRecord) -> None:
         """Record an output check; a later check of the same output keeps the worse one."""
@@ -287,6 +294,8 @@ class Report:
             "graphs": self.graphs,
             "dynamo": self.dynamo_summary() if self.mode == "compile" else None,
             "timelines": self.timelines,
+            "pipelines": self.pipelines,
+            "pass_effects": self.pass_effects,
         }
 
     def to_json(self, path: str | Path | None = None) -> str:
@@ -310,9 +319,11 @@ class Report:
     def tables(self, per_node: bool | None = None) -> list[Table]:
         """Rich tables: ops (one row per node, or per op for big graphs), decompositions, CPU
         fallbacks, outputs, top ops, torch.compile's graphs, runs."""
+        from hwsim.bridge.passes.tables import floor_table, pass_effect_table
         from hwsim.bridge.report_tables import report_tables
 
-        return report_tables(self, per_node)
+        extra = [pass_effect_table(self.pass_effects), floor_table(self.runs)]
+        return report_tables(self, per_node) + [t for t in extra if t is not None]
 
     def print(self, console: Console | None = None, per_node: bool | None = None) -> None:
         # Piped output (a log, CI) gets a wide fixed width rather than rich's 80 columns.

@@ -240,6 +240,8 @@ class MatmulTiler:
             nisa.tensor_scalar(result, acc, AluOp.multiply, alpha)
         else:
             self.evacuate(result, acc)
+        if self.ctx.epilogue is not None:  # fused elementwise work on the tile (passes.fusion)
+            result = self.ctx.epilogue(result, out, m0, mt, n0, nt)
         self.ctx.queues.store(HbmMatrix(out).block(m0, mt, n0, nt), result)
 
 

@@ -125,6 +125,9 @@ RUN_FIELDS = (
     "out_dir",
     "files",
     "sbuf_spill",
+    "floor_ns",
+    "over_floor",
+    "floor_binding",
 )
 #: Memories with their read/write byte counts as top-level fields (HBM's are hbm_*_bytes).
 ON_CHIP = ("sbuf", "psum")
@@ -177,6 +180,11 @@ class RunSummary:
     #: What a kernel-language kernel's memory planner spilled (``hwsim.lang.planner.SpillStats``:
     #: stores, reloads, bytes each way, tiles freed after last use); None when nothing was planned.
     sbuf_spill: dict[str, int] | None = None
+    #: A bridge graph's roofline floor on the config (``hwsim.bridge.passes.floor``), the
+    #: simulated time over it, and the term that binds; None for other runs.
+    floor_ns: float | None = None
+    over_floor: float | None = None
+    floor_binding: str | None = None
     #: Top-level keys of a summary read back that this version does not know (written back).
     extras: dict[str, Any] = field(default_factory=dict)
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 from pathlib import Path
 
 import pytest
@@ -22,3 +23,13 @@ def test_demo_runs_gpt2_with_no_cpu_ops_and_writes_the_run(
     report = json.loads((tmp_path / "report.json").read_text())
     assert report["counts"]["cpu"] == 0 and report["numerics_ok"]
     assert "aten.addmm.default" in (tmp_path / "report.txt").read_text()
+    # The before/after line: every pass off, then the run above (all on), and their ratio.
+    line = re.search(
+        r"([\d.]+) µs with every pass off -> ([\d.]+) µs with all on \(([\d.]+)x\)", out
+    )
+    assert line is not None, out
+    before, after, ratio = (float(g) for g in line.groups())
+    assert after == pytest.approx(report["total_sim_ns"] / 1000, abs=0.05)
+    assert before > after and ratio == pytest.approx(before / after, abs=0.01)
+    summary = json.loads((run / "summary.json").read_text())
+    assert summary["floor_ns"] > 0 and summary["over_floor"] > 1

@@ -1,0 +1,171 @@
+"""The graph compiler's pass pipeline over the decomposed FX graph, before lowering.
+
+Each pass is a named object (``GraphPass``) that rewrites a copy of the graph the front door
+gave (torch.compile's partitions, ``hwsim export``, ``hwsim run FILE.py``: every caller of
+``lower_graph``), and says what it changed. Passes run in ``PIPELINE`` order:
+
+    dce            dead-code elimination (pure nodes nothing uses)
+    cse            common-subexpression elimination (same pure op on the same arguments)
+    views          view/permute/transpose cancellation (a chain of views that is the identity,
+                   or collapses to one view)
+    constant_fold  nodes that depend on no graph input (``arange``/``le``/``where`` mask chains)
+                   are computed once at compile time and become tensor constants
+    fusion         elementwise chains (and the elementwise ops after a matmul) become one fused
+                   node: one pass over SBUF per tile, no HBM round trip in between
+                   (``passes.fusion``, ``passes.fused_lowering``)
+
+Selection (``options={"passes": ...}`` of both front doors, ``lower_graph(passes=)``): ``None``
+or ``"all"`` all on (the default), ``"none"`` all off, a dict ``{"fusion": False}`` switches the
+named ones (the rest stay on), a list/tuple of names turns exactly those on. An unknown name is
+an error naming the valid ones.
+"""
+
+from __future__ import annotations
+
+import difflib
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass, field
+from typing import Any
+
+import torch
+from torch import fx
+
+#: A pass rewrites the GraphModule in place and returns what it did (counts by kind).
+PassFn = Callable[[fx.GraphModule], dict[str, int]]
+
+
+@dataclass(frozen=True)
+class GraphPass:
+    """A named graph pass: ``run(gm)`` edits ``gm`` in place and returns its change counts."""
+
+    name: str
+    run: PassFn
+    description: str
+
+
+@dataclass(frozen=True)
+class PassSelection:
+    """Which passes of ``PIPELINE`` run (by name)."""
+
+    enabled: frozenset[str]
+
+    @classmethod
+    def all(cls) -> PassSelection:
+        return cls(frozenset(PASS_NAMES))
+
+    @classmethod
+    def none(cls) -> PassSelection:
+        return cls(frozenset())
+
+    @classmethod
+    def only(cls, *names: str) -> PassSelection:
+        _check_names(names)
+        return cls(frozenset(names))
+
+    @classmethod
+    def parse(cls, value: Any) -> PassSelection:
+        if isinstance(value, PassSelection):
+            return value
+        if value is None or value == "all":
+            return cls.all()
+        if value == "none":
+            return cls.none()
+        if isinstance(value, dict):
+            _check_names(value)
+            for name, on in value.items():
+                if not isinstance(on, bool):
+                    raise ValueError(f"hwsim option passes[{name!r}]={on!r}; valid: True, False")
+            return cls(frozenset(n for n in PASS_NAMES if value.get(n, True)))
+        if isinstance(value, (list, tuple, set, frozenset)):
+            return cls.only(*value)
+        raise ValueError(
+            f"hwsim option passes={value!r}; valid: 'all', 'none', a dict of pass name -> bool "
+            f"or a list of pass names ({', '.join(PASS_NAMES)})"
+        )
+
+    def without(self, name: str) -> PassSelection:
+        return PassSelection(self.enabled - {name})
+
+    def __contains__(self, name: object) -> bool:
+        return name in self.enabled
+
+    def label(self) -> str:
+        if self.enabled == frozenset(PASS_NAMES):
+            return "all"
+        return "+".join(n for n in PASS_NAMES if n in self.enabled) or "none"
+
+
+def _check_names(names: Iterable[str]) -> None:
+    for name in names:
+        if name not in PASS_NAMES:
+            close = difflib.get_close_matches(str(name), PASS_NAMES, n=1)
+            hint = f" (did you mean '{close[0]}'?)" if close else ""
+            raise ValueError(
+                f"unknown hwsim pass '{name}'{hint}; valid passes: {', '.join(PASS_NAMES)}"
+            )
+
+
+@dataclass
+class PipelineLog:
+    """What the pipeline did to one graph: per pass that ran, its change counts, and the
+    call_function nodes before and after it."""
+
+    selection: str
+    steps: list[dict[str, Any]] = field(default_factory=list)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"selection": self.selection, "steps": self.steps}
+
+
+def copy_graph_module(graph: fx.GraphModule | fx.Graph) -> fx.GraphModule:
+    """A GraphModule over a copy of ``graph`` (node metadata copied), sharing its attributes,
+    so passes never edit the caller's graph (the CPU check runs the original)."""
+    root = graph if isinstance(graph, fx.GraphModule) else torch.nn.Module()
+    source = graph.graph if isinstance(graph, fx.GraphModule) else graph
+    copied = fx.Graph()
+    value_map: dict[fx.Node, fx.Node] = {}
+    out = copied.graph_copy(source, value_map)
+    copied.output(out)
+    return fx.GraphModule(root, copied)
+
+
+def _calls(gm: fx.GraphModule) -> int:
+    return sum(1 for n in gm.graph.nodes if n.op == "call_function")
+
+
+def run_pipeline(
+    graph: fx.GraphModule | fx.Graph, selection: PassSelection | None = None
+) -> tuple[fx.GraphModule, PipelineLog]:
+    """Run the selected passes on a copy of ``graph``; the copy and what each pass did."""
+    selection = selection or PassSelection.all()
+    gm = copy_graph_module(graph)
+    log = PipelineLog(selection.label())
+    for graph_pass in PIPELINE:
+        if graph_pass.name not in selection:
+            continue
+        before = _calls(gm)
+        changes = graph_pass.run(gm)
+        gm.graph.lint()
+        log.steps.append(
+            {"pass": graph_pass.name, "nodes_before": before, "nodes_after": _calls(gm)} | changes
+        )
+    gm.recompile()
+    return gm, log
+
+
+from hwsim.bridge.passes.fusion import fuse  # noqa: E402  (after GraphPass: no cycle)
+from hwsim.bridge.passes.rewrites import (  # noqa: E402
+    cancel_views,
+    common_subexpressions,
+    dead_code,
+    fold_constants,
+)
+
+PIPELINE: tuple[GraphPass, ...] = (
+    GraphPass("dce", dead_code, "dead-code elimination"),
+    GraphPass("cse", common_subexpressions, "common-subexpression elimination"),
+    GraphPass("views", cancel_views, "view/permute/transpose cancellation"),
+    GraphPass("constant_fold", fold_constants, "mask-building subgraphs folded to constants"),
+    GraphPass("fusion", fuse, "elementwise chains and matmul epilogues in one pass over SBUF"),
+)
+PASS_NAMES: tuple[str, ...] = tuple(p.name for p in PIPELINE)
