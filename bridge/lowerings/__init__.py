@@ -8,7 +8,8 @@ _safe_softmax; norm: native_layer_norm, var/var_mean; scan: cumsum; indexing: em
 index_select; concat: cat, stack, split; views: metadata views, clone; casts: _to_copy, copy;
 attention: the fused CPU SDPA kernel eager mode sees; conv: convolution (implicit GEMM); pool:
 max_pool2d_with_indices, _adaptive_avg_pool2d; batch_norm: native_batch_norm (eager),
-_native_batch_norm_legit_no_training / _functional; pad: constant_pad_nd.
+_native_batch_norm_legit_no_training / _functional; pad: constant_pad_nd; scatter_gather:
+gather, scatter, scatter_add, index_put.
 """
 
 from hwsim.bridge.lowerings import (
@@ -27,6 +28,7 @@ from hwsim.bridge.lowerings import (
     pool,
     reduction,
     scan,
+    scatter_gather,
     views,
 )
 
@@ -46,5 +48,6 @@ __all__ = [
     "pool",
     "reduction",
     "scan",
+    "scatter_gather",
     "views",
 ]
