@@ -9,7 +9,7 @@ index_select; concat: cat, stack, split; views: metadata views, clone; casts: _t
 attention: the fused CPU SDPA kernel eager mode sees; conv: convolution (implicit GEMM); pool:
 max_pool2d_with_indices, _adaptive_avg_pool2d; batch_norm: native_batch_norm (eager),
 _native_batch_norm_legit_no_training / _functional; pad: constant_pad_nd; scatter_gather:
-gather, scatter, scatter_add, index_put.
+gather, scatter, scatter_add, index_put; sort: topk, sort, argmax, argmin.
 """
 
 from hwsim.bridge.lowerings import (
@@ -29,6 +29,7 @@ from hwsim.bridge.lowerings import (
     reduction,
     scan,
     scatter_gather,
+    sort,
     views,
 )
 
@@ -49,5 +50,6 @@ __all__ = [
     "reduction",
     "scan",
     "scatter_gather",
+    "sort",
     "views",
 ]

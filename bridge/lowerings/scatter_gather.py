@@ -267,7 +267,7 @@ def _scatter(
     ctx: LoweringContext, x: HbmValue, dim: int, index: HbmValue, src: Any, accumulate: bool
 ) -> HbmValue:
     """scatter / scatter_add along ``dim`` as a flat element scatter into a copy of x."""
-    out = _copy_of(ctx, x)
+    result = out = _copy_of(ctx, x)
     if index.numel == 0:
         return out
     if x.ndim == 0:
@@ -294,7 +294,7 @@ def _scatter(
     table = out.view((out.numel, 1))
     assert table is not None and values is not None
     scatter_rows(ctx, table, lin, values, accumulate=accumulate)
-    return out
+    return result
 
 
 def _scatter_check(call: OpCall) -> None:
