@@ -9,7 +9,8 @@ index_select; concat: cat, stack, split; views: metadata views, clone; casts: _t
 attention: the fused CPU SDPA kernel eager mode sees; conv: convolution (implicit GEMM); pool:
 max_pool2d_with_indices, _adaptive_avg_pool2d; batch_norm: native_batch_norm (eager),
 _native_batch_norm_legit_no_training / _functional; pad: constant_pad_nd; scatter_gather:
-gather, scatter, scatter_add, index_put; sort: topk, sort, argmax, argmin.
+gather, scatter, scatter_add, index_put; sort: topk, sort, argmax, argmin;
+moe: histc, empty_permuted.
 """
 
 from hwsim.bridge.lowerings import (
@@ -22,6 +23,7 @@ from hwsim.bridge.lowerings import (
     creation,
     indexing,
     matmul,
+    moe,
     norm,
     pad,
     pointwise,
@@ -43,6 +45,7 @@ __all__ = [
     "creation",
     "indexing",
     "matmul",
+    "moe",
     "norm",
     "pad",
     "pointwise",
