@@ -171,6 +171,14 @@ def clamp(
     return pointwise(ctx, [x], compute)
 
 
+@register_lowering(aten.hardtanh.default, family="pointwise", dtypes=NUMERIC_DTYPES)
+def hardtanh(
+    ctx: LoweringContext, x: HbmValue, min_val: float = -1.0, max_val: float = 1.0
+) -> HbmValue:
+    """clamp(x, min_val, max_val) (ReLU6 is hardtanh(0, 6)): one VectorE tensor_scalar."""
+    return clamp(ctx, x, min_val, max_val)
+
+
 @register_lowering(aten.clamp.Tensor, family="pointwise", dtypes=NUMERIC_DTYPES)
 def clamp_tensor(
     ctx: LoweringContext, x: HbmValue, min: HbmValue | None = None, max: HbmValue | None = None

@@ -1,0 +1,89 @@
+"""The architectures of issue 14's finding 4 through torch.compile(backend="hwsim") with
+fallback='error': BERT and RoBERTa with a padding mask (gather), T5 (integer abs in its
+relative-position buckets), Mixtral's MoE routing (topk, sort, histc, integer floor division,
+index_put, empty_permuted, the grouped-mm experts) and a MobileNetV2-shaped CNN (ReLU6 =
+hardtanh, depthwise convs). Tiny configs, random weights, nothing downloaded. Every op runs on
+the simulator and the outputs match CPU eager within the fp32 tolerance."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+import torch._dynamo
+
+from hwsim import bridge
+from hwsim.bridge import models
+from hwsim.bridge.precision import TOLERANCES, compare
+
+transformers = pytest.importorskip("transformers")
+
+OPTIONS = {"config": "trn2", "fallback": "error"}
+
+
+@pytest.fixture(autouse=True)
+def fresh_dynamo():
+    torch._dynamo.reset()
+    yield
+    torch._dynamo.reset()
+
+
+def padded_batch() -> dict[str, torch.Tensor]:
+    ids = torch.randint(0, models.VOCAB, (2, 16), generator=torch.Generator().manual_seed(1))
+    mask = torch.ones(2, 16, dtype=torch.long)
+    mask[1, :3] = 0
+    return {"input_ids": ids, "attention_mask": mask}
+
+
+def run(model, kwargs, pick):
+    with torch.no_grad():
+        expected = pick(model(**kwargs))
+        got = pick(torch.compile(model, backend="hwsim", options=dict(OPTIONS))(**kwargs))
+    return got, expected, bridge.last_report()
+
+
+def assert_on_simulator_and_close(got, expected, report, must_lower):
+    assert report.fallbacks() == []
+    assert [g["cpu"] for g in report.graphs] == [0] * len(report.graphs)
+    assert report.numerics_ok
+    stats = compare(got.float(), expected.float(), TOLERANCES["fp32"])
+    assert stats.ok, stats
+    lowered = {r.op for r in report.lowered()}
+    assert set(must_lower) <= lowered, set(must_lower) - lowered
+
+
+@pytest.mark.parametrize("build", [models.tiny_bert, models.tiny_roberta])
+def test_bert_family_with_padding_mask(build):
+    got, expected, report = run(build(), padded_batch(), lambda o: o.last_hidden_state)
+    assert_on_simulator_and_close(got, expected, report, ["aten.gather.default"])
+
+
+def test_t5_relative_position_buckets():
+    kwargs = {**padded_batch(), "decoder_input_ids": padded_batch()["input_ids"][:, :8]}
+    kwargs["use_cache"] = False
+    got, expected, report = run(models.tiny_t5(), kwargs, lambda o: o.last_hidden_state)
+    assert_on_simulator_and_close(got, expected, report, ["aten.abs.default"])
+
+
+def test_mixtral_moe_routing():
+    kwargs = {"input_ids": padded_batch()["input_ids"], "use_cache": False}
+    got, expected, report = run(models.tiny_mixtral(), kwargs, lambda o: o.logits)
+    routing = [
+        "aten.topk.default",
+        "aten.sort.default",
+        "aten.histc.default",
+        "aten.div.Tensor_mode",
+        "aten.index_put.default",
+        "aten.empty_permuted.default",
+    ]
+    assert_on_simulator_and_close(got, expected, report, routing)
+
+
+def test_mobilenet_v2_shaped_cnn():
+    model = models.tiny_mobilenet_v2()
+    x = torch.randn(2, 3, 32, 32, generator=torch.Generator().manual_seed(0))
+    with torch.no_grad():
+        expected = model(x)
+        got = torch.compile(model, backend="hwsim", options=dict(OPTIONS))(x)
+    report = bridge.last_report()
+    assert_on_simulator_and_close(got, expected, report, ["aten.convolution.default"])
+    assert any(r.op in ("aten.hardtanh.default", "aten.clamp.default") for r in report.lowered())
