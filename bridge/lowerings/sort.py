@@ -17,8 +17,9 @@ Values are read back from the input by index (``nc_n_gather``), so -inf inputs s
 shorter than 8 are padded with -inf (never chosen before a real value).
 
 Limits: rows of at most 16384 elements (the search instructions' limit) that fit SBUF twice;
-NaN is not ordered as torch orders it (torch puts NaN first); ``topk(sorted=False)`` returns
-the sorted order (torch leaves it unspecified).
+NaN is not ordered as torch orders it (torch puts NaN first); ties in ``topk`` and in an
+unstable ``sort`` come lowest index first, where torch's CPU kernels (introselect / introsort)
+leave another order; ``topk(sorted=False)`` returns the sorted order (torch leaves it open).
 """
 
 from __future__ import annotations
@@ -197,7 +198,8 @@ def _arg_search(largest: bool):
             result = indices.view(meta.shape)
             assert result is not None
             return result
-        back = _restore(ctx, indices, order, meta)  # the reduced dim has size 1
+        inverse = [order.index(d) for d in range(len(order))]
+        back = indices.permute(inverse)  # the searched dim has size 1 now
         return back if keepdim else back.squeeze([dim % x.ndim])
 
     lower.__qualname__ = "argmax" if largest else "argmin"
