@@ -40,9 +40,9 @@ def decomposition_table() -> dict[Any, Any]:
     table[aten._scaled_dot_product_flash_attention_for_cpu_backward.default] = (
         sdpa_flash_cpu_backward
     )
-    from hwsim.bridge.moe_decompositions import moe_decompositions
+    from hwsim.bridge.model_decompositions import model_decompositions
 
-    table.update(moe_decompositions())
+    table.update(model_decompositions())
     return table
 
 

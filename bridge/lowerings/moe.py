@@ -5,7 +5,9 @@
 the edges e being torch's ``linspace(min, max, bins + 1)`` as its CPU kernel evaluates it
 (start + i * step below the halfway index, end - (steps - 1 - i) * step from it, in fp32), and
 the elements outside [min, max] (and NaN) counted nowhere: what torch's binary-search-corrected
-bin index gives. Bins go on partitions (128 per block), x on the free axis of every partition
+bin index gives for fp32. For bf16/fp16 torch's bin is its uncorrected position
+trunc((x - min) * bins / (max - min)) computed in the 16-bit dtype, so that is computed
+(``_bin_hits_16bit``). Bins go on partitions (128 per block), x on the free axis of every partition
 (one stride-0 DMA per chunk); per chunk 2 VectorE instructions and a reduction:
 
     t = (x < hi_b);  t = (x >= lo_b) * t;  count_b += sum(t)
@@ -29,7 +31,7 @@ import torch
 
 from hwsim import lang
 from hwsim.bridge.context import LoweringContext, TensorMeta
-from hwsim.bridge.dtypes import FLOAT_DTYPES, MOVABLE_DTYPES
+from hwsim.bridge.dtypes import FLOAT_DTYPES, HW_TO_TORCH, MOVABLE_DTYPES
 from hwsim.bridge.errors import Reason, Unsupported
 from hwsim.bridge.lowerings.creation import fill_views
 from hwsim.bridge.lowerings.views import materialize
@@ -74,7 +76,7 @@ def histc(ctx: LoweringContext, x: HbmValue, *_: Any, **__: Any) -> HbmValue:
     (n,) = flat.shape
     out = ctx.new_value((bins,), meta.dtype)
     chunk = min(n, ctx.free_budget(3, 4))
-    loads, temps, parts = BufferRing(2), BufferRing(2), BufferRing(2)
+    loads, temps, parts, scratch = BufferRing(2), BufferRing(2), BufferRing(2), BufferRing(4)
     for b0, bt in chunks(bins, ctx.pmax):
         edge_i = lang.ndarray((bt, 2), lang.float32, lang.sbuf)  # i = b, b + 1
         nisa.iota(edge_i, offset=b0, channel_multiplier=1, steps=(1,))
@@ -108,8 +110,11 @@ def histc(ctx: LoweringContext, x: HbmValue, *_: Any, **__: Any) -> HbmValue:
             (stride,) = flat.strides
             ctx.queues.load(xt, hbm_ap(flat, flat.offset + n0 * stride, bt, 0, (nt,), (stride,)))
             hit = temps((bt, nt), lang.float32, lang.sbuf)
-            nisa.tensor_scalar(hit, xt, AluOp.is_lt, hi)
-            nisa.scalar_tensor_tensor(hit, xt, AluOp.is_ge, lo, AluOp.multiply, hit)
+            if meta.dtype.is_float and meta.dtype.itemsize == 2:
+                _bin_hits_16bit(hit, xt, edge_i[:, 0:1], meta.dtype, bins, low, high, scratch)
+            else:
+                nisa.tensor_scalar(hit, xt, AluOp.is_lt, hi)
+                nisa.scalar_tensor_tensor(hit, xt, AluOp.is_ge, lo, AluOp.multiply, hit)
             if j == 0:
                 nisa.tensor_reduce(count, ReduceOp.add, hit)
             else:
@@ -118,6 +123,35 @@ def histc(ctx: LoweringContext, x: HbmValue, *_: Any, **__: Any) -> HbmValue:
                 nisa.tensor_tensor(count, count, part, AluOp.add)
         ctx.queues.store(hbm_ap(out, out.offset + b0, bt, 1, (), ()), count)
     return out
+
+
+def _bin_hits_16bit(
+    hit: Any,
+    xt: Any,
+    bin_col: Any,
+    dtype: Any,
+    bins: int,
+    low: float,
+    high: float,
+    scratch: BufferRing,
+) -> None:
+    """hit = (bin of x == b) for bf16/fp16 x, the bin as torch's CPU kernel computes it in
+    the input's dtype: trunc(((x - min) * bins) / (max - min)), each step rounded to the
+    dtype, clamped to bins - 1, x outside [min, max] nowhere (9 VectorE instructions)."""
+    lo = float(torch.tensor(low).to(torch.float32).to(HW_TO_TORCH[dtype.name]).float())
+    hi = float(torch.tensor(high).to(torch.float32).to(HW_TO_TORCH[dtype.name]).float())
+    span = float(torch.tensor(hi - lo).to(HW_TO_TORCH[dtype.name]).float())
+    step = scratch(tuple(xt.shape), dtype, lang.sbuf)
+    nisa.tensor_scalar(step, xt, AluOp.subtract, lo)
+    nisa.tensor_scalar(step, step, AluOp.multiply, float(bins))
+    nisa.tensor_scalar(step, step, AluOp.divide, span)
+    pos = scratch(tuple(xt.shape), lang.float32, lang.sbuf)
+    nisa.scalar_tensor_tensor(pos, step, AluOp.mod, 1.0, AluOp.subtract, step, reverse1=True)
+    nisa.tensor_scalar(pos, pos, AluOp.min, float(bins - 1), op1=AluOp.is_equal, operand1=bin_col)
+    inside = scratch(tuple(xt.shape), lang.float32, lang.sbuf)
+    nisa.tensor_scalar(inside, xt, AluOp.is_le, hi)
+    nisa.scalar_tensor_tensor(inside, xt, AluOp.is_ge, lo, AluOp.multiply, inside)
+    nisa.tensor_tensor(hit, pos, inside, AluOp.multiply)
 
 
 def _empty_permuted_check(call: OpCall) -> None:

@@ -87,3 +87,37 @@ def test_mobilenet_v2_shaped_cnn():
     report = bridge.last_report()
     assert_on_simulator_and_close(got, expected, report, ["aten.convolution.default"])
     assert any(r.op in ("aten.hardtanh.default", "aten.clamp.default") for r in report.lowered())
+
+
+def compiled_module_run(model, x):
+    with torch.no_grad():
+        expected = model(x)
+        got = torch.compile(model, backend="hwsim", options=dict(OPTIONS))(x)
+    first = (lambda o: o[0]) if isinstance(expected, tuple) else (lambda o: o)
+    return first(got), first(expected), bridge.last_report()
+
+
+@pytest.mark.parametrize(
+    "build",
+    [
+        lambda: torch.nn.LSTM(8, 16, num_layers=2, batch_first=True),
+        lambda: torch.nn.LSTM(8, 16, bidirectional=True),
+        lambda: torch.nn.GRU(8, 16, batch_first=True),
+    ],
+    ids=["lstm-2-layers", "lstm-bidirectional", "gru"],
+)
+def test_rnns_run_step_by_step_on_the_simulator(build):
+    torch.manual_seed(0)
+    with torch._dynamo.config.patch(allow_rnn=True):
+        got, expected, report = compiled_module_run(build().eval(), torch.randn(2, 5, 8))
+    assert_on_simulator_and_close(got, expected, report, ["aten.addmm.default"])
+    ops = [r.op for r in report.lowered()]
+    assert ops.count("aten.sigmoid.default") >= 5  # a gate per step: the recurrence unrolled
+
+
+def test_group_norm():
+    torch.manual_seed(0)
+    model = torch.nn.GroupNorm(2, 8)
+    torch.nn.init.uniform_(model.weight, 0.5, 1.5)
+    got, expected, report = compiled_module_run(model, torch.randn(2, 8, 4, 4))
+    assert_on_simulator_and_close(got, expected, report, ["aten.var_mean.correction"])

@@ -8,7 +8,7 @@ from __future__ import annotations
 import pytest
 import torch
 
-from hwsim.bridge.moe_decompositions import grouped_mm_dense
+from hwsim.bridge.model_decompositions import grouped_mm_dense
 from hwsim.bridge.offload import HwsimMode
 
 
