@@ -10,6 +10,9 @@ said otherwise.
   input projection for all steps ([T * B, I] x [I, 4H] on TensorE), then per step the hidden
   projection, sigmoid/tanh gates and the cell update (PyTorch's ``lstm_cell``), so LSTMs run on
   the simulator step by step. (``nn.GRU`` and ``nn.RNN`` decompose in the Core ATen table.)
+- ``convolution`` of 3-D inputs (``Conv3d``): a sum over the kd depth taps of 2-D
+  convolutions of depth-strided slices (depth folded into the batch), the same multiply-adds as
+  a direct 3-D convolution; other convolutions are left to the 2-D lowering (NotImplemented).
 - ``transformers::grouped_mm_fallback``: below. Registered when ``transformers`` has registered
   the op; importing this module imports nothing of ``transformers``.
 
@@ -66,6 +69,43 @@ def native_group_norm(
     return out.to(dtype), mean.view(n, groups).to(dtype), rstd.view(n, groups).to(dtype)
 
 
+def convolution_3d(
+    input: torch.Tensor,
+    weight: torch.Tensor,
+    bias: torch.Tensor | None,
+    stride: Any,
+    padding: Any,
+    dilation: Any,
+    transposed: bool,
+    output_padding: Any,
+    groups: int,
+) -> Any:
+    """Conv3d as kd 2-D convolutions (module docstring); NotImplemented for anything else."""
+    if transposed or input.dim() != 5 or isinstance(padding, str):
+        return NotImplemented
+    aten = torch.ops.aten
+    (sd, sh, sw), (pd, ph, pw), (dd, dh, dw) = stride, padding, dilation
+    if pd:
+        input = aten.constant_pad_nd.default(input, [0, 0, 0, 0, pd, pd], 0.0)
+    n, c, depth = input.shape[:3]
+    taps, out_channels = weight.shape[2], weight.shape[0]
+    out_depth = (depth - dd * (taps - 1) - 1) // sd + 1
+    total = None
+    for t in range(taps):
+        start = t * dd
+        planes = input[:, :, start : start + sd * (out_depth - 1) + 1 : sd]  # [N, C, Do, H, W]
+        planes = planes.transpose(1, 2).reshape(n * out_depth, c, *input.shape[3:])
+        y = aten.convolution.default(
+            planes, weight[:, :, t], None, [sh, sw], [ph, pw], [dh, dw], False, [0, 0], groups
+        )
+        total = y if total is None else total + y
+    assert total is not None
+    out = total.reshape(n, out_depth, out_channels, *total.shape[2:]).transpose(1, 2)
+    if bias is not None:
+        out = out + bias.view(1, out_channels, 1, 1, 1)
+    return aten.clone.default(out, memory_format=torch.contiguous_format)
+
+
 def mkldnn_lstm_layer(
     inp: torch.Tensor,
     w_ih: torch.Tensor,
@@ -98,7 +138,7 @@ def mkldnn_lstm_layer(
         hx, cx = lstm_cell(projected[t : t + 1], hx, cx, w_hh, b_hh, None, chunk_dim=2)
         outputs[t] = hx
     out = torch.cat([outputs[t] for t in range(inp.shape[0])], 0)
-    return out, hx, cx, torch.empty(0, dtype=torch.uint8, device=inp.device)
+    return out, hx, cx, inp.new_empty((0,), dtype=torch.uint8)  # metadata only: no bytes
 
 
 #: oneDNN's rnn_kind for an LSTM (third_party/ideep abstract_types.hpp, as torch._decomp says).
@@ -111,6 +151,7 @@ def model_decompositions() -> dict[Any, Any]:
     table: dict[Any, Any] = {
         aten.native_group_norm.default: native_group_norm,
         aten.mkldnn_rnn_layer.default: mkldnn_lstm_layer,
+        aten.convolution.default: convolution_3d,
     }
     namespace = torch.ops.transformers
     with contextlib.suppress(AttributeError, RuntimeError):  # transformers' MoE not imported

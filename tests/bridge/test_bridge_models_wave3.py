@@ -121,3 +121,18 @@ def test_group_norm():
     torch.nn.init.uniform_(model.weight, 0.5, 1.5)
     got, expected, report = compiled_module_run(model, torch.randn(2, 8, 4, 4))
     assert_on_simulator_and_close(got, expected, report, ["aten.var_mean.correction"])
+
+
+def test_conv3d_compiled_and_eager_decomposed_into_2d_convolutions():
+    from hwsim.bridge.offload import HwsimMode
+
+    torch.manual_seed(0)
+    model = torch.nn.Conv3d(3, 4, 3, stride=(2, 1, 1), padding=1).eval()
+    x = torch.randn(2, 3, 5, 6, 6)
+    got, expected, report = compiled_module_run(model, x)
+    assert_on_simulator_and_close(got, expected, report, ["aten.convolution.default"])
+    with torch.no_grad(), HwsimMode(fallback="error") as mode:
+        eager = model(x)
+    assert compare(eager, expected, TOLERANCES["fp32"]).ok
+    convs = [r for r in mode.report.lowered() if r.op == "aten.convolution.default"]
+    assert len(convs) == 3  # one 2-D convolution per depth tap
