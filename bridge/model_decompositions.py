@@ -84,6 +84,9 @@ def convolution_3d(
     if transposed or input.dim() != 5 or isinstance(padding, str):
         return NotImplemented
     aten = torch.ops.aten
+    stride, padding, dilation = (
+        list(v) * 3 if len(v) == 1 else v for v in (stride, padding, dilation)
+    )
     (sd, sh, sw), (pd, ph, pw), (dd, dh, dw) = stride, padding, dilation
     if pd:
         input = aten.constant_pad_nd.default(input, [0, 0, 0, 0, pd, pd], 0.0)
