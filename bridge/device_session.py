@@ -47,7 +47,7 @@ def aliases_an_input(func: Any) -> bool:
 class _DeviceRunner(HwsimMode):
     """HwsimMode's machinery, called op by op (never entered as a mode)."""
 
-    def is_view(self, func: Any) -> bool:
+    def is_view(self, func: Any, result: Any = None) -> bool:
         return aliases_an_input(func)
 
     def node_name(self, prefix: str) -> str:

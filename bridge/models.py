@@ -111,3 +111,119 @@ def tiny_resnet() -> nn.Module:
             module.weight.data.uniform_(0.5, 1.5)
             module.bias.data.uniform_(-0.5, 0.5)
     return model.eval()
+
+
+class InvertedResidual(nn.Module):
+    """MobileNetV2's block: 1x1 expand + BN + ReLU6, 3x3 depthwise + BN + ReLU6, 1x1 project +
+    BN, with the identity added when stride is 1 and the widths match."""
+
+    def __init__(self, c_in: int, c_out: int, stride: int, expand: int) -> None:
+        super().__init__()
+        hidden = c_in * expand
+        layers: list[nn.Module] = []
+        if expand != 1:
+            layers += [nn.Conv2d(c_in, hidden, 1, bias=False), nn.BatchNorm2d(hidden), nn.ReLU6()]
+        layers += [
+            nn.Conv2d(hidden, hidden, 3, stride, 1, groups=hidden, bias=False),
+            nn.BatchNorm2d(hidden),
+            nn.ReLU6(),
+            nn.Conv2d(hidden, c_out, 1, bias=False),
+            nn.BatchNorm2d(c_out),
+        ]
+        self.conv = nn.Sequential(*layers)
+        self.residual = stride == 1 and c_in == c_out
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        y = self.conv(x)
+        return x + y if self.residual else y
+
+
+class TinyMobileNetV2(nn.Module):
+    """MobileNetV2's shape at toy width (torchvision is not a dependency): stem conv/BN/ReLU6,
+    inverted residuals (expansion 1 and 6, strides 1 and 2, one residual), 1x1 head conv,
+    adaptive average pool, dropout, Linear."""
+
+    def __init__(self, classes: int = 10) -> None:
+        super().__init__()
+        self.features = nn.Sequential(
+            nn.Conv2d(3, 8, 3, 2, 1, bias=False),
+            nn.BatchNorm2d(8),
+            nn.ReLU6(),
+            InvertedResidual(8, 8, 1, 1),
+            InvertedResidual(8, 12, 2, 6),
+            InvertedResidual(12, 12, 1, 6),
+            nn.Conv2d(12, 48, 1, bias=False),
+            nn.BatchNorm2d(48),
+            nn.ReLU6(),
+        )
+        self.classifier = nn.Sequential(nn.Dropout(0.2), nn.Linear(48, classes))
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        x = F.adaptive_avg_pool2d(self.features(x), (1, 1)).flatten(1)
+        return self.classifier(x)
+
+
+def tiny_mobilenet_v2() -> nn.Module:
+    torch.manual_seed(0)
+    return _trained_statistics(TinyMobileNetV2()).eval()
+
+
+def _trained_statistics(model: nn.Module) -> nn.Module:
+    """Batch-norm statistics and affine parameters a trained model would have, not 0 and 1."""
+    for module in model.modules():
+        if isinstance(module, nn.BatchNorm2d):
+            assert module.running_mean is not None and module.running_var is not None
+            module.running_mean.uniform_(-0.5, 0.5)
+            module.running_var.uniform_(0.5, 1.5)
+            module.weight.data.uniform_(0.5, 1.5)
+            module.bias.data.uniform_(-0.5, 0.5)
+    return model
+
+
+def _encoder_config(name: str) -> Any:
+    transformers = _transformers()
+    return getattr(transformers, name)(
+        hidden_size=128,
+        num_hidden_layers=2,
+        num_attention_heads=4,
+        intermediate_size=256,
+        vocab_size=VOCAB,
+        max_position_embeddings=POSITIONS,
+    )
+
+
+def tiny_bert() -> nn.Module:
+    torch.manual_seed(0)
+    return _transformers().BertModel(_encoder_config("BertConfig")).eval()
+
+
+def tiny_roberta() -> nn.Module:
+    torch.manual_seed(0)
+    return _transformers().RobertaModel(_encoder_config("RobertaConfig")).eval()
+
+
+def tiny_t5() -> nn.Module:
+    transformers = _transformers()
+    torch.manual_seed(0)
+    config = transformers.T5Config(
+        d_model=128, d_ff=256, num_layers=2, num_heads=4, d_kv=32, vocab_size=VOCAB
+    )
+    return transformers.T5Model(config).eval()
+
+
+def tiny_mixtral() -> nn.Module:
+    """Mixtral with 4 experts, 2 per token (transformers' default grouped-mm experts)."""
+    transformers = _transformers()
+    torch.manual_seed(0)
+    config = transformers.MixtralConfig(
+        hidden_size=128,
+        intermediate_size=256,
+        num_hidden_layers=2,
+        num_attention_heads=4,
+        num_key_value_heads=2,
+        vocab_size=VOCAB,
+        max_position_embeddings=POSITIONS,
+        num_local_experts=4,
+        num_experts_per_tok=2,
+    )
+    return transformers.MixtralForCausalLM(config).eval()

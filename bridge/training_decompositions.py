@@ -32,6 +32,7 @@ from collections.abc import Callable
 from typing import Any
 
 import torch
+import torch._inductor.inductor_prims  # registers prims.fma, which lerp decomposes to
 
 aten = torch.ops.aten
 

@@ -8,7 +8,9 @@ _safe_softmax; norm: native_layer_norm, var/var_mean; scan: cumsum; indexing: em
 index_select; concat: cat, stack, split; views: metadata views, clone; casts: _to_copy, copy;
 attention: the fused CPU SDPA kernel eager mode sees; conv: convolution (implicit GEMM); pool:
 max_pool2d_with_indices, _adaptive_avg_pool2d; batch_norm: native_batch_norm (eager),
-_native_batch_norm_legit_no_training / _functional; pad: constant_pad_nd.
+_native_batch_norm_legit_no_training / _functional; pad: constant_pad_nd; scatter_gather:
+gather, scatter, scatter_add, index_put; sort: topk, sort, argmax, argmin;
+moe: histc, empty_permuted.
 """
 
 from hwsim.bridge.lowerings import (
@@ -21,12 +23,15 @@ from hwsim.bridge.lowerings import (
     creation,
     indexing,
     matmul,
+    moe,
     norm,
     pad,
     pointwise,
     pool,
     reduction,
     scan,
+    scatter_gather,
+    sort,
     views,
 )
 
@@ -40,11 +45,14 @@ __all__ = [
     "creation",
     "indexing",
     "matmul",
+    "moe",
     "norm",
     "pad",
     "pointwise",
     "pool",
     "reduction",
     "scan",
+    "scatter_gather",
+    "sort",
     "views",
 ]

@@ -52,7 +52,6 @@ register_unary(aten.log.default, Act.log)
 register_unary(aten.sqrt.default, Act.sqrt)
 register_unary(aten.rsqrt.default, Act.rsqrt)
 register_unary(aten.reciprocal.default, Act.reciprocal)
-register_unary(aten.abs.default, Act.abs)
 register_unary(aten.erf.default, Act.erf)
 register_unary(aten.sin.default, Act.sin)
 register_unary(aten.cos.default, Act.cos)
@@ -68,6 +67,18 @@ register_binary(aten.mul.Tensor, AluOp.multiply)
 register_binary(aten.mul.Scalar, AluOp.multiply)
 register_binary(aten.div.Tensor, AluOp.divide)
 register_binary(aten.div.Scalar, AluOp.divide)
+
+
+@register_lowering(aten.abs.default, family="pointwise", dtypes=NUMERIC_DTYPES)
+def abs_(ctx: LoweringContext, x: HbmValue) -> HbmValue:
+    """|x|: ScalarE ``abs`` for floats; for integers (T5's relative-position buckets) GpSimdE's
+    exact int32 ``abs_max(x, x)``."""
+    if ctx.out.dtype.is_float:
+        return pointwise(ctx, [x], lambda dst, s: nisa.activation(dst, Act.abs, s[0]))
+    return pointwise(
+        ctx, [x], lambda dst, s: nisa.tensor_tensor(dst, s[0], s[0], AluOp.abs_max, engine="gpsimd")
+    )
+
 
 GELU = {"none": Act.gelu, "tanh": Act.gelu_apprx_tanh}
 
@@ -158,6 +169,14 @@ def clamp(
             nisa.tensor_scalar(dst, srcs[0], op0, low)
 
     return pointwise(ctx, [x], compute)
+
+
+@register_lowering(aten.hardtanh.default, family="pointwise", dtypes=NUMERIC_DTYPES)
+def hardtanh(
+    ctx: LoweringContext, x: HbmValue, min_val: float = -1.0, max_val: float = 1.0
+) -> HbmValue:
+    """clamp(x, min_val, max_val) (ReLU6 is hardtanh(0, 6)): one VectorE tensor_scalar."""
+    return clamp(ctx, x, min_val, max_val)
 
 
 @register_lowering(aten.clamp.Tensor, family="pointwise", dtypes=NUMERIC_DTYPES)
@@ -289,7 +308,9 @@ def _div_mode_check(call: OpCall) -> None:
         raise Unsupported(call.op, Reason.SHAPE, f"rounding_mode={mode!r}")
 
 
-@register_lowering(aten.div.Tensor_mode, family="pointwise", check=_div_mode_check)
+@register_lowering(
+    aten.div.Tensor_mode, family="pointwise", dtypes=NUMERIC_DTYPES, check=_div_mode_check
+)
 def div_mode(
     ctx: LoweringContext, a: HbmValue, b: HbmValue, *, rounding_mode: str | None = None
 ) -> HbmValue:
@@ -302,6 +323,8 @@ def div_mode(
     q += 1 where d - q > 0.5, and a / b where b == 0 (as IEEE division gives inf or NaN).
     """
     a, b = _as_value(ctx, a), _as_value(ctx, b)  # a Python scalar from eager dispatch
+    if not ctx.out.dtype.is_float:
+        return _int_div_mode(ctx, a, b, rounding_mode)
     if rounding_mode is None:
         x, y = a, b
         return pointwise(
@@ -333,6 +356,28 @@ def div_mode(
     return pointwise(ctx, [a, b], compute)
 
 
+def _int_div_mode(ctx: LoweringContext, a: HbmValue, b: HbmValue, mode: str | None) -> HbmValue:
+    """Integer a / b rounded ('trunc' or 'floor'; Mixtral's token // top_k): the fp32 quotient
+    of integers below 2**24 is never rounded across an integer (|a / b - n| >= 1 / |b| exceeds
+    half an ulp of n), so trunc / floor of it is exact; the conversion back is exact. A zero
+    divisor gives a wrapped value where torch raises."""
+    if mode is None:
+        raise Unsupported(
+            ctx.call.op, Reason.DTYPE, "an integer result needs rounding_mode 'trunc' or 'floor'"
+        )
+    scratch = _rounding_scratch(ctx)
+
+    def compute(dst: Operand, srcs: list[Operand]) -> None:
+        q = scratch(dst)
+        nisa.tensor_tensor(q, srcs[0], srcs[1], AluOp.divide)
+        if mode == "trunc":
+            emit_trunc(scratch, dst, q)
+        else:
+            _emit_floor_ceil(scratch, dst, q, ceil=False)
+
+    return pointwise(ctx, [a, b], compute, tile_dtype=HW_FP32)
+
+
 def _as_value(ctx: LoweringContext, operand: HbmValue | float) -> HbmValue:
     """A tensor operand, or a scalar as a one-element value read with stride 0 (broadcast to
     the output's shape; the scalar is cast to the output dtype, as torch's wrapped scalars are)."""
@@ -346,9 +391,9 @@ def _as_value(ctx: LoweringContext, operand: HbmValue | float) -> HbmValue:
     return HbmValue(single.tile, meta.shape, (0,) * len(meta.shape), single.offset)
 
 
-@register_lowering(aten.floor_divide.default, family="pointwise")
+@register_lowering(aten.floor_divide.default, family="pointwise", dtypes=NUMERIC_DTYPES)
 def floor_divide(ctx: LoweringContext, a: HbmValue, b: HbmValue) -> HbmValue:
-    """torch.floor_divide of floats: div(rounding_mode='floor')."""
+    """torch.floor_divide: div(rounding_mode="floor")."""
     return div_mode(ctx, a, b, rounding_mode="floor")
 
 

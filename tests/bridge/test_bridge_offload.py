@@ -48,27 +48,27 @@ def test_programs_are_cached_per_call_layout():
 def test_unsupported_op_runs_on_cpu_with_reason():
     x = torch.randn(4, 9)
     with HwsimMode("tiny", fallback="cpu") as mode:
-        values = torch.sort(x, -1).values
+        values = torch.kthvalue(x, 2, -1).values
         y = x.clone()
         y.add_(1)  # in place: a mutation stays on the CPU
-    torch.testing.assert_close(values, torch.sort(x, -1).values)
+    torch.testing.assert_close(values, torch.kthvalue(x, 2, -1).values)
     torch.testing.assert_close(y, x + 1)
     reasons = {r.op: r.reason for r in mode.report.fallbacks()}
-    assert reasons == {"aten.sort.default": "no lowering", "aten.add_.Tensor": "mutation"}
+    assert reasons == {"aten.kthvalue.default": "no lowering", "aten.add_.Tensor": "mutation"}
 
 
 def test_fallback_warn_and_error():
     x = torch.randn(4, 9)
     with (
-        pytest.warns(UserWarning, match=r"aten\.sort\.default"),
+        pytest.warns(UserWarning, match=r"aten\.kthvalue\.default"),
         HwsimMode("tiny", fallback="warn"),
     ):
-        torch.sort(x)
+        torch.kthvalue(x, 2)
     with (
-        pytest.raises(FallbackError, match=r"aten\.sort\.default: no lowering"),
+        pytest.raises(FallbackError, match=r"aten\.kthvalue\.default: no lowering"),
         HwsimMode("tiny", fallback="error"),
     ):
-        torch.sort(x)
+        torch.kthvalue(x, 2)
 
 
 def test_bf16_ops_compare_at_bf16_tolerance():
@@ -97,7 +97,8 @@ def test_trace_option_writes_the_report(tmp_path):
 
     x = torch.randn(4, 5)
     with HwsimMode("tiny", fallback="cpu", trace=str(tmp_path)):
-        torch.relu(x).sort()
+        torch.relu(x).kthvalue(2)
     data = json.loads((tmp_path / "report.json").read_text())
-    assert data["counts"]["simulator"] == 1 and data["fallbacks"][0]["op"] == "aten.sort.default"
+    assert data["counts"]["simulator"] == 1
+    assert data["fallbacks"][0]["op"] == "aten.kthvalue.default"
     assert "run on the CPU" in (tmp_path / "report.txt").read_text()

@@ -52,13 +52,13 @@ def test_known_good_op_passes_all_its_samples():
 
 
 def test_op_without_lowering_is_classed_cpu_with_reason():
-    run = run_conformance(["sort"], max_samples=3)
-    (sort,) = run.ops
-    assert sort.support == "CPU" and sort.simulated == 0
-    assert sort.count("passed") == 3  # the CPU ran it: trivially right, and reported as CPU
-    assert set(sort.cpu_reasons()) <= {
-        "aten.sort.default: no lowering",
-        "aten.sort.stable: no lowering",
+    run = run_conformance(["remainder"], max_samples=3)
+    (remainder,) = run.ops
+    assert remainder.support == "CPU" and remainder.simulated == 0
+    assert remainder.count("passed") == 3  # the CPU ran it: trivially right, and reported as CPU
+    assert set(remainder.cpu_reasons()) <= {
+        "aten.remainder.Tensor: no lowering",
+        "aten.remainder.Scalar: no lowering",
     }
 
 
@@ -97,16 +97,27 @@ def test_unknown_op_name_is_an_error_with_suggestions():
 def test_cli_prints_per_op_lines_and_ends_with_counts(capsys, tmp_path):
     docs = tmp_path / "op-support.md"
     code = main(
-        ["validate", "opinfo", "--ops", "add", "sort", "--max-samples", "3", "--docs", str(docs)]
+        [
+            "validate",
+            "opinfo",
+            "--ops",
+            "add",
+            "remainder",
+            "--max-samples",
+            "3",
+            "--docs",
+            str(docs),
+        ]
     )
     lines = capsys.readouterr().out.strip().splitlines()
     assert code == 0
     assert re.match(r"add +float32 +3 passed +0 failed +0 skipped +native", lines[0])
-    assert re.match(r"sort +float32 +3 passed +0 failed +0 skipped +CPU", lines[1])
+    assert re.match(r"remainder +float32 +3 passed +0 failed +0 skipped +CPU", lines[1])
     assert lines[-1] == "6 passed, 0 failed"
     table = docs.read_text()
     assert (
-        "| `add` | native 3/3, sim 3 |" in table and "| `sort` | CPU 3/3 (no lowering) |" in table
+        "| `add` | native 3/3, sim 3 |" in table
+        and "| `remainder` | CPU 3/3 (no lowering) |" in table
     )
 
 

@@ -107,3 +107,19 @@ def test_the_table_replaces_the_stock_entry_that_broke_training():
     assert stock_second.shape == (2, 4, 16, 16)  # probabilities, not [2, 4, 16]
     table = decomposition_table()
     assert table[FLASH] is sdpa_flash_cpu and table[FLASH_BACKWARD] is sdpa_flash_cpu_backward
+
+
+def test_the_decomposition_table_builds_in_a_fresh_process():
+    """Built before dynamo or inductor has loaded (``hwsim export``'s path): every op it names
+    must exist then (prims.fma is registered by inductor's prims, not by torch itself)."""
+    import subprocess
+    import sys
+
+    code = (
+        "import hwsim.bridge\n"
+        "from hwsim.bridge.decompositions import decomposition_table\n"
+        "print(len(decomposition_table()))\n"
+    )
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
+    assert done.returncode == 0, done.stderr
+    assert int(done.stdout) > 0

@@ -158,16 +158,17 @@ def test_two_devices_in_one_op_raise_but_cpu_scalars_are_scalars():
 def test_fallback_policy_cpu_warn_error():
     x = torch.randn(4, 9)
     report = device.configure("tiny", fallback="cpu")
-    values = torch.sort(x.to("hwsim"), -1).values
-    assert torch.equal(values.cpu(), torch.sort(x, -1).values)
-    assert [(r.op, r.reason) for r in report.fallbacks()] == [("aten.sort.default", "no lowering")]
+    values = torch.kthvalue(x.to("hwsim"), 2, -1).values
+    assert torch.equal(values.cpu(), torch.kthvalue(x, 2, -1).values)
+    fallbacks = [(r.op, r.reason) for r in report.fallbacks()]
+    assert fallbacks == [("aten.kthvalue.default", "no lowering")]
     assert device.summary()["cpu_fallbacks"] == 1
     device.configure("tiny", fallback="warn")
-    with pytest.warns(UserWarning, match=r"aten\.sort\.default"):
-        torch.sort(x.to("hwsim"))
+    with pytest.warns(UserWarning, match=r"aten\.kthvalue\.default"):
+        torch.kthvalue(x.to("hwsim"), 2)
     device.configure("tiny", fallback="error")
-    with pytest.raises(FallbackError, match=r"aten\.sort\.default: no lowering"):
-        torch.sort(x.to("hwsim"))
+    with pytest.raises(FallbackError, match=r"aten\.kthvalue\.default: no lowering"):
+        torch.kthvalue(x.to("hwsim"), 2)
 
 
 def test_configure_rejects_trace_and_unknown_options():
