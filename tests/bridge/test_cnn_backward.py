@@ -150,3 +150,24 @@ def test_resnet_training_backward_runs_on_the_simulator_with_eager_gradients():
     }
     assert not wrong, f"gradients differ from eager: {wrong}"
     assert report.numerics_ok
+
+
+def _strided_net(x: torch.Tensor, w: torch.Tensor) -> torch.Tensor:
+    y = torch.nn.functional.conv2d(x, w, stride=2, padding=2, dilation=2, groups=2)
+    y = torch.nn.functional.max_pool2d(y, 3, stride=2, padding=1, ceil_mode=True)
+    return y.square().sum()
+
+
+def test_grouped_dilated_conv_and_ceil_mode_pool_backward_on_the_simulator():
+    """Odd sizes, stride 2, dilation 2, 2 groups, a ceil-mode pool: the decomposed backward's
+    convolutions (a 6x7-tap grad_weight kernel, a zero-stuffed grad_output) all lower."""
+    generator = torch.Generator().manual_seed(5)
+    x = torch.randn(2, 4, 11, 13, generator=generator, requires_grad=True)
+    w = torch.randn(6, 2, 3, 3, generator=generator, requires_grad=True)
+    compiled = torch.compile(_strided_net, backend="hwsim", options={"fallback": "error"})
+    compiled(x, w).backward()
+    assert bridge.last_report().fallbacks() == []
+    x_ref, w_ref = x.detach().requires_grad_(True), w.detach().requires_grad_(True)
+    _strided_net(x_ref, w_ref).backward()
+    for got, want in ((x.grad, x_ref.grad), (w.grad, w_ref.grad)):
+        assert compare(got, want, FP32).ok, compare(got, want, FP32).max_abs
