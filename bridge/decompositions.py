@@ -40,10 +40,12 @@ def decomposition_table() -> dict[Any, Any]:
     table[aten._scaled_dot_product_flash_attention_for_cpu_backward.default] = (
         sdpa_flash_cpu_backward
     )
+    from hwsim.bridge.cnn_backward_decompositions import cnn_backward_decompositions
     from hwsim.bridge.model_decompositions import model_decompositions
     from hwsim.bridge.training_decompositions import training_decompositions
 
     table.update(training_decompositions())  # losses, embedding gradients, optimizer ops
+    table.update(cnn_backward_decompositions())  # conv and pool gradients as convs, scatters
     table.update(model_decompositions())  # MoE grouped matmuls, RNN layers, group norm, conv3d
     return table
 

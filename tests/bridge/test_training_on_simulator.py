@@ -124,18 +124,19 @@ def test_gpt2_backward_runs_on_the_simulator_with_no_cpu_op():
 
 
 def _pool(x: torch.Tensor) -> torch.Tensor:
-    return nn.functional.max_pool2d(x, 2).sum()
+    return nn.functional.adaptive_avg_pool2d(x, 3).sum()  # 4 -> 3: uneven, overlapping windows
 
 
 def test_an_unsupported_backward_op_is_counted_as_a_cpu_op_of_backward():
-    """max_pool2d lowers, its backward (no decomposition in PyTorch) does not: the backward
-    graph runs partly on the CPU and the report counts that op, phase 'backward'."""
+    """An uneven adaptive average pool lowers, its backward (decomposed only for sizes that
+    divide) does not: the backward graph runs partly on the CPU and the report counts that op,
+    phase 'backward'."""
     x = torch.randn(1, 2, 4, 4, requires_grad=True)
     compiled = torch.compile(_pool, backend="hwsim", options={"fallback": "cpu"})
     compiled(x).backward()
     report = bridge.last_report()
     [cpu] = report.fallbacks()
-    assert (cpu.op, cpu.phase) == ("aten.max_pool2d_with_indices_backward.default", "backward")
+    assert (cpu.op, cpu.phase) == ("aten._adaptive_avg_pool2d_backward.default", "backward")
     assert report.to_dict()["counts"]["cpu"] == 1
     expected = x.detach().clone().requires_grad_(True)
     _pool(expected).backward()
@@ -146,7 +147,7 @@ def test_fallback_error_refuses_an_unsupported_backward_op():
     x = torch.randn(1, 2, 4, 4, requires_grad=True)
     compiled = torch.compile(_pool, backend="hwsim", options={"fallback": "error"})
     loss = compiled(x)  # the forward lowers whole
-    with pytest.raises(FallbackError, match="max_pool2d_with_indices_backward"):
+    with pytest.raises(FallbackError, match="_adaptive_avg_pool2d_backward"):
         loss.backward()
 
 
