@@ -102,6 +102,6 @@ def _forward_weight(weight: torch.Tensor, groups: int) -> torch.Tensor:
     return w
 
 
-def conv_transpose_decompositions() -> dict[Any, Any]:
+def decompositions() -> dict[Any, Any]:
     """The entry (it replaces and calls ``model_decompositions``' convolution entry)."""
     return {aten.convolution.default: convolution}

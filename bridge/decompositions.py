@@ -40,15 +40,11 @@ def decomposition_table() -> dict[Any, Any]:
     table[aten._scaled_dot_product_flash_attention_for_cpu_backward.default] = (
         sdpa_flash_cpu_backward
     )
-    from hwsim.bridge.conv_transpose import conv_transpose_decompositions
-    from hwsim.bridge.embedding_bag import embedding_bag_decompositions
     from hwsim.bridge.model_decompositions import model_decompositions
     from hwsim.bridge.training_decompositions import training_decompositions
 
     table.update(training_decompositions())  # losses, embedding gradients, optimizer ops
     table.update(model_decompositions())  # MoE grouped matmuls, RNN layers, group norm, conv3d
-    table.update(conv_transpose_decompositions())  # and transposed convs
-    table.update(embedding_bag_decompositions())
     return table
 
 

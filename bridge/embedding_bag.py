@@ -87,7 +87,7 @@ def embedding_bag(
         bag_size = max_indices
     fast_sum = weight.dtype in (torch.float32, torch.float16) and padding_idx < 0
     if mode == MODE_SUM and fast_sum:
-        offset2bag = torch.zeros(0, dtype=index_dtype, device=dev)
+        offset2bag = position[0, :0].to(index_dtype)  # a view: no empty tensor to create
     else:  # the bag of every position: how many bags start at or before it, less one
         below = _count(starts.unsqueeze(1) <= position, 0)
         offset2bag = (below - 1).to(index_dtype)
@@ -109,7 +109,7 @@ def embedding_bag_forward_only(*args: Any, **kwargs: Any) -> Any:
     return embedding_bag(*args, **{**kwargs, "forward_only": True})
 
 
-def embedding_bag_decompositions() -> dict[Any, Any]:
+def decompositions() -> dict[Any, Any]:
     return {
         aten._embedding_bag.default: embedding_bag,
         aten._embedding_bag_forward_only.default: embedding_bag_forward_only,

@@ -144,3 +144,25 @@ def test_embedding_bag_decomposition_equals_the_cpu_kernel_in_every_output(forwa
             torch.testing.assert_close(g, e, rtol=1e-6, atol=1e-6)
         checked += 1
     assert checked == 48
+
+
+def test_eager_mode_decomposes_them_too():
+    from hwsim.bridge.offload import HwsimMode
+
+    torch.manual_seed(0)
+    conv = torch.nn.ConvTranspose2d(4, 6, 3, stride=2, padding=1, output_padding=1).eval()
+    bag = torch.nn.EmbeddingBag(20, 8, mode="max").eval()
+    x, indices, offsets = (
+        torch.randn(1, 4, 4, 4),
+        torch.tensor([3, 1, 7, 7, 2]),
+        torch.tensor([0, 2]),
+    )
+    with torch.no_grad():
+        expected = conv(x), bag(indices, offsets)
+        with HwsimMode(fallback="error") as mode:
+            got = conv(x), bag(indices, offsets)
+    for g, e in zip(got, expected, strict=True):
+        assert compare(g, e, TOLERANCES["fp32"]).ok
+    assert mode.report.fallbacks() == []
+    lowered = {r.op for r in mode.report.lowered()}
+    assert {"aten.convolution.default", "aten.embedding.default", "aten.amax.default"} <= lowered
