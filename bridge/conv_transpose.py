@@ -16,7 +16,8 @@ scatter formulation (stride 2 in 2-D: 4x); stride 1 costs the same as the direct
 stuffing itself is one pad per strided axis (a DMA of the input plus the zeros), the flipped
 weight one ``index_select`` per spatial axis. A phase (sub-pixel) decomposition into s^D small
 convolutions would avoid the zeros; it is not done here. 3-D transposed convolutions become a
-5-D forward convolution, which ``model_decompositions.convolution_3d`` turns into 2-D ones.
+5-D forward convolution, which ``model_decompositions.convolution_3d`` turns into 2-D ones;
+in bf16/fp16 they run in fp32 (TensorE's fp32 rate) so that the depth sum rounds once.
 """
 
 from __future__ import annotations
@@ -51,6 +52,15 @@ def convolution(
     if isinstance(padding, str):
         return NotImplemented
     dims = input.dim() - 2
+    if dims == 3 and input.dtype in (torch.bfloat16, torch.float16):
+        # The 3-D convolution sums its depth taps' 2-D convolutions: in a 16-bit dtype each
+        # would round before the sum (OpInfo saw 4 ulp errors), where the CPU kernel rounds once.
+        wide_bias = bias.float() if bias is not None else None
+        out = convolution(
+            input.float(), weight.float(), wide_bias, stride, padding, dilation, True,
+            output_padding, groups,
+        )  # fmt: skip
+        return out.to(input.dtype)
     stride, padding, dilation, output_padding = (
         _per_axis(v, dims) for v in (stride, padding, dilation, output_padding)
     )

@@ -84,6 +84,19 @@ def test_conv_transpose_decomposition_equals_the_cpu_kernel_in_1_2_and_3_d():
         torch.testing.assert_close(got, expected, rtol=1e-5, atol=1e-5)
 
 
+def test_conv_transpose_3d_in_bf16_rounds_once():
+    """The depth taps' sum runs in fp32: one rounding to bf16, as the CPU kernel's."""
+    torch.manual_seed(0)
+    x, w = torch.randn(1, 4, 5, 5, 5) * 8, torch.randn(4, 8, 3, 3, 3) * 8
+    args = (None, [2] * 3, [1] * 3, [1] * 3, True, [1] * 3, 1)
+    expected = aten.convolution.default(x.bfloat16(), w.bfloat16(), *args)
+    got = convolution(x.bfloat16(), w.bfloat16(), *args)
+    assert got.dtype == torch.bfloat16
+    exact = aten.convolution.default(x.bfloat16().float(), w.bfloat16().float(), *args)
+    assert torch.equal(got, exact.bfloat16())  # fp32 sum, rounded once
+    torch.testing.assert_close(got.float(), expected.float(), rtol=1.6e-2, atol=1e-2)
+
+
 BAG_CASES = [
     dict(mode="sum"),
     dict(mode="mean"),
