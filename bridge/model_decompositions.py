@@ -156,6 +156,9 @@ def model_decompositions() -> dict[Any, Any]:
         aten.mkldnn_rnn_layer.default: mkldnn_lstm_layer,
         aten.convolution.default: convolution_3d,
     }
+    from hwsim.bridge import conv_transpose, embedding_bag  # they import convolution_3d
+
+    table.update({**conv_transpose.decompositions(), **embedding_bag.decompositions()})
     namespace = torch.ops.transformers
     with contextlib.suppress(AttributeError, RuntimeError):  # transformers' MoE not imported
         table[namespace.grouped_mm_fallback.default] = grouped_mm_dense

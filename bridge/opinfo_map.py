@@ -44,6 +44,7 @@ EXERCISED_BY: dict[str, tuple[str, ...]] = {
     "aten.bmm.default": ("matmul",),
     "aten.clone.default": ("contiguous",),
     "aten.cat.default": ("stack",),
+    "aten.embedding.default": ("nn.functional.embedding_bag",),  # via bridge.embedding_bag
 }
 
 
