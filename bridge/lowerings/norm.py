@@ -214,6 +214,40 @@ def native_layer_norm(
     return out, mean_value, rstd_value
 
 
+def rms_norm(ctx: LoweringContext, x: HbmValue, weight: HbmValue | None, eps: float) -> HbmValue:
+    """RMS norm over the last dim, ``[w *] x * rsqrt(mean(x ** 2) + eps)``, as one row pass
+    (``passes.reduction_fusion`` lowers Llama's decomposed chain with it): the row's mean and
+    population variance from ``bn_stats``/``bn_aggr`` give mean(x ** 2) = var + mean ** 2, then
+    per row tile 1/rms = ``activation(rsqrt, var + mean ** 2, bias=eps)`` and one VectorE
+    instruction ``(x * 1/rms) * w`` (``tensor_scalar`` without a weight)."""
+    meta: TensorMeta = ctx.out
+    out = ctx.new_value(meta.shape, meta.dtype)
+    dims = [x.ndim - 1]
+    extras = [weight.expand(x.shape)] if weight is not None else []
+    eps_tile = lang.ndarray((ctx.pmax, 1), lang.float32, lang.sbuf)
+    nisa.memset(eps_tile, float(eps))
+    small, results = BufferRing(ctx.options.buffers), BufferRing(ctx.options.buffers)
+
+    def finish(tile: TileRef, mean: View, var: View) -> View:
+        scalars = small((tile.partitions, 2), lang.float32, lang.sbuf)
+        square, rstd = scalars[:, 0:1], scalars[:, 1:2]
+        nisa.scalar_tensor_tensor(square, mean, AluOp.multiply, mean, AluOp.add, var)
+        nisa.activation(rstd, Act.rsqrt, square, bias=eps_tile[: tile.partitions, :])
+        return rstd
+
+    def apply(tile: TileRef, loaded: list[View], rstd: View) -> None:
+        xt = loaded[0]
+        result = results(xt.shape, ctx.tile_dtype(out.dtype), lang.sbuf)
+        if weight is not None:
+            nisa.scalar_tensor_tensor(result, xt, AluOp.multiply, rstd, AluOp.multiply, loaded[1])
+        else:
+            nisa.tensor_scalar(result, xt, AluOp.multiply, rstd)
+        ctx.queues.store(tile.ap(0, out), result)
+
+    _row_driver(ctx, x, dims, [out], extras, finish, apply)
+    return out
+
+
 def _correction(kwargs: dict[str, Any]) -> float:
     value = kwargs.get("correction")
     return 1.0 if value is None else float(value)
