@@ -17,17 +17,19 @@ reduced dim, ``keepdim=True`` and the dtypes are checked; anything else is left 
   ``bridge.decompositions``: fully masked rows give 0) lowers as ``_safe_softmax``, which gives
   0 for those rows too;
 - **RMS norm** ``y = [w *] (x * rsqrt(mean(x ** 2) + eps))`` over the last dim (Llama) lowers as
-  ``lowerings.norm.rms_norm``.
+  ``lowerings.norm.rms_norm``;
+- **LayerNorm** arrives whole (Core ATen keeps ``native_layer_norm``, and its lowering already
+  normalises and applies the affine in one row pass); when only its first output is used it
+  lowers without storing the per-row mean and 1/std.
 
 Every instruction of a fused node carries all its source nodes in its tag
-(``fused[softmax]/amax_1+sub_1+exp_1+sum_1+div_1``). LayerNorm needs no pass: Core ATen keeps
-``native_layer_norm`` whole and its lowering already normalises and applies the affine in one
-row pass.
+(``fused[softmax]/amax_1+sub_1+exp_1+sum_1+div_1``).
 """
 
 from __future__ import annotations
 
 import math
+import operator
 from collections.abc import Callable
 from typing import Any
 
@@ -59,13 +61,17 @@ class RowKernel(FusedKernel):
 
     def lower(self, ctx: Any, outside: list[Any], escapes: bool, tag: str) -> Any:
         """Lower the group as one row pass; outside[0] is the row input x."""
-        from hwsim.bridge.lowerings.norm import rms_norm
+        from hwsim.bridge.lowerings.norm import layer_norm, rms_norm
         from hwsim.bridge.lowerings.reduction import softmax_rows
         from hwsim.bridge.passes.fused_lowering import _call, _meta
 
         last = self.members[-1]
         with ctx.node(last.name, _meta(last.val), _call(last), escapes=escapes, tag=tag):
-            if self.kind == "rms_norm":
+            if self.kind == "layer_norm":
+                w, b = (outside[i] if i is not None else None for i in self.params["affine"])
+                dims, eps = self.params["normalized_dims"], self.params["eps"]
+                result, _ = layer_norm(ctx, outside[0], dims, w, b, eps, with_stats=False)
+            elif self.kind == "rms_norm":
                 weight = self.params["weight"]
                 w = outside[weight] if weight is not None else None
                 result = rms_norm(ctx, outside[0], w, self.params["eps"])
@@ -268,10 +274,30 @@ def _rms_norm(power: fx.Node, gm: fx.GraphModule) -> Match | None:
     return members, "rms_norm", {"eps": eps, "weight_node": weight}
 
 
+def _layer_norm(norm: fx.Node, gm: fx.GraphModule) -> Match | None:
+    """``native_layer_norm`` whose mean and 1/std nobody uses: the lowering then stores only
+    the normalised rows (no [.., 1] statistic per row tile)."""
+    getitems = list(norm.users)
+    if not getitems or any(u.target is not operator.getitem for u in getitems):
+        return None
+    used = [u for u in getitems if u.users]
+    if len(used) != 1 or used[0].args[1] != 0 or len(norm.args) < 5:
+        return None
+    x, shape, weight, bias, eps = norm.args[:5]
+    if not (isinstance(x, fx.Node) and isinstance(eps, (int, float))):
+        return None
+    if not isinstance(shape, (list, tuple)):
+        return None
+    unused = [u for u in getitems if u is not used[0]]
+    params = {"normalized_dims": len(shape), "eps": float(eps)}
+    return [norm, *unused, used[0]], "layer_norm", params | {"affine_nodes": (weight, bias)}
+
+
 #: Where each pattern starts.
 _STARTS: dict[Any, tuple[Callable[[fx.Node, fx.GraphModule], Match | None], ...]] = {
     aten.amax.default: (_softmax, _lse_softmax),
     aten.pow.Tensor_Scalar: (_rms_norm,),
+    aten.native_layer_norm.default: (_layer_norm,),
 }
 
 
@@ -284,19 +310,24 @@ def _outputs(gm: fx.GraphModule) -> set[fx.Node]:
 
 
 def _kernel(kind: str, params: dict[str, Any], members: list[fx.Node]):
-    """A factory for ``fusion._replace``: the RowKernel over the member records, with the index
-    (into the fused node's arguments) of an RMS norm's weight."""
-    weight_node = params.pop("weight_node", None)
+    """A factory for ``fusion._replace``: the RowKernel over the member records, with the
+    indices (into the fused node's arguments) of a norm's weight (and bias)."""
+    named = {"weight": params.pop("weight_node", None)} if kind == "rms_norm" else {}
+    if kind == "layer_norm":
+        named = dict(zip(("weight", "bias"), params.pop("affine_nodes"), strict=True))
     inside = set(members)
+    outside: list[fx.Node] = []  # in fusion._replace's order: first use in member order
+    for m in members:
+        for a in pytree.tree_leaves((m.args, m.kwargs)):
+            if isinstance(a, fx.Node) and a not in inside and a not in outside:
+                outside.append(a)
+    index = {k: outside.index(v) if isinstance(v, fx.Node) else None for k, v in named.items()}
+    if kind == "layer_norm":
+        params["affine"] = (index["weight"], index["bias"])
+    elif kind == "rms_norm":
+        params["weight"] = index["weight"]
 
     def make(records: list[Member]) -> RowKernel:
-        if kind == "rms_norm":
-            outside: list[fx.Node] = []
-            for m in members:
-                for a in pytree.tree_leaves((m.args, m.kwargs)):
-                    if isinstance(a, fx.Node) and a not in inside and a not in outside:
-                        outside.append(a)
-            params["weight"] = outside.index(weight_node) if weight_node is not None else None
         return RowKernel(records, kind, **params)
 
     return make
@@ -307,7 +338,7 @@ def fuse_reductions(gm: fx.GraphModule) -> dict[str, int]:
     outputs = _outputs(gm)
     order = {n: i for i, n in enumerate(gm.graph.nodes)}
     gone: set[fx.Node] = set()
-    counts = {"softmax": 0, "lse_softmax": 0, "rms_norm": 0}
+    counts = {"softmax": 0, "lse_softmax": 0, "rms_norm": 0, "layer_norm": 0}
     for node in list(gm.graph.nodes):
         if node.op != "call_function" or node in gone:
             continue
@@ -316,7 +347,9 @@ def fuse_reductions(gm: fx.GraphModule) -> dict[str, int]:
             if match is None:
                 continue
             members, kind, params = match
-            members.sort(key=order.__getitem__)
+            final = members[-1]  # the chain's value (unused getitems may follow it)
+            members = sorted((m for m in members if m is not final), key=order.__getitem__)
+            members.append(final)
             inside = set(members)
             # Only the last member's value may leave the group (it is the fused node's).
             if any(m in outputs or not set(m.users) <= inside for m in members[:-1]):

@@ -177,3 +177,24 @@ def test_rms_norm_keeps_a_full_shaped_multiplier_outside():
     assert kernel.kind == "rms_norm" and len(kernel.members) == 5
     assert kernel.params["weight"] is None
     _run(fn, [x, y], None)
+
+
+def test_layer_norm_whose_statistics_are_unused_stores_only_its_rows():
+    """[64, 96] with weight and bias, one row tile: with its statistics unused the fused node
+    stores only y (two [64, 1] stores fewer); numerics as eager."""
+    x, w, b = _x(64, 96), _x(96, seed=1), _x(96, seed=2)
+
+    def fn(x, w, b):
+        return torch.nn.functional.layer_norm(x, (96,), w, b, 1e-5)
+
+    (kernel,) = _kernels(fn, [x, w, b])
+    assert kernel.kind == "layer_norm" and kernel.params["affine"] == (1, 2)
+    _, on = _run(fn, [x, w, b], ["reduction_fusion"])
+    _, off = _run(fn, [x, w, b], "none")
+    assert off.result.summary.instructions - on.result.summary.instructions == 2
+    assert off.result.summary.hbm_bytes - on.result.summary.hbm_bytes == 2 * 64 * 4
+
+    def with_stats(x, w, b):
+        return torch.ops.aten.native_layer_norm(x, (96,), w, b, 1e-5)
+
+    assert _kernels(with_stats, [x, w, b]) == []
