@@ -198,3 +198,13 @@ def test_layer_norm_whose_statistics_are_unused_stores_only_its_rows():
         return torch.ops.aten.native_layer_norm(x, (96,), w, b, 1e-5)
 
     assert _kernels(with_stats, [x, w, b]) == []
+
+
+def test_the_effects_table_measures_the_pass():
+    from hwsim.bridge.passes.effects import pass_effects
+
+    x = _x(4, 64, 96)
+    rows = pass_effects(_graph(softmax, [x]), [x], PassSelection.only("reduction_fusion"))
+    row = next(r for r in rows if r["pass"] == "reduction_fusion")
+    assert row["with"]["total_ns"] < row["without"]["total_ns"]
+    assert row["with"]["hbm_bytes"] == 2 * x.numel() * 4 < row["without"]["hbm_bytes"]
