@@ -35,6 +35,7 @@ from hwsim.bridge.passes.fusion import RESHAPES, FusedKernel, Inner, Member, Ref
 from hwsim.bridge.registry import LOWERINGS, OpCall
 from hwsim.bridge.tiling.broadcast import OperandLoader
 from hwsim.bridge.tiling.drivers import Operand, TileCompute
+from hwsim.bridge.tiling.estimate import tile_cost
 from hwsim.bridge.tiling.matmul import HbmMatrix
 from hwsim.bridge.tiling.space import plan
 from hwsim.bridge.values import HbmValue, contiguous_strides
@@ -303,6 +304,7 @@ class _StepProgram:
             [(v.offset, v.strides) for v in operands],
             pmax=ctx.pmax,
             free_budget=budget,
+            cost=tile_cost(operands, [v.dtype for v in operands], computes=len(self.steps)),
         )
         largest = (max(t.partitions for t in tiles), max(t.free_elements for t in tiles))
         loads = [OperandLoader(ctx, self.buffers, written=out.name) for _ in self.outside]

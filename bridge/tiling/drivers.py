@@ -14,6 +14,7 @@ from collections.abc import Callable, Sequence
 from hwsim import lang
 from hwsim.bridge.context import LoweringContext
 from hwsim.bridge.tiling.broadcast import OperandLoader
+from hwsim.bridge.tiling.estimate import tile_cost, transfer_ns
 from hwsim.bridge.tiling.rows import row_budget
 from hwsim.bridge.tiling.space import TileRef, plan
 from hwsim.bridge.values import HbmValue
@@ -64,6 +65,7 @@ def map_tiles(
         [(v.offset, v.strides) for v in operands],
         pmax=ctx.pmax,
         free_budget=budget,
+        cost=tile_cost(operands, dtypes),
     )
     largest = _largest(tiles)
     loaders = [OperandLoader(ctx, ctx.options.buffers, written=out.name) for _ in inputs]
@@ -82,11 +84,17 @@ def map_tiles(
 def copy_tiles(ctx: LoweringContext, out: HbmValue, src: HbmValue) -> None:
     """out = src (any strides, dtype cast by the DMA), one HBM -> HBM DMA per tile."""
     budget = ctx.free_budget(1, 4) * ctx.pmax  # no SBUF involved: tiles only bound descriptors
+    config = lang.config()
+
+    def cost(tile: TileRef) -> float:  # the busiest DMA engine's time (its rows split them)
+        return transfer_ns(config, tile.ap(1, src), tile.ap(0, out))
+
     for tile in plan(
         out.shape,
         [(out.offset, out.strides), (src.offset, src.strides)],
         pmax=ctx.pmax,
         free_budget=budget,
+        cost=cost,
     ):
         nisa.dma_copy(tile.ap(0, out), tile.ap(1, src), queue=ctx.queues.side_queue)
 

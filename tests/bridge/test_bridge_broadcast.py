@@ -68,16 +68,16 @@ def test_broadcast_operands_match_torch(fn, shapes):
 
 
 def test_repeated_tiles_are_loaded_once():
-    # [96, 24] + a [24] bias row on ``tiny`` (32 partitions): three row blocks, each reading
-    # the same row on every partition (partition stride 0): one DMA of it, read three times
-    inputs = [torch.randn(96, 24), torch.randn(24)]
+    # [384, 40] + a [40] bias row on trn2 (128 partitions): three row blocks, each reading the
+    # same row on every partition (partition stride 0): one DMA of it, read three times
+    inputs = [torch.randn(384, 40), torch.randn(40)]
     graph = make_fx(lambda x, b: x + b)(*inputs)
-    lowered = lower_graph(graph, inputs, config="tiny", passes=PassSelection.parse("none"))
+    lowered = lower_graph(graph, inputs, config="trn2", passes=PassSelection.parse("none"))
     loads = _loads(lowered)
     rows = [ins for ins in loads if ins.src.partition_stride == 0]
     assert len(loads) == 4 and len(rows) == 1
-    assert (rows[0].src.partitions, rows[0].src.free_sizes) == (32, (24,))
-    check_op(lambda x, b: x + b, [(96, 24), (24,)])
+    assert (rows[0].src.partitions, rows[0].src.free_sizes) == (128, (40,))
+    check_op(lambda x, b: x + b, [(384, 40), (40,)], config="trn2")
 
 
 def test_the_broadcast_load_is_one_column_dma_costed_by_the_dma_formula():
