@@ -25,17 +25,17 @@ piece to finish, never per descriptor.
 
 from __future__ import annotations
 
+from array import array
 from collections import deque
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
+import numpy as np
 import simpy
 
 from hwsim.machine.dma_plan import WORK_UNITS_PER_TICK, Piece, TransferPlan
-from hwsim.trace.records import DmaRecord
-
-_new_record = tuple.__new__
+from hwsim.trace.columns import DmaColumns, int_array
 
 
 @dataclass(slots=True)
@@ -112,13 +112,12 @@ class DmaSystem:
         start_latency_ticks: int,
         hbm_denominator: int,
         cores_per_stack: int,
-        records: list[DmaRecord],
     ) -> None:
         self.env = env
         self.engines_per_core = engines
         self.start_latency_ticks = start_latency_ticks
         self.cores_per_stack = cores_per_stack
-        self.records = records
+        self.log = _PieceLog()
         #: When each stack's HBM bandwidth is next free, in 1/hbm_denominator ticks.
         self.hbm_denominator = hbm_denominator
         self.stack_free_units = [0] * -(-cores // cores_per_stack)
@@ -217,24 +216,7 @@ class DmaSystem:
             self._start(group, items[0], now)
         else:
             del group.queues[queue]
-        fields_ = (transfer.queue, transfer.trigger_engine, transfer.trigger_pc)
-        for engine in group.engines:
-            self.records.append(
-                _new_record(
-                    DmaRecord,
-                    (
-                        group.core,
-                        engine,
-                        *fields_,
-                        engine,
-                        piece.nbytes,
-                        piece.descriptors,
-                        item.arrival,
-                        item.start,
-                        now,
-                    ),
-                )
-            )
+        self.log.add(group, transfer, piece, item.arrival, item.start, now)
         transfer.last_end_tick = max(transfer.last_end_tick, now)
         transfer.remaining -= len(group.engines)
         if transfer.remaining == 0:
@@ -276,6 +258,10 @@ class DmaSystem:
             groups.remove(group)
         keep.engines.sort()
 
+    def records(self) -> DmaColumns:
+        """The trace's DMA records: one per engine and finished piece, in finishing order."""
+        return self.log.columns()
+
     def busy_groups(self) -> list[tuple[int, list[int], list[Any]]]:
         """(core, engines, unfinished transfers) of groups with work left (for diagnostics)."""
         return [
@@ -284,3 +270,45 @@ class DmaSystem:
             for g in groups
             if not g.idle
         ]
+
+
+#: The integer fields of a ``DmaRecord`` a finished piece logs once for its group.
+_LOGGED = (
+    *("core", "queue", "trigger_pc", "transfer_bytes", "descriptors"),
+    *("queued_tick", "start_tick", "end_tick"),
+)
+
+
+class _PieceLog:
+    """Finished pieces, one row per group (its engines finished the same piece at once): the
+    trace has a record per engine, expanded from these rows when the run ends."""
+
+    def __init__(self) -> None:
+        self.ints: dict[str, array[int]] = {name: array("q") for name in _LOGGED}
+        self.trigger_engine: list[str] = []
+        self.engines: list[tuple[int, ...]] = []
+
+    def add(
+        self, group: _Group, transfer: DmaTransfer, piece: Piece, queued: int, start: int, end: int
+    ) -> None:
+        ints = self.ints
+        ints["core"].append(group.core)
+        ints["queue"].append(transfer.queue)
+        ints["trigger_pc"].append(transfer.trigger_pc)
+        ints["transfer_bytes"].append(piece.nbytes)
+        ints["descriptors"].append(piece.descriptors)
+        ints["queued_tick"].append(queued)
+        ints["start_tick"].append(start)
+        ints["end_tick"].append(end)
+        self.trigger_engine.append(transfer.trigger_engine)
+        self.engines.append(tuple(group.engines))
+
+    def columns(self) -> DmaColumns:
+        counts = np.fromiter(map(len, self.engines), np.int64, len(self.engines))
+        ints = {name: np.repeat(int_array(values), counts) for name, values in self.ints.items()}
+        engines = int_array([e for row in self.engines for e in row])
+        ints["dma_engine"] = ints["piece"] = engines  # a piece's index is its engine's
+        names = sorted(set(self.trigger_engine))
+        code = {name: i for i, name in enumerate(names)}
+        trigger = np.repeat(int_array([code[n] for n in self.trigger_engine]), counts)
+        return DmaColumns(ints, {"trigger_engine": (trigger, names)}, {})

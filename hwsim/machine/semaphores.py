@@ -8,18 +8,17 @@ This keeps the simulator at one SimPy event per instruction.
 
 from __future__ import annotations
 
+from array import array
 from bisect import bisect_left, insort
 from collections.abc import Callable, Iterable
 
+import numpy as np
 import simpy
 
-from hwsim.trace.records import SemaphoreUpdate
+from hwsim.trace.columns import SemaphoreColumns, int_array
 
 #: A vector clock (race checker), or None when race checking is off.
 Clock = dict[str, int] | None
-
-#: Builds a NamedTuple record from a plain tuple without the per-call overhead of its __new__.
-_new_record = tuple.__new__
 
 
 class _Semaphore:
@@ -59,13 +58,22 @@ class _Index(dict[str, int]):
 class SemaphoreBank:
     """The semaphores of one NeuronCore, addressed by index (names resolved once per program).
 
-    Every scheduled update is recorded in ``updates`` in the order it was scheduled (the trace
-    lists them by tick, ties in that order).
+    Every scheduled update is logged (as columns) in the order it was scheduled; ``records()``
+    lists them by tick, ties in that order. Signaller clocks are kept only if ``clocks`` (the race
+    checker reads them).
     """
 
-    def __init__(self, env: simpy.Environment, names: Iterable[str] = (), core: int = 0) -> None:
+    def __init__(
+        self,
+        env: simpy.Environment,
+        names: Iterable[str] = (),
+        core: int = 0,
+        *,
+        clocks: bool = True,
+    ) -> None:
         self.env = env
         self.core = core
+        self.keep_clocks = clocks
         self.names: list[str] = []
         self._sems: list[_Semaphore] = []
         #: name -> index; looking up a new name adds its semaphore (at value 0).
@@ -73,7 +81,15 @@ class SemaphoreBank:
         for name in names:
             if name not in self.index:
                 self.index[name] = self._add(name)
-        self.updates: list[SemaphoreUpdate] = []
+        #: The update log, in scheduling order: tick, semaphore index, value after, source pc,
+        #: source engine ("dma" for transfer completions).
+        self._log_tick, self._log_sem, self._log_value, self._log_pc = (
+            array("q"),
+            array("q"),
+            array("q"),
+            array("q"),
+        )
+        self._log_source: list[str] = []
 
     def _add(self, name: str) -> int:
         self.names.append(name)
@@ -89,6 +105,15 @@ class SemaphoreBank:
             return None
         return self._sems[sem].ticks[bisect_left(totals, value)]
 
+    def tick_lists(self) -> list[list[int]]:
+        """Per semaphore index, its increment ticks (the live lists, for ``time_reaching``
+        inlined in a hot loop)."""
+        return [state.ticks for state in self._sems]
+
+    def total_lists(self) -> list[list[int]]:
+        """Per semaphore index, its running totals after each increment (live lists)."""
+        return [state.totals for state in self._sems]
+
     def clock_reaching(self, sem: int, value: int) -> list[Clock]:
         """Signaller clocks of the increments that bring the semaphore to ``value``."""
         state = self._sems[sem]
@@ -102,28 +127,33 @@ class SemaphoreBank:
         return event
 
     def schedule(
-        self, sem: int, tick: int, amount: int, source: tuple[str, int], clock: Clock = None
+        self, sem: int, tick: int, amount: int, source: str, pc: int, clock: Clock = None
     ) -> None:
-        """Schedule ``semaphore += amount`` at ``tick`` (at or after now)."""
+        """Schedule ``semaphore += amount`` at ``tick`` (at or after now), signalled by the
+        instruction ``pc`` of engine ``source`` (or ``"dma"``: the completion of its transfer)."""
         state = self._sems[sem]
         ticks, totals = state.ticks, state.totals
         if not ticks or tick >= ticks[-1]:  # the common case: increments arrive in tick order
             value = (totals[-1] if totals else 0) + amount
             ticks.append(tick)
             totals.append(value)
-            state.clocks.append(clock)
+            if self.keep_clocks:
+                state.clocks.append(clock)
         else:  # an out-of-order increment: insert and recompute the running totals after it
             position = bisect_left(ticks, tick + 1)
             insort(ticks, tick)
-            state.clocks.insert(position, clock)
+            if self.keep_clocks:
+                state.clocks.insert(position, clock)
             previous = totals[position - 1] if position else 0
             totals.insert(position, previous + amount)
             for i in range(position + 1, len(totals)):
                 totals[i] += amount
             value = state.value_at(tick)
-        self.updates.append(
-            _new_record(SemaphoreUpdate, (self.core, tick, state.name, value, source[0], source[1]))
-        )
+        self._log_tick.append(tick)
+        self._log_sem.append(sem)
+        self._log_value.append(value)
+        self._log_pc.append(pc)
+        self._log_source.append(source)
         if state.waiters:
             total = totals[-1]
             still = []
@@ -133,6 +163,25 @@ class SemaphoreBank:
                 else:
                     still.append((needed, event))
             state.waiters = still
+
+    def records(self) -> SemaphoreColumns:
+        """The trace's updates of this bank: by tick, ties in the order they were scheduled."""
+        tick = int_array(self._log_tick)
+        order = np.argsort(tick, kind="stable")
+        sources = sorted(set(self._log_source))
+        code = {name: i for i, name in enumerate(sources)}
+        source = int_array([code[name] for name in self._log_source])
+        ints = {
+            "core": np.full(len(tick), self.core, np.int64),
+            "tick": tick[order],
+            "value": int_array(self._log_value)[order],
+            "source_pc": int_array(self._log_pc)[order],
+        }
+        strings = {
+            "semaphore": (int_array(self._log_sem)[order], list(self.names)),
+            "source_engine": (source[order], sources),
+        }
+        return SemaphoreColumns(ints, strings, {})
 
     def value_now(self, sem: int) -> int:
         return self._sems[sem].value_at(int(self.env.now))

@@ -10,12 +10,9 @@ itself instead (``_advance_to``): same ticks, same order, one SimPy event fewer.
 
 from __future__ import annotations
 
-import gc
-from collections.abc import Iterator
-from contextlib import contextmanager
+from bisect import bisect_left
 from dataclasses import dataclass, field
 from fractions import Fraction
-from operator import itemgetter
 from typing import Any
 
 import numpy as np
@@ -34,12 +31,22 @@ from hwsim.machine.dma import DmaSystem, DmaTransfer
 from hwsim.machine.dma_plan import TransferPlan
 from hwsim.machine.initcheck import InitChecker, size_mirrors
 from hwsim.machine.initcheck import enabled as initcheck_enabled
-from hwsim.machine.prepare import Facts, Static, facts_of_core, port_indices, prepare_core
+from hwsim.machine.prepare import (
+    Durations,
+    Facts,
+    PreparedCore,
+    Static,
+    facts_of_core,
+    port_indices,
+    prepare_core,
+)
 from hwsim.machine.race import RaceChecker
 from hwsim.machine.semaphores import SemaphoreBank
 from hwsim.machine.state import CoreState, Hbm
 from hwsim.program import Program
-from hwsim.trace.records import InstructionRecord, SemaphoreUpdate, Trace
+from hwsim.trace.columns import InstructionColumns, SemaphoreColumns, concatenated
+from hwsim.trace.gc_pause import cyclic_gc_paused
+from hwsim.trace.records import Trace
 from hwsim.trace.summary import RunSummary
 
 #: Last tick a trace can hold: its analyses keep ticks in int64 arrays. The config's bounds keep
@@ -100,7 +107,7 @@ def run(
         hbm.add(decl.name, decl.shape, decl.dtype, values, planned=planned, initialised=written)
     race = RaceChecker() if race_check else None
     init = InitChecker() if initcheck_enabled(initcheck, numerics) else None
-    with _cyclic_gc_paused():
+    with cyclic_gc_paused():
         try:
             runners, banks = _simulate(env, spec, program, hbm, trace, numerics, race, init)
         except HwsimError as error:  # uninitialised reads before it may be what went wrong
@@ -122,10 +129,8 @@ def run(
             init.check_outputs(hbm, [d.name for d in program.hbm.values() if d.kind == "output"])
             init.raise_if_findings()
         # Runners are in (core, engine) order and each records in pc order: the trace's order.
-        for runner in runners:
-            trace.instructions.extend(runner.records)
-        for sems in banks:
-            trace.semaphore_updates.extend(_semaphore_records(sems))
+        trace.instructions = _instruction_columns(runners)
+        trace.semaphore_updates = concatenated(SemaphoreColumns, [s.records() for s in banks])
         del runners, banks  # before the collector resumes: it scans what is still alive
     outputs = {
         decl.name: hbm.tensors[decl.name].as_array().copy()
@@ -140,25 +145,6 @@ def run(
     return result
 
 
-@contextmanager
-def _cyclic_gc_paused() -> Iterator[None]:
-    """Pause Python's cyclic garbage collector for the run, restoring its state after.
-
-    A run allocates an object or more per instruction and keeps every trace record alive, so the
-    collector's passes over the growing heap cost as much as the simulation itself (measured: half
-    the wall time of a 140k-instruction run). Nothing needs it meanwhile: the run's garbage is
-    freed by reference counting (an event drops its callbacks once processed); the few cycles left
-    (one per SimPy process) are collected after.
-    """
-    enabled = gc.isenabled()
-    gc.disable()
-    try:
-        yield
-    finally:
-        if enabled:
-            gc.enable()
-
-
 def _simulate(
     env: simpy.Environment,
     spec: MachineSpec,
@@ -170,7 +156,7 @@ def _simulate(
     init: InitChecker | None,
 ) -> tuple[list[_EngineRunner], list[SemaphoreBank]]:
     """Prepare every engine's stream, run the clock until nothing is left to do."""
-    dma = _make_dma_system(env, spec, len(program.cores), trace)
+    dma = _make_dma_system(env, spec, len(program.cores))
     runners: list[_EngineRunner] = []
     banks: list[SemaphoreBank] = []
     ports = port_indices(spec)
@@ -187,22 +173,22 @@ def _simulate(
         core_program = program.cores[core]
         if init is not None:
             size_mirrors(state, core_program.streams)
-        sems = SemaphoreBank(env, prepared.semaphore_names, core=core)
+        sems = SemaphoreBank(env, prepared.semaphore_names, core=core, clocks=race is not None)
         banks.append(sems)
         for engine, static in prepared.static.items():
             runner = _EngineRunner(
-                env, core, engine, core_program.streams[engine], static, facts[engine], sems,
-                dma, state, numerics, race, init,
+                env, core, engine, core_program.streams[engine], static, facts.facts[engine],
+                sems, dma, state, numerics, race, init,
             )  # fmt: skip
+            runner.durations, runner.prepared = facts.durations[engine], prepared
             runner.proc = env.process(runner.process())
             runners.append(runner)
     env.run()
+    trace.dma = dma.records()
     return runners, banks
 
 
-def _make_dma_system(
-    env: simpy.Environment, spec: MachineSpec, cores: int, trace: Trace
-) -> DmaSystem:
+def _make_dma_system(env: simpy.Environment, spec: MachineSpec, cores: int) -> DmaSystem:
     config = spec.config
     hbm_ticks_per_byte = Fraction(spec.timebase.base_mhz, 1000) / Fraction(
         str(config.hbm.bandwidth_bytes_per_ns_per_stack)
@@ -214,13 +200,57 @@ def _make_dma_system(
         start_latency_ticks=spec.timebase.ns_to_ticks(config.dma.start_latency_ns),
         hbm_denominator=hbm_ticks_per_byte.denominator,
         cores_per_stack=config.hbm.cores_per_stack,
-        records=trace.dma,
     )
 
 
-def _semaphore_records(sems: SemaphoreBank) -> list[SemaphoreUpdate]:
-    """A bank's updates by tick, ties in the order they were scheduled."""
-    return sorted(sems.updates, key=itemgetter(1))
+def _instruction_columns(runners: list[_EngineRunner]) -> InstructionColumns:
+    """The instruction records of every runner (all done: the run ended without a deadlock),
+    from the one tick each recorded per instruction (``_EngineRunner.chain_ready``) and the
+    stream's durations: start = chain ready - chain ticks, end = start + issue, done = the
+    running maximum of start + latency (completions stay in order), ready = the previous end."""
+    parts: dict[str, list[np.ndarray]] = {
+        name: [] for name in ("core", "pc", "ready_tick", "start_tick", "end_tick", "done_tick")
+    }
+    engines: dict[str, int] = {}
+    engine_codes, instructions, fact_ids = [], [], []
+    fact_index: dict[Any, int] = {}
+    fact_first: list[Any] = []
+    for runner in runners:
+        count = len(runner.stream)
+        durations: Durations = runner.durations
+        start = np.array(runner.chain_ready, np.int64) - durations.chain
+        end = start + durations.issue
+        ready = np.empty_like(end)
+        ready[:1] = 0  # a process starts at tick 0; then each reaches the next at the last's end
+        ready[1:] = end[:-1]
+        parts["core"].append(np.full(count, runner.core, np.int64))
+        parts["pc"].append(np.arange(count, dtype=np.int64))
+        parts["ready_tick"].append(ready)
+        parts["start_tick"].append(start)
+        parts["end_tick"].append(end)
+        parts["done_tick"].append(np.maximum.accumulate(start + durations.latency))
+        code = engines.setdefault(runner.engine, len(engines))
+        engine_codes.append(np.full(count, code, np.int64))
+        instructions.extend(runner.stream)
+        ids, keys, first = runner.prepared.summary_keys[runner.engine]
+        remap = []
+        for key, instruction in zip(keys, first, strict=True):
+            if key not in fact_index:  # first met in this stream: the trace's next distinct key
+                fact_index[key] = len(fact_first)
+                fact_first.append(instruction)
+            remap.append(fact_index[key])
+        fact_ids.append(np.array(remap, np.int64)[ids] if len(ids) else ids)
+    ints = {name: _joined(arrays) for name, arrays in parts.items()}
+    return InstructionColumns(
+        ints,
+        {"engine": (_joined(engine_codes), list(engines))},
+        {"instruction": instructions},
+        fact_keys=(_joined(fact_ids), fact_first),
+    )
+
+
+def _joined(arrays: list[np.ndarray]) -> np.ndarray:
+    return np.concatenate(arrays) if arrays else np.zeros(0, np.int64)
 
 
 class _EngineRunner:
@@ -245,25 +275,34 @@ class _EngineRunner:
         self.static, self.facts = static, facts
         self.sems, self.dma, self.state = sems, dma, state
         self.numerics, self.race, self.init = numerics, race, init
-        self.pc = 0
         self.blocked_on: tuple[int, int] | None = None
         self.port_free_tick = state.shared_port_free_tick
-        #: Per pc already started: when a dependent instruction of this engine may start.
+        #: Per pc started: when a dependent instruction of this engine may start (its start plus
+        #: its chain ticks). The one tick recorded per instruction: the trace's columns are
+        #: derived from it and the stream's durations when the run ends.
         self.chain_ready: list[int] = []
-        self.records: list[InstructionRecord] = []
+        self.durations: Durations
+        self.prepared: PreparedCore
         self.proc: simpy.Process | None = None
 
+    @property
+    def pc(self) -> int:
+        """The instruction the engine is at: the first not yet started."""
+        return len(self.chain_ready)
+
     def process(self):
-        env, sems, core, engine = self.env, self.sems, self.core, self.engine
+        env, sems, engine = self.env, self.sems, self.engine
         timeout, peek = env.timeout, env.peek
-        time_reaching, schedule = sems.time_reaching, sems.schedule
-        append = self.records.append
-        make_record = tuple.__new__
+        schedule = sems.schedule
+        ticks_of, totals_of = sems.tick_lists(), sems.total_lists()
         ports = self.port_free_tick
         state = self.state if self.numerics else None
         race, init = self.race, self.init
         chain_ready = self.chain_ready
+        chain_append = chain_ready.append
         last_done = 0
+        end = 0  # the previous instruction's end: when the engine reaches the next (a process
+        #          starts at tick 0, and each instruction resumes it exactly at its end)
         clock = None
         # Sleeping until ``t`` when no event is due at or before ``t`` would wake this process
         # next, with nothing else run in between: so it advances the clock itself instead (see
@@ -272,8 +311,7 @@ class _EngineRunner:
             (instruction, waits, chain, signals),
             (issue, latency, chain_ticks, ports_used, hold, plan, submit),
         ) in enumerate(zip(self.static, self.facts, strict=True)):
-            self.pc = pc
-            ready = now = int(env.now)
+            now = end
             if chain >= 0 and chain_ready[chain] > now:  # streams behind its producer
                 behind = chain_ready[chain]
                 if peek() > behind:
@@ -282,8 +320,12 @@ class _EngineRunner:
                     yield timeout(behind - now)
                 now = behind
             for sem, value in waits:
-                reach = time_reaching(sem, value)
-                if reach is None:
+                totals = totals_of[sem]  # time_reaching, inlined: once per wait of a program
+                if value <= 0:
+                    reach = 0
+                elif totals and totals[-1] >= value:
+                    reach = ticks_of[sem][bisect_left(totals, value)]
+                else:
                     self.blocked_on = (sem, value)
                     reach = yield sems.wait_for(sem, value)
                     self.blocked_on = None
@@ -304,9 +346,9 @@ class _EngineRunner:
             start = now
             for port in ports_used:
                 ports[port] = start + hold
-            chain_ready.append(start + chain_ticks)
+            chain_append(start + chain_ticks)
             if race is not None:
-                clock = race.begin(core, engine, pc, instruction, waits, sems)
+                clock = race.begin(self.core, engine, pc, instruction, waits, sems)
             if state is not None:
                 if init is None:
                     instruction.execute(state)
@@ -318,20 +360,14 @@ class _EngineRunner:
             last_done = done
             if plan is None:
                 for sem, amount in signals:
-                    schedule(sem, done, amount, (engine, pc), clock)
+                    schedule(sem, done, amount, engine, pc, clock)
             else:  # a DMA trigger: its semaphores count completed transfers
                 self._submit_dma(pc, instruction, plan, signals, start + submit, clock)
             end = start + issue
-            append(
-                make_record(
-                    InstructionRecord, (core, engine, pc, instruction, ready, start, end, done)
-                )
-            )
             if peek() > end:
                 _advance_to(env, end)
             else:
                 yield timeout(issue)
-        self.pc = len(self.static)
 
     def _submit_dma(
         self,
@@ -348,7 +384,7 @@ class _EngineRunner:
 
         def complete(tick: int) -> None:
             for sem, amount in completion_signals:
-                sems.schedule(sem, tick, amount, ("dma", pc), clock)
+                sems.schedule(sem, tick, amount, "dma", pc, clock)
 
         transfer = DmaTransfer(self.core, plan.queue, self.engine, pc, complete)
         self.dma.submit(transfer, plan, start)
