@@ -35,7 +35,7 @@ import numpy as np
 import simpy
 
 from hwsim.machine.dma_plan import WORK_UNITS_PER_TICK, Piece, TransferPlan
-from hwsim.trace.columns import DmaColumns, int_array
+from hwsim.trace.columns import DmaRecordColumns, int_array
 
 
 @dataclass(slots=True)
@@ -258,7 +258,7 @@ class DmaSystem:
             groups.remove(group)
         keep.engines.sort()
 
-    def records(self) -> DmaColumns:
+    def records(self) -> DmaRecordColumns:
         """The trace's DMA records: one per engine and finished piece, in finishing order."""
         return self.log.columns()
 
@@ -303,7 +303,7 @@ class _PieceLog:
         self.trigger_engine.append(transfer.trigger_engine)
         self.engines.append(tuple(group.engines))
 
-    def columns(self) -> DmaColumns:
+    def columns(self) -> DmaRecordColumns:
         counts = np.fromiter(map(len, self.engines), np.int64, len(self.engines))
         ints = {name: np.repeat(int_array(values), counts) for name, values in self.ints.items()}
         engines = int_array([e for row in self.engines for e in row])
@@ -311,4 +311,4 @@ class _PieceLog:
         names = sorted(set(self.trigger_engine))
         code = {name: i for i, name in enumerate(names)}
         trigger = np.repeat(int_array([code[n] for n in self.trigger_engine]), counts)
-        return DmaColumns(ints, {"trigger_engine": (trigger, names)}, {})
+        return DmaRecordColumns(ints, {"trigger_engine": (trigger, names)}, {})

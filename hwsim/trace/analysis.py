@@ -167,6 +167,7 @@ class FactsMemo:
     def __init__(self, limit: int = 65536) -> None:
         self._limit = limit
         self._memo: dict[tuple[int, str, Any], tuple[Any, InstructionFacts]] = {}
+        self._last_ids: tuple[Any, tuple[np.ndarray, list[InstructionFacts]]] | None = None
 
     def __call__(self, instruction: Any) -> InstructionFacts:
         twin = instruction.__dict__.get(STATIC_TWIN, instruction)
@@ -184,9 +185,13 @@ class FactsMemo:
         """Per record, an index into a table of the distinct facts of ``records`` (one pass; each
         distinct instruction's facts are in the table once, whatever the memo's limit). The
         simulator's columns carry these indices (worked out once per program)."""
+        if self._last_ids is not None and self._last_ids[0] is records:
+            return self._last_ids[1]  # the same records again (a summary asks more than once)
         if isinstance(records, InstructionColumns) and records.fact_keys is not None:
             ids, first = records.fact_keys
-            return ids, [self(instruction) for instruction in first]
+            found = ids, [self(instruction) for instruction in first]
+            self._last_ids = (records, found)
+            return found
         table: list[InstructionFacts] = []
         index: dict[tuple[int, str, Any], int] = {}
 
@@ -444,12 +449,55 @@ class Dependencies:
             lo, hi = self.transfers.candidates(update_core[dma_updates], update_pc[dma_updates])
             single = hi - lo == 1
             self.update_transfer[dma_updates[single]] = self.transfers.by_pc_order[lo[single]]
-            for u in dma_updates[hi - lo > 1].tolist():
-                up = updates[u]
-                self.update_transfer[u] = self.transfers.signalled_by(
-                    up.core, up.source_pc, up.semaphore, signals_of
+            several = hi - lo > 1
+            if isinstance(updates, RecordColumns) and isinstance(records, InstructionColumns):
+                self.update_transfer[dma_updates[several]] = self._by_signals(
+                    updates, dma_updates[several], lo[several], hi[several], facts
                 )
+            else:
+                for u in dma_updates[several].tolist():
+                    up = updates[u]
+                    self.update_transfer[u] = self.transfers.signalled_by(
+                        up.core, up.source_pc, up.semaphore, signals_of
+                    )
         self.update_tick = int_column(updates, "tick")
+
+    def _by_signals(
+        self,
+        updates: RecordColumns[Any],
+        which: np.ndarray,
+        lo: np.ndarray,
+        hi: np.ndarray,
+        facts: FactsMemo,
+    ) -> np.ndarray:
+        """``Transfers.signalled_by`` of the updates ``which``, whose (core, pc) has the
+        candidate transfers ``by_pc_order[lo:hi]``: the first whose instruction signals the
+        update's semaphore, else the first."""
+        if not len(which):
+            return np.zeros(0, np.int64)
+        sem_codes, sem_names = updates.names("semaphore")
+        fid, table = facts.ids(self.trace.instructions)
+        name_code = {name: i for i, name in enumerate(sem_names)}
+        width = max(len(sem_names), 1)
+        signals = [
+            f * width + name_code[name]
+            for f, fact in enumerate(table)
+            for name in fact.signals
+            if name in name_code
+        ]
+        counts = hi - lo
+        owner = np.repeat(np.arange(len(which)), counts)  # per (update, candidate) pair
+        offset = np.arange(len(owner)) - np.repeat(np.cumsum(counts) - counts, counts)
+        candidate = self.transfers.by_pc_order[np.repeat(lo, counts) + offset]
+        trigger = self.transfers.trigger_record[candidate]
+        key = np.where(trigger >= 0, fid[np.maximum(trigger, 0)], -1) * width
+        key = key + sem_codes[which][owner]
+        signals_it = (trigger >= 0) & np.isin(key, np.array(signals, np.int64))
+        # per update: the first candidate that signals, else the first candidate
+        rank = np.where(signals_it, offset, offset + counts.max(initial=0) + 1)
+        order = np.lexsort((rank, owner))
+        first = order[np.append(True, owner[order][1:] != owner[order][:-1])]
+        return candidate[first]
 
     def wait_updates(self, record_index: int) -> list[tuple[str, int, int]]:
         """(semaphore, value, update index) for each wait of an instruction that an update met.
@@ -628,11 +676,19 @@ def dma_columns(
     reads = np.zeros(len(transfers), bool)
     writes = np.zeros(len(transfers), bool)
     records = trace.instructions
-    for t, found in enumerate(transfers.trigger_record.tolist()):
-        if found >= 0:
-            f = facts(instruction_at(records, found))
-            reads[t] = f.read_bytes[HBM] > 0
-            writes[t] = f.write_bytes[HBM] > 0
+    if isinstance(records, InstructionColumns):  # by distinct facts, not per transfer
+        fid, table = facts.ids(records)
+        trigger = transfers.trigger_record
+        has = trigger >= 0
+        of_trigger = fid[trigger[has]]
+        reads[has] = np.array([f.read_bytes[HBM] > 0 for f in table], bool)[of_trigger]
+        writes[has] = np.array([f.write_bytes[HBM] > 0 for f in table], bool)[of_trigger]
+    else:
+        for t, found in enumerate(transfers.trigger_record.tolist()):
+            if found >= 0:
+                f = facts(records[found].instruction)
+                reads[t] = f.read_bytes[HBM] > 0
+                writes[t] = f.write_bytes[HBM] > 0
     size = int_column(dma, "transfer_bytes")
     of = transfers.piece_transfer
     return DmaColumns(

@@ -136,7 +136,7 @@ class InstructionColumns(RecordColumns[InstructionRecord]):
         self.fact_keys = fact_keys
 
 
-class DmaColumns(RecordColumns[DmaRecord]):
+class DmaRecordColumns(RecordColumns[DmaRecord]):
     RECORD = DmaRecord
     STRINGS = ("trigger_engine",)
 
