@@ -118,6 +118,10 @@ class DmaSystem:
         self.start_latency_ticks = start_latency_ticks
         self.cores_per_stack = cores_per_stack
         self.log = _PieceLog()
+        #: (plan, parts) per (plan id, group engines): the plan is kept so its id stays its own.
+        self._parts_memo: dict[
+            tuple[int, tuple[int, ...]], tuple[TransferPlan, list[list[int]]]
+        ] = {}
         #: When each stack's HBM bandwidth is next free, in 1/hbm_denominator ticks.
         self.hbm_denominator = hbm_denominator
         self.stack_free_units = [0] * -(-cores // cores_per_stack)
@@ -141,13 +145,7 @@ class DmaSystem:
         groups = self.groups[transfer.core]
         pieces = plan.pieces
         for group in list(groups):
-            by_cost: dict[tuple[int, int, int, int], list[int]] = {}
-            for engine in group.engines:
-                p = pieces[engine]
-                by_cost.setdefault((p.nbytes, p.descriptors, p.work, p.hbm_units), []).append(
-                    engine
-                )
-            parts = list(by_cost.values())
+            parts = self._parts(plan, group.engines)
             self._advance(group, now)
             for engines in parts[1:]:  # the pieces differ: split the group
                 twin = group.split_off(engines)
@@ -155,6 +153,20 @@ class DmaSystem:
                 self._enqueue(twin, transfer, pieces[engines[0]], now)
             self._enqueue(group, transfer, pieces[parts[0][0]], now)
         self._merge_idle(transfer.core)
+
+    def _parts(self, plan: TransferPlan, engines: list[int]) -> list[list[int]]:
+        """``engines`` split by the piece of ``plan`` they get (equal pieces together, in order
+        of first engine): worked out once per plan and group (plans live as long as the run)."""
+        key = (id(plan), tuple(engines))
+        parts = self._parts_memo.get(key)
+        if parts is None:
+            by_cost: dict[tuple[int, int, int, int], list[int]] = {}
+            for engine in engines:
+                p = plan.pieces[engine]
+                cost = (p.nbytes, p.descriptors, p.work, p.hbm_units)
+                by_cost.setdefault(cost, []).append(engine)
+            parts = self._parts_memo[key] = (plan, list(by_cost.values()))
+        return [list(part) for part in parts[1]]
 
     def _enqueue(self, group: _Group, transfer: DmaTransfer, piece: Piece, now: int) -> None:
         items = group.queues.get(transfer.queue)

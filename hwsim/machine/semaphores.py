@@ -21,11 +21,15 @@ from hwsim.trace.columns import SemaphoreColumns, int_array
 Clock = dict[str, int] | None
 
 
+#: What the bank logs per update, in order.
+_LOG_FIELDS = ("tick", "semaphore", "value", "source_pc", "source_engine")
+
+
 class _Semaphore:
     """Scheduled increments sorted by tick: parallel lists of tick, running total, signaller clock;
     and the (needed value, event) of processes waiting for an increment not yet scheduled."""
 
-    __slots__ = ("clocks", "name", "ticks", "totals", "waiters")
+    __slots__ = ("clocks", "lowest_waiting", "name", "ticks", "totals", "waiters")
 
     def __init__(self, name: str) -> None:
         self.name = name
@@ -33,6 +37,8 @@ class _Semaphore:
         self.totals: list[int] = []
         self.clocks: list[Clock] = []
         self.waiters: list[tuple[int, simpy.Event]] = []
+        #: The least value a waiter needs (waiters are woken only once the total reaches it).
+        self.lowest_waiting = 0
 
     @property
     def scheduled_total(self) -> int:
@@ -81,15 +87,9 @@ class SemaphoreBank:
         for name in names:
             if name not in self.index:
                 self.index[name] = self._add(name)
-        #: The update log, in scheduling order: tick, semaphore index, value after, source pc,
-        #: source engine ("dma" for transfer completions).
-        self._log_tick, self._log_sem, self._log_value, self._log_pc = (
-            array("q"),
-            array("q"),
-            array("q"),
-            array("q"),
-        )
-        self._log_source: list[str] = []
+        #: The update log, in scheduling order, five integers an update (``_LOG_FIELDS``).
+        self._log = array("q")
+        self._source_codes: dict[str, int] = {}
 
     def _add(self, name: str) -> int:
         self.names.append(name)
@@ -123,14 +123,22 @@ class SemaphoreBank:
     def wait_for(self, sem: int, value: int) -> simpy.Event:
         """An event that fires (with the reaching tick) once increments reaching ``value`` exist."""
         event = self.env.event()
-        self._sems[sem].waiters.append((value, event))
+        state = self._sems[sem]
+        if not state.waiters or value < state.lowest_waiting:
+            state.lowest_waiting = value
+        state.waiters.append((value, event))
         return event
 
+    def source_code(self, source: str) -> int:
+        """The code ``schedule`` takes for a signalling engine (or ``"dma"``)."""
+        return self._source_codes.setdefault(source, len(self._source_codes))
+
     def schedule(
-        self, sem: int, tick: int, amount: int, source: str, pc: int, clock: Clock = None
+        self, sem: int, tick: int, amount: int, source: int, pc: int, clock: Clock = None
     ) -> None:
         """Schedule ``semaphore += amount`` at ``tick`` (at or after now), signalled by the
-        instruction ``pc`` of engine ``source`` (or ``"dma"``: the completion of its transfer)."""
+        instruction ``pc`` of the engine coded ``source`` (``source_code``; ``"dma"``: the
+        completion of its transfer)."""
         state = self._sems[sem]
         ticks, totals = state.ticks, state.totals
         if not ticks or tick >= ticks[-1]:  # the common case: increments arrive in tick order
@@ -139,47 +147,52 @@ class SemaphoreBank:
             totals.append(value)
             if self.keep_clocks:
                 state.clocks.append(clock)
-        else:  # an out-of-order increment: insert and recompute the running totals after it
-            position = bisect_left(ticks, tick + 1)
-            insort(ticks, tick)
-            if self.keep_clocks:
-                state.clocks.insert(position, clock)
-            previous = totals[position - 1] if position else 0
-            totals.insert(position, previous + amount)
-            for i in range(position + 1, len(totals)):
-                totals[i] += amount
-            value = state.value_at(tick)
-        self._log_tick.append(tick)
-        self._log_sem.append(sem)
-        self._log_value.append(value)
-        self._log_pc.append(pc)
-        self._log_source.append(source)
-        if state.waiters:
-            total = totals[-1]
-            still = []
-            for needed, event in state.waiters:
-                if needed <= total:
-                    event.succeed(self.time_reaching(sem, needed))
-                else:
-                    still.append((needed, event))
-            state.waiters = still
+        else:
+            value = self._insert(state, tick, amount, clock)
+        self._log.extend((tick, sem, value, pc, source))
+        if state.waiters and totals[-1] >= state.lowest_waiting:
+            self._wake(sem, state)
+
+    def _insert(self, state: _Semaphore, tick: int, amount: int, clock: Clock) -> int:
+        """An out-of-order increment: insert it and recompute the running totals after it."""
+        ticks, totals = state.ticks, state.totals
+        position = bisect_left(ticks, tick + 1)
+        insort(ticks, tick)
+        if self.keep_clocks:
+            state.clocks.insert(position, clock)
+        previous = totals[position - 1] if position else 0
+        totals.insert(position, previous + amount)
+        for i in range(position + 1, len(totals)):
+            totals[i] += amount
+        return state.value_at(tick)
+
+    def _wake(self, sem: int, state: _Semaphore) -> None:
+        """Fire the waiters whose value the scheduled total reaches now."""
+        total = state.totals[-1]
+        still = []
+        for needed, event in state.waiters:
+            if needed <= total:
+                event.succeed(self.time_reaching(sem, needed))
+            else:
+                still.append((needed, event))
+        state.waiters = still
+        state.lowest_waiting = min((needed for needed, _ in still), default=0)
 
     def records(self) -> SemaphoreColumns:
         """The trace's updates of this bank: by tick, ties in the order they were scheduled."""
-        tick = int_array(self._log_tick)
+        log = int_array(self._log).reshape(-1, len(_LOG_FIELDS))
+        tick = log[:, 0]
         order = np.argsort(tick, kind="stable")
-        sources = sorted(set(self._log_source))
-        code = {name: i for i, name in enumerate(sources)}
-        source = int_array([code[name] for name in self._log_source])
+        log = log[order]
         ints = {
             "core": np.full(len(tick), self.core, np.int64),
-            "tick": tick[order],
-            "value": int_array(self._log_value)[order],
-            "source_pc": int_array(self._log_pc)[order],
+            "tick": np.ascontiguousarray(log[:, 0]),
+            "value": np.ascontiguousarray(log[:, 2]),
+            "source_pc": np.ascontiguousarray(log[:, 3]),
         }
         strings = {
-            "semaphore": (int_array(self._log_sem)[order], list(self.names)),
-            "source_engine": (source[order], sources),
+            "semaphore": (np.ascontiguousarray(log[:, 1]), list(self.names)),
+            "source_engine": (np.ascontiguousarray(log[:, 4]), list(self._source_codes)),
         }
         return SemaphoreColumns(ints, strings, {})
 

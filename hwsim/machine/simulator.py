@@ -293,7 +293,8 @@ class _EngineRunner:
     def process(self):
         env, sems, engine = self.env, self.sems, self.engine
         timeout, peek = env.timeout, env.peek
-        schedule = sems.schedule
+        queue = env._queue  # SimPy's event heap of (tick, priority, id, event), read by peek()
+        schedule, source = sems.schedule, sems.source_code(engine)
         ticks_of, totals_of = sems.tick_lists(), sems.total_lists()
         ports = self.port_free_tick
         state = self.state if self.numerics else None
@@ -360,12 +361,12 @@ class _EngineRunner:
             last_done = done
             if plan is None:
                 for sem, amount in signals:
-                    schedule(sem, done, amount, engine, pc, clock)
+                    schedule(sem, done, amount, source, pc, clock)
             else:  # a DMA trigger: its semaphores count completed transfers
                 self._submit_dma(pc, instruction, plan, signals, start + submit, clock)
             end = start + issue
-            if peek() > end:
-                _advance_to(env, end)
+            if (queue[0][0] if queue else end + 1) > end:  # peek() and _advance_to, inlined
+                env._now = end
             else:
                 yield timeout(issue)
 
@@ -378,13 +379,13 @@ class _EngineRunner:
         start: int,
         clock: Any,
     ) -> None:
-        sems = self.sems
+        schedule, dma = self.sems.schedule, self.sems.source_code("dma")
         if self.race is not None:
             clock = self.race.dma_clock(self.core, plan.queue, clock, instruction)
 
         def complete(tick: int) -> None:
             for sem, amount in completion_signals:
-                sems.schedule(sem, tick, amount, "dma", pc, clock)
+                schedule(sem, tick, amount, dma, pc, clock)
 
         transfer = DmaTransfer(self.core, plan.queue, self.engine, pc, complete)
         self.dma.submit(transfer, plan, start)
