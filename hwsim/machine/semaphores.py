@@ -15,7 +15,7 @@ from collections.abc import Callable, Iterable
 import numpy as np
 import simpy
 
-from hwsim.trace.columns import SemaphoreColumns, int_array
+from hwsim.trace.columns import SemaphoreColumns
 
 #: A vector clock (race checker), or None when race checking is off.
 Clock = dict[str, int] | None
@@ -180,19 +180,21 @@ class SemaphoreBank:
 
     def records(self) -> SemaphoreColumns:
         """The trace's updates of this bank: by tick, ties in the order they were scheduled."""
-        log = int_array(self._log).reshape(-1, len(_LOG_FIELDS))
-        tick = log[:, 0]
-        order = np.argsort(tick, kind="stable")
-        log = log[order]
+        log = np.frombuffer(self._log, np.int64).reshape(-1, len(_LOG_FIELDS))  # no copy
+        order = np.argsort(log[:, 0], kind="stable")
+
+        def field(name: str) -> np.ndarray:
+            return log[:, _LOG_FIELDS.index(name)][order]  # a contiguous copy, sorted
+
         ints = {
-            "core": np.full(len(tick), self.core, np.int64),
-            "tick": np.ascontiguousarray(log[:, 0]),
-            "value": np.ascontiguousarray(log[:, 2]),
-            "source_pc": np.ascontiguousarray(log[:, 3]),
+            "core": np.full(len(order), self.core, np.int64),
+            "tick": field("tick"),
+            "value": field("value"),
+            "source_pc": field("source_pc"),
         }
         strings = {
-            "semaphore": (np.ascontiguousarray(log[:, 1]), list(self.names)),
-            "source_engine": (np.ascontiguousarray(log[:, 4]), list(self._source_codes)),
+            "semaphore": (field("semaphore"), list(self.names)),
+            "source_engine": (field("source_engine"), list(self._source_codes)),
         }
         return SemaphoreColumns(ints, strings, {})
 
