@@ -29,7 +29,7 @@ class _Semaphore:
     """Scheduled increments sorted by tick: parallel lists of tick, running total, signaller clock;
     and the (needed value, event) of processes waiting for an increment not yet scheduled."""
 
-    __slots__ = ("clocks", "lowest_waiting", "name", "ticks", "totals", "waiters")
+    __slots__ = ("clocks", "name", "ticks", "totals", "waiters")
 
     def __init__(self, name: str) -> None:
         self.name = name
@@ -37,8 +37,6 @@ class _Semaphore:
         self.totals: list[int] = []
         self.clocks: list[Clock] = []
         self.waiters: list[tuple[int, simpy.Event]] = []
-        #: The least value a waiter needs (waiters are woken only once the total reaches it).
-        self.lowest_waiting = 0
 
     @property
     def scheduled_total(self) -> int:
@@ -82,18 +80,22 @@ class SemaphoreBank:
         self.keep_clocks = clocks
         self.names: list[str] = []
         self._sems: list[_Semaphore] = []
+        #: Per semaphore, the least value a process waits for (0: none waits); waiters are
+        #: scanned only once the scheduled total reaches it.
+        self.lowest_waiting: list[int] = []
         #: name -> index; looking up a new name adds its semaphore (at value 0).
         self.index = _Index(self._add)
         for name in names:
             if name not in self.index:
                 self.index[name] = self._add(name)
         #: The update log, in scheduling order, five integers an update (``_LOG_FIELDS``).
-        self._log = array("q")
+        self.log = array("q")
         self._source_codes: dict[str, int] = {}
 
     def _add(self, name: str) -> int:
         self.names.append(name)
         self._sems.append(_Semaphore(name))
+        self.lowest_waiting.append(0)
         return len(self.names) - 1
 
     def time_reaching(self, sem: int, value: int) -> int | None:
@@ -124,8 +126,8 @@ class SemaphoreBank:
         """An event that fires (with the reaching tick) once increments reaching ``value`` exist."""
         event = self.env.event()
         state = self._sems[sem]
-        if not state.waiters or value < state.lowest_waiting:
-            state.lowest_waiting = value
+        if not state.waiters or value < self.lowest_waiting[sem]:
+            self.lowest_waiting[sem] = value
         state.waiters.append((value, event))
         return event
 
@@ -149,9 +151,9 @@ class SemaphoreBank:
                 state.clocks.append(clock)
         else:
             value = self._insert(state, tick, amount, clock)
-        self._log.extend((tick, sem, value, pc, source))
-        if state.waiters and totals[-1] >= state.lowest_waiting:
-            self._wake(sem, state)
+        self.log.extend((tick, sem, value, pc, source))
+        if state.waiters and totals[-1] >= self.lowest_waiting[sem]:
+            self.wake(sem)
 
     def _insert(self, state: _Semaphore, tick: int, amount: int, clock: Clock) -> int:
         """An out-of-order increment: insert it and recompute the running totals after it."""
@@ -166,8 +168,9 @@ class SemaphoreBank:
             totals[i] += amount
         return state.value_at(tick)
 
-    def _wake(self, sem: int, state: _Semaphore) -> None:
+    def wake(self, sem: int) -> None:
         """Fire the waiters whose value the scheduled total reaches now."""
+        state = self._sems[sem]
         total = state.totals[-1]
         still = []
         for needed, event in state.waiters:
@@ -176,11 +179,11 @@ class SemaphoreBank:
             else:
                 still.append((needed, event))
         state.waiters = still
-        state.lowest_waiting = min((needed for needed, _ in still), default=0)
+        self.lowest_waiting[sem] = min((needed for needed, _ in still), default=0)
 
     def records(self) -> SemaphoreColumns:
         """The trace's updates of this bank: by tick, ties in the order they were scheduled."""
-        log = np.frombuffer(self._log, np.int64).reshape(-1, len(_LOG_FIELDS))  # no copy
+        log = np.frombuffer(self.log, np.int64).reshape(-1, len(_LOG_FIELDS))  # no copy
         order = np.argsort(log[:, 0], kind="stable")
 
         def field(name: str) -> np.ndarray:

@@ -296,6 +296,8 @@ class _EngineRunner:
         queue = env._queue  # SimPy's event heap of (tick, priority, id, event), read by peek()
         schedule, source = sems.schedule, sems.source_code(engine)
         ticks_of, totals_of = sems.tick_lists(), sems.total_lists()
+        lowest_waiting, log_extend = sems.lowest_waiting, sems.log.extend
+        inline = not sems.keep_clocks
         ports = self.port_free_tick
         state = self.state if self.numerics else None
         race, init = self.race, self.init
@@ -361,7 +363,19 @@ class _EngineRunner:
             last_done = done
             if plan is None:
                 for sem, amount in signals:
-                    schedule(sem, done, amount, source, pc, clock)
+                    ticks = ticks_of[sem]
+                    if inline and (not ticks or done >= ticks[-1]):
+                        # SemaphoreBank.schedule's common case, inlined (once per instruction):
+                        # an increment in tick order, no clocks kept
+                        totals = totals_of[sem]
+                        value = (totals[-1] if totals else 0) + amount
+                        ticks.append(done)
+                        totals.append(value)
+                        log_extend((done, sem, value, pc, source))
+                        if lowest_waiting[sem] and value >= lowest_waiting[sem]:
+                            sems.wake(sem)
+                    else:
+                        schedule(sem, done, amount, source, pc, clock)
             else:  # a DMA trigger: its semaphores count completed transfers
                 self._submit_dma(pc, instruction, plan, signals, start + submit, clock)
             end = start + issue
