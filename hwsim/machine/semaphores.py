@@ -185,19 +185,19 @@ class SemaphoreBank:
         """The trace's updates of this bank: by tick, ties in the order they were scheduled."""
         log = np.frombuffer(self.log, np.int64).reshape(-1, len(_LOG_FIELDS))  # no copy
         order = np.argsort(log[:, 0], kind="stable")
-
-        def field(name: str) -> np.ndarray:
-            return log[:, _LOG_FIELDS.index(name)][order]  # a contiguous copy, sorted
-
+        # each a contiguous copy, sorted by tick
+        field = {name: log[:, i][order] for i, name in enumerate(_LOG_FIELDS)}
+        del log
+        self.log = array("q")  # read: freed before the next bank's log is sorted
         ints = {
             "core": np.full(len(order), self.core, np.int64),
-            "tick": field("tick"),
-            "value": field("value"),
-            "source_pc": field("source_pc"),
+            "tick": field["tick"],
+            "value": field["value"],
+            "source_pc": field["source_pc"],
         }
         strings = {
-            "semaphore": (field("semaphore"), list(self.names)),
-            "source_engine": (field("source_engine"), list(self._source_codes)),
+            "semaphore": (field["semaphore"], list(self.names)),
+            "source_engine": (field["source_engine"], list(self._source_codes)),
         }
         return SemaphoreColumns(ints, strings, {})
 

@@ -10,6 +10,7 @@ itself instead (``_advance_to``): same ticks, same order, one SimPy event fewer.
 
 from __future__ import annotations
 
+from array import array
 from bisect import bisect_left
 from dataclasses import dataclass, field
 from fractions import Fraction
@@ -114,12 +115,12 @@ def run(
             if init is not None:
                 init.raise_if_findings(stopped_by=error)
             raise
+        except _TickOverflow as stop:  # stopped at the first tick the int64 logs cannot hold
+            raise ConfigError(_past_int64(config, spec, stop.tick, stopped=True)) from None
+        except OverflowError:  # the same, met by a DMA completion
+            raise ConfigError(_past_int64(config, spec, int(env.now), stopped=True)) from None
         if env.now > MAX_TRACE_TICK:
-            raise ConfigError(
-                f"{config.chip.name}: the run lasted {env.now} ticks of "
-                f"{spec.timebase.base_mhz} MHz, past the int64 ticks of a trace; use clocks "
-                "with a smaller LCM or shorter latencies"
-            )
+            raise ConfigError(_past_int64(config, spec, int(env.now)))
         blocked = [runner for runner in runners if runner.proc is not None and runner.proc.is_alive]
         if blocked:
             raise DeadlockError(_deadlock_message(blocked))
@@ -143,6 +144,22 @@ def run(
 
         result.summary = summarize_trace(trace)
     return result
+
+
+class _TickOverflow(Exception):
+    """An engine reached a tick past int64 (``tick``), which its trace log cannot hold."""
+
+    def __init__(self, tick: int) -> None:
+        super().__init__(tick)
+        self.tick = tick
+
+
+def _past_int64(config: HardwareConfig, spec: MachineSpec, tick: int, stopped: bool = False) -> str:
+    at = " (stopped there)" if stopped else ""
+    return (
+        f"{config.chip.name}: the run lasted {tick} ticks of {spec.timebase.base_mhz} MHz, "
+        f"past the int64 ticks of a trace{at}; use clocks with a smaller LCM or shorter latencies"
+    )
 
 
 def _simulate(
@@ -207,30 +224,32 @@ def _instruction_columns(runners: list[_EngineRunner]) -> InstructionColumns:
     """The instruction records of every runner (all done: the run ended without a deadlock),
     from the one tick each recorded per instruction (``_EngineRunner.chain_ready``) and the
     stream's durations: start = chain ready - chain ticks, end = start + issue, done = the
-    running maximum of start + latency (completions stay in order), ready = the previous end."""
-    parts: dict[str, list[np.ndarray]] = {
-        name: [] for name in ("core", "pc", "ready_tick", "start_tick", "end_tick", "done_tick")
-    }
+    running maximum of start + latency (completions stay in order), ready = the previous end.
+    Filled in place, each runner's ticks freed once read: a 1M-instruction run's peak memory."""
+    total = sum(len(runner.stream) for runner in runners)
+    names = ("core", "engine", "pc", "ready_tick", "start_tick", "end_tick", "done_tick", "fact")
+    cols = {name: np.empty(total, np.int64) for name in names}
     engines: dict[str, int] = {}
-    engine_codes, instructions, fact_ids = [], [], []
+    instructions: list[Instruction] = []
     fact_index: dict[Any, int] = {}
     fact_first: list[Any] = []
+    at = 0
     for runner in runners:
         count = len(runner.stream)
+        here = slice(at, at + count)
         durations: Durations = runner.durations
-        start = np.array(runner.chain_ready, np.int64) - durations.chain
-        end = start + durations.issue
-        ready = np.empty_like(end)
+        start = cols["start_tick"][here]
+        np.subtract(np.frombuffer(runner.chain_ready, np.int64), durations.chain, out=start)
+        runner.chain_ready = array("q")
+        end = cols["end_tick"][here]
+        np.add(start, durations.issue, out=end)
+        ready = cols["ready_tick"][here]
         ready[:1] = 0  # a process starts at tick 0; then each reaches the next at the last's end
         ready[1:] = end[:-1]
-        parts["core"].append(np.full(count, runner.core, np.int64))
-        parts["pc"].append(np.arange(count, dtype=np.int64))
-        parts["ready_tick"].append(ready)
-        parts["start_tick"].append(start)
-        parts["end_tick"].append(end)
-        parts["done_tick"].append(np.maximum.accumulate(start + durations.latency))
-        code = engines.setdefault(runner.engine, len(engines))
-        engine_codes.append(np.full(count, code, np.int64))
+        np.maximum.accumulate(start + durations.latency, out=cols["done_tick"][here])
+        cols["core"][here] = runner.core
+        cols["engine"][here] = engines.setdefault(runner.engine, len(engines))
+        cols["pc"][here] = np.arange(count)
         instructions.extend(runner.stream)
         ids, keys, first = runner.prepared.summary_keys[runner.engine]
         remap = []
@@ -239,18 +258,15 @@ def _instruction_columns(runners: list[_EngineRunner]) -> InstructionColumns:
                 fact_index[key] = len(fact_first)
                 fact_first.append(instruction)
             remap.append(fact_index[key])
-        fact_ids.append(np.array(remap, np.int64)[ids] if len(ids) else ids)
-    ints = {name: _joined(arrays) for name, arrays in parts.items()}
+        cols["fact"][here] = np.array(remap, np.int64)[ids] if count else ids
+        at += count
+    engine, fact = cols.pop("engine"), cols.pop("fact")
     return InstructionColumns(
-        ints,
-        {"engine": (_joined(engine_codes), list(engines))},
+        cols,
+        {"engine": (engine, list(engines))},
         {"instruction": instructions},
-        fact_keys=(_joined(fact_ids), fact_first),
+        fact_keys=(fact, fact_first),
     )
-
-
-def _joined(arrays: list[np.ndarray]) -> np.ndarray:
-    return np.concatenate(arrays) if arrays else np.zeros(0, np.int64)
 
 
 class _EngineRunner:
@@ -280,7 +296,7 @@ class _EngineRunner:
         #: Per pc started: when a dependent instruction of this engine may start (its start plus
         #: its chain ticks). The one tick recorded per instruction: the trace's columns are
         #: derived from it and the stream's durations when the run ends.
-        self.chain_ready: list[int] = []
+        self.chain_ready = array("q")
         self.durations: Durations
         self.prepared: PreparedCore
         self.proc: simpy.Process | None = None
@@ -310,79 +326,82 @@ class _EngineRunner:
         # Sleeping until ``t`` when no event is due at or before ``t`` would wake this process
         # next, with nothing else run in between: so it advances the clock itself instead (see
         # ``_advance_to``), which is what makes one SimPy event per instruction an upper bound.
-        for pc, (
-            (instruction, waits, chain, signals),
-            (issue, latency, chain_ticks, ports_used, hold, plan, submit),
-        ) in enumerate(zip(self.static, self.facts, strict=True)):
-            now = end
-            if chain >= 0 and chain_ready[chain] > now:  # streams behind its producer
-                behind = chain_ready[chain]
-                if peek() > behind:
-                    _advance_to(env, behind)
+        try:
+            for pc, (
+                (instruction, waits, chain, signals),
+                (issue, latency, chain_ticks, ports_used, hold, plan, submit),
+            ) in enumerate(zip(self.static, self.facts, strict=True)):
+                now = end
+                if chain >= 0 and chain_ready[chain] > now:  # streams behind its producer
+                    behind = chain_ready[chain]
+                    if peek() > behind:
+                        _advance_to(env, behind)
+                    else:
+                        yield timeout(behind - now)
+                    now = behind
+                for sem, value in waits:
+                    totals = totals_of[sem]  # time_reaching, inlined: once per wait of a program
+                    if value <= 0:
+                        reach = 0
+                    elif totals and totals[-1] >= value:
+                        reach = ticks_of[sem][bisect_left(totals, value)]
+                    else:
+                        self.blocked_on = (sem, value)
+                        reach = yield sems.wait_for(sem, value)
+                        self.blocked_on = None
+                        now = int(env.now)
+                    if reach > now:
+                        if peek() > reach:
+                            _advance_to(env, reach)
+                        else:
+                            yield timeout(reach - now)
+                        now = reach
+                for port in ports_used:
+                    if ports[port] > now:
+                        if peek() > ports[port]:
+                            _advance_to(env, ports[port])
+                        else:
+                            yield timeout(ports[port] - now)
+                        now = int(env.now)
+                start = now
+                for port in ports_used:
+                    ports[port] = start + hold
+                chain_append(start + chain_ticks)
+                if race is not None:
+                    clock = race.begin(self.core, engine, pc, instruction, waits, sems)
+                if state is not None:
+                    if init is None:
+                        instruction.execute(state)
+                    else:  # initcheck: check the reads, execute, mark the writes
+                        init.execute(state, pc, instruction)
+                done = start + latency
+                if done < last_done:
+                    done = last_done
+                last_done = done
+                if plan is None:
+                    for sem, amount in signals:
+                        ticks = ticks_of[sem]
+                        if inline and (not ticks or done >= ticks[-1]):
+                            # SemaphoreBank.schedule's common case, inlined (once per instruction):
+                            # an increment in tick order, no clocks kept
+                            totals = totals_of[sem]
+                            value = (totals[-1] if totals else 0) + amount
+                            ticks.append(done)
+                            totals.append(value)
+                            log_extend((done, sem, value, pc, source))
+                            if lowest_waiting[sem] and value >= lowest_waiting[sem]:
+                                sems.wake(sem)
+                        else:
+                            schedule(sem, done, amount, source, pc, clock)
+                else:  # a DMA trigger: its semaphores count completed transfers
+                    self._submit_dma(pc, instruction, plan, signals, start + submit, clock)
+                end = start + issue
+                if (queue[0][0] if queue else end + 1) > end:  # peek() and _advance_to, inlined
+                    env._now = end
                 else:
-                    yield timeout(behind - now)
-                now = behind
-            for sem, value in waits:
-                totals = totals_of[sem]  # time_reaching, inlined: once per wait of a program
-                if value <= 0:
-                    reach = 0
-                elif totals and totals[-1] >= value:
-                    reach = ticks_of[sem][bisect_left(totals, value)]
-                else:
-                    self.blocked_on = (sem, value)
-                    reach = yield sems.wait_for(sem, value)
-                    self.blocked_on = None
-                    now = int(env.now)
-                if reach > now:
-                    if peek() > reach:
-                        _advance_to(env, reach)
-                    else:
-                        yield timeout(reach - now)
-                    now = reach
-            for port in ports_used:
-                if ports[port] > now:
-                    if peek() > ports[port]:
-                        _advance_to(env, ports[port])
-                    else:
-                        yield timeout(ports[port] - now)
-                    now = int(env.now)
-            start = now
-            for port in ports_used:
-                ports[port] = start + hold
-            chain_append(start + chain_ticks)
-            if race is not None:
-                clock = race.begin(self.core, engine, pc, instruction, waits, sems)
-            if state is not None:
-                if init is None:
-                    instruction.execute(state)
-                else:  # initcheck: check the reads, execute, mark the writes
-                    init.execute(state, pc, instruction)
-            done = start + latency
-            if done < last_done:
-                done = last_done
-            last_done = done
-            if plan is None:
-                for sem, amount in signals:
-                    ticks = ticks_of[sem]
-                    if inline and (not ticks or done >= ticks[-1]):
-                        # SemaphoreBank.schedule's common case, inlined (once per instruction):
-                        # an increment in tick order, no clocks kept
-                        totals = totals_of[sem]
-                        value = (totals[-1] if totals else 0) + amount
-                        ticks.append(done)
-                        totals.append(value)
-                        log_extend((done, sem, value, pc, source))
-                        if lowest_waiting[sem] and value >= lowest_waiting[sem]:
-                            sems.wake(sem)
-                    else:
-                        schedule(sem, done, amount, source, pc, clock)
-            else:  # a DMA trigger: its semaphores count completed transfers
-                self._submit_dma(pc, instruction, plan, signals, start + submit, clock)
-            end = start + issue
-            if (queue[0][0] if queue else end + 1) > end:  # peek() and _advance_to, inlined
-                env._now = end
-            else:
-                yield timeout(issue)
+                    yield timeout(issue)
+        except OverflowError:  # a tick past int64: the trace's logs hold int64 ticks
+            raise _TickOverflow(max(now + latency, last_done)) from None  # the tick it met
 
     def _submit_dma(
         self,
