@@ -25,17 +25,17 @@ piece to finish, never per descriptor.
 
 from __future__ import annotations
 
+from array import array
 from collections import deque
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
+import numpy as np
 import simpy
 
 from hwsim.machine.dma_plan import WORK_UNITS_PER_TICK, Piece, TransferPlan
-from hwsim.trace.records import DmaRecord
-
-_new_record = tuple.__new__
+from hwsim.trace.columns import DmaRecordColumns, int_array
 
 
 @dataclass(slots=True)
@@ -112,13 +112,16 @@ class DmaSystem:
         start_latency_ticks: int,
         hbm_denominator: int,
         cores_per_stack: int,
-        records: list[DmaRecord],
     ) -> None:
         self.env = env
         self.engines_per_core = engines
         self.start_latency_ticks = start_latency_ticks
         self.cores_per_stack = cores_per_stack
-        self.records = records
+        self.log = _PieceLog()
+        #: (plan, parts) per (plan id, group engines): the plan is kept so its id stays its own.
+        self._parts_memo: dict[
+            tuple[int, tuple[int, ...]], tuple[TransferPlan, list[list[int]]]
+        ] = {}
         #: When each stack's HBM bandwidth is next free, in 1/hbm_denominator ticks.
         self.hbm_denominator = hbm_denominator
         self.stack_free_units = [0] * -(-cores // cores_per_stack)
@@ -142,13 +145,7 @@ class DmaSystem:
         groups = self.groups[transfer.core]
         pieces = plan.pieces
         for group in list(groups):
-            by_cost: dict[tuple[int, int, int, int], list[int]] = {}
-            for engine in group.engines:
-                p = pieces[engine]
-                by_cost.setdefault((p.nbytes, p.descriptors, p.work, p.hbm_units), []).append(
-                    engine
-                )
-            parts = list(by_cost.values())
+            parts = self._parts(plan, group.engines)
             self._advance(group, now)
             for engines in parts[1:]:  # the pieces differ: split the group
                 twin = group.split_off(engines)
@@ -156,6 +153,20 @@ class DmaSystem:
                 self._enqueue(twin, transfer, pieces[engines[0]], now)
             self._enqueue(group, transfer, pieces[parts[0][0]], now)
         self._merge_idle(transfer.core)
+
+    def _parts(self, plan: TransferPlan, engines: list[int]) -> list[list[int]]:
+        """``engines`` split by the piece of ``plan`` they get (equal pieces together, in order
+        of first engine): worked out once per plan and group (plans live as long as the run)."""
+        key = (id(plan), tuple(engines))
+        parts = self._parts_memo.get(key)
+        if parts is None:
+            by_cost: dict[tuple[int, int, int, int], list[int]] = {}
+            for engine in engines:
+                p = plan.pieces[engine]
+                cost = (p.nbytes, p.descriptors, p.work, p.hbm_units)
+                by_cost.setdefault(cost, []).append(engine)
+            parts = self._parts_memo[key] = (plan, list(by_cost.values()))
+        return [list(part) for part in parts[1]]
 
     def _enqueue(self, group: _Group, transfer: DmaTransfer, piece: Piece, now: int) -> None:
         items = group.queues.get(transfer.queue)
@@ -217,24 +228,7 @@ class DmaSystem:
             self._start(group, items[0], now)
         else:
             del group.queues[queue]
-        fields_ = (transfer.queue, transfer.trigger_engine, transfer.trigger_pc)
-        for engine in group.engines:
-            self.records.append(
-                _new_record(
-                    DmaRecord,
-                    (
-                        group.core,
-                        engine,
-                        *fields_,
-                        engine,
-                        piece.nbytes,
-                        piece.descriptors,
-                        item.arrival,
-                        item.start,
-                        now,
-                    ),
-                )
-            )
+        self.log.add(group, transfer, piece, item.arrival, item.start, now)
         transfer.last_end_tick = max(transfer.last_end_tick, now)
         transfer.remaining -= len(group.engines)
         if transfer.remaining == 0:
@@ -276,6 +270,10 @@ class DmaSystem:
             groups.remove(group)
         keep.engines.sort()
 
+    def records(self) -> DmaRecordColumns:
+        """The trace's DMA records: one per engine and finished piece, in finishing order."""
+        return self.log.columns()
+
     def busy_groups(self) -> list[tuple[int, list[int], list[Any]]]:
         """(core, engines, unfinished transfers) of groups with work left (for diagnostics)."""
         return [
@@ -284,3 +282,45 @@ class DmaSystem:
             for g in groups
             if not g.idle
         ]
+
+
+#: The integer fields of a ``DmaRecord`` a finished piece logs once for its group.
+_LOGGED = (
+    *("core", "queue", "trigger_pc", "transfer_bytes", "descriptors"),
+    *("queued_tick", "start_tick", "end_tick"),
+)
+
+
+class _PieceLog:
+    """Finished pieces, one row per group (its engines finished the same piece at once): the
+    trace has a record per engine, expanded from these rows when the run ends."""
+
+    def __init__(self) -> None:
+        self.ints: dict[str, array[int]] = {name: array("q") for name in _LOGGED}
+        self.trigger_engine: list[str] = []
+        self.engines: list[tuple[int, ...]] = []
+
+    def add(
+        self, group: _Group, transfer: DmaTransfer, piece: Piece, queued: int, start: int, end: int
+    ) -> None:
+        ints = self.ints
+        ints["core"].append(group.core)
+        ints["queue"].append(transfer.queue)
+        ints["trigger_pc"].append(transfer.trigger_pc)
+        ints["transfer_bytes"].append(piece.nbytes)
+        ints["descriptors"].append(piece.descriptors)
+        ints["queued_tick"].append(queued)
+        ints["start_tick"].append(start)
+        ints["end_tick"].append(end)
+        self.trigger_engine.append(transfer.trigger_engine)
+        self.engines.append(tuple(group.engines))
+
+    def columns(self) -> DmaRecordColumns:
+        counts = np.fromiter(map(len, self.engines), np.int64, len(self.engines))
+        ints = {name: np.repeat(int_array(values), counts) for name, values in self.ints.items()}
+        engines = int_array([e for row in self.engines for e in row])
+        ints["dma_engine"] = ints["piece"] = engines  # a piece's index is its engine's
+        names = sorted(set(self.trigger_engine))
+        code = {name: i for i, name in enumerate(names)}
+        trigger = np.repeat(int_array([code[n] for n in self.trigger_engine]), counts)
+        return DmaRecordColumns(ints, {"trigger_engine": (trigger, names)}, {})

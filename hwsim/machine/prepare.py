@@ -19,6 +19,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
+import numpy as np
+
 from hwsim.builder import STATIC_TWIN, engine_semaphore
 from hwsim.config import config_hash
 from hwsim.engines import engine_names, shared_ports
@@ -41,14 +43,34 @@ KEPT_CONFIGS = 4
 
 
 @dataclass
+class Durations:
+    """One stream's ticks per pc as int64 arrays, for building its trace columns at the end of
+    a run instead of recording them per instruction: issue, latency and chain (``Facts``)."""
+
+    issue: np.ndarray
+    latency: np.ndarray
+    chain: np.ndarray
+
+
+@dataclass
+class CoreFacts:
+    """Per engine: the facts of each pc, and the same ticks as arrays."""
+
+    facts: dict[str, list[Facts]]
+    durations: dict[str, Durations]
+
+
+@dataclass
 class PreparedCore:
     """One core's streams, prepared: the bank's semaphore names in index order, and per engine
-    (with a non-empty stream) its static steps and, per config key, its facts."""
+    (with a non-empty stream) its static steps, its summary keys (``summary_keys``) and, per
+    config key, its facts."""
 
     stream_ids: tuple[tuple[int, ...], ...]
     semaphore_names: list[str]
     static: dict[str, list[Static]]
-    facts: dict[tuple[Any, ...], dict[str, list[Facts]]]
+    facts: dict[tuple[Any, ...], CoreFacts]
+    summary_keys: dict[str, tuple[np.ndarray, list[Any], list[Instruction]]]
 
 
 def prepare_core(program: Program, core: int) -> PreparedCore:
@@ -72,14 +94,35 @@ def prepare_core(program: Program, core: int) -> PreparedCore:
     static = {
         engine: _static_steps(stream, sem, engine) for engine, stream in _streams(core_program)
     }
-    prepared = PreparedCore(ids, names, static, {})
+    keys = {engine: summary_keys(stream) for engine, stream in _streams(core_program)}
+    prepared = PreparedCore(ids, names, static, {}, keys)
     cache[("core", core)] = prepared
     return prepared
 
 
+def summary_keys(stream: Sequence[Instruction]) -> tuple[np.ndarray, list[Any], list[Instruction]]:
+    """What the summary's facts of each instruction depend on (``hwsim.trace.analysis.FactsMemo``:
+    its static twin, tag and signals): per pc an index into the distinct keys, and the first
+    instruction of each, in order of first appearance. Worked out once per program."""
+    index: dict[Any, int] = {}
+    first: list[Instruction] = []
+
+    def code(instruction: Instruction) -> int:
+        twin = instruction.__dict__.get(STATIC_TWIN, instruction)
+        key = (id(twin), instruction.tag, instruction.signals)  # twins live in the program
+        found = index.get(key)
+        if found is None:
+            found = index[key] = len(first)
+            first.append(instruction)
+        return found
+
+    ids = np.fromiter(map(code, stream), np.int64, len(stream))
+    return ids, list(index), first
+
+
 def facts_of_core(
     program: Program, prepared: PreparedCore, spec: MachineSpec, ports: dict[str, int]
-) -> dict[str, list[Facts]]:
+) -> CoreFacts:
     """Each engine's facts per pc on ``spec``'s config (cached on the prepared core)."""
     key = (config_hash(spec.config), _hbm_key(program))
     found = prepared.facts.get(key)
@@ -93,10 +136,18 @@ def facts_of_core(
         engine: [cache.of(instruction) for instruction, *_ in steps]
         for engine, steps in prepared.static.items()
     }
+    durations = {engine: _durations(of) for engine, of in facts.items()}
     while len(prepared.facts) >= KEPT_CONFIGS:
         del prepared.facts[next(iter(prepared.facts))]
-    prepared.facts[key] = facts
-    return facts
+    found = prepared.facts[key] = CoreFacts(facts, durations)
+    return found
+
+
+def _durations(facts: list[Facts]) -> Durations:
+    def column(field: int) -> np.ndarray:
+        return np.fromiter((f[field] for f in facts), np.int64, len(facts))
+
+    return Durations(column(0), column(1), column(2))
 
 
 def port_indices(spec: MachineSpec) -> dict[str, int]:

@@ -8,18 +8,21 @@ This keeps the simulator at one SimPy event per instruction.
 
 from __future__ import annotations
 
+from array import array
 from bisect import bisect_left, insort
 from collections.abc import Callable, Iterable
 
+import numpy as np
 import simpy
 
-from hwsim.trace.records import SemaphoreUpdate
+from hwsim.trace.columns import SemaphoreColumns
 
 #: A vector clock (race checker), or None when race checking is off.
 Clock = dict[str, int] | None
 
-#: Builds a NamedTuple record from a plain tuple without the per-call overhead of its __new__.
-_new_record = tuple.__new__
+
+#: What the bank logs per update, in order.
+_LOG_FIELDS = ("tick", "semaphore", "value", "source_pc", "source_engine")
 
 
 class _Semaphore:
@@ -59,25 +62,40 @@ class _Index(dict[str, int]):
 class SemaphoreBank:
     """The semaphores of one NeuronCore, addressed by index (names resolved once per program).
 
-    Every scheduled update is recorded in ``updates`` in the order it was scheduled (the trace
-    lists them by tick, ties in that order).
+    Every scheduled update is logged (as columns) in the order it was scheduled; ``records()``
+    lists them by tick, ties in that order. Signaller clocks are kept only if ``clocks`` (the race
+    checker reads them).
     """
 
-    def __init__(self, env: simpy.Environment, names: Iterable[str] = (), core: int = 0) -> None:
+    def __init__(
+        self,
+        env: simpy.Environment,
+        names: Iterable[str] = (),
+        core: int = 0,
+        *,
+        clocks: bool = True,
+    ) -> None:
         self.env = env
         self.core = core
+        self.keep_clocks = clocks
         self.names: list[str] = []
         self._sems: list[_Semaphore] = []
+        #: Per semaphore, the least value a process waits for (0: none waits); waiters are
+        #: scanned only once the scheduled total reaches it.
+        self.lowest_waiting: list[int] = []
         #: name -> index; looking up a new name adds its semaphore (at value 0).
         self.index = _Index(self._add)
         for name in names:
             if name not in self.index:
                 self.index[name] = self._add(name)
-        self.updates: list[SemaphoreUpdate] = []
+        #: The update log, in scheduling order, five integers an update (``_LOG_FIELDS``).
+        self.log = array("q")
+        self._source_codes: dict[str, int] = {}
 
     def _add(self, name: str) -> int:
         self.names.append(name)
         self._sems.append(_Semaphore(name))
+        self.lowest_waiting.append(0)
         return len(self.names) - 1
 
     def time_reaching(self, sem: int, value: int) -> int | None:
@@ -89,6 +107,15 @@ class SemaphoreBank:
             return None
         return self._sems[sem].ticks[bisect_left(totals, value)]
 
+    def tick_lists(self) -> list[list[int]]:
+        """Per semaphore index, its increment ticks (the live lists, for ``time_reaching``
+        inlined in a hot loop)."""
+        return [state.ticks for state in self._sems]
+
+    def total_lists(self) -> list[list[int]]:
+        """Per semaphore index, its running totals after each increment (live lists)."""
+        return [state.totals for state in self._sems]
+
     def clock_reaching(self, sem: int, value: int) -> list[Clock]:
         """Signaller clocks of the increments that bring the semaphore to ``value``."""
         state = self._sems[sem]
@@ -98,41 +125,81 @@ class SemaphoreBank:
     def wait_for(self, sem: int, value: int) -> simpy.Event:
         """An event that fires (with the reaching tick) once increments reaching ``value`` exist."""
         event = self.env.event()
-        self._sems[sem].waiters.append((value, event))
+        state = self._sems[sem]
+        if not state.waiters or value < self.lowest_waiting[sem]:
+            self.lowest_waiting[sem] = value
+        state.waiters.append((value, event))
         return event
 
+    def source_code(self, source: str) -> int:
+        """The code ``schedule`` takes for a signalling engine (or ``"dma"``)."""
+        return self._source_codes.setdefault(source, len(self._source_codes))
+
     def schedule(
-        self, sem: int, tick: int, amount: int, source: tuple[str, int], clock: Clock = None
+        self, sem: int, tick: int, amount: int, source: int, pc: int, clock: Clock = None
     ) -> None:
-        """Schedule ``semaphore += amount`` at ``tick`` (at or after now)."""
+        """Schedule ``semaphore += amount`` at ``tick`` (at or after now), signalled by the
+        instruction ``pc`` of the engine coded ``source`` (``source_code``; ``"dma"``: the
+        completion of its transfer)."""
         state = self._sems[sem]
         ticks, totals = state.ticks, state.totals
         if not ticks or tick >= ticks[-1]:  # the common case: increments arrive in tick order
             value = (totals[-1] if totals else 0) + amount
             ticks.append(tick)
             totals.append(value)
-            state.clocks.append(clock)
-        else:  # an out-of-order increment: insert and recompute the running totals after it
-            position = bisect_left(ticks, tick + 1)
-            insort(ticks, tick)
+            if self.keep_clocks:
+                state.clocks.append(clock)
+        else:
+            value = self._insert(state, tick, amount, clock)
+        self.log.extend((tick, sem, value, pc, source))
+        if state.waiters and totals[-1] >= self.lowest_waiting[sem]:
+            self.wake(sem)
+
+    def _insert(self, state: _Semaphore, tick: int, amount: int, clock: Clock) -> int:
+        """An out-of-order increment: insert it and recompute the running totals after it."""
+        ticks, totals = state.ticks, state.totals
+        position = bisect_left(ticks, tick + 1)
+        insort(ticks, tick)
+        if self.keep_clocks:
             state.clocks.insert(position, clock)
-            previous = totals[position - 1] if position else 0
-            totals.insert(position, previous + amount)
-            for i in range(position + 1, len(totals)):
-                totals[i] += amount
-            value = state.value_at(tick)
-        self.updates.append(
-            _new_record(SemaphoreUpdate, (self.core, tick, state.name, value, source[0], source[1]))
-        )
-        if state.waiters:
-            total = totals[-1]
-            still = []
-            for needed, event in state.waiters:
-                if needed <= total:
-                    event.succeed(self.time_reaching(sem, needed))
-                else:
-                    still.append((needed, event))
-            state.waiters = still
+        previous = totals[position - 1] if position else 0
+        totals.insert(position, previous + amount)
+        for i in range(position + 1, len(totals)):
+            totals[i] += amount
+        return state.value_at(tick)
+
+    def wake(self, sem: int) -> None:
+        """Fire the waiters whose value the scheduled total reaches now."""
+        state = self._sems[sem]
+        total = state.totals[-1]
+        still = []
+        for needed, event in state.waiters:
+            if needed <= total:
+                event.succeed(self.time_reaching(sem, needed))
+            else:
+                still.append((needed, event))
+        state.waiters = still
+        self.lowest_waiting[sem] = min((needed for needed, _ in still), default=0)
+
+    def records(self) -> SemaphoreColumns:
+        """The trace's updates of this bank: by tick, ties in the order they were scheduled."""
+        log = np.frombuffer(self.log, np.int64).reshape(-1, len(_LOG_FIELDS))  # no copy
+        order = np.argsort(log[:, 0], kind="stable")
+        # each a contiguous copy, sorted by tick
+        field = {name: log[:, i][order] for i, name in enumerate(_LOG_FIELDS)}
+        del log
+        self.log = array("q")  # read: freed before the next bank's log is sorted
+        ints = {
+            "core": np.full(len(order), self.core, np.int64),
+            "tick": field["tick"],
+            "value": field["value"],
+            "source_pc": field["source_pc"],
+        }
+        strings = {
+            "semaphore": (field["semaphore"], list(self.names)),
+            "source_engine": (field["source_engine"], list(self._source_codes)),
+        }
+        return SemaphoreColumns(ints, strings, {})
 
     def value_now(self, sem: int) -> int:
         return self._sems[sem].value_at(int(self.env.now))

@@ -10,12 +10,10 @@ itself instead (``_advance_to``): same ticks, same order, one SimPy event fewer.
 
 from __future__ import annotations
 
-import gc
-from collections.abc import Iterator
-from contextlib import contextmanager
+from array import array
+from bisect import bisect_left
 from dataclasses import dataclass, field
 from fractions import Fraction
-from operator import itemgetter
 from typing import Any
 
 import numpy as np
@@ -34,12 +32,22 @@ from hwsim.machine.dma import DmaSystem, DmaTransfer
 from hwsim.machine.dma_plan import TransferPlan
 from hwsim.machine.initcheck import InitChecker, size_mirrors
 from hwsim.machine.initcheck import enabled as initcheck_enabled
-from hwsim.machine.prepare import Facts, Static, facts_of_core, port_indices, prepare_core
+from hwsim.machine.prepare import (
+    Durations,
+    Facts,
+    PreparedCore,
+    Static,
+    facts_of_core,
+    port_indices,
+    prepare_core,
+)
 from hwsim.machine.race import RaceChecker
 from hwsim.machine.semaphores import SemaphoreBank
 from hwsim.machine.state import CoreState, Hbm
 from hwsim.program import Program
-from hwsim.trace.records import InstructionRecord, SemaphoreUpdate, Trace
+from hwsim.trace.columns import InstructionColumns, SemaphoreColumns, concatenated
+from hwsim.trace.gc_pause import cyclic_gc_paused
+from hwsim.trace.records import Trace
 from hwsim.trace.summary import RunSummary
 
 #: Last tick a trace can hold: its analyses keep ticks in int64 arrays. The config's bounds keep
@@ -100,19 +108,19 @@ def run(
         hbm.add(decl.name, decl.shape, decl.dtype, values, planned=planned, initialised=written)
     race = RaceChecker() if race_check else None
     init = InitChecker() if initcheck_enabled(initcheck, numerics) else None
-    with _cyclic_gc_paused():
+    with cyclic_gc_paused():
         try:
             runners, banks = _simulate(env, spec, program, hbm, trace, numerics, race, init)
         except HwsimError as error:  # uninitialised reads before it may be what went wrong
             if init is not None:
                 init.raise_if_findings(stopped_by=error)
             raise
+        except _TickOverflow as stop:  # stopped at the first tick the int64 logs cannot hold
+            raise ConfigError(_past_int64(config, spec, stop.tick, stopped=True)) from None
+        except OverflowError:  # the same, met by a DMA completion
+            raise ConfigError(_past_int64(config, spec, int(env.now), stopped=True)) from None
         if env.now > MAX_TRACE_TICK:
-            raise ConfigError(
-                f"{config.chip.name}: the run lasted {env.now} ticks of "
-                f"{spec.timebase.base_mhz} MHz, past the int64 ticks of a trace; use clocks "
-                "with a smaller LCM or shorter latencies"
-            )
+            raise ConfigError(_past_int64(config, spec, int(env.now)))
         blocked = [runner for runner in runners if runner.proc is not None and runner.proc.is_alive]
         if blocked:
             raise DeadlockError(_deadlock_message(blocked))
@@ -122,10 +130,8 @@ def run(
             init.check_outputs(hbm, [d.name for d in program.hbm.values() if d.kind == "output"])
             init.raise_if_findings()
         # Runners are in (core, engine) order and each records in pc order: the trace's order.
-        for runner in runners:
-            trace.instructions.extend(runner.records)
-        for sems in banks:
-            trace.semaphore_updates.extend(_semaphore_records(sems))
+        trace.instructions = _instruction_columns(runners)
+        trace.semaphore_updates = concatenated(SemaphoreColumns, [s.records() for s in banks])
         del runners, banks  # before the collector resumes: it scans what is still alive
     outputs = {
         decl.name: hbm.tensors[decl.name].as_array().copy()
@@ -140,23 +146,20 @@ def run(
     return result
 
 
-@contextmanager
-def _cyclic_gc_paused() -> Iterator[None]:
-    """Pause Python's cyclic garbage collector for the run, restoring its state after.
+class _TickOverflow(Exception):
+    """An engine reached a tick past int64 (``tick``), which its trace log cannot hold."""
 
-    A run allocates an object or more per instruction and keeps every trace record alive, so the
-    collector's passes over the growing heap cost as much as the simulation itself (measured: half
-    the wall time of a 140k-instruction run). Nothing needs it meanwhile: the run's garbage is
-    freed by reference counting (an event drops its callbacks once processed); the few cycles left
-    (one per SimPy process) are collected after.
-    """
-    enabled = gc.isenabled()
-    gc.disable()
-    try:
-        yield
-    finally:
-        if enabled:
-            gc.enable()
+    def __init__(self, tick: int) -> None:
+        super().__init__(tick)
+        self.tick = tick
+
+
+def _past_int64(config: HardwareConfig, spec: MachineSpec, tick: int, stopped: bool = False) -> str:
+    at = " (stopped there)" if stopped else ""
+    return (
+        f"{config.chip.name}: the run lasted {tick} ticks of {spec.timebase.base_mhz} MHz, "
+        f"past the int64 ticks of a trace{at}; use clocks with a smaller LCM or shorter latencies"
+    )
 
 
 def _simulate(
@@ -170,7 +173,7 @@ def _simulate(
     init: InitChecker | None,
 ) -> tuple[list[_EngineRunner], list[SemaphoreBank]]:
     """Prepare every engine's stream, run the clock until nothing is left to do."""
-    dma = _make_dma_system(env, spec, len(program.cores), trace)
+    dma = _make_dma_system(env, spec, len(program.cores))
     runners: list[_EngineRunner] = []
     banks: list[SemaphoreBank] = []
     ports = port_indices(spec)
@@ -187,22 +190,22 @@ def _simulate(
         core_program = program.cores[core]
         if init is not None:
             size_mirrors(state, core_program.streams)
-        sems = SemaphoreBank(env, prepared.semaphore_names, core=core)
+        sems = SemaphoreBank(env, prepared.semaphore_names, core=core, clocks=race is not None)
         banks.append(sems)
         for engine, static in prepared.static.items():
             runner = _EngineRunner(
-                env, core, engine, core_program.streams[engine], static, facts[engine], sems,
-                dma, state, numerics, race, init,
+                env, core, engine, core_program.streams[engine], static, facts.facts[engine],
+                sems, dma, state, numerics, race, init,
             )  # fmt: skip
+            runner.durations, runner.prepared = facts.durations[engine], prepared
             runner.proc = env.process(runner.process())
             runners.append(runner)
     env.run()
+    trace.dma = dma.records()
     return runners, banks
 
 
-def _make_dma_system(
-    env: simpy.Environment, spec: MachineSpec, cores: int, trace: Trace
-) -> DmaSystem:
+def _make_dma_system(env: simpy.Environment, spec: MachineSpec, cores: int) -> DmaSystem:
     config = spec.config
     hbm_ticks_per_byte = Fraction(spec.timebase.base_mhz, 1000) / Fraction(
         str(config.hbm.bandwidth_bytes_per_ns_per_stack)
@@ -214,13 +217,56 @@ def _make_dma_system(
         start_latency_ticks=spec.timebase.ns_to_ticks(config.dma.start_latency_ns),
         hbm_denominator=hbm_ticks_per_byte.denominator,
         cores_per_stack=config.hbm.cores_per_stack,
-        records=trace.dma,
     )
 
 
-def _semaphore_records(sems: SemaphoreBank) -> list[SemaphoreUpdate]:
-    """A bank's updates by tick, ties in the order they were scheduled."""
-    return sorted(sems.updates, key=itemgetter(1))
+def _instruction_columns(runners: list[_EngineRunner]) -> InstructionColumns:
+    """The instruction records of every runner (all done: the run ended without a deadlock),
+    from the one tick each recorded per instruction (``_EngineRunner.chain_ready``) and the
+    stream's durations: start = chain ready - chain ticks, end = start + issue, done = the
+    running maximum of start + latency (completions stay in order), ready = the previous end.
+    Filled in place, each runner's ticks freed once read: a 1M-instruction run's peak memory."""
+    total = sum(len(runner.stream) for runner in runners)
+    names = ("core", "engine", "pc", "ready_tick", "start_tick", "end_tick", "done_tick", "fact")
+    cols = {name: np.empty(total, np.int64) for name in names}
+    engines: dict[str, int] = {}
+    instructions: list[Instruction] = []
+    fact_index: dict[Any, int] = {}
+    fact_first: list[Any] = []
+    at = 0
+    for runner in runners:
+        count = len(runner.stream)
+        here = slice(at, at + count)
+        durations: Durations = runner.durations
+        start = cols["start_tick"][here]
+        np.subtract(np.frombuffer(runner.chain_ready, np.int64), durations.chain, out=start)
+        runner.chain_ready = array("q")
+        end = cols["end_tick"][here]
+        np.add(start, durations.issue, out=end)
+        ready = cols["ready_tick"][here]
+        ready[:1] = 0  # a process starts at tick 0; then each reaches the next at the last's end
+        ready[1:] = end[:-1]
+        np.maximum.accumulate(start + durations.latency, out=cols["done_tick"][here])
+        cols["core"][here] = runner.core
+        cols["engine"][here] = engines.setdefault(runner.engine, len(engines))
+        cols["pc"][here] = np.arange(count)
+        instructions.extend(runner.stream)
+        ids, keys, first = runner.prepared.summary_keys[runner.engine]
+        remap = []
+        for key, instruction in zip(keys, first, strict=True):
+            if key not in fact_index:  # first met in this stream: the trace's next distinct key
+                fact_index[key] = len(fact_first)
+                fact_first.append(instruction)
+            remap.append(fact_index[key])
+        cols["fact"][here] = np.array(remap, np.int64)[ids] if count else ids
+        at += count
+    engine, fact = cols.pop("engine"), cols.pop("fact")
+    return InstructionColumns(
+        cols,
+        {"engine": (engine, list(engines))},
+        {"instruction": instructions},
+        fact_keys=(fact, fact_first),
+    )
 
 
 class _EngineRunner:
@@ -245,93 +291,117 @@ class _EngineRunner:
         self.static, self.facts = static, facts
         self.sems, self.dma, self.state = sems, dma, state
         self.numerics, self.race, self.init = numerics, race, init
-        self.pc = 0
         self.blocked_on: tuple[int, int] | None = None
         self.port_free_tick = state.shared_port_free_tick
-        #: Per pc already started: when a dependent instruction of this engine may start.
-        self.chain_ready: list[int] = []
-        self.records: list[InstructionRecord] = []
+        #: Per pc started: when a dependent instruction of this engine may start (its start plus
+        #: its chain ticks). The one tick recorded per instruction: the trace's columns are
+        #: derived from it and the stream's durations when the run ends.
+        self.chain_ready = array("q")
+        self.durations: Durations
+        self.prepared: PreparedCore
         self.proc: simpy.Process | None = None
 
+    @property
+    def pc(self) -> int:
+        """The instruction the engine is at: the first not yet started."""
+        return len(self.chain_ready)
+
     def process(self):
-        env, sems, core, engine = self.env, self.sems, self.core, self.engine
+        env, sems, engine = self.env, self.sems, self.engine
         timeout, peek = env.timeout, env.peek
-        time_reaching, schedule = sems.time_reaching, sems.schedule
-        append = self.records.append
-        make_record = tuple.__new__
+        queue = env._queue  # SimPy's event heap of (tick, priority, id, event), read by peek()
+        schedule, source = sems.schedule, sems.source_code(engine)
+        ticks_of, totals_of = sems.tick_lists(), sems.total_lists()
+        lowest_waiting, log_extend = sems.lowest_waiting, sems.log.extend
+        inline = not sems.keep_clocks
         ports = self.port_free_tick
         state = self.state if self.numerics else None
         race, init = self.race, self.init
         chain_ready = self.chain_ready
+        chain_append = chain_ready.append
         last_done = 0
+        end = 0  # the previous instruction's end: when the engine reaches the next (a process
+        #          starts at tick 0, and each instruction resumes it exactly at its end)
         clock = None
         # Sleeping until ``t`` when no event is due at or before ``t`` would wake this process
         # next, with nothing else run in between: so it advances the clock itself instead (see
         # ``_advance_to``), which is what makes one SimPy event per instruction an upper bound.
-        for pc, (
-            (instruction, waits, chain, signals),
-            (issue, latency, chain_ticks, ports_used, hold, plan, submit),
-        ) in enumerate(zip(self.static, self.facts, strict=True)):
-            self.pc = pc
-            ready = now = int(env.now)
-            if chain >= 0 and chain_ready[chain] > now:  # streams behind its producer
-                behind = chain_ready[chain]
-                if peek() > behind:
-                    _advance_to(env, behind)
+        try:
+            for pc, (
+                (instruction, waits, chain, signals),
+                (issue, latency, chain_ticks, ports_used, hold, plan, submit),
+            ) in enumerate(zip(self.static, self.facts, strict=True)):
+                now = end
+                if chain >= 0 and chain_ready[chain] > now:  # streams behind its producer
+                    behind = chain_ready[chain]
+                    if peek() > behind:
+                        _advance_to(env, behind)
+                    else:
+                        yield timeout(behind - now)
+                    now = behind
+                for sem, value in waits:
+                    totals = totals_of[sem]  # time_reaching, inlined: once per wait of a program
+                    if value <= 0:
+                        reach = 0
+                    elif totals and totals[-1] >= value:
+                        reach = ticks_of[sem][bisect_left(totals, value)]
+                    else:
+                        self.blocked_on = (sem, value)
+                        reach = yield sems.wait_for(sem, value)
+                        self.blocked_on = None
+                        now = int(env.now)
+                    if reach > now:
+                        if peek() > reach:
+                            _advance_to(env, reach)
+                        else:
+                            yield timeout(reach - now)
+                        now = reach
+                for port in ports_used:
+                    if ports[port] > now:
+                        if peek() > ports[port]:
+                            _advance_to(env, ports[port])
+                        else:
+                            yield timeout(ports[port] - now)
+                        now = int(env.now)
+                start = now
+                for port in ports_used:
+                    ports[port] = start + hold
+                chain_append(start + chain_ticks)
+                if race is not None:
+                    clock = race.begin(self.core, engine, pc, instruction, waits, sems)
+                if state is not None:
+                    if init is None:
+                        instruction.execute(state)
+                    else:  # initcheck: check the reads, execute, mark the writes
+                        init.execute(state, pc, instruction)
+                done = start + latency
+                if done < last_done:
+                    done = last_done
+                last_done = done
+                if plan is None:
+                    for sem, amount in signals:
+                        ticks = ticks_of[sem]
+                        if inline and (not ticks or done >= ticks[-1]):
+                            # SemaphoreBank.schedule's common case, inlined (once per instruction):
+                            # an increment in tick order, no clocks kept
+                            totals = totals_of[sem]
+                            value = (totals[-1] if totals else 0) + amount
+                            ticks.append(done)
+                            totals.append(value)
+                            log_extend((done, sem, value, pc, source))
+                            if lowest_waiting[sem] and value >= lowest_waiting[sem]:
+                                sems.wake(sem)
+                        else:
+                            schedule(sem, done, amount, source, pc, clock)
+                else:  # a DMA trigger: its semaphores count completed transfers
+                    self._submit_dma(pc, instruction, plan, signals, start + submit, clock)
+                end = start + issue
+                if (queue[0][0] if queue else end + 1) > end:  # peek() and _advance_to, inlined
+                    env._now = end
                 else:
-                    yield timeout(behind - now)
-                now = behind
-            for sem, value in waits:
-                reach = time_reaching(sem, value)
-                if reach is None:
-                    self.blocked_on = (sem, value)
-                    reach = yield sems.wait_for(sem, value)
-                    self.blocked_on = None
-                    now = int(env.now)
-                if reach > now:
-                    if peek() > reach:
-                        _advance_to(env, reach)
-                    else:
-                        yield timeout(reach - now)
-                    now = reach
-            for port in ports_used:
-                if ports[port] > now:
-                    if peek() > ports[port]:
-                        _advance_to(env, ports[port])
-                    else:
-                        yield timeout(ports[port] - now)
-                    now = int(env.now)
-            start = now
-            for port in ports_used:
-                ports[port] = start + hold
-            chain_ready.append(start + chain_ticks)
-            if race is not None:
-                clock = race.begin(core, engine, pc, instruction, waits, sems)
-            if state is not None:
-                if init is None:
-                    instruction.execute(state)
-                else:  # initcheck: check the reads, execute, mark the writes
-                    init.execute(state, pc, instruction)
-            done = start + latency
-            if done < last_done:
-                done = last_done
-            last_done = done
-            if plan is None:
-                for sem, amount in signals:
-                    schedule(sem, done, amount, (engine, pc), clock)
-            else:  # a DMA trigger: its semaphores count completed transfers
-                self._submit_dma(pc, instruction, plan, signals, start + submit, clock)
-            end = start + issue
-            append(
-                make_record(
-                    InstructionRecord, (core, engine, pc, instruction, ready, start, end, done)
-                )
-            )
-            if peek() > end:
-                _advance_to(env, end)
-            else:
-                yield timeout(issue)
-        self.pc = len(self.static)
+                    yield timeout(issue)
+        except OverflowError:  # a tick past int64: the trace's logs hold int64 ticks
+            raise _TickOverflow(max(now + latency, last_done)) from None  # the tick it met
 
     def _submit_dma(
         self,
@@ -342,13 +412,13 @@ class _EngineRunner:
         start: int,
         clock: Any,
     ) -> None:
-        sems = self.sems
+        schedule, dma = self.sems.schedule, self.sems.source_code("dma")
         if self.race is not None:
             clock = self.race.dma_clock(self.core, plan.queue, clock, instruction)
 
         def complete(tick: int) -> None:
             for sem, amount in completion_signals:
-                sems.schedule(sem, tick, amount, ("dma", pc), clock)
+                schedule(sem, tick, amount, dma, pc, clock)
 
         transfer = DmaTransfer(self.core, plan.queue, self.engine, pc, complete)
         self.dma.submit(transfer, plan, start)

@@ -18,6 +18,7 @@ import numpy as np
 
 from hwsim.builder import STATIC_TWIN
 from hwsim.engines import engine_label, engine_names
+from hwsim.trace.columns import InstructionColumns, RecordColumns
 from hwsim.trace.records import Trace
 
 #: Memories in the order of ``InstructionFacts.read_bytes`` / ``write_bytes``.
@@ -166,6 +167,7 @@ class FactsMemo:
     def __init__(self, limit: int = 65536) -> None:
         self._limit = limit
         self._memo: dict[tuple[int, str, Any], tuple[Any, InstructionFacts]] = {}
+        self._last_ids: tuple[Any, tuple[np.ndarray, list[InstructionFacts]]] | None = None
 
     def __call__(self, instruction: Any) -> InstructionFacts:
         twin = instruction.__dict__.get(STATIC_TWIN, instruction)
@@ -181,7 +183,15 @@ class FactsMemo:
 
     def ids(self, records: Sequence[Any]) -> tuple[np.ndarray, list[InstructionFacts]]:
         """Per record, an index into a table of the distinct facts of ``records`` (one pass; each
-        distinct instruction's facts are in the table once, whatever the memo's limit)."""
+        distinct instruction's facts are in the table once, whatever the memo's limit). The
+        simulator's columns carry these indices (worked out once per program)."""
+        if self._last_ids is not None and self._last_ids[0] is records:
+            return self._last_ids[1]  # the same records again (a summary asks more than once)
+        if isinstance(records, InstructionColumns) and records.fact_keys is not None:
+            ids, first = records.fact_keys
+            found = ids, [self(instruction) for instruction in first]
+            self._last_ids = (records, found)
+            return found
         table: list[InstructionFacts] = []
         index: dict[tuple[int, str, Any], int] = {}
 
@@ -202,17 +212,43 @@ def facts_memo() -> FactsMemo:
     return FactsMemo()
 
 
+def instruction_at(records: Sequence[Any], index: int) -> Any:
+    """The instruction of record ``index``, without building the record from columns."""
+    if isinstance(records, InstructionColumns):
+        return records.objects("instruction")[index]
+    return records[index].instruction
+
+
+def instructions_of(records: Sequence[Any]) -> Sequence[Any]:
+    """The instruction of every record (the columns' own list: do not modify it)."""
+    if isinstance(records, InstructionColumns):
+        return records.objects("instruction")
+    return [r.instruction for r in records]
+
+
 # ---- columns ----------------------------------------------------------------------------------
 
 
 def int_column(records: Sequence[Any], field: str) -> np.ndarray:
-    """One integer field of every record as an int64 array."""
+    """One integer field of every record as an int64 array (do not modify it)."""
+    if isinstance(records, RecordColumns):
+        return records.column(field)
     return np.fromiter(map(attrgetter(field), records), np.int64, len(records))
 
 
 def engine_codes(records: Sequence[Any], field: str = "engine") -> np.ndarray:
+    """An engine-name field of every record as ``engine_code``s (int64)."""
+    if isinstance(records, RecordColumns):
+        return name_codes(records, field, engine_code)
     get = attrgetter(field)
     return np.fromiter((engine_code(get(r)) for r in records), np.int64, len(records))
+
+
+def name_codes(records: RecordColumns[Any], field: str, code: Callable[[str], int]) -> np.ndarray:
+    """A string field of columns as ``code(name)`` per record."""
+    local, names = records.names(field)
+    table = np.array([code(name) for name in names], np.int64)
+    return table[local] if len(names) else np.zeros(len(local), np.int64)
 
 
 def instruction_keys(cores: np.ndarray, engines: np.ndarray, pcs: np.ndarray) -> np.ndarray:
@@ -251,19 +287,33 @@ class SemaphoreIndex:
     def __init__(self, trace: Trace) -> None:
         updates = trace.semaphore_updates
         names: dict[tuple[int, str], int] = {}
-        group = np.fromiter(
-            (names.setdefault((u.core, u.semaphore), len(names)) for u in updates),
-            np.int64,
-            len(updates),
-        )
+        if isinstance(updates, RecordColumns):  # group by (core, name code): no pass per update
+            codes, sem_names = updates.names("semaphore")
+            core = updates.column("core")
+            pairs, group = np.unique(core * max(len(sem_names), 1) + codes, return_inverse=True)
+            group = group.reshape(-1).astype(np.int64)
+            width = max(len(sem_names), 1)
+            for g, pair in enumerate(pairs.tolist()):
+                core_of, code = divmod(pair, width)
+                names[core_of, sem_names[code]] = g
+        else:
+            group = np.fromiter(
+                (names.setdefault((u.core, u.semaphore), len(names)) for u in updates),
+                np.int64,
+                len(updates),
+            )
         ticks = int_column(updates, "tick")
         values = int_column(updates, "value")
         order = np.lexsort((np.arange(len(updates)), ticks, group))
         bounds = np.searchsorted(group[order], np.arange(len(names) + 1))
+        self.group_of = names
+        #: Per group: values reached (running maximum, in tick order) and their update indices.
+        self.by_group: list[tuple[np.ndarray, np.ndarray]] = []
         self._groups: dict[tuple[int, str], tuple[array[int], array[int]]] = {}
         for key, g in names.items():
             members = order[bounds[g] : bounds[g + 1]]
             reached = np.maximum.accumulate(values[members])
+            self.by_group.append((reached, members))
             self._groups[key] = (_as_array(reached), _as_array(members))
 
     def satisfying(self, core: int, semaphore: str, value: int) -> int:
@@ -274,6 +324,17 @@ class SemaphoreIndex:
         reached, members = group
         k = bisect_left(reached, value)
         return members[k] if k < len(reached) else -1
+
+    def satisfying_many(self, groups: np.ndarray, values: np.ndarray) -> np.ndarray:
+        """``satisfying`` of many waits at once, given as group indices (``group_of``)."""
+        out = np.full(len(groups), -1, np.int64)
+        for g in np.unique(groups).tolist():
+            rows = np.flatnonzero(groups == g)
+            reached, members = self.by_group[g]
+            k = np.searchsorted(reached, values[rows], side="left")
+            hit = k < len(reached)
+            out[rows[hit]] = members[k[hit]]
+        return out
 
 
 def _as_array(values: np.ndarray) -> array[int]:
@@ -313,8 +374,8 @@ class Transfers:
             last[self.piece_transfer[order[tails]]] = order[tails]
         self.last_piece = last
         core_pc = (self.core << _KEY_ENGINE_SHIFT) | self.pc
-        self._by_pc_order = np.argsort(core_pc, kind="stable")
-        self._by_pc_keys = core_pc[self._by_pc_order]
+        self.by_pc_order = np.argsort(core_pc, kind="stable")
+        self._by_pc_keys = core_pc[self.by_pc_order]
 
     def __len__(self) -> int:
         return len(self.keys)
@@ -328,6 +389,14 @@ class Transfers:
             key & ((1 << _KEY_ENGINE_SHIFT) - 1),
         )
 
+    def candidates(self, cores: np.ndarray, pcs: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """Per (core, pc): the range [lo, hi) of ``by_pc_order`` holding its transfers."""
+        key = (cores << _KEY_ENGINE_SHIFT) | pcs
+        return (
+            np.searchsorted(self._by_pc_keys, key, side="left"),
+            np.searchsorted(self._by_pc_keys, key, side="right"),
+        )
+
     def signalled_by(
         self, core: int, pc: int, semaphore: str, signals_of: Callable[[int], tuple[str, ...]]
     ) -> int:
@@ -338,7 +407,7 @@ class Transfers:
         """
         key = (core << _KEY_ENGINE_SHIFT) | pc
         lo, hi = np.searchsorted(self._by_pc_keys, [key, key + 1])
-        candidates = self._by_pc_order[lo:hi].tolist()
+        candidates = self.by_pc_order[lo:hi].tolist()
         if len(candidates) > 1:
             candidates = [t for t in candidates if semaphore in signals_of(t)] or candidates
         return candidates[0] if candidates else -1
@@ -361,19 +430,10 @@ class Dependencies:
         self.transfers = Transfers(trace, self.instructions)
         updates = trace.semaphore_updates
         n = len(updates)
-        is_dma = np.fromiter((u.source_engine == DMA_SOURCE for u in updates), bool, n)
-        keys = instruction_keys(
-            int_column(updates, "core"),
-            np.fromiter(
-                (
-                    0 if u.source_engine == DMA_SOURCE else engine_code(u.source_engine)
-                    for u in updates
-                ),
-                np.int64,
-                n,
-            ),
-            int_column(updates, "source_pc"),
-        )
+        source = engine_codes(updates, "source_engine")
+        is_dma = source == engine_code(DMA_SOURCE)
+        update_core, update_pc = int_column(updates, "core"), int_column(updates, "source_pc")
+        keys = instruction_keys(update_core, np.where(is_dma, 0, source), update_pc)
         self.update_instruction = np.where(is_dma, -1, self.instructions.find_many(keys))
         self.update_transfer = np.full(n, -1, np.int64)
         if is_dma.any():
@@ -381,14 +441,63 @@ class Dependencies:
 
             def signals_of(t: int) -> tuple[str, ...]:
                 index = self.transfers.trigger_record[t]
-                return facts(records[index].instruction).signals if index >= 0 else ()
+                return facts(instruction_at(records, index)).signals if index >= 0 else ()
 
-            for u in np.flatnonzero(is_dma):
-                up = updates[u]
-                self.update_transfer[u] = self.transfers.signalled_by(
-                    up.core, up.source_pc, up.semaphore, signals_of
+            # one candidate transfer per (core, pc) is the usual case: looked up at once; pcs
+            # shared by triggers of several engines are told apart by their signals
+            dma_updates = np.flatnonzero(is_dma)
+            lo, hi = self.transfers.candidates(update_core[dma_updates], update_pc[dma_updates])
+            single = hi - lo == 1
+            self.update_transfer[dma_updates[single]] = self.transfers.by_pc_order[lo[single]]
+            several = hi - lo > 1
+            if isinstance(updates, RecordColumns) and isinstance(records, InstructionColumns):
+                self.update_transfer[dma_updates[several]] = self._by_signals(
+                    updates, dma_updates[several], lo[several], hi[several], facts
                 )
+            else:
+                for u in dma_updates[several].tolist():
+                    up = updates[u]
+                    self.update_transfer[u] = self.transfers.signalled_by(
+                        up.core, up.source_pc, up.semaphore, signals_of
+                    )
         self.update_tick = int_column(updates, "tick")
+
+    def _by_signals(
+        self,
+        updates: RecordColumns[Any],
+        which: np.ndarray,
+        lo: np.ndarray,
+        hi: np.ndarray,
+        facts: FactsMemo,
+    ) -> np.ndarray:
+        """``Transfers.signalled_by`` of the updates ``which``, whose (core, pc) has the
+        candidate transfers ``by_pc_order[lo:hi]``: the first whose instruction signals the
+        update's semaphore, else the first."""
+        if not len(which):
+            return np.zeros(0, np.int64)
+        sem_codes, sem_names = updates.names("semaphore")
+        fid, table = facts.ids(self.trace.instructions)
+        name_code = {name: i for i, name in enumerate(sem_names)}
+        width = max(len(sem_names), 1)
+        signals = [
+            f * width + name_code[name]
+            for f, fact in enumerate(table)
+            for name in fact.signals
+            if name in name_code
+        ]
+        counts = hi - lo
+        owner = np.repeat(np.arange(len(which)), counts)  # per (update, candidate) pair
+        offset = np.arange(len(owner)) - np.repeat(np.cumsum(counts) - counts, counts)
+        candidate = self.transfers.by_pc_order[np.repeat(lo, counts) + offset]
+        trigger = self.transfers.trigger_record[candidate]
+        key = np.where(trigger >= 0, fid[np.maximum(trigger, 0)], -1) * width
+        key = key + sem_codes[which][owner]
+        signals_it = (trigger >= 0) & np.isin(key, np.array(signals, np.int64))
+        # per update: the first candidate that signals, else the first candidate
+        rank = np.where(signals_it, offset, offset + counts.max(initial=0) + 1)
+        order = np.lexsort((rank, owner))
+        first = order[np.append(True, owner[order][1:] != owner[order][:-1])]
+        return candidate[first]
 
     def wait_updates(self, record_index: int) -> list[tuple[str, int, int]]:
         """(semaphore, value, update index) for each wait of an instruction that an update met.
@@ -411,25 +520,83 @@ class Dependencies:
 def semaphore_waits(
     trace: Trace, deps: Dependencies, ready: np.ndarray, start: np.ndarray
 ) -> tuple[dict[str, Counter[str]], np.ndarray]:
-    """Wait ticks per engine by semaphore class, and the update that released each instruction."""
+    """Wait ticks per engine by semaphore class, and the update that released each instruction:
+    of the waits an update met (``Dependencies.wait_updates``), the one met last (the first of
+    equal ticks), if after the instruction was ready; else the wait is class 'other'.
+
+    One Python step per wait of a waiting instruction; the look-ups and sums are numpy."""
+    recs = trace.instructions
+    binding = np.full(len(recs), -1, np.int64)
+    waiting = np.flatnonzero(start > ready)
+    instructions = instructions_of(recs)
+    engines = engine_codes(recs)
+    cores = int_column(recs, "core")
+    group_of = deps.semaphores.group_of
+    rows, groups, values = [], [], []
+    for i, core, engine in zip(
+        waiting.tolist(), cores[waiting].tolist(), engines[waiting].tolist(), strict=True
+    ):
+        own = f"S.{engine_of_code(engine)}"
+        for semaphore, value in instructions[i].waits:
+            group = group_of.get((core, semaphore)) if semaphore != own else None
+            if group is not None:
+                rows.append(i)
+                groups.append(group)
+                values.append(value)
+    row = np.array(rows, np.int64)
+    met = deps.semaphores.satisfying_many(np.array(groups, np.int64), np.array(values, np.int64))
+    row, met = row[met >= 0], met[met >= 0]
+    met_tick = deps.update_tick[met]
+    # per instruction, its latest update; the first of equal ticks (rows are in wait order)
+    order = np.lexsort((np.arange(len(row)), -met_tick, row))
+    first = order[np.append(True, row[order][1:] != row[order][:-1])] if len(order) else order
+    released = first[met_tick[first] > ready[row[first]]]
+    binding[row[released]] = met[released]
+
+    names, update_class = _update_classes(trace.semaphore_updates, binding[waiting])
+    bound = binding[waiting]
+    cls = np.where(bound >= 0, update_class[np.maximum(bound, 0)], 0) if len(bound) else bound
+    pair = engines[waiting] * len(names) + cls
+    keys, first_at, inverse = np.unique(pair, return_index=True, return_inverse=True)
+    totals = np.zeros(len(keys), np.int64)
+    np.add.at(totals, inverse.reshape(-1), (start - ready)[waiting])
     waits: dict[str, Counter[str]] = defaultdict(Counter)
-    binding = np.full(len(trace.instructions), -1, np.int64)
-    updates = trace.semaphore_updates
-    tick = deps.update_tick
-    for i in np.flatnonzero(start > ready):
-        rec = trace.instructions[i]
-        wait = int(start[i] - ready[i])
-        best, best_tick = -1, -1
-        for _, _, u in deps.wait_updates(int(i)):
-            if tick[u] > best_tick:
-                best, best_tick = u, int(tick[u])
-        if best >= 0 and best_tick > ready[i]:
-            binding[i] = best
-            up = updates[best]
-            waits[rec.engine][semaphore_class(up.semaphore, up.source_engine)] += wait
-        else:
-            waits[rec.engine]["other"] += wait
+    for k in np.argsort(first_at, kind="stable").tolist():  # in order of first occurrence
+        engine, c = divmod(int(keys[k]), len(names))
+        waits[engine_of_code(engine)][names[c]] += int(totals[k])
     return waits, binding
+
+
+def _update_classes(updates: Sequence[Any], used: np.ndarray) -> tuple[list[str], np.ndarray]:
+    """The semaphore classes (``semaphore_class``; 'other' first) and each update's class index,
+    worked out for the updates in ``used`` (-1 entries ignored), once per distinct pair of
+    semaphore and source engine."""
+    names = ["other"]
+    update_class = np.zeros(len(updates), np.int64)
+    used = np.unique(used[used >= 0])
+    if isinstance(updates, RecordColumns):
+        sem_codes, sem_names = updates.names("semaphore")
+        source_codes, source_names = updates.names("source_engine")
+        pairs = sem_codes[used] * max(len(source_names), 1) + source_codes[used]
+        distinct, inverse = np.unique(pairs, return_inverse=True)
+        per_pair = []
+        for pair in distinct.tolist():
+            sem, source = divmod(pair, max(len(source_names), 1))
+            per_pair.append(_class_index(names, sem_names[sem], source_names[source]))
+        if len(used):
+            update_class[used] = np.array(per_pair, np.int64)[inverse.reshape(-1)]
+        return names, update_class
+    for u in used.tolist():
+        up = updates[u]
+        update_class[u] = _class_index(names, up.semaphore, up.source_engine)
+    return names, update_class
+
+
+def _class_index(names: list[str], semaphore: str, source_engine: str) -> int:
+    name = semaphore_class(semaphore, source_engine)
+    if name not in names:
+        names.append(name)
+    return names.index(name)
 
 
 # ---- intervals --------------------------------------------------------------------------------
@@ -509,11 +676,19 @@ def dma_columns(
     reads = np.zeros(len(transfers), bool)
     writes = np.zeros(len(transfers), bool)
     records = trace.instructions
-    for t, found in enumerate(transfers.trigger_record.tolist()):
-        if found >= 0:
-            f = facts(records[found].instruction)
-            reads[t] = f.read_bytes[HBM] > 0
-            writes[t] = f.write_bytes[HBM] > 0
+    if isinstance(records, InstructionColumns):  # by distinct facts, not per transfer
+        fid, table = facts.ids(records)
+        trigger = transfers.trigger_record
+        has = trigger >= 0
+        of_trigger = fid[trigger[has]]
+        reads[has] = np.array([f.read_bytes[HBM] > 0 for f in table], bool)[of_trigger]
+        writes[has] = np.array([f.write_bytes[HBM] > 0 for f in table], bool)[of_trigger]
+    else:
+        for t, found in enumerate(transfers.trigger_record.tolist()):
+            if found >= 0:
+                f = facts(records[found].instruction)
+                reads[t] = f.read_bytes[HBM] > 0
+                writes[t] = f.write_bytes[HBM] > 0
     size = int_column(dma, "transfer_bytes")
     of = transfers.piece_transfer
     return DmaColumns(
@@ -536,5 +711,5 @@ def end_tick(trace: Trace) -> int:
 
 
 def cores_of(trace: Trace) -> list[int]:
-    cores = {r.core for r in trace.instructions} | {r.core for r in trace.dma}
-    return sorted(cores) or [0]
+    cores = np.union1d(int_column(trace.instructions, "core"), int_column(trace.dma, "core"))
+    return cores.tolist() or [0]

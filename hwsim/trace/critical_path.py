@@ -11,6 +11,7 @@ from hwsim.trace.analysis import (
     DMA_SOURCE,
     Dependencies,
     engine_codes,
+    engine_of_code,
     facts_memo,
     int_column,
     semaphore_waits,
@@ -55,6 +56,40 @@ def critical_path(
     Each link's share is the time from its predecessor's release of it to its own release of the
     next link, so the shares add up to the run time (time before the first link is 'startup').
     """
+    path = _walk(trace, deps, binding)
+    if path is None:
+        return []
+    on, links, transfer = path.on, path.links, path.on >= len(trace.instructions)
+    kinds = np.where(transfer, "dma", "instruction").tolist()
+    core = links.core[on].tolist()
+    engine = [engine_of_code(c) for c in links.engine[on].tolist()]
+    resource = [DMA_SOURCE if t else e for t, e in zip(transfer.tolist(), engine, strict=True)]
+    steps = list(
+        map(
+            _new_step,
+            zip(
+                kinds, resource, core, engine, links.pc[on].tolist(), links.first[on].tolist(),
+                links.last[on].tolist(), path.share.tolist(), strict=True,
+            ),
+        )
+    )  # fmt: skip
+    if path.startup_ticks:
+        ticks = path.startup_ticks
+        steps.append(_new_step(("startup", "startup", core[-1], "", -1, 0, ticks, ticks)))
+    return steps
+
+
+class _Path(NamedTuple):
+    """The critical path as node indices (``_Links``), latest first, with each one's share and
+    the startup ticks before its first link (0: no startup step)."""
+
+    on: np.ndarray
+    share: np.ndarray
+    startup_ticks: int
+    links: _Links
+
+
+def _walk(trace: Trace, deps: Dependencies | None, binding: np.ndarray | None) -> _Path | None:
     facts = facts_memo()
     deps = deps or Dependencies(trace, facts)
     recs = trace.instructions
@@ -63,73 +98,87 @@ def critical_path(
         binding = semaphore_waits(trace, deps, ready, start)[1]
     n = len(recs)
     if not n and not trace.dma:
-        return []
-    core = int_column(recs, "core")
-    eng = engine_codes(recs)
-    start = int_column(recs, "start_tick")
-    prev_same = _previous_in_group(core, eng, start)
-    dma = trace.dma
-    d_start = int_column(dma, "start_tick")
-    d_queued = int_column(dma, "queued_tick")
-    prev_piece = _previous_in_group(int_column(dma, "core"), int_column(dma, "dma_engine"), d_start)
-    transfers = deps.transfers
-    trigger_index = transfers.trigger_record.tolist()
-
+        return None
+    links = _Links(trace, deps, binding)
     done = int_column(recs, "done_tick")
-    d_end = int_column(dma, "end_tick")
+    d_end = int_column(trace.dma, "end_tick")
     last_i = int(np.argmax(done)) if n else -1
-    last_d = int(np.argmax(d_end)) if len(dma) else -1
+    last_d = int(np.argmax(d_end)) if len(trace.dma) else -1
     if last_d >= 0 and (last_i < 0 or d_end[last_d] > done[last_i]):
-        node: tuple[str, int] | None = ("dma", int(transfers.piece_transfer[last_d]))
-        release_of_next = int(d_end[last_d])
+        node = n + int(deps.transfers.piece_transfer[last_d])
+        end_of_run = int(d_end[last_d])
     else:
-        node = ("instruction", last_i)
-        release_of_next = int(done[last_i])
-
-    steps: list[CriticalStep] = []
-    for _ in range(n + len(transfers) + 1):
-        if node is None:
+        node, end_of_run = last_i, int(done[last_i])
+    # follow the predecessors (a chase through one list), then work the shares out at once
+    pred = links.pred.tolist()
+    path = []
+    for _ in range(len(pred) + 1):
+        if node < 0:
             break
-        kind, idx = node
-        pred: tuple[str, int] | None = None
-        if kind == "instruction":
-            rec = recs[idx]
-            u = int(binding[idx])
-            if u >= 0 and (deps.update_instruction[u] >= 0 or deps.update_transfer[u] >= 0):
-                release = int(deps.update_tick[u])
-                if deps.update_instruction[u] >= 0:
-                    pred = ("instruction", int(deps.update_instruction[u]))
-                else:
-                    pred = ("dma", int(deps.update_transfer[u]))
-            else:
-                release = rec.ready_tick
-                if prev_same[idx] >= 0:
-                    pred = ("instruction", int(prev_same[idx]))
-            first, last = rec.start_tick, rec.end_tick
-            step = ("instruction", rec.engine, rec.core, rec.engine, rec.pc, first, last)
-        else:
-            piece = int(transfers.last_piece[idx])
-            core_t, engine_t, pc_t = transfers.trigger(idx)
-            p = int(prev_piece[piece])
-            if d_start[piece] > d_queued[piece] and p >= 0:
-                release = int(d_start[piece])
-                pred = ("dma", int(transfers.piece_transfer[p]))
-            elif trigger_index[idx] >= 0:
-                release = min(recs[trigger_index[idx]].end_tick, int(d_queued[piece]))
-                pred = ("instruction", trigger_index[idx])
-            else:
-                release = int(d_queued[piece])
-            first, last = int(d_start[piece]), int(d_end[piece])
-            step = ("dma", DMA_SOURCE, core_t, engine_t, pc_t, first, last)
-        if pred is None:
-            release = min(release, first)
-        release = min(release, release_of_next)
-        steps.append(CriticalStep(*step, share_ticks=release_of_next - release))
-        if pred is None and release > 0:
-            steps.append(CriticalStep("startup", "startup", step[2], "", -1, 0, release, release))
-        release_of_next = release
-        node = pred
-    return steps
+        path.append(node)
+        node = pred[node]
+    on = np.array(path, np.int64)
+    release = np.where(links.pred[on] < 0, np.minimum(links.release[on], links.first[on]),
+                       links.release[on])  # fmt: skip
+    release_of_next = np.minimum.accumulate(np.concatenate([[end_of_run], release]))
+    share = release_of_next[:-1] - release_of_next[1:]
+    last_release = int(release_of_next[-1])
+    startup = last_release if pred[path[-1]] < 0 and last_release > 0 else 0
+    return _Path(on, share, startup, links)
+
+
+def _new_step(values: tuple[object, ...]) -> CriticalStep:
+    return tuple.__new__(CriticalStep, values)
+
+
+class _Links:
+    """Per node (the instructions, then the DMA transfers): the predecessor that delayed it (-1:
+    none), when it was released, its first and last tick, and its (core, engine code, pc)."""
+
+    def __init__(self, trace: Trace, deps: Dependencies, binding: np.ndarray) -> None:
+        recs, dma, transfers = trace.instructions, trace.dma, deps.transfers
+        n = len(recs)
+        core, eng = int_column(recs, "core"), engine_codes(recs)
+        start, ready = int_column(recs, "start_tick"), int_column(recs, "ready_tick")
+        end = int_column(recs, "end_tick")
+        prev_same = _previous_in_group(core, eng, start)
+        # an instruction: released by the update that met its wait last, if it has a source;
+        # else by the previous instruction on its engine, when it reached this one
+        signaller = _take(deps.update_instruction, binding)
+        completion = _take(deps.update_transfer, binding)
+        released = (signaller >= 0) | (completion >= 0)
+        i_pred = np.where(signaller >= 0, signaller, np.where(completion >= 0, n + completion, -1))
+        i_pred = np.where(released, i_pred, prev_same)
+        i_release = np.where(released, _take(deps.update_tick, binding), ready)
+        # a transfer: its last piece, delayed by the piece before it on its DMA engine if it
+        # waited for the engine; else by its trigger (released at the trigger's end or arrival)
+        d_start, d_queued = int_column(dma, "start_tick"), int_column(dma, "queued_tick")
+        prev_piece = _previous_in_group(
+            int_column(dma, "core"), int_column(dma, "dma_engine"), d_start
+        )
+        piece = transfers.last_piece
+        trigger = transfers.trigger_record
+        p = prev_piece[piece]
+        engine_wait = (d_start[piece] > d_queued[piece]) & (p >= 0)
+        t_pred = np.where(engine_wait, n + _take(transfers.piece_transfer, p), trigger)
+        by_trigger = np.minimum(_take(end, trigger), d_queued[piece])
+        t_release = np.where(
+            engine_wait, d_start[piece], np.where(trigger >= 0, by_trigger, d_queued[piece])
+        )
+        self.pred = np.concatenate([i_pred, t_pred]).astype(np.int64)
+        self.release = np.concatenate([i_release, t_release]).astype(np.int64)
+        self.first = np.concatenate([start, d_start[piece]])
+        self.last = np.concatenate([end, int_column(dma, "end_tick")[piece]])
+        self.core = np.concatenate([core, transfers.core])
+        self.engine = np.concatenate([eng, transfers.engine_code])
+        self.pc = np.concatenate([int_column(recs, "pc"), transfers.pc])
+
+
+def _take(values: np.ndarray, index: np.ndarray) -> np.ndarray:
+    """``values[index]`` where the index is >= 0, else -1 (``values`` may be empty)."""
+    if not len(values):
+        return np.full(len(index), -1, np.int64)
+    return np.where(index >= 0, values[np.maximum(index, 0)], -1)
 
 
 def _previous_in_group(group_a: np.ndarray, group_b: np.ndarray, key: np.ndarray) -> np.ndarray:
@@ -141,6 +190,38 @@ def _previous_in_group(group_a: np.ndarray, group_b: np.ndarray, key: np.ndarray
     same = (group_a[order][1:] == group_a[order][:-1]) & (group_b[order][1:] == group_b[order][:-1])
     prev[order[1:][same]] = order[:-1][same]
     return prev
+
+
+def critical_path_stats(
+    trace: Trace, deps: Dependencies, binding: np.ndarray, total: int
+) -> CriticalPathStats:
+    """``path_stats(critical_path(...))``, from the path's arrays (no step tuples built)."""
+    path = _walk(trace, deps, binding)
+    if path is None:
+        return path_stats([], total)
+    n = len(trace.instructions)
+    # a resource per link: its engine code, or -1 for a DMA transfer; the startup is -2
+    resource = np.where(path.on >= n, -1, path.links.engine[path.on])
+    share = path.share
+    if path.startup_ticks:
+        resource = np.append(resource, -2)
+        share = np.append(share, path.startup_ticks)
+    codes, first_at, inverse = np.unique(resource, return_index=True, return_inverse=True)
+    sums = np.zeros(len(codes), np.int64)
+    np.add.at(sums, inverse.reshape(-1), share)
+    by_resource: Counter[str] = Counter()
+    names = {-1: DMA_SOURCE, -2: "startup"}
+    for k in np.argsort(first_at, kind="stable").tolist():  # the order the steps meet them
+        code = int(codes[k])
+        by_resource[names[code] if code < 0 else engine_of_code(code)] += int(sums[k])
+    transfers = int((path.on >= n).sum())
+    return CriticalPathStats(
+        length=len(path.on),
+        instructions=len(path.on) - transfers,
+        dma_transfers=transfers,
+        ticks_by_resource=dict(by_resource.most_common()),
+        share_pct={k: 100.0 * v / total for k, v in by_resource.most_common() if total},
+    )
 
 
 def path_stats(steps: list[CriticalStep], total: int) -> CriticalPathStats:

@@ -7,7 +7,7 @@ from it when exporting instead of being copied in the simulator's hot loop.
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Any, NamedTuple
 
@@ -74,20 +74,23 @@ class Trace:
     ``base_mhz`` converts ticks to time: ns = tick * 1000 / base_mhz.
     ``memory_allocations`` lists named SBUF/PSUM/HBM buffers of the program as
     (core, memory, name, start_partition, partitions, offset_bytes, size_bytes_per_partition).
+    The record sequences are lists, or (from the simulator) read-only columns that build their
+    records when read (``hwsim.trace.columns``).
     """
 
     base_mhz: int
     config: Any  # hwsim.config.HardwareConfig
-    instructions: list[InstructionRecord] = field(default_factory=list)
-    dma: list[DmaRecord] = field(default_factory=list)
-    semaphore_updates: list[SemaphoreUpdate] = field(default_factory=list)
+    instructions: Sequence[InstructionRecord] = field(default_factory=list)
+    dma: Sequence[DmaRecord] = field(default_factory=list)
+    semaphore_updates: Sequence[SemaphoreUpdate] = field(default_factory=list)
     memory_allocations: list[tuple[int, str, str, int, int, int, int]] = field(default_factory=list)
     meta: dict[str, Any] = field(default_factory=dict)
 
     @property
     def end_tick(self) -> int:
-        ends = [r.done_tick for r in self.instructions] + [r.end_tick for r in self.dma]
-        return max(ends, default=0)
+        from hwsim.trace.analysis import end_tick
+
+        return end_tick(self)
 
     def ticks_to_ns(self, ticks: int) -> float:
         return ticks * 1000 / self.base_mhz

@@ -52,7 +52,8 @@ from hwsim.trace.analysis import (
     semaphore_waits,
     union_ticks,
 )
-from hwsim.trace.critical_path import CriticalStep, critical_path, path_stats
+from hwsim.trace.critical_path import CriticalStep, critical_path, critical_path_stats
+from hwsim.trace.gc_pause import cyclic_gc_paused
 from hwsim.trace.occupancy import AllocationLife, OperandSpans, occupancy_steps
 from hwsim.trace.records import Trace, engine_order
 from hwsim.trace.summary import (
@@ -75,7 +76,14 @@ TOP_TAGS = 20
 
 
 def summarize(trace: Trace) -> RunSummary:
-    """All statistics of ``trace`` (see the module docstring)."""
+    """All statistics of ``trace`` (see the module docstring). The collector is paused meanwhile
+    (``cyclic_gc_paused``): a summary allocates per distinct instruction and per path link, and
+    each collection would scan the whole program and trace."""
+    with cyclic_gc_paused():
+        return _summarize(trace)
+
+
+def _summarize(trace: Trace) -> RunSummary:
     facts = facts_memo()
     total = end_tick(trace)
     cores = len(cores_of(trace))
@@ -90,10 +98,7 @@ def summarize(trace: Trace) -> RunSummary:
     work = _instruction_work(trace, facts, spans)
     waits, binding = semaphore_waits(trace, deps, ready, start)
 
-    is_dma = np.fromiter(
-        (r.instruction.IS_DMA for r in trace.instructions), bool, len(trace.instructions)
-    )
-    engines = _engine_stats(eng, start, end, ready, is_dma, work.opcodes, waits, span)
+    engines = _engine_stats(eng, start, end, ready, work.is_dma, work.opcodes, waits, span)
     dma = _dma_stats(trace, facts, deps, total, span)
     memory = _memory_stats(trace, spans.lifetimes(trace.memory_allocations))
     peaks = _peaks(trace, cores, work.tensor_flops_by_dtype)
@@ -102,8 +107,7 @@ def summarize(trace: Trace) -> RunSummary:
     hbm_read, hbm_write = work.read_bytes[HBM], work.write_bytes[HBM]
     hbm_bytes = hbm_read + hbm_write
     mbu = 100.0 * hbm_bytes / (peaks.hbm_bytes_per_s * total_s) if total_s else 0.0
-    steps = critical_path(trace, deps=deps, binding=binding)
-    path = path_stats(steps, total)
+    path = critical_path_stats(trace, deps, binding, total)
     busy_any = union_ticks(
         np.concatenate([start, int_column(trace.dma, "start_tick")]),
         np.concatenate([end, int_column(trace.dma, "end_tick")]),
@@ -159,6 +163,7 @@ class _Work(NamedTuple):
     tags: dict[
         str, list[int]
     ]  # tag -> [instructions, flops, hbm bytes, busy, first start, last end]
+    is_dma: np.ndarray  # per record: a DMA trigger
 
 
 def _instruction_work(trace: Trace, facts: FactsMemo, spans: OperandSpans) -> _Work:
@@ -221,7 +226,8 @@ def _instruction_work(trace: Trace, facts: FactsMemo, spans: OperandSpans) -> _W
         ]
         for i, name in enumerate(tag_of)
     }
-    return _Work(opcodes, by_dtype, int(flop.sum()), reads, writes, tags)
+    is_dma = np.array([f.is_dma for f in table], bool).reshape(k)[fid]
+    return _Work(opcodes, by_dtype, int(flop.sum()), reads, writes, tags, is_dma)
 
 
 def _codes(values: list[str]) -> tuple[np.ndarray, list[str]]:

@@ -72,3 +72,13 @@ def test_run_until_respects_the_advanced_clock():
     assert env.now == 120
     env.run(until=200)
     assert fired == [150]
+
+
+def test_the_event_queue_the_engine_loop_peeks_at():
+    # the engine loop reads ``env._queue[0][0]`` in place of ``env.peek()`` (one call fewer per
+    # instruction): the queue must stay a heap of (tick, ...) entries, empty when peek is inf
+    env = simpy.Environment()
+    assert env._queue == [] and env.peek() == float("inf")
+    env.timeout(7)
+    env.timeout(3)
+    assert env._queue[0][0] == env.peek() == 3
