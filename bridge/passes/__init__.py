@@ -10,6 +10,9 @@ gave (torch.compile's partitions, ``hwsim export``, ``hwsim run FILE.py``: every
                    or collapses to one view)
     constant_fold  nodes that depend on no graph input (``arange``/``le``/``where`` mask chains)
                    are computed once at compile time and become tensor constants
+    attention      q kᵀ, scale, mask, softmax and · v become one fused node, lowered as one
+                   flash-attention kernel: the scores never reach HBM
+                   (``passes.attention_fusion``, ``lowerings.flash_attention``)
     fusion         elementwise chains (and the elementwise ops after a matmul) become one fused
                    node: one pass over SBUF per tile, no HBM round trip in between
                    (``passes.fusion``, ``passes.fused_lowering``)
@@ -153,6 +156,7 @@ def run_pipeline(
     return gm, log
 
 
+from hwsim.bridge.passes.attention_fusion import fuse_attention  # noqa: E402  (no cycle)
 from hwsim.bridge.passes.fusion import fuse  # noqa: E402  (after GraphPass: no cycle)
 from hwsim.bridge.passes.rewrites import (  # noqa: E402
     cancel_views,
@@ -166,6 +170,7 @@ PIPELINE: tuple[GraphPass, ...] = (
     GraphPass("cse", common_subexpressions, "common-subexpression elimination"),
     GraphPass("views", cancel_views, "view/permute/transpose cancellation"),
     GraphPass("constant_fold", fold_constants, "mask-building subgraphs folded to constants"),
+    GraphPass("attention", fuse_attention, "attention as one flash-attention kernel"),
     GraphPass("fusion", fuse, "elementwise chains and matmul epilogues in one pass over SBUF"),
 )
 PASS_NAMES: tuple[str, ...] = tuple(p.name for p in PIPELINE)
