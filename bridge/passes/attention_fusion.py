@@ -9,7 +9,7 @@ Core ATen graphs carry attention decomposed (``bridge.decompositions.sdpa_flash_
 
 with the softmax in one of two forms:
 
-- **plain** (``_softmax``): amax, sub, exp, sum, div;
+- **plain**: ``_softmax`` itself, or its decomposition amax, sub, exp, sum, div;
 - **safe** (the sdpa decomposition): amax, where(amax == -inf, 0, amax), sub, exp, sum,
   log-sum-exp = where(sum > 0, log(sum) + max, 0), exp(x - logsumexp); a row masked entirely
   gives probabilities 0.
@@ -108,6 +108,11 @@ def _users(node: fx.Node, pred: Any) -> list[fx.Node]:
 def _softmax(x: fx.Node, region: list[fx.Node]) -> tuple[fx.Node, bool] | None:
     """The probabilities node of a softmax of ``x`` over its last dim and whether it is the
     safe form; its nodes are appended to ``region``."""
+    whole = [u for u in x.users if _call(u, aten._softmax.default) and u.args[0] is x]
+    last_dim = bool(whole) and _last_dim([whole[0].args[1]], _val(x).ndim)
+    if last_dim and len(x.users) == 1 and not whole[0].args[2]:  # no half-to-float change
+        region.append(whole[0])
+        return whole[0], False
     maxes = _users(x, lambda u: _row_reduce(u, aten.amax.default, x))
     if len(maxes) != 1:
         return None
