@@ -30,7 +30,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, TypeGuard
 
 import torch
 from torch import fx
@@ -70,7 +70,7 @@ class FusedAttention(FusedKernel):
         self.__name__ = "fused[attention]"
 
 
-def _call(node: Any, *targets: Any) -> bool:
+def _call(node: Any, *targets: Any) -> TypeGuard[fx.Node]:
     return isinstance(node, fx.Node) and node.op == "call_function" and node.target in targets
 
 
@@ -162,7 +162,7 @@ def _safe_tail(
     if len(adds) != 1 or len(adds[0].args) > 2 or adds[0].kwargs:
         return None
     lse = _only_user(adds[0])
-    if not _call(lse, aten.where.self) or lse.args[:2] != (gts[0], adds[0]):  # type: ignore[union-attr]
+    if not _call(lse, aten.where.self) or lse.args[:2] != (gts[0], adds[0]):
         return None
     assert lse is not None
     if not _is_scalar(lse.args[2], 0.0):
@@ -180,7 +180,7 @@ def _safe_tail(
     if tuple(_val(node).shape) != rows:
         return None
     sub = _only_user(node)
-    if not _call(sub, aten.sub.Tensor) or sub.args[:2] != (x, node):  # type: ignore[union-attr]
+    if not _call(sub, aten.sub.Tensor) or sub.args[:2] != (x, node):
         return None
     assert sub is not None
     probs = _only_user(sub)
@@ -195,7 +195,7 @@ def _bypass_clone(arg: fx.Node, shape3: tuple[int, ...], members: list[fx.Node])
     """A bmm operand view(clone(src4)) of a 4-D [B, H, ., .] src: src (the clone and the view
     join the group); otherwise the operand itself."""
     clone = arg.args[0] if _call(arg, *RESHAPES) and len(arg.users) == 1 else None
-    if not _call(clone, aten.clone.default) or len(clone.users) != 1:  # type: ignore[union-attr]
+    if not _call(clone, aten.clone.default) or len(clone.users) != 1:
         return arg
     assert isinstance(clone, fx.Node)
     src = clone.args[0]
@@ -209,10 +209,11 @@ def _bypass_clone(arg: fx.Node, shape3: tuple[int, ...], members: list[fx.Node])
     return src
 
 
-def _tensor(node: Any, ndim: int | None = None) -> bool:
+def _tensor(node: Any, ndim: int | None = None) -> TypeGuard[fx.Node]:
     value = _val(node)
     return (
-        isinstance(value, torch.Tensor)
+        isinstance(node, fx.Node)
+        and isinstance(value, torch.Tensor)
         and all(isinstance(n, int) for n in (*value.shape, *value.stride()))
         and (ndim is None or value.ndim == ndim)
     )
@@ -238,7 +239,7 @@ def _scale_and_mask(
     """Follow the scores through a scalar scale and a mask; the masked scores node."""
     scale = 1.0
     user = _only_user(x)
-    if _call(user, aten.mul.Tensor, aten.div.Tensor) and len(user.args) == 2:  # type: ignore[union-attr]
+    if _call(user, aten.mul.Tensor, aten.div.Tensor) and len(user.args) == 2:
         assert user is not None
         a, b = user.args
         factor = b if a is x else a if user.target is aten.mul.Tensor and b is x else None
@@ -247,12 +248,12 @@ def _scale_and_mask(
             members.append(user)
             x, user = user, _only_user(user)
     shape = tuple(_val(x).shape)
-    if _call(user, aten.add.Tensor) and len(user.args) == 2 and not user.kwargs:  # type: ignore[union-attr]
+    if _call(user, aten.add.Tensor) and len(user.args) == 2 and not user.kwargs:
         assert user is not None
         other = user.args[1] if user.args[0] is x else user.args[0]
         if _tensor(other) and _broadcasts(other, shape) and _val(other).dtype in FLOATS:
             members.append(user)
-            return user, scale, other, "add"  # type: ignore[return-value]
+            return user, scale, other, "add"
     if _call(user, aten.where.self):
         assert user is not None
         cond, a, b = user.args
@@ -266,7 +267,7 @@ def _scale_and_mask(
             )
             if kind is not None:
                 members.append(user)
-                return user, scale, cond, kind  # type: ignore[return-value]
+                return user, scale, cond, kind
     return x, scale, None, "add"
 
 
@@ -289,7 +290,7 @@ def _match(qk: fx.Node, outputs: set[fx.Node]) -> _Match | None:
     members = [qk]
     x = qk
     view = _only_user(x)
-    if _call(view, *RESHAPES) and tuple(_val(view).shape)[-2:] == (length, keys):  # type: ignore[arg-type]
+    if _call(view, *RESHAPES) and tuple(_val(view).shape)[-2:] == (length, keys):
         assert view is not None
         members.append(view)
         x = view
@@ -310,7 +311,7 @@ def _match(qk: fx.Node, outputs: set[fx.Node]) -> _Match | None:
         assert node is not None
         members.append(node)
         node = _only_user(node)
-    if not _call(node, aten.bmm.default) or node.args[0] is not members[-1]:  # type: ignore[union-attr]
+    if not _call(node, aten.bmm.default) or node.args[0] is not members[-1]:
         return None
     assert node is not None
     pv, v3 = node, node.args[1]
@@ -325,25 +326,25 @@ def _match(qk: fx.Node, outputs: set[fx.Node]) -> _Match | None:
         _call(view, *RESHAPES)
         and _val(view).ndim == 4
         and _val(view).shape[:2] == _val(x).shape[:2]
-    ):  # type: ignore[union-attr]
-        assert view is not None
+    ):
         members.append(view)
         last = view
         perm = _only_user(view)
-        clone = _only_user(perm) if _call(perm, aten.permute.default) else None  # type: ignore[arg-type]
+        clone = _only_user(perm) if _call(perm, aten.permute.default) else None
         if (
             _call(perm, aten.permute.default)
-            and list(perm.args[1]) == [0, 2, 1, 3]  # type: ignore[arg-type]
+            and perm.args[1] in ([0, 2, 1, 3], (0, 2, 1, 3))
             and _call(clone, aten.clone.default)
             and _val(clone).is_contiguous()
-            and not (clone.kwargs.get("memory_format") not in (None, torch.contiguous_format))  # type: ignore[union-attr]
+            and clone.kwargs.get("memory_format", torch.contiguous_format)
+            is torch.contiguous_format
         ):
             assert clone is not None
             members += [perm, clone]
             last, layout = clone, "blhd"
-    q = _bypass_clone(q3, (bh, length, dim), members)  # type: ignore[arg-type]
-    kt = _bypass_clone(kt3, (bh, dim, keys), members)  # type: ignore[arg-type]
-    v = _bypass_clone(v3, (bh, keys, _val(v3).shape[2]), members)  # type: ignore[arg-type]
+    q = _bypass_clone(q3, (bh, length, dim), members)
+    kt = _bypass_clone(kt3, (bh, dim, keys), members)
+    v = _bypass_clone(v3, (bh, keys, _val(v3).shape[2]), members)
     if last is not members[-1]:
         members.remove(last)
         members.append(last)
@@ -352,9 +353,7 @@ def _match(qk: fx.Node, outputs: set[fx.Node]) -> _Match | None:
         return None  # an intermediate is used elsewhere (the backward pass keeps it)
     if mask is not None and mask in inside:
         return None
-    return _Match(  # type: ignore[arg-type]
-        members, q, kt, v, mask, kind, scale, safe, layout, tuple(_val(x).shape)
-    )
+    return _Match(members, q, kt, v, mask, kind, scale, safe, layout, tuple(_val(x).shape))
 
 
 def _replace(gm: fx.GraphModule, match: _Match) -> None:
