@@ -27,6 +27,7 @@ statistics, scores and the running output stay fp32.
 
 from __future__ import annotations
 
+from collections.abc import Generator, Iterator
 from dataclasses import dataclass
 from typing import Any
 
@@ -48,9 +49,11 @@ from hwsim.library.common import BufferRing, Evacuator, cdiv, chunks
 MASKED = -1e30
 #: Share of SBUF the resident kᵀ, v and the per-tile q of one head group may take.
 RESIDENT_SBUF_SHARE = 0.5
-#: Buffers of the per-head working tiles (scores, p, pᵀ, statistics): one head's softmax runs
-#: while the next head's scores are computed.
-BUFFERS = 2
+#: Heads emitted interleaved, stage by stage (software pipelining: TensorE computes one head's
+#: scores while VectorE/ScalarE run another's softmax), and the buffers of the per-head working
+#: tiles (scores, p, pᵀ, statistics), one per head in flight.
+INTERLEAVE = 2
+BUFFERS = INTERLEAVE
 
 
 def lower_fused_attention(
@@ -132,6 +135,18 @@ def _head_group(ctx: LoweringContext, s: _Shapes, mm: DType, pv: DType) -> int:
     return max(1, min(s.heads, budget // per_head))
 
 
+def _interleave(stages: list[Iterator[None]], window: int) -> None:
+    """Run the generators to completion, ``window`` at a time, one stage of each in turn."""
+    pending = list(stages)
+    active, pending = pending[:window], pending[window:]
+    while active:
+        for gen in list(active):
+            if next(gen, False) is False:  # finished
+                active.remove(gen)
+                if pending:
+                    active.append(pending.pop(0))
+
+
 def _rows(value: HbmValue, b: int, h0: int, heads: int, r0: int, rows: int) -> Any:
     """value[b, h0:h0+heads, r0:r0+rows, :] as rows on partitions: [rows, heads, cols]."""
     s0, s1, s2, s3 = value.strides
@@ -153,10 +168,12 @@ class _Flash:
         self.resident = [BufferRing(2) for _ in range(2)]  # kᵀ, v
         self.staging = BufferRing(4)
         self.q_rings = [BufferRing(2) for _ in range(2)]  # q rows, qᵀ
-        self.masks = BufferRing(2)
-        self.flags = BufferRing(2)
+        self.masks = BufferRing(INTERLEAVE + 1)
+        self.flags = BufferRing(INTERLEAVE + 1)
         self.outs = BufferRing(2)
-        self.t_psum, self.s_psum, self.o_psum = BufferRing(2), BufferRing(2), BufferRing(2)
+        # Every PSUM tile here fits one bank; three rings share the banks.
+        depth = max(1, self.lim.psum_banks // 3)
+        self.t_psum, self.s_psum, self.o_psum = (BufferRing(depth) for _ in range(3))
         self.scores, self.probs, self.pts = (BufferRing(BUFFERS) for _ in range(3))
         self.stats = BufferRing(2 * BUFFERS)
         self.accs, self.runs = BufferRing(BUFFERS), BufferRing(BUFFERS)
@@ -241,21 +258,27 @@ class _Flash:
         qt = self.q_rings[1]((s.dim, g, qw), mm, lang.sbuf, max_shape=(s.dim, g, self.pm))
         self._transposed(qt, rows, g, qw, 0, mm)
         o = self.outs((qw, g, s.dim_v), out.dtype, lang.sbuf, max_shape=(self.pm, g, s.dim_v))
-        cached: tuple[int, Any, Any] | None = None
-        for i in range(g):
+        shared = None  # a mask broadcast over heads is loaded once per query tile
+        if mask is not None and (mask.strides[1] == 0 or g == 1):
+            shared = self._mask_tile(mask, b, h0, q0, qw)
+
+        def head(i: int) -> Iterator[None]:
             m = flag = None
-            if mask is not None:
-                where = mask.offset + b * mask.strides[0] + (h0 + i) * mask.strides[1]
-                if cached is None or cached[0] != where:
-                    cached = (where, *self._mask_tile(mask, b, h0 + i, q0, qw))
-                m, flag = cached[1], cached[2]
-            self._head(qt[:, i, :], kt[:, i, :], vs[:, :, i, :], m, flag, o[:, i, :], qw, pv)
+            if mask is not None:  # a mask per head: loaded as the head starts
+                m, flag = shared or self._mask_tile(mask, b, h0 + i, q0, qw)
+            yield from self._head(
+                qt[:, i, :], kt[:, i, :], vs[:, :, i, :], m, flag, o[:, i, :], qw, pv
+            )
+
+        _interleave([head(i) for i in range(g)], INTERLEAVE)
         self.ctx.queues.store(_rows(out, b, h0, g, q0, qw), o)
 
     # ---- one head of one query tile -------------------------------------------------------------
     def _head(
         self, qt: Any, kt: Any, vs: Any, m: Any, flag: Any, o: Any, qw: int, pv: DType
-    ) -> None:
+    ) -> Iterator[None]:
+        """Emit one head, yielding between its dependent stages (``_query_tile`` interleaves
+        heads, so one head's softmax runs while TensorE computes the next one's scores)."""
         s, pm = self.s, self.pm
         blocks = chunks(s.keys, self.block)
         prev: Any = None
@@ -273,21 +296,25 @@ class _Flash:
                     x, s_ps, AluOp.multiply, scale, AluOp.add, m[:, k0 : k0 + kb]
                 )
                 scale = 1.0
+            yield
             st = self.stats((qw, 4), HW_FP32, lang.sbuf, max_shape=(pm, 4))
             neg, alpha, sums = st[:, 0:1], st[:, 1:2], st[:, 2:3]
-            nisa.tensor_reduce(st[:, 3:4], ReduceOp.max, x, negate=True)
-            if prev is None:
+            if prev is None and scale == 1.0:
+                nisa.tensor_reduce(neg, ReduceOp.max, x, negate=True)
+            else:
+                nisa.tensor_reduce(st[:, 3:4], ReduceOp.max, x, negate=True)
+            if prev is None and scale != 1.0:
                 nisa.tensor_scalar(neg, st[:, 3:4], AluOp.multiply, scale)
-            else:  # -scale * max(m_old, m_block) = min(-scale * m_old, -scale * m_block)
+            elif prev is not None:  # -scale * max(m_old, m_block) = min(-scale * m_old, ...)
                 nisa.scalar_tensor_tensor(
                     neg, st[:, 3:4], AluOp.multiply, scale, AluOp.min, prev[:, 0:1]
                 )
                 nisa.activation(alpha, Act.exp, prev[:, 0:1], bias=neg, scale=-1.0)
             p = self.probs((qw, kb), pv, lang.sbuf, max_shape=(pm, self.block))
             nisa.activation_reduce(p, Act.exp, x, bias=neg, scale=scale, reduce_res=sums)
-            pv_ps = self._p_times_v(p, vs, qw, k0, kb, pv)
+            yield
+            pv_ps = yield from self._p_times_v(p, vs, qw, k0, kb, pv)
             if acc is None:  # one block: the output straight from PSUM
-                nisa.reciprocal(sums, sums)
                 self._finish(o, pv_ps, sums, flag)
                 return
             if prev is None:
@@ -297,19 +324,23 @@ class _Flash:
                 nisa.scalar_tensor_tensor(run, run, AluOp.multiply, alpha, AluOp.add, sums)
                 nisa.scalar_tensor_tensor(acc, acc, AluOp.multiply, alpha, AluOp.add, pv_ps)
             prev = st
+            yield
         assert acc is not None and run is not None
-        nisa.reciprocal(run, run)
         self._finish(o, acc, run, flag)
 
     @staticmethod
-    def _finish(o: Any, acc: Any, recip: Any, flag: Any) -> None:
+    def _finish(o: Any, acc: Any, total: Any, flag: Any) -> None:
+        """o = acc / total (times the row's 'some key kept' flag)."""
         if flag is None:
-            nisa.tensor_scalar(o, acc, AluOp.multiply, recip)
+            nisa.tensor_scalar(o, acc, AluOp.divide, total)
         else:
-            nisa.tensor_scalar(o, acc, AluOp.multiply, recip, op1=AluOp.multiply, operand1=flag)
+            nisa.tensor_scalar(o, acc, AluOp.divide, total, op1=AluOp.multiply, operand1=flag)
 
-    def _p_times_v(self, p: Any, vs: Any, qw: int, k0: int, kb: int, pv: DType) -> Any:
-        """p[qw, kb] @ v[k0:k0+kb] into PSUM through pᵀ (TensorE transposes, several per bank)."""
+    def _p_times_v(
+        self, p: Any, vs: Any, qw: int, k0: int, kb: int, pv: DType
+    ) -> Generator[None, None, Any]:
+        """p[qw, kb] @ v[k0:k0+kb] into PSUM through pᵀ (TensorE transposes, several per bank);
+        yields between the transposes and the matmuls."""
         pm = self.pm
         subs = chunks(kb, pm)
         most = cdiv(self.block, pm)
@@ -326,6 +357,7 @@ class _Flash:
             if full < len(group):
                 cw = group[-1][1]
                 self.copy(pt[:cw, g0 + full, :], ps[:cw, full, :])
+        yield
         out = self.o_psum((qw, self.s.dim_v), HW_FP32, lang.psum, max_shape=(pm, self.s.dim_v))
         for c, (c0, cw) in enumerate(subs):
             tile = (k0 + c0) // pm
