@@ -54,6 +54,8 @@ RESIDENT_SBUF_SHARE = 0.5
 #: tiles (scores, p, pᵀ, statistics), one per head in flight.
 INTERLEAVE = 2
 BUFFERS = INTERLEAVE
+#: Distinct mask row blocks (per batch, per head) loaded once per query tile and shared.
+MASKS_SHARED = 8
 
 
 def lower_fused_attention(
@@ -132,7 +134,7 @@ def _head_group(ctx: LoweringContext, s: _Shapes, mm: DType, pv: DType) -> int:
             f"one head needs {per_head} bytes per SBUF partition for kᵀ and v "
             f"({s.keys} keys), more than the {budget} there are"
         )
-    return max(1, min(s.heads, budget // per_head))
+    return max(1, min(s.batch * s.heads, budget // per_head))
 
 
 def _interleave(stages: list[Iterator[None]], window: int) -> None:
@@ -147,11 +149,33 @@ def _interleave(stages: list[Iterator[None]], window: int) -> None:
                     active.append(pending.pop(0))
 
 
-def _rows(value: HbmValue, b: int, h0: int, heads: int, r0: int, rows: int) -> Any:
-    """value[b, h0:h0+heads, r0:r0+rows, :] as rows on partitions: [rows, heads, cols]."""
+def _rows(value: HbmValue, slots: _Slots, r0: int, rows: int) -> Any:
+    """value[b0:b0+nb, h0:h0+g, r0:r0+rows, :] as rows on partitions: [rows, nb, g, cols]."""
     s0, s1, s2, s3 = value.strides
-    offset = value.offset + b * s0 + h0 * s1 + r0 * s2
-    return hbm_ap(value, offset, rows, s2, (heads, value.shape[3]), (s1, s3))
+    offset = value.offset + slots.b0 * s0 + slots.h0 * s1 + r0 * s2
+    sizes = (slots.nb, slots.g, value.shape[3])
+    return hbm_ap(value, offset, rows, s2, sizes, (s0, s1, s3))
+
+
+@dataclass(frozen=True)
+class _Slots:
+    """A group of heads on chip together: batches b0..b0+nb, heads h0..h0+g of each."""
+
+    b0: int
+    nb: int
+    h0: int
+    g: int
+
+    def heads(self) -> list[tuple[int, int]]:
+        return [(bi, hi) for bi in range(self.nb) for hi in range(self.g)]
+
+
+def _groups(s: _Shapes, per_group: int) -> list[_Slots]:
+    """Whole batches together when all their heads fit, else heads of one batch."""
+    if per_group >= s.heads:
+        nb = min(s.batch, per_group // s.heads)
+        return [_Slots(b0, n, 0, s.heads) for b0, n in chunks(s.batch, nb)]
+    return [_Slots(b, 1, h0, g) for b in range(s.batch) for h0, g in chunks(s.heads, per_group)]
 
 
 class _Flash:
@@ -165,11 +189,16 @@ class _Flash:
         bank = ctx.config.psum.bytes_per_partition // self.lim.psum_banks
         self.bank_bytes = bank
         self.copy = Evacuator()
-        self.resident = [BufferRing(2) for _ in range(2)]  # kᵀ, v
+        self.kts = BufferRing(2)
+        self.vs = BufferRing(2 * cdiv(s.keys, self.pm))  # one tile per 128 keys
         self.staging = BufferRing(4)
         self.q_rings = [BufferRing(2) for _ in range(2)]  # q rows, qᵀ
-        self.masks = BufferRing(INTERLEAVE + 1)
-        self.flags = BufferRing(INTERLEAVE + 1)
+        # Mask tiles: up to MASKS_SHARED loaded per query tile (double-buffered across tiles),
+        # within an eighth of SBUF, plus one per head in flight.
+        fits = ctx.limits.sbuf_bytes // 8 // (s.keys * 4) // 2 - INTERLEAVE - 1
+        self.cached_masks = max(0, min(MASKS_SHARED, fits))
+        self.masks = BufferRing(2 * self.cached_masks + INTERLEAVE + 1)
+        self.flags = BufferRing(2 * self.cached_masks + INTERLEAVE + 1)
         self.outs = BufferRing(2)
         # Every PSUM tile here fits one bank; three rings share the banks.
         depth = max(1, self.lim.psum_banks // 3)
@@ -180,19 +209,20 @@ class _Flash:
 
     # ---- on-chip operands ----------------------------------------------------------------------
     def _transposed(
-        self, dst: Any, rows: Any, heads: int, width: int, c0: int, dtype: DType
+        self, dst: Any, rows: Any, slots: _Slots, width: int, c0: int, dtype: DType
     ) -> None:
-        """dst[:d, h, c0:c0+width] = rows[:width, h, :d]ᵀ for each head, by TensorE transposes
-        (as many heads per PSUM bank as fit), one copy back per bank."""
-        d = rows.shape[2]
+        """dst[:d, bi, hi, c0:c0+width] = rows[:width, bi, hi, :d]ᵀ for each head, by TensorE
+        transposes (as many heads per PSUM bank as fit), one copy back per bank."""
+        d = rows.shape[3]
         per_bank = max(1, self.bank_bytes // (self.pm * dtype.itemsize))
-        for h0, n in chunks(heads, per_bank):
-            ps = self.t_psum(
-                (d, n, width), dtype, lang.psum, max_shape=(self.pm, per_bank, self.pm)
-            )
-            for i in range(n):
-                nisa.nc_transpose(ps[:, i, :], rows[:width, h0 + i, :])
-            self.copy(dst[:d, h0 : h0 + n, c0 : c0 + width], ps)
+        for bi in range(slots.nb):
+            for h0, n in chunks(slots.g, per_bank):
+                ps = self.t_psum(
+                    (d, n, width), dtype, lang.psum, max_shape=(self.pm, per_bank, self.pm)
+                )
+                for i in range(n):
+                    nisa.nc_transpose(ps[:, i, :], rows[:width, bi, h0 + i, :])
+                self.copy(dst[:d, bi, h0 : h0 + n, c0 : c0 + width], ps)
 
     def emit(
         self, q: HbmValue, k: HbmValue, v: HbmValue, mask: HbmValue | None, out: HbmValue
@@ -200,19 +230,30 @@ class _Flash:
         s = self.s
         mm, pv = self.ctx.tile_dtype(q.dtype), self.ctx.tile_dtype(v.dtype)
         key_tiles = chunks(s.keys, self.pm)
-        for b in range(s.batch):
-            for h0, g in chunks(s.heads, self.group):
-                kt = self.resident[0]((s.dim, g, s.keys), mm, lang.sbuf)
-                vs = self.resident[1]((self.pm, len(key_tiles), g, s.dim_v), pv, lang.sbuf)
-                for t, (r0, rt) in enumerate(key_tiles):
-                    rows = self.staging(
-                        (rt, g, s.dim), mm, lang.sbuf, max_shape=(self.pm, g, s.dim)
-                    )
-                    self.ctx.queues.load(rows, _rows(k, b, h0, g, r0, rt))
-                    self._transposed(kt, rows, g, rt, r0, mm)
-                    self.ctx.queues.load(vs[:rt, t, :, :], _rows(v, b, h0, g, r0, rt))
-                for q0, qw in chunks(s.queries, self.pm):
-                    self._query_tile(q, mask, out, b, h0, g, q0, qw, kt, vs, mm, pv)
+        for slots in _groups(s, self.group):
+            nb, g = slots.nb, slots.g
+            kt = self.kts((s.dim, nb, g, s.keys), mm, lang.sbuf)
+            vs = []
+            for r0, rt in key_tiles:
+                rows = self.staging(
+                    (rt, nb, g, s.dim), mm, lang.sbuf, max_shape=(self.pm, nb, g, s.dim)
+                )
+                self.ctx.queues.load(rows, _rows(k, slots, r0, rt))
+                self._transposed(kt, rows, slots, rt, r0, mm)
+                vt = self.vs((self.pm, nb, g, s.dim_v), pv, lang.sbuf)
+                self.ctx.queues.load(vt[:rt], _rows(v, slots, r0, rt))
+                vs.append(vt)
+            for q0, qw in chunks(s.queries, self.pm):
+                self._query_tile(q, mask, out, slots, q0, qw, kt, vs, mm, pv)
+
+    @staticmethod
+    def _mask_rows(mask: HbmValue, slots: _Slots) -> dict[int, tuple[int, int]]:
+        """The distinct mask rows the group's heads read: offset -> (batch, head) of one."""
+        rows: dict[int, tuple[int, int]] = {}
+        for bi, hi in slots.heads():
+            b, h = slots.b0 + bi, slots.h0 + hi
+            rows.setdefault(b * mask.strides[0] + h * mask.strides[1], (b, h))
+        return rows
 
     def _mask_tile(self, mask: HbmValue, b: int, h: int, q0: int, qw: int) -> tuple[Any, Any]:
         """The [qw, keys] fp32 mask rows (masked positions MASKED) and the [qw, 1] flag
@@ -242,36 +283,41 @@ class _Flash:
         q: HbmValue,
         mask: HbmValue | None,
         out: HbmValue,
-        b: int,
-        h0: int,
-        g: int,
+        slots: _Slots,
         q0: int,
         qw: int,
         kt: Any,
-        vs: Any,
+        vs: list[Any],
         mm: DType,
         pv: DType,
     ) -> None:
-        s = self.s
-        rows = self.q_rings[0]((qw, g, s.dim), mm, lang.sbuf, max_shape=(self.pm, g, s.dim))
-        self.ctx.queues.load(rows, _rows(q, b, h0, g, q0, qw))
-        qt = self.q_rings[1]((s.dim, g, qw), mm, lang.sbuf, max_shape=(s.dim, g, self.pm))
-        self._transposed(qt, rows, g, qw, 0, mm)
-        o = self.outs((qw, g, s.dim_v), out.dtype, lang.sbuf, max_shape=(self.pm, g, s.dim_v))
-        shared = None  # a mask broadcast over heads is loaded once per query tile
-        if mask is not None and (mask.strides[1] == 0 or g == 1):
-            shared = self._mask_tile(mask, b, h0, q0, qw)
+        s, pm = self.s, self.pm
+        nb, g = slots.nb, slots.g
+        rows = self.q_rings[0]((qw, nb, g, s.dim), mm, lang.sbuf, max_shape=(pm, nb, g, s.dim))
+        self.ctx.queues.load(rows, _rows(q, slots, q0, qw))
+        qt = self.q_rings[1]((s.dim, nb, g, qw), mm, lang.sbuf, max_shape=(s.dim, nb, g, pm))
+        self._transposed(qt, rows, slots, qw, 0, mm)
+        o = self.outs((qw, nb, g, s.dim_v), out.dtype, lang.sbuf, max_shape=(pm, nb, g, s.dim_v))
+        # Mask rows shared by heads (a mask broadcast over heads, or over batch and heads) are
+        # loaded once per query tile, up front when few; otherwise each head loads its own.
+        shared: dict[int, tuple[Any, Any]] = {}
+        if mask is not None and len(self._mask_rows(mask, slots)) <= self.cached_masks:
+            for w, (b, h) in self._mask_rows(mask, slots).items():
+                shared[w] = self._mask_tile(mask, b, h, q0, qw)
 
-        def head(i: int) -> Iterator[None]:
+        def head(bi: int, hi: int) -> Iterator[None]:
             m = flag = None
-            if mask is not None:  # a mask per head: loaded as the head starts
-                m, flag = shared or self._mask_tile(mask, b, h0 + i, q0, qw)
+            if mask is not None:
+                b, h = slots.b0 + bi, slots.h0 + hi
+                where = b * mask.strides[0] + h * mask.strides[1]
+                m, flag = shared.get(where) or self._mask_tile(mask, b, h, q0, qw)
+            values = [t[:, bi, hi, :] for t in vs]
             yield from self._head(
-                qt[:, i, :], kt[:, i, :], vs[:, :, i, :], m, flag, o[:, i, :], qw, pv
+                qt[:, bi, hi, :], kt[:, bi, hi, :], values, m, flag, o[:, bi, hi, :], qw, pv
             )
 
-        _interleave([head(i) for i in range(g)], INTERLEAVE)
-        self.ctx.queues.store(_rows(out, b, h0, g, q0, qw), o)
+        _interleave([head(bi, hi) for bi, hi in slots.heads()], INTERLEAVE)
+        self.ctx.queues.store(_rows(out, slots, q0, qw), o)
 
     # ---- one head of one query tile -------------------------------------------------------------
     def _head(
@@ -360,6 +406,5 @@ class _Flash:
         yield
         out = self.o_psum((qw, self.s.dim_v), HW_FP32, lang.psum, max_shape=(pm, self.s.dim_v))
         for c, (c0, cw) in enumerate(subs):
-            tile = (k0 + c0) // pm
-            nisa.nc_matmul(out, pt[:cw, c, :], vs[:cw, tile, :], accumulate=c > 0)
+            nisa.nc_matmul(out, pt[:cw, c, :], vs[(k0 + c0) // pm][:cw, :], accumulate=c > 0)
         return out

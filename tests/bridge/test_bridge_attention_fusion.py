@@ -104,13 +104,14 @@ def test_every_instruction_of_the_kernel_carries_all_its_source_nodes():
 
 
 def test_scores_never_reach_hbm():
-    """q, k, v and the mask are read once (the mask once per batch: it is broadcast over
-    heads), the output written once: the exact HBM bytes, no [B, H, L, S] round trip."""
+    """q, k, v and the mask are read once (every head of both batches is on chip at once, and
+    the mask, broadcast over them, is loaded once), the output written once: the exact HBM
+    bytes, no [B, H, L, S] round trip."""
     b, h, length, d = 2, 3, 40, 16
     inputs = [*_inputs(*[(b, h, length, d)] * 3), _causal_mask(length, length)]
     _, on = _run(sdpa, inputs)
     # + 4: the 0.0 the safe softmax's where nodes share (a scalar_tensor node of its own)
-    moved = 4 * (3 * b * h * length * d + b * length * length + b * h * length * d) + 4
+    moved = 4 * (3 * b * h * length * d + length * length + b * h * length * d) + 4
     assert on.result.summary.hbm_bytes == moved
     _, off = _run(sdpa, inputs, passes={"attention": False})
     assert off.result.summary.hbm_bytes > moved + 4 * b * h * length * length
@@ -186,3 +187,12 @@ def test_the_pass_switches_off():
     gm, log = run_pipeline(_graph(causal, inputs), PassSelection.parse({"attention": False}))
     assert not any(isinstance(n.target, FusedAttention) for n in gm.graph.nodes)
     assert "attention" not in [s["pass"] for s in log.steps]
+
+
+@pytest.mark.parametrize("heads", [3, 10], ids=["masks-shared-per-tile", "mask-per-head"])
+def test_a_mask_per_batch_and_head(heads):
+    """A mask that differs per head: up to MASKS_SHARED distinct mask blocks are loaded once
+    per query tile, more are loaded by each head as it starts."""
+    inputs = [*_inputs(*[(2, heads, 20, 8)] * 3), torch.randn(2, heads, 20, 20)]
+    assert len(_fused(sdpa, inputs)) == 1
+    _run(sdpa, inputs)
