@@ -81,10 +81,11 @@ class _Shapes:
 
 def _heads4(value: HbmValue, batch: int, heads: int) -> HbmValue:
     """[BH, r, c] (or [B, H, r, c]) as a [B, H, r, c] view (splitting a dim is a view)."""
-    if value.ndim == 4:
+    if value.ndim == 4 and value.shape[:2] == (batch, heads):
         return value
-    viewed = value.view((batch, heads, *value.shape[1:]))
-    assert viewed is not None
+    viewed = value.view((batch, heads, *value.shape[-2:]))
+    if viewed is None:
+        raise FusionFallback(f"an operand {value.shape} has no [{batch}, {heads}, ...] view")
     return viewed
 
 

@@ -191,9 +191,10 @@ def _safe_tail(
     return probs, True
 
 
-def _bypass_clone(arg: fx.Node, shape3: tuple[int, ...], members: list[fx.Node]) -> fx.Node:
-    """A bmm operand view(clone(src4)) of a 4-D [B, H, ., .] src: src (the clone and the view
-    join the group); otherwise the operand itself."""
+def _bypass_clone(arg: fx.Node, shape4: tuple[int, ...], members: list[fx.Node]) -> fx.Node:
+    """A bmm operand view(clone(src4)) of a 4-D src of shape ``shape4`` ([B, H, ., .] as the
+    scores split batch and heads): src (the clone and the view join the group); otherwise the
+    operand itself."""
     clone = arg.args[0] if _call(arg, *RESHAPES) and len(arg.users) == 1 else None
     if not _call(clone, aten.clone.default) or len(clone.users) != 1:
         return arg
@@ -202,7 +203,7 @@ def _bypass_clone(arg: fx.Node, shape3: tuple[int, ...], members: list[fx.Node])
     value = _val(src)
     if not isinstance(value, torch.Tensor) or value.ndim != 4:
         return arg
-    if value.shape[0] * value.shape[1] != shape3[0] or tuple(value.shape[2:]) != shape3[1:]:
+    if tuple(value.shape) != shape4 or not _tensor(src):
         return arg
     members += [clone, arg]
     assert isinstance(src, fx.Node)
@@ -342,9 +343,10 @@ def _match(qk: fx.Node, outputs: set[fx.Node]) -> _Match | None:
             assert clone is not None
             members += [perm, clone]
             last, layout = clone, "blhd"
-    q = _bypass_clone(q3, (bh, length, dim), members)
-    kt = _bypass_clone(kt3, (bh, dim, keys), members)
-    v = _bypass_clone(v3, (bh, keys, _val(v3).shape[2]), members)
+    heads = tuple(_val(x).shape[:-2]) if _val(x).ndim == 4 else (1, bh)
+    q = _bypass_clone(q3, (*heads, length, dim), members)
+    kt = _bypass_clone(kt3, (*heads, dim, keys), members)
+    v = _bypass_clone(v3, (*heads, keys, _val(v3).shape[2]), members)
     if last is not members[-1]:
         members.remove(last)
         members.append(last)
