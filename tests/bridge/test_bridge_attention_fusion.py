@@ -196,3 +196,13 @@ def test_a_mask_per_batch_and_head(heads):
     inputs = [*_inputs(*[(2, heads, 20, 8)] * 3), torch.randn(2, heads, 20, 20)]
     assert len(_fused(sdpa, inputs)) == 1
     _run(sdpa, inputs)
+
+
+def test_the_effects_table_measures_the_pass():
+    from hwsim.bridge.passes.effects import pass_effects
+
+    inputs = [*_inputs(*SHAPES * 3), _causal_mask(40, 40)]
+    rows = {r["pass"]: r for r in pass_effects(_graph(sdpa, inputs), inputs)}
+    attention = rows["attention"]
+    assert attention["with"]["total_ns"] < attention["without"]["total_ns"]
+    assert attention["with"]["hbm_bytes"] < attention["without"]["hbm_bytes"]
