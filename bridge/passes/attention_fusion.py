@@ -37,6 +37,7 @@ from torch import fx
 from torch.utils import _pytree as pytree
 
 from hwsim.bridge.passes.fusion import RESHAPES, FusedKernel, Inner, Member, Ref
+from hwsim.bridge.passes.rewrites import _pure
 
 aten = torch.ops.aten
 NEG_INF = float("-inf")
@@ -79,7 +80,9 @@ def _val(node: Any) -> Any:
 
 
 def _only_user(node: fx.Node) -> fx.Node | None:
-    return next(iter(node.users)) if len(node.users) == 1 else None
+    """The one user of ``node`` whose value is used (dead users do not count)."""
+    live = [u for u in node.users if not _dead(u, set())]
+    return live[0] if len(live) == 1 else None
 
 
 def _is_scalar(arg: Any, value: float) -> bool:
@@ -232,6 +235,7 @@ class _Match:
     safe: bool
     out_layout: str
     scores_shape: tuple[int, ...]
+    dead: set[fx.Node]  # unused nodes hanging off the members, erased with them
 
 
 def _scale_and_mask(
@@ -308,8 +312,7 @@ def _match(qk: fx.Node, outputs: set[fx.Node]) -> _Match | None:
     probs, safe = softmax
     members += region
     node = _only_user(probs)
-    if _call(node, *RESHAPES):
-        assert node is not None
+    while _call(node, *RESHAPES) or _identity_expand(node):  # to the bmm's [BH, L, S]
         members.append(node)
         node = _only_user(node)
     if not _call(node, aten.bmm.default) or node.args[0] is not members[-1]:
@@ -351,11 +354,37 @@ def _match(qk: fx.Node, outputs: set[fx.Node]) -> _Match | None:
         members.remove(last)
         members.append(last)
     inside = set(members)
-    if any(m in outputs or not set(m.users) <= inside for m in members if m is not last):
-        return None  # an intermediate is used elsewhere (the backward pass keeps it)
+    dead: set[fx.Node] = set()
+    for m in members:
+        if m is not last:
+            for user in m.users:
+                if user not in inside and not _dead(user, dead):
+                    return None  # an intermediate is used elsewhere (backward keeps it)
+    if any(m in outputs for m in members if m is not last):
+        return None
     if mask is not None and mask in inside:
         return None
-    return _Match(members, q, kt, v, mask, kind, scale, safe, layout, tuple(_val(x).shape))
+    return _Match(members, q, kt, v, mask, kind, scale, safe, layout, tuple(_val(x).shape), dead)
+
+
+def _identity_expand(node: Any) -> bool:
+    """An ``expand`` to its input's own shape (the ``views`` pass removes them)."""
+    return (
+        _call(node, aten.expand.default)
+        and isinstance(node.args[0], fx.Node)
+        and tuple(_val(node).shape) == tuple(_val(node.args[0]).shape)
+    )
+
+
+def _dead(node: fx.Node, dead: set[fx.Node]) -> bool:
+    """A pure node whose value nothing uses, even through other such nodes (the log-sum-exp
+    an inference graph drops; the ``dce`` pass would remove it); found ones join ``dead``."""
+    if node in dead:
+        return True
+    if not _pure(node) or not all(_dead(u, dead) for u in node.users):
+        return False
+    dead.add(node)
+    return True
 
 
 def _replace(gm: fx.GraphModule, match: _Match) -> None:
@@ -404,6 +433,8 @@ def _replace(gm: fx.GraphModule, match: _Match) -> None:
     fused.meta = dict(last.meta)
     fused.meta["fused_nodes"] = [m.name for m in members]
     last.replace_all_uses_with(fused)
+    for m in sorted(match.dead, key=order.__getitem__, reverse=True):
+        gm.graph.erase_node(m)
     for m in reversed(members):
         gm.graph.erase_node(m)
 

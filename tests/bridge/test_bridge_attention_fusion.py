@@ -206,3 +206,13 @@ def test_the_effects_table_measures_the_pass():
     attention = rows["attention"]
     assert attention["with"]["total_ns"] < attention["without"]["total_ns"]
     assert attention["with"]["hbm_bytes"] < attention["without"]["hbm_bytes"]
+
+
+def test_matched_with_every_other_pass_off():
+    """Alone, the pass sees the raw decomposition: identity expands before the second bmm and
+    the dead log-sum-exp chain hanging off the softmax (both removed with the group)."""
+    inputs = [*_inputs(*SHAPES * 3), _causal_mask(40, 40)]
+    gm, log = run_pipeline(_graph(sdpa, inputs), PassSelection.only("attention"))
+    assert log.steps[0]["attention"] == 1
+    gm.graph.lint()
+    _run(sdpa, inputs, passes=["attention"])
