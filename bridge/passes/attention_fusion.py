@@ -367,7 +367,7 @@ def _match(qk: fx.Node, outputs: set[fx.Node]) -> _Match | None:
     return _Match(members, q, kt, v, mask, kind, scale, safe, layout, tuple(_val(x).shape), dead)
 
 
-def _identity_expand(node: Any) -> bool:
+def _identity_expand(node: Any) -> TypeGuard[fx.Node]:
     """An ``expand`` to its input's own shape (the ``views`` pass removes them)."""
     return (
         _call(node, aten.expand.default)
