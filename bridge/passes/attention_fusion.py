@@ -79,9 +79,13 @@ def _val(node: Any) -> Any:
     return node.meta.get("val") if isinstance(node, fx.Node) else None
 
 
+#: The graph's dead nodes while ``fuse_attention`` runs (``_dead_nodes``).
+_DEAD: set[fx.Node] = set()
+
+
 def _only_user(node: fx.Node) -> fx.Node | None:
     """The one user of ``node`` whose value is used (dead users do not count)."""
-    live = [u for u in node.users if not _dead(u, set())]
+    live = [u for u in node.users if u not in _DEAD]
     return live[0] if len(live) == 1 else None
 
 
@@ -358,8 +362,15 @@ def _match(qk: fx.Node, outputs: set[fx.Node]) -> _Match | None:
     for m in members:
         if m is not last:
             for user in m.users:
-                if user not in inside and not _dead(user, dead):
+                if user not in inside and user not in _DEAD:
                     return None  # an intermediate is used elsewhere (backward keeps it)
+    for m in members:  # the dead nodes hanging off the members go with them
+        stack = [u for u in m.users if u in _DEAD]
+        while stack:
+            node = stack.pop()
+            if node not in dead and node not in inside:
+                dead.add(node)
+                stack += node.users
     if any(m in outputs for m in members if m is not last):
         return None
     if mask is not None and mask in inside:
@@ -376,15 +387,14 @@ def _identity_expand(node: Any) -> TypeGuard[fx.Node]:
     )
 
 
-def _dead(node: fx.Node, dead: set[fx.Node]) -> bool:
-    """A pure node whose value nothing uses, even through other such nodes (the log-sum-exp
-    an inference graph drops; the ``dce`` pass would remove it); found ones join ``dead``."""
-    if node in dead:
-        return True
-    if not _pure(node) or not all(_dead(u, dead) for u in node.users):
-        return False
-    dead.add(node)
-    return True
+def _dead_nodes(graph: fx.Graph) -> set[fx.Node]:
+    """Pure nodes whose value nothing uses, even through other such nodes (the log-sum-exp an
+    inference graph drops; the ``dce`` pass would remove them): one pass in reverse order."""
+    dead: set[fx.Node] = set()
+    for node in reversed(graph.nodes):
+        if _pure(node) and all(u in dead for u in node.users):
+            dead.add(node)
+    return dead
 
 
 def _replace(gm: fx.GraphModule, match: _Match) -> None:
@@ -447,12 +457,16 @@ def fuse_attention(gm: fx.GraphModule) -> dict[str, int]:
             outputs |= {n for n in pytree.tree_leaves(node.args[0]) if isinstance(n, fx.Node)}
     matches: list[_Match] = []
     taken: set[fx.Node] = set()
-    for node in list(gm.graph.nodes):
-        if _call(node, aten.bmm.default) and node not in taken:
-            match = _match(node, outputs)
-            if match is not None and not taken & set(match.members):
-                matches.append(match)
-                taken |= set(match.members)
+    _DEAD.update(_dead_nodes(gm.graph))
+    try:
+        for node in list(gm.graph.nodes):
+            if _call(node, aten.bmm.default) and node not in taken:
+                match = _match(node, outputs)
+                if match is not None and not taken & (set(match.members) | match.dead):
+                    matches.append(match)
+                    taken |= set(match.members) | match.dead
+    finally:
+        _DEAD.clear()
     for match in matches:
         _replace(gm, match)
     return {"attention": len(matches), "fused_nodes": sum(len(m.members) for m in matches)}
