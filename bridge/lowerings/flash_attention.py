@@ -129,7 +129,8 @@ def _head_group(ctx: LoweringContext, s: _Shapes, mm: DType, pv: DType) -> int:
     )
     block = min(s.keys, ctx.limits.tile_n)
     working = BUFFERS * (2 * s.keys * 4 + block * (4 + pv.itemsize) + ctx.pmax * pv.itemsize)
-    budget = int(ctx.limits.sbuf_bytes * RESIDENT_SBUF_SHARE) - working
+    masks = ctx.limits.sbuf_bytes // 8  # the shared mask tiles (``_Flash.cached_masks``)
+    budget = int(ctx.limits.sbuf_bytes * RESIDENT_SBUF_SHARE) - working - masks
     if per_head > budget:
         raise FusionFallback(
             f"one head needs {per_head} bytes per SBUF partition for kᵀ and v "

@@ -227,3 +227,12 @@ def test_bf16_compute_of_an_fp32_graph():
     assert any(n.get("attention") for n in lowered.pipeline["fusion"])
     ok = compare(lowered.run(inputs).outputs, causal(*inputs), precision.tolerance(FP32))
     assert ok.ok, ok
+
+
+def test_keys_beyond_sbuf_lower_the_members_one_by_one():
+    """kᵀ and v of one head with 30,000 keys do not fit the kernel's SBUF share: the group
+    lowers member by member (the note says why), still right."""
+    inputs = _inputs((1, 1, 2, 8), (1, 1, 30000, 8), (1, 1, 30000, 8))
+    lowered, _ = _run(unmasked, inputs)
+    notes = [n for n in lowered.pipeline["fusion"] if "bmm" in n["group"]]
+    assert notes and notes[0]["fused"] is False and "SBUF" in notes[0]["why"]
