@@ -13,6 +13,11 @@ gave (torch.compile's partitions, ``hwsim export``, ``hwsim run FILE.py``: every
     attention      q kᵀ, scale, mask, softmax and · v become one fused node, lowered as one
                    flash-attention kernel: the scores never reach HBM
                    (``passes.attention_fusion``, ``lowerings.flash_attention``)
+    reduction_fusion
+                   a reduction and its elementwise work (decomposed softmax, RMS norm) become
+                   one row pass over SBUF (``passes.reduction_fusion``)
+    conv_bn        an eval batch norm (and a ReLU) after a convolution is applied on the conv's
+                   PSUM evacuation as a per-channel scale and shift (``passes.conv_bn``)
     fusion         elementwise chains (and the elementwise ops after a matmul) become one fused
                    node: one pass over SBUF per tile, no HBM round trip in between
                    (``passes.fusion``, ``passes.fused_lowering``)
@@ -157,7 +162,9 @@ def run_pipeline(
 
 
 from hwsim.bridge.passes.attention_fusion import fuse_attention  # noqa: E402  (no cycle)
-from hwsim.bridge.passes.fusion import fuse  # noqa: E402  (after GraphPass: no cycle)
+from hwsim.bridge.passes.conv_bn import fuse_conv_bn  # noqa: E402  (after GraphPass: no cycle)
+from hwsim.bridge.passes.fusion import fuse  # noqa: E402
+from hwsim.bridge.passes.reduction_fusion import fuse_reductions  # noqa: E402
 from hwsim.bridge.passes.rewrites import (  # noqa: E402
     cancel_views,
     common_subexpressions,
@@ -171,6 +178,12 @@ PIPELINE: tuple[GraphPass, ...] = (
     GraphPass("views", cancel_views, "view/permute/transpose cancellation"),
     GraphPass("constant_fold", fold_constants, "mask-building subgraphs folded to constants"),
     GraphPass("attention", fuse_attention, "attention as one flash-attention kernel"),
+    GraphPass(
+        "reduction_fusion",
+        fuse_reductions,
+        "softmax and RMS norm chains as one row pass over SBUF",
+    ),
+    GraphPass("conv_bn", fuse_conv_bn, "eval batch norm and ReLU on the conv's PSUM evacuation"),
     GraphPass("fusion", fuse, "elementwise chains and matmul epilogues in one pass over SBUF"),
 )
 PASS_NAMES: tuple[str, ...] = tuple(p.name for p in PIPELINE)
