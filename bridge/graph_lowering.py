@@ -44,8 +44,10 @@ from hwsim.bridge.dtypes import (
     to_hw,
 )
 from hwsim.bridge.errors import BridgeError, Reason, Unsupported
+from hwsim.bridge.lowerings.flash_attention import lower_fused_attention
 from hwsim.bridge.memory_plan import HbmArena, Lifetimes, MemoryStats, memory_stats
 from hwsim.bridge.passes import PassSelection, run_pipeline
+from hwsim.bridge.passes.attention_fusion import FusedAttention
 from hwsim.bridge.passes.floor import Floor, graph_floor
 from hwsim.bridge.passes.fused_lowering import lower_fused
 from hwsim.bridge.passes.fusion import FusedKernel
@@ -391,6 +393,13 @@ class _GraphBuilder:
         if node.target is operator.getitem:
             source, index = node.args
             return env[source][index]  # type: ignore[index]
+        if isinstance(node.target, FusedAttention):  # a match of the attention pass
+            outside = [env[a] if isinstance(a, fx.Node) else a for a in node.args]
+            fused = lower_fused_attention(ctx, node.target, outside, escapes)
+            _check_result(node, fused, node.meta.get("val"))
+            for member in node.target.members:
+                self.lowered[member.name] = str(member.target)
+            return fused
         if isinstance(node.target, FusedKernel):  # a group from the fusion pass
             outside = [env[a] if isinstance(a, fx.Node) else a for a in node.args]
             fused = lower_fused(ctx, node.target, outside, escapes)

@@ -10,6 +10,9 @@ gave (torch.compile's partitions, ``hwsim export``, ``hwsim run FILE.py``: every
                    or collapses to one view)
     constant_fold  nodes that depend on no graph input (``arange``/``le``/``where`` mask chains)
                    are computed once at compile time and become tensor constants
+    attention      q kᵀ, scale, mask, softmax and · v become one fused node, lowered as one
+                   flash-attention kernel: the scores never reach HBM
+                   (``passes.attention_fusion``, ``lowerings.flash_attention``)
     reduction_fusion
                    a reduction and its elementwise work (decomposed softmax, RMS norm) become
                    one row pass over SBUF (``passes.reduction_fusion``)
@@ -158,6 +161,7 @@ def run_pipeline(
     return gm, log
 
 
+from hwsim.bridge.passes.attention_fusion import fuse_attention  # noqa: E402  (no cycle)
 from hwsim.bridge.passes.conv_bn import fuse_conv_bn  # noqa: E402  (after GraphPass: no cycle)
 from hwsim.bridge.passes.fusion import fuse  # noqa: E402
 from hwsim.bridge.passes.reduction_fusion import fuse_reductions  # noqa: E402
@@ -173,6 +177,7 @@ PIPELINE: tuple[GraphPass, ...] = (
     GraphPass("cse", common_subexpressions, "common-subexpression elimination"),
     GraphPass("views", cancel_views, "view/permute/transpose cancellation"),
     GraphPass("constant_fold", fold_constants, "mask-building subgraphs folded to constants"),
+    GraphPass("attention", fuse_attention, "attention as one flash-attention kernel"),
     GraphPass(
         "reduction_fusion",
         fuse_reductions,
