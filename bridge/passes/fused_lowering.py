@@ -309,8 +309,7 @@ class _StepProgram:
 
             def load(i: int, dtype: DType, tile: Any = tile, tile_shape: Any = tile_shape) -> Any:
                 dst = loads[i](tile_shape, dtype, lang.sbuf, max_shape=largest)
-                ctx.queues.load(dst, tile.ap(i + 1, self.outside[i]))
-                return dst
+                return ctx.queues.load_resident(dst, tile.ap(i + 1, self.outside[i]))
 
             final = self._run(tile_shape, load, None, rings, casts, largest)
             ctx.queues.store(tile.ap(0, out), final)
@@ -336,8 +335,7 @@ class _StepProgram:
                 for d in index:
                     view = view.select(0, d)
                 dst = loads[i](tile_shape, dtype, lang.sbuf, max_shape=largest)
-                ctx.queues.load(dst, HbmMatrix(view).block(m0, mt, n0, nt))
-                return dst
+                return ctx.queues.load_resident(dst, HbmMatrix(view).block(m0, mt, n0, nt))
 
             return self._run(tile_shape, load, result, rings, casts, largest)
 

@@ -69,7 +69,7 @@ def map_tiles(
         srcs: list[Operand] = []
         for i, value in enumerate(inputs, start=1):
             src = rings[i](shape, dtypes[i], lang.sbuf, max_shape=largest)
-            ctx.queues.load(src, tile.ap(i, value))
+            src = ctx.queues.load_resident(src, tile.ap(i, value))
             srcs.append(src)
         dst = rings[0](shape, tile_dtype, lang.sbuf, max_shape=largest)
         compute(dst, srcs)
@@ -117,7 +117,7 @@ def reduce_tiles(
     acc: Operand | None = None
     for tile in tiles:
         x = loads((tile.partitions, tile.free_elements), tile_dtype, lang.sbuf, max_shape=largest)
-        ctx.queues.load(x, tile.ap(1, src))
+        x = ctx.queues.load_resident(x, tile.ap(1, src))
         if tile.first:
             acc = accs((tile.partitions, 1), lang.float32, lang.sbuf, max_shape=(largest[0], 1))
             nisa.tensor_reduce(acc, op, x)
@@ -170,7 +170,7 @@ def row_tiles(
     for tile in tiles:
         shape = (tile.partitions, tile.free_elements)
         x = loads(shape, tile_dtype, lang.sbuf, max_shape=largest)
-        ctx.queues.load(x, tile.ap(1, src))
+        x = ctx.queues.load_resident(x, tile.ap(1, src))
         y = stores(shape, tile_dtype, lang.sbuf, max_shape=largest)
         compute(y, x)
         ctx.queues.store(tile.ap(0, out), y)
