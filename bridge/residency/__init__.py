@@ -26,11 +26,13 @@ store left on chip, so values stay in SBUF between ops without rewriting the low
   ``hwsim.lang.planner``), residency stops (pending stores are emitted, records dropped): the
   planner then owns placement.
 
-Residency off (``enabled=False``) is exactly ``DmaQueues``.
+Residency off (``enabled=False``) is exactly ``DmaQueues``. (A package of its own, so the
+kernel language's source walk can skip it: tags keep naming the lowering's line.)
 """
 
 from __future__ import annotations
 
+import os
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any
@@ -39,7 +41,7 @@ from hwsim.isa.ap import AccessPattern, MemorySpace
 from hwsim.isa.base import Instruction
 from hwsim.isa.regions import Region, region_of
 from hwsim.lang import isa as nisa
-from hwsim.lang.kernel import KernelContext, current
+from hwsim.lang.kernel import KernelContext, current, skip_frames_of
 from hwsim.lang.tiles import Tile, View, as_ap
 from hwsim.library.common import DmaQueues, Operand, Source
 
@@ -88,6 +90,10 @@ class ResidencyStats:
             "backed_off": self.backed_off,
         }
 
+
+#: Instructions this module emits on a lowering's behalf are tagged with the lowering's line
+#: (the one that called ``ctx.queues``), as before residency: the source walk skips this package.
+skip_frames_of(os.path.dirname(os.path.abspath(__file__)))
 
 #: The engine that copies a forwarded tile into a load's own destination: GpSimdE, which in
 #: bridge programs only triggers stores, so the copy takes no time from VectorE/ScalarE work.
@@ -170,6 +176,7 @@ class ResidentQueues(DmaQueues):
             self.load(dst, src, engine=engine)
             return dst
         self.stats.loads_forwarded += 1
+        self._records[record.key] = self._records.pop(record.key)  # most recently used
         self.stats.bytes_forwarded += record.key.nbytes
         self.stats.values_resident.add(record.key.tensor)
         return record.operand
@@ -181,11 +188,24 @@ class ResidentQueues(DmaQueues):
         record = self._forwardable(dst, src, exact_shape=False) if self._active() else None
         if record is None:
             super().load(dst, src, engine=engine)
+            self._remember_load(dst, src)
             return
         self.stats.loads_copied += 1
+        self._records[record.key] = self._records.pop(record.key)  # most recently used
         self.stats.bytes_forwarded += record.key.nbytes
         self.stats.values_resident.add(record.key.tensor)
         nisa.tensor_copy(dst, record.operand, engine=COPY_ENGINE)
+
+    def _remember_load(self, dst: Operand, src: Source) -> None:
+        """A DMA just filled ``dst`` from HBM: a later load of the same bytes (a weight or a
+        mask read by several ops) can read ``dst`` while neither is written."""
+        if not self._active() or not isinstance(dst, (Tile, View)):
+            return
+        hbm, sbuf = _ap(src), _ap(dst)
+        if hbm.memory is not MemorySpace.HBM or sbuf.memory is not MemorySpace.SBUF:
+            return
+        tile = dst if isinstance(dst, Tile) else dst.tile
+        self._add(_Record(_key(hbm), region_of(0, hbm), dst, sbuf, region_of(0, sbuf), tile))
 
     def store(self, dst: Source, src: Operand) -> None:
         if not self._active() or not isinstance(src, (Tile, View)):
@@ -270,7 +290,7 @@ class ResidentQueues(DmaQueues):
         return record if _free_shape(want) == _free_shape(have) else None
 
     def _add(self, record: _Record) -> None:
-        self.stats.stores_recorded += 1
+        self.stats.stores_recorded += record.pending is not None or record.key.tensor[:1] == "%"
         old = self._records.get(record.key)
         if old is not None:
             self._drop(old)
