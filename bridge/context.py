@@ -10,7 +10,7 @@ and the output metadata of the node being lowered (torch's shapes and dtypes are
 from __future__ import annotations
 
 import itertools
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Any
@@ -116,6 +116,17 @@ class LoweringContext:
     @property
     def pmax(self) -> int:
         return self.limits.pmax
+
+    def partitions_for(self, inputs: Sequence[Any]) -> int:
+        """Partitions an elementwise op's tiles should use: ``pmax``, or, when an input sits
+        in SBUF as row blocks of fewer rows (a matmul's [M, N] tiles, M < pmax), that many,
+        so the op reads those tiles in place instead of reloading them in another layout."""
+        for value in inputs:
+            if isinstance(value, HbmValue) and value.is_contiguous() and value.offset == 0:
+                rows = self.queues.rows_of(value.tile.name, value.tile.shape[0])
+                if rows is not None and rows < self.pmax and value.numel == value.tile.shape[0]:
+                    return rows
+        return self.pmax
 
     def free_budget(self, operands: int, itemsize: int = 4) -> int:
         """Elements per partition of one tile when ``operands`` tiles of ``buffers`` each must

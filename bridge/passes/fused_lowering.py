@@ -297,7 +297,7 @@ class _StepProgram:
         tiles = plan(
             self.shape,
             [(v.offset, v.strides) for v in operands],
-            pmax=ctx.pmax,
+            pmax=ctx.partitions_for(self.outside),
             free_budget=budget,
         )
         largest = (max(t.partitions for t in tiles), max(t.free_elements for t in tiles))

@@ -131,6 +131,17 @@ def _key(ap: AccessPattern) -> AccessPattern:
     )
 
 
+def _box(key: AccessPattern) -> tuple[int, int, int, int, int] | None:
+    """A canonical pattern whose rows are dense runs, as (row pitch, first row, end row, first
+    byte, end byte) within a row; None for any other pattern."""
+    if key.free_strides != (1,) or (
+        key.partitions > 1 and key.partition_stride < key.free_sizes[0]
+    ):
+        return None
+    region = region_of(0, key)
+    return (region.row_bytes, region.row0, region.row1, region.col0, region.col1)
+
+
 def _injective(ap: AccessPattern) -> bool:
     """Whether no two elements of ``ap`` share an address (a store through it is invertible)."""
     dims = [(ap.partition_stride, ap.partitions)] if ap.partitions > 1 else []
@@ -168,33 +179,50 @@ class ResidentQueues(DmaQueues):
 
     # ---- the lowerings' calls ---------------------------------------------------------------
     def load_resident(self, dst: Operand, src: Source, *, engine: str = "sync") -> Operand:
-        """``load(dst, src)``, or the SBUF tile a store left ``src`` in: use what it returns."""
-        record = self._forwardable(dst, src) if self._active() else None
-        if record is None:
-            if self.enabled:
-                self.stats.loads_missed += 1
-            self.load(dst, src, engine=engine)
-            return dst
-        self.stats.loads_forwarded += 1
-        self._records[record.key] = self._records.pop(record.key)  # most recently used
-        self.stats.bytes_forwarded += record.key.nbytes
-        self.stats.values_resident.add(record.key.tensor)
-        return record.operand
+        """``load(dst, src)``, or the SBUF tile (or the columns of one) a store left ``src``
+        in: use what it returns."""
+        if self._active():
+            record = self._forwardable(dst, src)
+            if record is not None:
+                self._hit(record, record.key.nbytes)
+                self.stats.loads_forwarded += 1
+                return record.operand
+            pieces = self._pieces(dst, src)
+            if pieces is not None and len(pieces) == 1:  # columns of one resident tile
+                record, (a, b), _ = pieces[0]
+                self._hit(record, _ap(src).nbytes)
+                self.stats.loads_forwarded += 1
+                return record.operand[:, a:b]
+            self.stats.loads_missed += 1
+        self.load(dst, src, engine=engine)
+        return dst
 
     def load(self, dst: Operand, src: Source, *, engine: str = "sync") -> None:
-        """``DmaQueues.load``; with residency, a load of bytes a store left in SBUF (float
-        dtypes, same dtype throughout) becomes one on-chip copy on ``COPY_ENGINE`` instead
-        of a DMA (for callers that need the data in ``dst`` itself)."""
-        record = self._forwardable(dst, src, exact_shape=False) if self._active() else None
-        if record is None:
-            super().load(dst, src, engine=engine)
-            self._remember_load(dst, src)
-            return
-        self.stats.loads_copied += 1
+        """``DmaQueues.load``; with residency, a load of bytes stores or loads left in SBUF
+        (float dtypes, same dtype throughout, same partitions) becomes on-chip copies on
+        ``COPY_ENGINE`` instead of a DMA (for callers that need the data in ``dst`` itself)."""
+        if self._active():
+            record = self._forwardable(dst, src, exact_shape=False)
+            if record is not None:
+                self._hit(record, record.key.nbytes)
+                self.stats.loads_copied += 1
+                nisa.tensor_copy(dst, record.operand, engine=COPY_ENGINE)
+                return
+            pieces = self._pieces(dst, src, copy=True)
+            if pieces is not None:
+                for record, (a, b), (c, d) in pieces:
+                    self._hit(record, 0)
+                    nisa.tensor_copy(dst[:, c:d], record.operand[:, a:b], engine=COPY_ENGINE)
+                self.stats.loads_copied += 1
+                self.stats.bytes_forwarded += _ap(src).nbytes
+                return
+        super().load(dst, src, engine=engine)
+        self._remember_load(dst, src)
+
+    def _hit(self, record: _Record, nbytes: int) -> None:
         self._records[record.key] = self._records.pop(record.key)  # most recently used
-        self.stats.bytes_forwarded += record.key.nbytes
+        self.stats.bytes_forwarded += nbytes
         self.stats.values_resident.add(record.key.tensor)
-        nisa.tensor_copy(dst, record.operand, engine=COPY_ENGINE)
 
     def _remember_load(self, dst: Operand, src: Source) -> None:
         """A DMA just filled ``dst`` from HBM: a later load of the same bytes (a weight or a
@@ -237,6 +265,22 @@ class ResidentQueues(DmaQueues):
             _key(hbm), hbm_region, src, sbuf, region_of(0, sbuf), tile, instruction, tiles
         )
         self._add(record)
+
+    def rows_of(self, tensor: str, elements: int) -> int | None:
+        """If stores left all of HBM tensor ``tensor`` (``elements`` long) in SBUF as row
+        blocks of one row count whose rows make up the tensor, that count: an elementwise
+        consumer tiled with as many partitions reads those tiles in place."""
+        records = self._by_tensor.get(tensor)
+        if not records or not self._active():
+            return None
+        counts = {r.key.partitions for r in records if _box(r.key) is not None}
+        if len(counts) != 1:
+            return None
+        (rows,) = counts
+        pitch = records[0].key.partition_stride
+        if rows <= 1 or pitch <= 0 or rows * pitch != elements:
+            return None
+        return rows
 
     def release_dead(self, live_tensors: Iterable[str]) -> None:
         """After a node: forget values no later node reads; a store still pending for one was
@@ -288,6 +332,57 @@ class ResidentQueues(DmaQueues):
         if not want.dtype.is_float:  # an engine copy is exact for floats
             return None
         return record if _free_shape(want) == _free_shape(have) else None
+
+    def _pieces(
+        self, dst: Operand, src: Source, *, copy: bool = False
+    ) -> list[tuple[_Record, tuple[int, int], tuple[int, int]]] | None:
+        """Resident tiles whose columns make up a dense [rows, columns] load: per piece, the
+        record, its column range and the matching columns of ``dst``; None unless they cover
+        every column. Each tile must sit on ``dst``'s partitions, with the same dtype (and
+        ``copy``: a float dtype, which an engine copy moves exactly)."""
+        if not isinstance(dst, (Tile, View)) or len(dst.shape) != 2:
+            return None
+        key = _key(_ap(src))
+        records = self._by_tensor.get(key.tensor)
+        box = _box(key)
+        if not records or box is None:
+            return None
+        want = _ap(dst)
+        if want.memory is not MemorySpace.SBUF or want.dtype != key.dtype:
+            return None
+        if copy and not want.dtype.is_float:
+            return None
+        rows, (c0, c1) = box[:3], box[3:]
+        item = key.dtype.itemsize
+        usable = [
+            (r, b)
+            for r in records
+            if (b := _box(r.key)) is not None
+            and b[:3] == rows
+            and b[3] < c1
+            and c0 < b[4]
+            and r.key.dtype == key.dtype
+            and r.sbuf_ap.dtype == key.dtype
+            and r.sbuf_ap.start_partition == want.start_partition
+            and r.sbuf_ap.partitions == want.partitions
+            and len(r.operand.shape) == 2
+        ]
+        pieces, cursor = [], c0
+        while cursor < c1:
+            covering = [(b[4], r, b) for r, b in usable if b[3] <= cursor < b[4]]
+            if not covering:
+                return None
+            end, record, b = max(covering, key=lambda c: c[0])
+            end = min(end, c1)
+            pieces.append(
+                (
+                    record,
+                    ((cursor - b[3]) // item, (end - b[3]) // item),
+                    ((cursor - c0) // item, (end - c0) // item),
+                )
+            )
+            cursor = end
+        return pieces
 
     def _add(self, record: _Record) -> None:
         self.stats.stores_recorded += record.pending is not None or record.key.tensor[:1] == "%"

@@ -59,7 +59,7 @@ def map_tiles(
     tiles = plan(
         out.shape,
         [(v.offset, v.strides) for v in operands],
-        pmax=ctx.pmax,
+        pmax=ctx.partitions_for(inputs),
         free_budget=budget,
     )
     largest = _largest(tiles)
