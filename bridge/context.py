@@ -98,6 +98,7 @@ class LoweringContext:
         self.out: Any = None  # TensorMeta or tuple of them, for the node being lowered
         self.call: Any = None  # the node's OpCall (arguments as torch metadata)
         self.input_names: set[str] = set()  # HBM tensors that are graph inputs
+        self.queues.inputs = self.input_names
         self.index_checks: list[IndexCheck] = []
         self._names = itertools.count()
         #: The HBM memory plan (None: every value keeps its own bytes), the tiles it placed by

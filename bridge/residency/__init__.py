@@ -65,13 +65,14 @@ class _Record:
 class ResidencyStats:
     """What residency did to one program."""
 
-    stores_recorded: int = 0
+    stores_recorded: int = 0  # stores whose tile was kept as the value's on-chip copy
     loads_forwarded: int = 0
     bytes_forwarded: int = 0
     loads_missed: int = 0  # load_resident calls that had to move data
     loads_copied: int = 0  # plain loads served by an on-chip copy instead of a DMA
     stores_elided: int = 0
     bytes_elided: int = 0
+    #: HBM tensors (values and weights) at least one load of which was served on chip.
     values_resident: set[str] = field(default_factory=set)
     sbuf_bytes_held_peak: int = 0  # per partition
     backed_off: bool = False
@@ -164,6 +165,9 @@ class ResidentQueues(DmaQueues):
         self.stats = ResidencyStats()
         #: HBM tensors whose stores may be deferred and elided (graph values, not outputs).
         self.deferrable: set[str] = set()
+        #: Graph inputs (weights): never written by the graph, so what a load of one left in
+        #: SBUF stays valid across nodes (until evicted or its tile is written).
+        self.inputs: set[str] = set()
         self._records: dict[AccessPattern, _Record] = {}
         self._by_tensor: dict[str, list[_Record]] = {}
         self._held: dict[int, tuple[Tile, int]] = {}  # id(tile) -> (tile, records on it)
@@ -264,6 +268,7 @@ class ResidentQueues(DmaQueues):
         record = _Record(
             _key(hbm), hbm_region, src, sbuf, region_of(0, sbuf), tile, instruction, tiles
         )
+        self.stats.stores_recorded += 1
         self._add(record)
 
     def rows_of(self, tensor: str, elements: int) -> int | None:
@@ -285,7 +290,7 @@ class ResidentQueues(DmaQueues):
     def release_dead(self, live_tensors: Iterable[str]) -> None:
         """After a node: forget values no later node reads; a store still pending for one was
         never needed (every read was forwarded) and is dropped."""
-        live = set(live_tensors)
+        live = set(live_tensors) | self.inputs  # graph inputs (weights) never die
         for name in [n for n in self._by_tensor if n not in live]:
             for record in list(self._by_tensor.get(name, ())):
                 if record.pending is not None and name in self.deferrable:
@@ -385,7 +390,6 @@ class ResidentQueues(DmaQueues):
         return pieces
 
     def _add(self, record: _Record) -> None:
-        self.stats.stores_recorded += record.pending is not None or record.key.tensor[:1] == "%"
         old = self._records.get(record.key)
         if old is not None:
             self._drop(old)
