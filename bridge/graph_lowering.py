@@ -391,11 +391,11 @@ class _GraphBuilder:
                 env[node] = self._lower(ctx, node, env, lifetimes.escapes(node))
                 ctx.release_all_but(lifetimes.live_tensors(node, env))
             elif node.op == "output":
-                tiles = self._outputs(ctx, node, env, inputs)
+                outputs = self._outputs(ctx, node, env, inputs)
                 ctx.queues.finish()  # stores still deferred are emitted now
                 if self.use_residency:
                     self.residency = ctx.queues.stats.to_dict()
-                return tiles
+                return outputs
             else:
                 raise Unsupported(node.op, Reason.NO_LOWERING, f"{node.op} node {node.name}")
         raise BridgeError("graph has no output node")

@@ -69,8 +69,7 @@ def map_tiles(
         srcs: list[Operand] = []
         for i, value in enumerate(inputs, start=1):
             src = rings[i](shape, dtypes[i], lang.sbuf, max_shape=largest)
-            src = ctx.queues.load_resident(src, tile.ap(i, value))
-            srcs.append(src)
+            srcs.append(ctx.queues.load_resident(src, tile.ap(i, value)))
         dst = rings[0](shape, tile_dtype, lang.sbuf, max_shape=largest)
         compute(dst, srcs)
         ctx.queues.store(tile.ap(0, out), dst)
@@ -116,8 +115,10 @@ def reduce_tiles(
     loads, partials, accs = (BufferRing(ctx.options.buffers) for _ in range(3))
     acc: Operand | None = None
     for tile in tiles:
-        x = loads((tile.partitions, tile.free_elements), tile_dtype, lang.sbuf, max_shape=largest)
-        x = ctx.queues.load_resident(x, tile.ap(1, src))
+        ring_x = loads(
+            (tile.partitions, tile.free_elements), tile_dtype, lang.sbuf, max_shape=largest
+        )
+        x = ctx.queues.load_resident(ring_x, tile.ap(1, src))
         if tile.first:
             acc = accs((tile.partitions, 1), lang.float32, lang.sbuf, max_shape=(largest[0], 1))
             nisa.tensor_reduce(acc, op, x)
@@ -169,8 +170,8 @@ def row_tiles(
     loads, stores = BufferRing(ctx.options.buffers), BufferRing(ctx.options.buffers)
     for tile in tiles:
         shape = (tile.partitions, tile.free_elements)
-        x = loads(shape, tile_dtype, lang.sbuf, max_shape=largest)
-        x = ctx.queues.load_resident(x, tile.ap(1, src))
+        ring_x = loads(shape, tile_dtype, lang.sbuf, max_shape=largest)
+        x = ctx.queues.load_resident(ring_x, tile.ap(1, src))
         y = stores(shape, tile_dtype, lang.sbuf, max_shape=largest)
         compute(y, x)
         ctx.queues.store(tile.ap(0, out), y)
