@@ -228,3 +228,66 @@ def test_forwarding_keeps_the_numbers(selection):
     lowered = lower_graph(graph, args, passes=selection)
     expected = _Chain()(*args)
     torch.testing.assert_close(lowered.run(args).outputs, expected, rtol=1e-5, atol=1e-5)
+
+
+def test_column_ranges_of_resident_tiles_are_read_in_place_or_copied_together():
+    seen = {}
+
+    def body(x):
+        queues = ResidentQueues(enabled=True, budget_bytes=1 << 16)
+        mid = lang.ndarray((64, 32), lang.float32, lang.hbm, name="mid")
+        out = lang.ndarray((64, 32), lang.float32, lang.hbm, name="out")
+        left, right = lang.ndarray((64, 16), lang.float32), lang.ndarray((64, 16), lang.float32)
+        queues.load(left, x[:, 0:16])
+        queues.load(right, x[:, 16:32])
+        nisa.tensor_scalar(left, left, lang.AluOp.add, 1.0)
+        nisa.tensor_scalar(right, right, lang.AluOp.add, 2.0)
+        queues.store(mid[:, 0:16], left)
+        queues.store(mid[:, 16:32], right)
+        part = queues.load_resident(lang.ndarray((64, 8), lang.float32), mid[:, 20:28])
+        seen["view"] = part.tile is right  # columns of one resident tile: a view of it
+        whole = lang.ndarray((64, 32), lang.float32)
+        queues.load(whole, mid)  # spans both tiles: two on-chip copies
+        nisa.tensor_tensor(whole[:, 20:28], whole[:, 20:28], part, lang.AluOp.add)
+        queues.store(out, whole)
+        queues.finish()
+        seen["stats"] = queues.stats
+        return out
+
+    x = np.arange(64 * 32, dtype=np.float32).reshape(64, 32)
+    result = _run_kernel(body, x)
+    assert seen["view"]
+    assert (seen["stats"].loads_forwarded, seen["stats"].loads_copied) == (1, 1)
+    assert [d for d in _dmas(result.program, "mid") if d.src.tensor == "mid"] == []
+    expected = x + np.where(np.arange(32) < 16, 1.0, 2.0).astype(np.float32)
+    expected[:, 20:28] *= 2
+    np.testing.assert_array_equal(result.outputs[0], expected)
+
+
+def test_residency_backs_off_when_the_memory_planner_takes_over():
+    seen = {}
+
+    def body(x):
+        queues = ResidentQueues(enabled=True, budget_bytes=1 << 16)
+        queues.deferrable.add("mid")
+        mid = lang.ndarray((32, 32), lang.float32, lang.hbm, name="mid")
+        out = lang.ndarray((32, 32), lang.float32, lang.hbm, name="out")
+        t = lang.ndarray((32, 32), lang.float32)
+        queues.load(t, x)
+        queues.store(mid, t)  # deferred
+        big = [lang.ndarray((32, 1024), lang.float32) for _ in range(5)]  # > 16 KiB: deferred
+        for b in big:
+            nisa.memset(b, 0.0)
+        d = lang.ndarray((32, 32), lang.float32)
+        got = queues.load_resident(d, mid)
+        seen["dst"] = got is d
+        queues.store(out, got)
+        queues.finish()
+        seen["stats"] = queues.stats
+        return out
+
+    x = np.arange(32 * 32, dtype=np.float32).reshape(32, 32)
+    result = lang.kernel(body)(x, config="tiny", initcheck=True)
+    assert seen["stats"].backed_off and seen["dst"]
+    assert seen["stats"].stores_elided == 0
+    np.testing.assert_array_equal(result.outputs[0], x)
