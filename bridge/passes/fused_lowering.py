@@ -128,6 +128,9 @@ def lower_fused(
 ) -> HbmValue:
     """Lower the group (module docstring); its instructions carry every member in their tag."""
     tag = f"{kernel.__name__}/{'+'.join(kernel.node_names)}"
+    lower_itself = getattr(kernel, "lower", None)
+    if lower_itself is not None:  # a row group (passes.reduction_fusion) has its own lowering
+        return lower_itself(ctx, outside, escapes, tag)
     try:
         return _lower_group(ctx, kernel, outside, escapes, tag)
     except FusionFallback as why:
