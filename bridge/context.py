@@ -10,7 +10,7 @@ and the output metadata of the node being lowered (torch's shapes and dtypes are
 from __future__ import annotations
 
 import itertools
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Any
@@ -20,10 +20,11 @@ import torch
 from hwsim import lang
 from hwsim.bridge.memory_plan import HbmArena
 from hwsim.bridge.precision import Precision
+from hwsim.bridge.residency import ResidentQueues
 from hwsim.bridge.values import HbmValue
 from hwsim.config import HardwareConfig
 from hwsim.dtypes import DType
-from hwsim.library.common import DmaQueues, Limits, limits
+from hwsim.library.common import Limits, limits
 
 
 @dataclass(frozen=True)
@@ -34,6 +35,7 @@ class TilingOptions:
     row_elements:  most elements per partition of a row an op needs whole (softmax).
     buffers:       tiles in flight per operand (loads of tile i+1 overlap compute of tile i).
     matmul_sbuf_share: share of SBUF per partition a matmul's operand blocks may take.
+    resident_sbuf_share: share of SBUF per partition resident values may hold across ops.
     transpose:     how stationary/moving operands with the contraction dim contiguous are
                    transposed on the way in: 'auto', 'tensor' (TensorE) or 'dma' (2-byte dtypes).
     """
@@ -43,6 +45,9 @@ class TilingOptions:
     buffers: int = 3
     matmul_sbuf_share: float = 0.5
     transpose: str = "auto"
+    #: Share of SBUF per partition that values kept resident between ops may hold
+    #: (``bridge.residency``); the ops' own rings take at most half (``free_budget``).
+    resident_sbuf_share: float = 0.25
 
 
 @dataclass(frozen=True)
@@ -74,17 +79,26 @@ class LoweringContext:
     """Shared state of one graph program's lowering (create it inside the kernel build)."""
 
     def __init__(
-        self, precision: Precision, options: TilingOptions, arena: HbmArena | None = None
+        self,
+        precision: Precision,
+        options: TilingOptions,
+        arena: HbmArena | None = None,
+        *,
+        residency: bool = False,
     ) -> None:
         self.precision = precision
         self.options = options
         self.config: HardwareConfig = lang.config()
         self.limits: Limits = limits(self.config)
-        self.queues = DmaQueues(load_queues=2)
+        #: DMA queue plan; with ``residency``, stores are remembered so a later load of the same
+        #: bytes reads the tile still in SBUF (``bridge.residency``).
+        budget = int(self.limits.sbuf_bytes * options.resident_sbuf_share)
+        self.queues = ResidentQueues(load_queues=2, enabled=residency, budget_bytes=budget)
         self.node_name = ""
         self.out: Any = None  # TensorMeta or tuple of them, for the node being lowered
         self.call: Any = None  # the node's OpCall (arguments as torch metadata)
         self.input_names: set[str] = set()  # HBM tensors that are graph inputs
+        self.queues.inputs = self.input_names
         self.index_checks: list[IndexCheck] = []
         self._names = itertools.count()
         #: The HBM memory plan (None: every value keeps its own bytes), the tiles it placed by
@@ -104,6 +118,17 @@ class LoweringContext:
     def pmax(self) -> int:
         return self.limits.pmax
 
+    def partitions_for(self, inputs: Sequence[Any]) -> int:
+        """Partitions an elementwise op's tiles should use: ``pmax``, or, when an input sits
+        in SBUF as row blocks of fewer rows (a matmul's [M, N] tiles, M < pmax), that many,
+        so the op reads those tiles in place instead of reloading them in another layout."""
+        for value in inputs:
+            if isinstance(value, HbmValue) and value.is_contiguous() and value.offset == 0:
+                rows = self.queues.rows_of(value.tile.name, value.tile.shape[0])
+                if rows is not None and rows < self.pmax and value.numel == value.tile.shape[0]:
+                    return rows
+        return self.pmax
+
     def free_budget(self, operands: int, itemsize: int = 4) -> int:
         """Elements per partition of one tile when ``operands`` tiles of ``buffers`` each must
         fit in half of SBUF (never more than ``options.free_elements``)."""
@@ -119,6 +144,8 @@ class LoweringContext:
         name = f"%{self.node_name or 'value'}" + (f".{n}" if n else "")
         elements = max(1, _prod(shape))
         tile = lang.ndarray((elements,), dtype, buffer=lang.hbm, name=name)
+        if not self._escapes:  # a value only later nodes read: its stores may be elided
+            self.queues.deferrable.add(name)
         if self.arena is not None and not self._escapes:
             placement = self.arena.allocate(name, elements * dtype.itemsize)
             earlier = [self._placed[n] for n in placement.reuses if n in self._placed]
@@ -128,7 +155,9 @@ class LoweringContext:
 
     def release_all_but(self, live_tiles: set[str]) -> None:
         """Memory plan: free every placed value whose tensor is not in ``live_tiles`` (the
-        graph lowering calls this after each node with the tensors live values still use)."""
+        graph lowering calls this after each node with the tensors live values still use).
+        Residency forgets the dead values too (a store still pending for one is elided)."""
+        self.queues.release_dead(live_tiles)
         if self.arena is None:
             return
         for name in [n for n in self.arena.live if n not in live_tiles]:

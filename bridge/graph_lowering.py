@@ -250,7 +250,8 @@ def lower_graph(
     precision = precision or Precision()
     source_graph = graph.graph if isinstance(graph, fx.GraphModule) else graph
     floor = graph_floor(source_graph, hw, precision.compute)
-    graph, log = run_pipeline(graph, PassSelection.parse(passes))
+    selection = PassSelection.parse(passes)
+    graph, log = run_pipeline(graph, selection)
     fx_graph = graph.graph
     placeholders = [n for n in fx_graph.nodes if n.op == "placeholder"]
     if len(placeholders) != len(example_inputs):
@@ -264,14 +265,18 @@ def lower_graph(
             if node.op == "get_attr":
                 bindings.append(_bind_constant(graph, node))
     arena = HbmArena() if memory_plan else None
-    lowering = _GraphBuilder(fx_graph, bindings, precision, options, arena)
+    residency = "residency" in selection  # a lowering-time pass (``bridge.residency``)
+    lowering = _GraphBuilder(fx_graph, bindings, precision, options, arena, residency=residency)
     kernel = lowering.kernel(name)
     specs = [lang.TensorSpec((b.span,), to_hw(b.dtype)) for b in bindings]
     built = kernel.build(*specs, config=hw)
     memory = memory_stats(built.program, built.sbuf_peak_bytes, built.psum_peak_bytes, arena)
     built.program.meta["memory"] = memory.to_dict()
     built.program.meta["floor"] = floor.to_dict()
-    pipeline = log.to_dict() | {"fusion": lowering.fusion_notes}
+    for step in log.steps:
+        if step["pass"] == "residency":
+            step.update(lowering.residency)
+    pipeline = log.to_dict() | {"fusion": lowering.fusion_notes, "residency": lowering.residency}
     return LoweredGraph(
         built.program,
         hw,
@@ -339,9 +344,13 @@ class _GraphBuilder:
         precision: Precision,
         options: TilingOptions | None,
         arena: HbmArena | None = None,
+        *,
+        residency: bool = False,
     ) -> None:
         self.graph = graph
         self.arena = arena
+        self.use_residency = residency
+        self.residency: dict[str, Any] = {}  # what residency did (``ResidencyStats``)
         self.bindings = bindings
         self.precision = precision
         self.options = options or TilingOptions()
@@ -366,7 +375,9 @@ class _GraphBuilder:
         return lang.kernel(body)
 
     def _body(self, tiles: dict[str, Any]) -> list[Any]:
-        ctx = LoweringContext(self.precision, self.options, self.arena)
+        ctx = LoweringContext(
+            self.precision, self.options, self.arena, residency=self.use_residency
+        )
         self.index_checks = ctx.index_checks
         self.fusion_notes = ctx.fusion_notes
         env: dict[fx.Node, Any] = {}
@@ -382,7 +393,11 @@ class _GraphBuilder:
                 env[node] = self._lower(ctx, node, env, lifetimes.escapes(node))
                 ctx.release_all_but(lifetimes.live_tensors(node, env))
             elif node.op == "output":
-                return self._outputs(ctx, node, env, inputs)
+                outputs = self._outputs(ctx, node, env, inputs)
+                ctx.queues.finish()  # stores still deferred are emitted now
+                if self.use_residency:
+                    self.residency = ctx.queues.stats.to_dict()
+                return outputs
             else:
                 raise Unsupported(node.op, Reason.NO_LOWERING, f"{node.op} node {node.name}")
         raise BridgeError("graph has no output node")

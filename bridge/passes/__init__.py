@@ -21,6 +21,9 @@ gave (torch.compile's partitions, ``hwsim export``, ``hwsim run FILE.py``: every
     fusion         elementwise chains (and the elementwise ops after a matmul) become one fused
                    node: one pass over SBUF per tile, no HBM round trip in between
                    (``passes.fusion``, ``passes.fused_lowering``)
+    residency      (while lowering) a value an op stores and a later op loads back stays in
+                   SBUF: the load reads the tile in place, and a store nothing else reads is
+                   never emitted (``bridge.residency``)
 
 Selection (``options={"passes": ...}`` of both front doors, ``lower_graph(passes=)``): ``None``
 or ``"all"`` all on (the default), ``"none"`` all off, a dict ``{"fusion": False}`` switches the
@@ -157,6 +160,9 @@ def run_pipeline(
         log.steps.append(
             {"pass": graph_pass.name, "nodes_before": before, "nodes_after": _calls(gm)} | changes
         )
+    for name in LOWERING_PASSES:  # their effect is filled in by ``lower_graph``
+        if name in selection:
+            log.steps.append({"pass": name, "at": "lowering"})
     gm.recompile()
     return gm, log
 
@@ -186,4 +192,7 @@ PIPELINE: tuple[GraphPass, ...] = (
     GraphPass("conv_bn", fuse_conv_bn, "eval batch norm and ReLU on the conv's PSUM evacuation"),
     GraphPass("fusion", fuse, "elementwise chains and matmul epilogues in one pass over SBUF"),
 )
-PASS_NAMES: tuple[str, ...] = tuple(p.name for p in PIPELINE)
+#: Passes that act while the graph lowers rather than on the graph (``lower_graph`` reads the
+#: selection): ``residency`` keeps values in SBUF between ops (``bridge.residency``).
+LOWERING_PASSES: tuple[str, ...] = ("residency",)
+PASS_NAMES: tuple[str, ...] = (*(p.name for p in PIPELINE), *LOWERING_PASSES)

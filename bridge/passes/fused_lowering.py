@@ -302,7 +302,7 @@ class _StepProgram:
         tiles = plan(
             self.shape,
             [(v.offset, v.strides) for v in operands],
-            pmax=ctx.pmax,
+            pmax=ctx.partitions_for(self.outside),
             free_budget=budget,
             cost=tile_cost(operands, [v.dtype for v in operands], computes=len(self.steps)),
         )

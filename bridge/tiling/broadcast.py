@@ -78,8 +78,9 @@ class OperandLoader:
         found = compact(ap)
         operand: Operand
         if found is None:
-            operand = self.dense(shape, dtype, lang.sbuf, max_shape=largest)
-            self.ctx.queues.load(operand, ap)
+            slot = self.dense(shape, dtype, lang.sbuf, max_shape=largest)
+            # the residency pass may hand back the SBUF tile a store left the bytes in
+            operand = self.ctx.queues.load_resident(slot, ap)
         else:
             moved, tile_shape = found
             bound = (max(largest[0], tile_shape[0]), *tile_shape[1:])

@@ -63,7 +63,7 @@ def map_tiles(
     tiles = plan(
         out.shape,
         [(v.offset, v.strides) for v in operands],
-        pmax=ctx.pmax,
+        pmax=ctx.partitions_for(inputs),
         free_budget=budget,
         cost=tile_cost(operands, dtypes),
     )
@@ -127,8 +127,10 @@ def reduce_tiles(
     loads, partials, accs = (BufferRing(ctx.options.buffers) for _ in range(3))
     acc: Operand | None = None
     for tile in tiles:
-        x = loads((tile.partitions, tile.free_elements), tile_dtype, lang.sbuf, max_shape=largest)
-        ctx.queues.load(x, tile.ap(1, src))
+        ring_x = loads(
+            (tile.partitions, tile.free_elements), tile_dtype, lang.sbuf, max_shape=largest
+        )
+        x = ctx.queues.load_resident(ring_x, tile.ap(1, src))
         if tile.first:
             acc = accs((tile.partitions, 1), lang.float32, lang.sbuf, max_shape=(largest[0], 1))
             nisa.tensor_reduce(acc, op, x)
@@ -180,8 +182,8 @@ def row_tiles(
     loads, stores = BufferRing(ctx.options.buffers), BufferRing(ctx.options.buffers)
     for tile in tiles:
         shape = (tile.partitions, tile.free_elements)
-        x = loads(shape, tile_dtype, lang.sbuf, max_shape=largest)
-        ctx.queues.load(x, tile.ap(1, src))
+        ring_x = loads(shape, tile_dtype, lang.sbuf, max_shape=largest)
+        x = ctx.queues.load_resident(ring_x, tile.ap(1, src))
         y = stores(shape, tile_dtype, lang.sbuf, max_shape=largest)
         compute(y, x)
         ctx.queues.store(tile.ap(0, out), y)

@@ -252,6 +252,8 @@ class MatmulTiler:
         base = view.offset + k0 * k_stride + x0 * x_stride
         if full:
             src = hbm_ap(view, base, tk, k_stride, (full, xc), (tk * k_stride, x_stride))
+            if full == tiles:  # one load fills the block: it may be a resident tile itself
+                return self.ctx.queues.load_resident(dst, src)
             self.ctx.queues.load(dst[:, 0:full, :], src)
         if kc % tk:
             w = kc % tk
