@@ -60,6 +60,23 @@ def skip_frames_of(directory: str) -> None:
     prefix = directory.rstrip("/") + "/"
     if not prefix.startswith(_SKIPPED_DIRS):
         _SKIPPED_DIRS = (*_SKIPPED_DIRS, prefix)
+        _FRAME_KINDS.clear()
+
+
+#: Per code object, what ``source_location`` needs of its file: (skipped, outside the kernel
+#: language, a library kernel line); worked out once per function, not once per frame walked.
+_FRAME_KINDS: dict[CodeType, tuple[bool, bool, bool]] = {}
+
+
+def _frame_kind(code: CodeType) -> tuple[bool, bool, bool]:
+    name = code.co_filename
+    kind = (
+        name.startswith(_SKIPPED_DIRS),
+        not name.startswith(_LANG_DIR),
+        name.startswith(_LIBRARY_DIR) and name != _LIBRARY_HELPERS,
+    )
+    _FRAME_KINDS[code] = kind
+    return kind
 
 
 #: DMA queues the builder rotates through when a call names none.
@@ -227,14 +244,15 @@ def source_location() -> str:
     frame: FrameType | None = sys._getframe(1)
     library: FrameType | None = None  # innermost library kernel line
     outside_lang: FrameType | None = None
+    kinds = _FRAME_KINDS
     while frame is not None:
         code = frame.f_code
-        name = code.co_filename
-        if not name.startswith(_SKIPPED_DIRS):
+        kind = kinds.get(code) or _frame_kind(code)
+        if not kind[0]:
             break
-        if outside_lang is None and not name.startswith(_LANG_DIR):
+        if outside_lang is None and kind[1]:
             outside_lang = frame
-        if library is None and name.startswith(_LIBRARY_DIR) and name != _LIBRARY_HELPERS:
+        if library is None and kind[2]:
             library = frame
         if code is kernel_code:  # a library kernel: nothing of the author's lies below
             frame = library or frame

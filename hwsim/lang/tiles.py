@@ -98,7 +98,7 @@ class Tile:
         return View(self, self._full_dims, self._full_kept)
 
     def __getitem__(self, index: Any) -> View:
-        return self.full()[index]
+        return _index(self, self._full_dims, self._full_kept, index, None)
 
     def ap(self) -> AccessPattern:
         return self.full().ap()
@@ -159,26 +159,7 @@ class View:
         return f"{self.tile.name}{list(self.shape)}"
 
     def __getitem__(self, index: Any) -> View:
-        if not isinstance(index, tuple):
-            index = (index,)
-        if len(index) > len(self.kept):
-            raise self._fail(f"{len(index)} indices for a view of {len(self.kept)} dims")
-        dims = list(self.dims)
-        kept = []
-        for position, axis in enumerate(self.kept):
-            start, count, step = dims[axis]
-            if position >= len(index):
-                kept.append(axis)
-                continue
-            item = index[position]
-            if isinstance(item, slice):
-                first, new_count, stride = self._slice(item, position, count)
-                dims[axis] = (start + first * step, new_count, step * stride)
-                kept.append(axis)
-            else:
-                value = self._int_index(item, position, count)
-                dims[axis] = (start + value * step, 1, step)
-        return View(self.tile, tuple(dims), tuple(kept))
+        return _index(self.tile, self.dims, self.kept, index, self)
 
     def _name(self) -> str:
         """The tile's name, with the view's shape when this is a window onto part of it."""
@@ -315,6 +296,63 @@ def _merge_free_dims(
             merged_sizes.insert(0, n)
             merged_strides.insert(0, s)
     return tuple(merged_sizes), tuple(merged_strides)
+
+
+def _index(
+    tile: Tile,
+    dims_in: tuple[tuple[int, int, int], ...],
+    kept_in: tuple[int, ...],
+    index: Any,
+    view: View | None,
+) -> View:
+    """The view ``index`` selects of the view (``view``; None: the whole tile) with these dims.
+
+    Plain int bounds in range take the inline paths below; anything else (numpy ints, bad
+    bounds, other types) goes through ``View._slice`` / ``View._int_index``, which also raise
+    the errors (kernels index tiles in every loop iteration, so the common case stays short).
+    """
+    if not isinstance(index, tuple):
+        index = (index,)
+    if len(index) > len(kept_in):
+        raise (view or View(tile, dims_in, kept_in))._fail(
+            f"{len(index)} indices for a view of {len(kept_in)} dims"
+        )
+    dims = list(dims_in)
+    kept = []
+    for position, item in enumerate(index):
+        axis = kept_in[position]
+        start, count, step = dims[axis]
+        if type(item) is slice:
+            first, stop, stride = item.start, item.stop, item.step
+            if first is None:
+                first = 0
+            if stop is None:
+                stop = count
+            if stride is None:
+                stride = 1
+            if (
+                type(first) is int
+                and type(stop) is int
+                and type(stride) is int
+                and stride > 0
+                and 0 <= first < stop <= count
+            ):
+                new_count = -(-(stop - first) // stride)
+            else:
+                first, new_count, stride = (view or View(tile, dims_in, kept_in))._slice(
+                    item, position, count
+                )
+            dims[axis] = (start + first * step, new_count, step * stride)
+            kept.append(axis)
+        else:
+            if type(item) is not int or not -count <= item < count:
+                item = (view or View(tile, dims_in, kept_in))._int_index(item, position, count)
+            elif item < 0:
+                item += count
+            dims[axis] = (start + item * step, 1, step)
+    if len(index) < len(kept_in):
+        kept.extend(kept_in[len(index) :])
+    return View(tile, tuple(dims), tuple(kept))
 
 
 Operand = Tile | View
