@@ -344,8 +344,11 @@ class ProgramBuilder:
         )
 
     # ---- instructions -----------------------------------------------------------------------
-    def emit(self, instruction: Instruction, core: int = 0) -> Instruction:
+    def emit(self, instruction: Instruction, core: int = 0, *, owned: bool = False) -> Instruction:
         """Append an instruction (its waits/signals are filled in) to its engine's stream.
+
+        ``owned``: the caller made ``instruction`` for this call and keeps no other reference
+        to it, so its waits and signals are filled in in place; otherwise a copy gets them.
 
         Two passes over the operands, reads first: the dependency pass collects the completions
         the instruction needs (RAW always; WAR and WAW across channels), the record pass then
@@ -417,6 +420,7 @@ class ProgramBuilder:
             instruction,
             (*instruction.waits, *waits),
             (*instruction.signals, (_semaphore(channel), 1)),
+            owned,
         )
         # The first instruction emitted with the same static key: the simulator works out
         # legality and cost once per twin, by identity, instead of hashing operands per run.
@@ -487,11 +491,13 @@ def _with_sync(
     instruction: Instruction,
     waits: tuple[tuple[str, int], ...],
     signals: tuple[tuple[str, int], ...],
+    owned: bool = False,
 ) -> Instruction:
     """``dataclasses.replace(instruction, waits=..., signals=...)``, a few times faster.
 
     For the classes where it is the same thing: ``replace`` builds a new object through
-    ``__init__`` from every field, which for them only assigns the fields.
+    ``__init__`` from every field, which for them only assigns the fields. ``owned``: nothing
+    else holds ``instruction`` (nor has hashed it), so it may be changed in place instead.
     """
     cls = type(instruction)
     if cls not in _CLONE_FIELDS:
@@ -507,6 +513,10 @@ def _with_sync(
     if names is None:
         return replace(instruction, waits=waits, signals=signals)
     values = instruction.__dict__
+    if owned:
+        values["waits"] = waits
+        values["signals"] = signals
+        return instruction
     clone = object.__new__(cls)
     # The fields alone (no cached attributes such as a twin): copy them at once.
     state = values.copy() if len(values) == len(names) else {n: values[n] for n in names}

@@ -38,6 +38,7 @@ def emit(opcode: str, engine: str, **fields: Any) -> Instruction:
     tag = f"{context.name}:{source_location()}"
     instruction = ISA[opcode](engine=engine, tag=tag, **operands)  # type: ignore[arg-type]
     if context.planner is None:
+        context.fresh = instruction
         return context.emit(instruction)
     tiles = []
     for key, value in fields.items():

@@ -130,6 +130,9 @@ class KernelContext:
         #: and placed by the memory planner when the kernel function returns.
         self.planner: MemoryPlanner | None = None
         self.finished = False
+        #: The instruction ``hwsim.lang.emit`` has just made and nothing else holds: the
+        #: builder may fill in its waits in place instead of copying it (``emit_placed``).
+        self.fresh: Instruction | None = None
 
     def fresh_name(self, prefix: str) -> str:
         return f"{prefix}{next(self._names)}"
@@ -147,6 +150,7 @@ class KernelContext:
         waits, or, once the kernel is deferred (``planner``), as recorded."""
         if self.planner is None:
             return self.emit_placed(instruction)
+        self.fresh = None  # recorded: the planner holds it
         blocks = [(name, t.block) for name, t in operands if t.block is not None]
         self.planner.record_emit(instruction, blocks)
         return instruction
@@ -155,10 +159,12 @@ class KernelContext:
         """Append an instruction whose addresses are final (as written, or as the memory
         planner placed it, spill DMAs included): the one way into the builder, so a pass after
         placement (an instruction scheduler) hooks here."""
+        owned = instruction is self.fresh
+        self.fresh = None
         if self.stream is not None:
             self.stream.add(instruction)
             return instruction
-        return self.builder.emit(instruction)
+        return self.builder.emit(instruction, owned=owned)
 
     def place_hbm_placed(self, name: str, address_bytes: int, earlier: list[str]) -> None:
         """Place an HBM tensor at its final place in the program: recorded in the scheduler's

@@ -66,6 +66,11 @@ class Tile:
         self._aps: dict[tuple[Any, ...], AccessPattern] = {}
         self._full_dims = tuple((0, n, 1) for n in self.shape)
         self._full_kept = tuple(range(len(self.shape)))
+        #: The views indexing gave, as (dims, kept): ``tile[index]`` by ``_index_key(index)``,
+        #: ``view[index]`` by (its dims, its kept, the key). Kept here, with no reference to a
+        #: view: a view refers to its tile, and a cycle would delay freeing the tile's block.
+        self._views: dict[tuple[Any, ...], tuple[Any, tuple[int, ...]]] = {}
+        self._subviews: dict[tuple[Any, ...], tuple[Any, tuple[int, ...]]] = {}
 
     @property
     def memory(self) -> MemorySpace:
@@ -98,7 +103,15 @@ class Tile:
         return View(self, self._full_dims, self._full_kept)
 
     def __getitem__(self, index: Any) -> View:
-        return _index(self, self._full_dims, self._full_kept, index, None)
+        key = _index_key(index)
+        if key is not None:
+            found = self._views.get(key)
+            if found is not None:
+                return View(self, found[0], found[1])
+        view = _index(self, self._full_dims, self._full_kept, index, None)
+        if key is not None:
+            self._views[key] = (view.dims, view.kept)
+        return view
 
     def ap(self) -> AccessPattern:
         return self.full().ap()
@@ -159,7 +172,17 @@ class View:
         return f"{self.tile.name}{list(self.shape)}"
 
     def __getitem__(self, index: Any) -> View:
-        return _index(self.tile, self.dims, self.kept, index, self)
+        tile = self.tile
+        key = _index_key(index)
+        if key is None:
+            return _index(tile, self.dims, self.kept, index, self)
+        full = (self.dims, self.kept, key)
+        found = tile._subviews.get(full)
+        if found is None:
+            view = _index(tile, self.dims, self.kept, index, self)
+            tile._subviews[full] = (view.dims, view.kept)
+            return view
+        return View(tile, found[0], found[1])
 
     def _name(self) -> str:
         """The tile's name, with the view's shape when this is a window onto part of it."""
@@ -296,6 +319,31 @@ def _merge_free_dims(
             merged_sizes.insert(0, n)
             merged_strides.insert(0, s)
     return tuple(merged_sizes), tuple(merged_strides)
+
+
+def _index_key(index: Any) -> tuple[Any, ...] | None:
+    """A hashable key equal only for indices selecting the same view: plain ints and slices of
+    plain ints (a slice does not hash before Python 3.12), or None for anything else (numpy
+    ints, floats, bools: equal to ints as keys, yet treated apart or refused by ``_index``)."""
+    items = index if type(index) is tuple else (index,)
+    key = []
+    for item in items:
+        kind = type(item)
+        if kind is int:
+            key.append(item)
+        elif kind is slice:
+            first, stop, step = item.start, item.stop, item.step
+            if (
+                (first is None or type(first) is int)
+                and (stop is None or type(stop) is int)
+                and (step is None or type(step) is int)
+            ):
+                key.append((first, stop, step))
+            else:
+                return None
+        else:
+            return None
+    return tuple(key)
 
 
 def _index(
