@@ -368,9 +368,16 @@ class ProgramBuilder:
         seq = tracker.counts[channel] + 1
         writes = instruction.writes()
         reads = instruction.reads()
-        if writes and reads:
-            written = {id(ap) for ap in writes}
-            reads = tuple(ap for ap in reads if id(ap) not in written)
+        if writes and reads:  # an operand both read and written counts as written
+            if len(writes) == 1:
+                only = writes[0]
+                for ap in reads:
+                    if ap is only:
+                        reads = tuple(ap for ap in reads if ap is not only)
+                        break
+            else:
+                written = {id(ap) for ap in writes}
+                reads = tuple(ap for ap in reads if id(ap) not in written)
         needs: dict[str, int] = {}
         # Per operand object (by id): [facts, overlapping accesses (None: an untracked input),
         # the index version they were found at].

@@ -66,11 +66,12 @@ class Tile:
         self._aps: dict[tuple[Any, ...], AccessPattern] = {}
         self._full_dims = tuple((0, n, 1) for n in self.shape)
         self._full_kept = tuple(range(len(self.shape)))
-        #: The views indexing gave, as (dims, kept): ``tile[index]`` by ``_index_key(index)``,
-        #: ``view[index]`` by (its dims, its kept, the key). Kept here, with no reference to a
-        #: view: a view refers to its tile, and a cycle would delay freeing the tile's block.
-        self._views: dict[tuple[Any, ...], tuple[Any, tuple[int, ...]]] = {}
-        self._subviews: dict[tuple[Any, ...], tuple[Any, tuple[int, ...]]] = {}
+        #: The views indexing gave, as ``View._entry`` lists: ``tile[index]`` by
+        #: ``_index_key(index)``, ``view[index]`` by (its dims, its kept, the key). Kept here,
+        #: with no reference to a view: a view refers to its tile, and a cycle would delay
+        #: freeing the tile's block.
+        self._views: dict[tuple[Any, ...], list[Any]] = {}
+        self._subviews: dict[tuple[Any, ...], list[Any]] = {}
 
     @property
     def memory(self) -> MemorySpace:
@@ -104,14 +105,13 @@ class Tile:
 
     def __getitem__(self, index: Any) -> View:
         key = _index_key(index)
-        if key is not None:
-            found = self._views.get(key)
-            if found is not None:
-                return View(self, found[0], found[1])
-        view = _index(self, self._full_dims, self._full_kept, index, None)
-        if key is not None:
-            self._views[key] = (view.dims, view.kept)
-        return view
+        if key is None:
+            return _index(self, self._full_dims, self._full_kept, index, None)
+        found = self._views.get(key)
+        if found is None:
+            view = _index(self, self._full_dims, self._full_kept, index, None)
+            found = self._views[key] = [view.dims, view.kept, None, 0, 0]
+        return View(self, found[0], found[1], found)
 
     def ap(self) -> AccessPattern:
         return self.full().ap()
@@ -154,11 +154,18 @@ class View:
     """A strided window onto a tile: per tile dimension (start, count, step), some dims kept."""
 
     def __init__(
-        self, tile: Tile, dims: tuple[tuple[int, int, int], ...], kept: tuple[int, ...]
+        self,
+        tile: Tile,
+        dims: tuple[tuple[int, int, int], ...],
+        kept: tuple[int, ...],
+        entry: list[Any] | None = None,
     ) -> None:
         self.tile = tile
         self.dims = dims
         self.kept = kept
+        #: The tile's cache entry of this view's geometry, when indexing found one:
+        #: [dims, kept, access pattern or None, start partition, offset] (``ap``).
+        self._entry = entry
 
     @property
     def shape(self) -> tuple[int, ...]:
@@ -180,9 +187,8 @@ class View:
         found = tile._subviews.get(full)
         if found is None:
             view = _index(tile, self.dims, self.kept, index, self)
-            tile._subviews[full] = (view.dims, view.kept)
-            return view
-        return View(tile, found[0], found[1])
+            found = tile._subviews[full] = [view.dims, view.kept, None, 0, 0]
+        return View(tile, found[0], found[1], found)
 
     def _name(self) -> str:
         """The tile's name, with the view's shape when this is a window onto part of it."""
@@ -247,10 +253,20 @@ class View:
         """The access pattern of this view as an instruction operand (made once per view
         geometry of the tile at its current place)."""
         tile = self.tile
+        entry = self._entry
+        if (
+            entry is not None
+            and entry[2] is not None
+            and entry[3] == tile.start_partition
+            and entry[4] == tile.offset_bytes
+        ):
+            return entry[2]
         key = (self.dims, self.kept, tile.start_partition, tile.offset_bytes)
         found = tile._aps.get(key)
         if found is None:
             found = tile._aps[key] = self._make_ap()
+        if entry is not None:  # the same object ``_aps`` holds: identity is kept
+            entry[2], entry[3], entry[4] = found, tile.start_partition, tile.offset_bytes
         return found
 
     def _make_ap(self) -> AccessPattern:
