@@ -380,40 +380,37 @@ class ProgramBuilder:
                 reads = tuple(ap for ap in reads if id(ap) not in written)
         needs: dict[str, int] = {}
         # Per operand object (by id): [facts, overlapping accesses (None: an untracked input),
-        # the index version they were found at].
+        # the index version they were found at]. Reads and writes have a loop each (the
+        # rules differ; one loop testing which it is per access is slower).
         found: dict[int, list[Any]] = {}
-        operand = tracker.operand
-        hbm_decls = self.program.hbm
-        written_inputs = self._written_inputs
-        for is_write, aps in ((False, reads), (True, writes)):
-            for ap in aps:
-                entry = found.get(id(ap))
-                if entry is None:
-                    facts = operand(core, ap)
-                    tensor = facts[3]
-                    if tensor and tensor not in written_inputs and _is_input(hbm_decls, tensor):
-                        found[id(ap)] = entry = [facts, None, -1]
-                    else:
-                        index = facts[1]
-                        accesses = index.overlapping_in(facts[0], facts[2])
-                        found[id(ap)] = entry = [facts, accesses, index.version]
-                accesses = entry[1]
-                if accesses is None:
-                    if is_write:  # an input overwritten: wait for every earlier reader of it
-                        for reader, value in tracker.input_readers[entry[0][3]].items():
-                            if reader != channel and needs.get(reader, 0) < value:
-                                needs[reader] = value
-                    continue
-                for access in accesses:
-                    writer = access.writer
-                    if writer is not None:
-                        producer, value = writer
-                        if (not is_write or producer != channel) and needs.get(producer, 0) < value:
-                            needs[producer] = value  # RAW always; WAW across channels
-                    if is_write:
-                        for reader, value in access.readers.items():
-                            if reader != channel and needs.get(reader, 0) < value:
-                                needs[reader] = value  # WAR across channels
+        for ap in reads:
+            entry = found.get(id(ap)) or self._find(tracker, core, ap, found)
+            accesses = entry[1]
+            if accesses is None:  # an untracked input: reads of it wait for nothing
+                continue
+            for access in accesses:
+                writer = access.writer
+                if writer is not None:
+                    producer, value = writer
+                    if needs.get(producer, 0) < value:
+                        needs[producer] = value  # RAW, also on the same channel
+        for ap in writes:
+            entry = found.get(id(ap)) or self._find(tracker, core, ap, found)
+            accesses = entry[1]
+            if accesses is None:  # an input overwritten: wait for every earlier reader of it
+                for reader, value in tracker.input_readers[entry[0][3]].items():
+                    if reader != channel and needs.get(reader, 0) < value:
+                        needs[reader] = value
+                continue
+            for access in accesses:
+                writer = access.writer
+                if writer is not None:
+                    producer, value = writer
+                    if producer != channel and needs.get(producer, 0) < value:
+                        needs[producer] = value  # WAW across channels
+                for reader, value in access.readers.items():
+                    if reader != channel and needs.get(reader, 0) < value:
+                        needs[reader] = value  # WAR across channels
         if is_dma:
             # A queue's semaphore counts completions in arrival order; a trigger from another
             # engine than the queue's previous one could arrive first, so it waits for the
@@ -433,40 +430,62 @@ class ProgramBuilder:
         # legality and cost once per twin, by identity, instead of hashing operands per run.
         final.__dict__[STATIC_TWIN] = self._twins.setdefault(final.static_key(), final)
         tracker.counts[channel] = seq
-        for is_write, aps in ((False, reads), (True, writes)):
-            for ap in aps:
-                entry = found[id(ap)]
-                facts = entry[0]
-                region, index, buckets, tensor = facts
-                if tensor and tensor not in written_inputs and _is_input(hbm_decls, tensor):
-                    if not is_write:
-                        tracker.input_readers[tensor][channel] = seq
-                        continue
-                    written_inputs.add(tensor)
-                if entry[2] == index.version:
-                    accesses = entry[1]
-                else:
-                    accesses = index.overlapping_in(region, buckets)
-                    entry[1], entry[2] = accesses, index.version
-                if is_write:
-                    killed = False
-                    for access in accesses:
-                        if region.covers(access.region):
-                            index.kill(access)
-                            killed = True
-                    if killed and buckets is not None:
-                        # What it covers sits in its bins only: drop the dead there now, so
-                        # later queries do not step over them.
-                        for bucket in buckets:
-                            bucket[:] = [access for access in bucket if access.live]
-                    index.add_to(_Access(region, (channel, seq)), buckets)
-                    continue
-                if not accesses:
-                    index.add_to(_Access(region, None, {channel: seq}), buckets)
-                for access in accesses:
-                    access.readers[channel] = seq
+        hbm_decls = self.program.hbm
+        written_inputs = self._written_inputs
+        for ap in reads:
+            entry = found[id(ap)]
+            region, index, buckets, tensor = entry[0]
+            if tensor and tensor not in written_inputs and _is_input(hbm_decls, tensor):
+                tracker.input_readers[tensor][channel] = seq
+                continue
+            if entry[2] == index.version:
+                accesses = entry[1]
+            else:
+                accesses = index.overlapping_in(region, buckets)
+                entry[1], entry[2] = accesses, index.version
+            if not accesses:
+                index.add_to(_Access(region, None, {channel: seq}), buckets)
+                continue
+            for access in accesses:
+                access.readers[channel] = seq
+        for ap in writes:
+            entry = found[id(ap)]
+            region, index, buckets, tensor = entry[0]
+            if tensor and tensor not in written_inputs and _is_input(hbm_decls, tensor):
+                written_inputs.add(tensor)
+            if entry[2] == index.version:
+                accesses = entry[1]
+            else:
+                accesses = index.overlapping_in(region, buckets)
+                entry[1], entry[2] = accesses, index.version
+            killed = False
+            for access in accesses:
+                if region.covers(access.region):
+                    index.kill(access)
+                    killed = True
+            if killed and buckets is not None:
+                # What it covers sits in its bins only: drop the dead there now, so later
+                # queries do not step over them.
+                for bucket in buckets:
+                    bucket[:] = [access for access in bucket if access.live]
+            index.add_to(_Access(region, (channel, seq)), buckets)
         stream.append(final)
         return final
+
+    def _find(
+        self, tracker: _CoreTracker, core: int, ap: AccessPattern, found: dict[int, list[Any]]
+    ) -> list[Any]:
+        """``emit``'s entry for an operand object seen first: its facts, and its overlapping
+        accesses now (None for an HBM input the program has not written: untracked)."""
+        facts = tracker.operand(core, ap)
+        tensor = facts[3]
+        if tensor and tensor not in self._written_inputs and _is_input(self.program.hbm, tensor):
+            entry: list[Any] = [facts, None, -1]
+        else:
+            index = facts[1]
+            entry = [facts, index.overlapping_in(facts[0], facts[2]), index.version]
+        found[id(ap)] = entry
+        return entry
 
     def build(self) -> Program:
         return self.program
