@@ -9,6 +9,9 @@ for their completion when needed:
 - WAR and WAW: when the earlier access is on another engine or DMA queue (an engine's own stream
   runs in order, so its later instructions cannot overtake its earlier ones).
 
+A read is recorded on the bytes it touches: reading one slice of a wider tile orders later writes
+to that slice only, so memory a new tile reuses next to it is not held up (no false WAR).
+
 Semaphores follow the hardware's naming: ``S.<engine>`` counts completed instructions of an engine,
 ``S.dma.q<k>`` counts completed transfers of DMA queue k [S10][S12].
 """
@@ -446,8 +449,29 @@ class ProgramBuilder:
             if not accesses:
                 index.add_to(_Access(region, None, {channel: seq}), buckets)
                 continue
+            # A read is recorded on the bytes it reads, not on the whole of a wider write: a
+            # read of one slice of a big tile says nothing about the rest, and a later write
+            # there (memory a new tile reuses) must not wait for it (a false WAR that would
+            # serialise a prefetch behind unrelated compute). So a wider access gets a part of
+            # its own, with its writer and readers, that takes the reader; a part made earlier
+            # for the same region and writer is reused.
+            parts: set[tuple[Region, Any]] | None = None
             for access in accesses:
-                access.readers[channel] = seq
+                if region.covers(access.region):
+                    access.readers[channel] = seq
+                    continue
+                part = access.region.intersection(region)
+                if part is None:  # boxes of different pitch: keep the conservative record
+                    access.readers[channel] = seq
+                    continue
+                if parts is None:  # the parts already there: accesses the read covers
+                    parts = {(a.region, a.writer) for a in accesses if region.covers(a.region)}
+                if (part, access.writer) in parts:
+                    continue
+                parts.add((part, access.writer))
+                readers = dict(access.readers)
+                readers[channel] = seq
+                index.add(_Access(part, access.writer, readers), index.bin_keys(part))
         for ap in writes:
             entry = found[id(ap)]
             region, index, buckets, tensor = entry[0]

@@ -114,6 +114,38 @@ def _fold(
     return scale, shift, invstd
 
 
+def channel_affine(
+    ctx: LoweringContext,
+    channel_chunks: Sequence[tuple[int, int]],
+    weight: HbmValue | None,
+    bias: HbmValue | None,
+    running_mean: HbmValue,
+    running_var: HbmValue,
+    eps: float,
+    conv_bias: HbmValue | None = None,
+) -> dict[int, tuple[lang.View, lang.View]]:
+    """Per chunk (first channel -> [cw, 1] fp32 (scale, shift)) of the eval batch norm
+    ``y = x * s + t`` (``_fold``), with a preceding conv bias b folded in as t' = b * s + t:
+    what ``conv.ChannelEpilogue`` applies on the conv's PSUM evacuation (``passes.conv_bn``).
+    The columns stay in SBUF for the whole conv (one tile of ``COLUMNS`` per chunk)."""
+    most = max(cw for _, cw in channel_chunks)
+    tile = lang.ndarray((most, len(channel_chunks) * COLUMNS), lang.float32, lang.sbuf)
+    columns: dict[int, tuple[lang.View, lang.View]] = {}
+    for i, (c0, cw) in enumerate(channel_chunks):
+        cols = tile[:cw, i * COLUMNS : (i + 1) * COLUMNS]
+        mean, var = cols[:, 0:1], cols[:, 1:2]
+        _column(ctx, mean, running_mean, c0, cw)
+        _column(ctx, var, running_var, c0, cw)
+        scale, shift, _ = _fold(ctx, cols, mean, var, weight, bias, eps, c0)
+        if conv_bias is not None:  # column 8 (eval has no running-statistics update)
+            folded = cols[:, 8:9]
+            _column(ctx, folded, conv_bias, c0, cw)
+            nisa.scalar_tensor_tensor(folded, folded, AluOp.multiply, scale, AluOp.add, shift)
+            shift = folded
+        columns[c0] = (scale, shift)
+    return columns
+
+
 def _normalize(
     ctx: LoweringContext,
     tiles: ChannelTiles,

@@ -15,7 +15,9 @@ the input; its padding is zero-filled on chip, so nothing is read out of bounds.
 loaded once as [ci, co, tap] (runs of KH*KW contiguous elements) and stay resident for as many
 output-channel blocks as fit in half the matmul share of SBUF; the windows are reloaded once per
 such group. PSUM is evacuated by ScalarE with the bias fused (``activation(identity, bias=)``),
-or alternately by VectorE/ScalarE without bias.
+or alternately by VectorE/ScalarE without bias. Under a ``ChannelEpilogue`` (``passes.conv_bn``:
+conv + eval batch norm [+ ReLU]) the evacuation applies a per-channel scale and shift and the
+activation in the same one ScalarE instruction.
 
 TensorE cost: ``groups x output blocks x co blocks x ci chunks x KH x KW`` matmuls, each
 [ci <= 128, co <= 128] x [ci, <= 512 outputs].
@@ -27,14 +29,14 @@ Transposed convolutions and 3-D convolutions are refused.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 import torch
 
 from hwsim import lang
 from hwsim.bridge.context import LoweringContext, TensorMeta
-from hwsim.bridge.errors import Reason, Unsupported
+from hwsim.bridge.errors import BridgeError, Reason, Unsupported
 from hwsim.bridge.registry import OpCall, register_lowering
 from hwsim.bridge.tiling.space import TilingError, hbm_ap
 from hwsim.bridge.tiling.windows import AxisGeometry, OutputBlock, plan_blocks
@@ -48,6 +50,19 @@ aten = torch.ops.aten
 
 #: Window tiles in flight: the next block's window loads while this one's matmuls run.
 WINDOW_BUFFERS = 2
+
+
+@dataclass(frozen=True)
+class ChannelEpilogue:
+    """Set as ``LoweringContext.epilogue`` while a convolution lowers (``passes.conv_bn``): its
+    PSUM evacuation becomes ``activation(func, acc, scale=s[co], bias=t[co])`` with a per
+    output channel scale and shift (an eval batch norm folded with the conv's bias) instead of
+    the bias add. ``columns(chunks)``, called once with the conv's blocks of output channels
+    (first channel, count), emits their [channels, 1] fp32 scale and shift into SBUF and maps
+    each block's first channel to them; groups must be 1."""
+
+    func: Act
+    columns: Callable[[Sequence[tuple[int, int]]], dict[int, tuple[lang.View, lang.View]]]
 
 
 def _conv_check(call: OpCall) -> None:
@@ -117,7 +132,10 @@ def convolution(
         out4.shape[2],
         out4.shape[3],
     )
-    conv = _GroupConv(ctx, shape, ctx.tile_dtype(out.dtype))
+    epilogue = ctx.epilogue if isinstance(ctx.epilogue, ChannelEpilogue) else None
+    if epilogue is not None and (groups != 1 or bias is not None):
+        raise BridgeError("a channel epilogue needs groups=1 and the bias folded into it")
+    conv = _GroupConv(ctx, shape, ctx.tile_dtype(out.dtype), epilogue)
     for g in range(groups):
         ci, co = g * c_in_group, g * c_out_group
         conv.emit(
@@ -140,7 +158,14 @@ def _pairs(values: Sequence[int], ndim: int, trivial: int) -> tuple[int, int]:
 class _GroupConv:
     """The tiling of one group's convolution (shared by all groups: same shapes)."""
 
-    def __init__(self, ctx: LoweringContext, shape: ConvShape, dtype: DType) -> None:
+    def __init__(
+        self,
+        ctx: LoweringContext,
+        shape: ConvShape,
+        dtype: DType,
+        epilogue: ChannelEpilogue | None = None,
+    ) -> None:
+        self.epilogue = epilogue
         self.ctx, self.shape, self.dtype = ctx, shape, dtype
         lim = ctx.limits
         item = dtype.itemsize
@@ -159,6 +184,7 @@ class _GroupConv:
             )
         co_block = min(lim.tile_m, shape.c_out, resident_co)
         self.co_chunks = chunks(shape.c_out, co_block)
+        self.columns = epilogue.columns(self.co_chunks) if epilogue is not None else None
         per_group = max(1, resident_co // co_block)
         self.co_groups = [
             self.co_chunks[i : i + per_group] for i in range(0, len(self.co_chunks), per_group)
@@ -298,7 +324,10 @@ class _GroupConv:
         result_dtype = self.ctx.tile_dtype(out.dtype)
         shape = (mt, block.images, block.rows, block.cols)
         result = self.results(shape, result_dtype, lang.sbuf, max_shape=self.result_shape)
-        if bias_tile is not None:
+        if self.epilogue is not None and self.columns is not None:  # folded BN (+ ReLU)
+            scale, shift = self.columns[co0]
+            nisa.activation(result, self.epilogue.func, acc, scale=scale, bias=shift)
+        elif bias_tile is not None:
             nisa.activation(result, Act.identity, acc, bias=bias_tile[:mt, index : index + 1])
         else:
             self.evacuate(result, acc)

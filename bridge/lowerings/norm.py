@@ -175,11 +175,33 @@ def native_layer_norm(
     eps: float,
 ) -> tuple[HbmValue, HbmValue, HbmValue]:
     """(out, mean, 1/std) of LayerNorm over the last ``len(normalized_shape)`` dims."""
-    out_meta, mean_meta, rstd_meta = ctx.out
-    dims = list(range(x.ndim - len(normalized_shape), x.ndim))
+    out, stats = layer_norm(ctx, x, len(normalized_shape), weight, bias, eps, with_stats=True)
+    assert stats is not None
+    return out, *stats
+
+
+def layer_norm(
+    ctx: LoweringContext,
+    x: HbmValue,
+    normalized_dims: int,
+    weight: HbmValue | None,
+    bias: HbmValue | None,
+    eps: float,
+    with_stats: bool,
+) -> tuple[HbmValue, tuple[HbmValue, HbmValue] | None]:
+    """LayerNorm's output and, ``with_stats``, its (mean, 1/std) values; without them (nothing
+    uses them: ``passes.reduction_fusion``) no row statistic is stored. ``ctx.out`` is the
+    node's three metas, or the output's alone without stats."""
+    out_meta = ctx.out[0] if with_stats else ctx.out
+    dims = list(range(x.ndim - normalized_dims, x.ndim))
     out = ctx.new_value(out_meta.shape, out_meta.dtype)
-    mean_value, mean_view = _stat_view(ctx, mean_meta, x, dims)
-    rstd_value, rstd_view = _stat_view(ctx, rstd_meta, x, dims)
+    outputs = [out]
+    stats = None
+    if with_stats:
+        mean_value, mean_view = _stat_view(ctx, ctx.out[1], x, dims)
+        rstd_value, rstd_view = _stat_view(ctx, ctx.out[2], x, dims)
+        outputs += [mean_view, rstd_view]
+        stats = (mean_value, rstd_value)
     extras = [v.expand(x.shape) for v in (weight, bias) if v is not None]
     eps_tile = lang.ndarray((ctx.pmax, 1), lang.float32, lang.sbuf)
     nisa.memset(eps_tile, float(eps))
@@ -191,8 +213,9 @@ def native_layer_norm(
         rstd, shift = scalars[:, 0:1], scalars[:, 1:2]
         nisa.activation(rstd, Act.rsqrt, var, bias=eps_tile[: tile.partitions, :])
         nisa.tensor_scalar(shift, mean, AluOp.multiply, rstd, op1=AluOp.multiply, operand1=-1.0)
-        ctx.queues.store(tile.ap_rows(1, mean_view), mean)
-        ctx.queues.store(tile.ap_rows(2, rstd_view), rstd)
+        if with_stats:
+            ctx.queues.store(tile.ap_rows(1, outputs[1]), mean)
+            ctx.queues.store(tile.ap_rows(2, outputs[2]), rstd)
         return rstd, shift
 
     def apply(tile: TileRef, loaded: list[View], scalars: tuple[View, View]) -> None:
@@ -210,8 +233,42 @@ def native_layer_norm(
             nisa.tensor_copy(result, xn)
         ctx.queues.store(tile.ap(0, out), result)
 
-    _row_driver(ctx, x, dims, [out, mean_view, rstd_view], extras, finish, apply)
-    return out, mean_value, rstd_value
+    _row_driver(ctx, x, dims, outputs, extras, finish, apply)
+    return out, stats
+
+
+def rms_norm(ctx: LoweringContext, x: HbmValue, weight: HbmValue | None, eps: float) -> HbmValue:
+    """RMS norm over the last dim, ``[w *] x * rsqrt(mean(x ** 2) + eps)``, as one row pass
+    (``passes.reduction_fusion`` lowers Llama's decomposed chain with it): the row's mean and
+    population variance from ``bn_stats``/``bn_aggr`` give mean(x ** 2) = var + mean ** 2, then
+    per row tile 1/rms = ``activation(rsqrt, var + mean ** 2, bias=eps)`` and one VectorE
+    instruction ``(x * 1/rms) * w`` (``tensor_scalar`` without a weight)."""
+    meta: TensorMeta = ctx.out
+    out = ctx.new_value(meta.shape, meta.dtype)
+    dims = [x.ndim - 1]
+    extras = [weight.expand(x.shape)] if weight is not None else []
+    eps_tile = lang.ndarray((ctx.pmax, 1), lang.float32, lang.sbuf)
+    nisa.memset(eps_tile, float(eps))
+    small, results = BufferRing(ctx.options.buffers), BufferRing(ctx.options.buffers)
+
+    def finish(tile: TileRef, mean: View, var: View) -> View:
+        scalars = small((tile.partitions, 2), lang.float32, lang.sbuf)
+        square, rstd = scalars[:, 0:1], scalars[:, 1:2]
+        nisa.scalar_tensor_tensor(square, mean, AluOp.multiply, mean, AluOp.add, var)
+        nisa.activation(rstd, Act.rsqrt, square, bias=eps_tile[: tile.partitions, :])
+        return rstd
+
+    def apply(tile: TileRef, loaded: list[View], rstd: View) -> None:
+        xt = loaded[0]
+        result = results(xt.shape, ctx.tile_dtype(out.dtype), lang.sbuf)
+        if weight is not None:
+            nisa.scalar_tensor_tensor(result, xt, AluOp.multiply, rstd, AluOp.multiply, loaded[1])
+        else:
+            nisa.tensor_scalar(result, xt, AluOp.multiply, rstd)
+        ctx.queues.store(tile.ap(0, out), result)
+
+    _row_driver(ctx, x, dims, [out], extras, finish, apply)
+    return out
 
 
 def _correction(kwargs: dict[str, Any]) -> float:

@@ -238,6 +238,12 @@ def _chunked(
             ctx.queues.store(tile.ap(0, out), y)
 
 
+def softmax_rows(ctx: LoweringContext, x: HbmValue, dim: int, safe: bool) -> HbmValue:
+    """softmax of x along ``dim`` as one row pass (``passes.reduction_fusion`` lowers the
+    decomposed softmax chains with it); ``safe``: rows that are all -inf give 0."""
+    return _row_op(ctx, x, dim, log=False, safe=safe)
+
+
 @register_lowering(aten._softmax.default, check=_softmax_check)
 def softmax(ctx: LoweringContext, x: HbmValue, dim: int, half_to_float: bool = False):
     return _row_op(ctx, x, dim, log=False)

@@ -10,6 +10,11 @@ gave (torch.compile's partitions, ``hwsim export``, ``hwsim run FILE.py``: every
                    or collapses to one view)
     constant_fold  nodes that depend on no graph input (``arange``/``le``/``where`` mask chains)
                    are computed once at compile time and become tensor constants
+    reduction_fusion
+                   a reduction and its elementwise work (decomposed softmax, RMS norm) become
+                   one row pass over SBUF (``passes.reduction_fusion``)
+    conv_bn        an eval batch norm (and a ReLU) after a convolution is applied on the conv's
+                   PSUM evacuation as a per-channel scale and shift (``passes.conv_bn``)
     fusion         elementwise chains (and the elementwise ops after a matmul) become one fused
                    node: one pass over SBUF per tile, no HBM round trip in between
                    (``passes.fusion``, ``passes.fused_lowering``)
@@ -153,7 +158,9 @@ def run_pipeline(
     return gm, log
 
 
-from hwsim.bridge.passes.fusion import fuse  # noqa: E402  (after GraphPass: no cycle)
+from hwsim.bridge.passes.conv_bn import fuse_conv_bn  # noqa: E402  (after GraphPass: no cycle)
+from hwsim.bridge.passes.fusion import fuse  # noqa: E402
+from hwsim.bridge.passes.reduction_fusion import fuse_reductions  # noqa: E402
 from hwsim.bridge.passes.rewrites import (  # noqa: E402
     cancel_views,
     common_subexpressions,
@@ -166,6 +173,12 @@ PIPELINE: tuple[GraphPass, ...] = (
     GraphPass("cse", common_subexpressions, "common-subexpression elimination"),
     GraphPass("views", cancel_views, "view/permute/transpose cancellation"),
     GraphPass("constant_fold", fold_constants, "mask-building subgraphs folded to constants"),
+    GraphPass(
+        "reduction_fusion",
+        fuse_reductions,
+        "softmax and RMS norm chains as one row pass over SBUF",
+    ),
+    GraphPass("conv_bn", fuse_conv_bn, "eval batch norm and ReLU on the conv's PSUM evacuation"),
     GraphPass("fusion", fuse, "elementwise chains and matmul epilogues in one pass over SBUF"),
 )
 PASS_NAMES: tuple[str, ...] = tuple(p.name for p in PIPELINE)

@@ -33,7 +33,9 @@ from hwsim.bridge.context import LoweringContext, TensorMeta
 from hwsim.bridge.errors import BridgeError
 from hwsim.bridge.passes.fusion import RESHAPES, FusedKernel, Inner, Member, Ref
 from hwsim.bridge.registry import LOWERINGS, OpCall
+from hwsim.bridge.tiling.broadcast import OperandLoader
 from hwsim.bridge.tiling.drivers import Operand, TileCompute
+from hwsim.bridge.tiling.estimate import tile_cost
 from hwsim.bridge.tiling.matmul import HbmMatrix
 from hwsim.bridge.tiling.space import plan
 from hwsim.bridge.values import HbmValue, contiguous_strides
@@ -128,6 +130,9 @@ def lower_fused(
 ) -> HbmValue:
     """Lower the group (module docstring); its instructions carry every member in their tag."""
     tag = f"{kernel.__name__}/{'+'.join(kernel.node_names)}"
+    lower_itself = getattr(kernel, "lower", None)
+    if lower_itself is not None:  # a row group (passes.reduction_fusion) has its own lowering
+        return lower_itself(ctx, outside, escapes, tag)
     try:
         return _lower_group(ctx, kernel, outside, escapes, tag)
     except FusionFallback as why:
@@ -299,18 +304,17 @@ class _StepProgram:
             [(v.offset, v.strides) for v in operands],
             pmax=ctx.pmax,
             free_budget=budget,
+            cost=tile_cost(operands, [v.dtype for v in operands], computes=len(self.steps)),
         )
         largest = (max(t.partitions for t in tiles), max(t.free_elements for t in tiles))
-        loads = [BufferRing(self.buffers) for _ in self.outside]
+        loads = [OperandLoader(ctx, self.buffers, written=out.name) for _ in self.outside]
         rings = [BufferRing(self.buffers) for _ in self.steps]
         casts = BufferRing(self.buffers)
         for tile in tiles:
             tile_shape = (tile.partitions, tile.free_elements)
 
             def load(i: int, dtype: DType, tile: Any = tile, tile_shape: Any = tile_shape) -> Any:
-                dst = loads[i](tile_shape, dtype, lang.sbuf, max_shape=largest)
-                ctx.queues.load(dst, tile.ap(i + 1, self.outside[i]))
-                return dst
+                return loads[i](tile.ap(i + 1, self.outside[i]), dtype, tile_shape, largest)
 
             final = self._run(tile_shape, load, None, rings, casts, largest)
             ctx.queues.store(tile.ap(0, out), final)
@@ -318,7 +322,7 @@ class _StepProgram:
     def epilogue(self, ctx: LoweringContext) -> Callable[..., Operand]:
         """The hook ``tiling.matmul`` calls on each evacuated [mt, nt] block of ``out``."""
         assert self.anchor is not None
-        loads = [BufferRing(self.buffers) for _ in self.outside]
+        loads: list[OperandLoader] = []  # made at the first block: they know its output then
         rings = [BufferRing(self.buffers) for _ in self.steps]
         casts = BufferRing(self.buffers)
         batch = tuple(self.shape[:-2])
@@ -330,14 +334,18 @@ class _StepProgram:
             tile_shape = (mt, nt)
             largest = (ctx.pmax, max(nt, ctx.limits.tile_n))
 
+            if not loads:
+                loads.extend(
+                    OperandLoader(ctx, self.buffers, written=out.name) for _ in self.outside
+                )
+
             def load(i: int, dtype: DType) -> Operand:
                 view = outside_3d[i]
                 assert view is not None
                 for d in index:
                     view = view.select(0, d)
-                dst = loads[i](tile_shape, dtype, lang.sbuf, max_shape=largest)
-                ctx.queues.load(dst, HbmMatrix(view).block(m0, mt, n0, nt))
-                return dst
+                block = HbmMatrix(view).block(m0, mt, n0, nt)
+                return loads[i](block, dtype, tile_shape, largest)
 
             return self._run(tile_shape, load, result, rings, casts, largest)
 

@@ -18,6 +18,7 @@ lowers it; every instruction it emits is tagged with all its source nodes
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
@@ -215,7 +216,13 @@ def _closed(members: list[fx.Node]) -> bool:
     return all(set(m.users) <= inside for m in members[:-1])
 
 
-def _replace(gm: fx.GraphModule, members: list[fx.Node]) -> None:
+def _replace(
+    gm: fx.GraphModule,
+    members: list[fx.Node],
+    kernel_of: Callable[[list[Member]], FusedKernel] | None = None,
+) -> None:
+    """Replace ``members`` (graph order) by one node whose target is ``kernel_of(records)``
+    (a ``FusedKernel`` by default; ``passes.reduction_fusion`` makes its own kind)."""
     index = {m: j for j, m in enumerate(members)}
     outside: list[fx.Node] = []
 
@@ -240,7 +247,7 @@ def _replace(gm: fx.GraphModule, members: list[fx.Node]) -> None:
             )
         )
     last = members[-1]
-    kernel = FusedKernel(records)
+    kernel = (kernel_of or FusedKernel)(records)
     with gm.graph.inserting_after(last):
         fused = gm.graph.call_function(kernel, tuple(outside))
     fused.meta = dict(last.meta)

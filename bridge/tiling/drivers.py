@@ -13,6 +13,8 @@ from collections.abc import Callable, Sequence
 
 from hwsim import lang
 from hwsim.bridge.context import LoweringContext
+from hwsim.bridge.tiling.broadcast import OperandLoader
+from hwsim.bridge.tiling.estimate import tile_cost, transfer_ns
 from hwsim.bridge.tiling.rows import row_budget
 from hwsim.bridge.tiling.space import TileRef, plan
 from hwsim.bridge.values import HbmValue
@@ -48,8 +50,10 @@ def map_tiles(
     """out = compute(inputs), elementwise over ``out.shape``.
 
     inputs: already broadcast to ``out.shape`` (stride 0 where they broadcast). Each input tile
-    is loaded in its ``input_dtypes`` entry (default ``tile_dtype``); the result tile has
-    ``tile_dtype`` and is cast to ``out.dtype`` by the store.
+    is loaded in its ``input_dtypes`` entry (default ``tile_dtype``), by an ``OperandLoader``: a
+    broadcast input arrives compact and reaches ``compute`` as a stride-0 view of the tile's
+    [partitions, *free dims] shape, a tile equal to the previous one is not loaded again. The
+    result tile has ``tile_dtype`` and is cast to ``out.dtype`` by the store.
     """
     operands = (out, *inputs)
     dtypes = [tile_dtype, *(input_dtypes or [tile_dtype] * len(inputs))]
@@ -61,17 +65,18 @@ def map_tiles(
         [(v.offset, v.strides) for v in operands],
         pmax=ctx.pmax,
         free_budget=budget,
+        cost=tile_cost(operands, dtypes),
     )
     largest = _largest(tiles)
-    rings = [BufferRing(ctx.options.buffers) for _ in operands]
+    loaders = [OperandLoader(ctx, ctx.options.buffers, written=out.name) for _ in inputs]
+    results = BufferRing(ctx.options.buffers)
     for tile in tiles:
         shape = (tile.partitions, tile.free_elements)
-        srcs: list[Operand] = []
-        for i, value in enumerate(inputs, start=1):
-            src = rings[i](shape, dtypes[i], lang.sbuf, max_shape=largest)
-            ctx.queues.load(src, tile.ap(i, value))
-            srcs.append(src)
-        dst = rings[0](shape, tile_dtype, lang.sbuf, max_shape=largest)
+        srcs = [
+            load(tile.ap(i, value), dtypes[i], shape, largest)
+            for i, (load, value) in enumerate(zip(loaders, inputs, strict=True), start=1)
+        ]
+        dst = results(shape, tile_dtype, lang.sbuf, max_shape=largest)
         compute(dst, srcs)
         ctx.queues.store(tile.ap(0, out), dst)
 
@@ -79,11 +84,17 @@ def map_tiles(
 def copy_tiles(ctx: LoweringContext, out: HbmValue, src: HbmValue) -> None:
     """out = src (any strides, dtype cast by the DMA), one HBM -> HBM DMA per tile."""
     budget = ctx.free_budget(1, 4) * ctx.pmax  # no SBUF involved: tiles only bound descriptors
+    config = lang.config()
+
+    def cost(tile: TileRef) -> float:  # the busiest DMA engine's time (its rows split them)
+        return transfer_ns(config, tile.ap(1, src), tile.ap(0, out))
+
     for tile in plan(
         out.shape,
         [(out.offset, out.strides), (src.offset, src.strides)],
         pmax=ctx.pmax,
         free_budget=budget,
+        cost=cost,
     ):
         nisa.dma_copy(tile.ap(0, out), tile.ap(1, src), queue=ctx.queues.side_queue)
 

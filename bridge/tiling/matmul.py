@@ -20,9 +20,11 @@ cast to the precision's compute dtype on load; PSUM accumulates in fp32; the res
 by VectorE/ScalarE (with the bias add and alpha/beta scaling fused into that copy) and cast to the
 output dtype by the store.
 
-Not done yet (next steps): keeping the moving operand resident across M blocks, batching several
-PSUM banks per stationary load, fp8 double-row, and swapping operands when M is tiny (a skinny
-stationary wastes PE columns).
+A row-major moving operand is loaded for several PSUM tiles at once (``moving_group``), so each
+row of its DMA is a descriptor long enough to saturate the DMA engines, with fewer transfers.
+
+Not done yet (next steps): keeping the moving operand resident across M blocks, fp8 double-row,
+and swapping operands when M is tiny (a skinny stationary wastes PE columns).
 """
 
 from __future__ import annotations
@@ -113,6 +115,7 @@ class MatmulTiler:
         self.lhs_ring = BufferRing(2)
         self.rhs_ring = BufferRing(ctx.options.buffers)
         self.psum = BufferRing(2)
+        self._psum_used = False  # the PSUM ring is sized by the first product's group
         self.results = BufferRing(ctx.options.buffers)
         self.biases = BufferRing(2)
         self.evacuate = Evacuator()
@@ -149,6 +152,36 @@ class MatmulTiler:
         budget = min(share, int(lim.sbuf_bytes * _SBUF_USABLE) - epilogue_bytes)
         return max(1, budget // self._per_k_tile_bytes(m, n, transposing))
 
+    def moving_group(self, tn: int, n: int, moving: KOperand) -> int:
+        """PSUM tiles whose moving columns one DMA brings in (1 if the operand is transposed
+        on the way in: the loader's descriptors run along K, not along N).
+
+        A row of a [K rows, tn columns] block is one DMA descriptor of ``tn * itemsize``
+        bytes; below the size at which the config's descriptor-efficiency curve saturates
+        (``dma.descriptor_efficiency``: 4 KiB on the presets [S11][S12]) the transfer runs
+        below bandwidth, and every transfer pays the start latency. Loading the columns of
+        several PSUM tiles per DMA makes the rows long enough to saturate, with fewer
+        transfers, as a compiler batches PSUM banks per operand load. The group is bounded
+        by the PSUM banks (double-buffered) and by N.
+        """
+        if moving.transposed() or moving.view.strides[1] != 1:
+            return 1
+        row_bytes = tn * self.dtype.itemsize
+        group = max(1, -(-self._saturating_descriptor_bytes() // row_bytes))
+        group = min(group, cdiv(n, tn), max(1, self.lim.psum_banks // 2))
+        return group
+
+    def _saturating_descriptor_bytes(self) -> int:
+        """The smallest descriptor size at which the config's DMA reaches full efficiency."""
+        curve = sorted(
+            (int(size), float(fraction))
+            for size, fraction in self.ctx.config.dma.descriptor_efficiency.items()
+        )
+        if not curve:
+            return 0
+        best = max(fraction for _, fraction in curve)
+        return next(size for size, fraction in curve if fraction >= best)
+
     def emit(
         self,
         a: HbmValue,
@@ -167,26 +200,39 @@ class MatmulTiler:
         out_item = self.ctx.tile_dtype(out.dtype).itemsize
         tm = min(m, lim.tile_m)
         tn = self.tile_n(tm, n, transposing, out_item, bias is not None)
+        group = self.moving_group(tn, n, rhs)
+        while group > 1 and (
+            self._per_k_tile_bytes(tm, group * tn, transposing)
+            + self._epilogue_bytes(tn, out_item, bias is not None)
+            > int(lim.sbuf_bytes * _SBUF_USABLE) // 2
+        ):
+            group -= 1  # a group must leave SBUF room for K blocks of a useful size
+        if group > 1 and not self._psum_used:  # room for a group in flight and the next
+            self.psum = BufferRing(2 * group)
+        self._psum_used = True
         epilogue = self._epilogue_bytes(tn, out_item, bias is not None)
-        per_block = self.k_tiles_per_block(tm, tn, transposing, epilogue)
+        per_block = self.k_tiles_per_block(tm, group * tn, transposing, epilogue)
         k_blocks = chunks(k, per_block * lim.tile_k)
         for m0, mt in chunks(m, lim.tile_m):
             resident = None
             if len(k_blocks) == 1:  # all of K fits: load the stationary block once per M block
                 resident = self._load(lhs, self.lhs_ring, *k_blocks[0], m0, mt)
-            for n0, nt in chunks(n, tn):
-                acc = self.psum((mt, nt), lang.float32, lang.psum)
+            for g0, gw in chunks(n, group * tn):
+                n_tiles = chunks(gw, tn)
+                accs = [self.psum((mt, nt), lang.float32, lang.psum) for _, nt in n_tiles]
                 for kb, (k0, kc) in enumerate(k_blocks):
                     stationary = resident or self._load(lhs, self.lhs_ring, k0, kc, m0, mt)
-                    moving = self._load(rhs, self.rhs_ring, k0, kc, n0, nt)
-                    for j, (_, w) in enumerate(chunks(kc, lim.tile_k)):
-                        nisa.nc_matmul(
-                            acc,
-                            stationary[:w, j, :mt],
-                            moving[:w, j, :nt],
-                            accumulate=kb > 0 or j > 0,
-                        )
-                self._epilogue(acc, out, bias, alpha, beta, m0, mt, n0, nt)
+                    moving = self._load(rhs, self.rhs_ring, k0, kc, g0, gw)
+                    for acc, (c0, nt) in zip(accs, n_tiles, strict=True):
+                        for j, (_, w) in enumerate(chunks(kc, lim.tile_k)):
+                            nisa.nc_matmul(
+                                acc,
+                                stationary[:w, j, :mt],
+                                moving[:w, j, c0 : c0 + nt],
+                                accumulate=kb > 0 or j > 0,
+                            )
+                for acc, (c0, nt) in zip(accs, n_tiles, strict=True):
+                    self._epilogue(acc, out, bias, alpha, beta, m0, mt, g0 + c0, nt)
 
     def _load(
         self, operand: KOperand, ring: BufferRing, k0: int, kc: int, x0: int, xc: int

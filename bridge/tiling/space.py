@@ -5,8 +5,11 @@ iteration shape with stride 0 where they broadcast) is described by its element 
 strides; size-1 dims are dropped and adjacent dims are merged ("coalesced") where every operand
 allows it, so a contiguous tensor of any rank becomes one dim. Then:
 
-- one dim becomes the partition dim (chunked by the partition count, 128), the largest of the
-  candidates so tiles use as many partitions as they can;
+- one dim becomes the partition dim (chunked by the partition count, 128): by default the
+  largest of the dims left over by the free part, so tiles use as many partitions as they can;
+  given a tile ``cost`` (``tiling.estimate``: the DMA descriptors of every operand and the
+  compute), a pointwise plan also tries each dim on partitions (the innermost others free) and
+  keeps the cheapest, so a dim contiguous in HBM stays on the free axis;
 - up to three dims become the free dims of the tile (at most ``free_budget`` elements per
   partition; a single dim larger than that is chunked);
 - every other dim is a Python loop over tiles.
@@ -25,7 +28,7 @@ from __future__ import annotations
 
 import itertools
 import math
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 
 from hwsim.bridge.values import HbmValue
@@ -33,6 +36,10 @@ from hwsim.isa.ap import AccessPattern, MemorySpace
 
 #: Free dims a tile takes at most (hardware access patterns have 4; one is left for callers).
 MAX_TILE_FREE_DIMS = 3
+
+
+#: The cost (any unit, e.g. ns) of one tile of a plan: see ``tiling.estimate``.
+TileCost = Callable[["TileRef"], float]
 
 
 class TilingError(ValueError):
@@ -135,11 +142,15 @@ def plan(
     free_budget: int,
     reduce_dims: Sequence[int] = (),
     whole_free: bool = False,
+    cost: TileCost | None = None,
 ) -> list[TileRef]:
     """Tiles covering ``shape`` for operands given as (element offset, strides over ``shape``).
 
     whole_free: the reduce dims must fit one tile's free part (no accumulation loops); raises
     TilingError otherwise.
+    cost: what one tile costs (``tiling.estimate``); a pointwise plan then takes, of the default
+    layout and each "dim d on partitions" layout, the one whose tiles cost least in all (the
+    default on a tie). Without it, the default layout.
     """
     reduce_set = {d % max(1, len(shape)) for d in reduce_dims}
     dims = coalesce(
@@ -160,9 +171,9 @@ def plan(
         return [
             tile
             for region_offsets, region in _split_1d(offsets, dims[0], pmax, free_budget)
-            for tile in _pointwise_tiles(region_offsets, region, free_budget, pmax)
+            for tile in _pointwise_tiles(region_offsets, region, free_budget, pmax, cost)
         ]
-    return list(_pointwise_tiles(offsets, dims, free_budget, pmax))
+    return list(_pointwise_tiles(offsets, dims, free_budget, pmax, cost))
 
 
 def _split_1d(
@@ -180,14 +191,57 @@ def _split_1d(
     return regions
 
 
-def _pointwise_tiles(
-    offsets: tuple[int, ...], dims: list[Dim], budget: int, pmax: int
-) -> Iterator[TileRef]:
+@dataclass(frozen=True)
+class _Layout:
+    """Which dim goes on partitions, which on the free axis (chunked by ``split``), which loop."""
+
+    part: int | None
+    free: list[int]
+    split: int
+    loops: list[int]
+
+    def tiles(self, dims: list[Dim], pmax: int) -> int:
+        """How many tiles the layout makes."""
+        count = math.prod(dims[i].size for i in self.loops)
+        if self.part is not None:
+            count *= -(-dims[self.part].size // pmax)
+        head = dims[self.free[0]].size
+        return count * (-(-head // self.split) if self.split else 1)
+
+
+def _default_layout(dims: list[Dim], budget: int) -> _Layout:
+    """The innermost dims free (as many as fit), the largest other dim on partitions."""
     free, split = _choose_free(dims, list(range(len(dims))), budget, keep_one=True)
     rest = [i for i in range(len(dims)) if i not in free]
     part = max(rest, key=lambda i: dims[i].size) if rest else None
-    loops = [i for i in rest if i != part]
-    yield from _enumerate(offsets, dims, part, free, split, loops, [], pmax)
+    return _Layout(part, free, split, [i for i in rest if i != part])
+
+
+def _layout_with_partition(dims: list[Dim], budget: int, part: int) -> _Layout:
+    """Dim ``part`` on partitions, the innermost of the others free (as many as fit)."""
+    others = [i for i in range(len(dims)) if i != part]
+    free, split = _choose_free(dims, others, budget, keep_one=False)
+    return _Layout(part, free, split, [i for i in others if i not in free])
+
+
+def _pointwise_tiles(
+    offsets: tuple[int, ...], dims: list[Dim], budget: int, pmax: int, cost: TileCost | None
+) -> Iterator[TileRef]:
+    layout = _default_layout(dims, budget)
+    if cost is not None and len(dims) > 1:
+        layouts = [layout, *(_layout_with_partition(dims, budget, p) for p in range(len(dims)))]
+
+        def total(candidate: _Layout) -> float:
+            first = next(_enumerate(offsets, dims, *_parts(candidate), [], pmax))
+            return candidate.tiles(dims, pmax) * cost(first)
+
+        costs = [total(c) for c in layouts]
+        layout = layouts[min(range(len(layouts)), key=lambda k: (costs[k], k))]
+    yield from _enumerate(offsets, dims, *_parts(layout), [], pmax)
+
+
+def _parts(layout: _Layout) -> tuple[int | None, list[int], int, list[int]]:
+    return layout.part, layout.free, layout.split, layout.loops
 
 
 def _reduction_tiles(

@@ -41,6 +41,19 @@ class Region:
         b0, b1 = other.flat()
         return a0 < b1 and b0 < a1
 
+    def intersection(self, other: Region) -> Region | None:
+        """The box both overlapping boxes touch, if they have one pitch (None otherwise)."""
+        if self.key != other.key or self.row_bytes != other.row_bytes:
+            return None
+        return Region(
+            self.key,
+            self.row_bytes,
+            max(self.row0, other.row0),
+            min(self.row1, other.row1),
+            max(self.col0, other.col0),
+            min(self.col1, other.col1),
+        )
+
     def covers(self, other: Region) -> bool:
         return (
             self.key == other.key

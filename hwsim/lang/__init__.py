@@ -53,7 +53,7 @@ from hwsim.lang.language import (
     uint32,
 )
 from hwsim.lang.scheduling import no_reorder, schedule_barrier, schedule_edge, sequential_range
-from hwsim.lang.tiles import Buffer, IndexingError, Tile, View, hbm, psum, sbuf
+from hwsim.lang.tiles import Buffer, IndexingError, Tile, View, broadcast_to, hbm, psum, sbuf
 
 __all__ = [
     "ActivationFunction",
@@ -71,6 +71,7 @@ __all__ = [
     "Tile",
     "View",
     "bfloat16",
+    "broadcast_to",
     "config",
     "current",
     "float4_e2m1fn_x4",

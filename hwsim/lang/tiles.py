@@ -422,6 +422,39 @@ def _index(
 Operand = Tile | View
 
 
+def broadcast_to(operand: Operand, shape: tuple[int, ...]) -> View:
+    """An on-chip ``operand`` read as ``shape`` (numpy's rule, same rank): each free dim of size
+    1 may repeat ``n`` times with step 0, so an instruction reads its one element ``n`` times.
+
+    Access-pattern strides are signed element counts (HARDWARE.md §1.4 [S24-aps]), and 0 is one
+    of them: a [P, 1] column viewed as [P, N] costs an engine what any [P, N] operand costs,
+    while the DMA that filled it moved P elements, not P x N. Only for instructions to read:
+    writing through such a view would write one element N times. The partition dim cannot
+    repeat (every partition is its own lane, §1.4 [S1]): copy a row to every partition with a
+    DMA whose partition stride is 0, or a ones-vector matmul.
+    """
+    view = operand.full() if isinstance(operand, Tile) else operand
+    target = tuple(int(n) for n in shape)
+    if view.tile.memory is MemorySpace.HBM:
+        raise view._fail("broadcast_to views on-chip tiles; an HBM access pattern takes stride 0")
+    if len(target) != len(view.kept):
+        raise view._fail(f"broadcast_to {list(target)}: the view has {len(view.kept)} dims")
+    dims = list(view.dims)
+    for position, (axis, n) in enumerate(zip(view.kept, target, strict=True)):
+        start, count, _ = dims[axis]
+        if count == n:
+            continue
+        if count != 1 or n < 1:
+            raise view._fail(f"cannot broadcast dimension {position} of size {count} to {n}")
+        if position == 0:
+            raise view._fail(
+                f"cannot broadcast the partition dimension to {n}: every partition is its own "
+                "lane (load the row into every partition with a DMA of partition stride 0)"
+            )
+        dims[axis] = (start, n, 0)
+    return View(view.tile, tuple(dims), view.kept)
+
+
 def as_ap(operand: Operand, what: str) -> AccessPattern:
     """The access pattern of a tile or view argument (a clear error for anything else)."""
     if isinstance(operand, (Tile, View)):

@@ -96,3 +96,32 @@ def test_hbm_matrix_blocks_must_lie_inside_the_matrix():
     ):
         with pytest.raises(ValueError, match=r"HbmMatrix w: block rows .* is not inside"):
             matrix[index]
+
+
+def _cost_plan(shape, src_strides, *, cost: bool):
+    from hwsim.bridge.tiling.estimate import tile_cost
+    from hwsim.config import load_config
+
+    n = math.prod(shape)
+    out = HbmValue.contiguous(Tile("o", (n,), FP32, hbm), shape)
+    span = 1 + sum((k - 1) * s for k, s in zip(shape, src_strides, strict=True))
+    src = HbmValue(Tile("s", (span,), FP32, hbm), shape, src_strides)
+    estimate = tile_cost([out, src], [FP32, FP32], config=load_config("trn2")) if cost else None
+    operands = [(0, out.strides), (0, src.strides)]
+    return plan(shape, operands, pmax=128, free_budget=2048, cost=estimate), estimate
+
+
+def test_a_cost_puts_a_transposed_dim_on_partitions_and_keeps_contiguous_dims_free():
+    # out[4, 256] = src^T: by default the 256 contiguous elements of out are free and 4 rows
+    # are on partitions (4 of 16 DMA engines busy, every src element its own descriptor)
+    default, _ = _cost_plan((4, 256), (1, 4), cost=False)
+    chosen, estimate = _cost_plan((4, 256), (1, 4), cost=True)
+    assert [t.partitions for t in default] == [4]
+    assert [t.partitions for t in chosen] == [128, 128]  # 256 on partitions, the 4 rows free
+    assert sum(map(estimate, chosen)) < sum(map(estimate, default))
+    assert sorted(e for t in chosen for e in elements(t, 1)) == list(range(1024))
+    assert sorted(e for t in chosen for e in elements(t, 0)) == list(range(1024))
+    # rows of a padded matrix (stride 100) keep the default: rows on partitions, the
+    # contiguous dim free
+    dense, _ = _cost_plan((512, 64), (100, 1), cost=True)
+    assert [(t.partitions, t.free_sizes) for t in dense] == [(128, (64,))] * 4

@@ -212,3 +212,23 @@ def test_scan_calls_and_onezero_flags_take_nki_argument_names():
     assert cumulative.imm1 == by_opcode["tensor_scalar_reduce"].reduce_dst
     matmul = by_opcode["nc_matmul"]
     assert (matmul.is_stationary_onezero, matmul.is_moving_onezero) == (True, False)
+
+
+def test_a_read_of_part_of_a_tile_orders_only_writes_to_that_part():
+    """A read of a slice of a wider write is recorded on the bytes it read: a later write to
+    the rest of the tile (a new tile reusing that memory) does not wait for it (no false WAR),
+    while a write to the slice read still does."""
+
+    def body(x):
+        tile = lang.ndarray((32, 16), lang.float32)
+        nisa.dma_copy(tile, x, queue=0)  # writes all of tile
+        half = lang.ndarray((32, 8), lang.float32)
+        nisa.tensor_copy(half, tile[:, 0:8], engine="vector")  # reads the left half
+        nisa.dma_copy(tile[:, 8:16], x[:, 8:16], queue=1)  # right half: WAW on q0 only
+        nisa.dma_copy(tile[:, 0:8], x[:, 0:8], queue=2)  # left half: WAR on the vector read
+
+    streams = build(body, lang.TensorSpec((32, 16))).program.cores[0].streams
+    assert streams["vector"][0].waits == (("S.dma.q0", 1),)
+    assert streams["sync"][1].waits == (("S.dma.q0", 1),)
+    # (the sync stream already waited for q0; the WAR on the vector read is what remains)
+    assert streams["sync"][2].waits == (("S.vector", 1),)
