@@ -40,6 +40,9 @@ _BIN_BYTES = 1024
 _BIN_ROWS = 128
 #: A region that would sit in more bins than this is kept in the index's always-scanned list.
 _MAX_BINS = 256
+#: The tracker's identity cache of operand facts is cleared when it reaches this many entries
+#: (a bound on its memory; the by-value cache behind it keeps every fact).
+_MAX_BY_ID = 1 << 16
 
 
 #: Instance attribute (outside the dataclass fields, so equality, hashing, repr and replace()
@@ -79,6 +82,10 @@ class _Access:
         self.live = True
 
 
+#: The bins of a region as the index's bucket lists (stable objects), or None: not binned.
+Buckets = tuple[list[Any], ...] | None
+
+
 class _RegionIndex:
     """Live accesses of one memory key (an on-chip memory of a core, or an HBM tensor), findable
     by overlap.
@@ -87,12 +94,15 @@ class _RegionIndex:
     tiles) are binned by rows and columns: two such boxes overlap only if they share a bin.
     Anything else (another pitch, a flat byte interval, a huge box) is in ``others``, which every
     query scans. ``version`` changes whenever the set of live accesses does.
+
+    A bin's bucket list, once made, stays the same object (compacted in place), so an operand
+    seen again keeps its buckets (``buckets``) and skips the bin lookups.
     """
 
     def __init__(self, pitch: int) -> None:
         self.pitch = pitch
-        self.bins: dict[tuple[int, int], list[_Access]] = {}
-        self.others: list[_Access] = []
+        self.bins: dict[tuple[int, int], list[Any]] = {}
+        self.others: list[Any] = []
         self.version = 0
 
     def bin_keys(self, region: Region) -> list[tuple[int, int]] | None:
@@ -111,37 +121,42 @@ class _RegionIndex:
             return None
         return [(r, c) for r in range(row0, row1) for c in range(col0, col1)]
 
-    def overlapping(self, region: Region, keys: list[tuple[int, int]] | None) -> list[_Access]:
-        """The live accesses whose region overlaps ``region`` (its ``bin_keys``), each once."""
+    def buckets(self, keys: list[tuple[int, int]] | None) -> Buckets:
+        """The bucket lists of these ``bin_keys`` (made empty where none is yet)."""
         if keys is None:
-            buckets = [*self.bins.values()]
+            return None
+        bins = self.bins
+        return tuple(bins.setdefault(key, []) for key in keys)
+
+    def overlapping(self, region: Region, keys: list[tuple[int, int]] | None) -> list[Any]:
+        """The live accesses whose region overlaps ``region`` (its ``bin_keys``), each once."""
+        return self.overlapping_in(region, self.buckets(keys))
+
+    def overlapping_in(self, region: Region, buckets: Buckets) -> list[Any]:
+        """``overlapping`` for a region whose ``buckets`` are known."""
+        found: list[Any] = []
+        row0, row1, col0, col1 = region.row0, region.row1, region.col0, region.col1
+        if buckets is None:
+            scan: Any = self.bins.values()
         else:
-            bins = self.bins
-            buckets = [bucket for key in keys if (bucket := bins.get(key))]
+            scan = buckets
         # A box in several bins is met once per bin; ``others`` holds no binned access.
-        seen: set[int] | None = set() if len(buckets) > 1 else None
-        if self.others:
-            buckets.append(self.others)
-        found: list[_Access] = []
-        pitch, row0, row1 = region.row_bytes, region.row0, region.row1
-        col0, col1 = region.col0, region.col1
-        for bucket in buckets:
+        seen: set[int] | None = set() if len(scan) > 1 else None
+        for bucket in scan:
             dead = 0
+            # Every access of a bucket has the index's pitch, as ``region`` has: boxes of one
+            # pitch overlap when their rows and their columns do (``Region.overlaps``).
             for access in bucket:
                 if not access.live:
                     dead += 1
                     continue
                 other = access.region
-                if other.row_bytes == pitch:  # Region.overlaps for boxes of one pitch, inline
-                    hit = (
-                        other.row0 < row1
-                        and row0 < other.row1
-                        and other.col0 < col1
-                        and col0 < other.col1
-                    )
-                else:
-                    hit = other.overlaps(region)
-                if hit:
+                if (
+                    other.row0 < row1
+                    and row0 < other.row1
+                    and other.col0 < col1
+                    and col0 < other.col1
+                ):
                     if seen is not None:
                         if id(access) in seen:
                             continue
@@ -149,32 +164,41 @@ class _RegionIndex:
                     found.append(access)
             if dead > 8 and dead * 2 > len(bucket):
                 bucket[:] = [access for access in bucket if access.live]
+        others = self.others
+        if others:
+            dead = 0
+            for access in others:
+                if not access.live:
+                    dead += 1
+                elif access.region.overlaps(region):
+                    found.append(access)
+            if dead > 8 and dead * 2 > len(others):
+                others[:] = [access for access in others if access.live]
         return found
 
-    def add(self, access: _Access, keys: list[tuple[int, int]] | None) -> None:
+    def add(self, access: Any, keys: list[tuple[int, int]] | None) -> None:
         """Index an access whose region has these ``bin_keys``."""
+        self.add_to(access, self.buckets(keys))
+
+    def add_to(self, access: Any, buckets: Buckets) -> None:
+        """``add`` for an access whose region's ``buckets`` are known."""
         self.version += 1
-        if keys is None:
+        if buckets is None:
             self.others.append(access)
             return
-        bins = self.bins
-        for key in keys:
-            bucket = bins.get(key)
-            if bucket is None:
-                bins[key] = [access]
-            else:
-                bucket.append(access)
+        for bucket in buckets:
+            bucket.append(access)
 
-    def live_accesses(self) -> list[_Access]:
+    def live_accesses(self) -> list[Any]:
         """Every live access, each once."""
-        found: dict[int, _Access] = {}
+        found: dict[int, Any] = {}
         for bucket in (*self.bins.values(), self.others):
             for access in bucket:
                 if access.live:
                     found[id(access)] = access
         return list(found.values())
 
-    def kill(self, access: _Access) -> None:
+    def kill(self, access: Any) -> None:
         """A later write covers the access: nothing can depend on it any more."""
         self.version += 1
         access.live = False
@@ -183,6 +207,10 @@ class _RegionIndex:
 #: The overlap index under another name, for other analyses of region dependencies
 #: (``hwsim.schedule.dag``): any object with ``region`` and ``live`` attributes can be indexed.
 RegionIndex = _RegionIndex
+
+#: What the builder keeps per operand value: its region, the region's index and buckets, and
+#: the HBM tensor it is in ("" on chip).
+_Facts = tuple[Region, _RegionIndex, Buckets, str]
 
 
 class _CoreTracker:
@@ -198,8 +226,9 @@ class _CoreTracker:
         self.queue_engine: dict[str, str] = {}
         #: Readers of HBM inputs never written by the program (tracked per tensor, cheaply).
         self.input_readers: dict[str, dict[str, int]] = defaultdict(dict)
-        #: Per operand value: its region, index and bins (kernels touch the same tiles often).
-        self.operands: dict[AccessPattern, tuple[Region, _RegionIndex, Any]] = {}
+        #: Per operand value: its facts (kernels touch the same tiles often).
+        self.operands: dict[AccessPattern, _Facts] = {}
+        self.by_id: dict[int, tuple[AccessPattern, _Facts]] = {}
 
     def index(self, region: Region) -> _RegionIndex:
         found = self.indexes.get(region.key)
@@ -207,31 +236,39 @@ class _CoreTracker:
             found = self.indexes[region.key] = _RegionIndex(region.row_bytes)
         return found
 
-    def operand(self, core: int, ap: AccessPattern) -> tuple[Region, _RegionIndex, Any]:
+    def operand(self, core: int, ap: AccessPattern) -> _Facts:
+        # By identity first: the kernel language hands out one pattern object per view geometry
+        # of a tile, and hashing a pattern by value takes a Python call. The entry holds the
+        # pattern, so its id cannot be reused while the entry lives.
+        known = self.by_id.get(id(ap))
+        if known is not None and known[0] is ap:
+            return known[1]
         facts = self.operands.get(ap)
         if facts is None:
             region = region_of(core, ap)
             index = self.index(region)
-            facts = self.operands[ap] = (region, index, index.bin_keys(region))
+            tensor = ap.tensor if ap.memory is MemorySpace.HBM else ""
+            buckets = index.buckets(index.bin_keys(region))
+            facts = self.operands[ap] = (region, index, buckets, tensor)
+        if len(self.by_id) >= _MAX_BY_ID:
+            self.by_id.clear()
+        self.by_id[id(ap)] = (ap, facts)
         return facts
 
 
-class _Operand:
-    """One operand while an instruction is emitted: its region, index and overlapping accesses,
-    found once for the dependency pass and reused by the record pass if the index is unchanged."""
+#: Semaphore names by channel ("vector" -> "S.vector", "dma.q3" -> "S.dma.q3").
+_SEMAPHORES: dict[str, str] = {}
 
-    __slots__ = ("found", "index", "keys", "region", "version")
 
-    def __init__(self, facts: tuple[Region, _RegionIndex, Any]) -> None:
-        self.region, self.index, self.keys = facts
-        self.found = self.index.overlapping(self.region, self.keys)
-        self.version = self.index.version
-
-    def overlapping(self) -> list[_Access]:
-        if self.version != self.index.version:
-            self.found = self.index.overlapping(self.region, self.keys)
-            self.version = self.index.version
-        return self.found
+def _semaphore(channel: str) -> str:
+    sem = _SEMAPHORES.get(channel)
+    if sem is None:
+        sem = _SEMAPHORES[channel] = (
+            queue_semaphore(int(channel[5:]))
+            if channel.startswith("dma.q")
+            else engine_semaphore(channel)
+        )
+    return sem
 
 
 class ProgramBuilder:
@@ -310,149 +347,177 @@ class ProgramBuilder:
         )
 
     # ---- instructions -----------------------------------------------------------------------
-    def emit(self, instruction: Instruction, core: int = 0) -> Instruction:
-        """Append an instruction (its waits/signals are filled in) to its engine's stream."""
-        if instruction.engine not in engine_names():
-            instruction.fail(
-                f"unknown engine '{instruction.engine}'; engines are {', '.join(engine_names())}"
+    def emit(self, instruction: Instruction, core: int = 0, *, owned: bool = False) -> Instruction:
+        """Append an instruction (its waits/signals are filled in) to its engine's stream.
+
+        ``owned``: the caller made ``instruction`` for this call and keeps no other reference
+        to it, so its waits and signals are filled in in place; otherwise a copy gets them.
+
+        Two passes over the operands, reads first: the dependency pass collects the completions
+        the instruction needs (RAW always; WAR and WAW across channels), the record pass then
+        notes its accesses. Each pass finds an operand's overlapping accesses once; the record
+        pass reuses the first pass's finding while the operand's index is unchanged.
+        """
+        engine = instruction.engine
+        stream = self.program.cores[core].streams.get(engine)
+        if stream is None:  # as ``instruction.fail`` words it
+            raise IllegalInstructionError(
+                f"{instruction.label()}: unknown engine '{engine}'; engines are "
+                f"{', '.join(engine_names())}"
             )
         tracker = self._trackers[core]
-        channel = channel_of(instruction)
+        is_dma = instruction.IS_DMA
+        channel = f"dma.q{instruction.queue}" if is_dma else engine  # type: ignore[attr-defined]
         seq = tracker.counts[channel] + 1
-        needs: dict[str, int] = {}
         writes = instruction.writes()
-        written = {id(ap) for ap in writes}
-        reads = [ap for ap in instruction.reads() if id(ap) not in written]
-        operands: dict[int, _Operand] = {}  # by id(ap): shared by the two passes
+        reads = instruction.reads()
+        if writes and reads:  # an operand both read and written counts as written
+            if len(writes) == 1:
+                only = writes[0]
+                for ap in reads:
+                    if ap is only:
+                        reads = tuple(ap for ap in reads if ap is not only)
+                        break
+            else:
+                written = {id(ap) for ap in writes}
+                reads = tuple(ap for ap in reads if id(ap) not in written)
+        needs: dict[str, int] = {}
+        # Per operand object (by id): [facts, overlapping accesses (None: an untracked input),
+        # the index version they were found at]. Reads and writes have a loop each (the
+        # rules differ; one loop testing which it is per access is slower).
+        found: dict[int, list[Any]] = {}
         for ap in reads:
-            self._dependencies(tracker, core, ap, channel, needs, operands, is_write=False)
+            entry = found.get(id(ap)) or self._find(tracker, core, ap, found)
+            accesses = entry[1]
+            if accesses is None:  # an untracked input: reads of it wait for nothing
+                continue
+            for access in accesses:
+                writer = access.writer
+                if writer is not None:
+                    producer, value = writer
+                    if needs.get(producer, 0) < value:
+                        needs[producer] = value  # RAW, also on the same channel
         for ap in writes:
-            self._dependencies(tracker, core, ap, channel, needs, operands, is_write=True)
-        if instruction.IS_DMA:
+            entry = found.get(id(ap)) or self._find(tracker, core, ap, found)
+            accesses = entry[1]
+            if accesses is None:  # an input overwritten: wait for every earlier reader of it
+                for reader, value in tracker.input_readers[entry[0][3]].items():
+                    if reader != channel and needs.get(reader, 0) < value:
+                        needs[reader] = value
+                continue
+            for access in accesses:
+                writer = access.writer
+                if writer is not None:
+                    producer, value = writer
+                    if producer != channel and needs.get(producer, 0) < value:
+                        needs[producer] = value  # WAW across channels
+                for reader, value in access.readers.items():
+                    if reader != channel and needs.get(reader, 0) < value:
+                        needs[reader] = value  # WAR across channels
+        if is_dma:
             # A queue's semaphore counts completions in arrival order; a trigger from another
             # engine than the queue's previous one could arrive first, so it waits for the
             # previous transfer: completion k is then always the k-th transfer emitted.
             previous = tracker.queue_engine.get(channel)
-            if previous is not None and previous != instruction.engine:
+            if previous is not None and previous != engine:
                 needs[channel] = max(needs.get(channel, 0), seq - 1)
-            tracker.queue_engine[channel] = instruction.engine
-        waits = _new_waits(needs, tracker.satisfied[instruction.engine])
-        signal = (
-            queue_semaphore(instruction.queue)  # type: ignore[attr-defined]
-            if instruction.IS_DMA
-            else engine_semaphore(instruction.engine)
-        )
+            tracker.queue_engine[channel] = engine
+        waits = _new_waits(needs, tracker.satisfied[engine]) if needs else ()
         final = _with_sync(
             instruction,
             (*instruction.waits, *waits),
-            (*instruction.signals, (signal, 1)),
+            (*instruction.signals, (_semaphore(channel), 1)),
+            owned,
         )
         # The first instruction emitted with the same static key: the simulator works out
         # legality and cost once per twin, by identity, instead of hashing operands per run.
         final.__dict__[STATIC_TWIN] = self._twins.setdefault(final.static_key(), final)
         tracker.counts[channel] = seq
+        hbm_decls = self.program.hbm
+        written_inputs = self._written_inputs
         for ap in reads:
-            self._record(tracker, core, ap, channel, seq, operands, is_write=False)
-        for ap in writes:
-            self._record(tracker, core, ap, channel, seq, operands, is_write=True)
-        self.program.cores[core].streams[instruction.engine].append(final)
-        return final
-
-    def _is_untracked_input(self, ap: AccessPattern) -> bool:
-        if ap.memory is not MemorySpace.HBM:
-            return False
-        decl = self.program.hbm.get(ap.tensor)
-        return decl is not None and decl.kind == "input" and ap.tensor not in self._written_inputs
-
-    @staticmethod
-    def _operand(
-        tracker: _CoreTracker, core: int, ap: AccessPattern, operands: dict[int, _Operand]
-    ) -> _Operand:
-        operand = operands.get(id(ap))
-        if operand is None:
-            operand = operands[id(ap)] = _Operand(tracker.operand(core, ap))
-        return operand
-
-    def _dependencies(
-        self,
-        tracker: _CoreTracker,
-        core: int,
-        ap: AccessPattern,
-        channel: str,
-        needs: dict[str, int],
-        operands: dict[int, _Operand],
-        *,
-        is_write: bool,
-    ) -> None:
-        if self._is_untracked_input(ap):
-            if is_write:  # an input overwritten: wait for every earlier reader of it
-                for reader, value in tracker.input_readers[ap.tensor].items():
-                    if reader != channel and needs.get(reader, 0) < value:
-                        needs[reader] = value
-            return
-        for access in self._operand(tracker, core, ap, operands).overlapping():
-            if access.writer is not None:
-                producer, value = access.writer
-                if (not is_write or producer != channel) and needs.get(producer, 0) < value:
-                    needs[producer] = value  # RAW always; WAW across channels
-            if is_write:
-                for reader, value in access.readers.items():
-                    if reader != channel and needs.get(reader, 0) < value:
-                        needs[reader] = value  # WAR across channels
-
-    def _record(
-        self,
-        tracker: _CoreTracker,
-        core: int,
-        ap: AccessPattern,
-        channel: str,
-        seq: int,
-        operands: dict[int, _Operand],
-        *,
-        is_write: bool,
-    ) -> None:
-        if self._is_untracked_input(ap):
-            if is_write:
-                self._written_inputs.add(ap.tensor)
+            entry = found[id(ap)]
+            region, index, buckets, tensor = entry[0]
+            if tensor and tensor not in written_inputs and _is_input(hbm_decls, tensor):
+                tracker.input_readers[tensor][channel] = seq
+                continue
+            if entry[2] == index.version:
+                accesses = entry[1]
             else:
-                tracker.input_readers[ap.tensor][channel] = seq
-                return
-        operand = self._operand(tracker, core, ap, operands)
-        overlapping = operand.overlapping()
-        region, index = operand.region, operand.index
-        if is_write:
-            for access in overlapping:
+                accesses = index.overlapping_in(region, buckets)
+                entry[1], entry[2] = accesses, index.version
+            if not accesses:
+                index.add_to(_Access(region, None, {channel: seq}), buckets)
+                continue
+            # A read is recorded on the bytes it reads, not on the whole of a wider write: a
+            # read of one slice of a big tile says nothing about the rest, and a later write
+            # there (memory a new tile reuses) must not wait for it (a false WAR that would
+            # serialise a prefetch behind unrelated compute). So a wider access gets a part of
+            # its own, with its writer and readers, that takes the reader; a part made earlier
+            # for the same region and writer is reused.
+            parts: set[tuple[Region, Any]] | None = None
+            for access in accesses:
+                if region.covers(access.region):
+                    access.readers[channel] = seq
+                    continue
+                part = access.region.intersection(region)
+                if part is None:  # boxes of different pitch: keep the conservative record
+                    access.readers[channel] = seq
+                    continue
+                if parts is None:  # the parts already there: accesses the read covers
+                    parts = {(a.region, a.writer) for a in accesses if region.covers(a.region)}
+                if (part, access.writer) in parts:
+                    continue
+                parts.add((part, access.writer))
+                readers = dict(access.readers)
+                readers[channel] = seq
+                index.add(_Access(part, access.writer, readers), index.bin_keys(part))
+        for ap in writes:
+            entry = found[id(ap)]
+            region, index, buckets, tensor = entry[0]
+            if tensor and tensor not in written_inputs and _is_input(hbm_decls, tensor):
+                written_inputs.add(tensor)
+            if entry[2] == index.version:
+                accesses = entry[1]
+            else:
+                accesses = index.overlapping_in(region, buckets)
+                entry[1], entry[2] = accesses, index.version
+            killed = False
+            for access in accesses:
                 if region.covers(access.region):
                     index.kill(access)
-            index.add(_Access(region, (channel, seq)), operand.keys)
-            return
-        if not overlapping:
-            index.add(_Access(region, None, {channel: seq}), operand.keys)
-            return
-        # A read is recorded on the bytes it reads, not on the whole of a wider write: a read
-        # of one slice of a big tile says nothing about the rest, and a later write there
-        # (memory a new tile reuses) must not wait for it (a false WAR that would serialise a
-        # prefetch behind unrelated compute). So a wider access gets a part of its own, with
-        # its writer and readers, that takes the reader; a part made earlier for the same
-        # region and writer is reused.
-        parts = {(a.region, a.writer) for a in overlapping if region.covers(a.region)}
-        for access in overlapping:
-            if region.covers(access.region):
-                access.readers[channel] = seq
-                continue
-            part = access.region.intersection(region)
-            if part is None:  # boxes of different pitch: keep the conservative record
-                access.readers[channel] = seq
-                continue
-            if (part, access.writer) in parts:
-                continue
-            parts.add((part, access.writer))
-            readers = dict(access.readers)
-            readers[channel] = seq
-            index.add(_Access(part, access.writer, readers), index.bin_keys(part))
+                    killed = True
+            if killed and buckets is not None:
+                # What it covers sits in its bins only: drop the dead there now, so later
+                # queries do not step over them.
+                for bucket in buckets:
+                    bucket[:] = [access for access in bucket if access.live]
+            index.add_to(_Access(region, (channel, seq)), buckets)
+        stream.append(final)
+        return final
+
+    def _find(
+        self, tracker: _CoreTracker, core: int, ap: AccessPattern, found: dict[int, list[Any]]
+    ) -> list[Any]:
+        """``emit``'s entry for an operand object seen first: its facts, and its overlapping
+        accesses now (None for an HBM input the program has not written: untracked)."""
+        facts = tracker.operand(core, ap)
+        tensor = facts[3]
+        if tensor and tensor not in self._written_inputs and _is_input(self.program.hbm, tensor):
+            entry: list[Any] = [facts, None, -1]
+        else:
+            index = facts[1]
+            entry = [facts, index.overlapping_in(facts[0], facts[2]), index.version]
+        found[id(ap)] = entry
+        return entry
 
     def build(self) -> Program:
         return self.program
+
+
+def _is_input(hbm: dict[str, HbmTensorDecl], tensor: str) -> bool:
+    decl = hbm.get(tensor)
+    return decl is not None and decl.kind == "input"
 
 
 def _new_waits(needs: dict[str, int], stream_known: dict[str, int]) -> list[tuple[str, int]]:
@@ -463,12 +528,7 @@ def _new_waits(needs: dict[str, int], stream_known: dict[str, int]) -> list[tupl
         if stream_known.get(producer, 0) >= value:
             continue
         stream_known[producer] = value
-        sem = (
-            queue_semaphore(int(producer[5:]))
-            if producer.startswith("dma.q")
-            else engine_semaphore(producer)
-        )
-        waits.append((sem, value))
+        waits.append((_semaphore(producer), value))
     return waits
 
 
@@ -481,11 +541,13 @@ def _with_sync(
     instruction: Instruction,
     waits: tuple[tuple[str, int], ...],
     signals: tuple[tuple[str, int], ...],
+    owned: bool = False,
 ) -> Instruction:
     """``dataclasses.replace(instruction, waits=..., signals=...)``, a few times faster.
 
     For the classes where it is the same thing: ``replace`` builds a new object through
-    ``__init__`` from every field, which for them only assigns the fields.
+    ``__init__`` from every field, which for them only assigns the fields. ``owned``: nothing
+    else holds ``instruction`` (nor has hashed it), so it may be changed in place instead.
     """
     cls = type(instruction)
     if cls not in _CLONE_FIELDS:
@@ -501,8 +563,13 @@ def _with_sync(
     if names is None:
         return replace(instruction, waits=waits, signals=signals)
     values = instruction.__dict__
+    if owned:
+        values["waits"] = waits
+        values["signals"] = signals
+        return instruction
     clone = object.__new__(cls)
-    state = {name: values[name] for name in names}
+    # The fields alone (no cached attributes such as a twin): copy them at once.
+    state = values.copy() if len(values) == len(names) else {n: values[n] for n in names}
     state["waits"] = waits
     state["signals"] = signals
     clone.__dict__.update(state)

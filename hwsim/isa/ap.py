@@ -23,8 +23,16 @@ class MemorySpace(StrEnum):
     PSUM = "psum"
 
 
+class _HashSlot:
+    """A slot outside the dataclass fields (not compared, copied or printed) for the pattern's
+    hash, worked out once: the builder and the simulator look operands up by value a lot."""
+
+    __slots__ = ("_hash",)
+    _hash: int
+
+
 @dataclass(frozen=True, slots=True)
-class AccessPattern:
+class AccessPattern(_HashSlot):
     """One operand.
 
     memory:           where the bytes live.
@@ -51,8 +59,12 @@ class AccessPattern:
     def __hash__(self) -> int:
         # Equal patterns have equal geometry, so hashing these fields alone is consistent with
         # the generated __eq__, and twice as fast as also hashing the dtype and memory (whose
-        # __hash__ are Python-level): the builder and simulator look operands up by value a lot.
-        return hash(
+        # __hash__ are Python-level); kept in ``_hash`` after the first call.
+        try:
+            return self._hash
+        except AttributeError:
+            pass
+        value = hash(
             (
                 self.offset_bytes,
                 self.start_partition,
@@ -63,6 +75,8 @@ class AccessPattern:
                 self.tensor,
             )
         )
+        object.__setattr__(self, "_hash", value)
+        return value
 
     # ---- shape ------------------------------------------------------------------------------
     @property

@@ -9,6 +9,7 @@ instructions plug in without touching the simulator.
 from __future__ import annotations
 
 import dataclasses
+import operator
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, ClassVar, TypeVar
@@ -130,8 +131,11 @@ class Instruction:
     # ---- operands -----------------------------------------------------------------------------
     def static_key(self) -> tuple[Any, ...]:
         """Everything but synchronisation and labels: equal keys have equal legality and cost."""
-        skip = ("waits", "signals", "tag", "name")
-        return (type(self), *(getattr(self, f) for f in _field_names(type(self)) if f not in skip))
+        cls = type(self)
+        getter = _STATIC_GETTERS.get(cls)
+        if getter is None:
+            getter = _STATIC_GETTERS[cls] = _static_getter(cls)
+        return (cls, *getter(self))
 
     def reads(self) -> tuple[AccessPattern, ...]:
         """Operands read, in a stable order."""
@@ -275,6 +279,22 @@ def _field_names(cls: type) -> tuple[str, ...]:
     if names is None:
         names = _FIELD_NAMES[cls] = tuple(f.name for f in dataclasses.fields(cls))
     return names
+
+
+#: Per instruction class: a function giving the values of its fields outside synchronisation
+#: and labels, as a tuple (``operator.attrgetter``: one C call, not a generator per field).
+_STATIC_GETTERS: dict[type, Callable[[Any], tuple[Any, ...]]] = {}
+_NOT_STATIC = ("waits", "signals", "tag", "name")
+
+
+def _static_getter(cls: type) -> Callable[[Any], tuple[Any, ...]]:
+    names = [f for f in _field_names(cls) if f not in _NOT_STATIC]
+    if len(names) >= 2:
+        return operator.attrgetter(*names)
+    if names:
+        first = operator.attrgetter(names[0])
+        return lambda instruction: (first(instruction),)
+    return lambda instruction: ()
 
 
 InstructionT = TypeVar("InstructionT", bound=type[Instruction])

@@ -16,7 +16,7 @@ from hwsim.isa.ap import AccessPattern, MemorySpace
 from hwsim.isa.base import ISA, Instruction
 from hwsim.lang.allocator import OutOfMemoryError
 from hwsim.lang.kernel import current, source_location
-from hwsim.lang.tiles import Tile, View, as_ap
+from hwsim.lang.tiles import Tile, View
 
 #: Engine names (NKI: ``nki.isa.engine``).
 tensor_engine, vector_engine, scalar_engine, gpsimd_engine, sync_engine = (
@@ -32,14 +32,13 @@ def emit(opcode: str, engine: str, **fields: Any) -> Instruction:
     """Append one instruction by opcode; tile and view arguments become access patterns."""
     context = current()
     operands = {
-        key: as_ap(value, f"{opcode} argument '{key}'")
-        if isinstance(value, (Tile, View))
-        else value
+        key: value.ap() if isinstance(value, (Tile, View)) else value
         for key, value in fields.items()
     }
     tag = f"{context.name}:{source_location()}"
     instruction = ISA[opcode](engine=engine, tag=tag, **operands)  # type: ignore[arg-type]
     if context.planner is None:
+        context.fresh = instruction
         return context.emit(instruction)
     tiles = []
     for key, value in fields.items():
@@ -66,6 +65,14 @@ EnumT = TypeVar("EnumT", bound=Enum)
 def enum_arg(kind: type[EnumT], value: Any, call: str, name: str) -> EnumT:
     """``value`` as a member of ``kind`` (by member or value); a one-line error listing the
     valid values otherwise."""
+    if isinstance(value, kind):
+        return value
+    try:  # the lookup ``kind(value)`` starts with, without its Python-level call
+        member = kind._value2member_map_.get(value)
+    except TypeError:  # unhashable: ``kind(value)`` says what is wrong
+        member = None
+    if member is not None:
+        return member  # type: ignore[return-value]
     try:
         return kind(value)
     except ValueError:

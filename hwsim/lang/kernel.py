@@ -60,6 +60,23 @@ def skip_frames_of(directory: str) -> None:
     prefix = directory.rstrip("/") + "/"
     if not prefix.startswith(_SKIPPED_DIRS):
         _SKIPPED_DIRS = (*_SKIPPED_DIRS, prefix)
+        _FRAME_KINDS.clear()
+
+
+#: Per code object, what ``source_location`` needs of its file: (skipped, outside the kernel
+#: language, a library kernel line); worked out once per function, not once per frame walked.
+_FRAME_KINDS: dict[CodeType, tuple[bool, bool, bool]] = {}
+
+
+def _frame_kind(code: CodeType) -> tuple[bool, bool, bool]:
+    name = code.co_filename
+    kind = (
+        name.startswith(_SKIPPED_DIRS),
+        not name.startswith(_LANG_DIR),
+        name.startswith(_LIBRARY_DIR) and name != _LIBRARY_HELPERS,
+    )
+    _FRAME_KINDS[code] = kind
+    return kind
 
 
 #: DMA queues the builder rotates through when a call names none.
@@ -113,6 +130,9 @@ class KernelContext:
         #: and placed by the memory planner when the kernel function returns.
         self.planner: MemoryPlanner | None = None
         self.finished = False
+        #: The instruction ``hwsim.lang.emit`` has just made and nothing else holds: the
+        #: builder may fill in its waits in place instead of copying it (``emit_placed``).
+        self.fresh: Instruction | None = None
 
     def fresh_name(self, prefix: str) -> str:
         return f"{prefix}{next(self._names)}"
@@ -130,6 +150,7 @@ class KernelContext:
         waits, or, once the kernel is deferred (``planner``), as recorded."""
         if self.planner is None:
             return self.emit_placed(instruction)
+        self.fresh = None  # recorded: the planner holds it
         blocks = [(name, t.block) for name, t in operands if t.block is not None]
         self.planner.record_emit(instruction, blocks)
         return instruction
@@ -138,10 +159,12 @@ class KernelContext:
         """Append an instruction whose addresses are final (as written, or as the memory
         planner placed it, spill DMAs included): the one way into the builder, so a pass after
         placement (an instruction scheduler) hooks here."""
+        owned = instruction is self.fresh
+        self.fresh = None
         if self.stream is not None:
             self.stream.add(instruction)
             return instruction
-        return self.builder.emit(instruction)
+        return self.builder.emit(instruction, owned=owned)
 
     def place_hbm_placed(self, name: str, address_bytes: int, earlier: list[str]) -> None:
         """Place an HBM tensor at its final place in the program: recorded in the scheduler's
@@ -227,14 +250,15 @@ def source_location() -> str:
     frame: FrameType | None = sys._getframe(1)
     library: FrameType | None = None  # innermost library kernel line
     outside_lang: FrameType | None = None
+    kinds = _FRAME_KINDS
     while frame is not None:
         code = frame.f_code
-        name = code.co_filename
-        if not name.startswith(_SKIPPED_DIRS):
+        kind = kinds.get(code) or _frame_kind(code)
+        if not kind[0]:
             break
-        if outside_lang is None and not name.startswith(_LANG_DIR):
+        if outside_lang is None and kind[1]:
             outside_lang = frame
-        if library is None and name.startswith(_LIBRARY_DIR) and name != _LIBRARY_HELPERS:
+        if library is None and kind[2]:
             library = frame
         if code is kernel_code:  # a library kernel: nothing of the author's lies below
             frame = library or frame

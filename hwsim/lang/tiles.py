@@ -66,6 +66,12 @@ class Tile:
         self._aps: dict[tuple[Any, ...], AccessPattern] = {}
         self._full_dims = tuple((0, n, 1) for n in self.shape)
         self._full_kept = tuple(range(len(self.shape)))
+        #: The views indexing gave, as ``View._entry`` lists: ``tile[index]`` by
+        #: ``_index_key(index)``, ``view[index]`` by (its dims, its kept, the key). Kept here,
+        #: with no reference to a view: a view refers to its tile, and a cycle would delay
+        #: freeing the tile's block.
+        self._views: dict[tuple[Any, ...], list[Any]] = {}
+        self._subviews: dict[tuple[Any, ...], list[Any]] = {}
 
     @property
     def memory(self) -> MemorySpace:
@@ -98,7 +104,14 @@ class Tile:
         return View(self, self._full_dims, self._full_kept)
 
     def __getitem__(self, index: Any) -> View:
-        return self.full()[index]
+        key = _index_key(index)
+        if key is None:
+            return _index(self, self._full_dims, self._full_kept, index, None)
+        found = self._views.get(key)
+        if found is None:
+            view = _index(self, self._full_dims, self._full_kept, index, None)
+            found = self._views[key] = [view.dims, view.kept, None, 0, 0]
+        return View(self, found[0], found[1], found)
 
     def ap(self) -> AccessPattern:
         return self.full().ap()
@@ -141,11 +154,18 @@ class View:
     """A strided window onto a tile: per tile dimension (start, count, step), some dims kept."""
 
     def __init__(
-        self, tile: Tile, dims: tuple[tuple[int, int, int], ...], kept: tuple[int, ...]
+        self,
+        tile: Tile,
+        dims: tuple[tuple[int, int, int], ...],
+        kept: tuple[int, ...],
+        entry: list[Any] | None = None,
     ) -> None:
         self.tile = tile
         self.dims = dims
         self.kept = kept
+        #: The tile's cache entry of this view's geometry, when indexing found one:
+        #: [dims, kept, access pattern or None, start partition, offset] (``ap``).
+        self._entry = entry
 
     @property
     def shape(self) -> tuple[int, ...]:
@@ -159,26 +179,16 @@ class View:
         return f"{self.tile.name}{list(self.shape)}"
 
     def __getitem__(self, index: Any) -> View:
-        if not isinstance(index, tuple):
-            index = (index,)
-        if len(index) > len(self.kept):
-            raise self._fail(f"{len(index)} indices for a view of {len(self.kept)} dims")
-        dims = list(self.dims)
-        kept = []
-        for position, axis in enumerate(self.kept):
-            start, count, step = dims[axis]
-            if position >= len(index):
-                kept.append(axis)
-                continue
-            item = index[position]
-            if isinstance(item, slice):
-                first, new_count, stride = self._slice(item, position, count)
-                dims[axis] = (start + first * step, new_count, step * stride)
-                kept.append(axis)
-            else:
-                value = self._int_index(item, position, count)
-                dims[axis] = (start + value * step, 1, step)
-        return View(self.tile, tuple(dims), tuple(kept))
+        tile = self.tile
+        key = _index_key(index)
+        if key is None:
+            return _index(tile, self.dims, self.kept, index, self)
+        full = (self.dims, self.kept, key)
+        found = tile._subviews.get(full)
+        if found is None:
+            view = _index(tile, self.dims, self.kept, index, self)
+            found = tile._subviews[full] = [view.dims, view.kept, None, 0, 0]
+        return View(tile, found[0], found[1], found)
 
     def _name(self) -> str:
         """The tile's name, with the view's shape when this is a window onto part of it."""
@@ -243,10 +253,20 @@ class View:
         """The access pattern of this view as an instruction operand (made once per view
         geometry of the tile at its current place)."""
         tile = self.tile
+        entry = self._entry
+        if (
+            entry is not None
+            and entry[2] is not None
+            and entry[3] == tile.start_partition
+            and entry[4] == tile.offset_bytes
+        ):
+            return entry[2]
         key = (self.dims, self.kept, tile.start_partition, tile.offset_bytes)
         found = tile._aps.get(key)
         if found is None:
             found = tile._aps[key] = self._make_ap()
+        if entry is not None:  # the same object ``_aps`` holds: identity is kept
+            entry[2], entry[3], entry[4] = found, tile.start_partition, tile.offset_bytes
         return found
 
     def _make_ap(self) -> AccessPattern:
@@ -315,6 +335,88 @@ def _merge_free_dims(
             merged_sizes.insert(0, n)
             merged_strides.insert(0, s)
     return tuple(merged_sizes), tuple(merged_strides)
+
+
+def _index_key(index: Any) -> tuple[Any, ...] | None:
+    """A hashable key equal only for indices selecting the same view: plain ints and slices of
+    plain ints (a slice does not hash before Python 3.12), or None for anything else (numpy
+    ints, floats, bools: equal to ints as keys, yet treated apart or refused by ``_index``)."""
+    items = index if type(index) is tuple else (index,)
+    key = []
+    for item in items:
+        kind = type(item)
+        if kind is int:
+            key.append(item)
+        elif kind is slice:
+            first, stop, step = item.start, item.stop, item.step
+            if (
+                (first is None or type(first) is int)
+                and (stop is None or type(stop) is int)
+                and (step is None or type(step) is int)
+            ):
+                key.append((first, stop, step))
+            else:
+                return None
+        else:
+            return None
+    return tuple(key)
+
+
+def _index(
+    tile: Tile,
+    dims_in: tuple[tuple[int, int, int], ...],
+    kept_in: tuple[int, ...],
+    index: Any,
+    view: View | None,
+) -> View:
+    """The view ``index`` selects of the view (``view``; None: the whole tile) with these dims.
+
+    Plain int bounds in range take the inline paths below; anything else (numpy ints, bad
+    bounds, other types) goes through ``View._slice`` / ``View._int_index``, which also raise
+    the errors (kernels index tiles in every loop iteration, so the common case stays short).
+    """
+    if not isinstance(index, tuple):
+        index = (index,)
+    if len(index) > len(kept_in):
+        raise (view or View(tile, dims_in, kept_in))._fail(
+            f"{len(index)} indices for a view of {len(kept_in)} dims"
+        )
+    dims = list(dims_in)
+    kept = []
+    for position, item in enumerate(index):
+        axis = kept_in[position]
+        start, count, step = dims[axis]
+        if type(item) is slice:
+            first, stop, stride = item.start, item.stop, item.step
+            if first is None:
+                first = 0
+            if stop is None:
+                stop = count
+            if stride is None:
+                stride = 1
+            if (
+                type(first) is int
+                and type(stop) is int
+                and type(stride) is int
+                and stride > 0
+                and 0 <= first < stop <= count
+            ):
+                new_count = -(-(stop - first) // stride)
+            else:
+                first, new_count, stride = (view or View(tile, dims_in, kept_in))._slice(
+                    item, position, count
+                )
+            dims[axis] = (start + first * step, new_count, step * stride)
+            kept.append(axis)
+        else:
+            if type(item) is not int or not -count <= item < count:
+                item = (view or View(tile, dims_in, kept_in))._int_index(item, position, count)
+            elif item < 0:
+                item += count
+            dims[axis] = (start + item * step, 1, step)
+    if len(index) < len(kept_in):
+        kept.extend(kept_in[len(index) :])
+    return View(tile, tuple(dims), tuple(kept))
 
 
 Operand = Tile | View
