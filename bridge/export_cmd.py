@@ -56,7 +56,8 @@ def register(commands: argparse._SubParsersAction) -> None:
         "--passes",
         default="all",
         help="graph passes before lowering: all, none, or comma-separated names "
-        "(dce,cse,views,constant_fold,attention,fusion; docs/compiler.md)",
+        "(dce,cse,views,constant_fold,attention,reduction_fusion,conv_bn,fusion,residency; "
+        "docs/compiler.md)",
     )
     parser.set_defaults(handler=_export)
 

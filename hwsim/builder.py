@@ -137,9 +137,10 @@ class _RegionIndex:
         found: list[Any] = []
         row0, row1, col0, col1 = region.row0, region.row1, region.col0, region.col1
         if buckets is None:
-            scan: Any = self.bins.values()
-        else:
-            scan = buckets
+            # Not binned: its pitch may not be the index's (a flat interval, a box of another
+            # pitch), so the binned boxes are compared by ``Region.overlaps``, not as boxes.
+            return self._overlapping_unbinned(region)
+        scan = buckets
         # A box in several bins is met once per bin; ``others`` holds no binned access.
         seen: set[int] | None = set() if len(scan) > 1 else None
         for bucket in scan:
@@ -175,6 +176,16 @@ class _RegionIndex:
             if dead > 8 and dead * 2 > len(others):
                 others[:] = [access for access in others if access.live]
         return found
+
+    def _overlapping_unbinned(self, region: Region) -> list[Any]:
+        """``overlapping_in`` for a region that sits in no bin: every live access is tested
+        with ``Region.overlaps`` (each once)."""
+        found: dict[int, Any] = {}
+        for bucket in (*self.bins.values(), self.others):
+            for access in bucket:
+                if access.live and access.region.overlaps(region):
+                    found[id(access)] = access
+        return list(found.values())
 
     def add(self, access: Any, keys: list[tuple[int, int]] | None) -> None:
         """Index an access whose region has these ``bin_keys``."""

@@ -232,3 +232,26 @@ def test_a_read_of_part_of_a_tile_orders_only_writes_to_that_part():
     assert streams["sync"][1].waits == (("S.dma.q0", 1),)
     # (the sync stream already waited for q0; the WAR on the vector read is what remains)
     assert streams["sync"][2].waits == (("S.vector", 1),)
+
+
+def test_a_flat_read_finds_the_writes_of_a_tensor_binned_by_rows():
+    """A read whose bytes form no row box of the tensor's pitch (one element for every
+    partition, partition stride 0) still waits for the write of those bytes: a regression of
+    the builder's bins, which compared such a read against row boxes as if it were one."""
+    from hwsim.dtypes import FP32
+    from hwsim.isa.ap import AccessPattern, MemorySpace
+
+    def body(x):
+        lang.ndarray((8, 16), lang.float32, buffer=lang.hbm, name="out")
+        rows = lang.ndarray((8, 16), lang.float32)
+        nisa.dma_copy(rows, x, queue=0)
+        # rows 0-1, columns 8-11 of out: a box of the tensor's 64-byte pitch
+        box = AccessPattern(MemorySpace.HBM, FP32, 0, 2, 32, (4,), (1,), 16, "out")
+        nisa.dma_copy(box, rows[0:2, 0:4], queue=1)
+        # row 1, column 10 (byte 104), read by 4 partitions: a flat interval, in no bin
+        spread = AccessPattern(MemorySpace.HBM, FP32, 0, 4, 104, (1,), (1,), 0, "out")
+        col = lang.ndarray((4, 1), lang.float32)
+        nisa.dma_copy(col, spread, queue=2)
+
+    streams = build(body, lang.TensorSpec((8, 16))).program.cores[0].streams
+    assert ("S.dma.q1", 1) in streams["sync"][2].waits
