@@ -408,18 +408,19 @@ class _GraphBuilder:
         if node.target is operator.getitem:
             source, index = node.args
             return env[source][index]  # type: ignore[index]
-        if isinstance(node.target, FusedAttention):  # a match of the attention pass
+        # a match of the attention pass, or a group of the fusion passes
+        lower_group = (
+            lower_fused_attention
+            if isinstance(node.target, FusedAttention)
+            else lower_fused
+            if isinstance(node.target, FusedKernel)
+            else None
+        )
+        if lower_group is not None:
             outside = [env[a] if isinstance(a, fx.Node) else a for a in node.args]
-            fused = lower_fused_attention(ctx, node.target, outside, escapes)
+            fused = lower_group(ctx, node.target, outside, escapes)  # type: ignore[arg-type]
             _check_result(node, fused, node.meta.get("val"))
-            for member in node.target.members:
-                self.lowered[member.name] = str(member.target)
-            return fused
-        if isinstance(node.target, FusedKernel):  # a group from the fusion pass
-            outside = [env[a] if isinstance(a, fx.Node) else a for a in node.args]
-            fused = lower_fused(ctx, node.target, outside, escapes)
-            _check_result(node, fused, node.meta.get("val"))
-            for member in node.target.members:
+            for member in node.target.members:  # type: ignore[union-attr]
                 self.lowered[member.name] = str(member.target)
             return fused
         meta = node.meta.get("val")
