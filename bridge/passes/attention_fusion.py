@@ -36,7 +36,7 @@ import torch
 from torch import fx
 from torch.utils import _pytree as pytree
 
-from hwsim.bridge.passes.fusion import RESHAPES, FusedKernel, Inner, Member, Ref
+from hwsim.bridge.passes.fusion import RESHAPES, FusedKernel, Member, member_records
 from hwsim.bridge.passes.rewrites import _pure
 
 aten = torch.ops.aten
@@ -401,28 +401,8 @@ def _replace(gm: fx.GraphModule, match: _Match) -> None:
     order = {n: i for i, n in enumerate(gm.graph.nodes)}
     members = sorted(match.members, key=order.__getitem__)
     last = members[-1]
-    index = {m: j for j, m in enumerate(members)}
-    outside: list[fx.Node] = []
-
-    def ref(value: Any) -> Any:
-        if not isinstance(value, fx.Node):
-            return value
-        if value in index:
-            return Inner(index[value])
-        if value not in outside:
-            outside.append(value)
-        return Ref(outside.index(value))
-
-    for node in (match.q, match.kt, match.v, match.mask):
-        if node is not None:
-            ref(node)
-    records = []
-    for m in members:
-        args, kwargs = pytree.tree_map(ref, (m.args, m.kwargs))
-        arg_vals, kwarg_vals = pytree.tree_map_only(fx.Node, _val, (m.args, m.kwargs))
-        records.append(
-            Member(m.name, m.target, tuple(args), dict(kwargs), _val(m), arg_vals, kwarg_vals)
-        )
+    first = tuple(n for n in (match.q, match.kt, match.v, match.mask) if n is not None)
+    records, outside = member_records(members, first)
     shape = match.scores_shape
     batch, heads = (shape[0], shape[1]) if len(shape) == 4 else (1, shape[0])
     plan = AttentionPlan(

@@ -216,13 +216,12 @@ def _closed(members: list[fx.Node]) -> bool:
     return all(set(m.users) <= inside for m in members[:-1])
 
 
-def _replace(
-    gm: fx.GraphModule,
-    members: list[fx.Node],
-    kernel_of: Callable[[list[Member]], FusedKernel] | None = None,
-) -> None:
-    """Replace ``members`` (graph order) by one node whose target is ``kernel_of(records)``
-    (a ``FusedKernel`` by default; ``passes.reduction_fusion`` makes its own kind)."""
+def member_records(
+    members: list[fx.Node], first: tuple[fx.Node, ...] = ()
+) -> tuple[list[Member], list[fx.Node]]:
+    """The ``Member`` records of ``members`` (graph order), their arguments as ``Inner`` (a
+    member's result) or ``Ref`` (the fused node's argument i), and those outside nodes in
+    order; the ``first`` nodes take the first places (a kernel that finds them by index)."""
     index = {m: j for j, m in enumerate(members)}
     outside: list[fx.Node] = []
 
@@ -235,6 +234,8 @@ def _replace(
             outside.append(value)
         return Ref(outside.index(value))
 
+    for node in first:
+        ref(node)
     records = []
     for m in members:
         args, kwargs = pytree.tree_map(ref, (m.args, m.kwargs))
@@ -246,6 +247,17 @@ def _replace(
                 m.name, m.target, tuple(args), dict(kwargs), m.meta.get("val"), arg_vals, kwarg_vals
             )
         )
+    return records, outside
+
+
+def _replace(
+    gm: fx.GraphModule,
+    members: list[fx.Node],
+    kernel_of: Callable[[list[Member]], FusedKernel] | None = None,
+) -> None:
+    """Replace ``members`` (graph order) by one node whose target is ``kernel_of(records)``
+    (a ``FusedKernel`` by default; ``passes.reduction_fusion`` makes its own kind)."""
+    records, outside = member_records(members)
     last = members[-1]
     kernel = (kernel_of or FusedKernel)(records)
     with gm.graph.inserting_after(last):
