@@ -68,7 +68,7 @@ def channel_of(instruction: Instruction) -> str:
 class _Access:
     """What last wrote a region, and who has read it since."""
 
-    __slots__ = ("live", "readers", "region", "writer")
+    __slots__ = ("cuts", "live", "readers", "region", "writer")
 
     def __init__(
         self,
@@ -80,6 +80,9 @@ class _Access:
         self.writer = writer
         self.readers: dict[str, int] = {} if readers is None else readers
         self.live = True
+        #: id of a read region this access does not cover -> the part made for that read (the
+        #: builder keeps every operand's region alive, so the id is not reused).
+        self.cuts: dict[int, _Access] | None = None
 
 
 #: The bins of a region as the index's bucket lists (stable objects), or None: not binned.
@@ -387,7 +390,7 @@ class ProgramBuilder:
                 only = writes[0]
                 for ap in reads:
                     if ap is only:
-                        reads = tuple(ap for ap in reads if ap is not only)
+                        reads = tuple([ap for ap in reads if ap is not only])
                         break
             else:
                 written = {id(ap) for ap in writes}
@@ -467,10 +470,32 @@ class ProgramBuilder:
             # its own, with its writer and readers, that takes the reader; a part made earlier
             # for the same region and writer is reused.
             parts: set[tuple[Region, Any]] | None = None
+            # ``region.covers(other)``, inline: the accesses of one index share its key.
+            pitch, row0, row1, col0, col1 = (
+                region.row_bytes,
+                region.row0,
+                region.row1,
+                region.col0,
+                region.col1,
+            )
             for access in accesses:
-                if region.covers(access.region):
+                other = access.region
+                if (
+                    other.row_bytes == pitch
+                    and row0 <= other.row0
+                    and other.row1 <= row1
+                    and col0 <= other.col0
+                    and other.col1 <= col1
+                ):
                     access.readers[channel] = seq
                     continue
+                cuts = access.cuts
+                if cuts is not None:
+                    # The part an earlier read of this region made, still live: it is among
+                    # ``accesses`` and covered, so it has the reader (the check below, cheaply).
+                    made = cuts.get(id(region))
+                    if made is not None and made.live:
+                        continue
                 part = access.region.intersection(region)
                 if part is None:  # boxes of different pitch: keep the conservative record
                     access.readers[channel] = seq
@@ -482,7 +507,11 @@ class ProgramBuilder:
                 parts.add((part, access.writer))
                 readers = dict(access.readers)
                 readers[channel] = seq
-                index.add(_Access(part, access.writer, readers), index.bin_keys(part))
+                made = _Access(part, access.writer, readers)
+                index.add(made, index.bin_keys(part))
+                if cuts is None:
+                    cuts = access.cuts = {}
+                cuts[id(region)] = made
         for ap in writes:
             entry = found[id(ap)]
             region, index, buckets, tensor = entry[0]
@@ -494,10 +523,26 @@ class ProgramBuilder:
                 accesses = index.overlapping_in(region, buckets)
                 entry[1], entry[2] = accesses, index.version
             killed = False
+            pitch, row0, row1, col0, col1 = (
+                region.row_bytes,
+                region.row0,
+                region.row1,
+                region.col0,
+                region.col1,
+            )
             for access in accesses:
-                if region.covers(access.region):
-                    index.kill(access)
+                other = access.region  # ``region.covers(other)``, inline (one index, one key)
+                if (
+                    other.row_bytes == pitch
+                    and row0 <= other.row0
+                    and other.row1 <= row1
+                    and col0 <= other.col0
+                    and other.col1 <= col1
+                ):
+                    access.live = False  # ``index.kill``, inline; the version moves below
                     killed = True
+            if killed:
+                index.version += 1
             if killed and buckets is not None:
                 # What it covers sits in its bins only: drop the dead there now, so later
                 # queries do not step over them.
@@ -512,7 +557,8 @@ class ProgramBuilder:
     ) -> list[Any]:
         """``emit``'s entry for an operand object seen first: its facts, and its overlapping
         accesses now (None for an HBM input the program has not written: untracked)."""
-        facts = tracker.operand(core, ap)
+        known = tracker.by_id.get(id(ap))  # ``tracker.operand``'s first step, without its call
+        facts = known[1] if known is not None and known[0] is ap else tracker.operand(core, ap)
         tensor = facts[3]
         if tensor and tensor not in self._written_inputs and _is_input(self.program.hbm, tensor):
             entry: list[Any] = [facts, None, -1]

@@ -65,7 +65,7 @@ def skip_frames_of(directory: str) -> None:
 
 #: Per code object, what ``source_location`` needs of its file: (skipped, outside the kernel
 #: language, a library kernel line); worked out once per function, not once per frame walked.
-_FRAME_KINDS: dict[CodeType, tuple[bool, bool, bool]] = {}
+_FRAME_KINDS: dict[int, tuple[CodeType, tuple[bool, bool, bool]]] = {}  # by id(code)
 
 
 def _frame_kind(code: CodeType) -> tuple[bool, bool, bool]:
@@ -75,8 +75,16 @@ def _frame_kind(code: CodeType) -> tuple[bool, bool, bool]:
         not name.startswith(_LANG_DIR),
         name.startswith(_LIBRARY_DIR) and name != _LIBRARY_HELPERS,
     )
-    _FRAME_KINDS[code] = kind
+    if len(_FRAME_KINDS) >= _MAX_LOCATIONS:
+        _FRAME_KINDS.clear()
+    _FRAME_KINDS[id(code)] = (code, kind)
     return kind
+
+
+#: (code object, instruction offset) -> ``source_location``'s "file:line" text, and a bound on
+#: how many it keeps (kernels generated at run time make new code objects).
+_LOCATIONS: dict[tuple[int, int], tuple[CodeType, str]] = {}
+_MAX_LOCATIONS = 1 << 14
 
 
 #: DMA queues the builder rotates through when a call names none.
@@ -253,7 +261,10 @@ def source_location() -> str:
     kinds = _FRAME_KINDS
     while frame is not None:
         code = frame.f_code
-        kind = kinds.get(code) or _frame_kind(code)
+        # By id (a code object hashes its whole content); the entry holds the code object,
+        # so the id is not reused while it is cached.
+        known = kinds.get(id(code))
+        kind = known[1] if known is not None and known[0] is code else _frame_kind(code)
         if not kind[0]:
             break
         if outside_lang is None and kind[1]:
@@ -267,7 +278,17 @@ def source_location() -> str:
     frame = frame or outside_lang
     if frame is None:
         return "?"
-    return f"{frame.f_code.co_filename.rsplit('/', 1)[-1]}:{frame.f_lineno}"
+    # ``f_lineno`` scans the code's line table, so the text is kept per instruction offset.
+    code = frame.f_code
+    key = (id(code), frame.f_lasti)
+    cached = _LOCATIONS.get(key)
+    if cached is not None and cached[0] is code:
+        return cached[1]
+    if len(_LOCATIONS) >= _MAX_LOCATIONS:
+        _LOCATIONS.clear()
+    text = f"{code.co_filename.rsplit('/', 1)[-1]}:{frame.f_lineno}"
+    _LOCATIONS[key] = (code, text)
+    return text
 
 
 def ndarray(

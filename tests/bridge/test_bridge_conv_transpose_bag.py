@@ -85,7 +85,11 @@ def test_conv_transpose_decomposition_equals_the_cpu_kernel_in_1_2_and_3_d():
 
 
 def test_conv_transpose_3d_in_bf16_rounds_once():
-    """The depth taps' sum runs in fp32: one rounding to bf16, as the CPU kernel's."""
+    """The depth taps' sum runs in fp32: one rounding to bf16.
+
+    torch's own bf16 CPU kernel is not the reference: how it accumulates depends on the CPU
+    (oneDNN's bf16 path), and on some machines it is several units off. The test asks that the
+    result be the exactly rounded fp32 sum, and no further from it than the CPU kernel is."""
     torch.manual_seed(0)
     x, w = torch.randn(1, 4, 5, 5, 5) * 8, torch.randn(4, 8, 3, 3, 3) * 8
     args = (None, [2] * 3, [1] * 3, [1] * 3, True, [1] * 3, 1)
@@ -94,7 +98,9 @@ def test_conv_transpose_3d_in_bf16_rounds_once():
     assert got.dtype == torch.bfloat16
     exact = aten.convolution.default(x.bfloat16().float(), w.bfloat16().float(), *args)
     assert torch.equal(got, exact.bfloat16())  # fp32 sum, rounded once
-    torch.testing.assert_close(got.float(), expected.float(), rtol=1.6e-2, atol=1e-2)
+    ours = (got.float() - exact).abs().max()
+    theirs = (expected.float() - exact).abs().max()
+    assert ours <= theirs, f"hwsim {ours} from the fp32 sum, torch's CPU kernel {theirs}"
 
 
 BAG_CASES = [
