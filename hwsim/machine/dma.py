@@ -122,6 +122,8 @@ class DmaSystem:
         self._parts_memo: dict[
             tuple[int, tuple[int, ...]], tuple[TransferPlan, list[list[int]]]
         ] = {}
+        #: (plan, whether symmetric) per plan id: the plan is kept so its id stays its own.
+        self._symmetric_memo: dict[int, tuple[TransferPlan, bool]] = {}
         #: When each stack's HBM bandwidth is next free, in 1/hbm_denominator ticks.
         self.hbm_denominator = hbm_denominator
         self.stack_free_units = [0] * -(-cores // cores_per_stack)
@@ -157,6 +159,8 @@ class DmaSystem:
     def _parts(self, plan: TransferPlan, engines: list[int]) -> list[list[int]]:
         """``engines`` split by the piece of ``plan`` they get (equal pieces together, in order
         of first engine): worked out once per plan and group (plans live as long as the run)."""
+        if len(engines) == 1 or self._symmetric(plan):  # one part: every engine's piece alike
+            return [engines]
         key = (id(plan), tuple(engines))
         parts = self._parts_memo.get(key)
         if parts is None:
@@ -167,6 +171,13 @@ class DmaSystem:
                 by_cost.setdefault(cost, []).append(engine)
             parts = self._parts_memo[key] = (plan, list(by_cost.values()))
         return [list(part) for part in parts[1]]
+
+    def _symmetric(self, plan: TransferPlan) -> bool:
+        """``plan.symmetric``, worked out once per plan (plans live as long as the run)."""
+        found = self._symmetric_memo.get(id(plan))
+        if found is None:
+            found = self._symmetric_memo[id(plan)] = (plan, plan.symmetric)
+        return found[1]
 
     def _enqueue(self, group: _Group, transfer: DmaTransfer, piece: Piece, now: int) -> None:
         items = group.queues.get(transfer.queue)
@@ -202,20 +213,23 @@ class DmaSystem:
 
     def _settle(self, group: _Group, now: int) -> None:
         """Finish what is done at ``now``, start the next heads, and schedule the next wake-up."""
+        active, draining = group.active, group.draining
         while True:
-            finished = [i for i in group.active if i.remaining <= 0]
-            ready = [i for i in group.draining if i.hbm_end <= now]
+            finished = [i for i in active if i.remaining <= 0]
+            ready = [i for i in draining if i.hbm_end <= now] if draining else []
             if not finished and not ready:
                 break
             for item in finished:
-                group.active.remove(item)
+                active.remove(item)
                 if item.hbm_end > now:
-                    group.draining.append(item)
+                    draining.append(item)
                 else:
                     ready.append(item)
-            for item in sorted(ready, key=lambda i: i.transfer.queue):
-                if item in group.draining:
-                    group.draining.remove(item)
+            if len(ready) > 1:
+                ready.sort(key=_queue_of)
+            for item in ready:
+                if item in draining:
+                    draining.remove(item)
                 self._finish(group, item, now)
         self._schedule(group, now)
 
@@ -261,6 +275,8 @@ class DmaSystem:
 
     def _merge_idle(self, core: int) -> None:
         groups = self.groups[core]
+        if len(groups) < 2:
+            return
         idle = [g for g in groups if g.idle]
         if len(idle) < 2:
             return
@@ -282,6 +298,10 @@ class DmaSystem:
             for g in groups
             if not g.idle
         ]
+
+
+def _queue_of(item: _Item) -> int:
+    return item.transfer.queue
 
 
 #: The integer fields of a ``DmaRecord`` a finished piece logs once for its group.

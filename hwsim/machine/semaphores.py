@@ -171,11 +171,12 @@ class SemaphoreBank:
     def wake(self, sem: int) -> None:
         """Fire the waiters whose value the scheduled total reaches now."""
         state = self._sems[sem]
-        total = state.totals[-1]
+        ticks, totals = state.ticks, state.totals
+        total = totals[-1]
         still = []
         for needed, event in state.waiters:
-            if needed <= total:
-                event.succeed(self.time_reaching(sem, needed))
+            if needed <= total:  # time_reaching, inlined
+                event.succeed(ticks[bisect_left(totals, needed)] if needed > 0 else 0)
             else:
                 still.append((needed, event))
         state.waiters = still

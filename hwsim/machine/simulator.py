@@ -5,7 +5,8 @@ access port if the config has one (NeuronCore-v2 sharing rules), start, occupy t
 issue interval, and schedule its semaphore increments at start + latency. Everything static (costs,
 semaphore indices, port use, DMA splits) is computed once per program before the clock starts.
 A process that would sleep until a tick before which no other event is due moves the clock there
-itself instead (``_advance_to``): same ticks, same order, one SimPy event fewer.
+itself instead (``_advance_to``): same ticks, same order, one SimPy event fewer. Otherwise it
+sleeps on one reused event (``_Wakeup``) queued as ``env.timeout`` would queue a new one.
 """
 
 from __future__ import annotations
@@ -14,10 +15,12 @@ from array import array
 from bisect import bisect_left
 from dataclasses import dataclass, field
 from fractions import Fraction
+from heapq import heappush
 from typing import Any
 
 import numpy as np
 import simpy
+from simpy.events import NORMAL
 
 from hwsim.config import HardwareConfig, config_hash, load_config
 from hwsim.errors import (
@@ -308,8 +311,9 @@ class _EngineRunner:
 
     def process(self):
         env, sems, engine = self.env, self.sems, self.engine
-        timeout, peek = env.timeout, env.peek
         queue = env._queue  # SimPy's event heap of (tick, priority, id, event), read by peek()
+        eid = env._eid  # its event ids, for scheduling the wake-up as Environment.schedule does
+        wakeup = _Wakeup(env)
         schedule, source = sems.schedule, sems.source_code(engine)
         ticks_of, totals_of = sems.tick_lists(), sems.total_lists()
         lowest_waiting, log_extend = sems.lowest_waiting, sems.log.extend
@@ -326,6 +330,7 @@ class _EngineRunner:
         # Sleeping until ``t`` when no event is due at or before ``t`` would wake this process
         # next, with nothing else run in between: so it advances the clock itself instead (see
         # ``_advance_to``), which is what makes one SimPy event per instruction an upper bound.
+        # Otherwise it sleeps on its one ``_Wakeup``, scheduled as ``env.timeout`` would be.
         try:
             for pc, (
                 (instruction, waits, chain, signals),
@@ -333,39 +338,45 @@ class _EngineRunner:
             ) in enumerate(zip(self.static, self.facts, strict=True)):
                 now = end
                 if chain >= 0 and chain_ready[chain] > now:  # streams behind its producer
-                    behind = chain_ready[chain]
-                    if peek() > behind:
-                        _advance_to(env, behind)
+                    now = chain_ready[chain]
+                    if queue and queue[0][0] <= now:
+                        wakeup.callbacks = []
+                        heappush(queue, (now, NORMAL, next(eid), wakeup))
+                        yield wakeup
                     else:
-                        yield timeout(behind - now)
-                    now = behind
+                        _advance_to(env, now)
                 for sem, value in waits:
                     totals = totals_of[sem]  # time_reaching, inlined: once per wait of a program
                     if value <= 0:
-                        reach = 0
-                    elif totals and totals[-1] >= value:
+                        continue
+                    if totals and totals[-1] >= value:
                         reach = ticks_of[sem][bisect_left(totals, value)]
                     else:
                         self.blocked_on = (sem, value)
                         reach = yield sems.wait_for(sem, value)
                         self.blocked_on = None
-                        now = int(env.now)
+                        now = int(env._now)
                     if reach > now:
-                        if peek() > reach:
-                            _advance_to(env, reach)
-                        else:
-                            yield timeout(reach - now)
                         now = reach
-                for port in ports_used:
-                    if ports[port] > now:
-                        if peek() > ports[port]:
-                            _advance_to(env, ports[port])
+                        if queue and queue[0][0] <= now:
+                            wakeup.callbacks = []
+                            heappush(queue, (now, NORMAL, next(eid), wakeup))
+                            yield wakeup
                         else:
-                            yield timeout(ports[port] - now)
-                        now = int(env.now)
+                            _advance_to(env, now)
+                if ports_used:
+                    for port in ports_used:
+                        if ports[port] > now:
+                            now = ports[port]
+                            if queue and queue[0][0] <= now:
+                                wakeup.callbacks = []
+                                heappush(queue, (now, NORMAL, next(eid), wakeup))
+                                yield wakeup
+                            else:
+                                _advance_to(env, now)
+                    for port in ports_used:
+                        ports[port] = now + hold
                 start = now
-                for port in ports_used:
-                    ports[port] = start + hold
                 chain_append(start + chain_ticks)
                 if race is not None:
                     clock = race.begin(self.core, engine, pc, instruction, waits, sems)
@@ -389,17 +400,20 @@ class _EngineRunner:
                             ticks.append(done)
                             totals.append(value)
                             log_extend((done, sem, value, pc, source))
-                            if lowest_waiting[sem] and value >= lowest_waiting[sem]:
+                            lowest = lowest_waiting[sem]
+                            if lowest and value >= lowest:
                                 sems.wake(sem)
                         else:
                             schedule(sem, done, amount, source, pc, clock)
                 else:  # a DMA trigger: its semaphores count completed transfers
                     self._submit_dma(pc, instruction, plan, signals, start + submit, clock)
                 end = start + issue
-                if (queue[0][0] if queue else end + 1) > end:  # peek() and _advance_to, inlined
+                if queue and queue[0][0] <= end:
+                    wakeup.callbacks = []
+                    heappush(queue, (end, NORMAL, next(eid), wakeup))
+                    yield wakeup
+                else:  # _advance_to, inlined
                     env._now = end
-                else:
-                    yield timeout(issue)
         except OverflowError:  # a tick past int64: the trace's logs hold int64 ticks
             raise _TickOverflow(max(now + latency, last_done)) from None  # the tick it met
 
@@ -422,6 +436,22 @@ class _EngineRunner:
 
         transfer = DmaTransfer(self.core, plan.queue, self.engine, pc, complete)
         self.dma.submit(transfer, plan, start)
+
+
+class _Wakeup(simpy.Event):
+    """The one event an engine process sleeps on, scheduled again each time it sleeps.
+
+    In place of a new ``env.timeout(delay)`` per sleep: the process pushes this event on SimPy's
+    heap with the entry ``Environment.schedule`` would make for that timeout (``(now + delay,
+    NORMAL, next event id, event)``), so it is processed at the same tick in the same order and
+    resumes the process with None, as the timeout would. It is reused only once it has been
+    processed (the process sleeps on it again after it resumed the process), so one is never
+    queued twice; ``callbacks`` is renewed before each push, as a new event's would be.
+    """
+
+    def __init__(self, env: simpy.Environment) -> None:
+        super().__init__(env)
+        self._ok, self._value = True, None  # triggered, with a timeout's value
 
 
 def _advance_to(env: simpy.Environment, tick: int) -> None:

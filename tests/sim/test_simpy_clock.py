@@ -1,14 +1,18 @@
 """Guard for the simulator's private clock shortcut (``simulator._advance_to`` sets SimPy's
-``Environment._now``): if a SimPy release renames or caches the clock, these fail before any
-timing does. SimPy is pinned to its major version in pyproject.toml for the same reason."""
+``Environment._now``) and its reused wake-up event (``simulator._Wakeup``, queued by hand as
+``Environment.schedule`` queues a timeout): if a SimPy release renames or caches the clock or
+changes its queue entries, these fail before any timing does. SimPy is pinned to its major
+version in pyproject.toml for the same reason."""
 
 from __future__ import annotations
 
+from heapq import heappush
 from importlib.metadata import version
 
 import simpy
+from simpy.events import NORMAL
 
-from hwsim.machine.simulator import _advance_to
+from hwsim.machine.simulator import _advance_to, _Wakeup
 
 
 def test_simpy_is_the_pinned_major_version():
@@ -82,3 +86,37 @@ def test_the_event_queue_the_engine_loop_peeks_at():
     env.timeout(7)
     env.timeout(3)
     assert env._queue[0][0] == env.peek() == 3
+
+
+def test_the_queue_entry_a_timeout_makes():
+    # the engine loop pushes its wake-up as (now + delay, NORMAL, next(env._eid), event)
+    env = simpy.Environment()
+    timeout = env.timeout(4)
+    tick, priority, eid, event = env._queue[0]
+    assert (tick, priority, event) == (4, NORMAL, timeout)
+    assert next(env._eid) == eid + 1
+
+
+def test_a_reused_wakeup_fires_where_new_timeouts_would():
+    # the same sleeps, one process on new timeouts and one on its reused _Wakeup, tied at every
+    # tick: each resumes in the order it went to sleep, and with a timeout's value (None)
+    def sleeps(env, log, name, reuse):
+        wakeup = _Wakeup(env)
+        for delay in (2, 0, 3, 3):
+            if reuse:
+                wakeup.callbacks = []
+                heappush(env._queue, (env.now + delay, NORMAL, next(env._eid), wakeup))
+                value = yield wakeup
+            else:
+                value = yield env.timeout(delay)
+            log.append((name, env.now, value))
+
+    def order(first_reuses):
+        env, log = simpy.Environment(), []
+        env.process(sleeps(env, log, "first", first_reuses))
+        env.process(sleeps(env, log, "second", not first_reuses))
+        env.run()
+        return log
+
+    expected = [(name, t, None) for t in (2, 2, 5, 8) for name in ("first", "second")]
+    assert order(True) == order(False) == expected
