@@ -470,23 +470,8 @@ class ProgramBuilder:
             # its own, with its writer and readers, that takes the reader; a part made earlier
             # for the same region and writer is reused.
             parts: set[tuple[Region, Any]] | None = None
-            # ``region.covers(other)``, inline: the accesses of one index share its key.
-            pitch, row0, row1, col0, col1 = (
-                region.row_bytes,
-                region.row0,
-                region.row1,
-                region.col0,
-                region.col1,
-            )
             for access in accesses:
-                other = access.region
-                if (
-                    other.row_bytes == pitch
-                    and row0 <= other.row0
-                    and other.row1 <= row1
-                    and col0 <= other.col0
-                    and other.col1 <= col1
-                ):
+                if region.covers(access.region):
                     access.readers[channel] = seq
                     continue
                 cuts = access.cuts
@@ -523,26 +508,10 @@ class ProgramBuilder:
                 accesses = index.overlapping_in(region, buckets)
                 entry[1], entry[2] = accesses, index.version
             killed = False
-            pitch, row0, row1, col0, col1 = (
-                region.row_bytes,
-                region.row0,
-                region.row1,
-                region.col0,
-                region.col1,
-            )
             for access in accesses:
-                other = access.region  # ``region.covers(other)``, inline (one index, one key)
-                if (
-                    other.row_bytes == pitch
-                    and row0 <= other.row0
-                    and other.row1 <= row1
-                    and col0 <= other.col0
-                    and other.col1 <= col1
-                ):
-                    access.live = False  # ``index.kill``, inline; the version moves below
+                if region.covers(access.region):
+                    index.kill(access)
                     killed = True
-            if killed:
-                index.version += 1
             if killed and buckets is not None:
                 # What it covers sits in its bins only: drop the dead there now, so later
                 # queries do not step over them.

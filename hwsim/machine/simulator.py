@@ -311,8 +311,6 @@ class _EngineRunner:
 
     def process(self):
         env, sems, engine = self.env, self.sems, self.engine
-        queue = env._queue  # SimPy's event heap of (tick, priority, id, event), read by peek()
-        eid = env._eid  # its event ids, for scheduling the wake-up as Environment.schedule does
         wakeup = _Wakeup(env)
         schedule, source = sems.schedule, sems.source_code(engine)
         ticks_of, totals_of = sems.tick_lists(), sems.total_lists()
@@ -339,12 +337,8 @@ class _EngineRunner:
                 now = end
                 if chain >= 0 and chain_ready[chain] > now:  # streams behind its producer
                     now = chain_ready[chain]
-                    if queue and queue[0][0] <= now:
-                        wakeup.callbacks = []
-                        heappush(queue, (now, NORMAL, next(eid), wakeup))
+                    if wakeup.sleeps_until(now):
                         yield wakeup
-                    else:
-                        _advance_to(env, now)
                 for sem, value in waits:
                     totals = totals_of[sem]  # time_reaching, inlined: once per wait of a program
                     if value <= 0:
@@ -358,22 +352,14 @@ class _EngineRunner:
                         now = int(env._now)
                     if reach > now:
                         now = reach
-                        if queue and queue[0][0] <= now:
-                            wakeup.callbacks = []
-                            heappush(queue, (now, NORMAL, next(eid), wakeup))
+                        if wakeup.sleeps_until(now):
                             yield wakeup
-                        else:
-                            _advance_to(env, now)
                 if ports_used:
                     for port in ports_used:
                         if ports[port] > now:
                             now = ports[port]
-                            if queue and queue[0][0] <= now:
-                                wakeup.callbacks = []
-                                heappush(queue, (now, NORMAL, next(eid), wakeup))
+                            if wakeup.sleeps_until(now):
                                 yield wakeup
-                            else:
-                                _advance_to(env, now)
                     for port in ports_used:
                         ports[port] = now + hold
                 start = now
@@ -408,12 +394,8 @@ class _EngineRunner:
                 else:  # a DMA trigger: its semaphores count completed transfers
                     self._submit_dma(pc, instruction, plan, signals, start + submit, clock)
                 end = start + issue
-                if queue and queue[0][0] <= end:
-                    wakeup.callbacks = []
-                    heappush(queue, (end, NORMAL, next(eid), wakeup))
+                if wakeup.sleeps_until(end):
                     yield wakeup
-                else:  # _advance_to, inlined
-                    env._now = end
         except OverflowError:  # a tick past int64: the trace's logs hold int64 ticks
             raise _TickOverflow(max(now + latency, last_done)) from None  # the tick it met
 
@@ -452,6 +434,21 @@ class _Wakeup(simpy.Event):
     def __init__(self, env: simpy.Environment) -> None:
         super().__init__(env)
         self._ok, self._value = True, None  # triggered, with a timeout's value
+        # SimPy's event heap of (tick, priority, id, event), and its event ids (as
+        # ``Environment.schedule`` uses them).
+        self._queue, self._eid = env._queue, env._eid
+
+    def sleeps_until(self, tick: int) -> bool:
+        """Reach ``tick``: True when the process must yield this event (queued for ``tick``,
+        since another event is due at or before it), False when the clock was moved there
+        instead (``_advance_to``: nothing else would run in between)."""
+        queue = self._queue
+        if queue and queue[0][0] <= tick:
+            self.callbacks = []
+            heappush(queue, (tick, NORMAL, next(self._eid), self))
+            return True
+        self.env._now = tick  # _advance_to, inlined
+        return False
 
 
 def _advance_to(env: simpy.Environment, tick: int) -> None:
