@@ -35,6 +35,7 @@ from hwsim.lang.planner import MemoryPlanner, allocate_block
 from hwsim.lang.tiles import Buffer, Tile, hbm, sbuf
 from hwsim.program import Program
 from hwsim.schedule import InstructionStream, emit_scheduled, resolve_schedule
+from hwsim.trace.gc_pause import full_gc_deferred
 
 if TYPE_CHECKING:
     from hwsim.trace.summary import RunSummary
@@ -419,14 +420,15 @@ class Kernel:
         call_args = {}
         for param, value in bound.arguments.items():
             call_args[param] = self._input(context, param, value)
-        token = _CURRENT.set(context)
-        try:
-            returned = self.fn(**call_args)
-        finally:
-            _CURRENT.reset(token)
-        context.finish()  # memory placement first: the scheduler orders final addresses
-        if context.stream is not None:  # before outputs are marked: placements need scratch
-            context.builder = emit_scheduled(context.builder, context.stream, hw, policy)
+        with full_gc_deferred():  # the build only adds to what it keeps: see there
+            token = _CURRENT.set(context)
+            try:
+                returned = self.fn(**call_args)
+            finally:
+                _CURRENT.reset(token)
+            context.finish()  # memory placement first: the scheduler orders final addresses
+            if context.stream is not None:  # before outputs are marked: placements need scratch
+                context.builder = emit_scheduled(context.builder, context.stream, hw, policy)
         outputs = self._outputs(context, returned)
         program = context.builder.build()
         program.meta.setdefault("workload", self.name)
