@@ -22,8 +22,10 @@ record of every call.
 
 from __future__ import annotations
 
+import functools
 import itertools
 import operator
+from collections.abc import Callable
 from typing import Any
 
 import torch
@@ -34,7 +36,7 @@ from torch.utils._python_dispatch import TorchDispatchMode
 from hwsim.bridge.errors import Reason, Unsupported, as_unsupported, op_name
 from hwsim.bridge.graph_lowering import LoweredGraph, lower_graph
 from hwsim.bridge.options import BridgeOptions, apply_fallback
-from hwsim.bridge.precision import TORCH_DTYPES, cast_floats, compare
+from hwsim.bridge.precision import TORCH_DTYPES, cast_floats, judged_with_exact, lazy_leaves
 from hwsim.bridge.registry import OpCall, check_support
 from hwsim.bridge.report import SUMMARY_KEYS, OpRecord, Report
 from hwsim.bridge.tie_order import UNINITIALIZED, canonical
@@ -142,7 +144,7 @@ class HwsimMode(TorchDispatchMode):
             record.error = (
                 {"ok": True, "max_abs": 0.0}  # undefined values: nothing to compare
                 if func in UNINITIALIZED
-                else self._compare(run.outputs, matched)
+                else self._compare(run.outputs, matched, exact=lambda: _in_fp64(func, args, kwargs))
             )
             if self.options.precision.compute != "auto" or _low_precision(expected):
                 record.error["vs_fp32_max_abs"] = self._vs_fp32(func, args, kwargs, run.outputs)
@@ -195,23 +197,44 @@ class HwsimMode(TorchDispatchMode):
             return None
         return float(self._compare(actual, wide, in_fp32=True)["max_abs"])
 
-    def _compare(self, actual: Any, expected: Any, *, in_fp32: bool = False) -> dict[str, Any]:
+    def _compare(
+        self,
+        actual: Any,
+        expected: Any,
+        *,
+        in_fp32: bool = False,
+        exact: Callable[[], Any] | None = None,
+    ) -> dict[str, Any]:
         """The worst output's ErrorStats (as a dict) against the CPU, compared in the output's
-        dtype (or in fp32: the distance to an fp32 reference, not rounded away)."""
+        dtype (or in fp32: the distance to an fp32 reference, not rounded away). ``exact``: the
+        op's outputs in float64 (None if refused), the arbiter of a bf16/fp16 output off the
+        CPU (``judged_with_exact``); called at most once."""
         worst: dict[str, Any] | None = None
-        for got, want in zip(pytree.tree_leaves(actual), pytree.tree_leaves(expected), strict=True):
+        exact_leaf = lazy_leaves(exact)
+        leaves = zip(pytree.tree_leaves(actual), pytree.tree_leaves(expected), strict=True)
+        for i, (got, want) in enumerate(leaves):
             if not isinstance(want, torch.Tensor):
                 continue
             tolerance = self.options.precision.tolerance(got.dtype)
             if in_fp32 and got.is_floating_point():
                 got, want = got.float(), want.float()
-            stats = compare(got, want.to(got.dtype), tolerance).to_dict()
+            stats = judged_with_exact(
+                got, want.to(got.dtype), tolerance, functools.partial(exact_leaf, i)
+            ).to_dict()
             if worst is None or (not stats["ok"], stats["max_abs"]) > (
                 not worst["ok"],
                 worst["max_abs"],
             ):
                 worst = stats
         return worst or {"ok": True, "max_abs": 0.0}
+
+
+def _in_fp64(func: Any, args: Any, kwargs: Any) -> Any:
+    """The op's outputs on its float inputs in float64 (None if it refuses them)."""
+    try:
+        return func(*cast_floats(args, torch.float64), **cast_floats(kwargs, torch.float64))
+    except (RuntimeError, TypeError, NotImplementedError):
+        return None
 
 
 def _eager_decompositions() -> dict[Any, Any]:

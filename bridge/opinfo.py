@@ -20,6 +20,7 @@ dtype, so a run is deterministic. Rendering (lines, the docs table, JSON) is ``b
 
 from __future__ import annotations
 
+import functools
 import time
 import warnings
 from collections import Counter
@@ -33,7 +34,7 @@ from torch.utils import _pytree as pytree
 from hwsim.bridge.errors import BridgeError
 from hwsim.bridge.offload import VIEW_OPS, HwsimMode
 from hwsim.bridge.opinfo_map import OpInfoMap, full_name, opinfo_db, opinfo_map, select_entries
-from hwsim.bridge.precision import Precision, compare
+from hwsim.bridge.precision import Precision, cast_floats, judged_with_exact, lazy_leaves
 from hwsim.bridge.tie_order import OPINFO_REFERENCES, UNINITIALIZED_OPINFOS
 from hwsim.config import HardwareConfig, load_config
 
@@ -134,7 +135,12 @@ def run_sample(
             f"inputs {off[0].shapes})"
         )
     if not failure:
-        failure = _compare_outputs(got, expected, values=info.name not in UNINITIALIZED_OPINFOS)
+        failure = _compare_outputs(
+            got,
+            expected,
+            values=info.name not in UNINITIALIZED_OPINFOS,
+            exact=lambda: _reference_in_fp64(reference, args, sample.kwargs),
+        )
     status = "failed" if failure else "passed"
     where = f" [{describe(sample)}]" if failure else ""
     return SampleResult(
@@ -153,9 +159,25 @@ def _one_line(error: BaseException) -> str:
     return text if len(text) <= 200 else text[:197] + "..."
 
 
-def _compare_outputs(got: Any, expected: Any, *, values: bool = True) -> str:
+def _reference_in_fp64(reference: Any, args: Any, kwargs: Any) -> Any:
+    """The reference's outputs on the sample's float inputs in float64 (None if it refuses
+    them)."""
+    try:
+        with torch.no_grad():
+            wide = reference(*cast_floats(_clone(args), torch.float64), **_clone(kwargs))
+    except Exception:  # any refusal of float64 inputs: no arbiter, the CPU result stands
+        return None
+    return wide
+
+
+def _compare_outputs(
+    got: Any, expected: Any, *, values: bool = True, exact: Callable[[], Any] | None = None
+) -> str:
     """'' when ``got`` matches the reference ``expected``, else what differs (``values``
-    False: shapes, dtypes and strides only, for outputs torch leaves uninitialized)."""
+    False: shapes, dtypes and strides only, for outputs torch leaves uninitialized). ``exact``:
+    the reference's outputs in float64, the arbiter of a bf16/fp16 output off the CPU
+    (``judged_with_exact``)."""
+    exact_leaf = lazy_leaves(exact)
     got_leaves, want_leaves = pytree.tree_leaves(got), pytree.tree_leaves(expected)
     if len(got_leaves) != len(want_leaves):
         return f"returns {len(got_leaves)} values, the CPU {len(want_leaves)}"
@@ -171,7 +193,9 @@ def _compare_outputs(got: Any, expected: Any, *, values: bool = True) -> str:
             if g.stride() != w.stride():
                 return f"output {i} has strides {g.stride()}, the CPU's {w.stride()}"
             continue
-        stats = compare(g, w, Precision().tolerance(w.dtype))
+        stats = judged_with_exact(
+            g, w, Precision().tolerance(w.dtype), functools.partial(exact_leaf, i)
+        )
         if not stats.ok:
             return (
                 f"output {i}: {stats.mismatched}/{stats.elements} elements off the CPU "
