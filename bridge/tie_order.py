@@ -4,7 +4,8 @@ are not: torch's CPU kernels give whatever their selection algorithm leaves. The
 lowerings (``lowerings/sort.py``) give equal values lowest index first, which is what a stable
 sort gives; the checks (``HwsimMode(check=True)``, OpInfo conformance) compare with that
 canonical reference: the same values (exactly), and the one well-defined index order. An
-index order that is not this one still fails.
+index order that is not this one still fails. An eager op that falls back to the CPU returns this
+order too (``HwsimMode.run_call``), so a result does not depend on which ops ran where.
 
 Ops whose values torch leaves undefined (``empty_permuted``: uninitialized memory; the simulator
 zero-fills) are compared by shape, dtype and strides only (``UNINITIALIZED``)."""

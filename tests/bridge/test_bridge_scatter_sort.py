@@ -99,3 +99,18 @@ def test_grouped_mm_dense_matches_the_grouped_product():
     for e, (start, end) in enumerate(zip([0, 4, 4], offs.tolist(), strict=True)):
         expected[start:end] = x[start:end] @ w[e]
     torch.testing.assert_close(grouped_mm_dense(x, w, offs), expected)
+
+
+def test_a_sort_that_falls_back_to_the_cpu_gives_the_simulators_order_of_ties():
+    # 8000 bf16 values (many equal) exceed what the sort lowering takes: it runs on the CPU,
+    # whose unstable introsort would order ties its own way; the fallback gives equal values
+    # lowest index first, as the lowering does, so results do not depend on where ops ran.
+    g = torch.Generator().manual_seed(0)
+    x = torch.randn(8000, generator=g).to(torch.bfloat16)
+    with HwsimMode(fallback="cpu", check=False) as mode:
+        values, order = torch.sort(x)
+    assert [r.status for r in mode.report.ops] == ["cpu"]
+    stable = torch.sort(x, stable=True)
+    assert torch.equal(values, stable.values) and torch.equal(order, stable.indices)
+    unstable = torch.sort(x).indices
+    assert not torch.equal(unstable, stable.indices)  # the order the fallback no longer gives
