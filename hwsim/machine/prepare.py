@@ -15,6 +15,7 @@ a program edited between runs is prepared again. The config layer keeps the last
 
 from __future__ import annotations
 
+from array import array
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -34,12 +35,24 @@ from hwsim.program import CoreProgram, Program
 #: latency ticks, chain ticks (a same-engine dependent may start), shared ports used, ticks it
 #: holds them, DMA plan or None, ticks from start until the transfer is submitted).
 Facts = tuple[int, int, int, tuple[int, ...], int, TransferPlan | None, int]
-#: One instruction ready to run, whatever the config: (instruction, semaphore waits as (index,
-#: value), the pc of its latest same-engine producer or -1, signals as (index, amount)).
-Static = tuple[Instruction, tuple[tuple[int, int], ...], int, tuple[tuple[int, int], ...]]
+#: Semaphore waits or signals of one instruction, as (semaphore index, value or amount).
+SemaphoreSteps = tuple[tuple[int, int], ...]
 
 #: Configs whose facts a program keeps (a sweep moves on; a repeated run or a benchmark does not).
 KEPT_CONFIGS = 4
+
+
+@dataclass
+class StaticSteps:
+    """One stream ready to run, whatever the config: per pc, in parallel columns (the engine loop
+    zips them), its semaphore waits, the pc of its latest same-engine producer or -1 (its
+    *chain*), and its signals. ``instructions`` is the stream itself, kept so that its ids stay
+    its own (``PreparedCore.stream_ids``)."""
+
+    instructions: list[Instruction]
+    waits: list[SemaphoreSteps]
+    chains: array[int]
+    signals: list[SemaphoreSteps]
 
 
 @dataclass
@@ -68,7 +81,7 @@ class PreparedCore:
 
     stream_ids: tuple[tuple[int, ...], ...]
     semaphore_names: list[str]
-    static: dict[str, list[Static]]
+    static: dict[str, StaticSteps]
     facts: dict[tuple[Any, ...], CoreFacts]
     summary_keys: dict[str, tuple[np.ndarray, list[Any], list[Instruction]]]
 
@@ -133,7 +146,7 @@ def facts_of_core(
     )
     cache = _FactsCache(spec, dma, program, ports)
     facts = {
-        engine: [cache.of(instruction) for instruction, *_ in steps]
+        engine: [cache.of(instruction) for instruction in steps.instructions]
         for engine, steps in prepared.static.items()
     }
     durations = {engine: _durations(of) for engine, of in facts.items()}
@@ -173,43 +186,61 @@ def _hbm_key(program: Program) -> tuple[tuple[str, int], ...]:
     return tuple((name, decl.nbytes) for name, decl in program.hbm.items())
 
 
-def _static_steps(stream: Sequence[Instruction], sem: Any, engine: str) -> list[Static]:
-    """Each instruction with its semaphore indices and its chain.
+def _static_steps(stream: Sequence[Instruction], sem: Any, engine: str) -> StaticSteps:
+    """Each instruction's semaphore indices and its chain, as columns.
 
     A wait on the engine's own completion semaphore (a same-engine RAW dependency, which the
     builder records like any other) becomes a *chain* wait on its producer's pc: the engine
     streams the consumer behind it (``Cost.chain_ticks``) instead of waiting for completion.
     """
-    steps: list[Static] = []
-    append = steps.append
     own = engine_semaphore(engine)
+    indexed = _Indexed(sem)
+    waits: list[SemaphoreSteps] = []
+    chains = array("q")
+    signals: list[SemaphoreSteps] = []
     # The pc of each instruction that counts one completion of the engine's own semaphore (not
     # its DMA triggers, which count on their queues): a wait for count k streams behind the k-th.
     signal_pcs: list[int] = []
-    translated: dict[tuple[tuple[str, int], ...], tuple[tuple[int, int], ...]] = {}
     for pc, instruction in enumerate(stream):
-        signals = translated.get(instruction.signals)
-        if signals is None:  # most instructions signal alike: share one tuple
-            signals = translated[instruction.signals] = tuple(
-                [(sem(name), amount) for name, amount in instruction.signals]
-            )
-        waits: tuple[tuple[int, int], ...] = ()
-        chain = -1
-        if instruction.waits:
-            waits = tuple(
-                [
-                    (sem(name), value)
-                    for name, value in instruction.waits
-                    if name != own or value > len(signal_pcs)  # a later one: a deadlock
-                ]
-            )
-            for name, value in instruction.waits:
-                if name == own and 0 < value <= len(signal_pcs):
-                    chain = max(chain, signal_pcs[value - 1])
+        signals.append(indexed(instruction.signals))  # before its waits: the bank's index order
+        named, chain = _waits_and_chain(instruction.waits, own, signal_pcs)
+        waits.append(indexed(named))
+        chains.append(chain)
         if any(name == own for name, _ in instruction.signals):
             signal_pcs.append(pc)
-        append((instruction, waits, chain, signals))
-    return steps
+    return StaticSteps(list(stream), waits, chains, signals)
+
+
+def _waits_and_chain(
+    waits: tuple[tuple[str, int], ...], own: str, signal_pcs: list[int]
+) -> tuple[tuple[tuple[str, int], ...], int]:
+    """The waits an instruction keeps (by name), and the pc of the latest producer on its own
+    engine it streams behind (-1: none)."""
+    if not waits:
+        return (), -1
+    kept = []
+    chain = -1
+    for name, value in waits:
+        if name != own or value > len(signal_pcs):  # another engine's, or a later one: a deadlock
+            kept.append((name, value))
+        elif value > 0:
+            chain = max(chain, signal_pcs[value - 1])
+    return tuple(kept), chain
+
+
+class _Indexed:
+    """Semaphore waits or signals by name -> by index (``sem``), one tuple per distinct value:
+    most instructions wait and signal alike, so they share it."""
+
+    def __init__(self, sem: Any) -> None:
+        self._sem = sem
+        self._found: dict[tuple[tuple[str, int], ...], SemaphoreSteps] = {}
+
+    def __call__(self, named: tuple[tuple[str, int], ...]) -> SemaphoreSteps:
+        found = self._found.get(named)
+        if found is None:
+            found = self._found[named] = tuple([(self._sem(name), n) for name, n in named])
+        return found
 
 
 class _FactsCache:
