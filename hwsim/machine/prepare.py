@@ -9,8 +9,8 @@ Two layers, kept on the program (``Program.run_cache``) for its next run:
   per distinct instruction (the builder names each instruction's static twin).
 
 A cached layer is used only for the very streams it was made from: it holds their instructions
-(so their ids cannot be reused) and is checked against the ids of the streams' instructions, so
-a program edited between runs is prepared again. The config layer keeps the last few configs.
+and is checked against the streams' instructions by identity (``PreparedCore.made_from``), so a
+program edited between runs is prepared again. The config layer keeps the last few configs.
 """
 
 from __future__ import annotations
@@ -18,6 +18,7 @@ from __future__ import annotations
 from array import array
 from collections.abc import Sequence
 from dataclasses import dataclass
+from operator import is_
 from typing import Any
 
 import numpy as np
@@ -79,20 +80,36 @@ class PreparedCore:
     (with a non-empty stream) its static steps, its summary keys (``summary_keys``) and, per
     config key, its facts."""
 
-    stream_ids: tuple[tuple[int, ...], ...]
     semaphore_names: list[str]
     static: dict[str, StaticSteps]
     facts: dict[tuple[Any, ...], CoreFacts]
     summary_keys: dict[str, tuple[np.ndarray, list[Any], list[Instruction]]]
 
+    @property
+    def stream_ids(self) -> tuple[tuple[int, ...], ...]:
+        """The ids of the instructions of the streams it was made from (non-empty streams in
+        registry order)."""
+        return tuple(tuple(map(id, steps.instructions)) for steps in self.static.values())
+
+    def made_from(self, core_program: CoreProgram) -> bool:
+        """Whether the core's streams are the very ones it was made from: the same engines, and
+        per engine the same instruction objects in the same order (compared by identity, which
+        costs no id per instruction)."""
+        streams = _streams(core_program)
+        return len(streams) == len(self.static) and all(
+            engine in self.static
+            and len(stream) == len(kept := self.static[engine].instructions)
+            and all(map(is_, stream, kept))
+            for engine, stream in streams
+        )
+
 
 def prepare_core(program: Program, core: int) -> PreparedCore:
     """The config-independent layer of ``core`` (cached on the program)."""
     core_program = program.cores[core]
-    ids = _stream_ids(core_program)
     cache = program.run_cache
     found = cache.get(("core", core))
-    if isinstance(found, PreparedCore) and found.stream_ids == ids:
+    if isinstance(found, PreparedCore) and found.made_from(core_program):
         return found
     names: list[str] = []
     index: dict[str, int] = {}
@@ -108,7 +125,7 @@ def prepare_core(program: Program, core: int) -> PreparedCore:
         engine: _static_steps(stream, sem, engine) for engine, stream in _streams(core_program)
     }
     keys = {engine: summary_keys(stream) for engine, stream in _streams(core_program)}
-    prepared = PreparedCore(ids, names, static, {}, keys)
+    prepared = PreparedCore(names, static, {}, keys)
     cache[("core", core)] = prepared
     return prepared
 
@@ -175,10 +192,6 @@ def _streams(core_program: CoreProgram) -> list[tuple[str, list[Instruction]]]:
     """The non-empty streams in registry order (the order engines start and report in)."""
     streams = core_program.streams
     return [(engine, streams[engine]) for engine in engine_names() if streams.get(engine)]
-
-
-def _stream_ids(core_program: CoreProgram) -> tuple[tuple[int, ...], ...]:
-    return tuple(tuple(map(id, stream)) for _, stream in _streams(core_program))
 
 
 def _hbm_key(program: Program) -> tuple[tuple[str, int], ...]:

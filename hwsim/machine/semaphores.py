@@ -8,6 +8,7 @@ This keeps the simulator at one SimPy event per instruction.
 
 from __future__ import annotations
 
+import struct
 from array import array
 from bisect import bisect_left, insort
 from collections.abc import Callable, Iterable
@@ -23,6 +24,10 @@ Clock = dict[str, int] | None
 
 #: What the bank logs per update, in order.
 _LOG_FIELDS = ("tick", "semaphore", "value", "source_pc", "source_engine")
+#: One update as the log's bytes (native int64s): ``log.frombytes(LOG_ENTRY.pack(...))`` costs a
+#: third of ``log.extend((...))``, the engine loop's one log write per instruction. A value past
+#: int64 raises ``struct.error`` where ``extend`` raises OverflowError.
+LOG_ENTRY = struct.Struct(f"{len(_LOG_FIELDS)}q")
 
 
 class _Semaphore:

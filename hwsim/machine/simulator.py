@@ -13,6 +13,7 @@ directly (``_EngineProcess``).
 
 from __future__ import annotations
 
+import struct
 from array import array
 from bisect import bisect_left
 from collections.abc import Callable, Generator
@@ -49,7 +50,7 @@ from hwsim.machine.prepare import (
     prepare_core,
 )
 from hwsim.machine.race import RaceChecker
-from hwsim.machine.semaphores import SemaphoreBank
+from hwsim.machine.semaphores import LOG_ENTRY, SemaphoreBank
 from hwsim.machine.state import CoreState, Hbm
 from hwsim.program import Program
 from hwsim.trace.columns import InstructionColumns, SemaphoreColumns, concatenated
@@ -321,7 +322,7 @@ class _EngineRunner:
         wakeup = _Wakeup(env, resumes)
         schedule, source = sems.schedule, sems.source_code(self.engine)
         ticks_of, totals_of = sems.tick_lists(), sems.total_lists()
-        lowest_waiting, log_extend = sems.lowest_waiting, sems.log.extend
+        lowest_waiting, log_add, entry = sems.lowest_waiting, sems.log.frombytes, LOG_ENTRY.pack
         inline = not sems.keep_clocks
         ports = self.port_free_tick
         begins = self.numerics or self.race is not None  # an instruction starts with _begin
@@ -372,7 +373,7 @@ class _EngineRunner:
                             value = totals[-1] + amount
                             ticks.append(done)
                             totals.append(value)
-                            log_extend((done, sem, value, pc, source))
+                            log_add(entry(done, sem, value, pc, source))
                             lowest = lowest_waiting[sem]
                             if lowest and value >= lowest:
                                 sems.wake(sem)
@@ -387,7 +388,7 @@ class _EngineRunner:
                     yield
                 else:
                     env._now = end
-        except OverflowError:  # a tick past int64: the trace's logs hold int64 ticks
+        except (OverflowError, struct.error):  # a tick past int64: the logs hold int64 ticks
             process.fail(_TickOverflow(max(now + latency, last_done)))  # the tick it met
         except Exception as error:
             process.fail(error)
