@@ -111,21 +111,12 @@ def prepare_core(program: Program, core: int) -> PreparedCore:
     found = cache.get(("core", core))
     if isinstance(found, PreparedCore) and found.made_from(core_program):
         return found
-    names: list[str] = []
-    index: dict[str, int] = {}
-
-    def sem(name: str) -> int:
-        found_index = index.get(name)
-        if found_index is None:
-            found_index = index[name] = len(names)
-            names.append(name)
-        return found_index
-
+    index = _FirstSeen()
     static = {
-        engine: _static_steps(stream, sem, engine) for engine, stream in _streams(core_program)
+        engine: _static_steps(stream, index, engine) for engine, stream in _streams(core_program)
     }
     keys = {engine: summary_keys(stream) for engine, stream in _streams(core_program)}
-    prepared = PreparedCore(names, static, {}, keys)
+    prepared = PreparedCore(list(index), static, {}, keys)
     cache[("core", core)] = prepared
     return prepared
 
@@ -199,15 +190,16 @@ def _hbm_key(program: Program) -> tuple[tuple[str, int], ...]:
     return tuple((name, decl.nbytes) for name, decl in program.hbm.items())
 
 
-def _static_steps(stream: Sequence[Instruction], sem: Any, engine: str) -> StaticSteps:
-    """Each instruction's semaphore indices and its chain, as columns.
+def _static_steps(stream: Sequence[Instruction], index: _FirstSeen, engine: str) -> StaticSteps:
+    """Each instruction's semaphore indices (``index``: the core's, by name) and its chain, as
+    columns.
 
     A wait on the engine's own completion semaphore (a same-engine RAW dependency, which the
     builder records like any other) becomes a *chain* wait on its producer's pc: the engine
     streams the consumer behind it (``Cost.chain_ticks``) instead of waiting for completion.
     """
     own = engine_semaphore(engine)
-    indexed = _Indexed(sem)
+    signals_of = _SignalsMemo(index, own)
     waits: list[SemaphoreSteps] = []
     chains = array("q")
     signals: list[SemaphoreSteps] = []
@@ -215,22 +207,25 @@ def _static_steps(stream: Sequence[Instruction], sem: Any, engine: str) -> Stati
     # its DMA triggers, which count on their queues): a wait for count k streams behind the k-th.
     signal_pcs: list[int] = []
     for pc, instruction in enumerate(stream):
-        signals.append(indexed(instruction.signals))  # before its waits: the bank's index order
-        named, chain = _waits_and_chain(instruction.waits, own, signal_pcs)
-        waits.append(indexed(named))
+        signal, counts_own = signals_of(instruction.signals)  # first: the bank's index order
+        signals.append(signal)
+        if instruction.waits:
+            named, chain = _waits_and_chain(instruction.waits, own, signal_pcs)
+            waits.append(tuple([(index[name], value) for name, value in named]))
+        else:
+            waits.append(())
+            chain = -1
         chains.append(chain)
-        if any(name == own for name, _ in instruction.signals):
+        if counts_own:
             signal_pcs.append(pc)
     return StaticSteps(list(stream), waits, chains, signals)
 
 
 def _waits_and_chain(
     waits: tuple[tuple[str, int], ...], own: str, signal_pcs: list[int]
-) -> tuple[tuple[tuple[str, int], ...], int]:
+) -> tuple[list[tuple[str, int]], int]:
     """The waits an instruction keeps (by name), and the pc of the latest producer on its own
     engine it streams behind (-1: none)."""
-    if not waits:
-        return (), -1
     kept = []
     chain = -1
     for name, value in waits:
@@ -238,21 +233,32 @@ def _waits_and_chain(
             kept.append((name, value))
         elif value > 0:
             chain = max(chain, signal_pcs[value - 1])
-    return tuple(kept), chain
+    return kept, chain
 
 
-class _Indexed:
-    """Semaphore waits or signals by name -> by index (``sem``), one tuple per distinct value:
-    most instructions wait and signal alike, so they share it."""
+class _FirstSeen(dict[str, int]):
+    """Semaphore name -> index, numbered in order of first use (a new name gets the next)."""
 
-    def __init__(self, sem: Any) -> None:
-        self._sem = sem
-        self._found: dict[tuple[tuple[str, int], ...], SemaphoreSteps] = {}
+    def __missing__(self, name: str) -> int:
+        found = self[name] = len(self)
+        return found
 
-    def __call__(self, named: tuple[tuple[str, int], ...]) -> SemaphoreSteps:
+
+class _SignalsMemo:
+    """An instruction's signals by index, and whether they count its own engine's semaphore:
+    worked out once per distinct signals (most instructions of a stream signal alike, and then
+    share the one tuple)."""
+
+    def __init__(self, index: _FirstSeen, own: str) -> None:
+        self._index, self._own = index, own
+        self._found: dict[tuple[tuple[str, int], ...], tuple[SemaphoreSteps, bool]] = {}
+
+    def __call__(self, named: tuple[tuple[str, int], ...]) -> tuple[SemaphoreSteps, bool]:
         found = self._found.get(named)
         if found is None:
-            found = self._found[named] = tuple([(self._sem(name), n) for name, n in named])
+            indexed = tuple([(self._index[name], amount) for name, amount in named])
+            counts_own = any(name == self._own for name, _ in named)
+            found = self._found[named] = (indexed, counts_own)
         return found
 
 

@@ -455,7 +455,8 @@ class _EngineProcess(simpy.Process):
     What ``Process._resume`` does when its generator ends or raises, the loop does itself
     (``finish``, ``fail``): it never returns or raises into SimPy's loop (a StopIteration or an
     exception from a callback would leave ``env.run`` as is), and the failed process is raised
-    from ``env.run`` as SimPy raises any. It is not interruptible (nothing interrupts engines).
+    from ``env.run`` as SimPy raises any. Then it drops the generator (``_let_go``). It is not
+    interruptible (nothing interrupts engines).
     """
 
     def __init__(
@@ -466,24 +467,39 @@ class _EngineProcess(simpy.Process):
         # simpy.Process.__init__, inlined as SimPy inlines Event.__init__
         self.env = env
         self.callbacks: list[Callable[[simpy.Event], None]] = []
-        self._generator = steps(self)
+        self._name = steps.__qualname__
+        self._generator: Generator[None, _Wakeup, None] | None = steps(self)
         #: The callbacks of every event the loop sleeps on.
         self.resumes = [self._generator.send]
         self._target = Initialize(env, self)  # scheduled as ``env.process`` schedules its start
 
+    @property
+    def name(self) -> str:
+        return self._name
+
     def _resume(self, event: simpy.Event) -> None:
         """Start the loop (the ``Initialize`` event's callback)."""
+        assert self._generator is not None
         self._generator.send(None)
 
     def finish(self) -> None:
         """The loop is done: succeed, as ``Process._resume`` does at the generator's end."""
         self._ok, self._value = True, None
         self.env.schedule(self)
+        self._let_go()
 
     def fail(self, error: Exception) -> None:
         """The loop raised ``error``: fail (SimPy's loop raises it when it processes this)."""
         self._ok, self._value = False, error
         self.env.schedule(self)
+        self._let_go()
+
+    def _let_go(self) -> None:
+        """Drop every reference to the generator but the ``send`` running now: once it returns
+        to SimPy's loop the generator is closed (at its last yield) and its frame freed with the
+        run's per-pc state it holds, instead of living on in a cycle until a collection."""
+        self.resumes.clear()  # SimPy's loop is iterating it: it has called its one callback
+        self._generator = None
 
 
 class _Wakeup(simpy.Event):
