@@ -127,8 +127,8 @@ class SemaphoreBank:
     def clock_reaching(self, sem: int, value: int) -> list[Clock]:
         """Signaller clocks of the increments that bring the semaphore to ``value``."""
         state = self._sems[sem]
-        last = bisect_left(state.totals, value)
-        return state.clocks[1 : last + 1]
+        last = max(bisect_left(state.totals, value), 1)  # past the 0 entry, as before it had one
+        return state.clocks[1 : last + 1]  # (a wait for <= 0 joins the first increment's clock)
 
     def wait_for(self, sem: int, value: int, event: simpy.Event) -> None:
         """Have ``event`` succeed (with the reaching tick) once increments reaching ``value``
