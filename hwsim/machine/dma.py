@@ -140,7 +140,8 @@ class DmaSystem:
         if arrival <= now:
             self._arrive(transfer, plan, now)
             return
-        self.env.schedule(_Call(self._arrive, (transfer, plan, arrival)), NORMAL, arrival - now)
+        call = _Call(self._arrive, (transfer, plan, arrival))
+        self.env.schedule(call, NORMAL, arrival - now)  # type: ignore[arg-type]  # see _Call
 
     def _arrive(self, transfer: DmaTransfer, plan: TransferPlan, now: int) -> None:
         groups = self.groups[transfer.core]
@@ -262,7 +263,8 @@ class DmaSystem:
         if wake < 0 or (0 <= group.wake_tick <= wake and group.wake_tick > now):
             return  # nothing to do, or an earlier callback is pending already
         group.wake_tick = wake
-        self.env.schedule(_Call(self._wake, (group, wake)), NORMAL, wake - now)
+        call = _Call(self._wake, (group, wake))
+        self.env.schedule(call, NORMAL, wake - now)  # type: ignore[arg-type]  # see _Call
 
     def _wake(self, group: _Group, tick: int) -> None:
         if group.wake_tick != tick or group not in self.groups[group.core]:

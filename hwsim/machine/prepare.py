@@ -47,8 +47,8 @@ KEPT_CONFIGS = 4
 class StaticSteps:
     """One stream ready to run, whatever the config: per pc, in parallel columns (the engine loop
     zips them), its semaphore waits, the pc of its latest same-engine producer or -1 (its
-    *chain*), and its signals. ``instructions`` is the stream itself, kept so that its ids stay
-    its own (``PreparedCore.stream_ids``)."""
+    *chain*), and its signals. ``instructions`` is the stream itself, kept to tell whether a
+    program's streams are still the ones these were made from (``PreparedCore.made_from``)."""
 
     instructions: list[Instruction]
     waits: list[SemaphoreSteps]

@@ -137,7 +137,6 @@ class SemaphoreBank:
         if not state.waiters or value < self.lowest_waiting[sem]:
             self.lowest_waiting[sem] = value
         state.waiters.append((value, event))
-        return event
 
     def source_code(self, source: str) -> int:
         """The code ``schedule`` takes for a signalling engine (or ``"dma"``)."""

@@ -314,7 +314,7 @@ class _EngineRunner:
         """The instruction the engine is at: the first not yet started."""
         return len(self.chain_ready)
 
-    def steps(self, process: _EngineProcess) -> Generator[None, _Wakeup, None]:
+    def steps(self, process: _EngineProcess) -> Generator[None, _Wakeup | None, None]:
         """The engine's loop, run by ``process`` (``_EngineProcess``: it ends by telling the
         process, and yields only once it has queued its ``_Wakeup`` to be resumed by)."""
         env, sems, static = self.env, self.sems, self.static
@@ -405,7 +405,7 @@ class _EngineRunner:
         self.sems.wait_for(sem, value, wakeup)
         yield
         self.blocked_on = None
-        return wakeup.value, int(self.env._now)
+        return wakeup._value, int(self.env._now)  # the tick SemaphoreBank.wake gave succeed
 
     def _begin(self, pc: int, waits: tuple[tuple[int, int], ...]) -> Any:
         """What an instruction does as it starts when checking races or computing values: the
@@ -462,15 +462,15 @@ class _EngineProcess(simpy.Process):
     def __init__(
         self,
         env: simpy.Environment,
-        steps: Callable[[_EngineProcess], Generator[None, _Wakeup, None]],
+        steps: Callable[[_EngineProcess], Generator[None, _Wakeup | None, None]],
     ) -> None:
         # simpy.Process.__init__, inlined as SimPy inlines Event.__init__
         self.env = env
         self.callbacks: list[Callable[[simpy.Event], None]] = []
         self._name = steps.__qualname__
-        self._generator: Generator[None, _Wakeup, None] | None = steps(self)
+        self._loop: Generator[None, _Wakeup | None, None] | None = steps(self)
         #: The callbacks of every event the loop sleeps on.
-        self.resumes = [self._generator.send]
+        self.resumes = [self._loop.send]
         self._target = Initialize(env, self)  # scheduled as ``env.process`` schedules its start
 
     @property
@@ -479,27 +479,27 @@ class _EngineProcess(simpy.Process):
 
     def _resume(self, event: simpy.Event) -> None:
         """Start the loop (the ``Initialize`` event's callback)."""
-        assert self._generator is not None
-        self._generator.send(None)
+        assert self._loop is not None
+        self._loop.send(None)
 
     def finish(self) -> None:
         """The loop is done: succeed, as ``Process._resume`` does at the generator's end."""
-        self._ok, self._value = True, None
-        self.env.schedule(self)
+        self.succeed()
         self._let_go()
 
-    def fail(self, error: Exception) -> None:
-        """The loop raised ``error``: fail (SimPy's loop raises it when it processes this)."""
-        self._ok, self._value = False, error
-        self.env.schedule(self)
+    def fail(self, exception: Exception) -> _EngineProcess:
+        """The loop raised ``exception``: fail, as ``Process._resume`` does (SimPy's loop raises
+        it from ``env.run`` when it processes this process)."""
+        super().fail(exception)
         self._let_go()
+        return self
 
     def _let_go(self) -> None:
         """Drop every reference to the generator but the ``send`` running now: once it returns
         to SimPy's loop the generator is closed (at its last yield) and its frame freed with the
         run's per-pc state it holds, instead of living on in a cycle until a collection."""
         self.resumes.clear()  # SimPy's loop is iterating it: it has called its one callback
-        self._generator = None
+        self._loop = None
 
 
 class _Wakeup(simpy.Event):
