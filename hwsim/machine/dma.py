@@ -33,6 +33,7 @@ from typing import Any
 
 import numpy as np
 import simpy
+from simpy.events import NORMAL
 
 from hwsim.machine.dma_plan import WORK_UNITS_PER_TICK, Piece, TransferPlan
 from hwsim.trace.columns import DmaRecordColumns, int_array
@@ -139,9 +140,8 @@ class DmaSystem:
         if arrival <= now:
             self._arrive(transfer, plan, now)
             return
-        self.env.timeout(arrival - now).callbacks.append(
-            lambda _event: self._arrive(transfer, plan, arrival)
-        )
+        call = _Call(self._arrive, (transfer, plan, arrival))
+        self.env.schedule(call, NORMAL, arrival - now)  # type: ignore[arg-type]  # see _Call
 
     def _arrive(self, transfer: DmaTransfer, plan: TransferPlan, now: int) -> None:
         groups = self.groups[transfer.core]
@@ -263,7 +263,8 @@ class DmaSystem:
         if wake < 0 or (0 <= group.wake_tick <= wake and group.wake_tick > now):
             return  # nothing to do, or an earlier callback is pending already
         group.wake_tick = wake
-        self.env.timeout(wake - now).callbacks.append(lambda _event: self._wake(group, wake))
+        call = _Call(self._wake, (group, wake))
+        self.env.schedule(call, NORMAL, wake - now)  # type: ignore[arg-type]  # see _Call
 
     def _wake(self, group: _Group, tick: int) -> None:
         if group.wake_tick != tick or group not in self.groups[group.core]:
@@ -298,6 +299,31 @@ class DmaSystem:
             for g in groups
             if not g.idle
         ]
+
+
+class _Call:
+    """``fn(*args)``, called when SimPy's loop processes this: in place of ``env.timeout(delay)``
+    with a closure as its callback, scheduled with the same heap entry (``env.schedule(call,
+    NORMAL, delay)``, as a Timeout schedules itself), so it runs at the same tick in the same
+    order, without building a Timeout, its callbacks list and a closure per call.
+
+    Of an event, SimPy's loop reads ``callbacks`` (calls each with the event, then sets the
+    attribute to None: the shared list ``_CALL`` is never changed) and ``_ok`` (True: it did not
+    fail); nothing else sees these.
+    """
+
+    __slots__ = ("args", "callbacks", "fn")
+    _ok = True
+
+    def __init__(self, fn: Callable[..., None], args: tuple[Any, ...]) -> None:
+        self.fn, self.args, self.callbacks = fn, args, _CALL
+
+
+def _call(call: _Call) -> None:
+    call.fn(*call.args)
+
+
+_CALL: list[Callable[[_Call], None]] = [_call]
 
 
 def _queue_of(item: _Item) -> int:

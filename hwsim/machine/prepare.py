@@ -9,14 +9,16 @@ Two layers, kept on the program (``Program.run_cache``) for its next run:
   per distinct instruction (the builder names each instruction's static twin).
 
 A cached layer is used only for the very streams it was made from: it holds their instructions
-(so their ids cannot be reused) and is checked against the ids of the streams' instructions, so
-a program edited between runs is prepared again. The config layer keeps the last few configs.
+and is checked against the streams' instructions by identity (``PreparedCore.made_from``), so a
+program edited between runs is prepared again. The config layer keeps the last few configs.
 """
 
 from __future__ import annotations
 
+from array import array
 from collections.abc import Sequence
 from dataclasses import dataclass
+from operator import is_
 from typing import Any
 
 import numpy as np
@@ -34,12 +36,24 @@ from hwsim.program import CoreProgram, Program
 #: latency ticks, chain ticks (a same-engine dependent may start), shared ports used, ticks it
 #: holds them, DMA plan or None, ticks from start until the transfer is submitted).
 Facts = tuple[int, int, int, tuple[int, ...], int, TransferPlan | None, int]
-#: One instruction ready to run, whatever the config: (instruction, semaphore waits as (index,
-#: value), the pc of its latest same-engine producer or -1, signals as (index, amount)).
-Static = tuple[Instruction, tuple[tuple[int, int], ...], int, tuple[tuple[int, int], ...]]
+#: Semaphore waits or signals of one instruction, as (semaphore index, value or amount).
+SemaphoreSteps = tuple[tuple[int, int], ...]
 
 #: Configs whose facts a program keeps (a sweep moves on; a repeated run or a benchmark does not).
 KEPT_CONFIGS = 4
+
+
+@dataclass
+class StaticSteps:
+    """One stream ready to run, whatever the config: per pc, in parallel columns (the engine loop
+    zips them), its semaphore waits, the pc of its latest same-engine producer or -1 (its
+    *chain*), and its signals. ``instructions`` is the stream itself, kept to tell whether a
+    program's streams are still the ones these were made from (``PreparedCore.made_from``)."""
+
+    instructions: list[Instruction]
+    waits: list[SemaphoreSteps]
+    chains: array[int]
+    signals: list[SemaphoreSteps]
 
 
 @dataclass
@@ -66,36 +80,43 @@ class PreparedCore:
     (with a non-empty stream) its static steps, its summary keys (``summary_keys``) and, per
     config key, its facts."""
 
-    stream_ids: tuple[tuple[int, ...], ...]
     semaphore_names: list[str]
-    static: dict[str, list[Static]]
+    static: dict[str, StaticSteps]
     facts: dict[tuple[Any, ...], CoreFacts]
     summary_keys: dict[str, tuple[np.ndarray, list[Any], list[Instruction]]]
+
+    @property
+    def stream_ids(self) -> tuple[tuple[int, ...], ...]:
+        """The ids of the instructions of the streams it was made from (non-empty streams in
+        registry order)."""
+        return tuple(tuple(map(id, steps.instructions)) for steps in self.static.values())
+
+    def made_from(self, core_program: CoreProgram) -> bool:
+        """Whether the core's streams are the very ones it was made from: the same engines, and
+        per engine the same instruction objects in the same order (compared by identity, which
+        costs no id per instruction)."""
+        streams = _streams(core_program)
+        return len(streams) == len(self.static) and all(
+            engine in self.static
+            and len(stream) == len(kept := self.static[engine].instructions)
+            and all(map(is_, stream, kept))
+            for engine, stream in streams
+        )
 
 
 def prepare_core(program: Program, core: int) -> PreparedCore:
     """The config-independent layer of ``core`` (cached on the program)."""
     core_program = program.cores[core]
-    ids = _stream_ids(core_program)
     cache = program.run_cache
     found = cache.get(("core", core))
-    if isinstance(found, PreparedCore) and found.stream_ids == ids:
+    if isinstance(found, PreparedCore) and found.made_from(core_program):
         return found
-    names: list[str] = []
-    index: dict[str, int] = {}
-
-    def sem(name: str) -> int:
-        found_index = index.get(name)
-        if found_index is None:
-            found_index = index[name] = len(names)
-            names.append(name)
-        return found_index
-
+    index = _FirstSeen()
     static = {
-        engine: _static_steps(stream, sem, engine) for engine, stream in _streams(core_program)
+        engine: _static_steps(stream, index, engine) for engine, stream in _streams(core_program)
     }
     keys = {engine: summary_keys(stream) for engine, stream in _streams(core_program)}
-    prepared = PreparedCore(ids, names, static, {}, keys)
+    prepared = PreparedCore(list(index), static, {}, keys)
     cache[("core", core)] = prepared
     return prepared
 
@@ -133,7 +154,7 @@ def facts_of_core(
     )
     cache = _FactsCache(spec, dma, program, ports)
     facts = {
-        engine: [cache.of(instruction) for instruction, *_ in steps]
+        engine: [cache.of(instruction) for instruction in steps.instructions]
         for engine, steps in prepared.static.items()
     }
     durations = {engine: _durations(of) for engine, of in facts.items()}
@@ -164,52 +185,81 @@ def _streams(core_program: CoreProgram) -> list[tuple[str, list[Instruction]]]:
     return [(engine, streams[engine]) for engine in engine_names() if streams.get(engine)]
 
 
-def _stream_ids(core_program: CoreProgram) -> tuple[tuple[int, ...], ...]:
-    return tuple(tuple(map(id, stream)) for _, stream in _streams(core_program))
-
-
 def _hbm_key(program: Program) -> tuple[tuple[str, int], ...]:
     """What HBM operand checks depend on: the declared tensors and their sizes."""
     return tuple((name, decl.nbytes) for name, decl in program.hbm.items())
 
 
-def _static_steps(stream: Sequence[Instruction], sem: Any, engine: str) -> list[Static]:
-    """Each instruction with its semaphore indices and its chain.
+def _static_steps(stream: Sequence[Instruction], index: _FirstSeen, engine: str) -> StaticSteps:
+    """Each instruction's semaphore indices (``index``: the core's, by name) and its chain, as
+    columns.
 
     A wait on the engine's own completion semaphore (a same-engine RAW dependency, which the
     builder records like any other) becomes a *chain* wait on its producer's pc: the engine
     streams the consumer behind it (``Cost.chain_ticks``) instead of waiting for completion.
     """
-    steps: list[Static] = []
-    append = steps.append
     own = engine_semaphore(engine)
+    signals_of = _SignalsMemo(index, own)
+    waits: list[SemaphoreSteps] = []
+    chains = array("q")
+    signals: list[SemaphoreSteps] = []
     # The pc of each instruction that counts one completion of the engine's own semaphore (not
     # its DMA triggers, which count on their queues): a wait for count k streams behind the k-th.
     signal_pcs: list[int] = []
-    translated: dict[tuple[tuple[str, int], ...], tuple[tuple[int, int], ...]] = {}
     for pc, instruction in enumerate(stream):
-        signals = translated.get(instruction.signals)
-        if signals is None:  # most instructions signal alike: share one tuple
-            signals = translated[instruction.signals] = tuple(
-                [(sem(name), amount) for name, amount in instruction.signals]
-            )
-        waits: tuple[tuple[int, int], ...] = ()
-        chain = -1
+        signal, counts_own = signals_of(instruction.signals)  # first: the bank's index order
+        signals.append(signal)
         if instruction.waits:
-            waits = tuple(
-                [
-                    (sem(name), value)
-                    for name, value in instruction.waits
-                    if name != own or value > len(signal_pcs)  # a later one: a deadlock
-                ]
-            )
-            for name, value in instruction.waits:
-                if name == own and 0 < value <= len(signal_pcs):
-                    chain = max(chain, signal_pcs[value - 1])
-        if any(name == own for name, _ in instruction.signals):
+            named, chain = _waits_and_chain(instruction.waits, own, signal_pcs)
+            waits.append(tuple([(index[name], value) for name, value in named]))
+        else:
+            waits.append(())
+            chain = -1
+        chains.append(chain)
+        if counts_own:
             signal_pcs.append(pc)
-        append((instruction, waits, chain, signals))
-    return steps
+    return StaticSteps(list(stream), waits, chains, signals)
+
+
+def _waits_and_chain(
+    waits: tuple[tuple[str, int], ...], own: str, signal_pcs: list[int]
+) -> tuple[list[tuple[str, int]], int]:
+    """The waits an instruction keeps (by name), and the pc of the latest producer on its own
+    engine it streams behind (-1: none)."""
+    kept = []
+    chain = -1
+    for name, value in waits:
+        if name != own or value > len(signal_pcs):  # another engine's, or a later one: a deadlock
+            kept.append((name, value))
+        elif value > 0:
+            chain = max(chain, signal_pcs[value - 1])
+    return kept, chain
+
+
+class _FirstSeen(dict[str, int]):
+    """Semaphore name -> index, numbered in order of first use (a new name gets the next)."""
+
+    def __missing__(self, name: str) -> int:
+        found = self[name] = len(self)
+        return found
+
+
+class _SignalsMemo:
+    """An instruction's signals by index, and whether they count its own engine's semaphore:
+    worked out once per distinct signals (most instructions of a stream signal alike, and then
+    share the one tuple)."""
+
+    def __init__(self, index: _FirstSeen, own: str) -> None:
+        self._index, self._own = index, own
+        self._found: dict[tuple[tuple[str, int], ...], tuple[SemaphoreSteps, bool]] = {}
+
+    def __call__(self, named: tuple[tuple[str, int], ...]) -> tuple[SemaphoreSteps, bool]:
+        found = self._found.get(named)
+        if found is None:
+            indexed = tuple([(self._index[name], amount) for name, amount in named])
+            counts_own = any(name == self._own for name, _ in named)
+            found = self._found[named] = (indexed, counts_own)
+        return found
 
 
 class _FactsCache:

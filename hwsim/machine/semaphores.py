@@ -8,6 +8,7 @@ This keeps the simulator at one SimPy event per instruction.
 
 from __future__ import annotations
 
+import struct
 from array import array
 from bisect import bisect_left, insort
 from collections.abc import Callable, Iterable
@@ -23,28 +24,37 @@ Clock = dict[str, int] | None
 
 #: What the bank logs per update, in order.
 _LOG_FIELDS = ("tick", "semaphore", "value", "source_pc", "source_engine")
+#: One update as the log's bytes (native int64s): ``log.frombytes(LOG_ENTRY.pack(...))`` costs a
+#: third of ``log.extend((...))``, the engine loop's one log write per instruction. A value past
+#: int64 raises ``struct.error`` where ``extend`` raises OverflowError.
+LOG_ENTRY = struct.Struct(f"{len(_LOG_FIELDS)}q")
 
 
 class _Semaphore:
     """Scheduled increments sorted by tick: parallel lists of tick, running total, signaller clock;
-    and the (needed value, event) of processes waiting for an increment not yet scheduled."""
+    and the (needed value, event) of processes waiting for an increment not yet scheduled.
+
+    The lists start with an entry for the value the semaphore has before any increment (0 from
+    tick 0, no signaller), so a lookup never meets an empty list: the last total is the scheduled
+    value, and the tick reaching a value <= 0 is 0.
+    """
 
     __slots__ = ("clocks", "name", "ticks", "totals", "waiters")
 
     def __init__(self, name: str) -> None:
         self.name = name
-        self.ticks: list[int] = []
-        self.totals: list[int] = []
-        self.clocks: list[Clock] = []
+        self.ticks: list[int] = [0]
+        self.totals: list[int] = [0]
+        self.clocks: list[Clock] = [None]
         self.waiters: list[tuple[int, simpy.Event]] = []
 
     @property
     def scheduled_total(self) -> int:
-        return self.totals[-1] if self.totals else 0
+        return self.totals[-1]
 
     def value_at(self, tick: int) -> int:
-        index = bisect_left(self.ticks, tick + 1)
-        return self.totals[index - 1] if index else 0
+        """The value at ``tick`` (>= 0)."""
+        return self.totals[bisect_left(self.ticks, tick + 1) - 1]
 
 
 class _Index(dict[str, int]):
@@ -100,16 +110,14 @@ class SemaphoreBank:
 
     def time_reaching(self, sem: int, value: int) -> int | None:
         """The tick at which the semaphore reaches ``value``, or None if not yet scheduled."""
-        if value <= 0:
-            return 0
         totals = self._sems[sem].totals
-        if not totals or totals[-1] < value:
+        if totals[-1] < value:
             return None
         return self._sems[sem].ticks[bisect_left(totals, value)]
 
     def tick_lists(self) -> list[list[int]]:
         """Per semaphore index, its increment ticks (the live lists, for ``time_reaching``
-        inlined in a hot loop)."""
+        inlined in a hot loop; they start with the entry of value 0, see ``_Semaphore``)."""
         return [state.ticks for state in self._sems]
 
     def total_lists(self) -> list[list[int]]:
@@ -119,17 +127,16 @@ class SemaphoreBank:
     def clock_reaching(self, sem: int, value: int) -> list[Clock]:
         """Signaller clocks of the increments that bring the semaphore to ``value``."""
         state = self._sems[sem]
-        last = bisect_left(state.totals, value)
-        return state.clocks[: last + 1]
+        last = max(bisect_left(state.totals, value), 1)  # past the 0 entry, as before it had one
+        return state.clocks[1 : last + 1]  # (a wait for <= 0 joins the first increment's clock)
 
-    def wait_for(self, sem: int, value: int) -> simpy.Event:
-        """An event that fires (with the reaching tick) once increments reaching ``value`` exist."""
-        event = self.env.event()
+    def wait_for(self, sem: int, value: int, event: simpy.Event) -> None:
+        """Have ``event`` succeed (with the reaching tick) once increments reaching ``value``
+        are scheduled: the waiting process's own reused event (``simulator._Wakeup``)."""
         state = self._sems[sem]
         if not state.waiters or value < self.lowest_waiting[sem]:
             self.lowest_waiting[sem] = value
         state.waiters.append((value, event))
-        return event
 
     def source_code(self, source: str) -> int:
         """The code ``schedule`` takes for a signalling engine (or ``"dma"``)."""
@@ -143,8 +150,8 @@ class SemaphoreBank:
         completion of its transfer)."""
         state = self._sems[sem]
         ticks, totals = state.ticks, state.totals
-        if not ticks or tick >= ticks[-1]:  # the common case: increments arrive in tick order
-            value = (totals[-1] if totals else 0) + amount
+        if tick >= ticks[-1]:  # the common case: increments arrive in tick order
+            value = totals[-1] + amount
             ticks.append(tick)
             totals.append(value)
             if self.keep_clocks:
@@ -162,8 +169,7 @@ class SemaphoreBank:
         insort(ticks, tick)
         if self.keep_clocks:
             state.clocks.insert(position, clock)
-        previous = totals[position - 1] if position else 0
-        totals.insert(position, previous + amount)
+        totals.insert(position, totals[position - 1] + amount)  # position >= 1: after the 0 entry
         for i in range(position + 1, len(totals)):
             totals[i] += amount
         return state.value_at(tick)
@@ -176,7 +182,7 @@ class SemaphoreBank:
         still = []
         for needed, event in state.waiters:
             if needed <= total:  # time_reaching, inlined
-                event.succeed(ticks[bisect_left(totals, needed)] if needed > 0 else 0)
+                event.succeed(ticks[bisect_left(totals, needed)])
             else:
                 still.append((needed, event))
         state.waiters = still

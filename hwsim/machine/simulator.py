@@ -6,21 +6,26 @@ issue interval, and schedule its semaphore increments at start + latency. Everyt
 semaphore indices, port use, DMA splits) is computed once per program before the clock starts.
 A process that would sleep until a tick before which no other event is due moves the clock there
 itself instead (``_advance_to``): same ticks, same order, one SimPy event fewer. Otherwise it
-sleeps on one reused event (``_Wakeup``) queued as ``env.timeout`` would queue a new one.
+sleeps on one reused event (``_Wakeup``) queued as ``env.timeout`` would queue a new one, and
+waits for a semaphore on it too; SimPy's loop resumes the process by calling its generator
+directly (``_EngineProcess``).
 """
 
 from __future__ import annotations
 
+import struct
 from array import array
 from bisect import bisect_left
+from collections.abc import Callable, Generator
 from dataclasses import dataclass, field
 from fractions import Fraction
 from heapq import heappush
+from itertools import count
 from typing import Any
 
 import numpy as np
 import simpy
-from simpy.events import NORMAL
+from simpy.events import NORMAL, Initialize
 
 from hwsim.config import HardwareConfig, config_hash, load_config
 from hwsim.errors import (
@@ -39,13 +44,13 @@ from hwsim.machine.prepare import (
     Durations,
     Facts,
     PreparedCore,
-    Static,
+    StaticSteps,
     facts_of_core,
     port_indices,
     prepare_core,
 )
 from hwsim.machine.race import RaceChecker
-from hwsim.machine.semaphores import SemaphoreBank
+from hwsim.machine.semaphores import LOG_ENTRY, SemaphoreBank
 from hwsim.machine.state import CoreState, Hbm
 from hwsim.program import Program
 from hwsim.trace.columns import InstructionColumns, SemaphoreColumns, concatenated
@@ -201,7 +206,7 @@ def _simulate(
                 sems, dma, state, numerics, race, init,
             )  # fmt: skip
             runner.durations, runner.prepared = facts.durations[engine], prepared
-            runner.proc = env.process(runner.process())
+            runner.proc = _EngineProcess(env, runner.steps)
             runners.append(runner)
     env.run()
     trace.dma = dma.records()
@@ -281,7 +286,7 @@ class _EngineRunner:
         core: int,
         engine: str,
         stream: list[Instruction],
-        static: list[Static],
+        static: StaticSteps,
         facts: list[Facts],
         sems: SemaphoreBank,
         dma: DmaSystem,
@@ -302,75 +307,60 @@ class _EngineRunner:
         self.chain_ready = array("q")
         self.durations: Durations
         self.prepared: PreparedCore
-        self.proc: simpy.Process | None = None
+        self.proc: _EngineProcess | None = None
 
     @property
     def pc(self) -> int:
         """The instruction the engine is at: the first not yet started."""
         return len(self.chain_ready)
 
-    def process(self):
-        env, sems, engine = self.env, self.sems, self.engine
-        wakeup = _Wakeup(env)
-        schedule, source = sems.schedule, sems.source_code(engine)
+    def steps(self, process: _EngineProcess) -> Generator[None, _Wakeup | None, None]:
+        """The engine's loop, run by ``process`` (``_EngineProcess``: it ends by telling the
+        process, and yields only once it has queued its ``_Wakeup`` to be resumed by)."""
+        env, sems, static = self.env, self.sems, self.static
+        resumes, queue, eid = process.resumes, env._queue, env._eid  # as _Wakeup uses them
+        wakeup = _Wakeup(env, resumes)
+        schedule, source = sems.schedule, sems.source_code(self.engine)
         ticks_of, totals_of = sems.tick_lists(), sems.total_lists()
-        lowest_waiting, log_extend = sems.lowest_waiting, sems.log.extend
+        lowest_waiting, log_add, entry = sems.lowest_waiting, sems.log.frombytes, LOG_ENTRY.pack
         inline = not sems.keep_clocks
         ports = self.port_free_tick
-        state = self.state if self.numerics else None
-        race, init = self.race, self.init
-        chain_ready = self.chain_ready
-        chain_append = chain_ready.append
-        last_done = 0
-        end = 0  # the previous instruction's end: when the engine reaches the next (a process
-        #          starts at tick 0, and each instruction resumes it exactly at its end)
+        begins = self.numerics or self.race is not None  # an instruction starts with _begin
+        chain_ready, chain_append = self.chain_ready, self.chain_ready.append
+        last_done = end = 0  # end: the previous instruction's end, when the engine reaches the
+        #                      next (it starts at tick 0; each instruction resumes it at its end)
         clock = None
-        # Sleeping until ``t`` when no event is due at or before ``t`` would wake this process
-        # next, with nothing else run in between: so it advances the clock itself instead (see
-        # ``_advance_to``), which is what makes one SimPy event per instruction an upper bound.
-        # Otherwise it sleeps on its one ``_Wakeup``, scheduled as ``env.timeout`` would be.
         try:
-            for pc, (
-                (instruction, waits, chain, signals),
-                (issue, latency, chain_ticks, ports_used, hold, plan, submit),
-            ) in enumerate(zip(self.static, self.facts, strict=True)):
+            for pc, waits, chain, signals, (
+                issue, latency, chain_ticks, ports_used, hold, plan, submit,
+            ) in zip(count(), static.waits, static.chains, static.signals, self.facts):  # fmt: skip
                 now = end
                 if chain >= 0 and chain_ready[chain] > now:  # streams behind its producer
                     now = chain_ready[chain]
                     if wakeup.sleeps_until(now):
-                        yield wakeup
+                        yield
                 for sem, value in waits:
                     totals = totals_of[sem]  # time_reaching, inlined: once per wait of a program
-                    if value <= 0:
-                        continue
-                    if totals and totals[-1] >= value:
+                    if totals[-1] >= value:
                         reach = ticks_of[sem][bisect_left(totals, value)]
-                    else:
-                        self.blocked_on = (sem, value)
-                        reach = yield sems.wait_for(sem, value)
-                        self.blocked_on = None
-                        now = int(env._now)
+                    else:  # not scheduled yet: sleep until it is
+                        reach, now = yield from self._blocked(sem, value, wakeup)
                     if reach > now:
                         now = reach
                         if wakeup.sleeps_until(now):
-                            yield wakeup
+                            yield
                 if ports_used:
                     for port in ports_used:
                         if ports[port] > now:
                             now = ports[port]
                             if wakeup.sleeps_until(now):
-                                yield wakeup
+                                yield
                     for port in ports_used:
                         ports[port] = now + hold
                 start = now
                 chain_append(start + chain_ticks)
-                if race is not None:
-                    clock = race.begin(self.core, engine, pc, instruction, waits, sems)
-                if state is not None:
-                    if init is None:
-                        instruction.execute(state)
-                    else:  # initcheck: check the reads, execute, mark the writes
-                        init.execute(state, pc, instruction)
+                if begins:
+                    clock = self._begin(pc, waits)
                 done = start + latency
                 if done < last_done:
                     done = last_done
@@ -378,31 +368,62 @@ class _EngineRunner:
                 if plan is None:
                     for sem, amount in signals:
                         ticks = ticks_of[sem]
-                        if inline and (not ticks or done >= ticks[-1]):
-                            # SemaphoreBank.schedule's common case, inlined (once per instruction):
-                            # an increment in tick order, no clocks kept
+                        if inline and done >= ticks[-1]:  # SemaphoreBank.schedule's usual case
                             totals = totals_of[sem]
-                            value = (totals[-1] if totals else 0) + amount
+                            value = totals[-1] + amount
                             ticks.append(done)
                             totals.append(value)
-                            log_extend((done, sem, value, pc, source))
+                            log_add(entry(done, sem, value, pc, source))
                             lowest = lowest_waiting[sem]
                             if lowest and value >= lowest:
                                 sems.wake(sem)
                         else:
                             schedule(sem, done, amount, source, pc, clock)
                 else:  # a DMA trigger: its semaphores count completed transfers
-                    self._submit_dma(pc, instruction, plan, signals, start + submit, clock)
+                    self._submit_dma(pc, plan, signals, start + submit, clock)
                 end = start + issue
-                if wakeup.sleeps_until(end):
-                    yield wakeup
-        except OverflowError:  # a tick past int64: the trace's logs hold int64 ticks
-            raise _TickOverflow(max(now + latency, last_done)) from None  # the tick it met
+                if queue and queue[0][0] <= end:  # wakeup.sleeps_until(end), inlined
+                    wakeup.callbacks = resumes
+                    heappush(queue, (end, NORMAL, next(eid), wakeup))
+                    yield
+                else:
+                    env._now = end
+        except (OverflowError, struct.error):  # a tick past int64: the logs hold int64 ticks
+            process.fail(_TickOverflow(max(now + latency, last_done)))  # the tick it met
+        except Exception as error:
+            process.fail(error)
+        else:
+            process.finish()
+        yield  # for good: nothing queues the wake-up again, so SimPy's loop never resumes it
+
+    def _blocked(
+        self, sem: int, value: int, wakeup: _Wakeup
+    ) -> Generator[None, Any, tuple[int, int]]:
+        """Sleep until increments of ``sem`` reaching ``value`` are scheduled (``SemaphoreBank.
+        wake``); (the tick they reach it, now)."""
+        self.blocked_on = (sem, value)
+        self.sems.wait_for(sem, value, wakeup)
+        yield
+        self.blocked_on = None
+        return wakeup._value, int(self.env._now)  # the tick SemaphoreBank.wake gave succeed
+
+    def _begin(self, pc: int, waits: tuple[tuple[int, int], ...]) -> Any:
+        """What an instruction does as it starts when checking races or computing values: the
+        race checker's clock of it (None when not checking), and its execution."""
+        instruction = self.stream[pc]
+        clock = None
+        if self.race is not None:
+            clock = self.race.begin(self.core, self.engine, pc, instruction, waits, self.sems)
+        if self.numerics:
+            if self.init is None:
+                instruction.execute(self.state)
+            else:  # initcheck: check the reads, execute, mark the writes
+                self.init.execute(self.state, pc, instruction)
+        return clock
 
     def _submit_dma(
         self,
         pc: int,
-        instruction: Instruction,
         plan: TransferPlan,
         completion_signals: tuple[tuple[int, int], ...],
         start: int,
@@ -410,7 +431,7 @@ class _EngineRunner:
     ) -> None:
         schedule, dma = self.sems.schedule, self.sems.source_code("dma")
         if self.race is not None:
-            clock = self.race.dma_clock(self.core, plan.queue, clock, instruction)
+            clock = self.race.dma_clock(self.core, plan.queue, clock, self.stream[pc])
 
         def complete(tick: int) -> None:
             for sem, amount in completion_signals:
@@ -420,20 +441,87 @@ class _EngineRunner:
         self.dma.submit(transfer, plan, start)
 
 
+class _EngineProcess(simpy.Process):
+    """An engine's SimPy process, resumed by SimPy's loop calling its generator's ``send``.
+
+    ``simpy.Process`` resumes its generator from its ``_resume``, which SimPy's loop calls for
+    each event the generator yields: a Python call per event, and a new bound method appended to
+    the event's callbacks. Here every event the engine loop sleeps on is queued with the one
+    callbacks list ``resumes`` (``[generator.send]``), so a resumption is SimPy's loop calling
+    ``send`` (SimPy's loop reads that list and sets the event's own attribute to None; it never
+    changes the list, so one list serves every sleep). ``_resume`` is called once, by the
+    ``Initialize`` event that starts the process, as SimPy starts any.
+
+    What ``Process._resume`` does when its generator ends or raises, the loop does itself
+    (``finish``, ``fail``): it never returns or raises into SimPy's loop (a StopIteration or an
+    exception from a callback would leave ``env.run`` as is), and the failed process is raised
+    from ``env.run`` as SimPy raises any. Then it drops the generator (``_let_go``). It is not
+    interruptible (nothing interrupts engines).
+    """
+
+    def __init__(
+        self,
+        env: simpy.Environment,
+        steps: Callable[[_EngineProcess], Generator[None, _Wakeup | None, None]],
+    ) -> None:
+        # simpy.Process.__init__, inlined as SimPy inlines Event.__init__
+        self.env = env
+        self.callbacks: list[Callable[[simpy.Event], None]] = []
+        self._name = steps.__qualname__
+        self._loop: Generator[None, _Wakeup | None, None] | None = steps(self)
+        #: The callbacks of every event the loop sleeps on.
+        self.resumes = [self._loop.send]
+        self._target = Initialize(env, self)  # scheduled as ``env.process`` schedules its start
+
+    @property
+    def name(self) -> str:
+        return self._name
+
+    def _resume(self, event: simpy.Event) -> None:
+        """Start the loop (the ``Initialize`` event's callback)."""
+        assert self._loop is not None
+        self._loop.send(None)
+
+    def finish(self) -> None:
+        """The loop is done: succeed, as ``Process._resume`` does at the generator's end."""
+        self.succeed()
+        self._let_go()
+
+    def fail(self, exception: Exception) -> _EngineProcess:
+        """The loop raised ``exception``: fail, as ``Process._resume`` does (SimPy's loop raises
+        it from ``env.run`` when it processes this process)."""
+        super().fail(exception)
+        self._let_go()
+        return self
+
+    def _let_go(self) -> None:
+        """Drop every reference to the generator but the ``send`` running now: once it returns
+        to SimPy's loop the generator is closed (at its last yield) and its frame freed with the
+        run's per-pc state it holds, instead of living on in a cycle until a collection."""
+        self.resumes.clear()  # SimPy's loop is iterating it: it has called its one callback
+        self._loop = None
+
+
 class _Wakeup(simpy.Event):
     """The one event an engine process sleeps on, scheduled again each time it sleeps.
 
     In place of a new ``env.timeout(delay)`` per sleep: the process pushes this event on SimPy's
     heap with the entry ``Environment.schedule`` would make for that timeout (``(now + delay,
-    NORMAL, next event id, event)``), so it is processed at the same tick in the same order and
-    resumes the process with None, as the timeout would. It is reused only once it has been
-    processed (the process sleeps on it again after it resumed the process), so one is never
-    queued twice; ``callbacks`` is renewed before each push, as a new event's would be.
+    NORMAL, next event id, event)``), so it is processed at the same tick in the same order, as
+    the timeout would. It is also the event a wait for a semaphore sleeps on (``succeed``, in
+    place of a new event per wait). It is reused only once it has been processed (the process
+    sleeps on it again after it resumed the process), so one is never queued twice.
+
+    ``resumes``: the callbacks list it is queued with (``_EngineProcess.resumes``); None for a
+    process of ``env.process``, which adds its own callback to a new list each time.
     """
 
-    def __init__(self, env: simpy.Environment) -> None:
+    def __init__(
+        self, env: simpy.Environment, resumes: list[Callable[[Any], Any]] | None = None
+    ) -> None:
         super().__init__(env)
         self._ok, self._value = True, None  # triggered, with a timeout's value
+        self.resumes = resumes
         # SimPy's event heap of (tick, priority, id, event), and its event ids (as
         # ``Environment.schedule`` uses them).
         self._queue, self._eid = env._queue, env._eid
@@ -444,11 +532,20 @@ class _Wakeup(simpy.Event):
         instead (``_advance_to``: nothing else would run in between)."""
         queue = self._queue
         if queue and queue[0][0] <= tick:
-            self.callbacks = []
+            self.callbacks = self.resumes if self.resumes is not None else []
             heappush(queue, (tick, NORMAL, next(self._eid), self))
             return True
         self.env._now = tick  # _advance_to, inlined
         return False
+
+    def succeed(self, value: Any = None) -> _Wakeup:
+        """Resume the process now with ``value`` (a semaphore's reaching tick): queued as
+        ``Event.succeed`` queues an event (``(now, NORMAL, next event id, event)``), without
+        its check that the event was not triggered before (this one is, once per sleep)."""
+        self._value = value
+        self.callbacks = self.resumes if self.resumes is not None else []
+        heappush(self._queue, (self.env._now, NORMAL, next(self._eid), self))
+        return self
 
 
 def _advance_to(env: simpy.Environment, tick: int) -> None:

@@ -1,18 +1,23 @@
 """Guard for the simulator's private clock shortcut (``simulator._advance_to`` sets SimPy's
-``Environment._now``) and its reused wake-up event (``simulator._Wakeup``, queued by hand as
-``Environment.schedule`` queues a timeout): if a SimPy release renames or caches the clock or
-changes its queue entries, these fail before any timing does. SimPy is pinned to its major
-version in pyproject.toml for the same reason."""
+``Environment._now``), its reused wake-up event (``simulator._Wakeup``, queued by hand as
+``Environment.schedule`` queues a timeout), its engine process (``simulator._EngineProcess``:
+resumed through one shared callbacks list, started by ``Initialize`` calling ``_resume``) and
+the DMA's calls (``dma._Call``, an object with only ``callbacks`` and ``_ok`` on SimPy's heap):
+if a SimPy release renames or caches the clock or changes its queue entries or its loop, these
+fail before any timing does. SimPy is pinned to its major version in pyproject.toml for the
+same reason."""
 
 from __future__ import annotations
 
 from heapq import heappush
 from importlib.metadata import version
 
+import pytest
 import simpy
-from simpy.events import NORMAL
+from simpy.events import NORMAL, Initialize
 
-from hwsim.machine.simulator import _advance_to, _Wakeup
+from hwsim.machine.dma import _Call
+from hwsim.machine.simulator import _advance_to, _EngineProcess, _Wakeup
 
 
 def test_simpy_is_the_pinned_major_version():
@@ -120,3 +125,120 @@ def test_a_reused_wakeup_fires_where_new_timeouts_would():
 
     expected = [(name, t, None) for t in (2, 2, 5, 8) for name in ("first", "second")]
     assert order(True) == order(False) == expected
+
+
+# ---- the engine process (simulator._EngineProcess) and the DMA's calls (dma._Call) -------------
+
+
+def test_the_loop_reads_callbacks_and_leaves_the_list_alone():
+    # _EngineProcess queues every sleep with one shared callbacks list, dma._Call too: SimPy's
+    # loop must call each callback with the event and set the event's attribute to None, and
+    # never change the list itself
+    env = simpy.Environment()
+    seen: list[tuple[int, object]] = []
+    shared = [lambda event: seen.append((env.now, event))]
+    first, second = simpy.Event(env), simpy.Event(env)
+    for event, tick in ((first, 2), (second, 5)):
+        event._ok, event._value, event.callbacks = True, None, shared
+        heappush(env._queue, (tick, NORMAL, next(env._eid), event))
+    env.run()
+    assert seen == [(2, first), (5, second)]
+    assert first.callbacks is None and second.callbacks is None
+    assert len(shared) == 1
+
+
+def test_initialize_starts_a_process_through_its_resume():
+    # _EngineProcess is started by the Initialize event calling its ``_resume`` once
+    env = simpy.Environment()
+    started = []
+
+    class Started(simpy.Process):
+        def __init__(self, env):
+            self.env, self.callbacks = env, []
+            self._target = Initialize(env, self)
+
+        def _resume(self, event):
+            started.append((env.now, type(event).__name__))
+
+    Started(env)
+    env.run()
+    assert started == [(0, "Initialize")]
+
+
+def _sleeps_and_waits(env, log, name):
+    """A loop on the engine process's terms: a sleep on its _Wakeup, a wait it is woken from by
+    ``succeed`` (by ``waker``), a last sleep, then ``finish``."""
+
+    def steps(process):
+        wakeup = _Wakeup(env, process.resumes)
+        assert wakeup.sleeps_until(3)  # the other process's timeout is due at 3: queue it
+        yield
+        log.append((name, env.now))
+        waiting.append(wakeup)
+        yield
+        log.append((name, env.now, wakeup.value))
+        assert wakeup.sleeps_until(env.now + 2)
+        yield
+        log.append((name, env.now))
+        process.finish()
+        yield
+
+    waiting: list[_Wakeup] = []
+    return steps, waiting
+
+
+def test_an_engine_process_sleeps_and_wakes_where_a_simpy_process_would():
+    def run(engine_process):
+        env, log = simpy.Environment(), []
+        steps, waiting = _sleeps_and_waits(env, log, "engine")
+        woken = env.event()
+
+        def other():
+            yield env.timeout(3)
+            log.append(("other", env.now))
+            yield env.timeout(1)
+            (waiting[0] if engine_process else woken).succeed(42)
+            yield env.timeout(2)
+            log.append(("other", env.now))
+
+        def plain():  # the same loop as a plain SimPy process, on new events
+            yield env.timeout(3)
+            log.append(("engine", env.now))
+            value = yield woken
+            log.append(("engine", env.now, value))
+            yield env.timeout(2)
+            log.append(("engine", env.now))
+
+        process = _EngineProcess(env, steps) if engine_process else env.process(plain())
+        env.process(other())
+        assert process.is_alive
+        env.run()
+        assert not process.is_alive and process.ok
+        return log
+
+    expected = [("engine", 3), ("other", 3), ("engine", 4, 42), ("other", 6), ("engine", 6)]
+    assert run(True) == run(False) == expected
+
+
+def test_a_failed_engine_process_is_raised_by_run():
+    env = simpy.Environment()
+
+    def steps(process):
+        process.fail(KeyError("lost"))
+        yield
+
+    _EngineProcess(env, steps)
+    with pytest.raises(KeyError, match="lost"):
+        env.run()
+
+
+def test_a_call_runs_where_a_timeout_with_its_callback_would():
+    # dma._Call is scheduled as env.timeout(delay) with one callback: the same tick, same order
+    env = simpy.Environment()
+    fired: list[tuple[str, int]] = []
+    env.timeout(4).callbacks.append(lambda _: fired.append(("timeout", env.now)))
+    env.schedule(_Call(lambda name: fired.append((name, env.now)), ("call",)), NORMAL, 4)
+    env.timeout(4).callbacks.append(lambda _: fired.append(("later timeout", env.now)))
+    env.schedule(_Call(lambda name: fired.append((name, env.now)), ("early call",)), NORMAL, 1)
+    env.run()
+    assert fired == [("early call", 1), ("timeout", 4), ("call", 4), ("later timeout", 4)]
