@@ -92,17 +92,34 @@ class InstructionFacts(NamedTuple):
     signals: tuple[str, ...]
 
 
-def instruction_facts(instruction: Any) -> InstructionFacts:
+#: An operand's part of its instruction's facts: (memory index in MEMORIES, bytes, on-chip span
+#: as in ``InstructionFacts.spans``, or None for HBM).
+OperandFacts = tuple[int, int, tuple[str, int, int, int, int] | None]
+
+
+def operand_facts(ap: Any) -> OperandFacts:
+    memory = ap.memory
+    span = None
+    if memory != "hbm":
+        first, end = _on_chip_span(ap)
+        span = (str(memory), ap.start_partition, ap.end_partition, first, end)
+    return _MEMORY_INDEX[memory], ap.nbytes, span
+
+
+def instruction_facts(
+    instruction: Any, operand: Callable[[Any], OperandFacts] = operand_facts
+) -> InstructionFacts:
+    """The facts of ``instruction``, each operand's part from ``operand`` (a memo of
+    ``operand_facts``: instructions share their operand objects, e.g. a tile many matmuls read)."""
     reads, writes = instruction.moved_reads(), instruction.writes()
     read_bytes, write_bytes = [0, 0, 0], [0, 0, 0]
     spans: list[tuple[str, int, int, int, int]] = []
     for aps, totals in ((reads, read_bytes), (writes, write_bytes)):
         for ap in aps:
-            memory = ap.memory
-            totals[_MEMORY_INDEX[memory]] += ap.nbytes
-            if memory != "hbm":
-                first, end = _on_chip_span(ap)
-                spans.append((str(memory), ap.start_partition, ap.end_partition, first, end))
+            memory, nbytes, span = operand(ap)
+            totals[memory] += nbytes
+            if span is not None:
+                spans.append(span)
     signals = instruction.signals
     return InstructionFacts(
         instruction.OPCODE,
@@ -168,6 +185,7 @@ class FactsMemo:
         self._limit = limit
         self._memo: dict[tuple[int, str, Any], tuple[Any, InstructionFacts]] = {}
         self._last_ids: tuple[Any, tuple[np.ndarray, list[InstructionFacts]]] | None = None
+        self._operand: IdentityMemo[OperandFacts] = IdentityMemo(operand_facts)
 
     def __call__(self, instruction: Any) -> InstructionFacts:
         twin = instruction.__dict__.get(STATIC_TWIN, instruction)
@@ -175,7 +193,7 @@ class FactsMemo:
         hit = self._memo.get(key)
         if hit is not None and hit[0] is twin:
             return hit[1]
-        value = instruction_facts(instruction)
+        value = instruction_facts(instruction, self._operand)
         if len(self._memo) >= self._limit:
             self._memo.clear()
         self._memo[key] = (twin, value)

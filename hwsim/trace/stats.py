@@ -54,6 +54,7 @@ from hwsim.trace.analysis import (
 )
 from hwsim.trace.critical_path import CriticalStep, critical_path, critical_path_stats
 from hwsim.trace.gc_pause import cyclic_gc_paused
+from hwsim.trace.groups import GROUP_WIDTH, Grouped, TraceGroups
 from hwsim.trace.occupancy import AllocationLife, OperandSpans, occupancy_steps
 from hwsim.trace.records import Trace, engine_order
 from hwsim.trace.summary import (
@@ -89,6 +90,7 @@ def _summarize(trace: Trace) -> RunSummary:
     cores = len(cores_of(trace))
     span = max(total, 1) * cores  # ticks of machine time per resource
     deps = Dependencies(trace, facts)
+    groups = TraceGroups(trace)
 
     eng = engine_codes(trace.instructions)
     start = int_column(trace.instructions, "start_tick")
@@ -99,7 +101,7 @@ def _summarize(trace: Trace) -> RunSummary:
     waits, binding = semaphore_waits(trace, deps, ready, start)
 
     engines = _engine_stats(eng, start, end, ready, work.is_dma, work.opcodes, waits, span)
-    dma = _dma_stats(trace, facts, deps, total, span)
+    dma = _dma_stats(trace, facts, deps, groups, total, span)
     memory = _memory_stats(trace, spans.lifetimes(trace.memory_allocations))
     peaks = _peaks(trace, cores, work.tensor_flops_by_dtype)
     total_s = total / trace.base_mhz / 1e6
@@ -107,10 +109,12 @@ def _summarize(trace: Trace) -> RunSummary:
     hbm_read, hbm_write = work.read_bytes[HBM], work.write_bytes[HBM]
     hbm_bytes = hbm_read + hbm_write
     mbu = 100.0 * hbm_bytes / (peaks.hbm_bytes_per_s * total_s) if total_s else 0.0
-    path = critical_path_stats(trace, deps, binding, total)
+    path = critical_path_stats(trace, deps, binding, total, groups)
+    # the union of all slices and pieces is that of each engine's busy blocks (far fewer)
+    engine_blocks, dma_blocks = groups.instructions.blocks(), groups.dma.blocks()
     busy_any = union_ticks(
-        np.concatenate([start, int_column(trace.dma, "start_tick")]),
-        np.concatenate([end, int_column(trace.dma, "end_tick")]),
+        np.concatenate([engine_blocks.start, dma_blocks.start]),
+        np.concatenate([engine_blocks.end, dma_blocks.end]),
     )
     idle_pct = 100.0 * (1 - busy_any / max(total, 1)) if total else 0.0
     verdict, resource, evidence = bottleneck_verdict(
@@ -302,23 +306,19 @@ def _engine_stats(
 
 
 def _dma_stats(
-    trace: Trace, facts: FactsMemo, deps: Dependencies, total: int, span: int
+    trace: Trace, facts: FactsMemo, deps: Dependencies, groups: TraceGroups, total: int, span: int
 ) -> DmaStats:
     dma = trace.dma
     cols = dma_columns(trace, facts, deps.instructions, deps.transfers)
     nbytes = int_column(dma, "transfer_bytes")
-    engine = int_column(dma, "dma_engine")
     queue = int_column(dma, "queue")
-    active = 0
-    for core in np.unique(cols.core):
-        mine = cols.core == core
-        active += union_ticks(cols.start[mine], cols.end[mine])
-    # Pieces of several queues on one engine overlap (they share it), so busy is their union.
-    busy = np.zeros(int(engine.max()) + 1 if len(dma) else 0)
-    dma_core = int_column(dma, "core")
-    for key in np.unique(dma_core * 65536 + engine) if len(dma) else ():
-        mine = dma_core * 65536 + engine == key
-        busy[key % 65536] += union_ticks(cols.start[mine], cols.end[mine])
+    # Pieces of several queues on one engine overlap (they share it), so busy is their union;
+    # active is the union per core of the engines' busy blocks.
+    blocks = groups.dma.blocks()
+    keys, union = groups.dma.union_ticks_by_group()
+    busy = np.bincount(keys % GROUP_WIDTH, weights=union) if len(keys) else np.zeros(0)
+    by_core = Grouped(blocks.group // GROUP_WIDTH, blocks.start, blocks.end)
+    active = int(by_core.union_ticks_by_group()[1].sum())
     per_queue = np.bincount(queue, weights=nbytes) if len(dma) else np.zeros(0)
     efficiency, descriptor = _dma_efficiency(trace, nbytes, int_column(dma, "descriptors"))
     return DmaStats(
