@@ -7,6 +7,7 @@ that touches every record is either one Python pass or numpy, so traces of 1e6 r
 
 from __future__ import annotations
 
+import itertools
 from array import array
 from bisect import bisect_left
 from collections import Counter, defaultdict
@@ -542,27 +543,15 @@ def semaphore_waits(
     of the waits an update met (``Dependencies.wait_updates``), the one met last (the first of
     equal ticks), if after the instruction was ready; else the wait is class 'other'.
 
-    One Python step per wait of a waiting instruction; the look-ups and sums are numpy."""
+    The waits are listed in one pass; the look-ups and sums are numpy."""
     recs = trace.instructions
     binding = np.full(len(recs), -1, np.int64)
     waiting = np.flatnonzero(start > ready)
-    instructions = instructions_of(recs)
     engines = engine_codes(recs)
-    cores = int_column(recs, "core")
-    group_of = deps.semaphores.group_of
-    rows, groups, values = [], [], []
-    for i, core, engine in zip(
-        waiting.tolist(), cores[waiting].tolist(), engines[waiting].tolist(), strict=True
-    ):
-        own = f"S.{engine_of_code(engine)}"
-        for semaphore, value in instructions[i].waits:
-            group = group_of.get((core, semaphore)) if semaphore != own else None
-            if group is not None:
-                rows.append(i)
-                groups.append(group)
-                values.append(value)
-    row = np.array(rows, np.int64)
-    met = deps.semaphores.satisfying_many(np.array(groups, np.int64), np.array(values, np.int64))
+    row, groups, values = _waits_on_updates(
+        instructions_of(recs), waiting, int_column(recs, "core"), engines, deps.semaphores
+    )
+    met = deps.semaphores.satisfying_many(groups, values)
     row, met = row[met >= 0], met[met >= 0]
     met_tick = deps.update_tick[met]
     # per instruction, its latest update; the first of equal ticks (rows are in wait order)
@@ -583,6 +572,40 @@ def semaphore_waits(
         engine, c = divmod(int(keys[k]), len(names))
         waits[engine_of_code(engine)][names[c]] += int(totals[k])
     return waits, binding
+
+
+def _waits_on_updates(
+    instructions: Sequence[Any],
+    waiting: np.ndarray,
+    cores: np.ndarray,
+    engines: np.ndarray,
+    semaphores: SemaphoreIndex,
+) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """The waits of the instructions ``waiting`` (record indices) on semaphores that have
+    updates, but not on their own engine's (``Dependencies.wait_updates``), in record then wait
+    order: per wait its record, semaphore group (``SemaphoreIndex.group_of``) and value."""
+    lists = [instructions[i].waits for i in waiting.tolist()]
+    flat = list(itertools.chain.from_iterable(lists))
+    if not flat:
+        empty = np.zeros(0, np.int64)
+        return empty, empty, empty
+    names, values = zip(*flat, strict=True)
+    code_of: dict[str, int] = {}
+    codes = np.array([code_of.setdefault(name, len(code_of)) for name in names], np.int64)
+    rows = np.repeat(waiting, np.fromiter(map(len, lists), np.int64, len(lists)))
+    # (core, semaphore) -> group, looked up once per distinct pair
+    width = len(code_of)
+    pairs, inverse = np.unique(cores[rows] * width + codes, return_inverse=True)
+    name_of = list(code_of)
+    group_of = semaphores.group_of
+    found = [group_of.get((p // width, name_of[p % width]), -1) for p in pairs.tolist()]
+    group = np.array(found, np.int64)[inverse.reshape(-1)]
+    # the own engine's semaphore: its code among the names, per engine (-1: not waited on)
+    own_code = np.full(int(engines.max(initial=0)) + 1, -1, np.int64)
+    for engine in np.unique(engines[rows]).tolist():
+        own_code[engine] = code_of.get(f"S.{engine_of_code(engine)}", -1)
+    keep = (group >= 0) & (codes != own_code[engines[rows]])
+    return rows[keep], group[keep], np.array(values, np.int64)[keep]
 
 
 def _update_classes(updates: Sequence[Any], used: np.ndarray) -> tuple[list[str], np.ndarray]:

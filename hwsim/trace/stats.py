@@ -28,8 +28,10 @@ by T x cores, so per-engine numbers are averages over the cores):
 
 from __future__ import annotations
 
+import itertools
 from array import array
 from collections import Counter
+from collections.abc import Sequence
 from typing import Any, NamedTuple
 
 import numpy as np
@@ -40,6 +42,7 @@ from hwsim.trace.analysis import (
     SBUF,
     Dependencies,
     FactsMemo,
+    InstructionFacts,
     cores_of,
     dma_columns,
     end_tick,
@@ -177,12 +180,16 @@ def _instruction_work(trace: Trace, facts: FactsMemo, spans: OperandSpans) -> _W
     recs = trace.instructions
     fid, table = facts.ids(recs)
     k = len(table)
-    flops_k = np.array([f.flops for f in table], np.int64).reshape(k)
-    reads_k = np.array([f.read_bytes for f in table], np.int64).reshape(k, 3)
-    writes_k = np.array([f.write_bytes for f in table], np.int64).reshape(k, 3)
-    opcodes_k, opcode_of = _codes([f.opcode for f in table])
-    dtypes_k, dtype_of = _codes([f.dtype or "bf16" for f in table])
-    tags_k, tag_of = _codes([f.tag or f.opcode for f in table])
+    columns = zip(*table, strict=True) if k else [()] * len(InstructionFacts._fields)
+    facts_of = InstructionFacts(*columns)  # each field of the distinct facts, as a tuple
+    flops_k = np.array(facts_of.flops, np.int64).reshape(k)
+    reads_k = _int_rows(facts_of.read_bytes, 3)
+    writes_k = _int_rows(facts_of.write_bytes, 3)
+    opcodes_k, opcode_of = _codes(facts_of.opcode)
+    dtypes_k, dtype_of = _codes([dtype or "bf16" for dtype in facts_of.dtype])
+    tags_k, tag_of = _codes(
+        [tag or opcode for tag, opcode in zip(facts_of.tag, facts_of.opcode, strict=True)]
+    )
 
     eng = engine_codes(recs)
     flop = flops_k[fid]
@@ -230,11 +237,17 @@ def _instruction_work(trace: Trace, facts: FactsMemo, spans: OperandSpans) -> _W
         ]
         for i, name in enumerate(tag_of)
     }
-    is_dma = np.array([f.is_dma for f in table], bool).reshape(k)[fid]
+    is_dma = np.array(facts_of.is_dma, bool).reshape(k)[fid]
     return _Work(opcodes, by_dtype, int(flop.sum()), reads, writes, tags, is_dma)
 
 
-def _codes(values: list[str]) -> tuple[np.ndarray, list[str]]:
+def _int_rows(rows: Sequence[tuple[int, ...]], width: int) -> np.ndarray:
+    """Tuples of ``width`` ints as an int64 array of shape (len(rows), width)."""
+    flat = itertools.chain.from_iterable(rows)
+    return np.fromiter(flat, np.int64, len(rows) * width).reshape(len(rows), width)
+
+
+def _codes(values: Sequence[str]) -> tuple[np.ndarray, list[str]]:
     """Each value's code (int64 array) and the distinct values in order of first appearance."""
     found: dict[str, int] = {}
     codes = np.fromiter((found.setdefault(v, len(found)) for v in values), np.int64, len(values))
@@ -249,17 +262,55 @@ def _add_spans(
     start: np.ndarray,
     done: np.ndarray,
 ) -> None:
-    """The operand spans of every record, by (core, distinct facts): first start, last done."""
-    group = core * len(table) + fid
-    keys, inverse = np.unique(group, return_inverse=True)
-    inverse = inverse.reshape(-1)
-    first = np.full(len(keys), np.iinfo(np.int64).max)
-    last = np.full(len(keys), np.iinfo(np.int64).min)
-    np.minimum.at(first, inverse, start)
-    np.maximum.at(last, inverse, done)
-    for key, lo, hi in zip(keys.tolist(), first.tolist(), last.tolist(), strict=True):
-        c, f = divmod(key, len(table))
-        spans.add(c, table[f].spans, lo, hi)
+    """The operand spans of every record, each distinct (core, span) once with the first start
+    and last done of the records using it: found per (core, distinct facts), then spread over
+    the facts' spans as arrays (a span is a tile many distinct instructions share)."""
+    k = len(table)
+    first, last, used = _min_max_by(core * k + fid, start, done)
+    per_fact = [f.spans for f in table]
+    count = np.fromiter(map(len, per_fact), np.int64, k)
+    flat = list(itertools.chain.from_iterable(per_fact))
+    if not flat:
+        return
+    # distinct span objects (the facts of instructions sharing an operand share its span)
+    objects, first_seen, span_ids = np.unique(
+        np.fromiter(map(id, flat), np.int64, len(flat)), return_index=True, return_inverse=True
+    )
+    distinct = [flat[i] for i in first_seen.tolist()]
+    # per used (core, facts) pair, its facts' spans: span_ids[offset[f] : offset[f] + count[f]]
+    facts_of = used % k
+    n = count[facts_of]
+    pair = np.repeat(np.arange(len(used)), n)
+    at = np.repeat(np.cumsum(count)[facts_of] - count[facts_of] - (np.cumsum(n) - n), n)
+    span = span_ids.reshape(-1)[at + np.arange(len(at))]
+    width = len(objects)
+    span_first, span_last, found = _min_max_by(
+        used[pair] // k * width + span, first[used][pair], last[used][pair]
+    )
+    memory, *bounds = zip(*distinct, strict=True)
+    names = list(dict.fromkeys(memory))
+    memory_code = np.array([names.index(name) for name in memory], np.int64)
+    bound = np.array(bounds, np.int64).T
+    which = found % width
+    spans.add_many(
+        found // width,
+        memory_code[which],
+        names,
+        np.column_stack([bound[which], span_first[found], span_last[found]]),
+    )
+
+
+def _min_max_by(
+    group: np.ndarray, low: np.ndarray, high: np.ndarray
+) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Per group key (small non-negative ints): the least ``low`` and greatest ``high`` of its
+    rows (indexed by key), and the keys that have rows, ascending."""
+    size = int(group.max()) + 1 if len(group) else 0
+    least = np.full(size, np.iinfo(np.int64).max)
+    greatest = np.full(size, np.iinfo(np.int64).min)
+    np.minimum.at(least, group, low)
+    np.maximum.at(greatest, group, high)
+    return least, greatest, np.flatnonzero(np.bincount(group, minlength=size))
 
 
 def _np(values: array[int]) -> np.ndarray:
