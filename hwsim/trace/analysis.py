@@ -32,6 +32,8 @@ DMA_SOURCE = "dma"
 _ENGINE_CODES: dict[str, int] = {}
 _ENGINE_NAMES: list[str] = []
 _KEY_CORE_SHIFT = 48
+#: Combined (group, key) sort keys must stay below this (int64).
+_SORT_KEY_LIMIT = 1 << 62
 _KEY_ENGINE_SHIFT = 40
 
 __all__ = ["engine_label"]  # re-exported for the trace modules
@@ -94,8 +96,8 @@ class InstructionFacts(NamedTuple):
 
 
 #: An operand's part of its instruction's facts: (memory index in MEMORIES, bytes, on-chip span
-#: as in ``InstructionFacts.spans``, or None for HBM).
-OperandFacts = tuple[int, int, tuple[str, int, int, int, int] | None]
+#: as in ``InstructionFacts.spans`` or None for HBM, dtype name).
+OperandFacts = tuple[int, int, tuple[str, int, int, int, int] | None, str]
 
 
 def operand_facts(ap: Any) -> OperandFacts:
@@ -104,7 +106,7 @@ def operand_facts(ap: Any) -> OperandFacts:
     if memory != "hbm":
         first, end = _on_chip_span(ap)
         span = (str(memory), ap.start_partition, ap.end_partition, first, end)
-    return _MEMORY_INDEX[memory], ap.nbytes, span
+    return _MEMORY_INDEX[memory], ap.nbytes, span, ap.dtype.name
 
 
 def instruction_facts(
@@ -112,28 +114,46 @@ def instruction_facts(
 ) -> InstructionFacts:
     """The facts of ``instruction``, each operand's part from ``operand`` (a memo of
     ``operand_facts``: instructions share their operand objects, e.g. a tile many matmuls read)."""
-    reads, writes = instruction.moved_reads(), instruction.writes()
+    kind = type(instruction)
+    names = _CLASS_FACTS.get(kind)
+    if names is None:
+        names = _CLASS_FACTS[kind] = (
+            kind.OPCODE,
+            kind.PROFILER_OPCODE or kind.OPCODE.upper(),
+            bool(kind.IS_DMA),
+        )
     read_bytes, write_bytes = [0, 0, 0], [0, 0, 0]
     spans: list[tuple[str, int, int, int, int]] = []
-    for aps, totals in ((reads, read_bytes), (writes, write_bytes)):
-        for ap in aps:
-            memory, nbytes, span = operand(ap)
-            totals[memory] += nbytes
-            if span is not None:
-                spans.append(span)
+    dtype = ""
+    for i, ap in enumerate(instruction.moved_reads()):
+        memory, nbytes, span, dtype_name = operand(ap)
+        read_bytes[memory] += nbytes
+        if span is not None:
+            spans.append(span)
+        if not i:
+            dtype = dtype_name
+    for ap in instruction.writes():
+        memory, nbytes, span, _ = operand(ap)
+        write_bytes[memory] += nbytes
+        if span is not None:
+            spans.append(span)
     signals = instruction.signals
     return InstructionFacts(
-        instruction.OPCODE,
-        instruction.PROFILER_OPCODE or instruction.OPCODE.upper(),
+        names[0],
+        names[1],
         instruction.tag,
         int(instruction.flops()),
-        reads[0].dtype.name if reads else "",
+        dtype,
         (read_bytes[0], read_bytes[1], read_bytes[2]),
         (write_bytes[0], write_bytes[1], write_bytes[2]),
         tuple(spans),
-        bool(instruction.IS_DMA),
+        names[2],
         (signals[0][0],) if len(signals) == 1 else tuple([name for name, _ in signals]),
     )
+
+
+#: Per instruction class: (OPCODE, profiler opcode, IS_DMA), read once.
+_CLASS_FACTS: dict[type, tuple[str, str, bool]] = {}
 
 
 def _on_chip_span(ap: Any) -> tuple[int, int]:
@@ -200,6 +220,15 @@ class FactsMemo:
         self._memo[key] = (twin, value)
         return value
 
+    def _facts_of_new(self, instruction: Any) -> InstructionFacts:
+        """``self(instruction)`` without the look-up, for the columns' distinct instructions (the
+        simulator told them apart by the memo's key, so a look-up would miss)."""
+        value = instruction_facts(instruction, self._operand)
+        if len(self._memo) < self._limit:
+            twin = instruction.__dict__.get(STATIC_TWIN, instruction)
+            self._memo[id(twin), instruction.tag, instruction.signals] = (twin, value)
+        return value
+
     def ids(self, records: Sequence[Any]) -> tuple[np.ndarray, list[InstructionFacts]]:
         """Per record, an index into a table of the distinct facts of ``records`` (one pass; each
         distinct instruction's facts are in the table once, whatever the memo's limit). The
@@ -208,7 +237,7 @@ class FactsMemo:
             return self._last_ids[1]  # the same records again (a summary asks more than once)
         if isinstance(records, InstructionColumns) and records.fact_keys is not None:
             ids, first = records.fact_keys
-            found = ids, [self(instruction) for instruction in first]
+            found = ids, [self._facts_of_new(instruction) for instruction in first]
             self._last_ids = (records, found)
             return found
         table: list[InstructionFacts] = []
@@ -308,10 +337,8 @@ class SemaphoreIndex:
         names: dict[tuple[int, str], int] = {}
         if isinstance(updates, RecordColumns):  # group by (core, name code): no pass per update
             codes, sem_names = updates.names("semaphore")
-            core = updates.column("core")
-            pairs, group = np.unique(core * max(len(sem_names), 1) + codes, return_inverse=True)
-            group = group.reshape(-1).astype(np.int64)
             width = max(len(sem_names), 1)
+            pairs, group = _dense_codes(updates.column("core") * width + codes)
             for g, pair in enumerate(pairs.tolist()):
                 core_of, code = divmod(pair, width)
                 names[core_of, sem_names[code]] = g
@@ -323,20 +350,23 @@ class SemaphoreIndex:
             )
         ticks = int_column(updates, "tick")
         values = int_column(updates, "value")
-        order = np.lexsort((np.arange(len(updates)), ticks, group))
+        order = order_by_group_and_key(group, ticks)
         bounds = np.searchsorted(group[order], np.arange(len(names) + 1))
         self.group_of = names
         #: Per group: values reached (running maximum, in tick order) and their update indices.
         self.by_group: list[tuple[np.ndarray, np.ndarray]] = []
-        self._groups: dict[tuple[int, str], tuple[array[int], array[int]]] = {}
-        for key, g in names.items():
+        for g in range(len(names)):
             members = order[bounds[g] : bounds[g + 1]]
-            reached = np.maximum.accumulate(values[members])
-            self.by_group.append((reached, members))
-            self._groups[key] = (_as_array(reached), _as_array(members))
+            self.by_group.append((np.maximum.accumulate(values[members]), members))
+        self._groups: dict[tuple[int, str], tuple[array[int], array[int]]] | None = None
 
     def satisfying(self, core: int, semaphore: str, value: int) -> int:
         """Index into trace.semaphore_updates, or -1 if the wait never needed an update."""
+        if self._groups is None:  # as arrays for bisect, once (a summary looks up in bulk)
+            self._groups = {
+                key: (_as_array(self.by_group[g][0]), _as_array(self.by_group[g][1]))
+                for key, g in self.group_of.items()
+            }
         group = self._groups.get((core, semaphore))
         if group is None:
             return -1
@@ -354,6 +384,39 @@ class SemaphoreIndex:
             hit = k < len(reached)
             out[rows[hit]] = members[k[hit]]
         return out
+
+
+def order_by_group_and_key(group: np.ndarray, key: np.ndarray) -> np.ndarray:
+    """Record indices by (group, key, index), as ``np.lexsort((arange, key, group))``: one stable
+    sort of a combined key (none if the records are in that order already, as the simulator
+    writes each engine's instructions)."""
+    if not len(group):
+        return np.zeros(0, np.int64)
+    span = int(key.max()) + 1
+    if group.min() >= 0 and key.min() >= 0 and (int(group.max()) + 1) * span < _SORT_KEY_LIMIT:
+        combined = group * span + key
+        if bool((combined[1:] >= combined[:-1]).all()):
+            return np.arange(len(combined), dtype=np.int64)
+        return np.argsort(combined, kind="stable")
+    return np.lexsort((np.arange(len(group)), key, group))
+
+
+def _dense_codes(keys: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """``np.unique(keys, return_inverse=True)`` of small non-negative keys, without a sort."""
+    present = np.bincount(keys) > 0 if len(keys) else np.zeros(0, bool)
+    code = np.cumsum(present) - 1
+    return np.flatnonzero(present), code[keys]
+
+
+def unique_runs(keys: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """``np.unique(keys, return_inverse=True)``, sorting one key per run of equal keys (the
+    pieces of a DMA transfer are mostly consecutive), not one per record."""
+    if not len(keys):
+        return keys, np.zeros(0, np.int64)
+    head = np.flatnonzero(np.append(True, keys[1:] != keys[:-1]))
+    distinct, head_code = np.unique(keys[head], return_inverse=True)
+    lengths = np.diff(np.append(head, len(keys)))
+    return distinct, np.repeat(head_code.reshape(-1).astype(np.int64), lengths)
 
 
 def _as_array(values: np.ndarray) -> array[int]:
@@ -377,20 +440,19 @@ class Transfers:
             engine_codes(dma, "trigger_engine"),
             int_column(dma, "trigger_pc"),
         )
-        self.keys, inverse = np.unique(keys, return_inverse=True)
-        self.piece_transfer = inverse.reshape(-1).astype(np.int64)
+        self.keys, self.piece_transfer = unique_runs(keys)
         self.core = self.keys >> _KEY_CORE_SHIFT
         self.engine_code = (self.keys >> _KEY_ENGINE_SHIFT) & 0xFF
         self.pc = self.keys & ((1 << _KEY_ENGINE_SHIFT) - 1)
         index = index or InstructionIndex(trace)
         self.trigger_record = index.find_many(self.keys)
+        # the last piece of each transfer: of its latest-ending pieces, the last listed
         ends = int_column(dma, "end_tick")
+        latest = np.full(len(self.keys), np.iinfo(np.int64).min)
+        np.maximum.at(latest, self.piece_transfer, ends)
+        at_latest = np.flatnonzero(ends == latest[self.piece_transfer])
         last = np.full(len(self.keys), -1, np.int64)
-        # the last piece of each transfer: sort by (transfer, end) and take each group's tail
-        order = np.lexsort((ends, self.piece_transfer))
-        if len(order):
-            tails = np.append(np.flatnonzero(np.diff(self.piece_transfer[order])), len(order) - 1)
-            last[self.piece_transfer[order[tails]]] = order[tails]
+        np.maximum.at(last, self.piece_transfer[at_latest], at_latest)
         self.last_piece = last
         core_pc = (self.core << _KEY_ENGINE_SHIFT) | self.pc
         self.by_pc_order = np.argsort(core_pc, kind="stable")
@@ -589,9 +651,9 @@ def _waits_on_updates(
     if not flat:
         empty = np.zeros(0, np.int64)
         return empty, empty, empty
-    names, values = zip(*flat, strict=True)
     code_of: dict[str, int] = {}
-    codes = np.array([code_of.setdefault(name, len(code_of)) for name in names], np.int64)
+    codes = np.array([code_of.setdefault(name, len(code_of)) for name, _ in flat], np.int64)
+    values = np.array([value for _, value in flat], np.int64)
     rows = np.repeat(waiting, np.fromiter(map(len, lists), np.int64, len(lists)))
     # (core, semaphore) -> group, looked up once per distinct pair
     width = len(code_of)
@@ -605,7 +667,7 @@ def _waits_on_updates(
     for engine in np.unique(engines[rows]).tolist():
         own_code[engine] = code_of.get(f"S.{engine_of_code(engine)}", -1)
     keep = (group >= 0) & (codes != own_code[engines[rows]])
-    return rows[keep], group[keep], np.array(values, np.int64)[keep]
+    return rows[keep], group[keep], values[keep]
 
 
 def _update_classes(updates: Sequence[Any], used: np.ndarray) -> tuple[list[str], np.ndarray]:
@@ -752,5 +814,9 @@ def end_tick(trace: Trace) -> int:
 
 
 def cores_of(trace: Trace) -> list[int]:
-    cores = np.union1d(int_column(trace.instructions, "core"), int_column(trace.dma, "core"))
-    return cores.tolist() or [0]
+    """The cores with records, ascending ([0] if none)."""
+    cores = [int_column(trace.instructions, "core"), int_column(trace.dma, "core")]
+    if all(c.min(initial=0) >= 0 for c in cores):  # core indices: count them, no sort
+        seen = np.bincount(np.concatenate(cores)) if any(len(c) for c in cores) else []
+        return np.flatnonzero(seen).tolist() or [0]
+    return np.union1d(*cores).tolist() or [0]

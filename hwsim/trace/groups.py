@@ -9,7 +9,7 @@ from typing import NamedTuple
 
 import numpy as np
 
-from hwsim.trace.analysis import engine_codes, int_column
+from hwsim.trace.analysis import engine_codes, int_column, order_by_group_and_key
 from hwsim.trace.records import Trace
 
 #: Combined (group, tick) sort keys must stay below this (int64, with room for the shift).
@@ -53,7 +53,7 @@ class Grouped:
 
     def __init__(self, group: np.ndarray, start: np.ndarray, end: np.ndarray) -> None:
         self.start, self.end = start, end
-        self.order = _order_by_group_and_start(group, start)
+        self.order = order_by_group_and_key(group, start)
         self.group_sorted = group[self.order]
         #: Per sorted position but the first: the same group as the position before it.
         self.same_as_previous = self.group_sorted[1:] == self.group_sorted[:-1]
@@ -106,20 +106,6 @@ def sum_by_key(keys: np.ndarray, values: np.ndarray) -> tuple[np.ndarray, np.nda
     sums = np.zeros(len(distinct), np.int64)
     np.add.at(sums, inverse.reshape(-1), values)
     return distinct, sums
-
-
-def _order_by_group_and_start(group: np.ndarray, start: np.ndarray) -> np.ndarray:
-    """Record indices by (group, start, index): one stable sort of a combined key (none if the
-    records are in that order already, as the simulator writes each engine's instructions)."""
-    if not len(group):
-        return np.zeros(0, np.int64)
-    ticks = int(start.max()) + 1
-    if group.min() >= 0 and start.min() >= 0 and (int(group.max()) + 1) * ticks < _KEY_LIMIT:
-        key = group * ticks + start
-        if bool((key[1:] >= key[:-1]).all()):
-            return np.arange(len(key), dtype=np.int64)
-        return np.argsort(key, kind="stable")
-    return np.lexsort((np.arange(len(group)), start, group))
 
 
 def _union_blocks(
