@@ -32,9 +32,14 @@ DMA_SOURCE = "dma"
 _ENGINE_CODES: dict[str, int] = {}
 _ENGINE_NAMES: list[str] = []
 _KEY_CORE_SHIFT = 48
+#: Keys spanning fewer values than this are summed by counting (``sums_in_order_met``).
+_DENSE_KEYS = 64
 #: Combined (group, key) sort keys must stay below this (int64).
 _SORT_KEY_LIMIT = 1 << 62
 _KEY_ENGINE_SHIFT = 40
+_PC_MASK = (1 << _KEY_ENGINE_SHIFT) - 1
+#: Streams (core << 8 | engine) an ``InstructionIndex`` finds by position, without a search.
+_DENSE_STREAMS = 1 << 16
 
 __all__ = ["engine_label"]  # re-exported for the trace modules
 
@@ -96,8 +101,8 @@ class InstructionFacts(NamedTuple):
 
 
 #: An operand's part of its instruction's facts: (memory index in MEMORIES, bytes, on-chip span
-#: as in ``InstructionFacts.spans`` or None for HBM, dtype name).
-OperandFacts = tuple[int, int, tuple[str, int, int, int, int] | None, str]
+#: as in ``InstructionFacts.spans``, or None for HBM).
+OperandFacts = tuple[int, int, tuple[str, int, int, int, int] | None]
 
 
 def operand_facts(ap: Any) -> OperandFacts:
@@ -106,14 +111,15 @@ def operand_facts(ap: Any) -> OperandFacts:
     if memory != "hbm":
         first, end = _on_chip_span(ap)
         span = (str(memory), ap.start_partition, ap.end_partition, first, end)
-    return _MEMORY_INDEX[memory], ap.nbytes, span, ap.dtype.name
+    return _MEMORY_INDEX[memory], ap.nbytes, span
 
 
 def instruction_facts(
-    instruction: Any, operand: Callable[[Any], OperandFacts] = operand_facts
+    instruction: Any, operands: dict[int, tuple[Any, OperandFacts]] | None = None
 ) -> InstructionFacts:
-    """The facts of ``instruction``, each operand's part from ``operand`` (a memo of
-    ``operand_facts``: instructions share their operand objects, e.g. a tile many matmuls read)."""
+    """The facts of ``instruction``. ``operands`` memoises ``operand_facts`` by object identity
+    (instructions share their operand objects, e.g. a tile many matmuls read); it keeps each
+    operand so that its id is not reused."""
     kind = type(instruction)
     names = _CLASS_FACTS.get(kind)
     if names is None:
@@ -122,34 +128,43 @@ def instruction_facts(
             kind.PROFILER_OPCODE or kind.OPCODE.upper(),
             bool(kind.IS_DMA),
         )
-    read_bytes, write_bytes = [0, 0, 0], [0, 0, 0]
+    if operands is None:
+        operands = {}
+    reads = instruction.moved_reads()
     spans: list[tuple[str, int, int, int, int]] = []
-    dtype = ""
-    for i, ap in enumerate(instruction.moved_reads()):
-        memory, nbytes, span, dtype_name = operand(ap)
-        read_bytes[memory] += nbytes
-        if span is not None:
-            spans.append(span)
-        if not i:
-            dtype = dtype_name
-    for ap in instruction.writes():
-        memory, nbytes, span, _ = operand(ap)
-        write_bytes[memory] += nbytes
-        if span is not None:
-            spans.append(span)
+    read_bytes = _add_operands(reads, operands, spans)
+    write_bytes = _add_operands(instruction.writes(), operands, spans)
     signals = instruction.signals
     return InstructionFacts(
         names[0],
         names[1],
         instruction.tag,
         int(instruction.flops()),
-        dtype,
-        (read_bytes[0], read_bytes[1], read_bytes[2]),
-        (write_bytes[0], write_bytes[1], write_bytes[2]),
+        reads[0].dtype.name if reads else "",
+        read_bytes,
+        write_bytes,
         tuple(spans),
         names[2],
         (signals[0][0],) if len(signals) == 1 else tuple([name for name, _ in signals]),
     )
+
+
+def _add_operands(
+    aps: Sequence[Any],
+    operands: dict[int, tuple[Any, OperandFacts]],
+    spans: list[tuple[str, int, int, int, int]],
+) -> tuple[int, int, int]:
+    """Bytes of ``aps`` per memory (MEMORIES order); their on-chip spans appended to ``spans``."""
+    totals = [0, 0, 0]
+    for ap in aps:
+        hit = operands.get(id(ap))
+        if hit is None or hit[0] is not ap:
+            hit = operands[id(ap)] = (ap, operand_facts(ap))
+        memory, nbytes, span = hit[1]
+        totals[memory] += nbytes
+        if span is not None:
+            spans.append(span)
+    return totals[0], totals[1], totals[2]
 
 
 #: Per instruction class: (OPCODE, profiler opcode, IS_DMA), read once.
@@ -196,6 +211,11 @@ class IdentityMemo(Generic[T]):
         return value
 
 
+#: Operands whose facts a ``FactsMemo`` keeps (bounded: a trace of distinct objects would keep
+#: every operand alive, in the memory a streamed export must not use).
+_OPERANDS_KEPT = 8192
+
+
 class FactsMemo:
     """``instruction_facts`` memoised by what the facts depend on: the instruction's static twin
     (the first emitted instruction with the same operands, ``hwsim.builder.STATIC_TWIN``), its
@@ -206,7 +226,8 @@ class FactsMemo:
         self._limit = limit
         self._memo: dict[tuple[int, str, Any], tuple[Any, InstructionFacts]] = {}
         self._last_ids: tuple[Any, tuple[np.ndarray, list[InstructionFacts]]] | None = None
-        self._operand: IdentityMemo[OperandFacts] = IdentityMemo(operand_facts)
+        #: ``instruction_facts``' operand memo, cleared when it passes ``_OPERANDS_KEPT``.
+        self._operands: dict[int, tuple[Any, OperandFacts]] = {}
 
     def __call__(self, instruction: Any) -> InstructionFacts:
         twin = instruction.__dict__.get(STATIC_TWIN, instruction)
@@ -214,16 +235,21 @@ class FactsMemo:
         hit = self._memo.get(key)
         if hit is not None and hit[0] is twin:
             return hit[1]
-        value = instruction_facts(instruction, self._operand)
+        value = self._facts(instruction)
         if len(self._memo) >= self._limit:
             self._memo.clear()
         self._memo[key] = (twin, value)
         return value
 
+    def _facts(self, instruction: Any) -> InstructionFacts:
+        if len(self._operands) > _OPERANDS_KEPT:
+            self._operands.clear()
+        return instruction_facts(instruction, self._operands)
+
     def _facts_of_new(self, instruction: Any) -> InstructionFacts:
         """``self(instruction)`` without the look-up, for the columns' distinct instructions (the
         simulator told them apart by the memo's key, so a look-up would miss)."""
-        value = instruction_facts(instruction, self._operand)
+        value = self._facts(instruction)
         if len(self._memo) < self._limit:
             twin = instruction.__dict__.get(STATIC_TWIN, instruction)
             self._memo[id(twin), instruction.tag, instruction.signals] = (twin, value)
@@ -314,11 +340,37 @@ class InstructionIndex:
         )
         self._order = np.argsort(keys, kind="stable")
         self._keys = keys[self._order]
+        self._streams = self._dense_streams()
+
+    def _dense_streams(self) -> tuple[np.ndarray, np.ndarray] | None:
+        """Per stream (core << 8 | engine code): its first position in the sorted keys and its
+        length, if every stream's pcs are 0, 1, ... once each (as a simulator's trace has
+        them): a key's position is then its stream's first plus its pc, no search needed."""
+        keys = self._keys
+        if not len(keys) or keys[0] < 0 or keys[-1] >> _KEY_ENGINE_SHIFT >= _DENSE_STREAMS:
+            return None
+        stream = keys >> _KEY_ENGINE_SHIFT
+        first = np.flatnonzero(np.append(True, stream[1:] != stream[:-1]))
+        length = np.diff(np.append(first, len(keys)))
+        if not ((keys & _PC_MASK) == np.arange(len(keys)) - np.repeat(first, length)).all():
+            return None
+        start = np.zeros(int(stream[-1]) + 1, np.int64)
+        count = np.zeros(int(stream[-1]) + 1, np.int64)
+        start[stream[first]], count[stream[first]] = first, length
+        return start, count
 
     def find_many(self, keys: np.ndarray) -> np.ndarray:
         """Record indices of the given keys, -1 where absent."""
         if not len(self._keys):
             return np.full(len(keys), -1, np.int64)
+        if self._streams is not None:
+            start, count = self._streams
+            stream = keys >> _KEY_ENGINE_SHIFT
+            known = (keys >= 0) & (stream < len(start))
+            stream = np.where(known, stream, 0)
+            pc = keys & _PC_MASK
+            known &= pc < count[stream]
+            return np.where(known, self._order[np.where(known, start[stream] + pc, 0)], -1)
         pos = np.searchsorted(self._keys, keys)
         pos = np.minimum(pos, len(self._keys) - 1)
         found = self._keys[pos] == keys
@@ -377,13 +429,41 @@ class SemaphoreIndex:
     def satisfying_many(self, groups: np.ndarray, values: np.ndarray) -> np.ndarray:
         """``satisfying`` of many waits at once, given as group indices (``group_of``)."""
         out = np.full(len(groups), -1, np.int64)
-        for g in np.unique(groups).tolist():
+        for g in distinct(groups).tolist():
             rows = np.flatnonzero(groups == g)
             reached, members = self.by_group[g]
             k = np.searchsorted(reached, values[rows], side="left")
             hit = k < len(reached)
             out[rows[hit]] = members[k[hit]]
         return out
+
+
+def distinct(values: np.ndarray) -> np.ndarray:
+    """``np.unique(values)`` by a sort (numpy's hashing path for a bare ``np.unique`` is several
+    times slower on these int64 columns)."""
+    ordered = np.sort(values)
+    return ordered[np.append(True, ordered[1:] != ordered[:-1])] if len(ordered) else ordered
+
+
+def sums_in_order_met(keys: np.ndarray, values: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """The distinct ``keys`` in the order first met, and per key the sum of its ``values``."""
+    if len(keys) and int(keys.max()) - int(keys.min()) < _DENSE_KEYS:  # a few codes: count them
+        low = int(keys.min())
+        code = keys - low
+        sums = np.zeros(int(code.max()) + 1, np.int64)
+        np.add.at(sums, code, values)
+        present = np.flatnonzero(np.bincount(code))
+        first = [int(np.argmax(code == c)) for c in present.tolist()]
+        order = present[np.argsort(first)]
+        return order + low, sums[order]
+    found, inverse = np.unique(keys, return_inverse=True)
+    inverse = inverse.reshape(-1)
+    first = np.full(len(found), len(keys))
+    np.minimum.at(first, inverse, np.arange(len(keys)))
+    sums = np.zeros(len(found), np.int64)
+    np.add.at(sums, inverse, values)
+    order = np.argsort(first)
+    return found[order], sums[order]
 
 
 def order_by_group_and_key(group: np.ndarray, key: np.ndarray) -> np.ndarray:
@@ -397,6 +477,10 @@ def order_by_group_and_key(group: np.ndarray, key: np.ndarray) -> np.ndarray:
         combined = group * span + key
         if bool((combined[1:] >= combined[:-1]).all()):
             return np.arange(len(combined), dtype=np.int64)
+        if group.max() < 1 << 16 and bool((key[1:] >= key[:-1]).all()):
+            # in key order already (semaphore updates, by tick): a stable sort by group keeps
+            # it, and sorts 16-bit groups by radix
+            return np.argsort(group.astype(np.uint16), kind="stable").astype(np.int64)
         return np.argsort(combined, kind="stable")
     return np.lexsort((np.arange(len(group)), key, group))
 
@@ -626,13 +710,11 @@ def semaphore_waits(
     bound = binding[waiting]
     cls = np.where(bound >= 0, update_class[np.maximum(bound, 0)], 0) if len(bound) else bound
     pair = engines[waiting] * len(names) + cls
-    keys, first_at, inverse = np.unique(pair, return_index=True, return_inverse=True)
-    totals = np.zeros(len(keys), np.int64)
-    np.add.at(totals, inverse.reshape(-1), (start - ready)[waiting])
+    keys, totals = sums_in_order_met(pair, (start - ready)[waiting])
     waits: dict[str, Counter[str]] = defaultdict(Counter)
-    for k in np.argsort(first_at, kind="stable").tolist():  # in order of first occurrence
-        engine, c = divmod(int(keys[k]), len(names))
-        waits[engine_of_code(engine)][names[c]] += int(totals[k])
+    for key, total in zip(keys.tolist(), totals.tolist(), strict=True):
+        engine, c = divmod(key, len(names))
+        waits[engine_of_code(engine)][names[c]] += total
     return waits, binding
 
 
@@ -664,7 +746,7 @@ def _waits_on_updates(
     group = np.array(found, np.int64)[inverse.reshape(-1)]
     # the own engine's semaphore: its code among the names, per engine (-1: not waited on)
     own_code = np.full(int(engines.max(initial=0)) + 1, -1, np.int64)
-    for engine in np.unique(engines[rows]).tolist():
+    for engine in distinct(engines[rows]).tolist():
         own_code[engine] = code_of.get(f"S.{engine_of_code(engine)}", -1)
     keep = (group >= 0) & (codes != own_code[engines[rows]])
     return rows[keep], group[keep], values[keep]
@@ -676,14 +758,14 @@ def _update_classes(updates: Sequence[Any], used: np.ndarray) -> tuple[list[str]
     semaphore and source engine."""
     names = ["other"]
     update_class = np.zeros(len(updates), np.int64)
-    used = np.unique(used[used >= 0])
+    used = distinct(used[used >= 0])
     if isinstance(updates, RecordColumns):
         sem_codes, sem_names = updates.names("semaphore")
         source_codes, source_names = updates.names("source_engine")
         pairs = sem_codes[used] * max(len(source_names), 1) + source_codes[used]
-        distinct, inverse = np.unique(pairs, return_inverse=True)
+        pair_keys, inverse = np.unique(pairs, return_inverse=True)
         per_pair = []
-        for pair in distinct.tolist():
+        for pair in pair_keys.tolist():
             sem, source = divmod(pair, max(len(source_names), 1))
             per_pair.append(_class_index(names, sem_names[sem], source_names[source]))
         if len(used):

@@ -15,6 +15,7 @@ from hwsim.trace.analysis import (
     facts_memo,
     int_column,
     semaphore_waits,
+    sums_in_order_met,
 )
 from hwsim.trace.groups import TraceGroups
 from hwsim.trace.records import Trace
@@ -213,14 +214,11 @@ def critical_path_stats(
     if path.startup_ticks:
         resource = np.append(resource, -2)
         share = np.append(share, path.startup_ticks)
-    codes, first_at, inverse = np.unique(resource, return_index=True, return_inverse=True)
-    sums = np.zeros(len(codes), np.int64)
-    np.add.at(sums, inverse.reshape(-1), share)
+    codes, sums = sums_in_order_met(resource, share)  # in the order the steps meet them
     by_resource: Counter[str] = Counter()
     names = {-1: DMA_SOURCE, -2: "startup"}
-    for k in np.argsort(first_at, kind="stable").tolist():  # the order the steps meet them
-        code = int(codes[k])
-        by_resource[names[code] if code < 0 else engine_of_code(code)] += int(sums[k])
+    for code, ticks in zip(codes.tolist(), sums.tolist(), strict=True):
+        by_resource[names[code] if code < 0 else engine_of_code(code)] += ticks
     transfers = int((path.on >= n).sum())
     return CriticalPathStats(
         length=len(path.on),

@@ -273,9 +273,11 @@ def _add_spans(
     if not flat:
         return
     # distinct span objects (the facts of instructions sharing an operand share its span)
-    objects, first_seen, span_ids = np.unique(
-        np.fromiter(map(id, flat), np.int64, len(flat)), return_index=True, return_inverse=True
+    objects, span_ids = np.unique(
+        np.fromiter(map(id, flat), np.int64, len(flat)), return_inverse=True
     )
+    first_seen = np.full(len(objects), len(flat))
+    np.minimum.at(first_seen, span_ids.reshape(-1), np.arange(len(flat)))
     distinct = [flat[i] for i in first_seen.tolist()]
     # per used (core, facts) pair, its facts' spans: span_ids[offset[f] : offset[f] + count[f]]
     facts_of = used % k
@@ -287,10 +289,10 @@ def _add_spans(
     span_first, span_last, found = _min_max_by(
         used[pair] // k * width + span, first[used][pair], last[used][pair]
     )
-    memory, *bounds = zip(*distinct, strict=True)
+    memory = [span[0] for span in distinct]
     names = list(dict.fromkeys(memory))
     memory_code = np.array([names.index(name) for name in memory], np.int64)
-    bound = np.array(bounds, np.int64).T
+    bound = _int_rows([span[1:] for span in distinct], 4)
     which = found % width
     spans.add_many(
         found // width,
