@@ -228,11 +228,17 @@ class FactsMemo:
         self._last_ids: tuple[Any, tuple[np.ndarray, list[InstructionFacts]]] | None = None
         #: ``instruction_facts``' operand memo, cleared when it passes ``_OPERANDS_KEPT``.
         self._operands: dict[int, tuple[Any, OperandFacts]] = {}
+        #: Instructions and their facts worked out by ``ids`` but not memoised yet: a summary
+        #: reads the table only, so their keys are made on the first look-up that misses.
+        self._unmemoised: tuple[list[Any], list[InstructionFacts]] | None = None
 
     def __call__(self, instruction: Any) -> InstructionFacts:
         twin = instruction.__dict__.get(STATIC_TWIN, instruction)
         key = (id(twin), instruction.tag, instruction.signals)
         hit = self._memo.get(key)
+        if hit is None and self._unmemoised is not None:
+            self._memoise(*self._unmemoised)
+            hit = self._memo.get(key)
         if hit is not None and hit[0] is twin:
             return hit[1]
         value = self._facts(instruction)
@@ -246,14 +252,13 @@ class FactsMemo:
             self._operands.clear()
         return instruction_facts(instruction, self._operands)
 
-    def _facts_of_new(self, instruction: Any) -> InstructionFacts:
-        """``self(instruction)`` without the look-up, for the columns' distinct instructions (the
-        simulator told them apart by the memo's key, so a look-up would miss)."""
-        value = self._facts(instruction)
-        if len(self._memo) < self._limit:
+    def _memoise(self, instructions: list[Any], table: list[InstructionFacts]) -> None:
+        self._unmemoised = None
+        for instruction, value in zip(instructions, table, strict=True):
+            if len(self._memo) >= self._limit:
+                break
             twin = instruction.__dict__.get(STATIC_TWIN, instruction)
             self._memo[id(twin), instruction.tag, instruction.signals] = (twin, value)
-        return value
 
     def ids(self, records: Sequence[Any]) -> tuple[np.ndarray, list[InstructionFacts]]:
         """Per record, an index into a table of the distinct facts of ``records`` (one pass; each
@@ -263,9 +268,12 @@ class FactsMemo:
             return self._last_ids[1]  # the same records again (a summary asks more than once)
         if isinstance(records, InstructionColumns) and records.fact_keys is not None:
             ids, first = records.fact_keys
-            found = ids, [self._facts_of_new(instruction) for instruction in first]
-            self._last_ids = (records, found)
-            return found
+            table = [self._facts(instruction) for instruction in first]
+            if self._unmemoised is not None:
+                self._memoise(*self._unmemoised)
+            self._unmemoised = (first, table)
+            self._last_ids = (records, (ids, table))
+            return ids, table
         table: list[InstructionFacts] = []
         index: dict[tuple[int, str, Any], int] = {}
 
