@@ -250,7 +250,7 @@ def _int_rows(rows: Sequence[tuple[int, ...]], width: int) -> np.ndarray:
 def _codes(values: Sequence[str]) -> tuple[np.ndarray, list[str]]:
     """Each value's code (int64 array) and the distinct values in order of first appearance."""
     found: dict[str, int] = {}
-    codes = np.fromiter((found.setdefault(v, len(found)) for v in values), np.int64, len(values))
+    codes = np.array([found.setdefault(v, len(found)) for v in values], np.int64)
     return codes, list(found)
 
 
