@@ -7,6 +7,7 @@ that touches every record is either one Python pass or numpy, so traces of 1e6 r
 
 from __future__ import annotations
 
+import itertools
 from array import array
 from bisect import bisect_left
 from collections import Counter, defaultdict
@@ -31,7 +32,14 @@ DMA_SOURCE = "dma"
 _ENGINE_CODES: dict[str, int] = {}
 _ENGINE_NAMES: list[str] = []
 _KEY_CORE_SHIFT = 48
+#: Keys spanning fewer values than this are summed by counting (``sums_in_order_met``).
+_DENSE_KEYS = 64
+#: Combined (group, key) sort keys must stay below this (int64).
+_SORT_KEY_LIMIT = 1 << 62
 _KEY_ENGINE_SHIFT = 40
+_PC_MASK = (1 << _KEY_ENGINE_SHIFT) - 1
+#: Streams (core << 8 | engine) an ``InstructionIndex`` finds by position, without a search.
+_DENSE_STREAMS = 1 << 16
 
 __all__ = ["engine_label"]  # re-exported for the trace modules
 
@@ -92,30 +100,75 @@ class InstructionFacts(NamedTuple):
     signals: tuple[str, ...]
 
 
-def instruction_facts(instruction: Any) -> InstructionFacts:
-    reads, writes = instruction.moved_reads(), instruction.writes()
-    read_bytes, write_bytes = [0, 0, 0], [0, 0, 0]
+#: An operand's part of its instruction's facts: (memory index in MEMORIES, bytes, on-chip span
+#: as in ``InstructionFacts.spans``, or None for HBM).
+OperandFacts = tuple[int, int, tuple[str, int, int, int, int] | None]
+
+
+def operand_facts(ap: Any) -> OperandFacts:
+    memory = ap.memory
+    span = None
+    if memory != "hbm":
+        first, end = _on_chip_span(ap)
+        span = (str(memory), ap.start_partition, ap.end_partition, first, end)
+    return _MEMORY_INDEX[memory], ap.nbytes, span
+
+
+def instruction_facts(
+    instruction: Any, operands: dict[int, tuple[Any, OperandFacts]] | None = None
+) -> InstructionFacts:
+    """The facts of ``instruction``. ``operands`` memoises ``operand_facts`` by object identity
+    (instructions share their operand objects, e.g. a tile many matmuls read); it keeps each
+    operand so that its id is not reused."""
+    kind = type(instruction)
+    names = _CLASS_FACTS.get(kind)
+    if names is None:
+        names = _CLASS_FACTS[kind] = (
+            kind.OPCODE,
+            kind.PROFILER_OPCODE or kind.OPCODE.upper(),
+            bool(kind.IS_DMA),
+        )
+    if operands is None:
+        operands = {}
+    reads = instruction.moved_reads()
     spans: list[tuple[str, int, int, int, int]] = []
-    for aps, totals in ((reads, read_bytes), (writes, write_bytes)):
-        for ap in aps:
-            memory = ap.memory
-            totals[_MEMORY_INDEX[memory]] += ap.nbytes
-            if memory != "hbm":
-                first, end = _on_chip_span(ap)
-                spans.append((str(memory), ap.start_partition, ap.end_partition, first, end))
+    read_bytes = _add_operands(reads, operands, spans)
+    write_bytes = _add_operands(instruction.writes(), operands, spans)
     signals = instruction.signals
     return InstructionFacts(
-        instruction.OPCODE,
-        instruction.PROFILER_OPCODE or instruction.OPCODE.upper(),
+        names[0],
+        names[1],
         instruction.tag,
         int(instruction.flops()),
         reads[0].dtype.name if reads else "",
-        (read_bytes[0], read_bytes[1], read_bytes[2]),
-        (write_bytes[0], write_bytes[1], write_bytes[2]),
+        read_bytes,
+        write_bytes,
         tuple(spans),
-        bool(instruction.IS_DMA),
+        names[2],
         (signals[0][0],) if len(signals) == 1 else tuple([name for name, _ in signals]),
     )
+
+
+def _add_operands(
+    aps: Sequence[Any],
+    operands: dict[int, tuple[Any, OperandFacts]],
+    spans: list[tuple[str, int, int, int, int]],
+) -> tuple[int, int, int]:
+    """Bytes of ``aps`` per memory (MEMORIES order); their on-chip spans appended to ``spans``."""
+    totals = [0, 0, 0]
+    for ap in aps:
+        hit = operands.get(id(ap))
+        if hit is None or hit[0] is not ap:
+            hit = operands[id(ap)] = (ap, operand_facts(ap))
+        memory, nbytes, span = hit[1]
+        totals[memory] += nbytes
+        if span is not None:
+            spans.append(span)
+    return totals[0], totals[1], totals[2]
+
+
+#: Per instruction class: (OPCODE, profiler opcode, IS_DMA), read once.
+_CLASS_FACTS: dict[type, tuple[str, str, bool]] = {}
 
 
 def _on_chip_span(ap: Any) -> tuple[int, int]:
@@ -158,6 +211,11 @@ class IdentityMemo(Generic[T]):
         return value
 
 
+#: Operands whose facts a ``FactsMemo`` keeps (bounded: a trace of distinct objects would keep
+#: every operand alive, in the memory a streamed export must not use).
+_OPERANDS_KEPT = 8192
+
+
 class FactsMemo:
     """``instruction_facts`` memoised by what the facts depend on: the instruction's static twin
     (the first emitted instruction with the same operands, ``hwsim.builder.STATIC_TWIN``), its
@@ -168,18 +226,39 @@ class FactsMemo:
         self._limit = limit
         self._memo: dict[tuple[int, str, Any], tuple[Any, InstructionFacts]] = {}
         self._last_ids: tuple[Any, tuple[np.ndarray, list[InstructionFacts]]] | None = None
+        #: ``instruction_facts``' operand memo, cleared when it passes ``_OPERANDS_KEPT``.
+        self._operands: dict[int, tuple[Any, OperandFacts]] = {}
+        #: Instructions and their facts worked out by ``ids`` but not memoised yet: a summary
+        #: reads the table only, so their keys are made on the first look-up that misses.
+        self._unmemoised: tuple[list[Any], list[InstructionFacts]] | None = None
 
     def __call__(self, instruction: Any) -> InstructionFacts:
         twin = instruction.__dict__.get(STATIC_TWIN, instruction)
         key = (id(twin), instruction.tag, instruction.signals)
         hit = self._memo.get(key)
+        if hit is None and self._unmemoised is not None:
+            self._memoise(*self._unmemoised)
+            hit = self._memo.get(key)
         if hit is not None and hit[0] is twin:
             return hit[1]
-        value = instruction_facts(instruction)
+        value = self._facts(instruction)
         if len(self._memo) >= self._limit:
             self._memo.clear()
         self._memo[key] = (twin, value)
         return value
+
+    def _facts(self, instruction: Any) -> InstructionFacts:
+        if len(self._operands) > _OPERANDS_KEPT:
+            self._operands.clear()
+        return instruction_facts(instruction, self._operands)
+
+    def _memoise(self, instructions: list[Any], table: list[InstructionFacts]) -> None:
+        self._unmemoised = None
+        for instruction, value in zip(instructions, table, strict=True):
+            if len(self._memo) >= self._limit:
+                break
+            twin = instruction.__dict__.get(STATIC_TWIN, instruction)
+            self._memo[id(twin), instruction.tag, instruction.signals] = (twin, value)
 
     def ids(self, records: Sequence[Any]) -> tuple[np.ndarray, list[InstructionFacts]]:
         """Per record, an index into a table of the distinct facts of ``records`` (one pass; each
@@ -189,9 +268,12 @@ class FactsMemo:
             return self._last_ids[1]  # the same records again (a summary asks more than once)
         if isinstance(records, InstructionColumns) and records.fact_keys is not None:
             ids, first = records.fact_keys
-            found = ids, [self(instruction) for instruction in first]
-            self._last_ids = (records, found)
-            return found
+            table = [self._facts(instruction) for instruction in first]
+            if self._unmemoised is not None:
+                self._memoise(*self._unmemoised)
+            self._unmemoised = (first, table)
+            self._last_ids = (records, (ids, table))
+            return ids, table
         table: list[InstructionFacts] = []
         index: dict[tuple[int, str, Any], int] = {}
 
@@ -266,11 +348,37 @@ class InstructionIndex:
         )
         self._order = np.argsort(keys, kind="stable")
         self._keys = keys[self._order]
+        self._streams = self._dense_streams()
+
+    def _dense_streams(self) -> tuple[np.ndarray, np.ndarray] | None:
+        """Per stream (core << 8 | engine code): its first position in the sorted keys and its
+        length, if every stream's pcs are 0, 1, ... once each (as a simulator's trace has
+        them): a key's position is then its stream's first plus its pc, no search needed."""
+        keys = self._keys
+        if not len(keys) or keys[0] < 0 or keys[-1] >> _KEY_ENGINE_SHIFT >= _DENSE_STREAMS:
+            return None
+        stream = keys >> _KEY_ENGINE_SHIFT
+        first = np.flatnonzero(np.append(True, stream[1:] != stream[:-1]))
+        length = np.diff(np.append(first, len(keys)))
+        if not ((keys & _PC_MASK) == np.arange(len(keys)) - np.repeat(first, length)).all():
+            return None
+        start = np.zeros(int(stream[-1]) + 1, np.int64)
+        count = np.zeros(int(stream[-1]) + 1, np.int64)
+        start[stream[first]], count[stream[first]] = first, length
+        return start, count
 
     def find_many(self, keys: np.ndarray) -> np.ndarray:
         """Record indices of the given keys, -1 where absent."""
         if not len(self._keys):
             return np.full(len(keys), -1, np.int64)
+        if self._streams is not None:
+            start, count = self._streams
+            stream = keys >> _KEY_ENGINE_SHIFT
+            known = (keys >= 0) & (stream < len(start))
+            stream = np.where(known, stream, 0)
+            pc = keys & _PC_MASK
+            known &= pc < count[stream]
+            return np.where(known, self._order[np.where(known, start[stream] + pc, 0)], -1)
         pos = np.searchsorted(self._keys, keys)
         pos = np.minimum(pos, len(self._keys) - 1)
         found = self._keys[pos] == keys
@@ -289,10 +397,8 @@ class SemaphoreIndex:
         names: dict[tuple[int, str], int] = {}
         if isinstance(updates, RecordColumns):  # group by (core, name code): no pass per update
             codes, sem_names = updates.names("semaphore")
-            core = updates.column("core")
-            pairs, group = np.unique(core * max(len(sem_names), 1) + codes, return_inverse=True)
-            group = group.reshape(-1).astype(np.int64)
             width = max(len(sem_names), 1)
+            pairs, group = _dense_codes(updates.column("core") * width + codes)
             for g, pair in enumerate(pairs.tolist()):
                 core_of, code = divmod(pair, width)
                 names[core_of, sem_names[code]] = g
@@ -304,20 +410,23 @@ class SemaphoreIndex:
             )
         ticks = int_column(updates, "tick")
         values = int_column(updates, "value")
-        order = np.lexsort((np.arange(len(updates)), ticks, group))
+        order = order_by_group_and_key(group, ticks)
         bounds = np.searchsorted(group[order], np.arange(len(names) + 1))
         self.group_of = names
         #: Per group: values reached (running maximum, in tick order) and their update indices.
         self.by_group: list[tuple[np.ndarray, np.ndarray]] = []
-        self._groups: dict[tuple[int, str], tuple[array[int], array[int]]] = {}
-        for key, g in names.items():
+        for g in range(len(names)):
             members = order[bounds[g] : bounds[g + 1]]
-            reached = np.maximum.accumulate(values[members])
-            self.by_group.append((reached, members))
-            self._groups[key] = (_as_array(reached), _as_array(members))
+            self.by_group.append((np.maximum.accumulate(values[members]), members))
+        self._groups: dict[tuple[int, str], tuple[array[int], array[int]]] | None = None
 
     def satisfying(self, core: int, semaphore: str, value: int) -> int:
         """Index into trace.semaphore_updates, or -1 if the wait never needed an update."""
+        if self._groups is None:  # as arrays for bisect, once (a summary looks up in bulk)
+            self._groups = {
+                key: (_as_array(self.by_group[g][0]), _as_array(self.by_group[g][1]))
+                for key, g in self.group_of.items()
+            }
         group = self._groups.get((core, semaphore))
         if group is None:
             return -1
@@ -328,13 +437,78 @@ class SemaphoreIndex:
     def satisfying_many(self, groups: np.ndarray, values: np.ndarray) -> np.ndarray:
         """``satisfying`` of many waits at once, given as group indices (``group_of``)."""
         out = np.full(len(groups), -1, np.int64)
-        for g in np.unique(groups).tolist():
+        for g in distinct(groups).tolist():
             rows = np.flatnonzero(groups == g)
             reached, members = self.by_group[g]
             k = np.searchsorted(reached, values[rows], side="left")
             hit = k < len(reached)
             out[rows[hit]] = members[k[hit]]
         return out
+
+
+def distinct(values: np.ndarray) -> np.ndarray:
+    """``np.unique(values)`` by a sort (numpy's hashing path for a bare ``np.unique`` is several
+    times slower on these int64 columns)."""
+    ordered = np.sort(values)
+    return ordered[np.append(True, ordered[1:] != ordered[:-1])] if len(ordered) else ordered
+
+
+def sums_in_order_met(keys: np.ndarray, values: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """The distinct ``keys`` in the order first met, and per key the sum of its ``values``."""
+    if len(keys) and int(keys.max()) - int(keys.min()) < _DENSE_KEYS:  # a few codes: count them
+        low = int(keys.min())
+        code = keys - low
+        sums = np.zeros(int(code.max()) + 1, np.int64)
+        np.add.at(sums, code, values)
+        present = np.flatnonzero(np.bincount(code))
+        first = [int(np.argmax(code == c)) for c in present.tolist()]
+        order = present[np.argsort(first)]
+        return order + low, sums[order]
+    found, inverse = np.unique(keys, return_inverse=True)
+    inverse = inverse.reshape(-1)
+    first = np.full(len(found), len(keys))
+    np.minimum.at(first, inverse, np.arange(len(keys)))
+    sums = np.zeros(len(found), np.int64)
+    np.add.at(sums, inverse, values)
+    order = np.argsort(first)
+    return found[order], sums[order]
+
+
+def order_by_group_and_key(group: np.ndarray, key: np.ndarray) -> np.ndarray:
+    """Record indices by (group, key, index), as ``np.lexsort((arange, key, group))``: one stable
+    sort of a combined key (none if the records are in that order already, as the simulator
+    writes each engine's instructions)."""
+    if not len(group):
+        return np.zeros(0, np.int64)
+    span = int(key.max()) + 1
+    if group.min() >= 0 and key.min() >= 0 and (int(group.max()) + 1) * span < _SORT_KEY_LIMIT:
+        combined = group * span + key
+        if bool((combined[1:] >= combined[:-1]).all()):
+            return np.arange(len(combined), dtype=np.int64)
+        if group.max() < 1 << 16 and bool((key[1:] >= key[:-1]).all()):
+            # in key order already (semaphore updates, by tick): a stable sort by group keeps
+            # it, and sorts 16-bit groups by radix
+            return np.argsort(group.astype(np.uint16), kind="stable").astype(np.int64)
+        return np.argsort(combined, kind="stable")
+    return np.lexsort((np.arange(len(group)), key, group))
+
+
+def _dense_codes(keys: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """``np.unique(keys, return_inverse=True)`` of small non-negative keys, without a sort."""
+    present = np.bincount(keys) > 0 if len(keys) else np.zeros(0, bool)
+    code = np.cumsum(present) - 1
+    return np.flatnonzero(present), code[keys]
+
+
+def unique_runs(keys: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """``np.unique(keys, return_inverse=True)``, sorting one key per run of equal keys (the
+    pieces of a DMA transfer are mostly consecutive), not one per record."""
+    if not len(keys):
+        return keys, np.zeros(0, np.int64)
+    head = np.flatnonzero(np.append(True, keys[1:] != keys[:-1]))
+    distinct, head_code = np.unique(keys[head], return_inverse=True)
+    lengths = np.diff(np.append(head, len(keys)))
+    return distinct, np.repeat(head_code.reshape(-1).astype(np.int64), lengths)
 
 
 def _as_array(values: np.ndarray) -> array[int]:
@@ -358,20 +532,19 @@ class Transfers:
             engine_codes(dma, "trigger_engine"),
             int_column(dma, "trigger_pc"),
         )
-        self.keys, inverse = np.unique(keys, return_inverse=True)
-        self.piece_transfer = inverse.reshape(-1).astype(np.int64)
+        self.keys, self.piece_transfer = unique_runs(keys)
         self.core = self.keys >> _KEY_CORE_SHIFT
         self.engine_code = (self.keys >> _KEY_ENGINE_SHIFT) & 0xFF
         self.pc = self.keys & ((1 << _KEY_ENGINE_SHIFT) - 1)
         index = index or InstructionIndex(trace)
         self.trigger_record = index.find_many(self.keys)
+        # the last piece of each transfer: of its latest-ending pieces, the last listed
         ends = int_column(dma, "end_tick")
+        latest = np.full(len(self.keys), np.iinfo(np.int64).min)
+        np.maximum.at(latest, self.piece_transfer, ends)
+        at_latest = np.flatnonzero(ends == latest[self.piece_transfer])
         last = np.full(len(self.keys), -1, np.int64)
-        # the last piece of each transfer: sort by (transfer, end) and take each group's tail
-        order = np.lexsort((ends, self.piece_transfer))
-        if len(order):
-            tails = np.append(np.flatnonzero(np.diff(self.piece_transfer[order])), len(order) - 1)
-            last[self.piece_transfer[order[tails]]] = order[tails]
+        np.maximum.at(last, self.piece_transfer[at_latest], at_latest)
         self.last_piece = last
         core_pc = (self.core << _KEY_ENGINE_SHIFT) | self.pc
         self.by_pc_order = np.argsort(core_pc, kind="stable")
@@ -524,27 +697,15 @@ def semaphore_waits(
     of the waits an update met (``Dependencies.wait_updates``), the one met last (the first of
     equal ticks), if after the instruction was ready; else the wait is class 'other'.
 
-    One Python step per wait of a waiting instruction; the look-ups and sums are numpy."""
+    The waits are listed in one pass; the look-ups and sums are numpy."""
     recs = trace.instructions
     binding = np.full(len(recs), -1, np.int64)
     waiting = np.flatnonzero(start > ready)
-    instructions = instructions_of(recs)
     engines = engine_codes(recs)
-    cores = int_column(recs, "core")
-    group_of = deps.semaphores.group_of
-    rows, groups, values = [], [], []
-    for i, core, engine in zip(
-        waiting.tolist(), cores[waiting].tolist(), engines[waiting].tolist(), strict=True
-    ):
-        own = f"S.{engine_of_code(engine)}"
-        for semaphore, value in instructions[i].waits:
-            group = group_of.get((core, semaphore)) if semaphore != own else None
-            if group is not None:
-                rows.append(i)
-                groups.append(group)
-                values.append(value)
-    row = np.array(rows, np.int64)
-    met = deps.semaphores.satisfying_many(np.array(groups, np.int64), np.array(values, np.int64))
+    row, groups, values = _waits_on_updates(
+        instructions_of(recs), waiting, int_column(recs, "core"), engines, deps.semaphores
+    )
+    met = deps.semaphores.satisfying_many(groups, values)
     row, met = row[met >= 0], met[met >= 0]
     met_tick = deps.update_tick[met]
     # per instruction, its latest update; the first of equal ticks (rows are in wait order)
@@ -557,14 +718,46 @@ def semaphore_waits(
     bound = binding[waiting]
     cls = np.where(bound >= 0, update_class[np.maximum(bound, 0)], 0) if len(bound) else bound
     pair = engines[waiting] * len(names) + cls
-    keys, first_at, inverse = np.unique(pair, return_index=True, return_inverse=True)
-    totals = np.zeros(len(keys), np.int64)
-    np.add.at(totals, inverse.reshape(-1), (start - ready)[waiting])
+    keys, totals = sums_in_order_met(pair, (start - ready)[waiting])
     waits: dict[str, Counter[str]] = defaultdict(Counter)
-    for k in np.argsort(first_at, kind="stable").tolist():  # in order of first occurrence
-        engine, c = divmod(int(keys[k]), len(names))
-        waits[engine_of_code(engine)][names[c]] += int(totals[k])
+    for key, total in zip(keys.tolist(), totals.tolist(), strict=True):
+        engine, c = divmod(key, len(names))
+        waits[engine_of_code(engine)][names[c]] += total
     return waits, binding
+
+
+def _waits_on_updates(
+    instructions: Sequence[Any],
+    waiting: np.ndarray,
+    cores: np.ndarray,
+    engines: np.ndarray,
+    semaphores: SemaphoreIndex,
+) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """The waits of the instructions ``waiting`` (record indices) on semaphores that have
+    updates, but not on their own engine's (``Dependencies.wait_updates``), in record then wait
+    order: per wait its record, semaphore group (``SemaphoreIndex.group_of``) and value."""
+    lists = [instructions[i].waits for i in waiting.tolist()]
+    flat = list(itertools.chain.from_iterable(lists))
+    if not flat:
+        empty = np.zeros(0, np.int64)
+        return empty, empty, empty
+    code_of: dict[str, int] = {}
+    codes = np.array([code_of.setdefault(name, len(code_of)) for name, _ in flat], np.int64)
+    values = np.array([value for _, value in flat], np.int64)
+    rows = np.repeat(waiting, np.fromiter(map(len, lists), np.int64, len(lists)))
+    # (core, semaphore) -> group, looked up once per distinct pair
+    width = len(code_of)
+    pairs, inverse = np.unique(cores[rows] * width + codes, return_inverse=True)
+    name_of = list(code_of)
+    group_of = semaphores.group_of
+    found = [group_of.get((p // width, name_of[p % width]), -1) for p in pairs.tolist()]
+    group = np.array(found, np.int64)[inverse.reshape(-1)]
+    # the own engine's semaphore: its code among the names, per engine (-1: not waited on)
+    own_code = np.full(int(engines.max(initial=0)) + 1, -1, np.int64)
+    for engine in distinct(engines[rows]).tolist():
+        own_code[engine] = code_of.get(f"S.{engine_of_code(engine)}", -1)
+    keep = (group >= 0) & (codes != own_code[engines[rows]])
+    return rows[keep], group[keep], values[keep]
 
 
 def _update_classes(updates: Sequence[Any], used: np.ndarray) -> tuple[list[str], np.ndarray]:
@@ -573,14 +766,14 @@ def _update_classes(updates: Sequence[Any], used: np.ndarray) -> tuple[list[str]
     semaphore and source engine."""
     names = ["other"]
     update_class = np.zeros(len(updates), np.int64)
-    used = np.unique(used[used >= 0])
+    used = distinct(used[used >= 0])
     if isinstance(updates, RecordColumns):
         sem_codes, sem_names = updates.names("semaphore")
         source_codes, source_names = updates.names("source_engine")
         pairs = sem_codes[used] * max(len(source_names), 1) + source_codes[used]
-        distinct, inverse = np.unique(pairs, return_inverse=True)
+        pair_keys, inverse = np.unique(pairs, return_inverse=True)
         per_pair = []
-        for pair in distinct.tolist():
+        for pair in pair_keys.tolist():
             sem, source = divmod(pair, max(len(source_names), 1))
             per_pair.append(_class_index(names, sem_names[sem], source_names[source]))
         if len(used):
@@ -711,5 +904,9 @@ def end_tick(trace: Trace) -> int:
 
 
 def cores_of(trace: Trace) -> list[int]:
-    cores = np.union1d(int_column(trace.instructions, "core"), int_column(trace.dma, "core"))
-    return cores.tolist() or [0]
+    """The cores with records, ascending ([0] if none)."""
+    cores = [int_column(trace.instructions, "core"), int_column(trace.dma, "core")]
+    if all(c.min(initial=0) >= 0 for c in cores):  # core indices: count them, no sort
+        seen = np.bincount(np.concatenate(cores)) if any(len(c) for c in cores) else []
+        return np.flatnonzero(seen).tolist() or [0]
+    return np.union1d(*cores).tolist() or [0]

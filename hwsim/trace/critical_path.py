@@ -15,7 +15,9 @@ from hwsim.trace.analysis import (
     facts_memo,
     int_column,
     semaphore_waits,
+    sums_in_order_met,
 )
+from hwsim.trace.groups import TraceGroups
 from hwsim.trace.records import Trace
 from hwsim.trace.summary import CriticalPathStats
 
@@ -89,7 +91,12 @@ class _Path(NamedTuple):
     links: _Links
 
 
-def _walk(trace: Trace, deps: Dependencies | None, binding: np.ndarray | None) -> _Path | None:
+def _walk(
+    trace: Trace,
+    deps: Dependencies | None,
+    binding: np.ndarray | None,
+    groups: TraceGroups | None = None,
+) -> _Path | None:
     facts = facts_memo()
     deps = deps or Dependencies(trace, facts)
     recs = trace.instructions
@@ -99,7 +106,7 @@ def _walk(trace: Trace, deps: Dependencies | None, binding: np.ndarray | None) -
     n = len(recs)
     if not n and not trace.dma:
         return None
-    links = _Links(trace, deps, binding)
+    links = _Links(trace, deps, binding, groups or TraceGroups(trace))
     done = int_column(recs, "done_tick")
     d_end = int_column(trace.dma, "end_tick")
     last_i = int(np.argmax(done)) if n else -1
@@ -109,22 +116,30 @@ def _walk(trace: Trace, deps: Dependencies | None, binding: np.ndarray | None) -
         end_of_run = int(d_end[last_d])
     else:
         node, end_of_run = last_i, int(done[last_i])
-    # follow the predecessors (a chase through one list), then work the shares out at once
-    pred = links.pred.tolist()
-    path = []
-    for _ in range(len(pred) + 1):
-        if node < 0:
-            break
-        path.append(node)
-        node = pred[node]
-    on = np.array(path, np.int64)
+    on = _chain(links.pred, node)
     release = np.where(links.pred[on] < 0, np.minimum(links.release[on], links.first[on]),
                        links.release[on])  # fmt: skip
     release_of_next = np.minimum.accumulate(np.concatenate([[end_of_run], release]))
     share = release_of_next[:-1] - release_of_next[1:]
     last_release = int(release_of_next[-1])
-    startup = last_release if pred[path[-1]] < 0 and last_release > 0 else 0
+    startup = last_release if links.pred[on[-1]] < 0 and last_release > 0 else 0
     return _Path(on, share, startup, links)
+
+
+def _chain(pred: np.ndarray, node: int) -> np.ndarray:
+    """``node``, its predecessor, that one's, ... until one has none (-1), or ``len(pred) + 1``
+    nodes if the predecessors loop. By pointer doubling: the chain's first 2^k nodes, then each
+    one's 2^k-th predecessor (worked out for every node at once) gives the next 2^k, so a chain
+    of L nodes takes log2(L) numpy steps instead of L Python ones."""
+    end = len(pred)  # the node after the last: its own predecessor
+    jump = np.append(pred, end)
+    jump[jump < 0] = end
+    chain = np.array([node], np.int64)
+    while chain[-1] != end and len(chain) <= end:
+        chain = np.concatenate([chain, jump[chain]])
+        jump = jump[jump]
+    stop = np.flatnonzero(chain == end)
+    return chain[: int(stop[0]) if len(stop) else end + 1]
 
 
 def _new_step(values: tuple[object, ...]) -> CriticalStep:
@@ -135,13 +150,15 @@ class _Links:
     """Per node (the instructions, then the DMA transfers): the predecessor that delayed it (-1:
     none), when it was released, its first and last tick, and its (core, engine code, pc)."""
 
-    def __init__(self, trace: Trace, deps: Dependencies, binding: np.ndarray) -> None:
+    def __init__(
+        self, trace: Trace, deps: Dependencies, binding: np.ndarray, groups: TraceGroups
+    ) -> None:
         recs, dma, transfers = trace.instructions, trace.dma, deps.transfers
         n = len(recs)
         core, eng = int_column(recs, "core"), engine_codes(recs)
         start, ready = int_column(recs, "start_tick"), int_column(recs, "ready_tick")
         end = int_column(recs, "end_tick")
-        prev_same = _previous_in_group(core, eng, start)
+        prev_same = groups.instructions.previous()
         # an instruction: released by the update that met its wait last, if it has a source;
         # else by the previous instruction on its engine, when it reached this one
         signaller = _take(deps.update_instruction, binding)
@@ -153,9 +170,7 @@ class _Links:
         # a transfer: its last piece, delayed by the piece before it on its DMA engine if it
         # waited for the engine; else by its trigger (released at the trigger's end or arrival)
         d_start, d_queued = int_column(dma, "start_tick"), int_column(dma, "queued_tick")
-        prev_piece = _previous_in_group(
-            int_column(dma, "core"), int_column(dma, "dma_engine"), d_start
-        )
+        prev_piece = groups.dma.previous()
         piece = transfers.last_piece
         trigger = transfers.trigger_record
         p = prev_piece[piece]
@@ -181,22 +196,15 @@ def _take(values: np.ndarray, index: np.ndarray) -> np.ndarray:
     return np.where(index >= 0, values[np.maximum(index, 0)], -1)
 
 
-def _previous_in_group(group_a: np.ndarray, group_b: np.ndarray, key: np.ndarray) -> np.ndarray:
-    """For each row, the row before it in (group_a, group_b) ordered by key; -1 for the first."""
-    prev = np.full(len(key), -1, np.int64)
-    if not len(key):
-        return prev
-    order = np.lexsort((np.arange(len(key)), key, group_b, group_a))
-    same = (group_a[order][1:] == group_a[order][:-1]) & (group_b[order][1:] == group_b[order][:-1])
-    prev[order[1:][same]] = order[:-1][same]
-    return prev
-
-
 def critical_path_stats(
-    trace: Trace, deps: Dependencies, binding: np.ndarray, total: int
+    trace: Trace,
+    deps: Dependencies,
+    binding: np.ndarray,
+    total: int,
+    groups: TraceGroups | None = None,
 ) -> CriticalPathStats:
     """``path_stats(critical_path(...))``, from the path's arrays (no step tuples built)."""
-    path = _walk(trace, deps, binding)
+    path = _walk(trace, deps, binding, groups)
     if path is None:
         return path_stats([], total)
     n = len(trace.instructions)
@@ -206,14 +214,11 @@ def critical_path_stats(
     if path.startup_ticks:
         resource = np.append(resource, -2)
         share = np.append(share, path.startup_ticks)
-    codes, first_at, inverse = np.unique(resource, return_index=True, return_inverse=True)
-    sums = np.zeros(len(codes), np.int64)
-    np.add.at(sums, inverse.reshape(-1), share)
+    codes, sums = sums_in_order_met(resource, share)  # in the order the steps meet them
     by_resource: Counter[str] = Counter()
     names = {-1: DMA_SOURCE, -2: "startup"}
-    for k in np.argsort(first_at, kind="stable").tolist():  # the order the steps meet them
-        code = int(codes[k])
-        by_resource[names[code] if code < 0 else engine_of_code(code)] += int(sums[k])
+    for code, ticks in zip(codes.tolist(), sums.tolist(), strict=True):
+        by_resource[names[code] if code < 0 else engine_of_code(code)] += ticks
     transfers = int((path.on >= n).sum())
     return CriticalPathStats(
         length=len(path.on),

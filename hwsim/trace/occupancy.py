@@ -45,6 +45,8 @@ class OperandSpans:
 
     def __init__(self) -> None:
         self._spans: dict[tuple[int, str, int, int, int, int], list[int]] = {}
+        #: Spans added at once (``add_many``): (cores, memory codes, memory names, rows).
+        self._many: list[tuple[np.ndarray, np.ndarray, list[str], np.ndarray]] = []
 
     def add(
         self, core: int, spans: tuple[tuple[str, int, int, int, int], ...], start: int, done: int
@@ -60,12 +62,27 @@ class OperandSpans:
                 if done > seen[1]:
                     seen[1] = done
 
+    def add_many(
+        self, cores: np.ndarray, memory: np.ndarray, names: list[str], rows: np.ndarray
+    ) -> None:
+        """Spans used by many instructions at once: per span its core, memory (a code into
+        ``names``) and a row (first partition, end partition, first byte, end byte, first
+        start, last done). A span may repeat: only its earliest start and latest done count."""
+        self._many.append((cores, memory, names, rows))
+
     def lifetimes(self, allocations: Sequence[tuple[Any, ...]]) -> list[AllocationLife]:
         """Live interval of every SBUF/PSUM allocation (see ``allocation_lifetimes``)."""
-        groups: dict[tuple[int, str], list[tuple[int, int, int, int, int, int]]] = {}
+        listed: dict[tuple[int, str], list[tuple[int, int, int, int, int, int]]] = {}
         for (core, memory, p0, p1, b0, b1), (first, last) in self._spans.items():
-            groups.setdefault((core, memory), []).append((p0, p1, b0, b1, first, last))
-        arrays = {key: np.array(rows, np.int64) for key, rows in groups.items()}
+            listed.setdefault((core, memory), []).append((p0, p1, b0, b1, first, last))
+        groups = {key: [np.array(rows, np.int64)] for key, rows in listed.items()}
+        for cores, memory, names, rows in self._many:
+            width = len(names)
+            keys, inverse = np.unique(cores * width + memory, return_inverse=True)
+            inverse = inverse.reshape(-1)
+            for i, key in enumerate(keys.tolist()):
+                groups.setdefault((key // width, names[key % width]), []).append(rows[inverse == i])
+        arrays = {key: np.concatenate(parts) for key, parts in groups.items()}
         lives = []
         for core, memory, name, p0, parts, offset, size in allocations:
             memory = str(memory)

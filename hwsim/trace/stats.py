@@ -28,8 +28,10 @@ by T x cores, so per-engine numbers are averages over the cores):
 
 from __future__ import annotations
 
+import itertools
 from array import array
 from collections import Counter
+from collections.abc import Sequence
 from typing import Any, NamedTuple
 
 import numpy as np
@@ -40,6 +42,7 @@ from hwsim.trace.analysis import (
     SBUF,
     Dependencies,
     FactsMemo,
+    InstructionFacts,
     cores_of,
     dma_columns,
     end_tick,
@@ -54,6 +57,7 @@ from hwsim.trace.analysis import (
 )
 from hwsim.trace.critical_path import CriticalStep, critical_path, critical_path_stats
 from hwsim.trace.gc_pause import cyclic_gc_paused
+from hwsim.trace.groups import GROUP_WIDTH, Grouped, TraceGroups
 from hwsim.trace.occupancy import AllocationLife, OperandSpans, occupancy_steps
 from hwsim.trace.records import Trace, engine_order
 from hwsim.trace.summary import (
@@ -89,6 +93,7 @@ def _summarize(trace: Trace) -> RunSummary:
     cores = len(cores_of(trace))
     span = max(total, 1) * cores  # ticks of machine time per resource
     deps = Dependencies(trace, facts)
+    groups = TraceGroups(trace)
 
     eng = engine_codes(trace.instructions)
     start = int_column(trace.instructions, "start_tick")
@@ -99,7 +104,7 @@ def _summarize(trace: Trace) -> RunSummary:
     waits, binding = semaphore_waits(trace, deps, ready, start)
 
     engines = _engine_stats(eng, start, end, ready, work.is_dma, work.opcodes, waits, span)
-    dma = _dma_stats(trace, facts, deps, total, span)
+    dma = _dma_stats(trace, facts, deps, groups, total, span)
     memory = _memory_stats(trace, spans.lifetimes(trace.memory_allocations))
     peaks = _peaks(trace, cores, work.tensor_flops_by_dtype)
     total_s = total / trace.base_mhz / 1e6
@@ -107,10 +112,12 @@ def _summarize(trace: Trace) -> RunSummary:
     hbm_read, hbm_write = work.read_bytes[HBM], work.write_bytes[HBM]
     hbm_bytes = hbm_read + hbm_write
     mbu = 100.0 * hbm_bytes / (peaks.hbm_bytes_per_s * total_s) if total_s else 0.0
-    path = critical_path_stats(trace, deps, binding, total)
+    path = critical_path_stats(trace, deps, binding, total, groups)
+    # the union of all slices and pieces is that of each engine's busy blocks (far fewer)
+    engine_blocks, dma_blocks = groups.instructions.blocks(), groups.dma.blocks()
     busy_any = union_ticks(
-        np.concatenate([start, int_column(trace.dma, "start_tick")]),
-        np.concatenate([end, int_column(trace.dma, "end_tick")]),
+        np.concatenate([engine_blocks.start, dma_blocks.start]),
+        np.concatenate([engine_blocks.end, dma_blocks.end]),
     )
     idle_pct = 100.0 * (1 - busy_any / max(total, 1)) if total else 0.0
     verdict, resource, evidence = bottleneck_verdict(
@@ -173,12 +180,16 @@ def _instruction_work(trace: Trace, facts: FactsMemo, spans: OperandSpans) -> _W
     recs = trace.instructions
     fid, table = facts.ids(recs)
     k = len(table)
-    flops_k = np.array([f.flops for f in table], np.int64).reshape(k)
-    reads_k = np.array([f.read_bytes for f in table], np.int64).reshape(k, 3)
-    writes_k = np.array([f.write_bytes for f in table], np.int64).reshape(k, 3)
-    opcodes_k, opcode_of = _codes([f.opcode for f in table])
-    dtypes_k, dtype_of = _codes([f.dtype or "bf16" for f in table])
-    tags_k, tag_of = _codes([f.tag or f.opcode for f in table])
+    columns = zip(*table, strict=True) if k else [()] * len(InstructionFacts._fields)
+    facts_of = InstructionFacts(*columns)  # each field of the distinct facts, as a tuple
+    flops_k = np.array(facts_of.flops, np.int64).reshape(k)
+    reads_k = _int_rows(facts_of.read_bytes, 3)
+    writes_k = _int_rows(facts_of.write_bytes, 3)
+    opcodes_k, opcode_of = _codes(facts_of.opcode)
+    dtypes_k, dtype_of = _codes([dtype or "bf16" for dtype in facts_of.dtype])
+    tags_k, tag_of = _codes(
+        [tag or opcode for tag, opcode in zip(facts_of.tag, facts_of.opcode, strict=True)]
+    )
 
     eng = engine_codes(recs)
     flop = flops_k[fid]
@@ -226,14 +237,20 @@ def _instruction_work(trace: Trace, facts: FactsMemo, spans: OperandSpans) -> _W
         ]
         for i, name in enumerate(tag_of)
     }
-    is_dma = np.array([f.is_dma for f in table], bool).reshape(k)[fid]
+    is_dma = np.array(facts_of.is_dma, bool).reshape(k)[fid]
     return _Work(opcodes, by_dtype, int(flop.sum()), reads, writes, tags, is_dma)
 
 
-def _codes(values: list[str]) -> tuple[np.ndarray, list[str]]:
+def _int_rows(rows: Sequence[tuple[int, ...]], width: int) -> np.ndarray:
+    """Tuples of ``width`` ints as an int64 array of shape (len(rows), width)."""
+    flat = itertools.chain.from_iterable(rows)
+    return np.fromiter(flat, np.int64, len(rows) * width).reshape(len(rows), width)
+
+
+def _codes(values: Sequence[str]) -> tuple[np.ndarray, list[str]]:
     """Each value's code (int64 array) and the distinct values in order of first appearance."""
     found: dict[str, int] = {}
-    codes = np.fromiter((found.setdefault(v, len(found)) for v in values), np.int64, len(values))
+    codes = np.array([found.setdefault(v, len(found)) for v in values], np.int64)
     return codes, list(found)
 
 
@@ -245,17 +262,57 @@ def _add_spans(
     start: np.ndarray,
     done: np.ndarray,
 ) -> None:
-    """The operand spans of every record, by (core, distinct facts): first start, last done."""
-    group = core * len(table) + fid
-    keys, inverse = np.unique(group, return_inverse=True)
-    inverse = inverse.reshape(-1)
-    first = np.full(len(keys), np.iinfo(np.int64).max)
-    last = np.full(len(keys), np.iinfo(np.int64).min)
-    np.minimum.at(first, inverse, start)
-    np.maximum.at(last, inverse, done)
-    for key, lo, hi in zip(keys.tolist(), first.tolist(), last.tolist(), strict=True):
-        c, f = divmod(key, len(table))
-        spans.add(c, table[f].spans, lo, hi)
+    """The operand spans of every record, each distinct (core, span) once with the first start
+    and last done of the records using it: found per (core, distinct facts), then spread over
+    the facts' spans as arrays (a span is a tile many distinct instructions share)."""
+    k = len(table)
+    first, last, used = _min_max_by(core * k + fid, start, done)
+    per_fact = [f.spans for f in table]
+    count = np.fromiter(map(len, per_fact), np.int64, k)
+    flat = list(itertools.chain.from_iterable(per_fact))
+    if not flat:
+        return
+    # distinct span objects (the facts of instructions sharing an operand share its span)
+    objects, span_ids = np.unique(
+        np.fromiter(map(id, flat), np.int64, len(flat)), return_inverse=True
+    )
+    first_seen = np.full(len(objects), len(flat))
+    np.minimum.at(first_seen, span_ids.reshape(-1), np.arange(len(flat)))
+    distinct = [flat[i] for i in first_seen.tolist()]
+    # per used (core, facts) pair, its facts' spans: span_ids[offset[f] : offset[f] + count[f]]
+    facts_of = used % k
+    n = count[facts_of]
+    pair = np.repeat(np.arange(len(used)), n)
+    at = np.repeat(np.cumsum(count)[facts_of] - count[facts_of] - (np.cumsum(n) - n), n)
+    span = span_ids.reshape(-1)[at + np.arange(len(at))]
+    width = len(objects)
+    span_first, span_last, found = _min_max_by(
+        used[pair] // k * width + span, first[used][pair], last[used][pair]
+    )
+    memory = [span[0] for span in distinct]
+    names = list(dict.fromkeys(memory))
+    memory_code = np.array([names.index(name) for name in memory], np.int64)
+    bound = _int_rows([span[1:] for span in distinct], 4)
+    which = found % width
+    spans.add_many(
+        found // width,
+        memory_code[which],
+        names,
+        np.column_stack([bound[which], span_first[found], span_last[found]]),
+    )
+
+
+def _min_max_by(
+    group: np.ndarray, low: np.ndarray, high: np.ndarray
+) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Per group key (small non-negative ints): the least ``low`` and greatest ``high`` of its
+    rows (indexed by key), and the keys that have rows, ascending."""
+    size = int(group.max()) + 1 if len(group) else 0
+    least = np.full(size, np.iinfo(np.int64).max)
+    greatest = np.full(size, np.iinfo(np.int64).min)
+    np.minimum.at(least, group, low)
+    np.maximum.at(greatest, group, high)
+    return least, greatest, np.flatnonzero(np.bincount(group, minlength=size))
 
 
 def _np(values: array[int]) -> np.ndarray:
@@ -302,23 +359,19 @@ def _engine_stats(
 
 
 def _dma_stats(
-    trace: Trace, facts: FactsMemo, deps: Dependencies, total: int, span: int
+    trace: Trace, facts: FactsMemo, deps: Dependencies, groups: TraceGroups, total: int, span: int
 ) -> DmaStats:
     dma = trace.dma
     cols = dma_columns(trace, facts, deps.instructions, deps.transfers)
     nbytes = int_column(dma, "transfer_bytes")
-    engine = int_column(dma, "dma_engine")
     queue = int_column(dma, "queue")
-    active = 0
-    for core in np.unique(cols.core):
-        mine = cols.core == core
-        active += union_ticks(cols.start[mine], cols.end[mine])
-    # Pieces of several queues on one engine overlap (they share it), so busy is their union.
-    busy = np.zeros(int(engine.max()) + 1 if len(dma) else 0)
-    dma_core = int_column(dma, "core")
-    for key in np.unique(dma_core * 65536 + engine) if len(dma) else ():
-        mine = dma_core * 65536 + engine == key
-        busy[key % 65536] += union_ticks(cols.start[mine], cols.end[mine])
+    # Pieces of several queues on one engine overlap (they share it), so busy is their union;
+    # active is the union per core of the engines' busy blocks.
+    blocks = groups.dma.blocks()
+    keys, union = groups.dma.union_ticks_by_group()
+    busy = np.bincount(keys % GROUP_WIDTH, weights=union) if len(keys) else np.zeros(0)
+    by_core = Grouped(blocks.group // GROUP_WIDTH, blocks.start, blocks.end)
+    active = int(by_core.union_ticks_by_group()[1].sum())
     per_queue = np.bincount(queue, weights=nbytes) if len(dma) else np.zeros(0)
     efficiency, descriptor = _dma_efficiency(trace, nbytes, int_column(dma, "descriptors"))
     return DmaStats(
