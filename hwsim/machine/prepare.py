@@ -122,7 +122,7 @@ def prepare_core(program: Program, core: int) -> PreparedCore:
 
 
 def summary_keys(stream: Sequence[Instruction]) -> tuple[np.ndarray, list[Any], list[Instruction]]:
-    """What the summary's facts of each instruction depend on (``hwsim.trace.analysis.FactsMemo``:
+    """What the summary's facts of each instruction depend on (``hwsim.trace.facts.FactsMemo``:
     its static twin, tag and signals): per pc an index into the distinct keys, and the first
     instruction of each, in order of first appearance. Worked out once per program."""
     index: dict[Any, int] = {}

@@ -14,7 +14,7 @@ from typing import IO, TYPE_CHECKING
 
 import numpy as np
 
-from hwsim.trace.analysis import interval_integral
+from hwsim.trace.array_ops import interval_integral
 
 if TYPE_CHECKING:
     from matplotlib.axes import Axes

@@ -1,5 +1,6 @@
-"""Derived views of a trace that its exports share: instruction facts, who released whom, DMA
-transfers, semaphore waits, interval arithmetic and HBM traffic per DMA piece.
+"""Derived views of a trace that its exports share: engine codes, record indexes, who released
+whom, DMA transfers, semaphore waits and HBM traffic per DMA piece (instruction facts are in
+``hwsim.trace.facts``, the array steps they use in ``hwsim.trace.array_ops``).
 
 Nothing here keeps state between runs; each view is built from a ``Trace`` on demand. Everything
 that touches every record is either one Python pass or numpy, so traces of 1e6 records stay fast.
@@ -13,29 +14,28 @@ from bisect import bisect_left
 from collections import Counter, defaultdict
 from collections.abc import Callable, Sequence
 from operator import attrgetter
-from typing import Any, Generic, NamedTuple, TypeVar
+from typing import Any, NamedTuple
 
 import numpy as np
 
-from hwsim.builder import STATIC_TWIN
 from hwsim.engines import engine_label, engine_names
+from hwsim.trace.array_ops import (
+    dense_codes,
+    distinct,
+    order_by_group_and_key,
+    sums_in_order_met,
+    unique_runs,
+)
 from hwsim.trace.columns import InstructionColumns, RecordColumns
+from hwsim.trace.facts import HBM, FactsMemo
 from hwsim.trace.records import Trace
 
-#: Memories in the order of ``InstructionFacts.read_bytes`` / ``write_bytes``.
-MEMORIES = ("hbm", "sbuf", "psum")
-HBM, SBUF, PSUM = range(3)
-_MEMORY_INDEX = {name: i for i, name in enumerate(MEMORIES)}
 #: Semaphore-source class of DMA transfer completions (``SemaphoreUpdate.source_engine``).
 DMA_SOURCE = "dma"
 
 _ENGINE_CODES: dict[str, int] = {}
 _ENGINE_NAMES: list[str] = []
 _KEY_CORE_SHIFT = 48
-#: Keys spanning fewer values than this are summed by counting (``sums_in_order_met``).
-_DENSE_KEYS = 64
-#: Combined (group, key) sort keys must stay below this (int64).
-_SORT_KEY_LIMIT = 1 << 62
 _KEY_ENGINE_SHIFT = 40
 _PC_MASK = (1 << _KEY_ENGINE_SHIFT) - 1
 #: Streams (core << 8 | engine) an ``InstructionIndex`` finds by position, without a search.
@@ -74,224 +74,6 @@ def semaphore_class(name: str, source_engine: str = "") -> str:
     if source_engine:
         return source_engine
     return "other"
-
-
-# ---- per-instruction facts --------------------------------------------------------------------
-
-
-class InstructionFacts(NamedTuple):
-    """Static facts of one instruction, read once from the Instruction object.
-
-    read_bytes / write_bytes: bytes per memory in MEMORIES order (hbm, sbuf, psum).
-    spans: on-chip operands as (memory, first partition, end partition, first byte, end byte),
-    bytes within each partition; the bounding box of a strided pattern.
-    dtype: dtype name of the first operand read ('' if none): the matmul input dtype for TensorE.
-    """
-
-    opcode: str
-    profiler_opcode: str
-    tag: str
-    flops: int
-    dtype: str
-    read_bytes: tuple[int, int, int]
-    write_bytes: tuple[int, int, int]
-    spans: tuple[tuple[str, int, int, int, int], ...]
-    is_dma: bool
-    signals: tuple[str, ...]
-
-
-#: An operand's part of its instruction's facts: (memory index in MEMORIES, bytes, on-chip span
-#: as in ``InstructionFacts.spans``, or None for HBM).
-OperandFacts = tuple[int, int, tuple[str, int, int, int, int] | None]
-
-
-def operand_facts(ap: Any) -> OperandFacts:
-    memory = ap.memory
-    span = None
-    if memory != "hbm":
-        first, end = _on_chip_span(ap)
-        span = (str(memory), ap.start_partition, ap.end_partition, first, end)
-    return _MEMORY_INDEX[memory], ap.nbytes, span
-
-
-def instruction_facts(
-    instruction: Any, operands: dict[int, tuple[Any, OperandFacts]] | None = None
-) -> InstructionFacts:
-    """The facts of ``instruction``. ``operands`` memoises ``operand_facts`` by object identity
-    (instructions share their operand objects, e.g. a tile many matmuls read); it keeps each
-    operand so that its id is not reused."""
-    kind = type(instruction)
-    names = _CLASS_FACTS.get(kind)
-    if names is None:
-        names = _CLASS_FACTS[kind] = (
-            kind.OPCODE,
-            kind.PROFILER_OPCODE or kind.OPCODE.upper(),
-            bool(kind.IS_DMA),
-        )
-    if operands is None:
-        operands = {}
-    reads = instruction.moved_reads()
-    spans: list[tuple[str, int, int, int, int]] = []
-    read_bytes = _add_operands(reads, operands, spans)
-    write_bytes = _add_operands(instruction.writes(), operands, spans)
-    signals = instruction.signals
-    return InstructionFacts(
-        names[0],
-        names[1],
-        instruction.tag,
-        int(instruction.flops()),
-        reads[0].dtype.name if reads else "",
-        read_bytes,
-        write_bytes,
-        tuple(spans),
-        names[2],
-        (signals[0][0],) if len(signals) == 1 else tuple([name for name, _ in signals]),
-    )
-
-
-def _add_operands(
-    aps: Sequence[Any],
-    operands: dict[int, tuple[Any, OperandFacts]],
-    spans: list[tuple[str, int, int, int, int]],
-) -> tuple[int, int, int]:
-    """Bytes of ``aps`` per memory (MEMORIES order); their on-chip spans appended to ``spans``."""
-    totals = [0, 0, 0]
-    for ap in aps:
-        hit = operands.get(id(ap))
-        if hit is None or hit[0] is not ap:
-            hit = operands[id(ap)] = (ap, operand_facts(ap))
-        memory, nbytes, span = hit[1]
-        totals[memory] += nbytes
-        if span is not None:
-            spans.append(span)
-    return totals[0], totals[1], totals[2]
-
-
-#: Per instruction class: (OPCODE, profiler opcode, IS_DMA), read once.
-_CLASS_FACTS: dict[type, tuple[str, str, bool]] = {}
-
-
-def _on_chip_span(ap: Any) -> tuple[int, int]:
-    """``AccessPattern.byte_span()`` of an SBUF/PSUM operand, inlined: it runs once per operand of
-    every instruction of a trace, and the generic method (HBM rows, strict zips) is ~5x slower."""
-    low = high = 0
-    for n, stride in zip(ap.free_sizes, ap.free_strides):  # noqa: B905 (lengths are checked)
-        if stride > 0:
-            high += (n - 1) * stride
-        elif stride < 0:
-            low += (n - 1) * stride
-    size = ap.dtype.itemsize
-    return ap.offset_bytes + low * size, ap.offset_bytes + (high + 1) * size
-
-
-T = TypeVar("T")
-
-
-class IdentityMemo(Generic[T]):
-    """``fn(instruction)`` memoised by object identity, bounded to ``limit`` entries.
-
-    Programs reuse instruction objects (unrolled loops, repeated layers), so most look-ups hit;
-    a trace of distinct objects only costs a cleared cache now and then, never unbounded memory.
-    The memo keeps a reference to each key object so an id is never reused while cached.
-    """
-
-    def __init__(self, fn: Callable[[Any], T], limit: int = 8192) -> None:
-        self._fn = fn
-        self._limit = limit
-        self._memo: dict[int, tuple[Any, T]] = {}
-
-    def __call__(self, obj: Any) -> T:
-        hit = self._memo.get(id(obj))
-        if hit is not None and hit[0] is obj:
-            return hit[1]
-        value = self._fn(obj)
-        if len(self._memo) >= self._limit:
-            self._memo.clear()
-        self._memo[id(obj)] = (obj, value)
-        return value
-
-
-#: Operands whose facts a ``FactsMemo`` keeps (bounded: a trace of distinct objects would keep
-#: every operand alive, in the memory a streamed export must not use).
-_OPERANDS_KEPT = 8192
-
-
-class FactsMemo:
-    """``instruction_facts`` memoised by what the facts depend on: the instruction's static twin
-    (the first emitted instruction with the same operands, ``hwsim.builder.STATIC_TWIN``), its
-    tag and its signals. An unrolled kernel has thousands of instructions per twin, so a trace
-    computes the facts of each distinct instruction once, not once per record."""
-
-    def __init__(self, limit: int = 65536) -> None:
-        self._limit = limit
-        self._memo: dict[tuple[int, str, Any], tuple[Any, InstructionFacts]] = {}
-        self._last_ids: tuple[Any, tuple[np.ndarray, list[InstructionFacts]]] | None = None
-        #: ``instruction_facts``' operand memo, cleared when it passes ``_OPERANDS_KEPT``.
-        self._operands: dict[int, tuple[Any, OperandFacts]] = {}
-        #: Instructions and their facts worked out by ``ids`` but not memoised yet: a summary
-        #: reads the table only, so their keys are made on the first look-up that misses.
-        self._unmemoised: tuple[list[Any], list[InstructionFacts]] | None = None
-
-    def __call__(self, instruction: Any) -> InstructionFacts:
-        twin = instruction.__dict__.get(STATIC_TWIN, instruction)
-        key = (id(twin), instruction.tag, instruction.signals)
-        hit = self._memo.get(key)
-        if hit is None and self._unmemoised is not None:
-            self._memoise(*self._unmemoised)
-            hit = self._memo.get(key)
-        if hit is not None and hit[0] is twin:
-            return hit[1]
-        value = self._facts(instruction)
-        if len(self._memo) >= self._limit:
-            self._memo.clear()
-        self._memo[key] = (twin, value)
-        return value
-
-    def _facts(self, instruction: Any) -> InstructionFacts:
-        if len(self._operands) > _OPERANDS_KEPT:
-            self._operands.clear()
-        return instruction_facts(instruction, self._operands)
-
-    def _memoise(self, instructions: list[Any], table: list[InstructionFacts]) -> None:
-        self._unmemoised = None
-        for instruction, value in zip(instructions, table, strict=True):
-            if len(self._memo) >= self._limit:
-                break
-            twin = instruction.__dict__.get(STATIC_TWIN, instruction)
-            self._memo[id(twin), instruction.tag, instruction.signals] = (twin, value)
-
-    def ids(self, records: Sequence[Any]) -> tuple[np.ndarray, list[InstructionFacts]]:
-        """Per record, an index into a table of the distinct facts of ``records`` (one pass; each
-        distinct instruction's facts are in the table once, whatever the memo's limit). The
-        simulator's columns carry these indices (worked out once per program)."""
-        if self._last_ids is not None and self._last_ids[0] is records:
-            return self._last_ids[1]  # the same records again (a summary asks more than once)
-        if isinstance(records, InstructionColumns) and records.fact_keys is not None:
-            ids, first = records.fact_keys
-            table = [self._facts(instruction) for instruction in first]
-            if self._unmemoised is not None:
-                self._memoise(*self._unmemoised)
-            self._unmemoised = (first, table)
-            self._last_ids = (records, (ids, table))
-            return ids, table
-        table: list[InstructionFacts] = []
-        index: dict[tuple[int, str, Any], int] = {}
-
-        def code(instruction: Any) -> int:
-            twin = instruction.__dict__.get(STATIC_TWIN, instruction)
-            key = (id(twin), instruction.tag, instruction.signals)  # twins live in the records
-            found = index.get(key)
-            if found is None:
-                found = index[key] = len(table)
-                table.append(self(instruction))
-            return found
-
-        ids = np.fromiter((code(r.instruction) for r in records), np.int64, len(records))
-        return ids, table
-
-
-def facts_memo() -> FactsMemo:
-    return FactsMemo()
 
 
 def instruction_at(records: Sequence[Any], index: int) -> Any:
@@ -398,7 +180,7 @@ class SemaphoreIndex:
         if isinstance(updates, RecordColumns):  # group by (core, name code): no pass per update
             codes, sem_names = updates.names("semaphore")
             width = max(len(sem_names), 1)
-            pairs, group = _dense_codes(updates.column("core") * width + codes)
+            pairs, group = dense_codes(updates.column("core") * width + codes)
             for g, pair in enumerate(pairs.tolist()):
                 core_of, code = divmod(pair, width)
                 names[core_of, sem_names[code]] = g
@@ -444,71 +226,6 @@ class SemaphoreIndex:
             hit = k < len(reached)
             out[rows[hit]] = members[k[hit]]
         return out
-
-
-def distinct(values: np.ndarray) -> np.ndarray:
-    """``np.unique(values)`` by a sort (numpy's hashing path for a bare ``np.unique`` is several
-    times slower on these int64 columns)."""
-    ordered = np.sort(values)
-    return ordered[np.append(True, ordered[1:] != ordered[:-1])] if len(ordered) else ordered
-
-
-def sums_in_order_met(keys: np.ndarray, values: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """The distinct ``keys`` in the order first met, and per key the sum of its ``values``."""
-    if len(keys) and int(keys.max()) - int(keys.min()) < _DENSE_KEYS:  # a few codes: count them
-        low = int(keys.min())
-        code = keys - low
-        sums = np.zeros(int(code.max()) + 1, np.int64)
-        np.add.at(sums, code, values)
-        present = np.flatnonzero(np.bincount(code))
-        first = [int(np.argmax(code == c)) for c in present.tolist()]
-        order = present[np.argsort(first)]
-        return order + low, sums[order]
-    found, inverse = np.unique(keys, return_inverse=True)
-    inverse = inverse.reshape(-1)
-    first = np.full(len(found), len(keys))
-    np.minimum.at(first, inverse, np.arange(len(keys)))
-    sums = np.zeros(len(found), np.int64)
-    np.add.at(sums, inverse, values)
-    order = np.argsort(first)
-    return found[order], sums[order]
-
-
-def order_by_group_and_key(group: np.ndarray, key: np.ndarray) -> np.ndarray:
-    """Record indices by (group, key, index), as ``np.lexsort((arange, key, group))``: one stable
-    sort of a combined key (none if the records are in that order already, as the simulator
-    writes each engine's instructions)."""
-    if not len(group):
-        return np.zeros(0, np.int64)
-    span = int(key.max()) + 1
-    if group.min() >= 0 and key.min() >= 0 and (int(group.max()) + 1) * span < _SORT_KEY_LIMIT:
-        combined = group * span + key
-        if bool((combined[1:] >= combined[:-1]).all()):
-            return np.arange(len(combined), dtype=np.int64)
-        if group.max() < 1 << 16 and bool((key[1:] >= key[:-1]).all()):
-            # in key order already (semaphore updates, by tick): a stable sort by group keeps
-            # it, and sorts 16-bit groups by radix
-            return np.argsort(group.astype(np.uint16), kind="stable").astype(np.int64)
-        return np.argsort(combined, kind="stable")
-    return np.lexsort((np.arange(len(group)), key, group))
-
-
-def _dense_codes(keys: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """``np.unique(keys, return_inverse=True)`` of small non-negative keys, without a sort."""
-    present = np.bincount(keys) > 0 if len(keys) else np.zeros(0, bool)
-    code = np.cumsum(present) - 1
-    return np.flatnonzero(present), code[keys]
-
-
-def unique_runs(keys: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """``np.unique(keys, return_inverse=True)``, sorting one key per run of equal keys (the
-    pieces of a DMA transfer are mostly consecutive), not one per record."""
-    if not len(keys):
-        return keys, np.zeros(0, np.int64)
-    head = np.flatnonzero(np.append(True, keys[1:] != keys[:-1]))
-    distinct, head_code = np.unique(keys[head], return_inverse=True)
-    lengths = np.diff(np.append(head, len(keys)))
-    return distinct, np.repeat(head_code.reshape(-1).astype(np.int64), lengths)
 
 
 def _as_array(values: np.ndarray) -> array[int]:
@@ -792,57 +509,6 @@ def _class_index(names: list[str], semaphore: str, source_engine: str) -> int:
     return names.index(name)
 
 
-# ---- intervals --------------------------------------------------------------------------------
-
-
-def union_ticks(starts: np.ndarray, ends: np.ndarray) -> int:
-    """Length of the union of [start, end) intervals."""
-    if not len(starts):
-        return 0
-    order = np.argsort(starts, kind="stable")
-    s, e = starts[order], ends[order]
-    reach = np.maximum.accumulate(e)
-    # a new disjoint block starts where an interval begins after everything before it ended
-    new_block = np.empty(len(s), bool)
-    new_block[0] = True
-    new_block[1:] = s[1:] > reach[:-1]
-    block_id = np.cumsum(new_block) - 1
-    block_start = s[new_block]
-    block_end = np.zeros(len(block_start), np.int64)
-    np.maximum.at(block_end, block_id, reach)
-    return int((block_end - block_start).sum())
-
-
-def interval_integral(
-    starts: np.ndarray, ends: np.ndarray, rates: np.ndarray, at: np.ndarray
-) -> np.ndarray:
-    """∫₀ᵗ Σᵢ rateᵢ·[startᵢ ≤ τ < endᵢ] dτ at each t in ``at`` (float64, same unit as rate·time)."""
-    if not len(starts):
-        return np.zeros(len(at))
-    times = np.concatenate([starts, ends]).astype(np.float64)
-    deltas = np.concatenate([rates, -rates]).astype(np.float64)
-    order = np.argsort(times, kind="stable")
-    times, deltas = times[order], deltas[order]
-    level = np.cumsum(deltas)
-    area = np.concatenate([[0.0], np.cumsum(level[:-1] * np.diff(times))])
-    return np.interp(at, times, area, left=0.0, right=area[-1])
-
-
-def binned_amounts(
-    starts: np.ndarray, ends: np.ndarray, amounts: np.ndarray, edges: np.ndarray
-) -> np.ndarray:
-    """Per-bin totals of ``amounts`` spread evenly over each [start, end) (empty spans: 1 tick)."""
-    ends = np.maximum(ends, starts + 1)
-    rates = amounts / (ends - starts)
-    return np.diff(interval_integral(starts, ends, rates, edges))
-
-
-def bin_edges(total_ticks: int, bins: int) -> np.ndarray:
-    """``bins`` equal bins over [0, total_ticks] (fewer if the run has fewer ticks than bins)."""
-    count = max(1, min(bins, total_ticks))
-    return np.linspace(0, max(total_ticks, 1), count + 1)
-
-
 # ---- HBM traffic ------------------------------------------------------------------------------
 
 
@@ -907,6 +573,6 @@ def cores_of(trace: Trace) -> list[int]:
     """The cores with records, ascending ([0] if none)."""
     cores = [int_column(trace.instructions, "core"), int_column(trace.dma, "core")]
     if all(c.min(initial=0) >= 0 for c in cores):  # core indices: count them, no sort
-        seen = np.bincount(np.concatenate(cores)) if any(len(c) for c in cores) else []
+        seen = np.bincount(np.concatenate(cores)) if any(len(c) for c in cores) else np.zeros(0)
         return np.flatnonzero(seen).tolist() or [0]
     return np.union1d(*cores).tolist() or [0]

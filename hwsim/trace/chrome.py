@@ -37,19 +37,15 @@ import numpy as np
 
 from hwsim.isa.ap import AccessPattern
 from hwsim.trace.analysis import (
-    MEMORIES,
     Dependencies,
-    FactsMemo,
-    IdentityMemo,
-    bin_edges,
-    binned_amounts,
     cores_of,
     dma_columns,
     end_tick,
     engine_code,
     engine_label,
-    facts_memo,
 )
+from hwsim.trace.array_ops import bin_edges, binned_amounts
+from hwsim.trace.facts import MEMORIES, FactsMemo, IdentityMemo, facts_memo
 from hwsim.trace.occupancy import OperandSpans, occupancy_steps
 from hwsim.trace.records import Trace, engine_order
 from hwsim.trace.summary import RunSummary

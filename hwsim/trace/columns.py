@@ -118,7 +118,7 @@ class RecordColumns(Sequence[R], Generic[R]):
 
 class InstructionColumns(RecordColumns[InstructionRecord]):
     """Instruction records; ``fact_keys`` optionally groups them by distinct static facts
-    (``hwsim.trace.analysis.FactsMemo.ids``): per record an index into a list of representative
+    (``hwsim.trace.facts.FactsMemo.ids``): per record an index into a list of representative
     instructions, in order of first appearance."""
 
     RECORD = InstructionRecord

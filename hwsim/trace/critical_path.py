@@ -12,11 +12,11 @@ from hwsim.trace.analysis import (
     Dependencies,
     engine_codes,
     engine_of_code,
-    facts_memo,
     int_column,
     semaphore_waits,
-    sums_in_order_met,
 )
+from hwsim.trace.array_ops import sums_in_order_met
+from hwsim.trace.facts import facts_memo
 from hwsim.trace.groups import TraceGroups
 from hwsim.trace.records import Trace
 from hwsim.trace.summary import CriticalPathStats

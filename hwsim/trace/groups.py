@@ -9,7 +9,8 @@ from typing import NamedTuple
 
 import numpy as np
 
-from hwsim.trace.analysis import engine_codes, int_column, order_by_group_and_key
+from hwsim.trace.analysis import engine_codes, int_column
+from hwsim.trace.array_ops import order_by_group_and_key
 from hwsim.trace.records import Trace
 
 #: Combined (group, tick) sort keys must stay below this (int64, with room for the shift).

@@ -16,7 +16,7 @@ import numpy as np
 from hwsim.trace.records import Trace
 
 if TYPE_CHECKING:
-    from hwsim.trace.analysis import FactsMemo
+    from hwsim.trace.facts import FactsMemo
 
 
 class AllocationLife(NamedTuple):
@@ -76,12 +76,13 @@ class OperandSpans:
         for (core, memory, p0, p1, b0, b1), (first, last) in self._spans.items():
             listed.setdefault((core, memory), []).append((p0, p1, b0, b1, first, last))
         groups = {key: [np.array(rows, np.int64)] for key, rows in listed.items()}
-        for cores, memory, names, rows in self._many:
+        for cores, memory_codes, names, span_rows in self._many:
             width = len(names)
-            keys, inverse = np.unique(cores * width + memory, return_inverse=True)
+            keys, inverse = np.unique(cores * width + memory_codes, return_inverse=True)
             inverse = inverse.reshape(-1)
             for i, key in enumerate(keys.tolist()):
-                groups.setdefault((key // width, names[key % width]), []).append(rows[inverse == i])
+                group = groups.setdefault((key // width, names[key % width]), [])
+                group.append(span_rows[inverse == i])
         arrays = {key: np.concatenate(parts) for key, parts in groups.items()}
         lives = []
         for core, memory, name, p0, parts, offset, size in allocations:

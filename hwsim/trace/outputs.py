@@ -26,9 +26,9 @@ from hwsim.trace.analysis import (
     engine_code,
     engine_codes,
     engine_label,
-    facts_memo,
     int_column,
 )
+from hwsim.trace.facts import facts_memo
 from hwsim.trace.occupancy import OperandSpans
 from hwsim.trace.records import Trace, engine_order
 from hwsim.trace.summary import RunSummary

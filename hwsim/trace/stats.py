@@ -37,12 +37,7 @@ from typing import Any, NamedTuple
 import numpy as np
 
 from hwsim.trace.analysis import (
-    HBM,
-    PSUM,
-    SBUF,
     Dependencies,
-    FactsMemo,
-    InstructionFacts,
     cores_of,
     dma_columns,
     end_tick,
@@ -50,12 +45,12 @@ from hwsim.trace.analysis import (
     engine_codes,
     engine_label,
     engine_of_code,
-    facts_memo,
     int_column,
     semaphore_waits,
-    union_ticks,
 )
+from hwsim.trace.array_ops import union_ticks
 from hwsim.trace.critical_path import CriticalStep, critical_path, critical_path_stats
+from hwsim.trace.facts import HBM, PSUM, SBUF, FactsMemo, InstructionFacts, facts_memo
 from hwsim.trace.gc_pause import cyclic_gc_paused
 from hwsim.trace.groups import GROUP_WIDTH, Grouped, TraceGroups
 from hwsim.trace.occupancy import AllocationLife, OperandSpans, occupancy_steps
@@ -181,7 +176,8 @@ def _instruction_work(trace: Trace, facts: FactsMemo, spans: OperandSpans) -> _W
     fid, table = facts.ids(recs)
     k = len(table)
     columns = zip(*table, strict=True) if k else [()] * len(InstructionFacts._fields)
-    facts_of = InstructionFacts(*columns)  # each field of the distinct facts, as a tuple
+    # Each field of the distinct facts, as a tuple of that field's values (so not typed as one).
+    facts_of: Any = InstructionFacts(*columns)
     flops_k = np.array(facts_of.flops, np.int64).reshape(k)
     reads_k = _int_rows(facts_of.read_bytes, 3)
     writes_k = _int_rows(facts_of.write_bytes, 3)

@@ -24,13 +24,8 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from hwsim.engines import profiler_name
-from hwsim.trace.analysis import (
-    DMA_SOURCE,
-    HBM,
-    MEMORIES,
-    Transfers,
-    facts_memo,
-)
+from hwsim.trace.analysis import DMA_SOURCE, Transfers
+from hwsim.trace.facts import HBM, MEMORIES, facts_memo
 from hwsim.trace.records import Trace
 from hwsim.trace.summary import RunSummary
 

@@ -257,7 +257,7 @@ def test_a_legal_gather_passes_its_check():
 
 
 def test_traffic_statistics_count_the_rows_moved_not_the_table():
-    from hwsim.trace.analysis import instruction_facts
+    from hwsim.trace.facts import instruction_facts
 
     indices = np.array([3, 0, 39, 3, 7, 3, 1, 39])
     _, gather, _ = gather_program(indices)

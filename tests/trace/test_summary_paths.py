@@ -14,12 +14,8 @@ import pytest
 
 from hwsim.config import load_config
 from hwsim.machine.simulator import run
-from hwsim.trace.analysis import (
-    InstructionIndex,
-    order_by_group_and_key,
-    sums_in_order_met,
-    union_ticks,
-)
+from hwsim.trace.analysis import InstructionIndex
+from hwsim.trace.array_ops import order_by_group_and_key, sums_in_order_met, union_ticks
 from hwsim.trace.critical_path import _chain
 from hwsim.trace.groups import Grouped
 from hwsim.trace.stats import summarize
