@@ -132,7 +132,7 @@ class SemaphoreBank:
 
     def wait_for(self, sem: int, value: int, event: simpy.Event) -> None:
         """Have ``event`` succeed (with the reaching tick) once increments reaching ``value``
-        are scheduled: the waiting process's own reused event (``simulator._Wakeup``)."""
+        are scheduled: the waiting process's own reused event (``process.Wakeup``)."""
         state = self._sems[sem]
         if not state.waiters or value < self.lowest_waiting[sem]:
             self.lowest_waiting[sem] = value

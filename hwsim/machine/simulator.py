@@ -4,11 +4,8 @@ Each engine runs its in-order stream: wait until its semaphores reach their valu
 access port if the config has one (NeuronCore-v2 sharing rules), start, occupy the engine for the
 issue interval, and schedule its semaphore increments at start + latency. Everything static (costs,
 semaphore indices, port use, DMA splits) is computed once per program before the clock starts.
-A process that would sleep until a tick before which no other event is due moves the clock there
-itself instead (``_advance_to``): same ticks, same order, one SimPy event fewer. Otherwise it
-sleeps on one reused event (``_Wakeup``) queued as ``env.timeout`` would queue a new one, and
-waits for a semaphore on it too; SimPy's loop resumes the process by calling its generator
-directly (``_EngineProcess``).
+How an engine sits on SimPy (one reused wake-up event, its loop resumed by SimPy's loop
+directly, the clock moved by hand when nothing else is due) is ``hwsim.machine.process``.
 """
 
 from __future__ import annotations
@@ -16,7 +13,7 @@ from __future__ import annotations
 import struct
 from array import array
 from bisect import bisect_left
-from collections.abc import Callable, Generator
+from collections.abc import Generator
 from dataclasses import dataclass, field
 from fractions import Fraction
 from heapq import heappush
@@ -25,7 +22,7 @@ from typing import Any
 
 import numpy as np
 import simpy
-from simpy.events import NORMAL, Initialize
+from simpy.events import NORMAL
 
 from hwsim.config import HardwareConfig, config_hash, load_config
 from hwsim.errors import (
@@ -49,6 +46,7 @@ from hwsim.machine.prepare import (
     port_indices,
     prepare_core,
 )
+from hwsim.machine.process import EngineProcess, Wakeup
 from hwsim.machine.race import RaceChecker
 from hwsim.machine.semaphores import LOG_ENTRY, SemaphoreBank
 from hwsim.machine.state import CoreState, Hbm
@@ -206,7 +204,7 @@ def _simulate(
                 sems, dma, state, numerics, race, init,
             )  # fmt: skip
             runner.durations, runner.prepared = facts.durations[engine], prepared
-            runner.proc = _EngineProcess(env, runner.steps)
+            runner.proc = EngineProcess(env, runner.steps)
             runners.append(runner)
     env.run()
     trace.dma = dma.records()
@@ -307,19 +305,19 @@ class _EngineRunner:
         self.chain_ready = array("q")
         self.durations: Durations
         self.prepared: PreparedCore
-        self.proc: _EngineProcess | None = None
+        self.proc: EngineProcess | None = None
 
     @property
     def pc(self) -> int:
         """The instruction the engine is at: the first not yet started."""
         return len(self.chain_ready)
 
-    def steps(self, process: _EngineProcess) -> Generator[None, _Wakeup | None, None]:
-        """The engine's loop, run by ``process`` (``_EngineProcess``: it ends by telling the
-        process, and yields only once it has queued its ``_Wakeup`` to be resumed by)."""
+    def steps(self, process: EngineProcess) -> Generator[None, Wakeup | None, None]:
+        """The engine's loop, run by ``process`` (``EngineProcess``: it ends by telling the
+        process, and yields only once it has queued its ``Wakeup`` to be resumed by)."""
         env, sems, static = self.env, self.sems, self.static
-        resumes, queue, eid = process.resumes, env._queue, env._eid  # as _Wakeup uses them
-        wakeup = _Wakeup(env, resumes)
+        resumes, queue, eid = process.resumes, env._queue, env._eid  # as Wakeup uses them
+        wakeup = Wakeup(env, resumes)
         schedule, source = sems.schedule, sems.source_code(self.engine)
         ticks_of, totals_of = sems.tick_lists(), sems.total_lists()
         lowest_waiting, log_add, entry = sems.lowest_waiting, sems.log.frombytes, LOG_ENTRY.pack
@@ -397,7 +395,7 @@ class _EngineRunner:
         yield  # for good: nothing queues the wake-up again, so SimPy's loop never resumes it
 
     def _blocked(
-        self, sem: int, value: int, wakeup: _Wakeup
+        self, sem: int, value: int, wakeup: Wakeup
     ) -> Generator[None, Any, tuple[int, int]]:
         """Sleep until increments of ``sem`` reaching ``value`` are scheduled (``SemaphoreBank.
         wake``); (the tick they reach it, now)."""
@@ -439,125 +437,6 @@ class _EngineRunner:
 
         transfer = DmaTransfer(self.core, plan.queue, self.engine, pc, complete)
         self.dma.submit(transfer, plan, start)
-
-
-class _EngineProcess(simpy.Process):
-    """An engine's SimPy process, resumed by SimPy's loop calling its generator's ``send``.
-
-    ``simpy.Process`` resumes its generator from its ``_resume``, which SimPy's loop calls for
-    each event the generator yields: a Python call per event, and a new bound method appended to
-    the event's callbacks. Here every event the engine loop sleeps on is queued with the one
-    callbacks list ``resumes`` (``[generator.send]``), so a resumption is SimPy's loop calling
-    ``send`` (SimPy's loop reads that list and sets the event's own attribute to None; it never
-    changes the list, so one list serves every sleep). ``_resume`` is called once, by the
-    ``Initialize`` event that starts the process, as SimPy starts any.
-
-    What ``Process._resume`` does when its generator ends or raises, the loop does itself
-    (``finish``, ``fail``): it never returns or raises into SimPy's loop (a StopIteration or an
-    exception from a callback would leave ``env.run`` as is), and the failed process is raised
-    from ``env.run`` as SimPy raises any. Then it drops the generator (``_let_go``). It is not
-    interruptible (nothing interrupts engines).
-    """
-
-    def __init__(
-        self,
-        env: simpy.Environment,
-        steps: Callable[[_EngineProcess], Generator[None, _Wakeup | None, None]],
-    ) -> None:
-        # simpy.Process.__init__, inlined as SimPy inlines Event.__init__
-        self.env = env
-        self.callbacks: list[Callable[[simpy.Event], None]] = []
-        self._name = steps.__qualname__
-        self._loop: Generator[None, _Wakeup | None, None] | None = steps(self)
-        #: The callbacks of every event the loop sleeps on.
-        self.resumes = [self._loop.send]
-        self._target = Initialize(env, self)  # scheduled as ``env.process`` schedules its start
-
-    @property
-    def name(self) -> str:
-        return self._name
-
-    def _resume(self, event: simpy.Event) -> None:
-        """Start the loop (the ``Initialize`` event's callback)."""
-        assert self._loop is not None
-        self._loop.send(None)
-
-    def finish(self) -> None:
-        """The loop is done: succeed, as ``Process._resume`` does at the generator's end."""
-        self.succeed()
-        self._let_go()
-
-    def fail(self, exception: Exception) -> _EngineProcess:
-        """The loop raised ``exception``: fail, as ``Process._resume`` does (SimPy's loop raises
-        it from ``env.run`` when it processes this process)."""
-        super().fail(exception)
-        self._let_go()
-        return self
-
-    def _let_go(self) -> None:
-        """Drop every reference to the generator but the ``send`` running now: once it returns
-        to SimPy's loop the generator is closed (at its last yield) and its frame freed with the
-        run's per-pc state it holds, instead of living on in a cycle until a collection."""
-        self.resumes.clear()  # SimPy's loop is iterating it: it has called its one callback
-        self._loop = None
-
-
-class _Wakeup(simpy.Event):
-    """The one event an engine process sleeps on, scheduled again each time it sleeps.
-
-    In place of a new ``env.timeout(delay)`` per sleep: the process pushes this event on SimPy's
-    heap with the entry ``Environment.schedule`` would make for that timeout (``(now + delay,
-    NORMAL, next event id, event)``), so it is processed at the same tick in the same order, as
-    the timeout would. It is also the event a wait for a semaphore sleeps on (``succeed``, in
-    place of a new event per wait). It is reused only once it has been processed (the process
-    sleeps on it again after it resumed the process), so one is never queued twice.
-
-    ``resumes``: the callbacks list it is queued with (``_EngineProcess.resumes``); None for a
-    process of ``env.process``, which adds its own callback to a new list each time.
-    """
-
-    def __init__(
-        self, env: simpy.Environment, resumes: list[Callable[[Any], Any]] | None = None
-    ) -> None:
-        super().__init__(env)
-        self._ok, self._value = True, None  # triggered, with a timeout's value
-        self.resumes = resumes
-        # SimPy's event heap of (tick, priority, id, event), and its event ids (as
-        # ``Environment.schedule`` uses them).
-        self._queue, self._eid = env._queue, env._eid
-
-    def sleeps_until(self, tick: int) -> bool:
-        """Reach ``tick``: True when the process must yield this event (queued for ``tick``,
-        since another event is due at or before it), False when the clock was moved there
-        instead (``_advance_to``: nothing else would run in between)."""
-        queue = self._queue
-        if queue and queue[0][0] <= tick:
-            self.callbacks = self.resumes if self.resumes is not None else []
-            heappush(queue, (tick, NORMAL, next(self._eid), self))
-            return True
-        self.env._now = tick  # _advance_to, inlined
-        return False
-
-    def succeed(self, value: Any = None) -> _Wakeup:
-        """Resume the process now with ``value`` (a semaphore's reaching tick): queued as
-        ``Event.succeed`` queues an event (``(now, NORMAL, next event id, event)``), without
-        its check that the event was not triggered before (this one is, once per sleep)."""
-        self._value = value
-        self.callbacks = self.resumes if self.resumes is not None else []
-        heappush(self._queue, (self.env._now, NORMAL, next(self._eid), self))
-        return self
-
-
-def _advance_to(env: simpy.Environment, tick: int) -> None:
-    """Move the clock to ``tick`` from inside a process, in place of ``yield env.timeout(...)``.
-
-    Only when ``env.peek() > tick``: no other event is due before or at ``tick``, so the timeout
-    would be the next event processed, resuming this process at ``tick`` with nothing run in
-    between. Skipping it changes no tick and no order of anything (event ids only break ties
-    between events due at the same tick, and all later ones shift alike). SimPy offers no public
-    way to do this; ``_now`` is its clock (``Environment.now`` returns it).
-    """
-    env._now = tick
 
 
 def _deadlock_message(blocked: list[_EngineRunner]) -> str:

@@ -1,6 +1,6 @@
-"""Guard for the simulator's private clock shortcut (``simulator._advance_to`` sets SimPy's
-``Environment._now``), its reused wake-up event (``simulator._Wakeup``, queued by hand as
-``Environment.schedule`` queues a timeout), its engine process (``simulator._EngineProcess``:
+"""Guard for the simulator's private clock shortcut (``process.advance_to`` sets SimPy's
+``Environment._now``), its reused wake-up event (``process.Wakeup``, queued by hand as
+``Environment.schedule`` queues a timeout), its engine process (``process.EngineProcess``:
 resumed through one shared callbacks list, started by ``Initialize`` calling ``_resume``) and
 the DMA's calls (``dma._Call``, an object with only ``callbacks`` and ``_ok`` on SimPy's heap):
 if a SimPy release renames or caches the clock or changes its queue entries or its loop, these
@@ -17,7 +17,7 @@ import simpy
 from simpy.events import NORMAL, Initialize
 
 from hwsim.machine.dma import _Call
-from hwsim.machine.simulator import _advance_to, _EngineProcess, _Wakeup
+from hwsim.machine.process import EngineProcess, Wakeup, advance_to
 
 
 def test_simpy_is_the_pinned_major_version():
@@ -30,7 +30,7 @@ def test_advance_to_moves_environment_now():
 
     def proc():
         yield env.timeout(3)
-        _advance_to(env, 10)
+        advance_to(env, 10)
         seen.append(env.now)
         yield env.timeout(0)
         seen.append(env.now)
@@ -47,7 +47,7 @@ def test_events_scheduled_after_advance_fire_at_the_advanced_time():
 
     def advancing():
         yield env.timeout(2)
-        _advance_to(env, 20)  # nothing else is due before 20: the shortcut's precondition
+        advance_to(env, 20)  # nothing else is due before 20: the shortcut's precondition
         yield env.timeout(5)  # due at 25, not 7
         fired.append(("advancing", env.now))
         done = env.timeout(4)  # due at 29
@@ -71,7 +71,7 @@ def test_run_until_respects_the_advanced_clock():
 
     def proc():
         yield env.timeout(1)
-        _advance_to(env, 100)
+        advance_to(env, 100)
         yield env.timeout(50)
         fired.append(env.now)
 
@@ -103,10 +103,10 @@ def test_the_queue_entry_a_timeout_makes():
 
 
 def test_a_reused_wakeup_fires_where_new_timeouts_would():
-    # the same sleeps, one process on new timeouts and one on its reused _Wakeup, tied at every
+    # the same sleeps, one process on new timeouts and one on its reused Wakeup, tied at every
     # tick: each resumes in the order it went to sleep, and with a timeout's value (None)
     def sleeps(env, log, name, reuse):
-        wakeup = _Wakeup(env)
+        wakeup = Wakeup(env)
         for delay in (2, 0, 3, 3):
             if reuse:
                 wakeup.callbacks = []
@@ -127,11 +127,11 @@ def test_a_reused_wakeup_fires_where_new_timeouts_would():
     assert order(True) == order(False) == expected
 
 
-# ---- the engine process (simulator._EngineProcess) and the DMA's calls (dma._Call) -------------
+# ---- the engine process (process.EngineProcess) and the DMA's calls (dma._Call) -------------
 
 
 def test_the_loop_reads_callbacks_and_leaves_the_list_alone():
-    # _EngineProcess queues every sleep with one shared callbacks list, dma._Call too: SimPy's
+    # EngineProcess queues every sleep with one shared callbacks list, dma._Call too: SimPy's
     # loop must call each callback with the event and set the event's attribute to None, and
     # never change the list itself
     env = simpy.Environment()
@@ -148,7 +148,7 @@ def test_the_loop_reads_callbacks_and_leaves_the_list_alone():
 
 
 def test_initialize_starts_a_process_through_its_resume():
-    # _EngineProcess is started by the Initialize event calling its ``_resume`` once
+    # EngineProcess is started by the Initialize event calling its ``_resume`` once
     env = simpy.Environment()
     started = []
 
@@ -166,11 +166,11 @@ def test_initialize_starts_a_process_through_its_resume():
 
 
 def _sleeps_and_waits(env, log, name):
-    """A loop on the engine process's terms: a sleep on its _Wakeup, a wait it is woken from by
+    """A loop on the engine process's terms: a sleep on its Wakeup, a wait it is woken from by
     ``succeed`` (by ``waker``), a last sleep, then ``finish``."""
 
     def steps(process):
-        wakeup = _Wakeup(env, process.resumes)
+        wakeup = Wakeup(env, process.resumes)
         assert wakeup.sleeps_until(3)  # the other process's timeout is due at 3: queue it
         yield
         log.append((name, env.now))
@@ -183,7 +183,7 @@ def _sleeps_and_waits(env, log, name):
         process.finish()
         yield
 
-    waiting: list[_Wakeup] = []
+    waiting: list[Wakeup] = []
     return steps, waiting
 
 
@@ -209,7 +209,7 @@ def test_an_engine_process_sleeps_and_wakes_where_a_simpy_process_would():
             yield env.timeout(2)
             log.append(("engine", env.now))
 
-        process = _EngineProcess(env, steps) if engine_process else env.process(plain())
+        process = EngineProcess(env, steps) if engine_process else env.process(plain())
         env.process(other())
         assert process.is_alive
         env.run()
@@ -227,7 +227,7 @@ def test_a_failed_engine_process_is_raised_by_run():
         process.fail(KeyError("lost"))
         yield
 
-    _EngineProcess(env, steps)
+    EngineProcess(env, steps)
     with pytest.raises(KeyError, match="lost"):
         env.run()
 
