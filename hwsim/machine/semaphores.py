@@ -125,10 +125,10 @@ class SemaphoreBank:
         return [state.totals for state in self._sems]
 
     def clock_reaching(self, sem: int, value: int) -> list[Clock]:
-        """Signaller clocks of the increments that bring the semaphore to ``value``."""
+        """Signaller clocks of the increments that bring the semaphore to ``value``: none for a
+        value <= 0, which the semaphore has from the start (a wait for it orders nothing)."""
         state = self._sems[sem]
-        last = max(bisect_left(state.totals, value), 1)  # past the 0 entry, as before it had one
-        return state.clocks[1 : last + 1]  # (a wait for <= 0 joins the first increment's clock)
+        return state.clocks[1 : bisect_left(state.totals, value) + 1]  # past the 0 entry
 
     def wait_for(self, sem: int, value: int, event: simpy.Event) -> None:
         """Have ``event`` succeed (with the reaching tick) once increments reaching ``value``

@@ -465,3 +465,34 @@ def test_accumulating_matmuls_issue_back_to_back():
     b.emit(replace(first, accumulate=True))
     one, two = records_by(run(b.build(), "tiny", numerics=False), "tensor")
     assert (one.end_tick, one.done_tick) == (128, 160) and two.start_tick == 128
+
+
+def test_race_checker_sees_a_wait_for_zero_as_no_ordering():
+    # A wait for S.vector >= 0 holds from the start: it orders the scalar write after nothing, so
+    # the two writes of one tile still race. Waiting for 1 (vector's increment) orders them.
+    tile = contiguous(SBUF, FP32, 32, 16)
+
+    def program_waiting_for(value: int) -> Program:
+        program = Program()
+        program.cores[0].streams["vector"].append(
+            TensorCopy(
+                engine="vector",
+                dst=tile,
+                src=contiguous(SBUF, FP32, 32, 16, offset_bytes=1024),
+                signals=(("S.vector", 1),),
+            )
+        )
+        program.cores[0].streams["scalar"].append(
+            TensorCopy(
+                engine="scalar",
+                dst=tile,
+                src=contiguous(SBUF, FP32, 32, 16, offset_bytes=2048),
+                waits=(("S.vector", value),),
+            )
+        )
+        return program
+
+    with pytest.raises(RaceError) as error:
+        run(program_waiting_for(0), "tiny", numerics=False, race_check=True)
+    assert "vector[0]" in str(error.value) and "scalar[0]" in str(error.value)
+    run(program_waiting_for(1), "tiny", numerics=False, race_check=True)
