@@ -31,6 +31,7 @@ from hwsim.isa.ap import MemorySpace
 from hwsim.isa.base import Instruction, MachineSpec
 from hwsim.machine.dma_plan import DmaCostModel, TransferPlan, plan_transfer
 from hwsim.program import CoreProgram, Program
+from hwsim.trace.facts import summary_keys
 
 #: What an instruction costs, computed once per distinct instruction and config: (issue ticks,
 #: latency ticks, chain ticks (a same-engine dependent may start), shared ports used, ticks it
@@ -119,26 +120,6 @@ def prepare_core(program: Program, core: int) -> PreparedCore:
     prepared = PreparedCore(list(index), static, {}, keys)
     cache[("core", core)] = prepared
     return prepared
-
-
-def summary_keys(stream: Sequence[Instruction]) -> tuple[np.ndarray, list[Any], list[Instruction]]:
-    """What the summary's facts of each instruction depend on (``hwsim.trace.facts.FactsMemo``:
-    its static twin, tag and signals): per pc an index into the distinct keys, and the first
-    instruction of each, in order of first appearance. Worked out once per program."""
-    index: dict[Any, int] = {}
-    first: list[Instruction] = []
-
-    def code(instruction: Instruction) -> int:
-        twin = instruction.__dict__.get(STATIC_TWIN, instruction)
-        key = (id(twin), instruction.tag, instruction.signals)  # twins live in the program
-        found = index.get(key)
-        if found is None:
-            found = index[key] = len(first)
-            first.append(instruction)
-        return found
-
-    ids = np.fromiter(map(code, stream), np.int64, len(stream))
-    return ids, list(index), first
 
 
 def facts_of_core(

@@ -217,20 +217,29 @@ class FactsMemo:
             self._unmemoised = (first, table)
             self._last_ids = (records, (ids, table))
             return ids, table
-        table = []
-        index: dict[tuple[int, str, Any], int] = {}
+        ids, _, first = summary_keys([record.instruction for record in records])
+        return ids, [self(instruction) for instruction in first]
 
-        def code(instruction: Any) -> int:
-            twin = instruction.__dict__.get(STATIC_TWIN, instruction)
-            key = (id(twin), instruction.tag, instruction.signals)  # twins live in the records
-            found = index.get(key)
-            if found is None:
-                found = index[key] = len(table)
-                table.append(self(instruction))
-            return found
 
-        ids = np.fromiter((code(r.instruction) for r in records), np.int64, len(records))
-        return ids, table
+def summary_keys(stream: Sequence[Any]) -> tuple[np.ndarray, list[Any], list[Any]]:
+    """What the summary's facts of each instruction depend on (``FactsMemo``:
+    its static twin, tag and signals): per pc an index into the distinct keys, and the first
+    instruction of each, in order of first appearance. Worked out once per program
+    (``hwsim.machine.prepare``), or per trace of plain records."""
+    index: dict[Any, int] = {}
+    first: list[Any] = []
+
+    def code(instruction: Any) -> int:
+        twin = instruction.__dict__.get(STATIC_TWIN, instruction)
+        key = (id(twin), instruction.tag, instruction.signals)  # twins live in the stream
+        found = index.get(key)
+        if found is None:
+            found = index[key] = len(first)
+            first.append(instruction)
+        return found
+
+    ids = np.fromiter(map(code, stream), np.int64, len(stream))
+    return ids, list(index), first
 
 
 def facts_memo() -> FactsMemo:
