@@ -14,8 +14,8 @@ import numpy as np
 _DENSE_KEYS = 64
 
 
-#: Combined (group, key) sort keys must stay below this (int64).
-_SORT_KEY_LIMIT = 1 << 62
+#: Combined (group, key) keys must stay below this (int64, with room to spare).
+KEY_LIMIT = 1 << 62
 
 
 def distinct(values: np.ndarray) -> np.ndarray:
@@ -46,6 +46,14 @@ def sums_in_order_met(keys: np.ndarray, values: np.ndarray) -> tuple[np.ndarray,
     return found[order], sums[order]
 
 
+def sum_by_key(keys: np.ndarray, values: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """(distinct keys ascending, the sum of ``values`` per key), int64."""
+    distinct, inverse = np.unique(keys, return_inverse=True)
+    sums = np.zeros(len(distinct), np.int64)
+    np.add.at(sums, inverse.reshape(-1), values)
+    return distinct, sums
+
+
 def order_by_group_and_key(group: np.ndarray, key: np.ndarray) -> np.ndarray:
     """Record indices by (group, key, index), as ``np.lexsort((arange, key, group))``: one stable
     sort of a combined key (none if the records are in that order already, as the simulator
@@ -53,7 +61,7 @@ def order_by_group_and_key(group: np.ndarray, key: np.ndarray) -> np.ndarray:
     if not len(group):
         return np.zeros(0, np.int64)
     span = int(key.max()) + 1
-    if group.min() >= 0 and key.min() >= 0 and (int(group.max()) + 1) * span < _SORT_KEY_LIMIT:
+    if group.min() >= 0 and key.min() >= 0 and (int(group.max()) + 1) * span < KEY_LIMIT:
         combined = group * span + key
         if bool((combined[1:] >= combined[:-1]).all()):
             return np.arange(len(combined), dtype=np.int64)

@@ -10,12 +10,8 @@ from typing import NamedTuple
 import numpy as np
 
 from hwsim.trace.analysis import engine_codes, int_column
-from hwsim.trace.array_ops import order_by_group_and_key
+from hwsim.trace.array_ops import KEY_LIMIT, order_by_group_and_key, sum_by_key
 from hwsim.trace.records import Trace
-
-#: Combined (group, tick) sort keys must stay below this (int64, with room for the shift).
-_KEY_LIMIT = 1 << 62
-
 
 #: Group keys are core * GROUP_WIDTH + engine (an ``engine_code`` or a DMA engine index).
 GROUP_WIDTH = 1 << 16
@@ -83,7 +79,7 @@ class Grouped:
         starts = np.flatnonzero(first)
         lo = min(int(s.min()), int(e.min())) if len(s) else 0
         step = max(int(s.max()), int(e.max())) - lo + 1 if len(s) else 1
-        if len(starts) * step < _KEY_LIMIT:
+        if len(starts) * step < KEY_LIMIT:
             new_block, block_start, block_end = _union_blocks(s, e, first, lo, step)
         else:  # ticks too far apart to shift the groups apart in int64: one group at a time
             parts = [
@@ -99,14 +95,6 @@ class Grouped:
         """(group keys in ascending order, the length of the union of each group's intervals)."""
         blocks = self.blocks()
         return sum_by_key(blocks.group, blocks.end - blocks.start)
-
-
-def sum_by_key(keys: np.ndarray, values: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """(distinct keys ascending, the sum of ``values`` per key), int64."""
-    distinct, inverse = np.unique(keys, return_inverse=True)
-    sums = np.zeros(len(distinct), np.int64)
-    np.add.at(sums, inverse.reshape(-1), values)
-    return distinct, sums
 
 
 def _union_blocks(
