@@ -12,6 +12,12 @@ for their completion when needed:
 A read is recorded on the bytes it touches: reading one slice of a wider tile orders later writes
 to that slice only, so memory a new tile reuses next to it is not held up (no false WAR).
 
+Two ways to run these rules, with the same result: ``emit`` applies them as each instruction
+comes (this module's Python, the specification: an instruction it returns has its waits), or a
+deferred builder (``ProgramBuilder(deferred=True)``, what kernels are built with) records each
+instruction's channel and operand regions and ``build()`` applies them to the whole program in one
+compiled pass (``hwsim.deferred_deps``), several times faster.
+
 Semaphores follow the hardware's naming: ``S.<engine>`` counts completed instructions of an engine,
 ``S.dma.q<k>`` counts completed transfers of DMA queue k [S10][S12].
 """
@@ -26,6 +32,8 @@ from typing import Any
 
 import numpy as np
 
+from hwsim import deferred_deps
+from hwsim.deferred_deps import BIN_BYTES, BIN_ROWS, MAX_BINS
 from hwsim.dtypes import DType
 from hwsim.engines import engine_names
 from hwsim.errors import IllegalInstructionError
@@ -34,12 +42,6 @@ from hwsim.isa.base import Instruction
 from hwsim.isa.regions import Region, hbm_interval, region_of
 from hwsim.program import Allocation, CoreProgram, HbmTensorDecl, Program, TensorKind
 
-#: Regions are indexed in bins of this many bytes per row (partition), and for HBM tensors of this
-#: many rows, so finding the earlier accesses that overlap an operand does not scan every one.
-_BIN_BYTES = 1024
-_BIN_ROWS = 128
-#: A region that would sit in more bins than this is kept in the index's always-scanned list.
-_MAX_BINS = 256
 #: The tracker's identity cache of operand facts is cleared when it reaches this many entries
 #: (a bound on its memory; the by-value cache behind it keeps every fact).
 _MAX_BY_ID = 1 << 16
@@ -112,15 +114,15 @@ class _RegionIndex:
         """The bins of a box with the index's pitch, or None if it is not binned."""
         if region.row_bytes != self.pitch or region.row1 <= region.row0:
             return None
-        col0, col1 = region.col0 // _BIN_BYTES, (region.col1 - 1) // _BIN_BYTES + 1
+        col0, col1 = region.col0 // BIN_BYTES, (region.col1 - 1) // BIN_BYTES + 1
         if col1 <= col0:
             return None
         if not self.pitch:  # on chip: rows are partitions, all in one row of bins
-            if col1 - col0 > _MAX_BINS:
+            if col1 - col0 > MAX_BINS:
                 return None
             return [(0, c) for c in range(col0, col1)]
-        row0, row1 = region.row0 // _BIN_ROWS, (region.row1 - 1) // _BIN_ROWS + 1
-        if (row1 - row0) * (col1 - col0) > _MAX_BINS:
+        row0, row1 = region.row0 // BIN_ROWS, (region.row1 - 1) // BIN_ROWS + 1
+        if (row1 - row0) * (col1 - col0) > MAX_BINS:
             return None
         return [(r, c) for r in range(row0, row1) for c in range(col0, col1)]
 
@@ -270,6 +272,167 @@ class _CoreTracker:
         return facts
 
 
+class _Template:
+    """What instructions with one ``static_key`` (and the same operand objects read and
+    written) share in a deferred builder's record: their twin (the first instruction with the
+    key), their operands, and per mask of untracked inputs the template id."""
+
+    __slots__ = ("ids", "operands", "tensors", "twin")
+
+    def __init__(self, twin: Instruction, operands: list[tuple[int, int, str]]) -> None:
+        self.twin = twin
+        #: (region id, WRITE or 0, HBM tensor or "") per operand occurrence, reads first.
+        self.operands = operands
+        #: The HBM tensors among them (their input status is checked per instruction).
+        self.tensors = any(tensor for _, _, tensor in operands)
+        self.ids: dict[int, int] = {}
+
+
+class _Recorder:
+    """What a deferred builder keeps of one core's instructions, in program order, for
+    ``deferred_deps.resolve``: per instruction its template (engine, channel, operand regions
+    with their flags), ``place_hbm`` steps at their place among them."""
+
+    def __init__(self) -> None:
+        self.keys: dict[tuple[Any, ...], int] = {}
+        self.regions: list[Region] = []
+        self.region_keys: list[int] = []
+        self.by_value: dict[AccessPattern, tuple[int, str]] = {}
+        self.engines: dict[str, int] = {}
+        self.channels: dict[str, int] = {}
+        #: static key -> positions of the reads dropped as written (``_operands``) -> template
+        self.templates: dict[tuple[Any, ...], dict[tuple[int, ...], _Template]] = {}
+        self.t_engine: list[int] = []
+        self.t_channel: list[int] = []
+        self.t_is_dma: list[int] = []
+        self.t_op_end: list[int] = []
+        self.op_region: list[int] = []
+        self.op_flags: list[int] = []
+        #: Per instruction: its template id, or -1 - k for the k-th place step.
+        self.instr_template: list[int] = []
+        self.instructions: list[Instruction | None] = []
+        #: Waits instructions came with (by position), which the found ones follow.
+        self.base_waits: dict[int, tuple[tuple[str, int], ...]] = {}
+        self.place_whole: list[int] = []
+        self.place_key: list[int] = []
+        self.place_earlier_end: list[int] = []
+        self.place_earlier: list[int] = []
+
+    def template(
+        self, engine: str, channel: str, is_dma: bool, flags: list[tuple[int, int]]
+    ) -> int:
+        """A new template: (region id, flags) per operand occurrence."""
+        channels, engines = self.channels, self.engines
+        if channel not in channels:
+            channels[channel] = len(channels)
+        if engine not in engines:
+            engines[engine] = len(engines)
+        self.t_engine.append(engines[engine])
+        self.t_channel.append(channels[channel])
+        self.t_is_dma.append(1 if is_dma else 0)
+        for region, flag in flags:
+            self.op_region.append(region)
+            self.op_flags.append(flag)
+        self.t_op_end.append(len(self.op_region))
+        return len(self.t_op_end) - 1
+
+    def key(self, key: tuple[Any, ...]) -> int:
+        found = self.keys.get(key)
+        if found is None:
+            found = self.keys[key] = len(self.keys)
+        return found
+
+    def region(self, region: Region) -> int:
+        self.regions.append(region)
+        self.region_keys.append(self.key(region.key))
+        return len(self.regions) - 1
+
+    def operand(self, core: int, ap: AccessPattern) -> tuple[int, str]:
+        """(region id, HBM tensor or "") of an operand: one region per operand value, as
+        ``_CoreTracker.operand``."""
+        facts = self.by_value.get(ap)
+        if facts is None:
+            tensor = ap.tensor if ap.memory is MemorySpace.HBM else ""
+            facts = self.by_value[ap] = (self.region(region_of(core, ap)), tensor)
+        return facts
+
+    def place(self, tensor: str, nbytes: int, earlier: Sequence[str]) -> None:
+        self.instr_template.append(-1 - len(self.place_whole))
+        self.instructions.append(None)
+        self.place_whole.append(self.region(hbm_interval(tensor, 0, max(1, nbytes))))
+        self.place_key.append(self.key(("hbm", tensor)))
+        self.place_earlier.extend(self.key(("hbm", name)) for name in earlier)
+        self.place_earlier_end.append(len(self.place_earlier))
+
+    def resolve(self) -> None:
+        """Fill in every recorded instruction's waits (again from the start: idempotent)."""
+        if not self.instructions:
+            return
+
+        def ints(values: list[int]) -> np.ndarray:
+            return np.array(values, dtype=np.int64)
+
+        names = sorted(self.channels)
+        rank = np.zeros(len(names), np.int64)
+        for position, name in enumerate(names):
+            rank[self.channels[name]] = position
+        given = np.array(
+            [
+                (k, r.row_bytes, r.row0, r.row1, r.col0, r.col1)
+                for k, r in zip(self.region_keys, self.regions, strict=True)
+            ],
+            dtype=np.int64,
+        ).reshape(-1, 6)
+        args = (
+            given,
+            len(self.keys),
+            ints(self.instr_template),
+            ints(self.t_engine),
+            ints(self.t_channel),
+            ints(self.t_is_dma),
+            ints(self.t_op_end),
+            ints(self.op_region),
+            ints(self.op_flags),
+            ints(self.place_whole),
+            ints(self.place_key),
+            ints(self.place_earlier_end),
+            ints(self.place_earlier),
+            len(self.engines),
+            rank,
+        )
+        # Table sizes: enough for most programs at once (accesses number about the operand
+        # occurrences); a program that needs more is resolved again with twice the room.
+        templates = args[2]
+        per_template = np.diff(args[6], prepend=0)
+        operands = int(per_template[templates[templates >= 0]].sum())
+        capacity = 2 * operands + 4 * len(self.regions) + 64 * len(self.place_whole) + 1024
+        for _ in range(40):
+            status, wait_end, wait_channels, wait_values = deferred_deps.resolve(*args, capacity)
+            if status == deferred_deps.DONE:
+                break
+            capacity *= 2
+        else:  # not reached: each try doubles every table
+            raise RuntimeError("deferred dependency resolution did not fit its tables")
+        semaphores = [""] * len(names)
+        for name, index in self.channels.items():
+            semaphores[index] = _semaphore(name)
+        pairs = [
+            (semaphores[c], v)
+            for c, v in zip(wait_channels.tolist(), wait_values.tolist(), strict=True)
+        ]
+        start = 0
+        bases = self.base_waits
+        for position, (instruction, end) in enumerate(
+            zip(self.instructions, wait_end.tolist(), strict=True)
+        ):
+            if instruction is not None:
+                base = bases.get(position, ())
+                waits = (*base, *pairs[start:end]) if end > start else base
+                if instruction.waits != waits:
+                    object.__setattr__(instruction, "waits", waits)
+            start = end
+
+
 #: Semaphore names by channel ("vector" -> "S.vector", "dma.q3" -> "S.dma.q3").
 _SEMAPHORES: dict[str, str] = {}
 
@@ -288,8 +451,13 @@ def _semaphore(channel: str) -> str:
 class ProgramBuilder:
     """Collects HBM tensors, allocations and instructions; ``build()`` returns the Program."""
 
-    def __init__(self, cores: int = 1) -> None:
+    def __init__(self, cores: int = 1, *, deferred: bool = False) -> None:
         self.program = Program(cores=[CoreProgram() for _ in range(cores)])
+        #: Work out semaphore waits when the program is built (``deferred_deps``), not as each
+        #: instruction is emitted: the same waits, several times faster, but an instruction
+        #: ``emit`` returns has its waits only once ``build()`` has run.
+        self.deferred = deferred
+        self._recorders = [_Recorder() for _ in range(cores)] if deferred else []
         self._trackers = [_CoreTracker() for _ in range(cores)]
         self._written_inputs: set[str] = set()
         self._twins: dict[tuple[Any, ...], Instruction] = {}
@@ -319,6 +487,9 @@ class ProgramBuilder:
                 f"HBM tensor '{tensor}': only scratch tensors are placed, at an address >= 0"
             )
         decl.address_bytes = address_bytes
+        if self.deferred:
+            self._recorders[core].place(tensor, decl.nbytes, earlier)
+            return
         tracker = self._trackers[core]
         writers: dict[str, int] = {}
         readers: dict[str, int] = {}
@@ -372,29 +543,15 @@ class ProgramBuilder:
         notes its accesses. Each pass finds an operand's overlapping accesses once; the record
         pass reuses the first pass's finding while the operand's index is unchanged.
         """
+        if self.deferred:
+            return self._record(instruction, core, owned)
         engine = instruction.engine
-        stream = self.program.cores[core].streams.get(engine)
-        if stream is None:  # as ``instruction.fail`` words it
-            raise IllegalInstructionError(
-                f"{instruction.label()}: unknown engine '{engine}'; engines are "
-                f"{', '.join(engine_names())}"
-            )
+        stream = self._stream(instruction, core)
         tracker = self._trackers[core]
         is_dma = instruction.IS_DMA
         channel = f"dma.q{instruction.queue}" if is_dma else engine  # type: ignore[attr-defined]
         seq = tracker.counts[channel] + 1
-        writes = instruction.writes()
-        reads = instruction.reads()
-        if writes and reads:  # an operand both read and written counts as written
-            if len(writes) == 1:
-                only = writes[0]
-                for ap in reads:
-                    if ap is only:
-                        reads = tuple([ap for ap in reads if ap is not only])
-                        break
-            else:
-                written = {id(ap) for ap in writes}
-                reads = tuple(ap for ap in reads if id(ap) not in written)
+        reads, writes, _ = _operands(instruction)
         needs: dict[str, int] = {}
         # Per operand object (by id): [facts, overlapping accesses (None: an untracked input),
         # the index version they were found at]. Reads and writes have a loop each (the
@@ -521,6 +678,84 @@ class ProgramBuilder:
         stream.append(final)
         return final
 
+    def _stream(self, instruction: Instruction, core: int) -> list[Instruction]:
+        stream = self.program.cores[core].streams.get(instruction.engine)
+        if stream is None:  # as ``instruction.fail`` words it
+            raise IllegalInstructionError(
+                f"{instruction.label()}: unknown engine '{instruction.engine}'; engines are "
+                f"{', '.join(engine_names())}"
+            )
+        return stream
+
+    def _record(self, instruction: Instruction, core: int, owned: bool) -> Instruction:
+        """``emit`` of a deferred builder: the instruction on its stream with its signal, and
+        its template (channel, operand regions) in the record its waits come from at
+        ``build()``. Instructions with one ``static_key`` have the same operands, so the
+        template is looked up once per instruction with the twin."""
+        stream = self._stream(instruction, core)
+        recorder = self._recorders[core]
+        is_dma = instruction.IS_DMA
+        channel = f"dma.q{instruction.queue}" if is_dma else instruction.engine  # type: ignore[attr-defined]
+        final = _with_sync(
+            instruction,
+            instruction.waits,
+            (*instruction.signals, (_semaphore(channel), 1)),
+            owned,
+        )
+        # Equal instructions have equal operands; which operand objects are one object (read
+        # and written) is part of their template too.
+        reads, writes, dropped = _operands(instruction)
+        key = instruction.static_key()
+        variants = recorder.templates.get(key)
+        if variants is None:
+            variants = recorder.templates[key] = {}
+        template = variants.get(dropped)
+        if template is None:
+            operands = [
+                (*recorder.operand(core, ap), flag)
+                for flag, aps in ((0, reads), (deferred_deps.WRITE, writes))
+                for ap in aps
+            ]
+            template = variants[dropped] = _Template(
+                self._twins.setdefault(key, final),
+                [(region, flag, tensor) for region, tensor, flag in operands],
+            )
+        mask = self._untracked_inputs(template) if template.tensors else 0
+        template_id = template.ids.get(mask)
+        if template_id is None:
+            template_id = template.ids[mask] = recorder.template(
+                instruction.engine,
+                channel,
+                is_dma,
+                [
+                    (region, flag | deferred_deps.INPUT if mask >> i & 1 else flag)
+                    for i, (region, flag, _) in enumerate(template.operands)
+                ],
+            )
+        final.__dict__[STATIC_TWIN] = template.twin
+        position = len(recorder.instructions)
+        recorder.instr_template.append(template_id)
+        recorder.instructions.append(final)
+        if instruction.waits:
+            recorder.base_waits[position] = instruction.waits
+        stream.append(final)
+        return final
+
+    def _untracked_inputs(self, template: _Template) -> int:
+        """Bit i: operand i is an HBM input no instruction has written yet (untracked, as
+        ``_find`` finds it); the instruction's writes then mark their inputs written. The set
+        of written inputs is the builder's, across cores."""
+        hbm, written = self.program.hbm, self._written_inputs
+        mask = 0
+        newly: list[str] = []
+        for i, (_, flag, tensor) in enumerate(template.operands):
+            if tensor and tensor not in written and _is_input(hbm, tensor):
+                mask |= 1 << i
+                if flag:
+                    newly.append(tensor)
+        written.update(newly)
+        return mask
+
     def _find(
         self, tracker: _CoreTracker, core: int, ap: AccessPattern, found: dict[int, list[Any]]
     ) -> list[Any]:
@@ -538,7 +773,24 @@ class ProgramBuilder:
         return entry
 
     def build(self) -> Program:
+        for recorder in self._recorders:
+            recorder.resolve()
         return self.program
+
+
+def _operands(
+    instruction: Instruction,
+) -> tuple[tuple[AccessPattern, ...], tuple[AccessPattern, ...], tuple[int, ...]]:
+    """(reads, writes, positions of the reads dropped) for dependencies: an operand object both
+    read and written counts as written (an equal but distinct object is read, then written)."""
+    writes = instruction.writes()
+    reads = instruction.reads()
+    if writes and reads:
+        written = {id(ap) for ap in writes}
+        dropped = tuple(i for i, ap in enumerate(reads) if id(ap) in written)
+        if dropped:
+            return tuple(ap for ap in reads if id(ap) not in written), writes, dropped
+    return reads, writes, ()
 
 
 def _is_input(hbm: dict[str, HbmTensorDecl], tensor: str) -> bool:

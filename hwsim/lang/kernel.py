@@ -114,7 +114,7 @@ class KernelContext:
         #: The kernel function's code: where ``source_location`` stops inside hwsim.
         self.kernel_code = kernel_code
         self.config = config
-        self.builder = ProgramBuilder()
+        self.builder = ProgramBuilder(deferred=True)
         #: Under a scheduling policy other than program order, instructions are recorded here
         #: and emitted into the builder in the scheduled order when the kernel returns.
         self.stream: InstructionStream | None = (
