@@ -400,18 +400,30 @@ class _Recorder:
             len(self.engines),
             rank,
         )
-        # Table sizes: enough for most programs at once (accesses number about the operand
-        # occurrences); a program that needs more is resolved again with twice the room.
+        # Table sizes: guesses from the record (accesses number under the operand occurrences:
+        # most reads find their writer); a table that is full makes the pass run again with
+        # that one twice the size.
         templates = args[2]
         per_template = np.diff(args[6], prepend=0)
         operands = int(per_template[templates[templates >= 0]].sum())
-        capacity = 2 * operands + 4 * len(self.regions) + 64 * len(self.place_whole) + 1024
-        for _ in range(40):
-            status, wait_end, wait_channels, wait_values = deferred_deps.resolve(*args, capacity)
+        regions = len(self.regions)
+        accesses = 3 * operands // 4 + 64 * len(self.place_whole) + 1024
+        capacities = np.zeros(len(deferred_deps.CAPACITIES), np.int64)
+        capacities[deferred_deps.C_REG] = operands // 4 + 1024
+        capacities[deferred_deps.C_ACC] = accesses
+        capacities[deferred_deps.C_RD] = accesses
+        capacities[deferred_deps.C_NODES] = 2 * accesses
+        capacities[deferred_deps.C_BUCKETS] = 4 * regions + 1024
+        capacities[deferred_deps.C_RBINS] = 2 * regions + 1024
+        capacities[deferred_deps.C_CUTS] = operands // 4 + 1024
+        capacities[deferred_deps.C_WAITS] = len(self.instructions) + 1024
+        capacities[deferred_deps.C_FOUND] = 1024
+        for _ in range(64):
+            status, wait_end, wait_channels, wait_values = deferred_deps.resolve(*args, capacities)
             if status == deferred_deps.DONE:
                 break
-            capacity *= 2
-        else:  # not reached: each try doubles every table
+            capacities[status - 1] *= 2
+        else:  # not reached: each try doubles a table, and none needs 2**64 rows
             raise RuntimeError("deferred dependency resolution did not fit its tables")
         semaphores = [""] * len(names)
         for name, index in self.channels.items():

@@ -37,9 +37,23 @@ MAX_BINS = 256
 WRITE = 1
 INPUT = 2
 
-#: ``resolve``'s status: done, or a table was full (the caller retries with larger ones).
+#: ``resolve``'s status: done, or 1 + the ``capacities`` entry of a table that was full (the
+#: caller retries with that one larger).
 DONE = 0
-FULL = 1
+#: ``capacities`` entries: rows for the regions of parts, accesses, reader nodes, bucket nodes,
+#: buckets, bucket ids of regions, parts made (``cuts``), waits, and accesses one query finds.
+CAPACITIES = (
+    "regions",
+    "accesses",
+    "readers",
+    "nodes",
+    "buckets",
+    "region_bins",
+    "cuts",
+    "waits",
+    "found",
+)
+(C_REG, C_ACC, C_RD, C_NODES, C_BUCKETS, C_RBINS, C_CUTS, C_WAITS, C_FOUND) = range(9)
 
 _PITCH_UNSET = -1
 _NONE = -1
@@ -147,13 +161,14 @@ class _Tables:
 
 
 #: ``counts`` entries.
-_N_REG, _N_ACC, _N_RD, _N_NODES, _N_BUCKETS, _N_RBINS, _N_STAMP = 0, 1, 2, 3, 4, 5, 6
+_N_REG, _N_ACC, _N_RD, _N_NODES, _N_BUCKETS, _N_RBINS, _N_STAMP, _N_FULL = range(8)
 
 
 @numba.njit(cache=True)
 def _new_bucket(counts, b_head, b_tail, b_next):
     b = counts[_N_BUCKETS]
     if b == b_head.shape[0]:
+        counts[_N_FULL] = 1 + C_BUCKETS
         return _NONE
     counts[_N_BUCKETS] = b + 1
     b_head[b] = _NONE
@@ -170,6 +185,7 @@ def _bucket(key, row_bin, col_bin, bins, counts, b_head, b_tail, b_next, k_first
         return bins[slot, 3]
     b = _new_bucket(counts, b_head, b_tail, b_next)
     if b == _NONE or 2 * b > bins.shape[0]:  # keep the table at most half full
+        counts[_N_FULL] = 1 + C_BUCKETS
         return _NONE
     bins[slot, 0] = key
     bins[slot, 1] = row_bin
@@ -188,6 +204,7 @@ def _append(bucket, a, counts, nodes, b_head, b_tail):
     """Add access ``a`` at the end of a bucket; False: the node table is full."""
     n = counts[_N_NODES]
     if n == nodes.shape[0]:
+        counts[_N_FULL] = 1 + C_NODES
         return False
     counts[_N_NODES] = n + 1
     nodes[n, _ACC] = a
@@ -205,6 +222,7 @@ def _new_access(region, wch, wval, counts, acc):
     """A new live access, or _NONE if the table is full."""
     a = counts[_N_ACC]
     if a == acc.shape[0]:
+        counts[_N_FULL] = 1 + C_ACC
         return _NONE
     counts[_N_ACC] = a + 1
     acc[a, _REGION] = region
@@ -227,6 +245,7 @@ def _set_reader(a, channel, value, counts, acc, rd):
         node = rd[node, _NEXT]
     n = counts[_N_RD]
     if n == rd.shape[0]:
+        counts[_N_FULL] = 1 + C_RD
         return False
     counts[_N_RD] = n + 1
     rd[n, _CH] = channel
@@ -240,7 +259,7 @@ def _set_reader(a, channel, value, counts, acc, rd):
 def _scan(bucket, found, n, stamp, box, reg, rid, acc, nodes, b_head, b_tail):
     """Append the live accesses of a bucket overlapping region ``rid`` (as boxes of one pitch
     if ``box``, else by ``Region.overlaps``) to ``found`` (once each); dead ones are unlinked
-    (order kept). Returns the new count."""
+    (order kept). Returns the new count, or -1 if ``found`` is full."""
     r0, r1, c0, c1 = reg[rid, _R0], reg[rid, _R1], reg[rid, _C0], reg[rid, _C1]
     previous = _NONE
     node = b_head[bucket]
@@ -265,6 +284,8 @@ def _scan(bucket, found, n, stamp, box, reg, rid, acc, nodes, b_head, b_tail):
             else:
                 hit = _overlaps(reg, rid, o)
             if hit:
+                if n == found.shape[0]:
+                    return -1
                 acc[a, _STAMP] = stamp
                 found[n] = a
                 n += 1
@@ -281,16 +302,20 @@ def _overlapping(
     """``_RegionIndex.overlapping_in``: the live accesses overlapping a given region, each
     once, in the order the Python builder finds them: its buckets in bin order, then the
     others; for a region in no bin, every bucket of its key in the order made, then the
-    others. Written to ``found``; returns how many."""
+    others. Written to ``found``; returns how many (-1: ``found`` is full)."""
     key = reg[rid, _KEY]
     n = 0
     if r_binned[rid] == 1:
         for j in range(r_bin0[rid], r_bin1[rid]):
             n = _scan(rbins[j], found, n, stamp, True, reg, rid, acc, nodes, b_head, b_tail)
+            if n < 0:
+                return n
     else:
         bucket = k_first[key]
         while bucket != _NONE:
             n = _scan(bucket, found, n, stamp, False, reg, rid, acc, nodes, b_head, b_tail)
+            if n < 0:
+                return n
             bucket = b_next[bucket]
     return _scan(k_others[key], found, n, stamp, False, reg, rid, acc, nodes, b_head, b_tail)
 
@@ -323,32 +348,33 @@ def resolve(
     place_earlier,
     n_engines,
     channel_rank,
-    capacity,
+    capacities,
 ):
     """The new waits of every instruction: (status, wait_end per instruction, channels,
-    values). ``capacity`` sizes the tables (accesses; the others in proportion); status FULL:
-    one was too small, retry with a larger capacity."""
+    values). ``capacities`` sizes the tables (``CAPACITIES``); a status other than DONE names
+    one that was too small: retry with it larger."""
     n_channels = channel_rank.shape[0]
     n_given = given_regions.shape[0]
     empty = np.zeros(0, np.int64)
     # Tables (``_Tables``).
-    reg = np.empty((n_given + capacity, 6), np.int64)
+    capacity = capacities[C_ACC]
+    reg = np.empty((n_given + capacities[C_REG], 6), np.int64)
     reg[:n_given] = given_regions
     acc = np.empty((capacity, 6), np.int64)
-    rd = np.empty((2 * capacity, 3), np.int64)
-    nodes = np.empty((4 * capacity, 2), np.int64)
-    n_bucket_cap = 2 * capacity + 2 * n_keys
+    rd = np.empty((capacities[C_RD], 3), np.int64)
+    nodes = np.empty((capacities[C_NODES], 2), np.int64)
+    n_bucket_cap = capacities[C_BUCKETS] + n_keys
     bucket_table_rows = 16
     while bucket_table_rows < 2 * n_bucket_cap:
         bucket_table_rows *= 2
     cut_table_rows = 16
-    while cut_table_rows < 2 * capacity:
+    while cut_table_rows < 2 * capacities[C_CUTS]:
         cut_table_rows *= 2
     b_head = np.empty(n_bucket_cap, np.int64)
     b_tail = np.empty(n_bucket_cap, np.int64)
     b_next = np.empty(n_bucket_cap, np.int64)
-    rbins = np.empty(2 * capacity, np.int64)
-    counts = np.zeros(7, np.int64)
+    rbins = np.empty(capacities[C_RBINS], np.int64)
+    counts = np.zeros(8, np.int64)
     counts[_N_REG] = n_given
     k_pitch = np.full(n_keys, _PITCH_UNSET, np.int64)
     k_first = np.full(n_keys, _NONE, np.int64)
@@ -371,16 +397,17 @@ def resolve(
     input_readers = np.zeros((n_keys, n_channels), np.int64)
     needs = np.zeros(n_channels, np.int64)
     touched = np.empty(n_channels, np.int64)
-    found = np.empty(capacity, np.int64)
-    parts = np.empty((capacity, 6), np.int64)  # (row0, row1, col0, col1, writer channel, value)
+    found = np.empty(capacities[C_FOUND], np.int64)
+    parts = np.empty(
+        (capacities[C_FOUND], 6), np.int64
+    )  # (row0, row1, col0, col1, writer channel, value)
     stamp = 0
 
     n_instr = instr_template.shape[0]
     wait_end = np.zeros(n_instr, np.int64)
-    wait_ch = np.empty(n_instr + capacity, np.int64)
-    wait_val = np.empty(n_instr + capacity, np.int64)
+    wait_ch = np.empty(capacities[C_WAITS], np.int64)
+    wait_val = np.empty(capacities[C_WAITS], np.int64)
     n_waits = 0
-    full = (FULL, wait_end, empty, empty)
 
     for i in range(n_instr):
         t = instr_template[i]
@@ -389,7 +416,7 @@ def resolve(
                 -t - 1, place_whole, place_key, place_earlier_end, place_earlier, reg, acc, rd,
                 nodes, b_head, b_tail, b_next, k_pitch, k_first, k_others, counts, n_channels,
             ):  # fmt: skip
-                return full
+                return counts[_N_FULL], wait_end, empty, empty
             wait_end[i] = n_waits
             continue
         op0 = t_op_end[t - 1] if t > 0 else 0
@@ -413,7 +440,8 @@ def resolve(
                 r_binned[rid] = 0
                 if reg[rid, _PITCH] == k_pitch[key] and keys.shape[0] > 0:
                     if counts[_N_RBINS] + keys.shape[0] > rbins.shape[0]:
-                        return full
+                        counts[_N_FULL] = 1 + C_RBINS
+                        return counts[_N_FULL], wait_end, empty, empty
                     r_bin0[rid] = counts[_N_RBINS]
                     for k in range(keys.shape[0]):
                         b = _bucket(
@@ -421,7 +449,7 @@ def resolve(
                             k_first, k_last,
                         )  # fmt: skip
                         if b == _NONE:
-                            return full
+                            return counts[_N_FULL], wait_end, empty, empty
                         rbins[counts[_N_RBINS]] = b
                         counts[_N_RBINS] += 1
                     r_bin1[rid] = counts[_N_RBINS]
@@ -442,6 +470,9 @@ def resolve(
                 rid, stamp, found, reg, r_binned, r_bin0, r_bin1, rbins, acc, nodes, b_head,
                 b_tail, b_next, k_first, k_others,
             )  # fmt: skip
+            if n_found < 0:
+                counts[_N_FULL] = 1 + C_FOUND
+                return counts[_N_FULL], wait_end, empty, empty
             for j in range(n_found):
                 a = found[j]
                 wch = acc[a, _WCH]
@@ -476,7 +507,8 @@ def resolve(
         # ``_new_waits``: in channel-name order, those the stream has not waited for yet.
         if n_touched:
             if n_waits + n_touched > wait_ch.shape[0]:
-                return full
+                counts[_N_FULL] = 1 + C_WAITS
+                return counts[_N_FULL], wait_end, empty, empty
             for j in range(1, n_touched):  # insertion sort by name: a few channels
                 c = touched[j]
                 k = j - 1
@@ -512,15 +544,18 @@ def resolve(
                 rid, stamp, found, reg, r_binned, r_bin0, r_bin1, rbins, acc, nodes, b_head,
                 b_tail, b_next, k_first, k_others,
             )  # fmt: skip
+            if n_found < 0:
+                counts[_N_FULL] = 1 + C_FOUND
+                return counts[_N_FULL], wait_end, empty, empty
             if n_found == 0:
                 a = _new_access(rid, _NONE, 0, counts, acc)
                 if a == _NONE or not _set_reader(a, channel, seq, counts, acc, rd):
-                    return full
+                    return counts[_N_FULL], wait_end, empty, empty
                 if not _add(
                     a, rid, r_binned, r_bin0, r_bin1, rbins, k_others, reg, counts, nodes,
                     b_head, b_tail,
                 ):  # fmt: skip
-                    return full
+                    return counts[_N_FULL], wait_end, empty, empty
                 continue
             # A read is recorded on the bytes it reads: a wider access gets a part of its own
             # (its writer and readers, plus this reader), made once per read region.
@@ -530,14 +565,14 @@ def resolve(
                 other = acc[a, _REGION]
                 if _covers(reg, rid, other):
                     if not _set_reader(a, channel, seq, counts, acc, rd):
-                        return full
+                        return counts[_N_FULL], wait_end, empty, empty
                     continue
                 cut = _slot(cuts, a, rid, 0)
                 if cuts[cut, 0] != _NONE and acc[cuts[cut, 3], _LIVE] == 1:
                     continue
                 if reg[other, _PITCH] != reg[rid, _PITCH]:  # no box in common: conservative
                     if not _set_reader(a, channel, seq, counts, acc, rd):
-                        return full
+                        return counts[_N_FULL], wait_end, empty, empty
                     continue
                 p_r0 = max(reg[other, _R0], reg[rid, _R0])
                 p_r1 = min(reg[other, _R1], reg[rid, _R1])
@@ -581,7 +616,8 @@ def resolve(
                 n_parts += 1
                 part = counts[_N_REG]
                 if part == reg.shape[0]:
-                    return full
+                    counts[_N_FULL] = 1 + C_REG
+                    return counts[_N_FULL], wait_end, empty, empty
                 counts[_N_REG] = part + 1
                 reg[part, _KEY] = key
                 reg[part, _PITCH] = reg[rid, _PITCH]
@@ -591,18 +627,18 @@ def resolve(
                 reg[part, _C1] = p_c1
                 made = _new_access(part, wch, wval, counts, acc)
                 if made == _NONE:
-                    return full
+                    return counts[_N_FULL], wait_end, empty, empty
                 node = acc[a, _RHEAD]
                 while node != _NONE:
                     if not _set_reader(made, rd[node, _CH], rd[node, _VAL], counts, acc, rd):
-                        return full
+                        return counts[_N_FULL], wait_end, empty, empty
                     node = rd[node, _NEXT]
                 if not _set_reader(made, channel, seq, counts, acc, rd):
-                    return full
+                    return counts[_N_FULL], wait_end, empty, empty
                 keys = _bin_list(k_pitch[key], p_r0, p_r1, p_c0, p_c1)
                 if reg[part, _PITCH] != k_pitch[key] or keys.shape[0] == 0:
                     if not _append(k_others[key], made, counts, nodes, b_head, b_tail):
-                        return full
+                        return counts[_N_FULL], wait_end, empty, empty
                 else:
                     for k in range(keys.shape[0]):
                         b = _bucket(
@@ -610,10 +646,11 @@ def resolve(
                             k_first, k_last,
                         )  # fmt: skip
                         if b == _NONE or not _append(b, made, counts, nodes, b_head, b_tail):
-                            return full
+                            return counts[_N_FULL], wait_end, empty, empty
                 if cuts[cut, 0] == _NONE:
                     if 2 * (n_cuts + 1) > cuts.shape[0]:
-                        return full
+                        counts[_N_FULL] = 1 + C_CUTS
+                        return counts[_N_FULL], wait_end, empty, empty
                     n_cuts += 1
                 cuts[cut, 0] = a
                 cuts[cut, 1] = rid
@@ -630,6 +667,9 @@ def resolve(
                 rid, stamp, found, reg, r_binned, r_bin0, r_bin1, rbins, acc, nodes, b_head,
                 b_tail, b_next, k_first, k_others,
             )  # fmt: skip
+            if n_found < 0:
+                counts[_N_FULL] = 1 + C_FOUND
+                return counts[_N_FULL], wait_end, empty, empty
             for j in range(n_found):
                 a = found[j]
                 if _covers(reg, rid, acc[a, _REGION]):
@@ -639,7 +679,7 @@ def resolve(
                 a, rid, r_binned, r_bin0, r_bin1, rbins, k_others, reg, counts, nodes, b_head,
                 b_tail,
             ):  # fmt: skip
-                return full
+                return counts[_N_FULL], wait_end, empty, empty
     return DONE, wait_end, wait_ch[:n_waits].copy(), wait_val[:n_waits].copy()
 
 

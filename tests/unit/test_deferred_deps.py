@@ -153,21 +153,23 @@ def test_an_emitted_instruction_has_its_waits_once_the_program_is_built() -> Non
 
 
 def test_resolution_retries_with_larger_tables(monkeypatch: pytest.MonkeyPatch) -> None:
-    """Table sizes are a guess; a program that needs more is resolved again with twice the
-    room, to the same waits."""
+    """Table sizes are guesses; a table that is full makes the pass run again with that one
+    twice the size, to the same waits. Here every table starts 256 times too small."""
     from hwsim import deferred_deps
 
-    calls = []
+    statuses = []
     real = deferred_deps.resolve
 
-    def small_first(*args):
-        calls.append(args[-1])
-        return real(*args[:-1], 8 if len(calls) == 1 else args[-1])
+    def too_small(*args):
+        result = real(*args[:-1], np.maximum(args[-1] // 256, 1))
+        statuses.append(int(result[0]))
+        return result
 
-    expected = _streams(random_program(3, deferred=False))
-    monkeypatch.setattr(deferred_deps, "resolve", small_first)
-    assert _streams(random_program(3, deferred=True)) == expected
-    assert len(calls) == 2
+    expected = _streams(random_program(3, deferred=False, cores=2))
+    monkeypatch.setattr(deferred_deps, "resolve", too_small)
+    assert _streams(random_program(3, deferred=True, cores=2)) == expected
+    grown = {deferred_deps.CAPACITIES[s - 1] for s in statuses if s != deferred_deps.DONE}
+    assert {"accesses", "readers", "nodes", "found"} <= grown
 
 
 @pytest.mark.parametrize("aliased_first", [True, False])
