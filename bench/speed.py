@@ -30,6 +30,7 @@ lines (the ``million_instr_*`` keys are null without ``--large``). The script al
 from __future__ import annotations
 
 import argparse
+import gc
 import json
 import os
 import subprocess
@@ -78,12 +79,18 @@ class Timed:
 
 
 def timed(trials: int, fn: Callable[[], object]) -> tuple[Timed, object]:
-    """Call ``fn`` once cold, then ``trials`` times; the times and the last call's result."""
+    """Call ``fn`` once cold, then ``trials`` times; the times and the last call's result.
+
+    Each call starts from a collected heap: otherwise a full collection the previous step left
+    pending (a build defers them) lands in whichever timed call comes next, and the ratios of
+    two measures (simulation / bare SimPy) moved by up to 30% between otherwise equal runs."""
+    gc.collect()
     start = time.perf_counter()
     result = fn()
     cold = time.perf_counter() - start
     best = cold  # no warm calls: the cold one is all there is
     for _ in range(trials):
+        gc.collect()
         start = time.perf_counter()
         result = fn()
         elapsed = time.perf_counter() - start
@@ -116,6 +123,7 @@ def bare_simpy_seconds(events: int) -> float:
             yield env.timeout(1)
 
     env.process(loop())
+    gc.collect()  # as ``timed`` does for the simulation
     start = time.perf_counter()
     env.run()
     return time.perf_counter() - start

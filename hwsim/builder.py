@@ -25,6 +25,7 @@ Semaphores follow the hardware's naming: ``S.<engine>`` counts completed instruc
 from __future__ import annotations
 
 import dataclasses
+from array import array
 from collections import defaultdict
 from collections.abc import Sequence
 from dataclasses import replace
@@ -36,7 +37,7 @@ from hwsim import deferred_deps
 from hwsim.deferred_deps import BIN_BYTES, BIN_ROWS, MAX_BINS
 from hwsim.dtypes import DType
 from hwsim.engines import engine_names
-from hwsim.errors import IllegalInstructionError
+from hwsim.errors import HwsimError, IllegalInstructionError
 from hwsim.isa.ap import AccessPattern, MemorySpace
 from hwsim.isa.base import Instruction
 from hwsim.isa.regions import Region, hbm_interval, region_of
@@ -308,8 +309,8 @@ class _Recorder:
         self.t_op_end: list[int] = []
         self.op_region: list[int] = []
         self.op_flags: list[int] = []
-        #: Per instruction: its template id, or -1 - k for the k-th place step.
-        self.instr_template: list[int] = []
+        #: Per instruction: its template id, or -1 - k for the k-th place step (8 bytes each).
+        self.instr_template = array("q")
         self.instructions: list[Instruction | None] = []
         #: Waits instructions came with (by position), which the found ones follow.
         self.base_waits: dict[int, tuple[tuple[str, int], ...]] = {}
@@ -317,6 +318,8 @@ class _Recorder:
         self.place_key: list[int] = []
         self.place_earlier_end: list[int] = []
         self.place_earlier: list[int] = []
+        #: ``resolve`` has run (and dropped the record).
+        self.closed = False
 
     def template(
         self, engine: str, channel: str, is_dma: bool, flags: list[tuple[int, int]]
@@ -365,7 +368,11 @@ class _Recorder:
         self.place_earlier_end.append(len(self.place_earlier))
 
     def resolve(self) -> None:
-        """Fill in every recorded instruction's waits (again from the start: idempotent)."""
+        """Fill in every recorded instruction's waits, then drop the record (it is as large as
+        the program): the builder takes no more instructions."""
+        if self.closed:
+            return
+        self.closed = True
         if not self.instructions:
             return
 
@@ -386,7 +393,7 @@ class _Recorder:
         args = (
             given,
             len(self.keys),
-            ints(self.instr_template),
+            np.frombuffer(self.instr_template, dtype=np.int64),
             ints(self.t_engine),
             ints(self.t_channel),
             ints(self.t_is_dma),
@@ -443,7 +450,14 @@ class _Recorder:
                 if instruction.waits != waits:
                     object.__setattr__(instruction, "waits", waits)
             start = end
+        self.__dict__.update(_Recorder().__dict__, closed=True)
 
+
+_BUILT = (
+    "this deferred ProgramBuilder has built its program (its waits are worked out over the "
+    "whole record at build()): it takes no more instructions; emit into a new builder, or use "
+    "ProgramBuilder(deferred=False), which works waits out as it goes"
+)
 
 #: Semaphore names by channel ("vector" -> "S.vector", "dma.q3" -> "S.dma.q3").
 _SEMAPHORES: dict[str, str] = {}
@@ -466,8 +480,8 @@ class ProgramBuilder:
     def __init__(self, cores: int = 1, *, deferred: bool = False) -> None:
         self.program = Program(cores=[CoreProgram() for _ in range(cores)])
         #: Work out semaphore waits when the program is built (``deferred_deps``), not as each
-        #: instruction is emitted: the same waits, several times faster, but an instruction
-        #: ``emit`` returns has its waits only once ``build()`` has run.
+        #: instruction is emitted: the same waits, faster, but an instruction ``emit`` returns
+        #: has its waits only once ``build()`` has run, and nothing is emitted after that.
         self.deferred = deferred
         self._recorders = [_Recorder() for _ in range(cores)] if deferred else []
         self._trackers = [_CoreTracker() for _ in range(cores)]
@@ -500,6 +514,8 @@ class ProgramBuilder:
             )
         decl.address_bytes = address_bytes
         if self.deferred:
+            if self._recorders[core].closed:
+                raise HwsimError(_BUILT)
             self._recorders[core].place(tensor, decl.nbytes, earlier)
             return
         tracker = self._trackers[core]
@@ -706,6 +722,8 @@ class ProgramBuilder:
         template is looked up once per instruction with the twin."""
         stream = self._stream(instruction, core)
         recorder = self._recorders[core]
+        if recorder.closed:
+            raise HwsimError(_BUILT)
         is_dma = instruction.IS_DMA
         channel = f"dma.q{instruction.queue}" if is_dma else instruction.engine  # type: ignore[attr-defined]
         final = _with_sync(

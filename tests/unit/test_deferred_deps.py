@@ -19,6 +19,7 @@ import pytest
 
 from hwsim.builder import ProgramBuilder
 from hwsim.dtypes import FP32
+from hwsim.errors import HwsimError
 from hwsim.isa import MemorySpace, contiguous
 from hwsim.isa.ap import AccessPattern
 from hwsim.isa.copy_ops import TensorCopy
@@ -147,9 +148,10 @@ def test_an_emitted_instruction_has_its_waits_once_the_program_is_built() -> Non
     assert reader.waits == ()  # worked out at build()
     builder.build()
     assert reader.waits == (("S.vector", 1),)
-    # A second build() works the waits out again from the start: the same, not doubled.
-    builder.build()
+    assert builder.build() is builder.program  # again: the same program, waits not doubled
     assert reader.waits == (("S.vector", 1),)
+    with pytest.raises(HwsimError, match="has built its program"):
+        builder.emit(TensorCopy(engine="vector", dst=tile, src=tile))
 
 
 def test_resolution_retries_with_larger_tables(monkeypatch: pytest.MonkeyPatch) -> None:
