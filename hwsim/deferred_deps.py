@@ -256,10 +256,12 @@ def _set_reader(a, channel, value, counts, acc, rd):
 
 
 @numba.njit(cache=True)
-def _scan(bucket, found, n, stamp, box, reg, rid, acc, nodes, b_head, b_tail):
+def _scan(bucket, found, n, counts, box, reg, rid, acc, nodes, b_head, b_tail):
     """Append the live accesses of a bucket overlapping region ``rid`` (as boxes of one pitch
     if ``box``, else by ``Region.overlaps``) to ``found`` (once each); dead ones are unlinked
-    (order kept). Returns the new count, or -1 if ``found`` is full."""
+    (order kept); what it lists is marked with the query's stamp. Returns the new count, or
+    -1 if ``found`` is full (status set)."""
+    stamp = counts[_N_STAMP]
     r0, r1, c0, c1 = reg[rid, _R0], reg[rid, _R1], reg[rid, _C0], reg[rid, _C1]
     previous = _NONE
     node = b_head[bucket]
@@ -285,6 +287,7 @@ def _scan(bucket, found, n, stamp, box, reg, rid, acc, nodes, b_head, b_tail):
                 hit = _overlaps(reg, rid, o)
             if hit:
                 if n == found.shape[0]:
+                    counts[_N_FULL] = 1 + C_FOUND
                     return -1
                 acc[a, _STAMP] = stamp
                 found[n] = a
@@ -295,29 +298,43 @@ def _scan(bucket, found, n, stamp, box, reg, rid, acc, nodes, b_head, b_tail):
 
 
 @numba.njit(cache=True)
-def _overlapping(
-    rid, stamp, found, reg, r_binned, r_bin0, r_bin1, rbins, acc, nodes, b_head, b_tail,
-    b_next, k_first, k_others,
-):  # fmt: skip
+def _overlapping(rid, counts, found, index):
     """``_RegionIndex.overlapping_in``: the live accesses overlapping a given region, each
     once, in the order the Python builder finds them: its buckets in bin order, then the
     others; for a region in no bin, every bucket of its key in the order made, then the
-    others. Written to ``found``; returns how many (-1: ``found`` is full)."""
+    others. Written to ``found``; returns how many (-1: ``found`` is full, status set).
+    ``index``: the tables a query reads, as ``resolve`` groups them."""
+    reg, r_binned, r_bin0, r_bin1, rbins, acc, nodes, b_head, b_tail, b_next, k_first, k_others = (
+        index
+    )
+    counts[_N_STAMP] += 1  # a new query: accesses met before are met again
     key = reg[rid, _KEY]
     n = 0
     if r_binned[rid] == 1:
         for j in range(r_bin0[rid], r_bin1[rid]):
-            n = _scan(rbins[j], found, n, stamp, True, reg, rid, acc, nodes, b_head, b_tail)
+            n = _scan(rbins[j], found, n, counts, True, reg, rid, acc, nodes, b_head, b_tail)
             if n < 0:
                 return n
     else:
         bucket = k_first[key]
         while bucket != _NONE:
-            n = _scan(bucket, found, n, stamp, False, reg, rid, acc, nodes, b_head, b_tail)
+            n = _scan(bucket, found, n, counts, False, reg, rid, acc, nodes, b_head, b_tail)
             if n < 0:
                 return n
             bucket = b_next[bucket]
-    return _scan(k_others[key], found, n, stamp, False, reg, rid, acc, nodes, b_head, b_tail)
+    return _scan(k_others[key], found, n, counts, False, reg, rid, acc, nodes, b_head, b_tail)
+
+
+@numba.njit(cache=True)
+def _need(needs, touched, n_touched, channel, value):
+    """The instruction needs completion ``value`` of ``channel`` (the most it needs counts);
+    ``touched`` lists the channels it needs something of. Returns their new count."""
+    if needs[channel] < value:
+        if needs[channel] == 0:
+            touched[n_touched] = channel
+            n_touched += 1
+        needs[channel] = value
+    return n_touched
 
 
 @numba.njit(cache=True)
@@ -385,6 +402,21 @@ def resolve(
     r_binned = np.full(n_given, -1, np.int64)
     r_bin0 = np.zeros(n_given, np.int64)
     r_bin1 = np.zeros(n_given, np.int64)
+    # What a query reads (``_overlapping``), in one argument.
+    index = (
+        reg,
+        r_binned,
+        r_bin0,
+        r_bin1,
+        rbins,
+        acc,
+        nodes,
+        b_head,
+        b_tail,
+        b_next,
+        k_first,
+        k_others,
+    )
     # Hash tables (``_slot``): (key, row bin, column bin) -> bucket; (access, read region, 0)
     # -> the part that read made of it (``_Access.cuts``).
     bins = np.full((bucket_table_rows, 4), _NONE, np.int64)
@@ -401,7 +433,6 @@ def resolve(
     parts = np.empty(
         (capacities[C_FOUND], 6), np.int64
     )  # (row0, row1, col0, col1, writer channel, value)
-    stamp = 0
 
     n_instr = instr_template.shape[0]
     wait_end = np.zeros(n_instr, np.int64)
@@ -457,52 +488,32 @@ def resolve(
             if (flags & INPUT) != 0:
                 if is_write:  # an input overwritten: wait for every earlier reader of it
                     for c in range(n_channels):
-                        value = input_readers[key, c]
-                        if c != channel and value > 0 and needs[c] < value:
-                            if needs[c] == 0:
-                                touched[n_touched] = c
-                                n_touched += 1
-                            needs[c] = value
+                        if c != channel:
+                            n_touched = _need(needs, touched, n_touched, c, input_readers[key, c])
                 continue  # reads of an untracked input wait for nothing
-            counts[_N_STAMP] += 1
-            stamp = counts[_N_STAMP]
-            n_found = _overlapping(
-                rid, stamp, found, reg, r_binned, r_bin0, r_bin1, rbins, acc, nodes, b_head,
-                b_tail, b_next, k_first, k_others,
-            )  # fmt: skip
+            n_found = _overlapping(rid, counts, found, index)
             if n_found < 0:
-                counts[_N_FULL] = 1 + C_FOUND
                 return counts[_N_FULL], wait_end, empty, empty
             for j in range(n_found):
                 a = found[j]
                 wch = acc[a, _WCH]
                 if wch != _NONE and (not is_write or wch != channel):
-                    value = acc[a, _WVAL]
-                    if needs[wch] < value:
-                        if needs[wch] == 0:
-                            touched[n_touched] = wch
-                            n_touched += 1
-                        needs[wch] = value  # RAW (also on the channel); WAW across channels
+                    # RAW (also on the channel); WAW across channels
+                    n_touched = _need(needs, touched, n_touched, wch, acc[a, _WVAL])
                 if is_write:
                     node = acc[a, _RHEAD]
                     while node != _NONE:
-                        c = rd[node, _CH]
-                        value = rd[node, _VAL]
-                        if c != channel and needs[c] < value:
-                            if needs[c] == 0:
-                                touched[n_touched] = c
-                                n_touched += 1
-                            needs[c] = value  # WAR across channels
+                        if rd[node, _CH] != channel:  # WAR across channels
+                            n_touched = _need(
+                                needs, touched, n_touched, rd[node, _CH], rd[node, _VAL]
+                            )
                         node = rd[node, _NEXT]
         if t_is_dma[t]:
             # Completion k of a queue is its k-th transfer: a trigger from another engine than
             # the previous one waits for the previous transfer.
             previous = queue_engine[channel]
-            if previous != _NONE and previous != engine and needs[channel] < seq - 1:
-                if needs[channel] == 0:
-                    touched[n_touched] = channel
-                    n_touched += 1
-                needs[channel] = seq - 1
+            if previous != _NONE and previous != engine:
+                n_touched = _need(needs, touched, n_touched, channel, seq - 1)
             queue_engine[channel] = engine
         # ``_new_waits``: in channel-name order, those the stream has not waited for yet.
         if n_touched:
@@ -538,14 +549,8 @@ def resolve(
             if (flags & INPUT) != 0:
                 input_readers[key, channel] = seq
                 continue
-            counts[_N_STAMP] += 1
-            stamp = counts[_N_STAMP]
-            n_found = _overlapping(
-                rid, stamp, found, reg, r_binned, r_bin0, r_bin1, rbins, acc, nodes, b_head,
-                b_tail, b_next, k_first, k_others,
-            )  # fmt: skip
+            n_found = _overlapping(rid, counts, found, index)
             if n_found < 0:
-                counts[_N_FULL] = 1 + C_FOUND
                 return counts[_N_FULL], wait_end, empty, empty
             if n_found == 0:
                 a = _new_access(rid, _NONE, 0, counts, acc)
@@ -661,14 +666,8 @@ def resolve(
             if (op_flags[o] & WRITE) == 0:
                 continue
             rid = op_region[o]
-            counts[_N_STAMP] += 1
-            stamp = counts[_N_STAMP]
-            n_found = _overlapping(
-                rid, stamp, found, reg, r_binned, r_bin0, r_bin1, rbins, acc, nodes, b_head,
-                b_tail, b_next, k_first, k_others,
-            )  # fmt: skip
+            n_found = _overlapping(rid, counts, found, index)
             if n_found < 0:
-                counts[_N_FULL] = 1 + C_FOUND
                 return counts[_N_FULL], wait_end, empty, empty
             for j in range(n_found):
                 a = found[j]
