@@ -20,7 +20,7 @@ and warm (best of ``--trials`` calls after it):
   OPENBLAS_NUM_THREADS says otherwise; target <= 3x). The Numba caches are warmed first;
 - ``--large``: the same kernel at a larger N giving >= 1,000,000 instructions (tiny: >= 5,000),
   built, simulated timing-only and summarised in a fresh process: end-to-end wall time (target
-  < 30 s) and that process's peak RSS from ``resource.getrusage`` (target < 1,500 MB).
+  < 30 s) and that process's own peak RSS (``own_peak_rss_mb``; target < 1,500 MB).
 
 Timing targets hold on an idle machine; when the load average exceeds the core count the script
 says so, and a MISS may then be the load. ``--json`` prints one JSON object instead of the
@@ -33,6 +33,7 @@ import argparse
 import gc
 import json
 import os
+import resource
 import subprocess
 import sys
 import time
@@ -192,8 +193,27 @@ def measure_numerics(shape: tuple[int, int, int], config: HardwareConfig, trials
     }
 
 
+def own_peak_rss_mb() -> float:
+    """This process's peak resident memory in MB: Linux's VmHWM, the high-water mark of the
+    memory this program has mapped since it started.
+
+    Not ``getrusage(RUSAGE_SELF).ru_maxrss``: a child started by ``subprocess`` (vfork, then
+    exec) inherits its parent's peak in it, so the large run reported the parent's numerics
+    peak (~1.6 GB) as its own (~1.2 GB). Where there is no /proc (macOS), ru_maxrss it is, in
+    its unit there (bytes), with that caveat."""
+    try:
+        with open("/proc/self/status") as status:
+            for line in status:
+                if line.startswith("VmHWM:"):
+                    return int(line.split()[1]) / 1024  # kB
+    except OSError:
+        pass
+    peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+    return peak / 1024 / 1024 if sys.platform == "darwin" else peak / 1024
+
+
 _LARGE_CODE = """
-import json, resource, sys, time
+import json, sys, time
 sys.path.insert(0, {bench_dir!r})
 import speed
 from hwsim.config import load_config
@@ -210,14 +230,14 @@ print(json.dumps({{
     "instructions": program.instruction_count,
     "build_s": built - start, "sim_s": simulated - built, "summary_s": done - simulated,
     "end_to_end_s": done - start,
-    "peak_rss_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024,
+    "peak_rss_mb": speed.own_peak_rss_mb(),
 }}))
 """
 
 
 def measure_large(size: str, first: int, config: HardwareConfig) -> dict:
     """The V1 kernel scaled in N to the size's minimum instruction count, in a fresh process
-    (so its peak RSS is its own): end-to-end time and peak RSS (ru_maxrss is KiB on Linux).
+    (so its peak RSS is its own, ``own_peak_rss_mb``): end-to-end time and peak RSS.
 
     The count grows linearly in whole multiples of N (one more N block's loads, matmuls and
     stores each), so the multiple comes from the counts at N and 2N."""

@@ -65,3 +65,28 @@ def test_json_large_runs_in_a_subprocess_and_reports_time_and_rss(speed, capsys)
     assert report["large_instructions"] >= speed.SIZES["tiny"][1]
     # ru_maxrss of a process that imported numpy and hwsim is tens of MB at least, not KiB or GB
     assert 20 < report["million_instr_peak_rss_mb"] < 100_000
+
+
+@pytest.mark.skipif(not Path("/proc/self/status").exists(), reason="VmHWM is Linux's")
+def test_the_large_run_reports_its_own_peak_not_its_parents(speed):
+    """The large run's child must report its own peak: ``ru_maxrss`` in a child started by
+    ``subprocess`` (vfork, exec) holds its parent's peak, so the 1M run once reported the
+    parent's numerics peak as its own."""
+    import resource
+    import subprocess
+
+    import numpy as np
+
+    block = np.ones(600 * 2**20 // 8)  # 600 MB, every page touched
+    assert block.sum() > 0
+    del block
+    parent_peak_mb = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+    assert parent_peak_mb >= 600
+    code = (
+        f"import sys; sys.path.insert(0, {str(BENCH.parent)!r}); import speed; "
+        "print(speed.own_peak_rss_mb())"
+    )
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    child_peak_mb = float(done.stdout.strip().splitlines()[-1])
+    # The child imports numpy and hwsim (tens to a few hundred MB) and allocates nothing else.
+    assert 20 < child_peak_mb < 450, (child_peak_mb, parent_peak_mb)
