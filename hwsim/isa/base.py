@@ -312,7 +312,47 @@ def register(cls: InstructionT) -> InstructionT:
             f"opcode '{cls.OPCODE}' is already registered by {ISA[cls.OPCODE].__name__}"
         )
     ISA[cls.OPCODE] = cls
+    _fill_dict_init(cls)
     return cls
+
+
+def _fill_dict_init(cls: type) -> None:
+    """Give ``cls`` an ``__init__`` that stores the fields straight into the instance dict.
+
+    The frozen dataclass ``__init__`` stores each field with ``object.__setattr__``, about 2x the
+    time of this one (1.6 vs 0.8 us for ``nc_matmul``'s twelve fields), and a kernel makes one
+    instruction per ISA call. Same signature, defaults and ``__post_init__``; only the plain
+    case is replaced (every field a keyword-only init argument without a default factory, the
+    dataclass's own generated ``__init__``, no slots), any other class keeps its own."""
+    if not dataclasses.is_dataclass(cls) or hasattr(cls, "__slots__"):
+        return
+    init = cls.__dict__.get("__init__")
+    if init is None or getattr(init, "__code__", None) is None:
+        return
+    if init.__code__.co_filename != "<string>":  # written by hand, not made by @dataclass
+        return
+    fields = dataclasses.fields(cls)
+    names = [f.name for f in fields]
+    plain = all(f.init and f.kw_only and f.default_factory is dataclasses.MISSING for f in fields)
+    if not plain or "instance_dict" in names or any(n.startswith("_") for n in names):
+        return
+    defaults = {
+        f"default_{f.name}": f.default for f in fields if f.default is not dataclasses.MISSING
+    }
+    params = [n if f"default_{n}" not in defaults else f"{n}=default_{n}" for n in names]
+    lines = [f"def make({', '.join(defaults)}):"]
+    lines.append(f"    def __init__(self, *, {', '.join(params)}):")
+    lines.append("        instance_dict = self.__dict__")
+    lines += [f"        instance_dict[{n!r}] = {n}" for n in names]
+    if hasattr(cls, "__post_init__"):
+        lines.append("        self.__post_init__()")
+    lines.append("    return __init__")
+    namespace: dict[str, Any] = {}
+    exec("\n".join(lines), namespace)  # as @dataclass makes its own: from the field names
+    fast = namespace["make"](**defaults)
+    fast.__qualname__ = f"{cls.__qualname__}.__init__"
+    fast.__doc__ = init.__doc__
+    cls.__init__ = fast  # type: ignore[method-assign]
 
 
 SemanticFn = Callable[..., Any]

@@ -31,18 +31,19 @@ tensor_engine, vector_engine, scalar_engine, gpsimd_engine, sync_engine = (
 def emit(opcode: str, engine: str, **fields: Any) -> Instruction:
     """Append one instruction by opcode; tile and view arguments become access patterns."""
     context = current()
-    operands = {
-        key: value.ap() if isinstance(value, (Tile, View)) else value
-        for key, value in fields.items()
-    }
-    tag = f"{context.name}:{source_location()}"
-    instruction = ISA[opcode](engine=engine, tag=tag, **operands)  # type: ignore[arg-type]
+    given = fields if context.planner is None else dict(fields)  # the planner needs the tiles
+    for key, value in fields.items():  # in place: ``fields`` is this call's own dict
+        if isinstance(value, _TILE_KINDS):
+            fields[key] = value.ap()
+    where = (context.name, source_location())
+    tag = _TAGS.get(where) or _new_tag(where)
+    instruction = ISA[opcode](engine=engine, tag=tag, **fields)
     if context.planner is None:
         context.fresh = instruction
         return context.emit(instruction)
     tiles = []
-    for key, value in fields.items():
-        if isinstance(value, (Tile, View)):
+    for key, value in given.items():
+        if isinstance(value, _TILE_KINDS):
             tiles.append((key, value if isinstance(value, Tile) else value.tile))
         elif isinstance(value, AccessPattern) and value.memory is not MemorySpace.HBM:
             raise OutOfMemoryError(
@@ -52,6 +53,21 @@ def emit(opcode: str, engine: str, **fields: Any) -> Instruction:
                 "pass a tile view, or make the kernel's tiles fit"
             )
     return context.emit(instruction, tiles)
+
+
+_TILE_KINDS = (Tile, View)
+
+#: ``name:file:line`` tags by (tag name, source location): one string per kernel line, not one
+#: per instruction (at 1M instructions, ~60 MB of copies).
+_TAGS: dict[tuple[str, str], str] = {}
+_MAX_TAGS = 1 << 16
+
+
+def _new_tag(key: tuple[str, str]) -> str:
+    if len(_TAGS) >= _MAX_TAGS:
+        _TAGS.clear()
+    tag = _TAGS[key] = f"{key[0]}:{key[1]}"
+    return tag
 
 
 def scalar_operand(value: Any) -> Any:

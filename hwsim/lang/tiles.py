@@ -110,7 +110,7 @@ class Tile:
         found = self._views.get(key)
         if found is None:
             view = _index(self, self._full_dims, self._full_kept, index, None)
-            found = self._views[key] = [view.dims, view.kept, None, 0, 0]
+            found = self._views[key] = [view.dims, view.kept, None, 0, 0, None]
         return View(self, found[0], found[1], found)
 
     def ap(self) -> AccessPattern:
@@ -164,7 +164,8 @@ class View:
         self.dims = dims
         self.kept = kept
         #: The tile's cache entry of this view's geometry, when indexing found one:
-        #: [dims, kept, access pattern or None, start partition, offset] (``ap``).
+        #: [dims, kept, access pattern or None, start partition, offset] (``ap``), and the
+        #: entries of its subviews by index key (None until it is indexed).
         self._entry = entry
 
     @property
@@ -183,11 +184,18 @@ class View:
         key = _index_key(index)
         if key is None:
             return _index(tile, self.dims, self.kept, index, self)
-        full = (self.dims, self.kept, key)
-        found = tile._subviews.get(full)
+        entry = self._entry
+        if entry is not None:  # its subviews by index alone (hashing dims each time is slower)
+            subviews = entry[5]
+            if subviews is None:
+                subviews = entry[5] = {}
+        else:
+            subviews = tile._subviews
+            key = (self.dims, self.kept, key)
+        found = subviews.get(key)
         if found is None:
             view = _index(tile, self.dims, self.kept, index, self)
-            found = tile._subviews[full] = [view.dims, view.kept, None, 0, 0]
+            found = subviews[key] = [view.dims, view.kept, None, 0, 0, None]
         return View(tile, found[0], found[1], found)
 
     def _name(self) -> str:
