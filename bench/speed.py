@@ -84,13 +84,16 @@ def timed(trials: int, fn: Callable[[], object]) -> tuple[Timed, object]:
 
     Each call starts from a collected heap: otherwise a full collection the previous step left
     pending (a build defers them) lands in whichever timed call comes next, and the ratios of
-    two measures (simulation / bare SimPy) moved by up to 30% between otherwise equal runs."""
+    two measures (simulation / bare SimPy) moved by up to 30% between otherwise equal runs.
+    The previous call's result is dropped first, so each call starts from the heap one call
+    finds (not with the previous program alive beside the one being built)."""
     gc.collect()
     start = time.perf_counter()
     result = fn()
     cold = time.perf_counter() - start
     best = cold  # no warm calls: the cold one is all there is
     for _ in range(trials):
+        result = None
         gc.collect()
         start = time.perf_counter()
         result = fn()

@@ -59,12 +59,14 @@ def simulated_best(
 
     best: tuple[int, ProgramBuilder] | None = None
     for order, _ in candidate_orders(stream, config):
-        builder = ProgramBuilder(len(template.program.cores))
+        # Deferred: the waits of each candidate come from one compiled pass (the same waits).
+        builder = ProgramBuilder(len(template.program.cores), deferred=True)
         program = builder.program
         program.hbm = dict(template.program.hbm)
         program.allocations = list(template.program.allocations)
         program.meta = dict(template.program.meta)
         replay(builder, stream.items, order)
+        builder.build()
         end_tick = run(
             program, config, numerics=False, initcheck=False, summarize=False
         ).trace.end_tick
