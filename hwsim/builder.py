@@ -441,15 +441,23 @@ class _Recorder:
         ]
         start = 0
         bases = self.base_waits
-        for position, (instruction, end) in enumerate(
-            zip(self.instructions, wait_end.tolist(), strict=True)
-        ):
-            if instruction is not None:
-                base = bases.get(position, ())
-                waits = (*base, *pairs[start:end]) if end > start else base
-                if instruction.waits != waits:
+        ends = wait_end.tolist()
+        if not bases:  # the common case, in a leaner loop: only found waits, mostly one
+            for instruction, end in zip(self.instructions, ends, strict=True):
+                if end != start and instruction is not None:  # (place steps have none)
+                    waits = (pairs[start],) if end == start + 1 else tuple(pairs[start:end])
                     object.__setattr__(instruction, "waits", waits)
-            start = end
+                start = end
+        else:
+            for position, (instruction, end) in enumerate(
+                zip(self.instructions, ends, strict=True)
+            ):
+                if instruction is not None:
+                    base = bases.get(position, ())
+                    waits = (*base, *pairs[start:end]) if end > start else base
+                    if instruction.waits != waits:
+                        object.__setattr__(instruction, "waits", waits)
+                start = end
         self.__dict__.update(_Recorder().__dict__, closed=True)
 
 
