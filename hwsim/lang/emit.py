@@ -58,7 +58,7 @@ def emit(opcode: str, engine: str, **fields: Any) -> Instruction:
 _TILE_KINDS = (Tile, View)
 
 #: ``name:file:line`` tags by (tag name, source location): one string per kernel line, not one
-#: per instruction (at 1M instructions, ~60 MB of copies).
+#: per instruction (at 1M instructions, about 90 MB of copies).
 _TAGS: dict[tuple[str, str], str] = {}
 _MAX_TAGS = 1 << 16
 

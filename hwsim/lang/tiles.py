@@ -67,7 +67,8 @@ class Tile:
         self._full_dims = tuple((0, n, 1) for n in self.shape)
         self._full_kept = tuple(range(len(self.shape)))
         #: The views indexing gave, as ``View._entry`` lists: ``tile[index]`` by
-        #: ``_index_key(index)``, ``view[index]`` by (its dims, its kept, the key). Kept here,
+        #: ``_index_key(index)``; ``view[index]`` in the view's entry by the key (in
+        #: ``_subviews`` by (its dims, its kept, the key) for a view with no entry). Kept here,
         #: with no reference to a view: a view refers to its tile, and a cycle would delay
         #: freeing the tile's block.
         self._views: dict[tuple[Any, ...], list[Any]] = {}
