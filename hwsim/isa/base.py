@@ -131,11 +131,10 @@ class Instruction:
     # ---- operands -----------------------------------------------------------------------------
     def static_key(self) -> tuple[Any, ...]:
         """Everything but synchronisation and labels: equal keys have equal legality and cost."""
-        cls = type(self)
-        getter = _STATIC_GETTERS.get(cls)
+        getter = _STATIC_GETTERS.get(type(self))
         if getter is None:
-            getter = _STATIC_GETTERS[cls] = _static_getter(cls)
-        return (cls, *getter(self))
+            getter = _STATIC_GETTERS[type(self)] = _static_getter(type(self))
+        return getter(self)
 
     def reads(self) -> tuple[AccessPattern, ...]:
         """Operands read, in a stable order."""
@@ -281,20 +280,16 @@ def _field_names(cls: type) -> tuple[str, ...]:
     return names
 
 
-#: Per instruction class: a function giving the values of its fields outside synchronisation
-#: and labels, as a tuple (``operator.attrgetter``: one C call, not a generator per field).
+#: Per instruction class: a function giving its class and the values of its fields outside
+#: synchronisation and labels, as one tuple (``operator.attrgetter``: one C call, not a
+#: generator per field; ``__class__`` is its first attribute).
 _STATIC_GETTERS: dict[type, Callable[[Any], tuple[Any, ...]]] = {}
 _NOT_STATIC = ("waits", "signals", "tag", "name")
 
 
 def _static_getter(cls: type) -> Callable[[Any], tuple[Any, ...]]:
     names = [f for f in _field_names(cls) if f not in _NOT_STATIC]
-    if len(names) >= 2:
-        return operator.attrgetter(*names)
-    if names:
-        first = operator.attrgetter(names[0])
-        return lambda instruction: (first(instruction),)
-    return lambda instruction: ()
+    return operator.attrgetter("__class__", *names)
 
 
 InstructionT = TypeVar("InstructionT", bound=type[Instruction])
