@@ -914,3 +914,16 @@ def _with_sync(
     state["signals"] = signals
     clone.__dict__.update(state)
     return clone
+
+
+def warm_up() -> None:
+    """Compile (or load from Numba's on-disk cache) the deferred builder's pass, on a program of
+    one ``memset``: what ``hwsim.kernels.warm_up`` does for the numerics kernels, so that a
+    sweep's workers load the pass instead of each compiling it (about 20 s) at its first build."""
+    from hwsim.dtypes import FP32
+    from hwsim.isa.vector_ops import Memset
+
+    builder = ProgramBuilder(deferred=True)
+    dst = AccessPattern(MemorySpace.SBUF, FP32, 0, 1, 0, (1,), (1,))
+    builder.emit(Memset(engine="vector", dst=dst, value=0.0), owned=True)
+    builder.build()

@@ -65,9 +65,11 @@ class FanOut:
     def execute(
         self, tasks: list[Task], where: str, backend: str, jobs: int, address: str | None
     ) -> None:
+        from hwsim.builder import warm_up as warm_up_builder
         from hwsim.kernels import warm_up
 
         warm_up()  # compile or load every kernel once, before workers start
+        warm_up_builder()  # and the deferred builder's pass
         title = f"sweep {self.plan.spec.name}"
         with open_backend(backend, jobs, address) as place:
             self._say(f"{title}: {len(tasks)} runs {where} on {place.description}")

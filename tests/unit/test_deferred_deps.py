@@ -194,3 +194,18 @@ def test_an_operand_read_and_written_is_told_from_an_equal_copy(aliased_first: b
     assert expected[1 if aliased_first else 3] == ()
     assert expected[3 if aliased_first else 1] == (("S.vector", 3 if aliased_first else 1),)
     assert waits(True) == expected
+
+
+def test_warm_up_compiles_or_loads_the_pass_a_sweep_parent_runs_before_its_workers():
+    """In a fresh process (here the pass may be loaded already): before, no signature of the
+    pass; after ``warm_up``, one."""
+    import subprocess
+    import sys
+
+    code = (
+        "from hwsim import deferred_deps; from hwsim.builder import warm_up; "
+        "before = len(deferred_deps.resolve.signatures); warm_up(); "
+        "print(before, len(deferred_deps.resolve.signatures))"
+    )
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert done.stdout.split() == ["0", "1"], done.stdout + done.stderr
