@@ -63,7 +63,7 @@ def test_json_large_runs_in_a_subprocess_and_reports_time_and_rss(speed, capsys)
     for key in LARGE_KEYS:
         assert _positive_number(report[key]), (key, report[key])
     assert report["large_instructions"] >= speed.SIZES["tiny"][1]
-    # ru_maxrss of a process that imported numpy and hwsim is tens of MB at least, not KiB or GB
+    # the peak of a process that imported numpy and hwsim is tens of MB at least, not KiB or GB
     assert 20 < report["million_instr_peak_rss_mb"] < 100_000
 
 
