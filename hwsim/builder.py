@@ -461,6 +461,10 @@ class _Recorder:
         self.__dict__.update(_Recorder().__dict__, closed=True)
 
 
+#: ``ProgramBuilder.last_replay``: (the recorded instruction, its template id, its stream, the
+#: record it is in).
+Replay = tuple[Instruction, int, list[Instruction], _Recorder]
+
 _BUILT = (
     "this deferred ProgramBuilder has built its program (its waits are worked out over the "
     "whole record at build()): it takes no more instructions; emit into a new builder, or use "
@@ -510,6 +514,10 @@ class ProgramBuilder:
         self._trackers = [_CoreTracker() for _ in range(cores)]
         self._written_inputs: set[str] = set()
         self._twins: dict[tuple[Any, ...], Instruction] = {}
+        #: After a deferred ``emit``: how to append a copy of the instruction it recorded
+        #: (``emit_again``), or None when a copy would need more than its template (its waits
+        #: and HBM operands are looked at per instruction).
+        self.last_replay: Replay | None = None
 
     # ---- data -------------------------------------------------------------------------------
     def hbm_tensor(
@@ -791,8 +799,35 @@ class ProgramBuilder:
         recorder.instructions.append(final)
         if instruction.waits:
             recorder.base_waits[position] = instruction.waits
+            self.last_replay = None
+        elif template.tensors or _CLONE_FIELDS[type(final)] is None:
+            self.last_replay = None  # input status per instruction; or no plain __dict__ copy
+        else:
+            self.last_replay = (final, template_id, stream, recorder)
         stream.append(final)
         return final
+
+    def emit_again(self, replay: Replay) -> Instruction:
+        """Append a copy of an instruction a deferred ``emit`` recorded (``last_replay`` after
+        it), as ``emit`` of an equal instruction would: the same template, so the same waits
+        at ``build()``, for a fraction of the work (kernels emit equal instructions over and
+        over: V1 has 16 per distinct one)."""
+        prototype, template_id, stream, recorder = replay
+        if recorder.closed:
+            raise HwsimError(_BUILT)
+        copy = object.__new__(prototype.__class__)
+        # The fields, its signals and its twin (a frozen class: not through its __setattr__).
+        object.__setattr__(copy, "__dict__", prototype.__dict__.copy())
+        recorder.instr_template.append(template_id)
+        recorder.instructions.append(copy)
+        stream.append(copy)
+        return copy
+
+    def emit_again_all(self, replays: Sequence[Replay]) -> None:
+        """``emit_again`` of each, in order (``hwsim.lang.repeat``: a block of a kernel)."""
+        emit_again = self.emit_again
+        for replay in replays:
+            emit_again(replay)
 
     def _untracked_inputs(self, template: _Template) -> int:
         """Bit i: operand i is an HBM input no instruction has written yet (untracked, as

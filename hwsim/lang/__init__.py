@@ -52,6 +52,7 @@ from hwsim.lang.language import (
     uint16,
     uint32,
 )
+from hwsim.lang.repeat import repeat
 from hwsim.lang.scheduling import no_reorder, schedule_barrier, schedule_edge, sequential_range
 from hwsim.lang.tiles import Buffer, IndexingError, Tile, View, broadcast_to, hbm, psum, sbuf
 
@@ -93,6 +94,7 @@ __all__ = [
     "par_dim",
     "place_hbm",
     "psum",
+    "repeat",
     "sbuf",
     "schedule_barrier",
     "schedule_edge",

@@ -16,6 +16,7 @@ from hwsim.isa.ap import AccessPattern, MemorySpace
 from hwsim.isa.base import ISA, Instruction
 from hwsim.lang.allocator import OutOfMemoryError
 from hwsim.lang.kernel import current, source_location
+from hwsim.lang.replay import keyable
 from hwsim.lang.tiles import Tile, View
 
 #: Engine names (NKI: ``nki.isa.engine``).
@@ -29,25 +30,53 @@ tensor_engine, vector_engine, scalar_engine, gpsimd_engine, sync_engine = (
 
 
 def emit(opcode: str, engine: str, **fields: Any) -> Instruction:
-    """Append one instruction by opcode; tile and view arguments become access patterns."""
+    """Append one instruction by opcode; tile and view arguments become access patterns.
+
+    A call equal to an earlier one (the same objects as fields, the same tag) appends a copy of
+    the earlier instruction (``hwsim.lang.replay``), unless something stands between this call
+    and the builder: the memory planner, an instruction scheduler, or a hook on the context's
+    ``emit``."""
     context = current()
+    for hook in context.before_emit:
+        hook()
     given = fields if context.planner is None else dict(fields)  # the planner needs the tiles
-    for key, value in fields.items():  # in place: ``fields`` is this call's own dict
+    for name, value in fields.items():  # in place: ``fields`` is this call's own dict
         if isinstance(value, _TILE_KINDS):
-            fields[key] = value.ap()
+            fields[name] = value.ap()
     where = (context.name, source_location())
     tag = _TAGS.get(where) or _new_tag(where)
+    replays = context.replays
+    key = None
+    recording = context.recording
+    direct = context.planner is None and context.stream is None and "emit" not in context.__dict__
+    if replays is not None and direct and keyable(fields.values()):
+        key = (opcode, engine, tag, tuple(fields), *map(id, fields.values()))  # see ``replay``
+        found = replays.replays.get(key)
+        if found is not None:
+            if recording is not None:
+                recording.append(found[1])
+            return context.builder.emit_again(found[1])
     instruction = ISA[opcode](engine=engine, tag=tag, **fields)
     if context.planner is None:
         context.fresh = instruction
-        return context.emit(instruction)
+        final = context.emit(instruction)
+        replay = context.builder.last_replay if direct else None
+        if replay is not None and replay[0] is not final:
+            replay = None  # (the builder's last one, from before)
+        if replay is not None and key is not None:
+            replays.add(key, tuple(fields.values()), replay)  # type: ignore[union-attr]
+        if recording is not None:
+            recording.append(replay)
+        return final
+    if recording is not None:
+        recording.append(None)
     tiles = []
-    for key, value in given.items():
+    for name, value in given.items():
         if isinstance(value, _TILE_KINDS):
-            tiles.append((key, value if isinstance(value, Tile) else value.tile))
+            tiles.append((name, value if isinstance(value, Tile) else value.tile))
         elif isinstance(value, AccessPattern) and value.memory is not MemorySpace.HBM:
             raise OutOfMemoryError(
-                f"{source_location()}: {opcode} argument '{key}' is an access pattern, not a "
+                f"{source_location()}: {opcode} argument '{name}' is an access pattern, not a "
                 f"view of a tile, in a kernel whose tiles do not fit {value.memory.value.upper()}: "
                 "the memory planner moves tiles and cannot tell which one this pattern is in; "
                 "pass a tile view, or make the kernel's tiles fit"

@@ -32,6 +32,7 @@ from hwsim.isa.base import Instruction
 from hwsim.lang.allocator import SBUF_ALIGN_BYTES, Block, Pool
 from hwsim.lang.blocks import block_ndarray, split_block_dims
 from hwsim.lang.planner import MemoryPlanner, allocate_block
+from hwsim.lang.replay import ReplayCache
 from hwsim.lang.tiles import Buffer, Tile, hbm, sbuf
 from hwsim.program import Program
 from hwsim.schedule import InstructionStream, emit_scheduled, resolve_schedule
@@ -115,6 +116,16 @@ class KernelContext:
         self.kernel_code = kernel_code
         self.config = config
         self.builder = ProgramBuilder(deferred=True)
+        #: Instructions emitted so far by what makes them: an equal one is a copy (``emit``).
+        self.replays: ReplayCache | None = ReplayCache()
+        #: Called before each ISA call makes its instruction (NKI writes out a pending copy).
+        self.before_emit: list[Callable[[], None]] = []
+        #: Steps that change the kernel's state other than by emitting (names, queue rotation,
+        #: allocations, placements): a block that took one is not replayed (``lang.repeat``).
+        self.state_changes = 0
+        #: While ``lang.repeat`` records a block: the copy tokens of what it emits (None for an
+        #: instruction that cannot be copied).
+        self.recording: list[Any] | None = None
         #: Under a scheduling policy other than program order, instructions are recorded here
         #: and emitted into the builder in the scheduled order when the kernel returns.
         self.stream: InstructionStream | None = (
@@ -144,11 +155,13 @@ class KernelContext:
         self.fresh: Instruction | None = None
 
     def fresh_name(self, prefix: str) -> str:
+        self.state_changes += 1
         return f"{prefix}{next(self._names)}"
 
     def next_queue(self, engine: str) -> int:
         """The queue for a DMA call that names none: one rotation shared by all trigger engines,
         since queue FIFOs and completion semaphores are per queue ID, not per trigger engine."""
+        self.state_changes += 1
         return next(self._queues) % min(DEFAULT_DMA_QUEUES, self.config.dma.queues_per_engine)
 
     def emit(
@@ -178,6 +191,7 @@ class KernelContext:
     def place_hbm_placed(self, name: str, address_bytes: int, earlier: list[str]) -> None:
         """Place an HBM tensor at its final place in the program: recorded in the scheduler's
         stream (its position relative to the accesses matters) or applied to the builder."""
+        self.state_changes += 1
         if self.stream is not None:
             self.stream.place_hbm(name, address_bytes, earlier)
         else:
@@ -186,6 +200,7 @@ class KernelContext:
     def call_in_order(self, fn: Callable[[], None]) -> None:
         """Run a builder step now, or at its place in the program once the kernel is deferred
         (steps that depend on the accesses emitted before them, like ``place_hbm``)."""
+        self.state_changes += 1
         if self.planner is None:
             fn()
         else:
@@ -202,10 +217,12 @@ class KernelContext:
         defer: bool = True,
     ) -> Block:
         """The block for a new on-chip tile (``hwsim.lang.planner.allocate_block``)."""
+        self.state_changes += 1
         return allocate_block(self, memory, name, shape, dt, where, offset, defer)
 
     def release(self, memory: MemorySpace, block: Block) -> None:
         """A tile's Python object died: free its block now, or record it for the planner."""
+        self.state_changes += 1
         if self.finished:
             return
         if self.planner is None:
@@ -310,6 +327,7 @@ def ndarray(
     own fallback, e.g. reusing a buffer of its own; a kernel already deferred stays so).
     """
     context = current()
+    context.state_changes += 1
     dt = lookup_dtype(dtype)
     where = source_location()
     block_dims, shape = split_block_dims(tuple(shape), where)

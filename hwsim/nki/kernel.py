@@ -96,15 +96,9 @@ class NkiKernel:
 
 def _flush_copies_before_emission(nki_state: st.NkiState) -> None:
     """Every instruction the kernel emits first writes out a pending ``nl.copy``
-    (``hwsim.nki.pending``): the one way instructions enter the kernel context is its ``emit``."""
-    context = current()
-    emit = context.emit
-
-    def flushing_emit(instruction: Any, operands: Any = ()) -> Any:
-        nki_state.flush_copy()
-        return emit(instruction, operands)
-
-    context.emit = flushing_emit  # type: ignore[method-assign]
+    (``hwsim.nki.pending``): every ISA call goes through ``hwsim.lang.emit``, which runs the
+    context's ``before_emit`` hooks first."""
+    current().before_emit.append(nki_state.flush_copy)
 
 
 def _wrap(value: Any) -> Any:

@@ -1,0 +1,74 @@
+"""Batched emission: a block of a kernel's loop traced once and instantiated again.
+
+``repeat(body, operands, params)`` runs ``body`` (a function of no arguments that emits
+instructions) the first time it meets a key, recording a copy token per instruction it emits;
+the next time the same body is met with the same key it appends copies of those instructions
+(``ProgramBuilder.emit_again``) without running it. A loop nest whose inner block emits the same
+instructions in many iterations (the accumulation group of a blocked matmul, once per output
+tile and block) then costs one ISA call per distinct block instead of one per instruction.
+
+The key is what the body may depend on, and the caller names it: the tiles and views it uses
+(by the objects: the same tile, the same view geometry) and ``params``, hashable values it reads
+(offsets, sizes, flags; compared by value). Also in it: the body's code, the kernel's tag name
+and the source line of the call (the tags the body's instructions get depend on it). A body that
+reads anything else (a counter, a list it changes) must not be repeated.
+
+A block is kept only when its recording shows it can be replayed exactly: it emitted nothing the
+builder cannot copy (HBM operands, whose input status is worked out per instruction; waits given
+by hand), and it changed no other kernel state (allocated, freed or named no tile, drew no DMA
+queue, placed no HBM tensor). When the kernel is placed by the memory planner, scheduled by an
+instruction scheduler, or has a hook on its ``emit``, the body simply runs.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Hashable, Sequence
+from typing import Any
+
+from hwsim.lang.kernel import current, source_location
+from hwsim.lang.tiles import Tile, View
+
+
+def repeat(
+    body: Callable[[], None],
+    operands: Sequence[Tile | View] = (),
+    params: Hashable = (),
+) -> None:
+    """Run ``body``, or append again what it emitted when it last ran with an equal key."""
+    context = current()
+    replays = context.replays
+    if (
+        replays is None
+        or context.recording is not None  # inside a block being recorded: part of it
+        or context.planner is not None
+        or context.stream is not None
+        or context.before_emit
+        or "emit" in context.__dict__
+    ):
+        body()
+        return
+    held: list[Any] = []
+    key: list[Any] = [body.__code__, context.name, source_location(), params]
+    for operand in operands:
+        view = operand.full() if isinstance(operand, Tile) else operand
+        pattern = view.ap()  # one object per view geometry of one tile (kept alive by ``held``)
+        held.append(pattern)
+        key.append((id(pattern), view.dims, view.kept))
+    block_key = tuple(key)
+    found = replays.blocks.get(block_key)
+    if found is not None:
+        context.builder.emit_again_all(found[1])
+        return
+    changes = context.state_changes
+    tokens: list[Any] = []
+    context.recording = tokens
+    try:
+        body()
+    finally:
+        context.recording = None
+    if (
+        context.state_changes == changes
+        and context.planner is None
+        and all(token is not None for token in tokens)
+    ):
+        replays.add_block(block_key, tuple(held), tokens)

@@ -1,0 +1,192 @@
+"""Equal ISA calls append copies (``hwsim.lang.replay``) and ``lang.repeat`` replays a block: both
+must give the very program that making and recording every instruction gives (waits included),
+and must not stand in for a call or block that would emit something else."""
+
+from __future__ import annotations
+
+import math
+
+import pytest
+
+from hwsim import lang
+from hwsim.errors import HwsimError
+from hwsim.lang import TensorSpec
+from hwsim.lang import isa as nisa
+from hwsim.lang.kernel import KernelContext
+from hwsim.lang.replay import keyable
+from hwsim.library import attention, matmul_optimized, softmax
+from hwsim.program import Program
+
+
+def _without_replay(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Kernels built from here on have no replay cache: every call is made and recorded, and
+    ``repeat`` runs its body every time."""
+    init = KernelContext.__init__
+
+    def without(self, *args, **kwargs):
+        init(self, *args, **kwargs)
+        self.replays = None
+
+    monkeypatch.setattr(KernelContext, "__init__", without)
+
+
+def _text(program: Program) -> list[str]:
+    return [repr(i) for core in program.cores for s in core.streams.values() for i in s]
+
+
+@lang.kernel
+def in_place_and_copies(x):
+    """Equal calls with in-place and equal-copy operands (their waits differ), scalars of both
+    zero signs, and a block that is repeated with and without a change of state."""
+    out = lang.ndarray(x.shape, x.dtype, buffer=lang.hbm, name="out")
+    a = lang.ndarray((128, 512), lang.float32, buffer=lang.sbuf)
+    b = lang.ndarray((128, 512), lang.float32, buffer=lang.sbuf)
+    nisa.dma_copy(dst=a, src=x)
+    nisa.memset(b, 0.0)
+    for i in range(6):
+        view = a[:, 0:256]
+        nisa.tensor_tensor(view, view, b[:, 0:256], lang.AluOp.add)  # dst is src0
+        nisa.tensor_tensor(a[:, 0:256], a[:, 0:256], b[:, 0:256], lang.AluOp.add)
+        nisa.activation(b, lang.ActivationFunction.copy, a, scale=0.0 if i % 2 else -0.0)
+        nisa.tensor_tensor(b[:, 256:], a[:, 256:], b[:, 256:], lang.AluOp.multiply)
+    nisa.dma_copy(dst=out, src=b)
+    return out
+
+
+def _kernels():
+    return [
+        lambda: matmul_optimized.build(
+            TensorSpec((512, 256), "bf16"), TensorSpec((512, 2048), "bf16"), config="trn1"
+        ),
+        lambda: softmax.build(TensorSpec((256, 512), "fp32"), config="trn2"),
+        lambda: attention.build(
+            TensorSpec((256, 64), "bf16"),
+            TensorSpec((256, 64), "bf16"),
+            TensorSpec((256, 64), "bf16"),
+            config="trn2",
+        ),
+        lambda: in_place_and_copies.build(TensorSpec((128, 512), "fp32"), config="trn2"),
+    ]
+
+
+def test_replayed_programs_equal_programs_made_call_by_call(monkeypatch) -> None:
+    replayed = [_text(build().program) for build in _kernels()]
+    _without_replay(monkeypatch)
+    made = [_text(build().program) for build in _kernels()]
+    for a, b in zip(replayed, made, strict=True):
+        assert a == b
+
+
+def test_a_replayed_zero_keeps_its_sign() -> None:
+    program = in_place_and_copies.build(TensorSpec((128, 512), "fp32"), config="trn2").program
+    scales = [i.scale for i in program.cores[0].streams["scalar"] if i.OPCODE == "activation"]
+    assert [math.copysign(1.0, s) for s in scales] == [-1.0, 1.0] * 3
+
+
+def test_only_immutable_fields_are_keyed() -> None:
+    assert keyable([1, True, 2.5, "x", None, lang.AluOp.add])
+    assert not keyable([1, [1, 2]])
+    assert not keyable([(1, 2)])  # a tuple may hold a list
+    assert not keyable([{}])
+
+
+def _counting_kernel(calls: list[str], allocate: bool, draw_queue: bool, hbm: bool):
+    @lang.kernel
+    def k(x):
+        out = lang.ndarray(x.shape, x.dtype, buffer=lang.hbm, name="out")
+        a = lang.ndarray((128, 512), lang.float32, buffer=lang.sbuf)
+        nisa.dma_copy(dst=a, src=x, queue=0)
+        for i in range(4):
+
+            def body() -> None:
+                calls.append("ran")
+                nisa.tensor_scalar(a, a, lang.AluOp.add, 1.0)
+                if allocate:
+                    t = lang.ndarray((128, 16), lang.float32, buffer=lang.sbuf)
+                    nisa.memset(t, 0.0)
+                if draw_queue:
+                    nisa.dma_copy(dst=a[:, 0:16], src=a[:, 16:32])
+                if hbm:
+                    nisa.dma_copy(dst=out, src=a, queue=1)
+
+            lang.repeat(body, [a], params=(i % 2,))
+        nisa.dma_copy(dst=out, src=a, queue=0)
+        return out
+
+    return k
+
+
+@pytest.mark.parametrize(
+    ("allocate", "draw_queue", "hbm", "runs"),
+    [
+        (False, False, False, 2),  # two keys (i % 2): each body runs once
+        (True, False, False, 4),  # allocates: never kept
+        (False, True, False, 4),  # draws a DMA queue: never kept
+        (False, False, True, 4),  # an HBM operand: its input status is per instruction
+    ],
+)
+def test_repeat_keeps_only_blocks_it_can_replay_exactly(
+    allocate: bool, draw_queue: bool, hbm: bool, runs: int, monkeypatch
+) -> None:
+    calls: list[str] = []
+    kernel = _counting_kernel(calls, allocate, draw_queue, hbm)
+    replayed = _text(kernel.build(TensorSpec((128, 512), "fp32"), config="trn2").program)
+    assert len(calls) == runs
+    _without_replay(monkeypatch)
+    calls.clear()
+    made = _text(kernel.build(TensorSpec((128, 512), "fp32"), config="trn2").program)
+    assert len(calls) == 4
+    assert replayed == made
+
+
+def test_a_block_keyed_by_other_views_runs_again() -> None:
+    calls: list[int] = []
+
+    @lang.kernel
+    def k(x):
+        out = lang.ndarray(x.shape, x.dtype, buffer=lang.hbm, name="out")
+        a = lang.ndarray((128, 512), lang.float32, buffer=lang.sbuf)
+        nisa.dma_copy(dst=a, src=x, queue=0)
+        for lo in (0, 256, 0, 256):
+            view = a[:, lo : lo + 256]
+
+            def body(view=view) -> None:
+                calls.append(1)
+                nisa.tensor_scalar(view, view, lang.AluOp.add, 1.0)
+
+            lang.repeat(body, [view])
+        nisa.dma_copy(dst=out, src=a, queue=0)
+        return out
+
+    program = k.build(TensorSpec((128, 512), "fp32"), config="trn2").program
+    assert len(calls) == 2
+    offsets = [i.dst.offset_bytes for i in program.cores[0].streams["vector"]]
+    assert offsets == [0, 1024, 0, 1024]
+
+
+def test_a_copy_gets_the_waits_of_an_equal_instruction_and_none_after_build() -> None:
+    from hwsim.builder import ProgramBuilder
+    from hwsim.dtypes import FP32
+    from hwsim.isa.ap import AccessPattern, MemorySpace
+    from hwsim.isa.copy_ops import TensorCopy
+
+    a = AccessPattern(MemorySpace.SBUF, FP32, 0, 1, 0, (8,), (1,))
+    b = AccessPattern(MemorySpace.SBUF, FP32, 0, 1, 64, (8,), (1,))
+
+    def copy() -> TensorCopy:
+        return TensorCopy(engine="vector", dst=b, src=a)
+
+    replayed, made = ProgramBuilder(deferred=True), ProgramBuilder(deferred=True)
+    for builder in (replayed, made):
+        builder.emit(TensorCopy(engine="scalar", dst=a, src=b), owned=True)
+        builder.emit(copy(), owned=True)
+    token = replayed.last_replay
+    assert token is not None
+    replayed.emit_again(token)
+    made.emit(copy(), owned=True)
+    replayed.build()
+    made.build()
+    assert _text(replayed.program) == _text(made.program)
+    assert made.program.cores[0].streams["vector"][0].waits  # the RAW on the scalar copy
+    with pytest.raises(HwsimError, match="has built its program"):
+        replayed.emit_again(token)
