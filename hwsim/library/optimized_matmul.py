@@ -286,20 +286,46 @@ class OptimizedMatmul:
                 order = [(j, g) for g in batch for j in range(len(k_tiles))]
             else:  # K outermost: each K tile is used by every open group as soon as it lands
                 order = [(j, g) for j in range(len(k_tiles)) for g in batch]
-            for j, (bn, bm) in order:
-                (mm0, mt), (nn0, nt), w = m_tiles[bm], n_tiles[bn], k_tiles[j][1]
-                nisa.nc_matmul(
-                    acc[(bn, bm)],
-                    lhs_tile[:w, j, mm0 : mm0 + mt],
-                    rhs_tile[:w, j, nn0 : nn0 + nt],
-                    accumulate=j > 0,
-                )
+
+            # The same group of matmuls recurs for every N block (and K block) on the same
+            # rotating buffers: traced once per distinct key, copied after (``lang.repeat``).
+            def matmuls(
+                order: list[tuple[int, tuple[int, int]]] = order,
+                acc: dict[tuple[int, int], Operand] = acc,
+            ) -> None:
+                self._matmuls(order, acc, lhs_tile, rhs_tile, m_tiles, n_tiles, k_tiles)
+
+            lang.repeat(
+                matmuls,
+                [*(acc[g] for g in batch), lhs_tile, rhs_tile],
+                (tuple(order), tuple(m_tiles), tuple(n_tiles), tuple(k_tiles)),
+            )
             for bn, bm in batch:
                 (mm0, mt) = m_tiles[bm]
                 self._fold(acc[(bn, bm)], m0 + mm0, mt, n_tiles[bn], nb, kb)
                 folded[bm] += 1
                 if folded[bm] == len(n_tiles) and kb == len(self.k_blocks) - 1:
                     self._store(m0 + mm0, mt, n0, nb)
+
+    @staticmethod
+    def _matmuls(
+        order: list[tuple[int, tuple[int, int]]],
+        acc: dict[tuple[int, int], Operand],
+        lhs_tile: Operand,
+        rhs_tile: Operand,
+        m_tiles: list[tuple[int, int]],
+        n_tiles: list[tuple[int, int]],
+        k_tiles: list[tuple[int, int]],
+    ) -> None:
+        """One batch's matmuls, each K tile into its group's PSUM accumulator."""
+        for j, (bn, bm) in order:
+            (mm0, mt), (nn0, nt), w = m_tiles[bm], n_tiles[bn], k_tiles[j][1]
+            nisa.nc_matmul(
+                acc[(bn, bm)],
+                lhs_tile[:w, j, mm0 : mm0 + mt],
+                rhs_tile[:w, j, nn0 : nn0 + nt],
+                accumulate=j > 0,
+            )
 
     def _fold(
         self, acc: Operand, row0: int, mt: int, n_tile: tuple[int, int], nb: int, kb: int
