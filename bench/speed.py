@@ -10,7 +10,8 @@ not the targets' and its verdicts mean nothing). Measured, cold (the first call 
 and warm (best of ``--trials`` calls after it):
 
 - build: instructions per wall second of ``matmul_optimized.build`` from tensor specs (target
-  >= 100,000/s);
+  >= 100,000/s); beside it, for comparison only, the same build with ``lang.repeat`` running
+  its body every time (the rate of a kernel without batched emission);
 - timing-only simulation: timed items (instructions plus DMA pieces, every record of the trace)
   per wall second of ``run(..., numerics=False, summarize=False)``, beside a bare SimPy loop of one
   ``timeout`` per timed item in the same process (target: simulator / bare >= 0.5);
@@ -37,7 +38,8 @@ import resource
 import subprocess
 import sys
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -49,6 +51,7 @@ import ml_dtypes
 import numpy as np
 import simpy
 
+from hwsim import lang
 from hwsim.config import HardwareConfig, load_config
 from hwsim.lang import TensorSpec
 from hwsim.library import matmul_optimized
@@ -136,6 +139,8 @@ def bare_simpy_seconds(events: int) -> float:
 def measure_build(shape: tuple[int, int, int], config: HardwareConfig, trials: int) -> dict:
     times, program = timed(trials, lambda: build_v1(*shape, config, data=False))
     count = program.instruction_count  # type: ignore[attr-defined]
+    with blocks_run_every_time():
+        plain, _ = timed(trials, lambda: build_v1(*shape, config, data=False))
     return {
         "program": program,
         "instructions": count,
@@ -143,7 +148,25 @@ def measure_build(shape: tuple[int, int, int], config: HardwareConfig, trials: i
         "build_warm_s": times.warm_s,
         "build_instructions_per_s": count / times.warm_s,
         "build_cold_instructions_per_s": count / times.cold_s,
+        "build_without_repeat_instructions_per_s": count / plain.warm_s,
     }
+
+
+@contextmanager
+def blocks_run_every_time() -> Iterator[None]:
+    """``lang.repeat`` runs its body every time: the build as a kernel that does not use it
+    (every ISA call made, or copied when equal to an earlier one) would go. For this figure
+    only: the programs are the same (tests/lang/test_replay.py)."""
+    kept = lang.repeat
+
+    def run_body(body: Callable[[], None], *_: Any, **__: Any) -> None:
+        body()
+
+    lang.repeat = run_body  # type: ignore[assignment]  (the library calls ``lang.repeat``)
+    try:
+        yield
+    finally:
+        lang.repeat = kept  # type: ignore[assignment]
 
 
 def measure_sim(program: Program, config: HardwareConfig, trials: int) -> dict:
@@ -279,13 +302,19 @@ def print_report(r: dict[str, Any], size: str) -> None:
         f"{r['instructions']:,} instructions, {r['sim_items']:,} timed items "
         f"({r['sim_dma_pieces']:,} DMA pieces); cold = first call, warm = best of {r['trials']}"
     )
-    rows: list[tuple[str, str, str, bool]] = [
+    rows: list[tuple[str, str, str, bool | None]] = [  # None: a figure with no target
         (
             "build",
             f"{r['build_instructions_per_s']:,.0f} instructions/s warm ({r['build_warm_s']:.2f} s;"
             f" cold {r['build_cold_s']:.2f} s = {r['build_cold_instructions_per_s']:,.0f}/s)",
             f">= {TARGET_BUILD_INSTRUCTIONS_PER_S:,}/s",
             r["build_instructions_per_s"] >= TARGET_BUILD_INSTRUCTIONS_PER_S,
+        ),
+        (
+            "build, lang.repeat off (for comparison: a kernel without batched emission)",
+            f"{r['build_without_repeat_instructions_per_s']:,.0f} instructions/s warm",
+            "",
+            None,
         ),
         (
             "timing-only simulation",
@@ -332,7 +361,10 @@ def print_report(r: dict[str, Any], size: str) -> None:
             ),
         ]
     for what, figure, target, ok in rows:
-        print(f"  {what}: {figure}   target {target}   {verdict(ok)}")
+        if ok is None:
+            print(f"  {what}: {figure}")
+        else:
+            print(f"  {what}: {figure}   target {target}   {verdict(ok)}")
     if r["machine_loaded"]:
         print(
             f"  note: the machine is loaded (load average {r['load_average']:.1f} on "

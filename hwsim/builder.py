@@ -812,22 +812,21 @@ class ProgramBuilder:
         it), as ``emit`` of an equal instruction would: the same template, so the same waits
         at ``build()``, for a fraction of the work (kernels emit equal instructions over and
         over: V1 has 16 per distinct one)."""
-        prototype, template_id, stream, recorder = replay
-        if recorder.closed:
-            raise HwsimError(_BUILT)
-        copy = object.__new__(prototype.__class__)
-        # The fields, its signals and its twin (a frozen class: not through its __setattr__).
-        object.__setattr__(copy, "__dict__", prototype.__dict__.copy())
-        recorder.instr_template.append(template_id)
-        recorder.instructions.append(copy)
-        stream.append(copy)
-        return copy
+        self.emit_again_all((replay,))
+        return replay[2][-1]
 
     def emit_again_all(self, replays: Sequence[Replay]) -> None:
         """``emit_again`` of each, in order (``hwsim.lang.repeat``: a block of a kernel)."""
-        emit_again = self.emit_again
-        for replay in replays:
-            emit_again(replay)
+        new, set_attribute = object.__new__, object.__setattr__
+        for prototype, template_id, stream, recorder in replays:
+            if recorder.closed:
+                raise HwsimError(_BUILT)
+            copy = new(prototype.__class__)
+            # The fields, its signals and its twin (a frozen class: not through __setattr__).
+            set_attribute(copy, "__dict__", prototype.__dict__.copy())
+            recorder.instr_template.append(template_id)
+            recorder.instructions.append(copy)
+            stream.append(copy)
 
     def _untracked_inputs(self, template: _Template) -> int:
         """Bit i: operand i is an HBM input no instruction has written yet (untracked, as
