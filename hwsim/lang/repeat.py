@@ -11,7 +11,8 @@ The key is what the body may depend on, and the caller names it: the tiles and v
 (by the objects: the same tile, the same view geometry) and ``params``, hashable values it reads
 (offsets, sizes, flags; compared by value). Also in it: the body's code, the kernel's tag name
 and the source line of the call (the tags the body's instructions get depend on it). A body that
-reads anything else (a counter, a list it changes) must not be repeated.
+reads or changes anything else (a counter, a buffer ring's position, a list) must not be
+repeated: a copy does not run it, so it would neither see nor make the change.
 
 A block is kept only when its recording shows it can be replayed exactly: it emitted nothing the
 builder cannot copy (HBM operands, whose input status is worked out per instruction; waits given
