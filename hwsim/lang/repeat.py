@@ -26,6 +26,7 @@ from __future__ import annotations
 from collections.abc import Callable, Hashable, Sequence
 from typing import Any
 
+from hwsim.errors import HwsimError
 from hwsim.lang.kernel import current, source_location
 from hwsim.lang.tiles import Tile, View
 
@@ -48,9 +49,24 @@ def repeat(
     ):
         body()
         return
+    where = source_location()
+    try:
+        hash(params)
+    except TypeError:
+        raise HwsimError(
+            f"{where}: lang.repeat(params={params!r}): params must be hashable (numbers, "
+            "strings, tuples of them), since they are compared by value"
+        ) from None
+    # A function by its code (a closure made anew per iteration has the same); any other
+    # callable by itself (held by the key).
     held: list[Any] = []
-    key: list[Any] = [body.__code__, context.name, source_location(), params]
+    key: list[Any] = [getattr(body, "__code__", body), context.name, where, params]
     for operand in operands:
+        if not isinstance(operand, (Tile, View)):
+            raise HwsimError(
+                f"{where}: lang.repeat operands are tiles and views, got {type(operand).__name__}"
+                " (pass other values the body reads in params)"
+            )
         view = operand.full() if isinstance(operand, Tile) else operand
         pattern = view.ap()  # one object per view geometry of one tile (kept alive by ``held``)
         held.append(pattern)

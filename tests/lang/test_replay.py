@@ -190,3 +190,21 @@ def test_a_copy_gets_the_waits_of_an_equal_instruction_and_none_after_build() ->
     assert made.program.cores[0].streams["vector"][0].waits  # the RAW on the scalar copy
     with pytest.raises(HwsimError, match="has built its program"):
         replayed.emit_again(token)
+
+
+def test_repeat_refuses_unhashable_params_and_operands_that_are_not_tiles() -> None:
+    @lang.kernel
+    def k(x, params, operand):
+        out = lang.ndarray(x.shape, x.dtype, buffer=lang.hbm, name="out")
+        a = lang.ndarray((128, 512), lang.float32, buffer=lang.sbuf)
+        nisa.dma_copy(dst=a, src=x, queue=0)
+        lang.repeat(lambda: nisa.memset(a, 0.0), [operand or a], params)
+        nisa.dma_copy(dst=out, src=a, queue=0)
+        return out
+
+    spec = TensorSpec((128, 512), "fp32")
+    with pytest.raises(HwsimError, match=r"params must be hashable"):
+        k.build(spec, [1, 2], None, config="trn2")
+    with pytest.raises(HwsimError, match=r"operands are tiles and views, got int"):
+        k.build(spec, (), 3, config="trn2")
+    k.build(spec, (1, 2), None, config="trn2")
