@@ -312,6 +312,12 @@ class _Recorder:
         #: Per instruction: its template id, or -1 - k for the k-th place step (8 bytes each).
         self.instr_template = array("q")
         self.instructions: list[Instruction | None] = []
+        #: Per instruction: its index in its engine's stream (-1 for a place step).
+        self.stream_index = array("q")
+        #: ids of the instruction objects ``emit_block`` put at more than one position: one
+        #: of them that gets waits at ``build()`` is given a copy of its own there.
+        self.shared: set[int] = set()
+        self._engine_names: dict[int, str] = {}
         #: Waits instructions came with (by position), which the found ones follow.
         self.base_waits: dict[int, tuple[tuple[str, int], ...]] = {}
         self.place_whole: list[int] = []
@@ -362,14 +368,17 @@ class _Recorder:
     def place(self, tensor: str, nbytes: int, earlier: Sequence[str]) -> None:
         self.instr_template.append(-1 - len(self.place_whole))
         self.instructions.append(None)
+        self.stream_index.append(-1)
         self.place_whole.append(self.region(hbm_interval(tensor, 0, max(1, nbytes))))
         self.place_key.append(self.key(("hbm", tensor)))
         self.place_earlier.extend(self.key(("hbm", name)) for name in earlier)
         self.place_earlier_end.append(len(self.place_earlier))
 
-    def resolve(self) -> None:
+    def resolve(self, streams: dict[str, list[Instruction]]) -> None:
         """Fill in every recorded instruction's waits, then drop the record (it is as large as
-        the program): the builder takes no more instructions."""
+        the program): the builder takes no more instructions. ``streams``: the core's, where an
+        instruction object shared by several positions is replaced by a copy at each position
+        that gets waits."""
         if self.closed:
             return
         self.closed = True
@@ -379,6 +388,7 @@ class _Recorder:
         def ints(values: list[int]) -> np.ndarray:
             return np.array(values, dtype=np.int64)
 
+        self._engine_names = {index: name for name, index in self.engines.items()}
         names = sorted(self.channels)
         rank = np.zeros(len(names), np.int64)
         for position, name in enumerate(names):
@@ -442,11 +452,17 @@ class _Recorder:
         start = 0
         bases = self.base_waits
         ends = wait_end.tolist()
+        shared = self.shared
         if not bases:  # the common case, in a leaner loop: only found waits, mostly one
-            for instruction, end in zip(self.instructions, ends, strict=True):
+            for position, (instruction, end) in enumerate(
+                zip(self.instructions, ends, strict=True)
+            ):
                 if end != start and instruction is not None:  # (place steps have none)
                     waits = (pairs[start],) if end == start + 1 else tuple(pairs[start:end])
-                    object.__setattr__(instruction, "waits", waits)
+                    if id(instruction) in shared:
+                        self._own_copy(streams, position, instruction, waits)
+                    else:
+                        object.__setattr__(instruction, "waits", waits)
                 start = end
         else:
             for position, (instruction, end) in enumerate(
@@ -455,10 +471,30 @@ class _Recorder:
                 if instruction is not None:
                     base = bases.get(position, ())
                     waits = (*base, *pairs[start:end]) if end > start else base
-                    if instruction.waits != waits:
+                    if instruction.waits == waits:
+                        pass
+                    elif id(instruction) in shared:
+                        self._own_copy(streams, position, instruction, waits)
+                    else:
                         object.__setattr__(instruction, "waits", waits)
                 start = end
         self.__dict__.update(_Recorder().__dict__, closed=True)
+
+    def _own_copy(
+        self,
+        streams: dict[str, list[Instruction]],
+        position: int,
+        shared: Instruction,
+        waits: tuple[tuple[str, int], ...],
+    ) -> None:
+        """Give the instruction at ``position`` (an object other positions hold too) a copy of
+        its own with ``waits``, in its stream."""
+        copy = object.__new__(shared.__class__)
+        values = shared.__dict__.copy()
+        values["waits"] = waits
+        object.__setattr__(copy, "__dict__", values)
+        engine = self._engine_names[self.t_engine[self.instr_template[position]]]
+        streams[engine][self.stream_index[position]] = copy
 
 
 #: ``ProgramBuilder.last_replay``: (the recorded instruction, its template id, its stream, the
@@ -797,6 +833,7 @@ class ProgramBuilder:
         position = len(recorder.instructions)
         recorder.instr_template.append(template_id)
         recorder.instructions.append(final)
+        recorder.stream_index.append(len(stream))
         if instruction.waits:
             recorder.base_waits[position] = instruction.waits
             self.last_replay = None
@@ -811,22 +848,38 @@ class ProgramBuilder:
         """Append a copy of an instruction a deferred ``emit`` recorded (``last_replay`` after
         it), as ``emit`` of an equal instruction would: the same template, so the same waits
         at ``build()``, for a fraction of the work (kernels emit equal instructions over and
-        over: V1 has 16 per distinct one)."""
-        self.emit_again_all((replay,))
-        return replay[2][-1]
+        over: V1 has 16 per distinct one). The copy is the caller's, as ``emit`` would return."""
+        if replay[3].closed:
+            raise HwsimError(_BUILT)
+        copy, template_id, stream, recorder = self.detached(replay)
+        recorder.instr_template.append(template_id)
+        recorder.instructions.append(copy)
+        recorder.stream_index.append(len(stream))
+        stream.append(copy)
+        return copy
 
-    def emit_again_all(self, replays: Sequence[Replay]) -> None:
-        """``emit_again`` of each, in order (``hwsim.lang.repeat``: a block of a kernel)."""
-        new, set_attribute = object.__new__, object.__setattr__
+    def detached(self, replay: Replay) -> Replay:
+        """The same replay with a copy of its instruction, for ``emit_block``: no caller holds
+        the copy, so it may stand at many positions."""
+        prototype, template_id, stream, recorder = replay
+        copy = object.__new__(prototype.__class__)
+        # The fields, its signals and its twin (a frozen class: not through __setattr__).
+        object.__setattr__(copy, "__dict__", prototype.__dict__.copy())
+        return copy, template_id, stream, recorder
+
+    def emit_block(self, replays: Sequence[Replay]) -> None:
+        """Append each replay's instruction object itself (``hwsim.lang.repeat``: a block of a
+        kernel, whose instructions nobody holds; each made by ``detached``). One object then
+        stands at many positions; ``build()`` gives each position that gets waits a copy of
+        its own, so a position without waits, most of a block's, costs no object at all."""
         for prototype, template_id, stream, recorder in replays:
             if recorder.closed:
                 raise HwsimError(_BUILT)
-            copy = new(prototype.__class__)
-            # The fields, its signals and its twin (a frozen class: not through __setattr__).
-            set_attribute(copy, "__dict__", prototype.__dict__.copy())
+            recorder.shared.add(id(prototype))
             recorder.instr_template.append(template_id)
-            recorder.instructions.append(copy)
-            stream.append(copy)
+            recorder.instructions.append(prototype)
+            recorder.stream_index.append(len(stream))
+            stream.append(prototype)
 
     def _untracked_inputs(self, template: _Template) -> int:
         """Bit i: operand i is an HBM input no instruction has written yet (untracked, as
@@ -860,8 +913,8 @@ class ProgramBuilder:
         return entry
 
     def build(self) -> Program:
-        for recorder in self._recorders:
-            recorder.resolve()
+        for core, recorder in enumerate(self._recorders):
+            recorder.resolve(self.program.cores[core].streams)
         return self.program
 
 

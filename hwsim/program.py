@@ -59,7 +59,11 @@ class Allocation:
 
 @dataclass
 class CoreProgram:
-    """The instruction streams of one NeuronCore, keyed by engine name."""
+    """The instruction streams of one NeuronCore, keyed by engine name.
+
+    Instructions are frozen values, and one object may stand at several positions of a stream
+    (a block ``lang.repeat`` copied, where those positions have the same waits): read them,
+    and make a changed one with ``dataclasses.replace``, never by setting an attribute."""
 
     streams: dict[str, list[Instruction]] = field(
         default_factory=lambda: {engine: [] for engine in engine_names()}

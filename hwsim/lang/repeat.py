@@ -2,10 +2,12 @@
 
 ``repeat(body, operands, params)`` runs ``body`` (a function of no arguments that emits
 instructions) the first time it meets a key, recording a copy token per instruction it emits;
-the next time the same body is met with the same key it appends copies of those instructions
-(``ProgramBuilder.emit_again``) without running it. A loop nest whose inner block emits the same
-instructions in many iterations (the accumulation group of a blocked matmul, once per output
-tile and block) then costs one ISA call per distinct block instead of one per instruction.
+the next time the same body is met with the same key it appends those instructions again
+(``ProgramBuilder.emit_block``: the same objects, shared by their positions, each given a copy
+of its own at ``build()`` where it gets waits) without running it. A loop nest whose inner block
+emits the same instructions in many iterations (the accumulation group of a blocked matmul, once
+per output tile and block) then costs one ISA call per distinct block instead of one per
+instruction.
 
 The key is what the body may depend on, and the caller names it: the tiles and views it uses
 (by the objects: the same tile, the same view geometry) and ``params``, hashable values it reads
@@ -74,7 +76,7 @@ def repeat(
     block_key = tuple(key)
     found = replays.blocks.get(block_key)
     if found is not None:
-        context.builder.emit_again_all(found[1])
+        context.builder.emit_block(found[1])
         return
     changes = context.state_changes
     tokens: list[Any] = []
@@ -88,4 +90,5 @@ def repeat(
         and context.planner is None
         and all(token is not None for token in tokens)
     ):
-        replays.add_block(block_key, tuple(held), tokens)
+        builder = context.builder
+        replays.add_block(block_key, tuple(held), [builder.detached(token) for token in tokens])

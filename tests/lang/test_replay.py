@@ -55,8 +55,8 @@ def in_place_and_copies(x):
 
 def _kernels():
     return [
-        lambda: matmul_optimized.build(
-            TensorSpec((512, 256), "bf16"), TensorSpec((512, 2048), "bf16"), config="trn1"
+        lambda: matmul_optimized.build(  # several K and N blocks: its groups repeat
+            TensorSpec((2048, 2048), "bf16"), TensorSpec((2048, 4096), "bf16"), config="trn1"
         ),
         lambda: softmax.build(TensorSpec((256, 512), "fp32"), config="trn2"),
         lambda: attention.build(
@@ -208,3 +208,17 @@ def test_repeat_refuses_unhashable_params_and_operands_that_are_not_tiles() -> N
     with pytest.raises(HwsimError, match=r"operands are tiles and views, got int"):
         k.build(spec, (), 3, config="trn2")
     k.build(spec, (1, 2), None, config="trn2")
+
+
+def test_a_repeated_block_shares_objects_only_where_positions_have_no_waits() -> None:
+    program = matmul_optimized.build(
+        TensorSpec((2048, 2048), "bf16"), TensorSpec((2048, 4096), "bf16"), config="trn1"
+    ).program
+    stream = program.cores[0].streams["tensor"]
+    uses: dict[int, int] = {}
+    for instruction in stream:
+        uses[id(instruction)] = uses.get(id(instruction), 0) + 1
+    shared = [i for i in stream if uses[id(i)] > 1]
+    assert shared  # the blocks' copies without waits are one object each
+    assert all(not i.waits for i in shared)
+    assert any(i.waits for i in stream)  # and a position with waits has an object of its own
