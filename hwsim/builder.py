@@ -317,7 +317,6 @@ class _Recorder:
         #: ids of the instruction objects ``emit_block`` put at more than one position: one
         #: of them that gets waits at ``build()`` is given a copy of its own there.
         self.shared: set[int] = set()
-        self._engine_names: dict[int, str] = {}
         #: Waits instructions came with (by position), which the found ones follow.
         self.base_waits: dict[int, tuple[tuple[str, int], ...]] = {}
         self.place_whole: list[int] = []
@@ -388,7 +387,6 @@ class _Recorder:
         def ints(values: list[int]) -> np.ndarray:
             return np.array(values, dtype=np.int64)
 
-        self._engine_names = {index: name for name, index in self.engines.items()}
         names = sorted(self.channels)
         rank = np.zeros(len(names), np.int64)
         for position, name in enumerate(names):
@@ -453,6 +451,7 @@ class _Recorder:
         bases = self.base_waits
         ends = wait_end.tolist()
         shared = self.shared
+        engine_names = {index: name for name, index in self.engines.items()}
         if not bases:  # the common case, in a leaner loop: only found waits, mostly one
             for position, (instruction, end) in enumerate(
                 zip(self.instructions, ends, strict=True)
@@ -460,7 +459,7 @@ class _Recorder:
                 if end != start and instruction is not None:  # (place steps have none)
                     waits = (pairs[start],) if end == start + 1 else tuple(pairs[start:end])
                     if id(instruction) in shared:
-                        self._own_copy(streams, position, instruction, waits)
+                        self._own_copy(streams, engine_names, position, instruction, waits)
                     else:
                         object.__setattr__(instruction, "waits", waits)
                 start = end
@@ -474,7 +473,7 @@ class _Recorder:
                     if instruction.waits == waits:
                         pass
                     elif id(instruction) in shared:
-                        self._own_copy(streams, position, instruction, waits)
+                        self._own_copy(streams, engine_names, position, instruction, waits)
                     else:
                         object.__setattr__(instruction, "waits", waits)
                 start = end
@@ -483,18 +482,25 @@ class _Recorder:
     def _own_copy(
         self,
         streams: dict[str, list[Instruction]],
+        engine_names: dict[int, str],
         position: int,
         shared: Instruction,
         waits: tuple[tuple[str, int], ...],
     ) -> None:
         """Give the instruction at ``position`` (an object other positions hold too) a copy of
         its own with ``waits``, in its stream."""
-        copy = object.__new__(shared.__class__)
-        values = shared.__dict__.copy()
-        values["waits"] = waits
-        object.__setattr__(copy, "__dict__", values)
-        engine = self._engine_names[self.t_engine[self.instr_template[position]]]
+        copy = _copy_of(shared)
+        object.__setattr__(copy, "waits", waits)
+        engine = engine_names[self.t_engine[self.instr_template[position]]]
         streams[engine][self.stream_index[position]] = copy
+
+
+def _copy_of(instruction: Instruction) -> Instruction:
+    """A new object with ``instruction``'s fields, signals and twin (its whole ``__dict__``;
+    set past the frozen class's ``__setattr__``)."""
+    copy = object.__new__(instruction.__class__)
+    object.__setattr__(copy, "__dict__", instruction.__dict__.copy())
+    return copy
 
 
 #: ``ProgramBuilder.last_replay``: (the recorded instruction, its template id, its stream, the
@@ -862,10 +868,7 @@ class ProgramBuilder:
         """The same replay with a copy of its instruction, for ``emit_block``: no caller holds
         the copy, so it may stand at many positions."""
         prototype, template_id, stream, recorder = replay
-        copy = object.__new__(prototype.__class__)
-        # The fields, its signals and its twin (a frozen class: not through __setattr__).
-        object.__setattr__(copy, "__dict__", prototype.__dict__.copy())
-        return copy, template_id, stream, recorder
+        return _copy_of(prototype), template_id, stream, recorder
 
     def emit_block(self, replays: Sequence[Replay]) -> None:
         """Append each replay's instruction object itself (``hwsim.lang.repeat``: a block of a

@@ -48,7 +48,7 @@ def emit(opcode: str, engine: str, **fields: Any) -> Instruction:
     replays = context.replays
     key = None
     recording = context.recording
-    direct = context.planner is None and context.stream is None and "emit" not in context.__dict__
+    direct = context.emits_to_builder()
     if replays is not None and direct and keyable(fields.values()):
         key = (opcode, engine, tag, tuple(fields), *map(id, fields.values()))  # see ``replay``
         found = replays.replays.get(key)

@@ -164,6 +164,12 @@ class KernelContext:
         self.state_changes += 1
         return next(self._queues) % min(DEFAULT_DMA_QUEUES, self.config.dma.queues_per_engine)
 
+    def emits_to_builder(self) -> bool:
+        """Whether an ISA call goes straight to the builder: no memory planner records it, no
+        scheduler reorders it, and no hook replaced ``emit`` (so the builder may append copies
+        of earlier instructions: ``hwsim.lang.replay``, ``lang.repeat``)."""
+        return self.planner is None and self.stream is None and "emit" not in self.__dict__
+
     def emit(
         self, instruction: Instruction, operands: Sequence[tuple[str, Tile]] = ()
     ) -> Instruction:

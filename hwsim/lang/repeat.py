@@ -44,10 +44,8 @@ def repeat(
     if (
         replays is None
         or context.recording is not None  # inside a block being recorded: part of it
-        or context.planner is not None
-        or context.stream is not None
         or context.before_emit
-        or "emit" in context.__dict__
+        or not context.emits_to_builder()
     ):
         body()
         return
