@@ -17,6 +17,7 @@ from __future__ import annotations
 import os
 import secrets
 import sqlite3
+import time
 from collections.abc import Iterator
 from contextlib import closing, contextmanager, suppress
 from pathlib import Path
@@ -30,6 +31,9 @@ APPLICATION_ID = 0x48575357
 SCHEMA_VERSION = 2
 #: How long a statement waits for another process's write lock before failing.
 BUSY_TIMEOUT_S = 30.0
+#: Backoff between tries of a statement SQLite fails at once rather than waiting (``_use_wal``).
+_FIRST_RETRY_PAUSE_S = 0.001
+_LAST_RETRY_PAUSE_S = 0.05
 _SQLITE_HEADER = b"SQLite format 3\x00"
 _V1_TABLES = frozenset({"runs", "columns", "configs", "invocations"})
 
@@ -120,8 +124,7 @@ def open_database(path: str | Path, *, write: bool) -> sqlite3.Connection:
             if version is not None:
                 _quick_check(conn, path)
             if write:
-                if conn.execute("PRAGMA journal_mode").fetchone()[0] != "wal":
-                    conn.execute("PRAGMA journal_mode=WAL")
+                _use_wal(conn)
                 # NORMAL: a commit survives the process being killed (it is in the WAL); only a
                 # power cut can roll back the last commits, and the file stays consistent.
                 conn.execute("PRAGMA synchronous=NORMAL")
@@ -132,6 +135,35 @@ def open_database(path: str | Path, *, write: bool) -> sqlite3.Connection:
             conn.close()
             raise
     return conn
+
+
+def _use_wal(conn: sqlite3.Connection) -> None:
+    """Put the database in WAL mode, waiting out other runners that switch it at the same time.
+
+    The switch needs the file to itself. When two connections switch a file that is not yet in WAL
+    mode at once (an empty file both found, e.g. one made by a reader's ``sqlite3.connect``),
+    SQLite fails one of them at once with "database is locked" instead of calling its busy
+    handler, since each waits on the other. So the switch is retried here, with backoff, for up
+    to ``BUSY_TIMEOUT_S``; once another runner has switched it, it is WAL and nothing is left.
+    """
+    deadline = time.monotonic() + BUSY_TIMEOUT_S
+    pause_s = _FIRST_RETRY_PAUSE_S
+    while True:
+        try:
+            if conn.execute("PRAGMA journal_mode").fetchone()[0] != "wal":
+                conn.execute("PRAGMA journal_mode=WAL")
+            return
+        except sqlite3.OperationalError as exc:
+            if not is_busy(exc) or time.monotonic() + pause_s > deadline:
+                raise
+        time.sleep(pause_s)
+        pause_s = min(2 * pause_s, _LAST_RETRY_PAUSE_S)
+
+
+def is_busy(exc: sqlite3.Error) -> bool:
+    """Whether an SQLite error says another connection holds the lock it needed."""
+    text = str(exc)
+    return "locked" in text or "busy" in text
 
 
 def _create(path: Path) -> None:
@@ -172,7 +204,7 @@ def database_errors(path: str | Path) -> Iterator[None]:
 def describe(path: str | Path, exc: sqlite3.DatabaseError) -> str:
     """What an SQLite error on the database at ``path`` means, in one line."""
     text = str(exc)
-    if "locked" in text or "busy" in text:
+    if is_busy(exc):
         return (
             f"{path}: the database stayed locked for {BUSY_TIMEOUT_S:.0f} s (another process "
             f"holds it); try again ({text})"

@@ -11,7 +11,9 @@ import subprocess
 import sys
 import time
 from collections import Counter
+from contextlib import closing
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -39,14 +41,20 @@ def _env(log: Path, sleep_s: float) -> dict[str, str]:
 
 def _rows(db: Path) -> dict[str, tuple[str, int, str]]:
     """config hash -> (status, attempts, runner) of the rows written so far."""
+    found = _select(db, "SELECT config_hash, status, attempts, runner FROM runs")
+    return {h: (s, a, r) for h, s, a, r in found}
+
+
+def _select(db: Path, query: str) -> list[tuple[Any, ...]]:
+    """The rows of ``query`` on the database as it is now; none before a runner made it. Read
+    only: a plain ``sqlite3.connect`` would make an empty file there for the runners to find."""
     if not db.exists():
-        return {}
+        return []
     try:
-        with sqlite3.connect(db, timeout=5) as conn:
-            found = conn.execute("SELECT config_hash, status, attempts, runner FROM runs")
-            return {h: (s, a, r) for h, s, a, r in found}
-    except sqlite3.OperationalError:  # not created yet
-        return {}
+        with closing(sqlite3.connect(f"{db.as_uri()}?mode=ro", uri=True, timeout=5)) as conn:
+            return conn.execute(query).fetchall()
+    except sqlite3.OperationalError:  # its tables not made yet
+        return []
 
 
 def _wait_for_rows(db: Path, count: int, proc: subprocess.Popen[str]) -> None:
@@ -113,12 +121,9 @@ def _metrics(db: Path) -> dict[str, tuple[object, ...]]:
 
 
 def _claimants(db: Path) -> set[str]:
-    try:
-        with sqlite3.connect(db, timeout=5) as conn:
-            found = conn.execute("SELECT claimed_by FROM claims WHERE claimed_by IS NOT NULL")
-            return {row[0] for row in found}
-    except sqlite3.OperationalError:  # not created yet
-        return set()
+    return {
+        row[0] for row in _select(db, "SELECT claimed_by FROM claims WHERE claimed_by IS NOT NULL")
+    }
 
 
 def test_a_frozen_runner_loses_its_runs_when_its_lease_ends(

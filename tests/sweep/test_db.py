@@ -9,14 +9,18 @@ import importlib
 import multiprocessing
 import os
 import sqlite3
+import threading
+import time
 from collections.abc import Callable
+from contextlib import closing
 from pathlib import Path
 from typing import Any
 
 import pytest
 
-from hwsim.sweep import load_results, load_sweep, run_sweep
-from hwsim.sweep.db import APPLICATION_ID, SCHEMA_VERSION
+from hwsim.sweep import db, load_results, load_sweep, run_sweep
+from hwsim.sweep.db import APPLICATION_ID, SCHEMA_VERSION, open_database
+from hwsim.sweep.errors import SweepError
 from tests.sweep.helpers import write_spec
 
 cli = importlib.import_module("hwsim.cli.main")
@@ -197,3 +201,57 @@ def test_runners_creating_one_database_at_once_all_open_it(tmp_path: Path) -> No
             worker.join(timeout=60)
         assert [results.get(timeout=5) for _ in workers] == ["ok"] * 3
     assert not [p.name for p in tmp_path.iterdir() if p.name.endswith(".tmp")]
+
+
+#: Rounds of two runners switching one empty file to WAL at once; before ``_use_wal`` retried,
+#: about 4 rounds in 100 failed one of them at once with "database is locked".
+EMPTY_FILE_ROUNDS = 200
+
+
+def test_runners_opening_one_empty_file_at_once_all_open_it(tmp_path: Path) -> None:
+    """An empty file (here: made by a reader's ``sqlite3.connect`` before any runner) is
+    switched to WAL in place, and SQLite fails one of two runners doing that at once without
+    waiting: the switch is retried, so both open it and the schema is made once."""
+    failures: list[str] = []
+
+    def open_after(barrier: threading.Barrier, path: Path) -> None:
+        barrier.wait()
+        try:
+            open_database(path, write=True).close()
+        except Exception as exc:  # collected: the test names it
+            failures.append(f"{type(exc).__name__}: {exc}")
+
+    for round_ in range(EMPTY_FILE_ROUNDS):
+        path = tmp_path / f"r{round_}.sqlite"
+        sqlite3.connect(path).close()  # an empty file, as a careless reader leaves one
+        barrier = threading.Barrier(2)
+        runners = [threading.Thread(target=open_after, args=(barrier, path)) for _ in range(2)]
+        for runner in runners:
+            runner.start()
+        for runner in runners:
+            runner.join()
+        assert not failures, f"round {round_}: {failures}"
+        with closing(sqlite3.connect(path)) as conn:
+            assert conn.execute("PRAGMA journal_mode").fetchone()[0] == "wal"
+            assert conn.execute("PRAGMA user_version").fetchone()[0] == SCHEMA_VERSION
+
+
+def test_a_switch_to_wal_locked_for_the_whole_busy_timeout_fails_loudly(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The retry is bounded: a file another connection keeps locked is refused with the lock
+    named, after ``BUSY_TIMEOUT_S`` (shortened here), not waited on forever."""
+    path = tmp_path / "r.sqlite"
+    sqlite3.connect(path).close()
+    monkeypatch.setattr(db, "BUSY_TIMEOUT_S", 0.2)
+    holder = sqlite3.connect(path, isolation_level=None)
+    holder.execute("BEGIN IMMEDIATE")  # rollback mode: others may read, none may switch it
+    try:
+        started = time.monotonic()
+        with pytest.raises(SweepError, match="stayed locked"):
+            open_database(path, write=True)
+        assert time.monotonic() - started < 5
+    finally:
+        holder.execute("ROLLBACK")
+        holder.close()
+    open_database(path, write=True).close()  # free again: it opens
