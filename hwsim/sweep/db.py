@@ -154,13 +154,13 @@ def _use_wal(conn: sqlite3.Connection) -> None:
                 conn.execute("PRAGMA journal_mode=WAL")
             return
         except sqlite3.OperationalError as exc:
-            if not is_busy(exc) or time.monotonic() + pause_s > deadline:
+            if not _is_busy(exc) or time.monotonic() + pause_s > deadline:
                 raise
         time.sleep(pause_s)
         pause_s = min(2 * pause_s, _LAST_RETRY_PAUSE_S)
 
 
-def is_busy(exc: sqlite3.Error) -> bool:
+def _is_busy(exc: sqlite3.Error) -> bool:
     """Whether an SQLite error says another connection holds the lock it needed."""
     text = str(exc)
     return "locked" in text or "busy" in text
@@ -204,7 +204,7 @@ def database_errors(path: str | Path) -> Iterator[None]:
 def describe(path: str | Path, exc: sqlite3.DatabaseError) -> str:
     """What an SQLite error on the database at ``path`` means, in one line."""
     text = str(exc)
-    if is_busy(exc):
+    if _is_busy(exc):
         return (
             f"{path}: the database stayed locked for {BUSY_TIMEOUT_S:.0f} s (another process "
             f"holds it); try again ({text})"
