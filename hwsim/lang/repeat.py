@@ -13,8 +13,15 @@ The key is what the body may depend on, and the caller names it: the tiles and v
 (by the objects: the same tile, the same view geometry) and ``params``, hashable values it reads
 (offsets, sizes, flags; compared by value). Also in it: the body's code, the kernel's tag name
 and the source line of the call (the tags the body's instructions get depend on it). A body that
-reads or changes anything else (a counter, a buffer ring's position, a list) must not be
-repeated: a copy does not run it, so it would neither see nor make the change.
+reads or changes anything else (a counter, a buffer ring's position, a list it appends to)
+must not be repeated: a copy does not run it, so it would neither see nor make the change.
+
+What the body captures is compared too, so the commonest slip, a loop variable the body closes
+over but the key lacks, cannot make a wrong copy: the values of its closure cells, its default
+arguments and the object of a bound method are compared (``==``) with those of the recorded run
+at every meeting of the key. A body met with other values runs again and its run is kept beside
+the first (``MAX_VARIANTS`` per key): right, only without the copy. Objects compared equal that
+changed inside (a list appended to in place, an object's attribute) are not seen.
 
 A block is kept only when its recording shows it can be replayed exactly: it emitted nothing the
 builder cannot copy (HBM operands, whose input status is worked out per instruction; waits given
@@ -71,11 +78,17 @@ def repeat(
         pattern = view.ap()  # one object per view geometry of one tile (kept alive by ``held``)
         held.append(pattern)
         key.append((id(pattern), view.dims, view.kept))
+    captured = _captured(body)
+    if captured is None:
+        body()
+        return
     block_key = tuple(key)
     found = replays.blocks.get(block_key)
     if found is not None:
-        context.builder.emit_block(found[1])
-        return
+        for then, kept in found[1]:
+            if _equal(then, captured):
+                context.builder.emit_block(kept)
+                return
     changes = context.state_changes
     tokens: list[Any] = []
     context.recording = tokens
@@ -89,4 +102,63 @@ def repeat(
         and all(token is not None for token in tokens)
     ):
         builder = context.builder
-        replays.add_block(block_key, tuple(held), [builder.detached(token) for token in tokens])
+        replays.add_block(
+            block_key, tuple(held), captured, [builder.detached(token) for token in tokens]
+        )
+
+
+def _captured(body: Callable[[], None]) -> tuple[Any, ...] | None:
+    """What ``body`` holds besides its code: its closure cells' values, its default arguments
+    and, for a bound method, its object; None if a cell is not bound yet (the body then always
+    runs)."""
+    values: list[Any] = [
+        getattr(body, "__self__", None),
+        getattr(body, "__defaults__", None),
+        getattr(body, "__kwdefaults__", None),
+    ]
+    for cell in getattr(body, "__closure__", None) or ():
+        try:
+            values.append(cell.cell_contents)
+        except ValueError:  # bound later in the enclosing function
+            return None
+    return tuple(values)
+
+
+def _equal(then: tuple[Any, ...], now: tuple[Any, ...]) -> bool:
+    """Whether a body captured equal values. Views are equal when they are the same geometry of
+    the same tile (a kernel makes a new view object each time it indexes); anything else by
+    ``==``, and an object whose ``==`` raises or has no truth value (a numpy array) is equal
+    only to itself."""
+    try:
+        if then == now:  # the common case, at C speed: the same objects, equal numbers
+            return True
+    except Exception:  # any failure of a user's __eq__ means "not known equal"
+        pass
+    # the same code, so as many values
+    return all(x is y or _same(x, y, _MAX_DEPTH) for x, y in zip(then, now, strict=True))
+
+
+#: How deep ``_same`` follows containers (a deeper difference counts as unequal).
+_MAX_DEPTH = 4
+
+
+def _same(a: Any, b: Any, depth: int) -> bool:
+    if a is b:
+        return True
+    kind = type(a)
+    if kind is not type(b):
+        return False
+    if kind is View:
+        return a.tile is b.tile and a.dims == b.dims and a.kept == b.kept
+    try:
+        if a == b:  # numbers, strings, and containers of them (at C speed)
+            return True
+    except Exception:  # as in ``_equal``
+        pass
+    if depth == 0:
+        return False
+    if kind is tuple or kind is list:
+        return len(a) == len(b) and all(_same(x, y, depth - 1) for x, y in zip(a, b, strict=True))
+    if kind is dict:
+        return a.keys() == b.keys() and all(_same(a[k], b[k], depth - 1) for k in a)
+    return False

@@ -39,19 +39,34 @@ class ReplayCache:
 
     def __init__(self) -> None:
         self.replays: dict[tuple[Any, ...], tuple[tuple[Any, ...], Replay]] = {}
-        #: ``hwsim.lang.repeat``'s blocks by key: (the key's objects, a token per instruction).
-        self.blocks: dict[tuple[Any, ...], tuple[tuple[Any, ...], list[Replay]]] = {}
+        #: ``hwsim.lang.repeat``'s blocks by key: (the key's objects, and per run recorded for
+        #: it the values its body captured and a token per instruction it emitted).
+        self.blocks: dict[tuple[Any, ...], tuple[tuple[Any, ...], list[Variant]]] = {}
 
     def add(self, key: tuple[Any, ...], values: tuple[Any, ...], replay: Replay) -> None:
         if len(self.replays) >= MAX_REPLAYS:
             self.replays.clear()
         self.replays[key] = (values, replay)
 
-    def add_block(self, key: tuple[Any, ...], held: tuple[Any, ...], tokens: list[Replay]) -> None:
+    def add_block(
+        self, key: tuple[Any, ...], held: tuple[Any, ...], captured: Any, tokens: list[Replay]
+    ) -> None:
+        """Keep a recorded run of a block: its key, what its body captured, its tokens."""
+        found = self.blocks.get(key)
+        if found is not None:
+            if len(found[1]) < MAX_VARIANTS:
+                found[1].append((captured, tokens))
+            return
         if len(self.blocks) >= MAX_REPLAYS:
             self.blocks.clear()
-        self.blocks[key] = (held, tokens)
+        self.blocks[key] = (held, [(captured, tokens)])
 
+
+#: Recorded runs kept per block key, for bodies met with other captured values (beyond it, the
+#: body just runs).
+MAX_VARIANTS = 8
+#: A recorded run of a block: the values its body captured, a copy token per instruction.
+Variant = tuple[Any, list[Replay]]
 
 #: Immutable field types (``keyable``); enum classes join as they are met.
 _KEYABLE: set[type] = {AccessPattern, bool, int, float, str, type(None)}

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import math
 
+import numpy as np
 import pytest
 
 from hwsim import lang
@@ -222,3 +223,88 @@ def test_a_repeated_block_shares_objects_only_where_positions_have_no_waits() ->
     assert shared  # the blocks' copies without waits are one object each
     assert all(not i.waits for i in shared)
     assert any(i.waits for i in stream)  # and a position with waits has an object of its own
+
+
+#: Runs of the bodies below, counted outside them (a list a body closes over is captured too).
+_RUNS: list[str] = []
+
+
+@lang.kernel
+def closing_over(x, mode):
+    """A block whose key (the tile alone) lacks what it reads: a loop variable (``loop``), a
+    numpy array made anew each iteration (``array``) or a bound method's object (``method``)."""
+    out = lang.ndarray(x.shape, x.dtype, buffer=lang.hbm, name="out")
+    a = lang.ndarray((128, 512), lang.float32, buffer=lang.sbuf)
+    nisa.dma_copy(dst=a, src=x, queue=0)
+
+    def add_column(column: int, scale: float) -> None:
+        _RUNS.append(mode)
+        lo = column * 128
+        nisa.tensor_scalar(a[:, lo : lo + 128], a[:, 0:128], lang.AluOp.add, scale)
+
+    class Column:
+        def __init__(self, column: int) -> None:
+            self.column = column
+
+        def add(self) -> None:
+            add_column(self.column, 1.0)
+
+    for i in range(8):
+        column = i % 4
+        scale = np.full(2, 1.0)  # the same contents, a new array each iteration
+        if mode == "loop":
+            lang.repeat(lambda: add_column(column, 1.0), [a])  # noqa: B023 (called at once)
+        elif mode == "array":
+            lang.repeat(lambda: add_column(0, float(scale[0])), [a])  # noqa: B023
+        else:
+            lang.repeat(Column(column).add, [a])
+    nisa.dma_copy(dst=out, src=a, queue=0)
+    return out
+
+
+@pytest.mark.parametrize(("mode", "runs"), [("loop", 4), ("array", 8), ("method", 8)])
+def test_a_block_is_copied_only_when_what_its_body_captures_is_equal(
+    mode: str, runs: int, monkeypatch
+) -> None:
+    """A body met with other captured values runs again (before, the first run's copy stood in
+    for every iteration: the loop's four columns were all written as column 0): the program is
+    the one of call-by-call emission. A numpy array compares unequal to every other array
+    (its ``==`` has no truth value), and a bound method by its object."""
+    spec = TensorSpec((128, 512), "fp32")
+    _RUNS.clear()
+    program = closing_over.build(spec, mode, config="trn2").program
+    assert len(_RUNS) == runs
+    if mode == "loop":
+        offsets = [i.dst.offset_bytes for i in program.cores[0].streams["vector"]]
+        assert offsets == [0, 512, 1024, 1536] * 2
+    _without_replay(monkeypatch)
+    assert _text(program) == _text(closing_over.build(spec, mode, config="trn2").program)
+
+
+def test_a_block_met_again_with_equal_captured_values_is_copied() -> None:
+    """Equal numbers and lists, and views of the same geometry (new objects each iteration)
+    count as equal: the body runs once per distinct set of values, at most ``MAX_VARIANTS``."""
+
+    @lang.kernel
+    def k(x):
+        out = lang.ndarray(x.shape, x.dtype, buffer=lang.hbm, name="out")
+        a = lang.ndarray((128, 512), lang.float32, buffer=lang.sbuf)
+        nisa.dma_copy(dst=a, src=x, queue=0)
+        for i in range(24):
+            column, extents = i % 2, [(0, 128)]  # a new list each iteration
+            view = a[:, column * 128 : column * 128 + 128]
+
+            def body() -> None:
+                _RUNS.append("ran")
+                for lo, width in extents:  # noqa: B023 (the body runs inside repeat)
+                    nisa.tensor_scalar(view, a[:, lo : lo + width], lang.AluOp.add, 1.0)  # noqa: B023
+
+            lang.repeat(body, [a])
+        nisa.dma_copy(dst=out, src=a, queue=0)
+        return out
+
+    _RUNS.clear()
+    program = k.build(TensorSpec((128, 512), "fp32"), config="trn2").program
+    assert len(_RUNS) == 2  # one run per column; the other 22 iterations are copies
+    offsets = [i.dst.offset_bytes for i in program.cores[0].streams["vector"]]
+    assert offsets == [0, 512] * 12
