@@ -85,6 +85,9 @@ class BufferRing:
         self.buffers = max(1, buffers)
         self._tiles: list[Tile] = []
         self._next = 0
+        #: The view handed out per (slot, shape), with the tile it views: the same object each
+        #: time round, so a ``lang.repeat`` body capturing it compares equal at once.
+        self._views: dict[tuple[int, tuple[int, ...]], tuple[Tile, View]] = {}
 
     def __call__(
         self,
@@ -99,22 +102,29 @@ class BufferRing:
         shape = tuple(shape)
         alloc = tuple(max_shape) if max_shape is not None else shape
         if len(self._tiles) < self.buffers:
+            slot = len(self._tiles)
             tile = lang.ndarray(alloc, dtype, buffer)
             self._tiles.append(tile)
-            return tile[tuple(slice(0, n) for n in shape)]
-        slot = self._next
-        self._next = (self._next + 1) % self.buffers
-        tile = self._tiles[slot]
-        fits = len(tile.shape) == len(shape) and all(
-            n <= have for n, have in zip(shape, tile.shape, strict=True)
-        )
-        if not fits or tile.dtype != lookup_dtype(dtype) or tile.buffer is not buffer:
-            tile = self._tiles[slot] = lang.ndarray(alloc, dtype, buffer)
-        return tile[tuple(slice(0, n) for n in shape)]
+        else:
+            slot = self._next
+            self._next = (self._next + 1) % self.buffers
+            tile = self._tiles[slot]
+            fits = len(tile.shape) == len(shape) and all(
+                n <= have for n, have in zip(shape, tile.shape, strict=True)
+            )
+            if not fits or tile.dtype != lookup_dtype(dtype) or tile.buffer is not buffer:
+                tile = self._tiles[slot] = lang.ndarray(alloc, dtype, buffer)
+        cached = self._views.get((slot, shape))
+        if cached is not None and cached[0] is tile:
+            return cached[1]
+        view = tile[tuple(slice(0, n) for n in shape)]
+        self._views[(slot, shape)] = (tile, view)
+        return view
 
     def release(self) -> None:
         """Drop the tiles (their memory returns to the pool)."""
         self._tiles.clear()
+        self._views.clear()
         self._next = 0
 
 
