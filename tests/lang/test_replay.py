@@ -308,3 +308,47 @@ def test_a_block_met_again_with_equal_captured_values_is_copied() -> None:
     assert len(_RUNS) == 2  # one run per column; the other 22 iterations are copies
     offsets = [i.dst.offset_bytes for i in program.cores[0].streams["vector"]]
     assert offsets == [0, 512] * 12
+
+
+def test_a_key_keeps_at_most_max_variants_runs_and_stays_right_beyond(monkeypatch) -> None:
+    """A body met with more distinct captured values than ``MAX_VARIANTS`` runs every time past
+    the cap (nothing more is kept), and its program is still call-by-call emission's."""
+    from hwsim.lang import replay
+
+    caches: list[replay.ReplayCache] = []
+    init = replay.ReplayCache.__init__
+
+    def kept_here(self) -> None:
+        init(self)
+        caches.append(self)
+
+    monkeypatch.setattr(replay.ReplayCache, "__init__", kept_here)
+    distinct = replay.MAX_VARIANTS + 3
+
+    @lang.kernel
+    def k(x):
+        out = lang.ndarray(x.shape, x.dtype, buffer=lang.hbm, name="out")
+        a = lang.ndarray((128, 512), lang.float32, buffer=lang.sbuf)
+        nisa.dma_copy(dst=a, src=x, queue=0)
+        for i in range(2 * distinct):
+            scale = float(i % distinct)
+
+            def body() -> None:
+                _RUNS.append("ran")
+                nisa.tensor_scalar(a, a, lang.AluOp.add, scale)  # noqa: B023 (runs inside repeat)
+
+            lang.repeat(body, [a])
+        nisa.dma_copy(dst=out, src=a, queue=0)
+        return out
+
+    _RUNS.clear()
+    spec = TensorSpec((128, 512), "fp32")
+    program = k.build(spec, config="trn2").program
+    (variants,) = [v for _, v in caches[-1].blocks.values()]
+    assert len(variants) == replay.MAX_VARIANTS
+    # the first MAX_VARIANTS values are copied the second time round; the 3 past the cap run twice
+    assert len(_RUNS) == distinct + (distinct - replay.MAX_VARIANTS)
+    scales = [i.scalar0 for i in program.cores[0].streams["vector"]]
+    assert scales == [float(i % distinct) for i in range(2 * distinct)]
+    _without_replay(monkeypatch)
+    assert _text(program) == _text(k.build(spec, config="trn2").program)
