@@ -21,7 +21,8 @@ over but the key lacks, cannot make a wrong copy: the values of its closure cell
 arguments and the object of a bound method are compared (``==``) with those of the recorded run
 at every meeting of the key. A body met with other values runs again and its run is kept beside
 the first (``MAX_VARIANTS`` per key): right, only without the copy. Objects compared equal that
-changed inside (a list appended to in place, an object's attribute) are not seen.
+changed inside (a list appended to in place, an object's attribute) are not seen, nor the sign
+of a zero (``0.0 == -0.0``; ``params`` compare so too).
 
 A block is kept only when its recording shows it can be replayed exactly: it emitted nothing the
 builder cannot copy (HBM operands, whose input status is worked out per instruction; waits given
