@@ -87,7 +87,7 @@ def repeat(
     found = replays.blocks.get(block_key)
     if found is not None:
         for then, kept in found[1]:
-            if _equal(then, captured):
+            if _same(then, captured, _MAX_DEPTH):
                 context.builder.emit_block(kept)
                 return
     changes = context.state_changes
@@ -125,25 +125,16 @@ def _captured(body: Callable[[], None]) -> tuple[Any, ...] | None:
     return tuple(values)
 
 
-def _equal(then: tuple[Any, ...], now: tuple[Any, ...]) -> bool:
-    """Whether a body captured equal values. Views are equal when they are the same geometry of
-    the same tile (a kernel makes a new view object each time it indexes); anything else by
-    ``==``, and an object whose ``==`` raises or has no truth value (a numpy array) is equal
-    only to itself."""
-    try:
-        if then == now:  # the common case, at C speed: the same objects, equal numbers
-            return True
-    except Exception:  # any failure of a user's __eq__ means "not known equal"
-        pass
-    # the same code, so as many values
-    return all(x is y or _same(x, y, _MAX_DEPTH) for x, y in zip(then, now, strict=True))
-
-
-#: How deep ``_same`` follows containers (a deeper difference counts as unequal).
-_MAX_DEPTH = 4
+#: How deep ``_same`` follows containers, the captured tuple itself included (a deeper
+#: difference counts as unequal).
+_MAX_DEPTH = 5
 
 
 def _same(a: Any, b: Any, depth: int) -> bool:
+    """Whether a body captured equal values (``a`` and ``b``: what it captured then and now).
+    Views are equal when they are the same geometry of the same tile (a kernel makes a new view
+    object each time it indexes); anything else by ``==``, and an object whose ``==`` raises or
+    has no truth value (a numpy array) is equal only to itself."""
     if a is b:
         return True
     kind = type(a)
@@ -152,9 +143,9 @@ def _same(a: Any, b: Any, depth: int) -> bool:
     if kind is View:
         return a.tile is b.tile and a.dims == b.dims and a.kept == b.kept
     try:
-        if a == b:  # numbers, strings, and containers of them (at C speed)
+        if a == b:  # the common case, at C speed: the same objects, equal numbers
             return True
-    except Exception:  # as in ``_equal``
+    except Exception:  # any failure of a user's __eq__ means "not known equal"
         pass
     if depth == 0:
         return False
