@@ -318,18 +318,43 @@ def store(dst_: Any, value: Any, *, mask: Any = None) -> None:
 
 def loop_reduce(x: Any, op: Any, loop_indices: Any = None, *, dtype: Any = None, mask: Any = None):
     """``nl.loop_reduce(x, op, loop_indices)``: reduce ``x`` elementwise across the iterations of
-    the enclosing loop; the first iteration keeps a copy, later ones combine into it."""
+    the loops ``loop_indices`` names. Assigned into a tile, that tile is the op's other input (one
+    VectorE tensor_tensor, NKI's rule); rebound to a name, one accumulator per iteration of the
+    other enclosing loops, seeded by the first reduced iteration."""
     from hwsim.nki.isa_ops import alu_op
-    from hwsim.nki.state import state, user_site
+    from hwsim.nki.pending import PendingLoopReduce
+    from hwsim.nki.state import state
 
     st = state()
     if not st.loops:
         raise fail("nl.loop_reduce", "call it inside an nl.affine_range / sequential_range loop")
-    key = ("loop_reduce", tuple(f.site for f in st.loops), user_site())
-    acc = st.reductions.get(key)
-    if acc is None:
-        acc = st.reductions[key] = allocate(x.shape, dtype or x.dtype, sbuf, site=key[2])
-        lisa.tensor_copy(acc.view, src(x, mask))
-        return acc
-    lisa.tensor_tensor(acc.view, acc.view, src(x, mask), alu_op(op, "nl.loop_reduce"))
-    return acc
+    source = as_tensor(x, "nl.loop_reduce")
+    frames = _reduced_loops(st.loops, loop_indices)
+    return PendingLoopReduce(source, alu_op(op, "nl.loop_reduce"), frames, dtype, mask)
+
+
+def _reduced_loops(loops: list[Any], loop_indices: Any) -> tuple[Any, ...]:
+    """The enclosing loop frames ``loop_indices`` names: loop variables (which know their loop),
+    or plain numbers, each matched to the one enclosing loop at that value; none given: the
+    innermost loop."""
+    from hwsim.nki.state import LoopIndex
+
+    if loop_indices is None:
+        return (loops[-1],)
+    items = loop_indices if isinstance(loop_indices, list | tuple) else [loop_indices]
+    frames = []
+    for item in items:
+        if isinstance(item, LoopIndex) and any(item.frame is f for f in loops):
+            frames.append(item.frame)
+            continue
+        if isinstance(item, LoopIndex):
+            raise fail("nl.loop_reduce", f"loop index {int(item)} belongs to a loop that ended")
+        matches = [f for f in loops if isinstance(item, int) and f.value == item]
+        if len(matches) != 1:
+            raise fail(
+                "nl.loop_reduce",
+                f"loop_indices entry {item!r} does not name one enclosing loop "
+                f"({len(matches)} are at that value); pass the loop variable itself",
+            )
+        frames.append(matches[0])
+    return tuple(frames)

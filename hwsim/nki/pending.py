@@ -140,6 +140,63 @@ class PendingCopy(Pending):
         lisa.tensor_copy(dst(target), src(self.materialize()))
 
 
+class PendingLoopReduce(Pending):
+    """``nl.loop_reduce(x, op, loop_indices)`` not yet emitted.
+
+    NKI's rule: "the destination tile is also the rhs input to op". Assigned into a tile
+    (``acc[...] = nl.loop_reduce(x, np.add, [k])``), it is one ``tensor_tensor(acc, acc, x)``,
+    so whatever ``acc`` held before the loop (``nl.zeros``, or an earlier block's values) is
+    the start. Used any other way (``acc = nl.loop_reduce(...)``: the destination is a Python
+    name the simulator cannot see), it reduces into an accumulator of its own, one per call
+    site and per iteration of every enclosing loop it does *not* reduce over: the first
+    iteration of the reduced loops copies ``x`` in, later ones combine into it. Like a pending
+    copy, it is written out before the kernel's next instruction."""
+
+    def __init__(self, source: NkiTensor, op: Any, loops: tuple[Any, ...], dtype: Any, mask: Any):
+        self.source, self.op, self.mask = source, op, mask
+        self.dtype = dtype if dtype is not None else source.dtype
+        self.shape = tuple(source.shape)
+        self.site = user_site()
+        self._result = None
+        st = state()
+        st.flush_copy()
+        # The key is fixed here, at the call: the loops' iterations are the call's.
+        reduced = {id(frame) for frame in loops}
+        kept = tuple((frame.site, frame.step) for frame in st.loops if id(frame) not in reduced)
+        self.key = ("loop_reduce", tuple(f.site for f in st.loops), self.site, kept)
+        st.pending_copy = self
+
+    def materialize(self) -> NkiTensor:
+        if self._result is not None:
+            return self._result
+        st = state()
+        st.forget_copy(self)
+        acc = st.reductions.get(self.key)
+        if acc is None:
+            acc = allocate(self.shape, self.dtype, _sbuf, site=self.site)
+            st.reductions[self.key] = acc
+            lisa.tensor_copy(acc.view, src(self.source, self.mask))
+        else:
+            lisa.tensor_tensor(acc.view, acc.view, src(self.source, self.mask), self.op)
+        self._result = acc
+        return acc
+
+    def into_tile(self, target: NkiTensor) -> None:
+        if self._result is not None:
+            lisa.tensor_copy(dst(target), src(self._result))
+            return
+        state().forget_copy(self)
+        if tuple(target.shape) != self.shape:
+            raise fail(
+                "nl.loop_reduce",
+                f"the result {list(self.shape)} is assigned into {list(target.shape)}; "
+                "assign it into a tile of its own shape",
+            )
+        view = dst(target, self.mask)
+        lisa.tensor_tensor(view, view, src(self.source, self.mask), self.op)
+        self._result = target
+
+
 class PendingMatmul(Pending):
     """``stationary.T @ moving`` not yet emitted (a tile-returning nc_matmul / nl.matmul)."""
 

@@ -63,11 +63,27 @@ class Slot:
 
 @dataclass
 class LoopFrame:
-    """One running NKI loop: its source line and the allocations of its current iteration."""
+    """One running NKI loop: its source line, its current iteration and the allocations of
+    that iteration."""
 
     site: tuple[str, int]
     kind: str
     occurrences: dict[tuple[str, int], int] = field(default_factory=dict)
+    step: int = 0  # iterations done before the current one
+    value: int = 0  # the loop variable's current value
+
+
+class LoopIndex(int):
+    """A loop variable of an NKI loop: an int that knows its loop, so that
+    ``nl.loop_reduce(x, op, loop_indices=[k])`` can tell which enclosing loop it reduces over
+    (two loops may well be at the same value). Arithmetic on it gives plain ints."""
+
+    frame: LoopFrame
+
+    def __new__(cls, value: int, frame: LoopFrame) -> LoopIndex:
+        index = super().__new__(cls, value)
+        index.frame = frame
+        return index
 
 
 @dataclass
@@ -95,7 +111,9 @@ class NkiState:
         self.no_reorder: list[dict[str, Any]] = []
         self.sequential: list[dict[str, Any]] = []
         self.notes: list[str] = []
-        self.reductions: dict[tuple[Any, ...], Any] = {}  # nl.loop_reduce accumulators
+        #: ``nl.loop_reduce`` accumulators not assigned into a tile, by call site and the
+        #: iterations of the loops they do not reduce over (``hwsim.nki.pending``).
+        self.reductions: dict[tuple[Any, ...], Any] = {}
         #: An ``nl.copy`` not yet emitted (``hwsim.nki.pending.PendingCopy``): written out
         #: before the next instruction, so it can still become a copy into an assigned tile.
         self.pending_copy: Any = None
@@ -145,9 +163,10 @@ class NkiState:
             for step, value in enumerate(values):
                 self.flush_copy()  # an iteration's copy stays in its iteration
                 frame.occurrences.clear()
+                frame.step, frame.value = step, value
                 if step and kind == "sequential_range":
                     schedule_barrier("sequential_range")  # honoured by a scheduled build
-                yield value
+                yield LoopIndex(value, frame)
         finally:
             self.flush_copy()
             if self.loops and self.loops[-1] is frame:
