@@ -21,6 +21,7 @@ in the graph) become inputs filled from the constant on every run.
 
 from __future__ import annotations
 
+import dataclasses
 import inspect
 import math
 import operator
@@ -58,6 +59,7 @@ from hwsim.bridge.tiling import copy_tiles
 from hwsim.bridge.values import HbmValue
 from hwsim.config import HardwareConfig, load_config
 from hwsim.errors import HwsimError
+from hwsim.isa.ap import MemorySpace
 from hwsim.machine.simulator import RunResult, run
 from hwsim.program import Program
 
@@ -74,6 +76,10 @@ class InputBinding:
     strides: tuple[int, ...]
     dtype: torch.dtype
     constant: torch.Tensor | None = None
+    #: Whether the program reads the input's values. An input only its metadata is used of
+    #: (``full_like(x, 1)``, ``zeros_like``) is neither range-checked nor copied in: its bytes
+    #: may be anything (``torch.empty``), and no check may read memory nothing wrote.
+    read: bool = True
 
     @property
     def span(self) -> int:
@@ -164,13 +170,14 @@ class LoweredGraph:
                     f"{tuple(tensor.stride())} differ from the lowered {binding.shape} "
                     f"{binding.strides}; lower the graph again for these inputs"
                 )
+            if not binding.read or tensor.numel() == 0:  # values unread: zeros stand in
+                span = torch.zeros(binding.span, dtype=tensor.dtype)
+                self.program.hbm[binding.name].values = tensor_to_numpy(span, check=False)
+                continue
             if tensor.dtype == torch.int64:  # only the viewed elements must fit int32
                 check_int64_range(tensor, binding.name)
-            if tensor.numel() == 0:  # nothing to read (only its metadata is used): one zero
-                span = torch.zeros(binding.span, dtype=tensor.dtype)
-            else:
-                offset = tensor.storage_offset()
-                span = torch.as_strided(tensor.detach(), (binding.span,), (1,), offset)
+            offset = tensor.storage_offset()
+            span = torch.as_strided(tensor.detach(), (binding.span,), (1,), offset)
             values = tensor_to_numpy(span, check=False)
             self.program.hbm[binding.name].values = values.copy() if copy else values
         self._check_indices(args)
@@ -270,6 +277,7 @@ def lower_graph(
     kernel = lowering.kernel(name)
     specs = [lang.TensorSpec((b.span,), to_hw(b.dtype)) for b in bindings]
     built = kernel.build(*specs, config=hw)
+    bindings = _mark_unread(bindings, built.program)
     memory = memory_stats(built.program, built.sbuf_peak_bytes, built.psum_peak_bytes, arena)
     built.program.meta["memory"] = memory.to_dict()
     built.program.meta["floor"] = floor.to_dict()
@@ -291,6 +299,15 @@ def lower_graph(
         pipeline,
         floor,
     )
+
+
+def _mark_unread(bindings: list[InputBinding], program: Program) -> list[InputBinding]:
+    """The bindings, each knowing whether an instruction of ``program`` reads its input."""
+    read: set[str] = set()
+    for core in program.cores:
+        for _engine, _pc, instruction in core.instructions():
+            read.update(ap.tensor for ap in instruction.reads() if ap.memory is MemorySpace.HBM)
+    return [b if b.name in read else dataclasses.replace(b, read=False) for b in bindings]
 
 
 def _bind(index: int, node: fx.Node, example: Any) -> InputBinding:

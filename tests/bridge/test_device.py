@@ -261,3 +261,33 @@ def test_another_privateuse1_backend_makes_the_device_unavailable(monkeypatch):
     monkeypatch.setattr(torch._C, "_get_privateuse1_backend_name", lambda: "npu")
     with pytest.raises(device.DeviceUnavailable, match="PrivateUse1 backend is already 'npu'"):
         device.register()
+
+
+def test_fills_never_read_the_bytes_they_overwrite():
+    """``torch.ones(..., dtype=torch.long)`` is ``empty`` then ``fill_``: the fill's functional
+    twin (``full_like``) takes the empty tensor only for its metadata, so its bytes (anything
+    ``torch.empty`` left there, often past int32) must not be range-checked or copied in."""
+    report = device.configure("tiny", fallback="error")
+    for garbage in (2**40, -(2**40), 139953166032064):
+        t = torch.empty(3, dtype=torch.long, device="hwsim")
+        t._host.fill_(garbage)  # what an uninitialised allocation may hold
+        t.fill_(1)
+        assert t.cpu().tolist() == [1, 1, 1]
+        z = torch.empty(2, 2, dtype=torch.long, device="hwsim")
+        z._host.fill_(garbage)
+        z.zero_()
+        assert z.cpu().tolist() == [[0, 0], [0, 0]]
+    assert {
+        r.status
+        for r in report.ops
+        if r.op in ("aten.full_like.default", "aten.zeros_like.default")
+    } == {"simulator"}
+    ones = torch.ones(1, dtype=torch.long, device="hwsim")
+    assert ones.cpu().tolist() == [1]
+
+
+def test_int64_inputs_that_are_read_are_still_range_checked():
+    device.configure("tiny", fallback="error")
+    big = torch.tensor([2**40, 1], dtype=torch.long).to("hwsim")
+    with pytest.raises(Exception, match="outside int32"):
+        big + 1
