@@ -121,7 +121,7 @@ def validate_config(data: Mapping[str, Any], source: str = "<config>") -> Hardwa
 
 
 def _check_registered_names(config: HardwareConfig, source: str) -> None:
-    from hwsim.timing.tensor_models import TENSOR_TIMING_MODELS
+    from hwsim.cost.tensor_models import TENSOR_TIMING_MODELS
 
     name = config.tensor_engine.timing_model
     if name not in TENSOR_TIMING_MODELS:

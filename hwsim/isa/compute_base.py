@@ -17,7 +17,6 @@ from hwsim.dtypes import DType, cast
 from hwsim.isa.ap import AccessPattern, MemorySpace
 from hwsim.isa.base import Instruction, MachineSpec
 from hwsim.isa.tensor_ops import as_2d
-from hwsim.kernels import AluOp
 
 if TYPE_CHECKING:
     from hwsim.machine.state import CoreState
@@ -27,8 +26,6 @@ if TYPE_CHECKING:
 FREE_MAX_ELEMENTS = {MemorySpace.SBUF: 64 * 1024, MemorySpace.PSUM: 4 * 1024}
 #: ``bn_stats_fmax``: most elements per partition one bn_stats reads (HARDWARE.md §3 [S16][S17]).
 BN_STATS_FMAX = 512
-#: Ops of the documented fast tensor_tensor case (bf16, both inputs in SBUF) [S16].
-FAST_BF16_OPS = frozenset({AluOp.add, AluOp.multiply, AluOp.subtract})
 
 #: An immediate (compile-time constant) or a per-partition [P, 1] operand.
 Scalar = float | AccessPattern

@@ -14,9 +14,8 @@ from typing import TYPE_CHECKING, Any
 
 from hwsim.errors import MemoryAccessError
 from hwsim.isa.ap import AccessPattern, MemorySpace
-from hwsim.isa.base import Cost, MachineSpec, register
+from hwsim.isa.base import MachineSpec, register
 from hwsim.isa.compute_base import ComputeInstruction
-from hwsim.isa.streaming import streaming_cycles
 
 if TYPE_CHECKING:
     from hwsim.machine.state import CoreState
@@ -83,12 +82,6 @@ class _DynamicCopy(ComputeInstruction):
     def streams(self) -> tuple[AccessPattern, AccessPattern]:
         """(what is read, what is written) of one copy, the window at offset 0."""
         raise NotImplementedError
-
-    def cost(self, spec: MachineSpec) -> Cost:
-        floor = spec.engine_configs[self.engine].min_ii_dynamic_cycles
-        read, written = self.streams()
-        work = streaming_cycles(spec, self.engine, (read,), (written,))
-        return spec.compute_cost(self.engine, max(floor, work))
 
     def execute(self, state: CoreState) -> None:
         start = self.start(state)

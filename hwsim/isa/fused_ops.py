@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING
 
 from hwsim import kernels
 from hwsim.isa.ap import AccessPattern
-from hwsim.isa.base import Cost, MachineSpec, register
+from hwsim.isa.base import MachineSpec, register
 from hwsim.isa.compute_base import (
     ComputeInstruction,
     Scalar,
@@ -23,14 +23,11 @@ from hwsim.isa.compute_base import (
 )
 from hwsim.isa.copy_ops import same_shape
 from hwsim.isa.engine_state import ReduceCmd, accumulators, check_reduce_cmd
-from hwsim.isa.streaming import streaming_cycles
 from hwsim.kernels import ActivationFunction, AluOp
 
 if TYPE_CHECKING:
     from hwsim.machine.state import CoreState
 
-#: exponential's throughput over ScalarE's activation(exp) [S3].
-EXPONENTIAL_SPEEDUP = 4
 EXPONENTIAL_CMDS = frozenset(
     {ReduceCmd.idle, ReduceCmd.reset_reduce, ReduceCmd.reduce, ReduceCmd.load_reduce}
 )
@@ -58,7 +55,7 @@ class Exponential(ComputeInstruction):
     VectorE's accumulators, which reduce_res reads out [S15]. NeuronCore-v4 VectorE.
 
     Cost: 4x the throughput of ScalarE's activation(exp) on the same operands [S3]: the ScalarE
-    streaming time (``hwsim.isa.streaming``) in ticks, divided by 4, in VectorE cycles (rounded
+    streaming time (``hwsim.cost.streaming``) in ticks, divided by 4, in VectorE cycles (rounded
     up), with VectorE's MIN_II floor; plus MIN_II to read the accumulators out when reduce_res
     is given (an assumption, as tensor_scalar_reduce's documented read-out [S16]).
     """
@@ -94,14 +91,6 @@ class Exponential(ComputeInstruction):
             isinstance(self.reduce_init, AccessPattern) or self.reduce_init != 0.0
         ):
             self.fail("reduce_init is read only with reduce_cmd=load_reduce; leave it 0.0 [S15]")
-
-    def cost(self, spec: MachineSpec) -> Cost:
-        scalar_cycles = streaming_cycles(spec, "scalar", (self.src,), (self.dst,))
-        ticks = spec.cycles("scalar", scalar_cycles)
-        per_cycle = spec.timebase.ticks_per_cycle["vector"]
-        work = -(-ticks // (EXPONENTIAL_SPEEDUP * per_cycle))
-        read_out = spec.engine_configs["vector"].min_ii_cycles if self.reduce_res else 0
-        return spec.compute_cost("vector", work, extra_cycles=read_out)
 
     def execute(self, state: CoreState) -> None:
         bias = read_scalar(state, self.max_value, False)
@@ -183,11 +172,6 @@ class Activate2(ComputeInstruction):
             valid = ", ".join(sorted(o.name for o in kernels.ACCUMULATE_OPS))
             self.fail(f"reduce_op={AluOp(self.reduce_op).name}; valid: {valid}")
         check_reduce_cmd(self, self.reduce_cmd, ACTIVATE2_CMDS, self.reduce_res, self.src)
-
-    def cost(self, spec: MachineSpec) -> Cost:
-        work = streaming_cycles(spec, "scalar", (self.src,), (self.dst,))
-        read_out = spec.engine_configs["scalar"].min_ii_cycles if self.reduce_res else 0
-        return spec.compute_cost("scalar", work, extra_cycles=read_out)
 
     def execute(self, state: CoreState) -> None:
         staged = kernels.tensor_scalar(

@@ -8,7 +8,6 @@ Elements move bit for bit (``kernels.gather``). An index outside its table is a
 from __future__ import annotations
 
 from dataclasses import dataclass, replace
-from fractions import Fraction
 from typing import TYPE_CHECKING
 
 import numpy as np
@@ -16,9 +15,8 @@ import numpy as np
 from hwsim import kernels
 from hwsim.errors import MemoryAccessError
 from hwsim.isa.ap import AccessPattern
-from hwsim.isa.base import Cost, MachineSpec, register
+from hwsim.isa.base import MachineSpec, register
 from hwsim.isa.compute_base import ComputeInstruction, read_bits, write_bits
-from hwsim.isa.streaming import streaming_cycles
 
 if TYPE_CHECKING:
     from hwsim.machine.state import CoreState
@@ -27,13 +25,6 @@ GROUP = kernels.GPSIMD_GROUP
 #: local_gather's elements per index [S15] and most indices per GpSimd core [S15].
 LOCAL_GATHER_ELEMENTS = (1, 2, 4, 8, 16, 32)
 LOCAL_GATHER_MAX_INDICES = 4096
-#: local_gather's cost constants [S16]: 28 cycles per batch of t = 4 indices ("t is a constant
-#: 4, subject to change"), on a 4-byte-per-lane data path.
-LOCAL_GATHER_BATCH_CYCLES = 28
-LOCAL_GATHER_BATCH_INDICES = 4
-LOCAL_GATHER_PATH_BYTES = 4
-#: nc_n_gather lowers to one ISA instruction per this many elements per partition [S15].
-N_GATHER_ELEMENTS_PER_INSTRUCTION = 512
 #: nc_stream_shuffle: partitions of a quadrant, and the mask value that leaves one unmodified.
 QUADRANT = 32
 SHUFFLE_KEEP = 255
@@ -135,14 +126,6 @@ class LocalGather(ComputeInstruction):
         if self.dst.dtype != self.src_buffer.dtype:
             self.fail("dst and src_buffer must share a dtype: local_gather converts nothing [S15]")
 
-    def cost(self, spec: MachineSpec) -> Cost:
-        e = self.num_elem_per_idx
-        t = LOCAL_GATHER_BATCH_INDICES
-        lane = min(Fraction(LOCAL_GATHER_PATH_BYTES, self.src_buffer.dtype.itemsize), Fraction(e))
-        per_element = Fraction(LOCAL_GATHER_BATCH_CYCLES + t * e, t * e) / lane
-        cycles = -(-(self.valid_indices() * e * per_element) // 1)
-        return spec.compute_cost("gpsimd", int(cycles), floor=False)
-
     def execute(self, state: CoreState) -> None:
         index = read_bits(state, self.index)
         try:
@@ -200,12 +183,6 @@ class NcNGather(ComputeInstruction):
             self.fail("dst must have as many elements per partition as indices [S15]")
         if self.dst.dtype != self.data.dtype:
             self.fail("dst must have data's dtype: nc_n_gather converts nothing [S15]")
-
-    def cost(self, spec: MachineSpec) -> Cost:
-        instructions = -(-self.dst.free_elements // N_GATHER_ELEMENTS_PER_INSTRUCTION)
-        start = spec.engine_configs["gpsimd"].fixed_overhead_cycles
-        work = streaming_cycles(spec, "gpsimd", (self.indices,), (self.dst,))
-        return spec.compute_cost("gpsimd", work, extra_cycles=(instructions - 1) * start)
 
     def execute(self, state: CoreState) -> None:
         try:
@@ -278,10 +255,6 @@ class NcStreamShuffle(ComputeInstruction):
                     f"shuffle_mask sends src partition {s} to dst partition {d}, but src has "
                     f"{self.src.partitions} partitions"
                 )
-
-    def cost(self, spec: MachineSpec) -> Cost:
-        work = streaming_cycles(spec, "vector", (self.src,), (self.dst,))
-        return spec.compute_cost("vector", work)
 
     def execute(self, state: CoreState) -> None:
         moves = self.moves()

@@ -1,8 +1,8 @@
 """GpSimdE instructions: ``iota``, ``affine_select`` and ``tensor_partition_reduce``.
 
 Costs are GPSIMD_START + N GpSimdE cycles [S16] (HARDWARE.md §2.4): N is the streaming time of
-``hwsim.isa.streaming`` (one 32-bit stream per partition per cycle, §1.3 [S1][S3]) and
-``compute_cost('gpsimd', N)`` adds the preset's ``fixed_overhead_cycles`` (GPSIMD_START, 150 on
+``hwsim.cost.streaming`` (one 32-bit stream per partition per cycle, §1.3 [S1][S3]) and
+``CostModel.compute('gpsimd', N)`` adds the preset's ``fixed_overhead_cycles`` (GPSIMD_START, 150 on
 real chips) with no MIN_II floor.
 The affine expression is ``offset + p * channel_multiplier + Σ_k i_k * steps[k]`` over the
 partition index p (0 at the operand's first partition) and the operand's free indices i_k.
@@ -10,15 +10,13 @@ partition index p (0 at the operand's first partition) and the operand's free in
 
 from __future__ import annotations
 
-import math
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from hwsim import kernels
 from hwsim.isa.ap import AccessPattern, MemorySpace
-from hwsim.isa.base import Cost, MachineSpec, register
+from hwsim.isa.base import MachineSpec, register
 from hwsim.isa.compute_base import ComputeInstruction, read_2d, write_result
-from hwsim.isa.streaming import streaming_cycles
 from hwsim.kernels import AluOp, ReduceOp
 
 if TYPE_CHECKING:
@@ -53,10 +51,6 @@ class _AffinePattern(ComputeInstruction):
                 f"steps {self.steps} must give one step per free dim of dst {self.dst.shape} "
                 f"({dims} of them)"
             )
-
-    def cost(self, spec: MachineSpec) -> Cost:
-        work = streaming_cycles(spec, "gpsimd", self.reads(), (self.dst,))
-        return spec.compute_cost("gpsimd", work)
 
 
 @register
@@ -161,10 +155,6 @@ class TensorPartitionReduce(ComputeInstruction):
             )
         if self._bitvec():
             self.check_integer(f"op={op.name}", {"src": self.src, "dst": self.dst})
-
-    def cost(self, spec: MachineSpec) -> Cost:
-        levels = max(1, math.ceil(math.log2(self.src.partitions)))
-        return spec.compute_cost("gpsimd", self.src.free_elements * levels)
 
     def execute(self, state: CoreState) -> None:
         integer = self.integer_path(self._bitvec(), (self.src, self.dst))

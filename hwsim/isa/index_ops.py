@@ -13,18 +13,15 @@ from typing import TYPE_CHECKING
 
 from hwsim import kernels
 from hwsim.isa.ap import AccessPattern
-from hwsim.isa.base import Cost, MachineSpec, register
+from hwsim.isa.base import MachineSpec, register
 from hwsim.isa.compute_base import ComputeInstruction, read_2d, write_result
 from hwsim.isa.gather_ops import GROUP, check_gpsimd_groups, partition_runs
-from hwsim.isa.streaming import streaming_cycles
 
 if TYPE_CHECKING:
     from hwsim.machine.state import CoreState
 
 #: topk's limits [S15]: 8 <= n < 65536 snake elements, 1 <= K < 32768.
 TOPK_MIN_N, TOPK_MAX_N, TOPK_MAX_K = 8, 65536, 32768
-#: topk's documented cost per partition: 4 cycles per snake element plus 1 per result [S15].
-TOPK_CYCLES_PER_ELEMENT = 4
 INT32_RANGE = (-(2**31), 2**31 - 1)
 
 
@@ -98,10 +95,6 @@ class TopK(ComputeInstruction):
         if self.src.free_elements * GROUP < self.n:
             self.fail(f"src has {self.src.free_elements} columns; n={self.n} needs ceil(n/16)")
 
-    def cost(self, spec: MachineSpec) -> Cost:
-        cycles = TOPK_CYCLES_PER_ELEMENT * self.n + self.k
-        return spec.compute_cost("gpsimd", cycles, floor=False, fixed=False)
-
     def execute(self, state: CoreState) -> None:
         values, indices = kernels.topk(read_2d(state, self.src, False), self.n, self.k)
         val_out, idx_out = self.writes()
@@ -169,10 +162,6 @@ class NonzeroWithCount(ComputeInstruction):
             if not INT32_RANGE[0] <= getattr(self, name) <= INT32_RANGE[1]:
                 self.fail(f"{name}={getattr(self, name)} is not an int32 [S15]")
 
-    def cost(self, spec: MachineSpec) -> Cost:
-        row_in, row_out = self.reads()[0], self.writes()[0]
-        return spec.compute_cost("gpsimd", streaming_cycles(spec, "gpsimd", (row_in,), (row_out,)))
-
     def execute(self, state: CoreState) -> None:
         integer = not self.src.dtype.is_float
         for row_in, row_out in zip(self.reads(), self.writes(), strict=True):
@@ -218,10 +207,6 @@ class SequenceBounds(ComputeInstruction):
                 f"dst has {self.dst.free_elements} elements; it must be [1, 2, "
                 f"{self.segment_ids.free_elements}] (start and end of each element) [S15]"
             )
-
-    def cost(self, spec: MachineSpec) -> Cost:
-        work = streaming_cycles(spec, "gpsimd", (self.segment_ids,), (self.dst,))
-        return spec.compute_cost("gpsimd", work)
 
     def execute(self, state: CoreState) -> None:
         ids = read_2d(state, self.segment_ids, not self.segment_ids.dtype.is_float)[0]

@@ -19,10 +19,9 @@ import numpy as np
 
 from hwsim import kernels
 from hwsim.isa.ap import AccessPattern, MemorySpace
-from hwsim.isa.base import Cost, Instruction, MachineSpec, register
+from hwsim.isa.base import Instruction, MachineSpec, register
 from hwsim.isa.compute_base import ComputeInstruction, read_2d, read_bits, write_bits, write_result
-from hwsim.isa.tensor_ops import as_2d, matmul_cost
-from hwsim.timing.tensor_models import MatmulShape
+from hwsim.isa.tensor_ops import as_2d
 
 if TYPE_CHECKING:
     from hwsim.machine.state import CoreState
@@ -30,8 +29,6 @@ if TYPE_CHECKING:
 QUADRANT = 32
 #: Scale partitions per data quadrant (32 / 8 partitions per group).
 SCALES_PER_QUADRANT = QUADRANT // kernels.MX_GROUP_PARTITIONS
-#: quantize_mx's rate: 4 input elements per partition per cycle [S3].
-QUANTIZE_MX_ELEMENTS_PER_CYCLE = 4
 QUANTIZE_DTYPES = ("fp8_e5m2_x4", "fp8_e4m3fn_x4")
 MATMUL_MX_DTYPES = ("fp8_e5m2_x4", "fp8_e4m3fn_x4", "fp4_e2m1fn_x4")
 
@@ -138,12 +135,6 @@ class QuantizeMx(ComputeInstruction):
             )
         check_scale_tile(self, "dst_scale", self.dst_scale, self.dst)
 
-    def cost(self, spec: MachineSpec) -> Cost:
-        lanes = spec.engine_configs["vector"].lanes
-        passes = -(-self.src.partitions // lanes)
-        cycles = -(-self.src.free_elements // QUANTIZE_MX_ELEMENTS_PER_CYCLE) * passes
-        return spec.compute_cost("vector", cycles)
-
     def execute(self, state: CoreState) -> None:
         codes, scales = kernels.quantize_mx(
             read_2d(state, self.src, False), self.dst.dtype.lane_format
@@ -241,21 +232,9 @@ class NcMatmulMx(Instruction):
         if first // bank != (last - 1) // bank:
             self.fail(f"dst bytes [{first}, {last}) cross a PSUM bank boundary ({bank} B banks)")
 
-    def timing_shape(self) -> MatmulShape:
-        return MatmulShape(
-            kernels.MX_LANES * self.stationary.partitions,
-            self.stationary.free_elements,
-            self.moving.free_elements,
-            self.stationary.dtype.name,
-            row_packing=kernels.MX_LANES,
-        )
-
-    def cost(self, spec: MachineSpec) -> Cost:
-        return matmul_cost(spec, self.timing_shape())
-
     def flops(self) -> int:
-        shape = self.timing_shape()
-        return 2 * shape.k_rows * shape.m_stationary * shape.n_moving
+        k_rows = kernels.MX_LANES * self.stationary.partitions
+        return 2 * k_rows * self.stationary.free_elements * self.moving.free_elements
 
     def execute(self, state: CoreState) -> None:
         from hwsim.kernels.matmul import matmul_accumulate

@@ -20,7 +20,7 @@ import numpy as np
 
 from hwsim import kernels
 from hwsim.isa.ap import AccessPattern, MemorySpace
-from hwsim.isa.base import Cost, MachineSpec, register
+from hwsim.isa.base import MachineSpec, register
 from hwsim.isa.compute_base import (
     ComputeInstruction,
     Scalar,
@@ -33,19 +33,12 @@ from hwsim.isa.compute_base import (
 )
 from hwsim.isa.copy_ops import same_shape
 from hwsim.isa.engine_state import PRNG_GENERATORS, draw, prng_state
-from hwsim.isa.streaming import lane_cycles, streaming_cycles
 
 if TYPE_CHECKING:
     from hwsim.machine.state import CoreState
 
 RNG_DTYPES = ("int8", "int16", "int32", "uint8", "uint16", "uint32")
 RAND2_DTYPES = ("fp8_e4m3", "fp8_e5m2", "fp16", "bf16", "fp32", *RNG_DTYPES)
-
-
-def _prng_cost(spec: MachineSpec, engine: str, ap: AccessPattern) -> Cost:
-    """max(MIN_II, ceil(N / rate)) cycles (+ the engine's fixed cost): the generators' rate."""
-    rate = spec.engine_configs[engine].prng_values_per_cycle_per_lane
-    return spec.compute_cost(engine, -(-lane_cycles(spec, engine, ap) // rate))
 
 
 def _truncate(bits: np.ndarray, ap: AccessPattern) -> np.ndarray:
@@ -84,9 +77,6 @@ class Rng(ComputeInstruction):
         self.check_dtype("dst", self.dst, RNG_DTYPES)
         if self.engine == "gpsimd":
             self.require_generation(spec, "v3", "v4")
-
-    def cost(self, spec: MachineSpec) -> Cost:
-        return _prng_cost(spec, self.engine, self.dst)
 
     def execute(self, state: CoreState) -> None:
         dst = self.dst
@@ -132,9 +122,6 @@ class Rand2(ComputeInstruction):
         if immediates and not float(self.min) < float(self.max):  # type: ignore[arg-type]
             self.fail(f"min={self.min!r} must be less than max={self.max!r} [S15]")
 
-    def cost(self, spec: MachineSpec) -> Cost:
-        return _prng_cost(spec, "vector", self.dst)
-
     def execute(self, state: CoreState) -> None:
         shape = (self.dst.partitions,)
         low = np.broadcast_to(np.float32(read_scalar(state, self.min, False)), shape)
@@ -155,7 +142,7 @@ class Dropout(ComputeInstruction):
     drops all and 0 none [S15]. dst has data's dtype [S15]; an integer data's tile prob must be
     fp32 [S15]. No rescaling. VectorE.
 
-    Cost: max(MIN_II, N) [S16]: data in and dst out (``hwsim.isa.streaming``), or the
+    Cost: max(MIN_II, N) [S16]: data in and dst out (``hwsim.cost.streaming``), or the
     generators' rate if that is slower.
     """
 
@@ -185,12 +172,6 @@ class Dropout(ComputeInstruction):
                 self.fail(f"operand 'prob' is {self.prob.dtype.name}; it must be a float dtype")
             if not self.data.dtype.is_float and self.prob.dtype.name != "fp32":
                 self.fail("an integer data's prob must be fp32 [S15]")
-
-    def cost(self, spec: MachineSpec) -> Cost:
-        rate = spec.engine_configs["vector"].prng_values_per_cycle_per_lane
-        draws = -(-lane_cycles(spec, "vector", self.data) // rate)
-        streams = streaming_cycles(spec, "vector", (self.data,), (self.dst,))
-        return spec.compute_cost("vector", max(draws, streams))
 
     def execute(self, state: CoreState) -> None:
         integer = not self.data.dtype.is_float
@@ -229,9 +210,6 @@ class SetRngSeed(ComputeInstruction):
         if self.src_seeds.dtype.itemsize != 4:
             self.fail(f"operand 'src_seeds' is {self.src_seeds.dtype.name}; it must be 32-bit")
 
-    def cost(self, spec: MachineSpec) -> Cost:
-        return spec.compute_cost("vector", streaming_cycles(spec, "vector", (self.src_seeds,)))
-
     def execute(self, state: CoreState) -> None:
         seed = int(read_bits(state, self.src_seeds)[0, 0])
         generators = prng_state(state, "vector")
@@ -260,9 +238,6 @@ class _PrngStateTile(ComputeInstruction):
                 f"operand '{name}' has {self.tile().free_elements} elements per partition; "
                 f"{self.engine}'s xorwow state is {words} uint32 per lane [S15]"
             )
-
-    def cost(self, spec: MachineSpec) -> Cost:
-        return spec.compute_cost(self.engine, streaming_cycles(spec, self.engine, (self.tile(),)))
 
     def lanes(self, state: CoreState) -> np.ndarray:
         tile = self.tile()

@@ -1,5 +1,5 @@
 """VectorE reductions and statistics: tensor_reduce, bn_stats, bn_aggr (costs [S16] over the
-streaming model of ``hwsim.isa.streaming``, as in ``vector_ops``)."""
+streaming model of ``hwsim.cost.streaming``, as in ``vector_ops``)."""
 
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ from typing import TYPE_CHECKING
 
 from hwsim import kernels
 from hwsim.isa.ap import AccessPattern
-from hwsim.isa.base import Cost, MachineSpec, register
+from hwsim.isa.base import MachineSpec, register
 from hwsim.isa.compute_base import (
     BN_STATS_FMAX,
     ComputeInstruction,
@@ -17,7 +17,6 @@ from hwsim.isa.compute_base import (
     read_2d,
     write_result,
 )
-from hwsim.isa.streaming import lane_cycles, streaming_cycles
 from hwsim.kernels import ReduceOp
 
 if TYPE_CHECKING:
@@ -73,16 +72,6 @@ class TensorReduce(ComputeInstruction):
             if self.negate:
                 self.fail("negate applies to arithmetic reductions only, not bitvec ops [S15]")
 
-    def cost(self, spec: MachineSpec) -> Cost:
-        work = streaming_cycles(spec, "vector", (self.src,), (self.dst,))
-        if (
-            self.src.dtype.name == "bf16"
-            and self.dst.dtype.name == "bf16"
-            and ReduceOp(self.op) in (ReduceOp.add, ReduceOp.max)
-        ):
-            work = -(-work // 2)
-        return spec.compute_cost("vector", work)
-
     def execute(self, state: CoreState) -> None:
         integer = self._bitvec()
         reduced = math.prod(self.src.free_sizes[len(self.src.free_sizes) - self.axes :])
@@ -115,16 +104,8 @@ class BnStats(UnaryCompute):
         if not self.dst.dtype.is_float:
             self.fail(f"dst dtype {self.dst.dtype.name} cannot hold statistics; use fp32")
 
-    def cost(self, spec: MachineSpec) -> Cost:
-        work = streaming_cycles(spec, "vector", (self.src,), (self.dst,))
-        return spec.compute_cost("vector", work)
-
     def execute(self, state: CoreState) -> None:
         write_result(state, self.dst, kernels.bn_stats(read_2d(state, self.src, False)), False)
-
-
-#: bn_aggr's documented cost per (count, mean, M2) group, VectorE cycles: 13 * (N / 3) [S16].
-BN_AGGR_CYCLES_PER_GROUP = 13
 
 
 @register
@@ -152,12 +133,6 @@ class BnAggr(UnaryCompute):
             self.fail(f"dst shape {self.dst.shape} must be [{self.src.partitions}, 2]")
         if not self.dst.dtype.is_float:
             self.fail(f"dst dtype {self.dst.dtype.name} cannot hold mean/variance; use fp32")
-
-    def cost(self, spec: MachineSpec) -> Cost:
-        groups_cycles = -(-lane_cycles(spec, "vector", self.src) // kernels.BN_GROUP_WIDTH)
-        compute = BN_AGGR_CYCLES_PER_GROUP * groups_cycles
-        work = max(compute, streaming_cycles(spec, "vector", (self.src,), (self.dst,)))
-        return spec.compute_cost("vector", work)
 
     def execute(self, state: CoreState) -> None:
         write_result(state, self.dst, kernels.bn_aggr(read_2d(state, self.src, False)), False)

@@ -9,11 +9,10 @@ import numpy as np
 
 from hwsim import kernels
 from hwsim.isa.ap import AccessPattern
-from hwsim.isa.base import Cost, MachineSpec, register
+from hwsim.isa.base import MachineSpec, register
 from hwsim.isa.compute_base import ComputeInstruction, Scalar, read_2d, read_scalar, write_result
 from hwsim.isa.copy_ops import same_shape
 from hwsim.isa.engine_state import accumulators
-from hwsim.isa.streaming import streaming_cycles
 from hwsim.kernels import ActivationFunction
 
 if TYPE_CHECKING:
@@ -29,7 +28,7 @@ class Activation(ComputeInstruction):
 
     scale: an immediate or a [P, 1] tile; bias: a [P, 1] tile or None (0). Cost max(MIN_II, N)
     ScalarE cycles [S16], the same with or without scale and bias [S1]; N is the streaming time
-    of src in and dst out (``hwsim.isa.streaming``: per-dtype rates, e.g. 2 bf16 elements per
+    of src in and dst out (``hwsim.cost.streaming``: per-dtype rates, e.g. 2 bf16 elements per
     lane per cycle on v4 [S3], and the strided-access rule [S1]).
     """
 
@@ -57,10 +56,6 @@ class Activation(ComputeInstruction):
         if self.bias is not None:
             self.check_scalar("bias", self.bias, self.src)
         self.check_scalar("scale", self.scale, self.src)
-
-    def cost(self, spec: MachineSpec) -> Cost:
-        work = streaming_cycles(spec, "scalar", (self.src,), (self.dst,))
-        return spec.compute_cost("scalar", work)
 
     def evaluate(self, state: CoreState) -> tuple[np.ndarray, PerPartition, PerPartition]:
         """(src [P, N] fp32, scale, bias) as the activation kernels take them."""
@@ -97,11 +92,6 @@ class ActivationReduce(Activation):
                 f"operand 'reduce_dst' has shape {self.reduce_dst.shape}; it must be "
                 f"[{self.src.partitions}, 1] (one sum per partition of src)"
             )
-
-    def cost(self, spec: MachineSpec) -> Cost:
-        read_accumulator = spec.engine_configs["scalar"].min_ii_cycles
-        work = streaming_cycles(spec, "scalar", (self.src,), (self.dst,))
-        return spec.compute_cost("scalar", work, extra_cycles=read_accumulator)
 
     def execute(self, state: CoreState) -> None:
         x, scale, bias = self.evaluate(state)

@@ -2,8 +2,8 @@
 tensor_scalar_cumulative.
 
 Semantics follow nki.isa [S15][S16] (HARDWARE.md §3), computed in fp32 (``kernels.scan``); costs
-are the documented formulas over the streaming model of ``hwsim.isa.streaming``, with MIN_II and
-fixed costs from ``MachineSpec.compute_cost``.
+are the documented formulas over the streaming model of ``hwsim.cost.streaming``, with MIN_II and
+fixed costs from ``CostModel.compute``.
 """
 
 from __future__ import annotations
@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING
 
 from hwsim import kernels
 from hwsim.isa.ap import AccessPattern, MemorySpace
-from hwsim.isa.base import Cost, MachineSpec, register
+from hwsim.isa.base import MachineSpec, register
 from hwsim.isa.compute_base import (
     ComputeInstruction,
     Scalar,
@@ -25,7 +25,6 @@ from hwsim.isa.compute_base import (
 )
 from hwsim.isa.copy_ops import same_shape
 from hwsim.isa.engine_state import ReduceCmd, accumulators
-from hwsim.isa.streaming import streaming_cycles
 from hwsim.kernels import AluOp, ReduceOp
 
 if TYPE_CHECKING:
@@ -54,7 +53,7 @@ class TensorTensorScan(ComputeInstruction):
     reverse1 makes src1[i] op1's left operand [S16]. Arithmetic ops, fp32 throughout (the running
     value is carried in fp32).
 
-    Cost max(MIN_II, 2N) [S16]: two input streams (``hwsim.isa.streaming``). [S16] gives no PSUM
+    Cost max(MIN_II, 2N) [S16]: two input streams (``hwsim.cost.streaming``). [S16] gives no PSUM
     case (its tensor_tensor entry, in the same document, does), so the two inputs share the SBUF
     interface's streams wherever they are: 2N on v2; on v3+ the wider SBUF read path streams two
     4-byte (or four 16-bit) inputs at once (``sbuf_input_streams_by_dtype``), N, the same rule as
@@ -89,12 +88,6 @@ class TensorTensorScan(ComputeInstruction):
         if self.src0.memory is MemorySpace.PSUM and self.src1.memory is MemorySpace.PSUM:
             self.fail("src0 and src1 are both in PSUM; at most one input may be in PSUM [S16]")
         check_arithmetic(self, op0=self.op0, op1=self.op1)
-
-    def cost(self, spec: MachineSpec) -> Cost:
-        work = streaming_cycles(
-            spec, "vector", (self.src0, self.src1), (self.dst,), psum_own_port=False
-        )
-        return spec.compute_cost("vector", work)
 
     def execute(self, state: CoreState) -> None:
         out = kernels.tensor_tensor_scan(
@@ -156,11 +149,6 @@ class TensorScalarReduce(ComputeInstruction):
             valid = ", ".join(sorted(op.name for op in TENSOR_SCALAR_REDUCE_OPS))
             self.fail(f"reduce_op={ReduceOp(self.reduce_op).name} is not allowed; valid: {valid}")
 
-    def cost(self, spec: MachineSpec) -> Cost:
-        read_accumulator = spec.engine_configs["vector"].min_ii_cycles
-        work = streaming_cycles(spec, "vector", (self.src,), (self.dst,))
-        return spec.compute_cost("vector", work, extra_cycles=read_accumulator)
-
     def execute(self, state: CoreState) -> None:
         out, red = kernels.tensor_scalar_reduce(
             read_2d(state, self.src, False),
@@ -197,7 +185,7 @@ class TensorScalarCumulative(ComputeInstruction):
     op1 add, subtract, multiply, max or min; no int32/uint32 tensors [S15].
 
     Cost: no published figure (HARDWARE.md §3 "n/a"). Assumption: max(MIN_II, N), one input
-    stream in and one out (``hwsim.isa.streaming``) like tensor_scalar, without its performance
+    stream in and one out (``hwsim.cost.streaming``) like tensor_scalar, without its performance
     mode (documented for tensor_scalar and tensor_copy only [S2]).
     """
 
@@ -250,10 +238,6 @@ class TensorScalarCumulative(ComputeInstruction):
                 "instructions); use reset_reduce, or load_reduce with imm1 = the previous "
                 "result's last column"
             )
-
-    def cost(self, spec: MachineSpec) -> Cost:
-        work = streaming_cycles(spec, "vector", (self.src,), (self.dst,))
-        return spec.compute_cost("vector", work)
 
     def execute(self, state: CoreState) -> None:
         if ReduceCmd(self.reduce_cmd) is ReduceCmd.load_reduce and self.imm1 is not None:

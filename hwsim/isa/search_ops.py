@@ -2,8 +2,8 @@
 select_reduce.
 
 Semantics are nki.isa's [S15] (HARDWARE.md §3), values compared in fp32 (``kernels.search``);
-costs are the documented estimates [S16] over the streaming model of ``hwsim.isa.streaming``
-(``MachineSpec.compute_cost`` adds MIN_II and fixed costs). Where nki.isa calls a behaviour
+costs are the documented estimates [S16] over the streaming model of ``hwsim.cost.streaming``
+(``CostModel.compute`` adds MIN_II and fixed costs). Where nki.isa calls a behaviour
 undefined (a value to find that does not occur), the simulator raises an error naming the
 instruction, the partition and the value.
 """
@@ -17,7 +17,7 @@ import numpy as np
 
 from hwsim import kernels
 from hwsim.isa.ap import AccessPattern, MemorySpace
-from hwsim.isa.base import Cost, MachineSpec, register
+from hwsim.isa.base import MachineSpec, register
 from hwsim.isa.compute_base import (
     ComputeInstruction,
     Scalar,
@@ -28,7 +28,6 @@ from hwsim.isa.compute_base import (
 )
 from hwsim.isa.copy_ops import same_shape
 from hwsim.isa.engine_state import ReduceCmd, accumulators, check_reduce_cmd
-from hwsim.isa.streaming import streaming_cycles
 from hwsim.kernels import AluOp
 
 if TYPE_CHECKING:
@@ -70,12 +69,6 @@ def _fail_missing(
     )
 
 
-def _one_pass(
-    spec: MachineSpec, inputs: tuple[AccessPattern, ...], outputs: tuple[AccessPattern, ...]
-) -> Cost:
-    return spec.compute_cost("vector", streaming_cycles(spec, "vector", inputs, outputs))
-
-
 @register
 @dataclass(frozen=True, kw_only=True)
 class Max8(ComputeInstruction):
@@ -103,9 +96,6 @@ class Max8(ComputeInstruction):
         super().check(spec)
         _check_search_size(self, "src", self.src, kernels.TOP8)
         self.check_rows("dst", self.dst, self.src, kernels.TOP8)
-
-    def cost(self, spec: MachineSpec) -> Cost:
-        return _one_pass(spec, (self.src,), (self.dst,))
 
     def execute(self, state: CoreState) -> None:
         write_result(state, self.dst, kernels.max8(read_2d(state, self.src, False)), False)
@@ -142,9 +132,6 @@ class NcFindIndex8(ComputeInstruction):
         self.check_rows("vals", self.vals, self.data, kernels.TOP8)
         self.check_rows("dst", self.dst, self.data, kernels.TOP8)
         self.check_dtype("dst", self.dst, INDEX_DTYPES)
-
-    def cost(self, spec: MachineSpec) -> Cost:
-        return _one_pass(spec, (self.data,), (self.dst,))
 
     def execute(self, state: CoreState) -> None:
         vals = read_2d(state, self.vals, False)
@@ -190,9 +177,6 @@ class NcMatchReplace8(ComputeInstruction):
         if self.dst_idx is not None:
             self.check_rows("dst_idx", self.dst_idx, self.data, kernels.TOP8)
             self.check_dtype("dst_idx", self.dst_idx, INDEX_DTYPES)
-
-    def cost(self, spec: MachineSpec) -> Cost:
-        return _one_pass(spec, (self.data,), self.writes())
 
     def execute(self, state: CoreState) -> None:
         vals = read_2d(state, self.vals, False)
@@ -284,9 +268,6 @@ class RangeSelect(ComputeInstruction):
             )
         check_reduce_cmd(self, self.reduce_cmd, SELECT_REDUCE_CMDS, self.reduce_res, self.on_true)
 
-    def cost(self, spec: MachineSpec) -> Cost:
-        return _one_pass(spec, (self.on_true,), (self.dst,))
-
     def execute(self, state: CoreState) -> None:
         out = kernels.range_select(
             read_2d(state, self.on_true, False),
@@ -350,9 +331,6 @@ class SelectReduce(ComputeInstruction):
         if AluOp(self.reduce_op) is not AluOp.max:
             self.fail(f"reduce_op={AluOp(self.reduce_op).name}: only max is supported [S15]")
         check_reduce_cmd(self, self.reduce_cmd, SELECT_REDUCE_CMDS, self.reduce_res, self.on_true)
-
-    def cost(self, spec: MachineSpec) -> Cost:
-        return _one_pass(spec, (self.predicate, self.on_true), (self.dst,))
 
     def execute(self, state: CoreState) -> None:
         out = kernels.select_reduce(

@@ -1,6 +1,6 @@
 """TensorE instructions: ``nc_matmul`` and the TensorE form of ``nc_transpose``.
 
-Costs come from the configured TensorE timing model (``hwsim.timing.tensor_models``); legality
+Costs come from the configured TensorE timing model (``hwsim.cost.tensor_models``); legality
 follows HARDWARE.md §2.1 and §3: stationary [K, M] and moving [K, N] in SBUF, K <= rows,
 M <= stationary_free_max, N <= moving_free_max, dst [M, N] fp32 in one PSUM bank (v2/v3).
 """
@@ -14,9 +14,7 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 from hwsim.isa.ap import AccessPattern, MemorySpace
-from hwsim.isa.base import Cost, Instruction, MachineSpec, register
-from hwsim.isa.streaming import streaming_cycles
-from hwsim.timing.tensor_models import TENSOR_TIMING_MODELS, MatmulShape
+from hwsim.isa.base import Instruction, MachineSpec, register
 
 if TYPE_CHECKING:
     from hwsim.machine.state import CoreState
@@ -51,21 +49,6 @@ def check_fits_psum_bank(
             f"(banks are {bank} B per partition); start it at a multiple of {bank} "
             f"or use at most {bank // ap.dtype.itemsize} elements"
         )
-
-
-def matmul_cost(spec: MachineSpec, shape: MatmulShape) -> Cost:
-    """The cost of one matmul of ``shape`` on the configured TensorE timing model.
-
-    A matmul accumulating onto the previous one's result (the next K tile of a group) issues
-    right behind it: accumulation is near-memory in PSUM as results stream out, and
-    back-to-back accumulating matmuls run at the documented max(N, 64) [S1][S16]; only other
-    engines wait for the result latency.
-    """
-    te = spec.config.tensor_engine
-    timing = TENSOR_TIMING_MODELS[te.timing_model](te, shape)
-    issue = max(timing.issue_interval_cycles, timing.load_stationary_cycles)
-    ticks = spec.cycles("tensor", issue)
-    return Cost(ticks, spec.cycles("tensor", timing.latency_cycles), chain_ticks=ticks)
 
 
 @register
@@ -198,20 +181,6 @@ class NcMatmul(Instruction):
                     f"which must be 2 [S15]; operand '{name}' has shape {ap.shape}"
                 )
 
-    def timing_shape(self) -> MatmulShape:
-        k, m, n = self.dims()
-        return MatmulShape(
-            k,
-            m,
-            n,
-            self.stationary.dtype.name,
-            self.is_stationary_onezero or self.is_moving_onezero,
-            self.packing(),
-        )
-
-    def cost(self, spec: MachineSpec) -> Cost:
-        return matmul_cost(spec, self.timing_shape())
-
     def flops(self) -> int:
         k, m, n = self.dims()
         return 2 * k * m * n
@@ -283,18 +252,6 @@ class NcTranspose(Instruction):
                 self.fail(
                     f"TensorE transpose writes fp32 or the input dtype, not {self.dst.dtype.name}"
                 )
-
-    def cost(self, spec: MachineSpec) -> Cost:
-        p, f = self.src.partitions, self.src.free_elements
-        if self.engine == "tensor":
-            te = spec.config.tensor_engine
-            # [S16] max(P, min(64, F)) plus the tensor-access overhead, as for matmuls [S1]
-            cycles = max(p, min(te.min_ii_cycles, f)) + te.access_overhead_cycles
-            latency = cycles + spec.config.tensor_engine.result_latency_cycles
-            return Cost(spec.cycles("tensor", cycles), spec.cycles("tensor", latency))
-        # max(MIN_II, N) [S16], N streamed in and out as every VectorE operand
-        work = streaming_cycles(spec, "vector", (self.src,), (self.dst,))
-        return spec.compute_cost("vector", work)
 
     def execute(self, state: CoreState) -> None:
         values = as_2d(state.read(self.src))

@@ -2,8 +2,8 @@
 reciprocal, memset, select.
 
 Costs are the documented per-instruction estimates of HARDWARE.md §3 [S16] in engine cycles, with
-the MIN_II floor and fixed overhead applied by ``MachineSpec.compute_cost``; the N (and 2N) of
-the formulas is the data-path model of ``hwsim.isa.streaming`` (operand streams over the SBUF and
+the MIN_II floor and fixed overhead applied by ``CostModel.compute``; the N (and 2N) of
+the formulas is the data-path model of ``hwsim.cost.streaming`` (operand streams over the SBUF and
 PSUM interfaces, per-dtype rates and stream counts from the config).
 """
 
@@ -16,9 +16,8 @@ import numpy as np
 
 from hwsim import kernels
 from hwsim.isa.ap import AccessPattern, MemorySpace
-from hwsim.isa.base import Cost, MachineSpec, register
+from hwsim.isa.base import MachineSpec, register
 from hwsim.isa.compute_base import (
-    FAST_BF16_OPS,
     ComputeInstruction,
     Scalar,
     UnaryCompute,
@@ -28,12 +27,6 @@ from hwsim.isa.compute_base import (
     write_result,
 )
 from hwsim.isa.copy_ops import same_shape
-from hwsim.isa.streaming import (
-    is_contiguous,
-    lane_cycles,
-    performance_mode_factor,
-    streaming_cycles,
-)
 from hwsim.isa.tensor_ops import as_2d
 from hwsim.kernels import AluOp
 
@@ -48,7 +41,7 @@ class TensorTensor(ComputeInstruction):
 
     Cost on VectorE [S16]: max(MIN_II, N) when one input is in PSUM, or when both are in SBUF,
     every tensor is bf16, op is add/multiply/subtract and all are contiguous; else
-    max(MIN_II, 2N). Both fast cases are the streaming model (``hwsim.isa.streaming``): a PSUM
+    max(MIN_II, 2N). Both fast cases are the streaming model (``hwsim.cost.streaming``): a PSUM
     input has its own read interface, and the bf16 case is a documented exception where the two
     SBUF inputs stream at once. On v3+ the SBUF read path carries two 4-byte or four 16-bit
     streams (``sbuf_input_streams_by_dtype``, HARDWARE.md §1.3 [S2][S3]), so two SBUF inputs
@@ -89,26 +82,6 @@ class TensorTensor(ComputeInstruction):
                 f"op={AluOp(self.op).name}", {"src0": self.src0, "src1": self.src1, "dst": self.dst}
             )
 
-    def bf16_streams_at_once(self) -> bool:
-        """The documented bf16 case: both inputs in SBUF stream at once [S16]."""
-        tensors = (self.src0, self.src1, self.dst)
-        return (
-            self.engine == "vector"
-            and all(ap.dtype.name == "bf16" and is_contiguous(ap) for ap in tensors)
-            and self.src0.memory is self.src1.memory is MemorySpace.SBUF
-            and AluOp(self.op) in FAST_BF16_OPS
-        )
-
-    def cost(self, spec: MachineSpec) -> Cost:
-        work = streaming_cycles(
-            spec,
-            self.engine,
-            (self.src0, self.src1),
-            (self.dst,),
-            min_sbuf_streams=2 if self.bf16_streams_at_once() else 1,
-        )
-        return spec.compute_cost(self.engine, work)
-
     def execute(self, state: CoreState) -> None:
         integer = self.integer_path(self._bitvec(), (self.src0, self.src1, self.dst))
         a = read_2d(state, self.src0, integer)
@@ -131,7 +104,7 @@ class TensorScalar(ComputeInstruction):
     """dst = (src op0 scalar0) op1 scalar1; scalars are immediates or [P, 1] tiles; op1 may be
     bypass (one op). ``reverseK`` swaps opK's operands (scalar opK value).
 
-    Cost max(MIN_II, N) whether one or two ops [S16] (one input stream, ``hwsim.isa.streaming``;
+    Cost max(MIN_II, N) whether one or two ops [S16] (one input stream, ``hwsim.cost.streaming``;
     [P, 1] scalar operands are register loads, not streams), with VectorE performance mode as
     ``tensor_copy`` (4x/2x on v3+ for 16-bit float data and dst) [S2].
     """
@@ -192,11 +165,6 @@ class TensorScalar(ComputeInstruction):
                 f"[S16], not op0={op0.name}, op1={op1.name}; use engine='vector'"
             )
 
-    def cost(self, spec: MachineSpec) -> Cost:
-        work = streaming_cycles(spec, self.engine, (self.src,), (self.dst,))
-        work = -(-work // performance_mode_factor(spec, self.engine, (self.src, self.dst)))
-        return spec.compute_cost(self.engine, work)
-
     def execute(self, state: CoreState) -> None:
         integer = self._bitvec()
         x = read_2d(state, self.src, integer)
@@ -213,7 +181,7 @@ class ScalarTensorTensor(ComputeInstruction):
     """dst = (src0 op0 scalar0) op1 src1, with src1 shaped like src0; arithmetic ops, in fp32.
 
     Cost [S16]: N if every tensor is bf16, op0 is subtract, op1 is multiply and N is even; else
-    2N: two input streams (``hwsim.isa.streaming``). [S16] gives no PSUM case (unlike
+    2N: two input streams (``hwsim.cost.streaming``). [S16] gives no PSUM case (unlike
     tensor_tensor's in the same document), so the inputs share the SBUF interface's streams
     wherever they are; the bf16 case streams both at once, and on v3+ the wider read path does
     (``sbuf_input_streams_by_dtype``). The MIN_II floor applies as to every VectorE instruction
@@ -254,22 +222,6 @@ class ScalarTensorTensor(ComputeInstruction):
                     "arithmetic ops (use tensor_scalar/tensor_tensor for bitvec ops)"
                 )
 
-    def cost(self, spec: MachineSpec) -> Cost:
-        fast = (
-            all(ap.dtype.name == "bf16" for ap in (self.src0, self.src1, self.dst))
-            and (AluOp(self.op0), AluOp(self.op1)) == (AluOp.subtract, AluOp.multiply)
-            and self.src0.free_elements % 2 == 0
-        )
-        work = streaming_cycles(
-            spec,
-            "vector",
-            (self.src0, self.src1),
-            (self.dst,),
-            psum_own_port=False,
-            min_sbuf_streams=2 if fast else 1,
-        )
-        return spec.compute_cost("vector", work)
-
     def execute(self, state: CoreState) -> None:
         out = kernels.scalar_tensor_tensor(
             read_2d(state, self.src0, False),
@@ -283,15 +235,11 @@ class ScalarTensorTensor(ComputeInstruction):
         write_result(state, self.dst, out, False)
 
 
-#: reciprocal's documented cost per element, VectorE cycles (HARDWARE.md §3 [S16]).
-RECIPROCAL_CYCLES_PER_ELEMENT = 8
-
-
 @register
 @dataclass(frozen=True, kw_only=True)
 class Reciprocal(UnaryCompute):
     """dst = 1 / src in fp32. Cost max(MIN_II, 8N) [S16]: 8 lane cycles per element, which hides
-    the operand streams (``hwsim.isa.streaming``) unless they are slower."""
+    the operand streams (``hwsim.cost.streaming``) unless they are slower."""
 
     OPCODE = "reciprocal"
     ENGINES = ("vector",)
@@ -302,11 +250,6 @@ class Reciprocal(UnaryCompute):
         super().check(spec)
         same_shape(self, self.src, self.dst, "src/dst")
 
-    def cost(self, spec: MachineSpec) -> Cost:
-        compute = RECIPROCAL_CYCLES_PER_ELEMENT * lane_cycles(spec, "vector", self.src)
-        work = max(compute, streaming_cycles(spec, "vector", (self.src,), (self.dst,)))
-        return spec.compute_cost("vector", work)
-
     def execute(self, state: CoreState) -> None:
         write_result(state, self.dst, kernels.reciprocal(read_2d(state, self.src, False)), False)
 
@@ -315,7 +258,7 @@ class Reciprocal(UnaryCompute):
 @dataclass(frozen=True, kw_only=True)
 class Memset(ComputeInstruction):
     """dst = value everywhere (rounded to dst's dtype). Cost [S16]: max(MIN_II, N/2) for 0 into
-    bf16/fp16, else max(MIN_II, N), N the write stream (``hwsim.isa.streaming``)."""
+    bf16/fp16, else max(MIN_II, N), N the write stream (``hwsim.cost.streaming``)."""
 
     OPCODE = "memset"
     ENGINES = ("vector", "gpsimd")
@@ -337,12 +280,6 @@ class Memset(ComputeInstruction):
                     f"{self.dst.dtype.name} (integers {info.min}..{info.max})"
                 )
 
-    def cost(self, spec: MachineSpec) -> Cost:
-        work = streaming_cycles(spec, self.engine, (), (self.dst,))
-        if self.value == 0 and self.dst.dtype.name in ("bf16", "fp16"):
-            work = -(-work // 2)
-        return spec.compute_cost(self.engine, work)
-
     def execute(self, state: CoreState) -> None:
         state.write(self.dst, np.full(self.dst.shape, self.value))
 
@@ -352,7 +289,7 @@ class Memset(ComputeInstruction):
 class Select(ComputeInstruction):
     """dst = on_true where pred != 0, else on_false (all the same shape; values via fp32).
 
-    No documented cost; derived from the streaming model (``hwsim.isa.streaming``) with its
+    No documented cost; derived from the streaming model (``hwsim.cost.streaming``) with its
     three input streams. The model reproduces the two-input rule documented for
     ``tensor_copy_predicated`` [S16] (N when one input is in PSUM, 2N when both are in SBUF);
     with three inputs on v2 that is 3N in SBUF, 2N when one is in PSUM; on v3+ the wider SBUF
@@ -385,10 +322,6 @@ class Select(ComputeInstruction):
         ]
         if len(in_psum) > 1:
             self.fail(f"{' and '.join(in_psum)} are in PSUM; at most one input may be in PSUM")
-
-    def cost(self, spec: MachineSpec) -> Cost:
-        work = streaming_cycles(spec, "vector", self.reads(), (self.dst,))
-        return spec.compute_cost("vector", work)
 
     def execute(self, state: CoreState) -> None:
         pred = as_2d(state.read(self.pred))

@@ -1,6 +1,6 @@
 """The DMA engines and queues of the NeuronCores, and the HBM bandwidth their stack shares.
 
-A triggered transfer (``hwsim.machine.dma_plan``: one piece per DMA engine of its core) arrives
+A triggered transfer (``hwsim.cost.dma``: one piece per DMA engine of its core) arrives
 on its engines ``start_latency`` after the trigger [S11] and joins its queue ID on each of them.
 Per engine, a queue's transfers run in order (FIFO [S12]); the heads of the non-empty queues are
 served round-robin at descriptor granularity [S12], modelled in its fluid limit: k queues with a
@@ -35,7 +35,7 @@ import numpy as np
 import simpy
 from simpy.events import NORMAL
 
-from hwsim.machine.dma_plan import WORK_UNITS_PER_TICK, Piece, TransferPlan
+from hwsim.cost.dma import WORK_UNITS_PER_TICK, Piece, TransferPlan
 from hwsim.trace.columns import DmaRecordColumns, int_array
 
 

@@ -15,7 +15,6 @@ from array import array
 from bisect import bisect_left
 from collections.abc import Generator
 from dataclasses import dataclass, field
-from fractions import Fraction
 from heapq import heappush
 from itertools import count
 from typing import Any
@@ -25,6 +24,8 @@ import simpy
 from simpy.events import NORMAL
 
 from hwsim.config import HardwareConfig, config_hash, load_config
+from hwsim.cost import CostModel, InstructionCost, RuleConstants
+from hwsim.cost.dma import TransferPlan
 from hwsim.errors import (
     ConfigError,
     DeadlockError,
@@ -34,16 +35,13 @@ from hwsim.errors import (
 from hwsim.isa.ap import MemorySpace
 from hwsim.isa.base import Instruction, MachineSpec
 from hwsim.machine.dma import DmaSystem, DmaTransfer
-from hwsim.machine.dma_plan import TransferPlan
 from hwsim.machine.initcheck import InitChecker, size_mirrors
 from hwsim.machine.initcheck import enabled as initcheck_enabled
 from hwsim.machine.prepare import (
     Durations,
-    Facts,
     PreparedCore,
     StaticSteps,
-    facts_of_core,
-    port_indices,
+    costs_of_core,
     prepare_core,
 )
 from hwsim.machine.process import EngineProcess, Wakeup
@@ -80,6 +78,7 @@ def run(
     race_check: bool = False,
     initcheck: bool | None = None,
     summarize: bool = True,
+    rules: RuleConstants | None = None,
 ) -> RunResult:
     """Simulate ``program`` on ``config``.
 
@@ -87,10 +86,12 @@ def run(
     race_check=True reports unordered conflicting accesses by different engines (RaceError).
     initcheck=True reports every read of never-written memory (InitCheckError, at the end of
     the run; ``hwsim.machine.initcheck``); None takes it from ``HWSIM_INITCHECK`` (0 or 1).
+    rules: the cost rule constants (``hwsim.cost.parameters``); default: the config generation's.
     """
     if isinstance(config, str):
         config = load_config(config)
-    spec = MachineSpec(config)
+    model = CostModel.for_config(config, rules)
+    spec = model.spec
     if len(program.cores) > config.chip.cores_per_chip:
         raise IllegalInstructionError(
             f"program uses {len(program.cores)} cores; {config.chip.name} has "
@@ -116,7 +117,7 @@ def run(
     init = InitChecker() if initcheck_enabled(initcheck, numerics) else None
     with cyclic_gc_paused():
         try:
-            runners, banks = _simulate(env, spec, program, hbm, trace, numerics, race, init)
+            runners, banks = _simulate(env, model, program, hbm, trace, numerics, race, init)
         except HwsimError as error:  # uninitialised reads before it may be what went wrong
             if init is not None:
                 init.raise_if_findings(stopped_by=error)
@@ -170,7 +171,7 @@ def _past_int64(config: HardwareConfig, spec: MachineSpec, tick: int, stopped: b
 
 def _simulate(
     env: simpy.Environment,
-    spec: MachineSpec,
+    model: CostModel,
     program: Program,
     hbm: Hbm,
     trace: Trace,
@@ -179,20 +180,20 @@ def _simulate(
     init: InitChecker | None,
 ) -> tuple[list[_EngineRunner], list[SemaphoreBank]]:
     """Prepare every engine's stream, run the clock until nothing is left to do."""
-    dma = _make_dma_system(env, spec, len(program.cores))
+    spec = model.spec
+    dma = _make_dma_system(env, model, len(program.cores))
     runners: list[_EngineRunner] = []
     banks: list[SemaphoreBank] = []
-    ports = port_indices(spec)
     for core in range(len(program.cores)):
         prepared = prepare_core(program, core)
-        facts = facts_of_core(program, prepared, spec, ports)
+        costs = costs_of_core(program, prepared, model)
         state = CoreState(
             spec.memory_capacity(MemorySpace.SBUF),
             spec.memory_capacity(MemorySpace.PSUM),
             hbm,
             core,
         )
-        state.shared_port_free_tick = [0] * len(ports)
+        state.shared_port_free_tick = [0] * len(model.port_names)
         core_program = program.cores[core]
         if init is not None:
             size_mirrors(state, core_program.streams)
@@ -200,10 +201,10 @@ def _simulate(
         banks.append(sems)
         for engine, static in prepared.static.items():
             runner = _EngineRunner(
-                env, core, engine, core_program.streams[engine], static, facts.facts[engine],
+                env, core, engine, core_program.streams[engine], static, costs.costs[engine],
                 sems, dma, state, numerics, race, init,
             )  # fmt: skip
-            runner.durations, runner.prepared = facts.durations[engine], prepared
+            runner.durations, runner.prepared = costs.durations[engine], prepared
             runner.proc = EngineProcess(env, runner.steps)
             runners.append(runner)
     env.run()
@@ -211,18 +212,14 @@ def _simulate(
     return runners, banks
 
 
-def _make_dma_system(env: simpy.Environment, spec: MachineSpec, cores: int) -> DmaSystem:
-    config = spec.config
-    hbm_ticks_per_byte = Fraction(spec.timebase.base_mhz, 1000) / Fraction(
-        str(config.hbm.bandwidth_bytes_per_ns_per_stack)
-    )
+def _make_dma_system(env: simpy.Environment, model: CostModel, cores: int) -> DmaSystem:
     return DmaSystem(
         env,
         cores=cores,
-        engines=config.dma.engines,
-        start_latency_ticks=spec.timebase.ns_to_ticks(config.dma.start_latency_ns),
-        hbm_denominator=hbm_ticks_per_byte.denominator,
-        cores_per_stack=config.hbm.cores_per_stack,
+        engines=model.dma.engines,
+        start_latency_ticks=model.dma.start_latency_ticks,
+        hbm_denominator=model.dma.hbm_ticks_per_byte.denominator,
+        cores_per_stack=model.config.hbm.cores_per_stack,
     )
 
 
@@ -285,7 +282,7 @@ class _EngineRunner:
         engine: str,
         stream: list[Instruction],
         static: StaticSteps,
-        facts: list[Facts],
+        costs: list[InstructionCost],
         sems: SemaphoreBank,
         dma: DmaSystem,
         state: CoreState,
@@ -294,7 +291,7 @@ class _EngineRunner:
         init: InitChecker | None,
     ) -> None:
         self.env, self.core, self.engine, self.stream = env, core, engine, stream
-        self.static, self.facts = static, facts
+        self.static, self.costs = static, costs
         self.sems, self.dma, self.state = sems, dma, state
         self.numerics, self.race, self.init = numerics, race, init
         self.blocked_on: tuple[int, int] | None = None
@@ -331,7 +328,7 @@ class _EngineRunner:
         try:
             for pc, waits, chain, signals, (
                 issue, latency, chain_ticks, ports_used, hold, plan, submit,
-            ) in zip(count(), static.waits, static.chains, static.signals, self.facts):  # fmt: skip
+            ) in zip(count(), static.waits, static.chains, static.signals, self.costs):  # fmt: skip
                 now = end
                 if chain >= 0 and chain_ready[chain] > now:  # streams behind its producer
                     now = chain_ready[chain]

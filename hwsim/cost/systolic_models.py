@@ -40,13 +40,13 @@ from dataclasses import dataclass
 from functools import lru_cache
 
 from hwsim.config.schema import TensorEngineConfig
-from hwsim.kernels.systolic import SystolicArray
-from hwsim.timing.tensor_models import (
+from hwsim.cost.tensor_models import (
     MatmulShape,
     MatmulTiming,
     cycles_multiplier,
     register_tensor_model,
 )
+from hwsim.kernels.systolic import SystolicArray
 
 
 def scalesim_ws_total_cycles(R: int, C: int, M: int, N: int, K: int) -> int:

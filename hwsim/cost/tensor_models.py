@@ -1,7 +1,7 @@
 """TensorE timing models, registered by name; the config picks one (``tensor_engine.timing_model``).
 
 The registry and ``closed_form`` live here; ``systolic_models`` registers the other models when
-the ``hwsim.timing`` package is imported (its ``__init__``), before anything can look one up.
+the ``hwsim.cost`` package is imported (its ``__init__``), before anything can look one up.
 
 Contract of a model: given the config and one matmul's shape, return the TensorE cost as a
 ``MatmulTiming`` in TensorE cycles. A model must be a pure function of its arguments (no state kept

@@ -1,6 +1,6 @@
 """What one DMA transfer costs on the DMA engines: its descriptors and their service time.
 
-Computed once per distinct DMA instruction and config (``plan_transfer``), never per run step.
+Computed once per distinct transfer geometry and config (``DmaCosts.plan``), never per run step.
 The mechanisms and their parameters (``dma:`` section of a preset; docs/fidelity.md):
 
 - **Descriptors** (HARDWARE.md §2.5 [S1]): a transfer is a gather list of contiguous source
@@ -23,7 +23,7 @@ The mechanisms and their parameters (``dma:`` section of a preset; docs/fidelity
 - **Direction**: HBM writes move at ``dma.hbm_write_bandwidth_fraction`` of the read rate;
   ``dma_transpose`` at ``dma.transpose_bandwidth_fraction_by_source`` (HBM->SBUF, SBUF->SBUF
   [S2]). A piece that touches HBM also reserves its bytes on the stack's shared bandwidth, once
-  per HBM side (``hwsim.machine.dma``).
+  per HBM side (``hwsim.machine.dma``), at ``hbm_ticks_per_byte`` (worked out here, once).
 
 Service times are in *work units*: 1/WORK_UNITS_PER_TICK of a tick, so that an engine shared by
 k <= 16 queues advances every piece by an integer amount per tick (processor sharing, see
@@ -37,9 +37,10 @@ from bisect import bisect_right
 from dataclasses import dataclass
 from fractions import Fraction
 
-from hwsim.config.schema import DmaConfig
+from hwsim.config.schema import HardwareConfig
+from hwsim.config.timebase import TimeBase
 from hwsim.isa.ap import AccessPattern, MemorySpace
-from hwsim.isa.dma_ops import TransferSides, transfer_descriptors
+from hwsim.isa.dma_ops import TransferSides
 
 #: lcm(1..16): work units per tick, so a tick shared by k <= 16 queues is k equal integer parts.
 WORK_UNITS_PER_TICK = 720_720
@@ -93,11 +94,41 @@ def split_partitions(partitions: int, engines: int) -> list[int]:
     return [base + (1 if i < extra else 0) for i in range(used)] + [0] * (engines - used)
 
 
-class DmaCostModel:
-    """The ``dma:`` parameters of a config as exact per-descriptor costs (ns as Fractions)."""
+def run_elements(ap: AccessPattern) -> int:
+    """Elements per contiguous run of an operand, in the transfer's element order."""
+    _, run_bytes = ap.contiguous_runs()
+    return max(1, run_bytes // ap.dtype.itemsize)
 
-    def __init__(self, dma: DmaConfig, base_mhz: int, hbm_bytes_per_ns: float) -> None:
-        self.ticks_per_ns = Fraction(base_mhz, 1000)
+
+def descriptor_count(elements: int, src_run: int, dst_run: int) -> int:
+    """Descriptors of a transfer of ``elements`` whose sides have runs of ``src_run`` and
+    ``dst_run`` elements: one per run boundary on either side (shared boundaries once)."""
+    src_run, dst_run = min(src_run, elements), min(dst_run, elements)
+    shared = math.lcm(src_run, dst_run)
+    return -(-elements // src_run) + -(-elements // dst_run) - elements // shared
+
+
+def transfer_descriptors(sides: TransferSides) -> int:
+    """Descriptors of a transfer before long runs are cut (``DmaCosts.plan``): runs contiguous
+    on both sides; a transpose's element order differs between the sides, so it takes one per
+    run of either side."""
+    if sides.descriptors is not None:
+        return sides.descriptors
+    src, dst = sides.src, sides.dst
+    if sides.transpose:
+        return max(src.contiguous_runs()[0], dst.contiguous_runs()[0])
+    return descriptor_count(dst.elements, run_elements(src), run_elements(dst))
+
+
+class DmaCosts:
+    """The ``dma:`` and ``hbm:`` parameters of a config as exact costs: per-descriptor service
+    times (ns as Fractions), the HBM ticks per byte, the start latency; and the plan of each
+    transfer (``plan``), worked out once per distinct geometry."""
+
+    def __init__(self, config: HardwareConfig, timebase: TimeBase) -> None:
+        dma = config.dma
+        self.engines = dma.engines
+        self.ticks_per_ns = Fraction(timebase.base_mhz, 1000)
         self.bandwidth_bytes_per_ns = Fraction(str(dma.bandwidth_bytes_per_ns))
         #: (descriptor bytes, efficiency), ascending
         self.efficiency = tuple(
@@ -109,9 +140,12 @@ class DmaCostModel:
             str(memory): Fraction(str(value))
             for memory, value in dma.transpose_bandwidth_fraction_by_source.items()
         }
-        self.hbm_ticks_per_byte = self.ticks_per_ns / Fraction(str(hbm_bytes_per_ns))
+        hbm_bytes_per_ns = Fraction(str(config.hbm.bandwidth_bytes_per_ns_per_stack))
+        #: Ticks one byte takes on a stack's shared HBM bandwidth (exact).
+        self.hbm_ticks_per_byte = self.ticks_per_ns / hbm_bytes_per_ns
+        self.start_latency_ticks = timebase.ns_to_ticks(dma.start_latency_ns)
         self._descriptor_ns: dict[tuple[int, Fraction], Fraction] = {}
-        self.plans: dict[tuple[object, ...], TransferPlan] = {}
+        self._plans: dict[tuple[object, ...], TransferPlan] = {}
 
     def efficiency_at(self, nbytes: int) -> Fraction:
         """The saturation curve at ``nbytes`` per descriptor (log2-linear between points)."""
@@ -135,6 +169,34 @@ class DmaCostModel:
             found = self._descriptor_ns[key] = size / rate
         return found
 
+    def plan(self, queue: int, sides: TransferSides) -> TransferPlan:
+        """The pieces of a transfer on ``queue`` (see the module docstring); transfers that
+        differ only in their addresses share one plan."""
+        key = (
+            queue,
+            _geometry(sides.src),
+            _geometry(sides.dst),
+            sides.transpose,
+            sides.partitions,
+            sides.descriptors,
+        )
+        plan = self._plans.get(key)
+        if plan is None:
+            plan = self._plans[key] = _plan(self, queue, sides)
+        return plan
+
+    def uncontended_ticks(self, plan: TransferPlan) -> int:
+        """How long ``plan``'s transfer keeps the DMA engines and HBM busy when it has them to
+        itself: its busiest engine, or its HBM bytes at the stack's rate if that is longer."""
+        engine_ticks = max(piece.work for piece in plan.pieces) / WORK_UNITS_PER_TICK
+        hbm_units = sum(max(piece.hbm_units, 0) for piece in plan.pieces)
+        return math.ceil(max(engine_ticks, hbm_units / self.hbm_ticks_per_byte.denominator))
+
+    def busiest_engine_ns(self, plan: TransferPlan) -> Fraction:
+        """Service time of ``plan``'s busiest DMA engine, ns."""
+        work = max(piece.work for piece in plan.pieces)
+        return Fraction(work, WORK_UNITS_PER_TICK) / self.ticks_per_ns
+
 
 def _geometry(ap: AccessPattern) -> tuple[object, ...]:
     """What of an operand its transfer's cost depends on (not where it is)."""
@@ -148,27 +210,7 @@ def _geometry(ap: AccessPattern) -> tuple[object, ...]:
     )
 
 
-def plan_transfer(
-    model: DmaCostModel, engines: int, queue: int, sides: TransferSides
-) -> TransferPlan:
-    """The pieces of a transfer (see the module docstring); transfers that differ only in
-    their addresses share one plan."""
-    key = (
-        engines,
-        queue,
-        _geometry(sides.src),
-        _geometry(sides.dst),
-        sides.transpose,
-        sides.partitions,
-        sides.descriptors,
-    )
-    plan = model.plans.get(key)
-    if plan is None:
-        plan = model.plans[key] = _plan(model, engines, queue, sides)
-    return plan
-
-
-def _plan(model: DmaCostModel, engines: int, queue: int, sides: TransferSides) -> TransferPlan:
+def _plan(model: DmaCosts, queue: int, sides: TransferSides) -> TransferPlan:
     src, dst, transpose = sides.src, sides.dst, sides.transpose
     nbytes = dst.elements * max(src.dtype.itemsize, dst.dtype.itemsize)
     descriptors = transfer_descriptors(sides)
@@ -179,7 +221,7 @@ def _plan(model: DmaCostModel, engines: int, queue: int, sides: TransferSides) -
     fraction = _direction_fraction(model, src, dst, transpose)
     hbm_sides = (src.memory is MemorySpace.HBM) + (dst.memory is MemorySpace.HBM)
     rows = dst.partitions if sides.partitions is None else sides.partitions
-    split = split_partitions(rows, engines)
+    split = split_partitions(rows, model.engines)
     semaphore_ns = model.descriptor_ns(SEMAPHORE_WRITE_BYTES)
     hbm_units_per_byte = model.hbm_ticks_per_byte.numerator * hbm_sides
     pieces = []
@@ -197,7 +239,7 @@ def _plan(model: DmaCostModel, engines: int, queue: int, sides: TransferSides) -
 
 
 def _direction_fraction(
-    model: DmaCostModel, src: AccessPattern, dst: AccessPattern, transpose: bool
+    model: DmaCosts, src: AccessPattern, dst: AccessPattern, transpose: bool
 ) -> Fraction:
     if transpose:
         return model.transpose_fraction[src.memory.value]

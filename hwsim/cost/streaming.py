@@ -1,8 +1,8 @@
 """The data-path model of VectorE, ScalarE and GpSimdE: cycles to stream an instruction's operands.
 
-Every compute instruction's ``cost()`` starts from ``streaming_cycles`` (then applies its own
-documented factor, and ``MachineSpec.compute_cost`` adds MIN_II and fixed costs). The rules, each
-from HARDWARE.md, and the config fields that carry the generation differences:
+Every compute instruction's cost rule (``hwsim.cost.rules``) starts from ``streaming_cycles``
+(then applies its own documented factor, and ``CostModel.compute`` adds MIN_II and fixed costs).
+The rules, each from HARDWARE.md, and the config fields that carry the generation differences:
 
 - **One operand is one stream.** N elements per partition; the lanes take the partitions in
   parallel (``ceil(P / lanes)`` passes, so fewer partitions cost the same, §2.2 [S1]); a stream
@@ -10,7 +10,7 @@ from HARDWARE.md, and the config fields that carry the generation differences:
   ``ceil(N / rate)`` cycles (~N cycles for N elements, §2.2 [S1][S16]; 2 for 16-bit dtypes on
   v4 ScalarE, §1.3 [S3]). An innermost stride above ``strided_access_stride_bytes`` (16 B) halves
   the interface's bandwidth, so that stream takes twice as long (§1.4 [S1], "per tensor
-  read/write interface": reads and writes alike).
+  read/write interface": reads and writes alike; ``RuleConstants.strided_access_slowdown``).
 - **Reads, compute and writes are pipelined** ("in every cycle, each engine can read 128
   elements ..., perform a computation on previously read 128 elements, and write 128 previously
   computed results", [S1] §1.4), so an instruction takes the longest of its read and write times.
@@ -28,24 +28,19 @@ from HARDWARE.md, and the config fields that carry the generation differences:
   ``psum_own_port=False`` and every input shares the SBUF interface's streams.
 - **VectorE performance mode** (v3+, ``performance_mode``) speeds up ``tensor_copy`` and
   ``tensor_scalar`` over 16-bit float operands: 4x when all are in SBUF with a contiguous
-  innermost dim, 2x when one of those two conditions fails (§2.2 [S2]); ``performance_mode_factor``.
+  innermost dim, 2x when one of those two conditions fails (§2.2 [S2]); ``performance_mode_factor``
+  (``RuleConstants.performance_mode_*_speedup``).
 """
 
 from __future__ import annotations
 
 from collections.abc import Sequence
+from typing import TYPE_CHECKING
 
 from hwsim.isa.ap import AccessPattern, MemorySpace
-from hwsim.isa.base import MachineSpec
 
-#: Speed-ups of VectorE performance mode for tensor_copy / tensor_scalar (HARDWARE.md §2.2 [S2]):
-#: all conditions met, and exactly one of SBUF-only / contiguous failing. They define the
-#: documented mode, which ``vector_engine.performance_mode`` switches on or off.
-PERFORMANCE_MODE_FULL_SPEEDUP = 4
-PERFORMANCE_MODE_PARTIAL_SPEEDUP = 2
-#: Slow-down of a stream whose innermost stride exceeds the interface limit: "half of the peak
-#: bandwidth" (HARDWARE.md §1.4 [S1]).
-STRIDED_ACCESS_SLOWDOWN = 2
+if TYPE_CHECKING:
+    from hwsim.cost.model import CostModel
 
 
 def innermost_stride_elements(ap: AccessPattern) -> int:
@@ -65,31 +60,31 @@ def _per_dtype(table: dict[str, int], dtype: str) -> int:
     return table.get(dtype, table["fp32"])
 
 
-def lane_cycles(spec: MachineSpec, engine: str, ap: AccessPattern) -> int:
+def lane_cycles(model: CostModel, engine: str, ap: AccessPattern) -> int:
     """Cycles the lanes take over one operand's elements at the per-lane rate, ignoring its
     access pattern: ``ceil(N / rate) * ceil(P / lanes)``."""
-    eng = spec.engine_configs[engine]
+    eng = model.engine_configs[engine]
     rate = _per_dtype(eng.elements_per_cycle_per_lane_by_dtype, ap.dtype.name)  # type: ignore[arg-type]
     return -(-ap.free_elements // rate) * -(-ap.partitions // eng.lanes)
 
 
-def stream_cycles(spec: MachineSpec, engine: str, ap: AccessPattern) -> int:
+def stream_cycles(model: CostModel, engine: str, ap: AccessPattern) -> int:
     """Cycles one operand takes through its SBUF/PSUM interface (module docstring, first rule)."""
-    cycles = lane_cycles(spec, engine, ap)
-    limit = spec.engine_configs[engine].strided_access_stride_bytes
+    cycles = lane_cycles(model, engine, ap)
+    limit = model.engine_configs[engine].strided_access_stride_bytes
     if innermost_stride_elements(ap) * ap.dtype.itemsize > limit:
-        cycles *= STRIDED_ACCESS_SLOWDOWN
+        cycles *= model.rules.strided_access_slowdown
     return cycles
 
 
-def sbuf_input_streams(spec: MachineSpec, engine: str, inputs: Sequence[AccessPattern]) -> int:
+def sbuf_input_streams(model: CostModel, engine: str, inputs: Sequence[AccessPattern]) -> int:
     """Full-rate input streams the SBUF read interface carries for these inputs' dtypes."""
-    table = spec.engine_configs[engine].sbuf_input_streams_by_dtype
+    table = model.engine_configs[engine].sbuf_input_streams_by_dtype
     return min((_per_dtype(table, ap.dtype.name) for ap in inputs), default=1)  # type: ignore[arg-type]
 
 
 def streaming_cycles(
-    spec: MachineSpec,
+    model: CostModel,
     engine: str,
     inputs: Sequence[AccessPattern],
     outputs: Sequence[AccessPattern] = (),
@@ -112,28 +107,28 @@ def streaming_cycles(
         (shared if ap.memory is MemorySpace.SBUF or not psum_own_port else own_port).append(ap)
     read = 0
     if shared:
-        streams = max(min_sbuf_streams, sbuf_input_streams(spec, engine, shared))
-        cycles = [stream_cycles(spec, engine, ap) for ap in shared]
+        streams = max(min_sbuf_streams, sbuf_input_streams(model, engine, shared))
+        cycles = [stream_cycles(model, engine, ap) for ap in shared]
         read = max(max(cycles), -(-sum(cycles) // streams))
-    psum_read = sum(stream_cycles(spec, engine, ap) for ap in own_port)
-    write = max((stream_cycles(spec, engine, ap) for ap in outputs), default=0)
+    psum_read = sum(stream_cycles(model, engine, ap) for ap in own_port)
+    write = max((stream_cycles(model, engine, ap) for ap in outputs), default=0)
     return max(read, psum_read, write)
 
 
 def performance_mode_factor(
-    spec: MachineSpec, engine: str, operands: Sequence[AccessPattern]
+    model: CostModel, engine: str, operands: Sequence[AccessPattern]
 ) -> int:
     """VectorE performance-mode speed-up of tensor_copy / tensor_scalar (1 when it does not
     apply): every operand a 16-bit float; 4x if all are in SBUF and contiguous, 2x if exactly
     one of those two fails, else 1 (HARDWARE.md §2.2 [S2])."""
-    if engine != "vector" or not spec.engine_configs["vector"].performance_mode:
+    if engine != "vector" or not model.engine_configs["vector"].performance_mode:
         return 1
     if not all(ap.dtype.is_float and ap.dtype.itemsize == 2 for ap in operands):
         return 1
     in_sbuf = all(ap.memory is MemorySpace.SBUF for ap in operands)
     contiguous = all(is_contiguous(ap) for ap in operands)
     if in_sbuf and contiguous:
-        return PERFORMANCE_MODE_FULL_SPEEDUP
+        return model.rules.performance_mode_full_speedup
     if in_sbuf or contiguous:
-        return PERFORMANCE_MODE_PARTIAL_SPEEDUP
+        return model.rules.performance_mode_partial_speedup
     return 1
