@@ -172,18 +172,50 @@ class DmaCosts:
     def plan(self, queue: int, sides: TransferSides) -> TransferPlan:
         """The pieces of a transfer on ``queue`` (see the module docstring); transfers that
         differ only in their addresses share one plan."""
+        src, dst = sides.src, sides.dst
         key = (
             queue,
-            _geometry(sides.src),
-            _geometry(sides.dst),
+            _geometry(src),
+            _geometry(dst),
             sides.transpose,
             sides.partitions,
             sides.descriptors,
         )
         plan = self._plans.get(key)
-        if plan is None:
-            plan = self._plans[key] = _plan(self, queue, sides)
+        if plan is not None:
+            return plan
+        nbytes = dst.elements * max(src.dtype.itemsize, dst.dtype.itemsize)
+        descriptors = transfer_descriptors(sides)
+        descriptor_bytes = max(1, nbytes // descriptors)
+        if descriptor_bytes > self.max_descriptor_bytes:
+            descriptors *= -(-descriptor_bytes // self.max_descriptor_bytes)
+            descriptor_bytes = max(1, nbytes // descriptors)
+        fraction = self._direction_fraction(sides)
+        hbm_sides = (src.memory is MemorySpace.HBM) + (dst.memory is MemorySpace.HBM)
+        rows = dst.partitions if sides.partitions is None else sides.partitions
+        semaphore_ns = self.descriptor_ns(SEMAPHORE_WRITE_BYTES)
+        hbm_units_per_byte = self.hbm_ticks_per_byte.numerator * hbm_sides
+        pieces = []
+        for engine, share in enumerate(split_partitions(rows, self.engines)):
+            piece_bytes = nbytes * share // rows
+            piece_descriptors = -(-descriptors * share // rows) if share else 0
+            size = piece_bytes // piece_descriptors if piece_descriptors else 0
+            busy_ns = semaphore_ns
+            if piece_descriptors:
+                busy_ns += piece_descriptors * self.descriptor_ns(size, fraction)
+            work = math.ceil(busy_ns * self.ticks_per_ns * WORK_UNITS_PER_TICK)
+            hbm_units = piece_bytes * hbm_units_per_byte if hbm_sides else -1
+            pieces.append(Piece(engine, piece_bytes, piece_descriptors, work, hbm_units))
+        plan = self._plans[key] = TransferPlan(queue, tuple(pieces), descriptor_bytes)
         return plan
+
+    def _direction_fraction(self, sides: TransferSides) -> Fraction:
+        """The share of the bandwidth a transfer's direction reaches."""
+        if sides.transpose:
+            return self.transpose_fraction[sides.src.memory.value]
+        if sides.dst.memory is MemorySpace.HBM:
+            return self.hbm_write_fraction
+        return Fraction(1)
 
     def uncontended_ticks(self, plan: TransferPlan) -> int:
         """How long ``plan``'s transfer keeps the DMA engines and HBM busy when it has them to
@@ -208,41 +240,3 @@ def _geometry(ap: AccessPattern) -> tuple[object, ...]:
         ap.free_strides,
         ap.partition_stride,
     )
-
-
-def _plan(model: DmaCosts, queue: int, sides: TransferSides) -> TransferPlan:
-    src, dst, transpose = sides.src, sides.dst, sides.transpose
-    nbytes = dst.elements * max(src.dtype.itemsize, dst.dtype.itemsize)
-    descriptors = transfer_descriptors(sides)
-    descriptor_bytes = max(1, nbytes // descriptors)
-    if descriptor_bytes > model.max_descriptor_bytes:
-        descriptors *= -(-descriptor_bytes // model.max_descriptor_bytes)
-        descriptor_bytes = max(1, nbytes // descriptors)
-    fraction = _direction_fraction(model, src, dst, transpose)
-    hbm_sides = (src.memory is MemorySpace.HBM) + (dst.memory is MemorySpace.HBM)
-    rows = dst.partitions if sides.partitions is None else sides.partitions
-    split = split_partitions(rows, model.engines)
-    semaphore_ns = model.descriptor_ns(SEMAPHORE_WRITE_BYTES)
-    hbm_units_per_byte = model.hbm_ticks_per_byte.numerator * hbm_sides
-    pieces = []
-    for engine, share in enumerate(split):
-        piece_bytes = nbytes * share // rows
-        piece_descriptors = -(-descriptors * share // rows) if share else 0
-        size = piece_bytes // piece_descriptors if piece_descriptors else 0
-        busy_ns = semaphore_ns
-        if piece_descriptors:
-            busy_ns += piece_descriptors * model.descriptor_ns(size, fraction)
-        work = math.ceil(busy_ns * model.ticks_per_ns * WORK_UNITS_PER_TICK)
-        hbm_units = piece_bytes * hbm_units_per_byte if hbm_sides else -1
-        pieces.append(Piece(engine, piece_bytes, piece_descriptors, work, hbm_units))
-    return TransferPlan(queue, tuple(pieces), descriptor_bytes)
-
-
-def _direction_fraction(
-    model: DmaCosts, src: AccessPattern, dst: AccessPattern, transpose: bool
-) -> Fraction:
-    if transpose:
-        return model.transpose_fraction[src.memory.value]
-    if dst.memory is MemorySpace.HBM:
-        return model.hbm_write_fraction
-    return Fraction(1)

@@ -85,15 +85,10 @@ class CostModel:
     def of(self, instruction: Instruction) -> InstructionCost:
         """What ``instruction`` costs on this config, worked out once per distinct instruction
         (``static_key``). Raises IllegalInstructionError if the config cannot run it."""
-        return self._of_key(instruction, instruction.static_key())
-
-    def _of_key(self, instruction: Instruction, key: tuple[Any, ...]) -> InstructionCost:
+        key = instruction.static_key()
         found = self._costs.get(key)
         if found is None:
-            found = self._work_out(instruction)
-            if len(self._costs) >= KEPT_COSTS:
-                self._costs.clear()
-            self._costs[key] = found
+            found = self._work_out(instruction, key)
         return found
 
     def streams_costs(
@@ -109,7 +104,7 @@ class CostModel:
 
         def first(instruction: Instruction) -> InstructionCost:
             key = instruction.static_key()
-            cost = self._of_key(instruction, key)
+            cost = self._costs.get(key) or self._work_out(instruction, key)
             if key not in seen:
                 seen.add(key)
                 if first_seen is not None:
@@ -150,8 +145,9 @@ class CostModel:
             self._estimates[key] = found
         return found
 
-    def _work_out(self, instruction: Instruction) -> InstructionCost:
-        """Legality, then the instruction's rule, as the engine loop takes it."""
+    def _work_out(self, instruction: Instruction, key: tuple[Any, ...]) -> InstructionCost:
+        """Legality, then the instruction's rule, as the engine loop takes it (kept by ``key``,
+        its static key)."""
         instruction.check(self.spec)
         cost = rule_for(type(instruction))(self, instruction)
         issue, hold = cost.issue_ticks, cost.hold_ticks
@@ -160,9 +156,13 @@ class CostModel:
         ports = self._ports_used(instruction)
         if hold:
             ports = (*ports, self._port_index[DGE_PORTS.get(instruction.engine, "dge.sync")])
-        return InstructionCost(
+        found = InstructionCost(
             issue, latency, chain, ports, hold or issue, cost.transfer, cost.submit_ticks
         )
+        if len(self._costs) >= KEPT_COSTS:
+            self._costs.clear()
+        self._costs[key] = found
+        return found
 
     def _ports_used(self, instruction: Instruction) -> tuple[int, ...]:
         """The shared memory ports an instruction holds: those of its engine on a memory it

@@ -88,7 +88,8 @@ def with_parameters(
     unknown = [name for name in values if name not in known]
     if unknown:
         raise ConfigError(
-            f"not cost parameters: {', '.join(unknown)}; the parameters are {', '.join(known)}"
+            f"not cost parameters: {', '.join(unknown)}; the parameters are "
+            f"{', '.join(sorted(known))}"
         )
     constants = {k[len(RULES_PREFIX) :]: v for k, v in values.items() if k.startswith(RULES_PREFIX)}
     overrides = {k: v for k, v in values.items() if not k.startswith(RULES_PREFIX)}
