@@ -20,6 +20,7 @@ from hwsim.config.timebase import TimeBase
 from hwsim.engines import engine_names, engine_spec
 from hwsim.errors import IllegalInstructionError, MemoryAccessError
 from hwsim.isa.ap import MAX_FREE_DIMS, AccessPattern, MemorySpace
+from hwsim.isa.operands import derive_operand_methods
 
 if TYPE_CHECKING:
     from hwsim.machine.state import CoreState
@@ -75,6 +76,10 @@ class Instruction:
     #: Instructions naming the same state on one engine must keep their program order: no
     #: operand dependency orders them.
     ENGINE_STATE: ClassVar[str] = ""
+    #: The parameters of its kernel-language call (``hwsim.lang.calls``) by their nki.isa names,
+    #: in nki.isa's order ("*": keyword-only from there on), when not the default order (fields
+    #: without a default first, then keyword-only those with one).
+    NKI_ARGS: ClassVar[str] = ""
 
     engine: str
     waits: tuple[tuple[str, int], ...] = ()
@@ -250,7 +255,8 @@ ISA: dict[str, type[Instruction]] = {}
 
 
 def register(cls: InstructionT) -> InstructionT:
-    """Class decorator adding an instruction to the ISA registry; duplicate opcodes are errors."""
+    """Class decorator adding an instruction to the ISA registry (and its ``reads``/``writes``,
+    from its operand fields' roles, ``hwsim.isa.operands``); duplicate opcodes are errors."""
     if not cls.OPCODE or not cls.ENGINES:
         raise TypeError(f"{cls.__name__} must set OPCODE and ENGINES")
     if cls.OPCODE in ISA:
@@ -258,6 +264,7 @@ def register(cls: InstructionT) -> InstructionT:
             f"opcode '{cls.OPCODE}' is already registered by {ISA[cls.OPCODE].__name__}"
         )
     ISA[cls.OPCODE] = cls
+    derive_operand_methods(cls)
     _fill_dict_init(cls)
     return cls
 

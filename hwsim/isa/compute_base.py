@@ -16,6 +16,7 @@ import numpy as np
 from hwsim.dtypes import DType, cast
 from hwsim.isa.ap import AccessPattern, MemorySpace
 from hwsim.isa.base import Instruction, MachineSpec
+from hwsim.isa.operands import READ, WRITE, operand
 from hwsim.isa.tensor_ops import as_2d
 
 if TYPE_CHECKING:
@@ -144,17 +145,7 @@ def scalar_bits(value: float, ap: AccessPattern) -> int:
     return int(stored.view(BITS_DTYPES[ap.dtype.itemsize])[0])
 
 
-def scalar_aps(*values: Scalar | None) -> tuple[AccessPattern, ...]:
-    return tuple(v for v in values if isinstance(v, AccessPattern))
-
-
 @dataclass(frozen=True, kw_only=True)
 class UnaryCompute(ComputeInstruction):
-    dst: AccessPattern
-    src: AccessPattern
-
-    def reads(self) -> tuple[AccessPattern, ...]:
-        return (self.src,)
-
-    def writes(self) -> tuple[AccessPattern, ...]:
-        return (self.dst,)
+    dst: AccessPattern = operand(WRITE)
+    src: AccessPattern = operand(READ, nki="data")

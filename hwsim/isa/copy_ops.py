@@ -21,10 +21,10 @@ from hwsim.isa.compute_base import (
     ComputeInstruction,
     Scalar,
     read_bits,
-    scalar_aps,
     scalar_bits,
     write_bits,
 )
+from hwsim.isa.operands import READ, WRITE, maybe_operand, operand
 
 if TYPE_CHECKING:
     from hwsim.machine.state import CoreState
@@ -47,14 +47,8 @@ class TensorCopy(Instruction):
     ENGINES = ("vector", "scalar", "gpsimd")
     PROFILER_OPCODE = "TENSOR_COPY"
 
-    dst: AccessPattern
-    src: AccessPattern
-
-    def reads(self) -> tuple[AccessPattern, ...]:
-        return (self.src,)
-
-    def writes(self) -> tuple[AccessPattern, ...]:
-        return (self.dst,)
+    dst: AccessPattern = operand(WRITE)
+    src: AccessPattern = operand(READ)
 
     def check(self, spec: MachineSpec) -> None:
         super().check(spec)
@@ -86,17 +80,12 @@ class TensorCopyPredicated(ComputeInstruction):
     OPCODE = "tensor_copy_predicated"
     ENGINES = ("vector",)
     PROFILER_OPCODE = "COPY_PREDICATED"
+    NKI_ARGS = "dst, src, predicate, reverse_pred"
 
-    dst: AccessPattern
-    src: Scalar
-    predicate: AccessPattern
+    dst: AccessPattern = operand(WRITE)
+    src: Scalar = maybe_operand(READ)
+    predicate: AccessPattern = operand(READ)
     reverse_pred: bool = False
-
-    def reads(self) -> tuple[AccessPattern, ...]:
-        return (*scalar_aps(self.src), self.predicate)
-
-    def writes(self) -> tuple[AccessPattern, ...]:
-        return (self.dst,)
 
     def initcheck_writes(self, state: CoreState) -> tuple[tuple[AccessPattern, Any], ...]:
         chosen = (read_bits(state, self.predicate) != 0) != self.reverse_pred

@@ -35,6 +35,7 @@ from hwsim.engines import engine_names
 from hwsim.errors import MemoryAccessError
 from hwsim.isa.ap import AccessPattern, MemorySpace
 from hwsim.isa.base import Instruction, MachineSpec, register
+from hwsim.isa.operands import READ, WRITE, operand
 from hwsim.isa.tensor_ops import as_2d
 
 if TYPE_CHECKING:
@@ -84,16 +85,10 @@ class _DmaInstruction(Instruction):
     def allowed_engines(cls) -> tuple[str, ...]:
         return engine_names() if cls.ENGINES == ("any",) else cls.ENGINES
 
-    dst: AccessPattern
-    src: AccessPattern
+    dst: AccessPattern = operand(WRITE)
+    src: AccessPattern = operand(READ)
     queue: int = 0
     dge_mode: DgeMode = DgeMode.none
-
-    def reads(self) -> tuple[AccessPattern, ...]:
-        return (self.src,)
-
-    def writes(self) -> tuple[AccessPattern, ...]:
-        return (self.dst,)
 
     def check(self, spec: MachineSpec) -> None:
         super().check(spec)
@@ -199,11 +194,8 @@ class DmaGather(_DmaInstruction):
     PROFILER_OPCODE = "DMA_INDIRECT"  # assumed: the indirect counterpart of DMA_DIRECT2D
     ENGINES = ("gpsimd",)
 
-    indices: AccessPattern
+    indices: AccessPattern = operand(READ)
     dge_mode: DgeMode = DgeMode.swdge
-
-    def reads(self) -> tuple[AccessPattern, ...]:
-        return (self.src, self.indices)
 
     def moved_reads(self) -> tuple[AccessPattern, ...]:
         """The P rows moved (as the table's first P rows: only their byte count is used)."""

@@ -16,6 +16,7 @@ from hwsim.errors import MemoryAccessError
 from hwsim.isa.ap import AccessPattern, MemorySpace
 from hwsim.isa.base import MachineSpec, register
 from hwsim.isa.compute_base import ComputeInstruction
+from hwsim.isa.operands import READ, WRITE, operand
 
 if TYPE_CHECKING:
     from hwsim.machine.state import CoreState
@@ -29,9 +30,9 @@ class _DynamicCopy(ComputeInstruction):
 
     ENGINES = ("vector", "scalar", "gpsimd")
 
-    dst: AccessPattern
-    src: AccessPattern
-    offset: AccessPattern
+    dst: AccessPattern = operand(WRITE)
+    src: AccessPattern = operand(READ)
+    offset: AccessPattern = operand(READ)
     free_axis: int
 
     def ranged(self) -> AccessPattern:
@@ -120,12 +121,6 @@ class TensorCopyDynamicSrc(_DynamicCopy):
     def streams(self) -> tuple[AccessPattern, AccessPattern]:
         return self.window(0), self.dst
 
-    def reads(self) -> tuple[AccessPattern, ...]:
-        return (self.src, self.offset)
-
-    def writes(self) -> tuple[AccessPattern, ...]:
-        return (self.dst,)
-
     def initcheck_reads(self, state: CoreState) -> tuple[AccessPattern, ...]:
         start = self.start(state)
         return (self.offset,) if start is None else (self.offset, self.window(start))
@@ -152,12 +147,6 @@ class TensorCopyDynamicDst(_DynamicCopy):
 
     def streams(self) -> tuple[AccessPattern, AccessPattern]:
         return self.src, self.window(0)
-
-    def reads(self) -> tuple[AccessPattern, ...]:
-        return (self.src, self.offset)
-
-    def writes(self) -> tuple[AccessPattern, ...]:
-        return (self.dst,)
 
     def initcheck_writes(self, state: CoreState) -> tuple[tuple[AccessPattern, Any], ...]:
         start = self.start(state)

@@ -18,11 +18,11 @@ from hwsim.isa.compute_base import (
     Scalar,
     read_2d,
     read_scalar,
-    scalar_aps,
     write_result,
 )
 from hwsim.isa.copy_ops import same_shape
 from hwsim.isa.engine_state import ReduceCmd, accumulators, check_reduce_cmd
+from hwsim.isa.operands import READ, WRITE, aps, maybe_operand, operand, param
 from hwsim.kernels import ActivationFunction, AluOp
 
 if TYPE_CHECKING:
@@ -63,20 +63,15 @@ class Exponential(ComputeInstruction):
     OPCODE = "exponential"
     ENGINES = ("vector",)
     PROFILER_OPCODE = "EXPONENTIAL"
+    NKI_ARGS = "dst, src, max_value, reduce_res, reduce_cmd, reduce_init"
     ENGINE_STATE = "accumulators"
 
-    dst: AccessPattern
-    src: AccessPattern
-    max_value: Scalar = 0.0
-    reduce_res: AccessPattern | None = None
+    dst: AccessPattern = operand(WRITE)
+    src: AccessPattern = operand(READ)
+    max_value: Scalar = maybe_operand(READ, default=0.0)
+    reduce_res: AccessPattern | None = maybe_operand(WRITE, default=None)
     reduce_cmd: ReduceCmd = ReduceCmd.idle
-    reduce_init: Scalar = 0.0
-
-    def reads(self) -> tuple[AccessPattern, ...]:
-        return (self.src, *scalar_aps(self.max_value, self.reduce_init))
-
-    def writes(self) -> tuple[AccessPattern, ...]:
-        return (self.dst,) if self.reduce_res is None else (self.dst, self.reduce_res)
+    reduce_init: Scalar = maybe_operand(READ, default=0.0)
 
     def check(self, spec: MachineSpec) -> None:
         super().check(spec)
@@ -124,28 +119,26 @@ class Activate2(ComputeInstruction):
     OPCODE = "activate2"
     ENGINES = ("scalar",)
     PROFILER_OPCODE = "ACTIVATE2"
+    NKI_ARGS = (
+        "dst, op, data, imm0, imm1, op0, op1, relu_param, reverse0, reverse1, reduce_op, "
+        "reduce_res, reduce_cmd"
+    )
     ENGINE_STATE = "accumulators"
     FLOPS_PER_ELEMENT = 3
 
-    dst: AccessPattern
-    src: AccessPattern
-    func: ActivationFunction
-    imm0: Scalar = 0.0
-    imm1: Scalar = 0.0
+    dst: AccessPattern = operand(WRITE)
+    src: AccessPattern = operand(READ, nki="data")
+    func: ActivationFunction = param(nki="op")
+    imm0: Scalar = maybe_operand(READ, default=0.0)
+    imm1: Scalar = maybe_operand(READ, default=0.0)
     op0: AluOp = AluOp.bypass
     op1: AluOp = AluOp.bypass
     relu_param: float = 0.0
     reverse0: bool = False
     reverse1: bool = False
     reduce_op: AluOp = AluOp.add
-    reduce_res: AccessPattern | None = None
+    reduce_res: AccessPattern | None = maybe_operand(WRITE, default=None)
     reduce_cmd: ReduceCmd = ReduceCmd.idle
-
-    def reads(self) -> tuple[AccessPattern, ...]:
-        return (self.src, *scalar_aps(self.imm0, self.imm1))
-
-    def writes(self) -> tuple[AccessPattern, ...]:
-        return (self.dst,) if self.reduce_res is None else (self.dst, self.reduce_res)
 
     def check(self, spec: MachineSpec) -> None:
         super().check(spec)
@@ -160,7 +153,7 @@ class Activate2(ComputeInstruction):
                 self.fail(f"reverse{name} needs op{name} set (it is bypass) [S15]")
         self.check_scalar("imm0", self.imm0, self.src)
         self.check_scalar("imm1", self.imm1, self.src)
-        tiles = scalar_aps(self.imm0, self.imm1)
+        tiles = aps(self.imm0, self.imm1)
         if len(tiles) == 2 and tiles[0].dtype != tiles[1].dtype:
             self.fail("imm0 and imm1 tiles must share a dtype [S15]")
         if self.relu_param != 0.0:

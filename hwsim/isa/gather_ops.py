@@ -17,6 +17,7 @@ from hwsim.errors import MemoryAccessError
 from hwsim.isa.ap import AccessPattern
 from hwsim.isa.base import MachineSpec, register
 from hwsim.isa.compute_base import ComputeInstruction, read_bits, write_bits
+from hwsim.isa.operands import READ, WRITE, operand
 
 if TYPE_CHECKING:
     from hwsim.machine.state import CoreState
@@ -88,18 +89,13 @@ class LocalGather(ComputeInstruction):
     OPCODE = "local_gather"
     ENGINES = ("gpsimd",)
     PROFILER_OPCODE = "LOCAL_GATHER"
+    NKI_ARGS = "dst, src_buffer, index, num_elem_per_idx, num_valid_indices"
 
-    dst: AccessPattern
-    src_buffer: AccessPattern
-    index: AccessPattern
+    dst: AccessPattern = operand(WRITE)
+    src_buffer: AccessPattern = operand(READ)
+    index: AccessPattern = operand(READ)
     num_elem_per_idx: int = 1
     num_valid_indices: int | None = None
-
-    def reads(self) -> tuple[AccessPattern, ...]:
-        return (self.src_buffer, self.index)
-
-    def writes(self) -> tuple[AccessPattern, ...]:
-        return (self.dst,)
 
     def valid_indices(self) -> int:
         default = GROUP * self.index.free_elements
@@ -156,15 +152,9 @@ class NcNGather(ComputeInstruction):
     ENGINES = ("gpsimd",)
     PROFILER_OPCODE = "N_GATHER"
 
-    dst: AccessPattern
-    data: AccessPattern
-    indices: AccessPattern
-
-    def reads(self) -> tuple[AccessPattern, ...]:
-        return (self.data, self.indices)
-
-    def writes(self) -> tuple[AccessPattern, ...]:
-        return (self.dst,)
+    dst: AccessPattern = operand(WRITE)
+    data: AccessPattern = operand(READ)
+    indices: AccessPattern = operand(READ)
 
     def check(self, spec: MachineSpec) -> None:
         super().check(spec)
@@ -208,8 +198,8 @@ class NcStreamShuffle(ComputeInstruction):
     ENGINES = ("vector",)
     PROFILER_OPCODE = "STREAM_SHUFFLE"
 
-    dst: AccessPattern
-    src: AccessPattern
+    dst: AccessPattern = operand(WRITE)
+    src: AccessPattern = operand(READ)
     shuffle_mask: tuple[int, ...]
 
     def __post_init__(self) -> None:

@@ -17,6 +17,7 @@ from hwsim import kernels
 from hwsim.isa.ap import AccessPattern, MemorySpace
 from hwsim.isa.base import MachineSpec, register
 from hwsim.isa.compute_base import ComputeInstruction, read_2d, write_result
+from hwsim.isa.operands import READ, WRITE, operand, param
 from hwsim.kernels import AluOp, ReduceOp
 
 if TYPE_CHECKING:
@@ -29,7 +30,7 @@ class _AffinePattern(ComputeInstruction):
 
     ENGINES = ("gpsimd",)
 
-    dst: AccessPattern
+    dst: AccessPattern = operand(WRITE)
     offset: int = 0
     channel_multiplier: int = 0
     steps: tuple[int, ...] = ()
@@ -37,9 +38,6 @@ class _AffinePattern(ComputeInstruction):
     def __post_init__(self) -> None:
         # A tuple of ints whatever the caller passed (a list would not hash for static_key).
         object.__setattr__(self, "steps", tuple(int(s) for s in self.steps))
-
-    def writes(self) -> tuple[AccessPattern, ...]:
-        return (self.dst,)
 
     def check(self, spec: MachineSpec) -> None:
         super().check(spec)
@@ -63,6 +61,7 @@ class Iota(_AffinePattern):
 
     OPCODE = "iota"
     PROFILER_OPCODE = "IOTA"
+    NKI_ARGS = "dst, *, steps, offset, channel_multiplier"
 
     def execute(self, state: CoreState) -> None:
         values = kernels.iota(self.dst.shape, self.offset, self.channel_multiplier, self.steps)
@@ -79,13 +78,11 @@ class AffineSelect(_AffinePattern):
 
     OPCODE = "affine_select"
     PROFILER_OPCODE = "AFFINE_SELECT"
+    NKI_ARGS = "dst, on_true_tile, on_false_value, cmp_op, *, steps, offset, channel_multiplier"
 
-    src: AccessPattern
+    src: AccessPattern = operand(READ, nki="on_true_tile")
     cmp_op: AluOp
-    on_false: float
-
-    def reads(self) -> tuple[AccessPattern, ...]:
-        return (self.src,)
+    on_false: float = param(nki="on_false_value")
 
     def check(self, spec: MachineSpec) -> None:
         super().check(spec)
@@ -127,17 +124,12 @@ class TensorPartitionReduce(ComputeInstruction):
     OPCODE = "tensor_partition_reduce"
     ENGINES = ("gpsimd",)
     PROFILER_OPCODE = "PARTITION_REDUCE"
+    NKI_ARGS = "dst, op, data"
     FLOPS_PER_ELEMENT = 1
 
-    dst: AccessPattern
-    src: AccessPattern
+    dst: AccessPattern = operand(WRITE)
+    src: AccessPattern = operand(READ, nki="data")
     op: ReduceOp
-
-    def reads(self) -> tuple[AccessPattern, ...]:
-        return (self.src,)
-
-    def writes(self) -> tuple[AccessPattern, ...]:
-        return (self.dst,)
 
     def _bitvec(self) -> bool:
         return ReduceOp(self.op) in kernels.INTEGER_ONLY_REDUCE_OPS

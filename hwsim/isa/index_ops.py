@@ -16,6 +16,7 @@ from hwsim.isa.ap import AccessPattern
 from hwsim.isa.base import MachineSpec, register
 from hwsim.isa.compute_base import ComputeInstruction, read_2d, write_result
 from hwsim.isa.gather_ops import GROUP, check_gpsimd_groups, partition_runs
+from hwsim.isa.operands import READ, WRITE, operand
 
 if TYPE_CHECKING:
     from hwsim.machine.state import CoreState
@@ -53,9 +54,9 @@ class TopK(ComputeInstruction):
     ENGINES = ("gpsimd",)
     PROFILER_OPCODE = "TOPK"
 
-    val_dst: AccessPattern
-    idx_dst: AccessPattern
-    src: AccessPattern
+    val_dst: AccessPattern = operand(WRITE)
+    idx_dst: AccessPattern = operand(WRITE)
+    src: AccessPattern = operand(READ)
     n: int
 
     @property
@@ -117,9 +118,10 @@ class NonzeroWithCount(ComputeInstruction):
     OPCODE = "nonzero_with_count"
     ENGINES = ("gpsimd",)
     PROFILER_OPCODE = "NONZERO_WITH_COUNT"
+    NKI_ARGS = "dst, src, index_offset, padding_val"
 
-    dst: AccessPattern
-    src: AccessPattern
+    dst: AccessPattern = operand(WRITE)
+    src: AccessPattern = operand(READ)
     index_offset: int = 0
     padding_val: int = -1
 
@@ -187,14 +189,8 @@ class SequenceBounds(ComputeInstruction):
     ENGINES = ("gpsimd",)
     PROFILER_OPCODE = "SEQUENCE_BOUNDS"
 
-    dst: AccessPattern
-    segment_ids: AccessPattern
-
-    def reads(self) -> tuple[AccessPattern, ...]:
-        return (self.segment_ids,)
-
-    def writes(self) -> tuple[AccessPattern, ...]:
-        return (self.dst,)
+    dst: AccessPattern = operand(WRITE)
+    segment_ids: AccessPattern = operand(READ)
 
     def check(self, spec: MachineSpec) -> None:
         super().check(spec)

@@ -21,6 +21,7 @@ from hwsim import kernels
 from hwsim.isa.ap import AccessPattern, MemorySpace
 from hwsim.isa.base import Instruction, MachineSpec, register
 from hwsim.isa.compute_base import ComputeInstruction, read_2d, read_bits, write_bits, write_result
+from hwsim.isa.operands import READ, WRITE, operand
 from hwsim.isa.tensor_ops import as_2d
 
 if TYPE_CHECKING:
@@ -103,12 +104,9 @@ class QuantizeMx(ComputeInstruction):
     ENGINES = ("vector",)
     PROFILER_OPCODE = "QUANTIZE_MX"
 
-    dst: AccessPattern
-    src: AccessPattern
-    dst_scale: AccessPattern
-
-    def reads(self) -> tuple[AccessPattern, ...]:
-        return (self.src,)
+    dst: AccessPattern = operand(WRITE)
+    src: AccessPattern = operand(READ)
+    dst_scale: AccessPattern = operand(WRITE)
 
     def writes(self) -> tuple[AccessPattern, ...]:
         return (self.dst, *scale_quadrants(self.dst_scale, self.dst))
@@ -164,11 +162,11 @@ class NcMatmulMx(Instruction):
     ENGINES = ("tensor",)
     PROFILER_OPCODE = "MATMUL"
 
-    dst: AccessPattern
-    stationary: AccessPattern
-    moving: AccessPattern
-    stationary_scale: AccessPattern
-    moving_scale: AccessPattern
+    dst: AccessPattern = operand(WRITE)
+    stationary: AccessPattern = operand(READ)
+    moving: AccessPattern = operand(READ)
+    stationary_scale: AccessPattern = operand(READ)
+    moving_scale: AccessPattern = operand(READ)
     accumulate: bool = False
 
     def reads(self) -> tuple[AccessPattern, ...]:
@@ -178,9 +176,6 @@ class NcMatmulMx(Instruction):
         )
         own = (self.dst,) if self.accumulate else ()
         return (self.stationary, self.moving, *scales, *own)
-
-    def writes(self) -> tuple[AccessPattern, ...]:
-        return (self.dst,)
 
     def check_operand(
         self, spec: MachineSpec, name: str, ap: AccessPattern, *, is_write: bool

@@ -27,12 +27,12 @@ from hwsim.isa.compute_base import (
     read_2d,
     read_bits,
     read_scalar,
-    scalar_aps,
     write_bits,
     write_result,
 )
 from hwsim.isa.copy_ops import same_shape
 from hwsim.isa.engine_state import PRNG_GENERATORS, draw, prng_state
+from hwsim.isa.operands import READ, WRITE, aps, maybe_operand, operand
 
 if TYPE_CHECKING:
     from hwsim.machine.state import CoreState
@@ -65,12 +65,10 @@ class Rng(ComputeInstruction):
     OPCODE = "rng"
     ENGINES = ("vector", "gpsimd")
     PROFILER_OPCODE = "RNG"
+    NKI_ARGS = "dst, engine"
     ENGINE_STATE = "prng"
 
-    dst: AccessPattern
-
-    def writes(self) -> tuple[AccessPattern, ...]:
-        return (self.dst,)
+    dst: AccessPattern = operand(WRITE)
 
     def check(self, spec: MachineSpec) -> None:
         super().check(spec)
@@ -100,15 +98,9 @@ class Rand2(ComputeInstruction):
     PROFILER_OPCODE = "RAND2"
     ENGINE_STATE = "prng"
 
-    dst: AccessPattern
-    min: Scalar
-    max: Scalar
-
-    def reads(self) -> tuple[AccessPattern, ...]:
-        return scalar_aps(self.min, self.max)
-
-    def writes(self) -> tuple[AccessPattern, ...]:
-        return (self.dst,)
+    dst: AccessPattern = operand(WRITE)
+    min: Scalar = maybe_operand(READ)
+    max: Scalar = maybe_operand(READ)
 
     def check(self, spec: MachineSpec) -> None:
         super().check(spec)
@@ -118,7 +110,7 @@ class Rand2(ComputeInstruction):
             self.check_scalar(name, bound, self.dst)
             if isinstance(bound, AccessPattern):
                 self.check_dtype(name, bound, ("fp32",))
-        immediates = not scalar_aps(self.min, self.max)
+        immediates = not aps(self.min, self.max)
         if immediates and not float(self.min) < float(self.max):  # type: ignore[arg-type]
             self.fail(f"min={self.min!r} must be less than max={self.max!r} [S15]")
 
@@ -151,15 +143,9 @@ class Dropout(ComputeInstruction):
     PROFILER_OPCODE = "DROPOUT"
     ENGINE_STATE = "prng"
 
-    dst: AccessPattern
-    data: AccessPattern
-    prob: Scalar
-
-    def reads(self) -> tuple[AccessPattern, ...]:
-        return (self.data, *scalar_aps(self.prob))
-
-    def writes(self) -> tuple[AccessPattern, ...]:
-        return (self.dst,)
+    dst: AccessPattern = operand(WRITE)
+    data: AccessPattern = operand(READ)
+    prob: Scalar = maybe_operand(READ)
 
     def check(self, spec: MachineSpec) -> None:
         super().check(spec)
@@ -198,10 +184,7 @@ class SetRngSeed(ComputeInstruction):
     PROFILER_OPCODE = "SET_RNG_SEED"
     ENGINE_STATE = "prng"
 
-    src_seeds: AccessPattern
-
-    def reads(self) -> tuple[AccessPattern, ...]:
-        return (self.src_seeds,)
+    src_seeds: AccessPattern = operand(READ)
 
     def check(self, spec: MachineSpec) -> None:
         super().check(spec)
@@ -257,14 +240,12 @@ class RandSetState(_PrngStateTile):
 
     OPCODE = "rand_set_state"
     PROFILER_OPCODE = "RAND_SET_STATE"
+    NKI_ARGS = "src_seeds, engine=gpsimd"
 
-    src_seeds: AccessPattern
+    src_seeds: AccessPattern = operand(READ)
 
     def tile(self) -> AccessPattern:
         return self.src_seeds
-
-    def reads(self) -> tuple[AccessPattern, ...]:
-        return (self.src_seeds,)
 
     def check(self, spec: MachineSpec) -> None:
         super().check(spec)
@@ -287,14 +268,12 @@ class RandGetState(_PrngStateTile):
 
     OPCODE = "rand_get_state"
     PROFILER_OPCODE = "RAND_GET_STATE"
+    NKI_ARGS = "dst, engine=gpsimd"
 
-    dst: AccessPattern
+    dst: AccessPattern = operand(WRITE)
 
     def tile(self) -> AccessPattern:
         return self.dst
-
-    def writes(self) -> tuple[AccessPattern, ...]:
-        return (self.dst,)
 
     def execute(self, state: CoreState) -> None:
         write_bits(state, self.dst, self.lanes(state).reshape(self.dst.partitions, -1))

@@ -17,6 +17,7 @@ from hwsim.isa.compute_base import (
     read_2d,
     write_result,
 )
+from hwsim.isa.operands import READ, WRITE, operand
 from hwsim.kernels import ReduceOp
 
 if TYPE_CHECKING:
@@ -35,19 +36,14 @@ class TensorReduce(ComputeInstruction):
     OPCODE = "tensor_reduce"
     ENGINES = ("vector",)
     PROFILER_OPCODE = "REDUCE"
+    NKI_ARGS = "dst, op, data, *, axes, negate"
     FLOPS_PER_ELEMENT = 1
 
-    dst: AccessPattern
-    src: AccessPattern
+    dst: AccessPattern = operand(WRITE)
+    src: AccessPattern = operand(READ, nki="data")
     op: ReduceOp
     axes: int = 1
     negate: bool = False
-
-    def reads(self) -> tuple[AccessPattern, ...]:
-        return (self.src,)
-
-    def writes(self) -> tuple[AccessPattern, ...]:
-        return (self.dst,)
 
     def _bitvec(self) -> bool:
         return ReduceOp(self.op) in kernels.INTEGER_ONLY_REDUCE_OPS

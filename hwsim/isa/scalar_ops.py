@@ -13,6 +13,7 @@ from hwsim.isa.base import MachineSpec, register
 from hwsim.isa.compute_base import ComputeInstruction, Scalar, read_2d, read_scalar, write_result
 from hwsim.isa.copy_ops import same_shape
 from hwsim.isa.engine_state import accumulators
+from hwsim.isa.operands import READ, WRITE, maybe_operand, operand, param
 from hwsim.kernels import ActivationFunction
 
 if TYPE_CHECKING:
@@ -35,20 +36,14 @@ class Activation(ComputeInstruction):
     OPCODE = "activation"
     ENGINES = ("scalar",)
     PROFILER_OPCODE = "ACTIVATE"
+    NKI_ARGS = "dst, op, data, *, bias, scale"
     FLOPS_PER_ELEMENT = 3  # multiply by scale, add bias, apply the function
 
-    dst: AccessPattern
-    src: AccessPattern
-    func: ActivationFunction
-    bias: AccessPattern | None = None
-    scale: Scalar = 1.0
-
-    def reads(self) -> tuple[AccessPattern, ...]:
-        extra = tuple(v for v in (self.bias, self.scale) if isinstance(v, AccessPattern))
-        return (self.src, *extra)
-
-    def writes(self) -> tuple[AccessPattern, ...]:
-        return (self.dst,)
+    dst: AccessPattern = operand(WRITE)
+    src: AccessPattern = operand(READ, nki="data")
+    func: ActivationFunction = param(nki="op")
+    bias: AccessPattern | None = maybe_operand(READ, default=None)
+    scale: Scalar = maybe_operand(READ, default=1.0)
 
     def check(self, spec: MachineSpec) -> None:
         super().check(spec)
@@ -78,12 +73,10 @@ class ActivationReduce(Activation):
     """
 
     OPCODE = "activation_reduce"
+    NKI_ARGS = "dst, op, data, *, reduce_res, bias, scale"
     ENGINE_STATE = "accumulators"
 
-    reduce_dst: AccessPattern
-
-    def writes(self) -> tuple[AccessPattern, ...]:
-        return (self.dst, self.reduce_dst)
+    reduce_dst: AccessPattern = operand(WRITE, nki="reduce_res")
 
     def check(self, spec: MachineSpec) -> None:
         super().check(spec)

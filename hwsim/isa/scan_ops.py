@@ -20,11 +20,11 @@ from hwsim.isa.compute_base import (
     int32_family,
     read_2d,
     read_scalar,
-    scalar_aps,
     write_result,
 )
 from hwsim.isa.copy_ops import same_shape
 from hwsim.isa.engine_state import ReduceCmd, accumulators
+from hwsim.isa.operands import READ, WRITE, maybe_operand, operand
 from hwsim.kernels import AluOp, ReduceOp
 
 if TYPE_CHECKING:
@@ -63,22 +63,17 @@ class TensorTensorScan(ComputeInstruction):
     OPCODE = "tensor_tensor_scan"
     ENGINES = ("vector",)
     PROFILER_OPCODE = "TENSOR_TENSOR_SCAN"
+    NKI_ARGS = "dst, data0, data1, initial, op0, op1, reverse0, reverse1"
     FLOPS_PER_ELEMENT = 2
 
-    dst: AccessPattern
-    src0: AccessPattern
-    src1: AccessPattern
-    initial: Scalar
+    dst: AccessPattern = operand(WRITE)
+    src0: AccessPattern = operand(READ, nki="data0")
+    src1: AccessPattern = operand(READ, nki="data1")
+    initial: Scalar = maybe_operand(READ)
     op0: AluOp
     op1: AluOp
     reverse0: bool = False
     reverse1: bool = False
-
-    def reads(self) -> tuple[AccessPattern, ...]:
-        return (self.src0, self.src1, *scalar_aps(self.initial))
-
-    def writes(self) -> tuple[AccessPattern, ...]:
-        return (self.dst,)
 
     def check(self, spec: MachineSpec) -> None:
         super().check(spec)
@@ -118,21 +113,16 @@ class TensorScalarReduce(ComputeInstruction):
     ENGINES = ("vector",)
     ENGINE_STATE = "accumulators"
     PROFILER_OPCODE = "TENSOR_SCALAR_REDUCE"
+    NKI_ARGS = "dst, data, op0, operand0, reduce_op, reduce_res, reverse0"
     FLOPS_PER_ELEMENT = 2
 
-    dst: AccessPattern
-    src: AccessPattern
+    dst: AccessPattern = operand(WRITE)
+    src: AccessPattern = operand(READ, nki="data")
     op0: AluOp
-    scalar0: Scalar
+    scalar0: Scalar = maybe_operand(READ, nki="operand0")
     reduce_op: ReduceOp
-    reduce_dst: AccessPattern
+    reduce_dst: AccessPattern = operand(WRITE, nki="reduce_res")
     reverse0: bool = False
-
-    def reads(self) -> tuple[AccessPattern, ...]:
-        return (self.src, *scalar_aps(self.scalar0))
-
-    def writes(self) -> tuple[AccessPattern, ...]:
-        return (self.dst, self.reduce_dst)
 
     def check(self, spec: MachineSpec) -> None:
         super().check(spec)
@@ -193,21 +183,16 @@ class TensorScalarCumulative(ComputeInstruction):
     ENGINES = ("vector",)
     ENGINE_STATE = "accumulators"
     PROFILER_OPCODE = "TENSOR_SCALAR_CUMULATIVE"
+    NKI_ARGS = "dst, src, op0, op1, imm0, imm1, reduce_cmd"
     FLOPS_PER_ELEMENT = 2
 
-    dst: AccessPattern
-    src: AccessPattern
+    dst: AccessPattern = operand(WRITE)
+    src: AccessPattern = operand(READ)
     op0: AluOp
     op1: AluOp
-    imm0: Scalar
-    imm1: Scalar | None = None
+    imm0: Scalar = maybe_operand(READ)
+    imm1: Scalar | None = maybe_operand(READ, default=None)
     reduce_cmd: ReduceCmd = ReduceCmd.reset_reduce
-
-    def reads(self) -> tuple[AccessPattern, ...]:
-        return (self.src, *scalar_aps(self.imm0, self.imm1))
-
-    def writes(self) -> tuple[AccessPattern, ...]:
-        return (self.dst,)
 
     def check(self, spec: MachineSpec) -> None:
         super().check(spec)

@@ -23,11 +23,11 @@ from hwsim.isa.compute_base import (
     Scalar,
     read_2d,
     read_scalar,
-    scalar_aps,
     write_result,
 )
 from hwsim.isa.copy_ops import same_shape
 from hwsim.isa.engine_state import ReduceCmd, accumulators, check_reduce_cmd
+from hwsim.isa.operands import READ, WRITE, maybe_operand, operand
 from hwsim.kernels import AluOp
 
 if TYPE_CHECKING:
@@ -83,14 +83,8 @@ class Max8(ComputeInstruction):
     ENGINES = ("vector",)
     PROFILER_OPCODE = "MAX8"
 
-    dst: AccessPattern
-    src: AccessPattern
-
-    def reads(self) -> tuple[AccessPattern, ...]:
-        return (self.src,)
-
-    def writes(self) -> tuple[AccessPattern, ...]:
-        return (self.dst,)
+    dst: AccessPattern = operand(WRITE)
+    src: AccessPattern = operand(READ)
 
     def check(self, spec: MachineSpec) -> None:
         super().check(spec)
@@ -116,15 +110,9 @@ class NcFindIndex8(ComputeInstruction):
     ENGINES = ("vector",)
     PROFILER_OPCODE = "FIND_INDEX8"
 
-    dst: AccessPattern
-    data: AccessPattern
-    vals: AccessPattern
-
-    def reads(self) -> tuple[AccessPattern, ...]:
-        return (self.data, self.vals)
-
-    def writes(self) -> tuple[AccessPattern, ...]:
-        return (self.dst,)
+    dst: AccessPattern = operand(WRITE)
+    data: AccessPattern = operand(READ)
+    vals: AccessPattern = operand(READ)
 
     def check(self, spec: MachineSpec) -> None:
         super().check(spec)
@@ -156,18 +144,13 @@ class NcMatchReplace8(ComputeInstruction):
     OPCODE = "nc_match_replace8"
     ENGINES = ("vector",)
     PROFILER_OPCODE = "MATCH_REPLACE8"
+    NKI_ARGS = "dst, data, vals, imm, dst_idx"
 
-    dst: AccessPattern
-    data: AccessPattern
-    vals: AccessPattern
+    dst: AccessPattern = operand(WRITE)
+    data: AccessPattern = operand(READ)
+    vals: AccessPattern = operand(READ)
     imm: float
-    dst_idx: AccessPattern | None = None
-
-    def reads(self) -> tuple[AccessPattern, ...]:
-        return (self.data, self.vals)
-
-    def writes(self) -> tuple[AccessPattern, ...]:
-        return (self.dst,) if self.dst_idx is None else (self.dst, self.dst_idx)
+    dst_idx: AccessPattern | None = maybe_operand(WRITE, default=None)
 
     def check(self, spec: MachineSpec) -> None:
         super().check(spec)
@@ -220,25 +203,23 @@ class RangeSelect(ComputeInstruction):
     OPCODE = "range_select"
     ENGINES = ("vector",)
     PROFILER_OPCODE = "RANGE_SELECT"
+    NKI_ARGS = (
+        "dst, on_true_tile, comp_op0, comp_op1, bound0, bound1, reduce_cmd, reduce_res, "
+        "reduce_op, range_start, on_false_value"
+    )
     ENGINE_STATE = "accumulators"
 
-    dst: AccessPattern
-    on_true: AccessPattern
+    dst: AccessPattern = operand(WRITE)
+    on_true: AccessPattern = operand(READ, nki="on_true_tile")
     comp_op0: AluOp
     comp_op1: AluOp
-    bound0: AccessPattern
-    bound1: AccessPattern
+    bound0: AccessPattern = operand(READ)
+    bound1: AccessPattern = operand(READ)
     reduce_cmd: ReduceCmd = ReduceCmd.reset_reduce
-    reduce_res: AccessPattern | None = None
+    reduce_res: AccessPattern | None = maybe_operand(WRITE, default=None)
     reduce_op: AluOp = AluOp.max
     range_start: int = 0
     on_false_value: float = FP32_MIN
-
-    def reads(self) -> tuple[AccessPattern, ...]:
-        return (self.on_true, self.bound0, self.bound1)
-
-    def writes(self) -> tuple[AccessPattern, ...]:
-        return (self.dst,) if self.reduce_res is None else (self.dst, self.reduce_res)
 
     def check(self, spec: MachineSpec) -> None:
         super().check(spec)
@@ -301,22 +282,17 @@ class SelectReduce(ComputeInstruction):
     OPCODE = "select_reduce"
     ENGINES = ("vector",)
     PROFILER_OPCODE = "SELECT_REDUCE"
+    NKI_ARGS = "dst, predicate, on_true, on_false, reduce_res, reduce_cmd, reduce_op, reverse_pred"
     ENGINE_STATE = "accumulators"
 
-    dst: AccessPattern
-    predicate: AccessPattern
-    on_true: AccessPattern
-    on_false: Scalar
-    reduce_res: AccessPattern | None = None
+    dst: AccessPattern = operand(WRITE)
+    predicate: AccessPattern = operand(READ)
+    on_true: AccessPattern = operand(READ)
+    on_false: Scalar = maybe_operand(READ)
+    reduce_res: AccessPattern | None = maybe_operand(WRITE, default=None)
     reduce_cmd: ReduceCmd = ReduceCmd.idle
     reduce_op: AluOp = AluOp.max
     reverse_pred: bool = False
-
-    def reads(self) -> tuple[AccessPattern, ...]:
-        return (self.predicate, self.on_true, *scalar_aps(self.on_false))
-
-    def writes(self) -> tuple[AccessPattern, ...]:
-        return (self.dst,) if self.reduce_res is None else (self.dst, self.reduce_res)
 
     def check(self, spec: MachineSpec) -> None:
         super().check(spec)

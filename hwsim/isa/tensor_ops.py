@@ -15,6 +15,7 @@ import numpy as np
 
 from hwsim.isa.ap import AccessPattern, MemorySpace
 from hwsim.isa.base import Instruction, MachineSpec, register
+from hwsim.isa.operands import READ, WRITE, operand
 
 if TYPE_CHECKING:
     from hwsim.machine.state import CoreState
@@ -74,10 +75,14 @@ class NcMatmul(Instruction):
     OPCODE = "nc_matmul"
     ENGINES = ("tensor",)
     PROFILER_OPCODE = "MATMUL"
+    NKI_ARGS = (
+        "dst, stationary, moving, is_stationary_onezero, is_moving_onezero, *, accumulate, "
+        "perf_mode"
+    )
 
-    dst: AccessPattern
-    stationary: AccessPattern
-    moving: AccessPattern
+    dst: AccessPattern = operand(WRITE)
+    stationary: AccessPattern = operand(READ)
+    moving: AccessPattern = operand(READ)
     accumulate: bool = False
     is_stationary_onezero: bool = False
     is_moving_onezero: bool = False
@@ -105,9 +110,6 @@ class NcMatmul(Instruction):
                 self.moving,
             )
         )
-
-    def writes(self) -> tuple[AccessPattern, ...]:
-        return (self.dst,)
 
     def check_operand(
         self, spec: MachineSpec, name: str, ap: AccessPattern, *, is_write: bool
@@ -225,14 +227,8 @@ class NcTranspose(Instruction):
     ENGINES = ("tensor", "vector")
     PROFILER_OPCODE = "TRANSPOSE"
 
-    dst: AccessPattern
-    src: AccessPattern
-
-    def reads(self) -> tuple[AccessPattern, ...]:
-        return (self.src,)
-
-    def writes(self) -> tuple[AccessPattern, ...]:
-        return (self.dst,)
+    dst: AccessPattern = operand(WRITE)
+    src: AccessPattern = operand(READ, nki="data")
 
     def check(self, spec: MachineSpec) -> None:
         super().check(spec)

@@ -23,10 +23,10 @@ from hwsim.isa.compute_base import (
     UnaryCompute,
     read_2d,
     read_scalar,
-    scalar_aps,
     write_result,
 )
 from hwsim.isa.copy_ops import same_shape
+from hwsim.isa.operands import READ, WRITE, maybe_operand, operand
 from hwsim.isa.tensor_ops import as_2d
 from hwsim.kernels import AluOp
 
@@ -55,16 +55,10 @@ class TensorTensor(ComputeInstruction):
     PROFILER_OPCODE = "TENSOR_TENSOR"
     FLOPS_PER_ELEMENT = 1
 
-    dst: AccessPattern
-    src0: AccessPattern
-    src1: AccessPattern
+    dst: AccessPattern = operand(WRITE)
+    src0: AccessPattern = operand(READ, nki="data1")
+    src1: AccessPattern = operand(READ, nki="data2")
     op: AluOp
-
-    def reads(self) -> tuple[AccessPattern, ...]:
-        return (self.src0, self.src1)
-
-    def writes(self) -> tuple[AccessPattern, ...]:
-        return (self.dst,)
 
     def _bitvec(self) -> bool:
         return AluOp(self.op) in kernels.INTEGER_ONLY_OPS
@@ -113,20 +107,14 @@ class TensorScalar(ComputeInstruction):
     ENGINES = ("vector", "scalar", "gpsimd")
     PROFILER_OPCODE = "TENSOR_SCALAR"
 
-    dst: AccessPattern
-    src: AccessPattern
+    dst: AccessPattern = operand(WRITE)
+    src: AccessPattern = operand(READ, nki="data")
     op0: AluOp
-    scalar0: Scalar
+    scalar0: Scalar = maybe_operand(READ, nki="operand0")
     reverse0: bool = False
     op1: AluOp = AluOp.bypass
-    scalar1: Scalar = 0.0
+    scalar1: Scalar = maybe_operand(READ, default=0.0, nki="operand1")
     reverse1: bool = False
-
-    def reads(self) -> tuple[AccessPattern, ...]:
-        return (self.src, *scalar_aps(self.scalar0, self.scalar1))
-
-    def writes(self) -> tuple[AccessPattern, ...]:
-        return (self.dst,)
 
     def _bitvec(self) -> bool:
         return bool({AluOp(self.op0), AluOp(self.op1)} & kernels.INTEGER_ONLY_OPS)
@@ -193,20 +181,14 @@ class ScalarTensorTensor(ComputeInstruction):
     PROFILER_OPCODE = "SCALAR_TENSOR_TENSOR"
     FLOPS_PER_ELEMENT = 2
 
-    dst: AccessPattern
-    src0: AccessPattern
+    dst: AccessPattern = operand(WRITE)
+    src0: AccessPattern = operand(READ, nki="data")
     op0: AluOp
-    scalar0: Scalar
+    scalar0: Scalar = maybe_operand(READ, nki="operand0")
     op1: AluOp
-    src1: AccessPattern
+    src1: AccessPattern = operand(READ, nki="operand1")
     reverse0: bool = False
     reverse1: bool = False
-
-    def reads(self) -> tuple[AccessPattern, ...]:
-        return (self.src0, self.src1, *scalar_aps(self.scalar0))
-
-    def writes(self) -> tuple[AccessPattern, ...]:
-        return (self.dst,)
 
     def check(self, spec: MachineSpec) -> None:
         super().check(spec)
@@ -264,11 +246,8 @@ class Memset(ComputeInstruction):
     ENGINES = ("vector", "gpsimd")
     PROFILER_OPCODE = "MEMSET"
 
-    dst: AccessPattern
+    dst: AccessPattern = operand(WRITE)
     value: float
-
-    def writes(self) -> tuple[AccessPattern, ...]:
-        return (self.dst,)
 
     def check(self, spec: MachineSpec) -> None:
         super().check(spec)
@@ -301,16 +280,10 @@ class Select(ComputeInstruction):
     ENGINES = ("vector",)
     PROFILER_OPCODE = "SELECT"
 
-    dst: AccessPattern
-    pred: AccessPattern
-    on_true: AccessPattern
-    on_false: AccessPattern
-
-    def reads(self) -> tuple[AccessPattern, ...]:
-        return (self.pred, self.on_true, self.on_false)
-
-    def writes(self) -> tuple[AccessPattern, ...]:
-        return (self.dst,)
+    dst: AccessPattern = operand(WRITE)
+    pred: AccessPattern = operand(READ, nki="predicate")
+    on_true: AccessPattern = operand(READ)
+    on_false: AccessPattern = operand(READ)
 
     def check(self, spec: MachineSpec) -> None:
         super().check(spec)

@@ -7,46 +7,28 @@ are the instructions' (``hwsim.isa.gather_ops``).
 
 from __future__ import annotations
 
-from collections.abc import Sequence
 from typing import Any
 
 from hwsim.errors import IllegalInstructionError
 from hwsim.isa.base import Instruction
-from hwsim.lang.emit import emit, gpsimd_engine, vector_engine
+from hwsim.isa.gather_ops import LocalGather, NcNGather, NcStreamShuffle
+from hwsim.lang.calls import isa_call
+from hwsim.lang.emit import emit, vector_engine
 from hwsim.lang.kernel import source_location
 
-
-def local_gather(
-    dst: Any,
-    src_buffer: Any,
-    index: Any,
-    num_elem_per_idx: int = 1,
-    num_valid_indices: int | None = None,
-) -> Instruction:
+local_gather = isa_call(
+    LocalGather,
     """Per 16-partition GpSimd core: gather num_elem_per_idx elements at each of the core's
-    (uint16) indices from each partition's own row of src_buffer into dst."""
-    return emit(
-        "local_gather",
-        gpsimd_engine,
-        dst=dst,
-        src_buffer=src_buffer,
-        index=index,
-        num_elem_per_idx=int(num_elem_per_idx),
-        num_valid_indices=None if num_valid_indices is None else int(num_valid_indices),
-    )
-
-
-def nc_n_gather(dst: Any, data: Any, indices: Any) -> Instruction:
-    """dst[p, i] = data[p, indices[p, i]] (uint32 indices into each partition's flat row)."""
-    return emit("nc_n_gather", gpsimd_engine, dst=dst, data=data, indices=indices)
-
-
-def nc_stream_shuffle(dst: Any, src: Any, shuffle_mask: Sequence[int]) -> Instruction:
+    (uint16) indices from each partition's own row of src_buffer into dst.""",
+)
+nc_n_gather = isa_call(
+    NcNGather, "dst[p, i] = data[p, indices[p, i]] (uint32 indices into each partition's flat row)."
+)
+nc_stream_shuffle = isa_call(
+    NcStreamShuffle,
     """In each 32-partition quadrant, dst partition i = src partition shuffle_mask[i] (255:
-    unmodified)."""
-    return emit(
-        "nc_stream_shuffle", vector_engine, dst=dst, src=src, shuffle_mask=tuple(shuffle_mask)
-    )
+    unmodified).""",
+)
 
 
 def _free_axis(call: str, axis: int) -> int:

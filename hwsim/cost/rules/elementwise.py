@@ -19,10 +19,10 @@ from hwsim.cost.streaming import (
     streaming_cycles,
 )
 from hwsim.isa.ap import MemorySpace
-from hwsim.isa.compute_base import scalar_aps
 from hwsim.isa.copy_ops import TensorCopy, TensorCopyPredicated
 from hwsim.isa.dynamic_copy_ops import _DynamicCopy
 from hwsim.isa.fused_ops import Activate2, Exponential
+from hwsim.isa.operands import aps
 from hwsim.isa.scalar_ops import Activation, ActivationReduce
 from hwsim.isa.vector_ops import (
     Memset,
@@ -118,7 +118,7 @@ def select(model: CostModel, instruction: Select) -> Cost:
 
 @cost_rule(TensorCopyPredicated)
 def tensor_copy_predicated(model: CostModel, instruction: TensorCopyPredicated) -> Cost:
-    inputs = (*scalar_aps(instruction.src), instruction.predicate)
+    inputs = (*aps(instruction.src), instruction.predicate)
     work = streaming_cycles(model, "vector", inputs, (instruction.dst,))
     return model.compute("vector", work)
 
