@@ -14,6 +14,7 @@ from typing import Any
 
 import numpy as np
 
+from hwsim.engines import engine_names
 from hwsim.kernels.ops import ActivationFunction, AluOp, ReduceOp
 from hwsim.lang.tiles import psum, sbuf
 from hwsim.nki import pending as pd
@@ -78,7 +79,6 @@ def reduce_op(op: Any, call: str) -> ReduceOp:
 
 #: Parameters whose value is an operator, and its kind.
 _OP_PARAMS = {"op": alu_op, "op0": alu_op, "op1": alu_op, "cmp_op": alu_op}
-_ENGINES = {"tensor", "vector", "scalar", "gpsimd", "sync", "unknown"}
 #: Arguments accepted everywhere and applied by this layer, or without effect here.
 _DROPPED = ("name",)
 
@@ -87,7 +87,7 @@ def _engine(value: Any) -> str | None:
     if value is None:
         return None
     text = str(getattr(value, "name", value)).replace("_engine", "").replace("engine.", "")
-    if text not in _ENGINES:
+    if text != "unknown" and text not in engine_names():
         raise nt.fail("engine=", f"{value!r}; valid: nisa.vector_engine, scalar_engine, ...")
     return None if text == "unknown" else text
 
