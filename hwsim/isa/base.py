@@ -20,7 +20,7 @@ from hwsim.config.timebase import TimeBase
 from hwsim.engines import engine_names, engine_spec
 from hwsim.errors import IllegalInstructionError, MemoryAccessError
 from hwsim.isa.ap import MAX_FREE_DIMS, AccessPattern, MemorySpace
-from hwsim.isa.operands import derive_operand_methods
+from hwsim.isa.operands import derive_operand_methods, written_fields
 
 if TYPE_CHECKING:
     from hwsim.machine.state import CoreState
@@ -149,9 +149,9 @@ class Instruction:
         allowed = self.allowed_engines()
         if self.engine not in allowed:
             self.fail(f"cannot run on engine '{self.engine}'; it runs on {', '.join(allowed)}")
-        written = {id(ap) for ap in self.writes()}
+        written = written_fields(type(self))
         for name, ap in self.operand_names().items():
-            self.check_operand(spec, name, ap, is_write=id(ap) in written)
+            self.check_operand(spec, name, ap, is_write=name in written)
 
     def check_operand(
         self, spec: MachineSpec, name: str, ap: AccessPattern, *, is_write: bool
@@ -254,19 +254,30 @@ InstructionT = TypeVar("InstructionT", bound=type[Instruction])
 ISA: dict[str, type[Instruction]] = {}
 
 
-def register(cls: InstructionT) -> InstructionT:
-    """Class decorator adding an instruction to the ISA registry (and its ``reads``/``writes``,
-    from its operand fields' roles, ``hwsim.isa.operands``); duplicate opcodes are errors."""
-    if not cls.OPCODE or not cls.ENGINES:
-        raise TypeError(f"{cls.__name__} must set OPCODE and ENGINES")
-    if cls.OPCODE in ISA:
-        raise ValueError(
-            f"opcode '{cls.OPCODE}' is already registered by {ISA[cls.OPCODE].__name__}"
-        )
-    ISA[cls.OPCODE] = cls
-    derive_operand_methods(cls)
-    _fill_dict_init(cls)
-    return cls
+def register(
+    opcode: str, *, engines: tuple[str, ...] | None = None, profiler: str = ""
+) -> Callable[[InstructionT], InstructionT]:
+    """Class decorator adding an instruction to the ISA registry as ``opcode``, on ``engines``
+    (default: the class's ``ENGINES``), named ``profiler`` in hardware profiles (default: the
+    class's ``PROFILER_OPCODE``), with its ``reads``/``writes`` from its operand fields' roles
+    (``hwsim.isa.operands``); a duplicate opcode is an error."""
+
+    def decorate(cls: InstructionT) -> InstructionT:
+        cls.OPCODE = opcode
+        if engines is not None:
+            cls.ENGINES = engines
+        if profiler:
+            cls.PROFILER_OPCODE = profiler
+        if not cls.ENGINES:
+            raise TypeError(f"{cls.__name__} must name its ENGINES")
+        if opcode in ISA:
+            raise ValueError(f"opcode '{opcode}' is already registered by {ISA[opcode].__name__}")
+        ISA[opcode] = cls
+        derive_operand_methods(cls)
+        _fill_dict_init(cls)
+        return cls
+
+    return decorate
 
 
 def _fill_dict_init(cls: type) -> None:

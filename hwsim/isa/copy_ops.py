@@ -38,14 +38,10 @@ def same_shape(instruction: Instruction, a: AccessPattern, b: AccessPattern, nam
         )
 
 
-@register
+@register("tensor_copy", engines=("vector", "scalar", "gpsimd"), profiler="TENSOR_COPY")
 @dataclass(frozen=True, kw_only=True)
 class TensorCopy(Instruction):
     """dst = src, converting to dst's dtype (RNE); bit-exact when the dtypes match."""
-
-    OPCODE = "tensor_copy"
-    ENGINES = ("vector", "scalar", "gpsimd")
-    PROFILER_OPCODE = "TENSOR_COPY"
 
     dst: AccessPattern = operand(WRITE)
     src: AccessPattern = operand(READ)
@@ -64,7 +60,7 @@ class TensorCopy(Instruction):
 COPY_PREDICATE_DTYPES = ("uint8", "uint16", "uint32")
 
 
-@register
+@register("tensor_copy_predicated", engines=("vector",), profiler="COPY_PREDICATED")
 @dataclass(frozen=True, kw_only=True)
 class TensorCopyPredicated(ComputeInstruction):
     """dst = src where predicate (uint8/16/32) is nonzero (zero if ``reverse_pred``); dst's other
@@ -77,9 +73,6 @@ class TensorCopyPredicated(ComputeInstruction):
     no stream. For initcheck it writes only the elements it copies.
     """
 
-    OPCODE = "tensor_copy_predicated"
-    ENGINES = ("vector",)
-    PROFILER_OPCODE = "COPY_PREDICATED"
     NKI_ARGS = "dst, src, predicate, reverse_pred"
 
     dst: AccessPattern = operand(WRITE)

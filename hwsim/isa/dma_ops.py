@@ -118,13 +118,10 @@ class _DmaInstruction(Instruction):
         return TransferSides(self.src, self.dst)
 
 
-@register
+@register("dma_copy", profiler="DMA_DIRECT2D")
 @dataclass(frozen=True, kw_only=True)
 class DmaCopy(_DmaInstruction):
     """dst = src, converting dtype (via fp32, as the DMA engines do [S12][S15])."""
-
-    OPCODE = "dma_copy"
-    PROFILER_OPCODE = "DMA_DIRECT2D"
 
     def check(self, spec: MachineSpec) -> None:
         super().check(spec)
@@ -142,13 +139,10 @@ class DmaCopy(_DmaInstruction):
         state.write(self.dst, values.reshape(self.dst.shape))
 
 
-@register
+@register("dma_transpose", profiler="DMA_TRANSPOSE")
 @dataclass(frozen=True, kw_only=True)
 class DmaTranspose(_DmaInstruction):
     """dst[F, P] = src[P, F] during the copy, at a fraction of DMA bandwidth [S2]."""
-
-    OPCODE = "dma_transpose"
-    PROFILER_OPCODE = "DMA_TRANSPOSE"
 
     def check(self, spec: MachineSpec) -> None:
         super().check(spec)
@@ -166,7 +160,7 @@ class DmaTranspose(_DmaInstruction):
         state.write(self.dst, np.ascontiguousarray(values.T).reshape(self.dst.shape))
 
 
-@register
+@register("dma_gather", engines=("gpsimd",), profiler="DMA_INDIRECT")
 @dataclass(frozen=True, kw_only=True)
 class DmaGather(_DmaInstruction):
     """dst[p, :] = src[indices[p], :] for the P partitions of dst: an indirect (swdge) DMA.
@@ -189,10 +183,6 @@ class DmaGather(_DmaInstruction):
     covers all of it) plus the index tile; ``moved_reads()`` gives trace statistics the P rows
     actually moved.
     """
-
-    OPCODE = "dma_gather"
-    PROFILER_OPCODE = "DMA_INDIRECT"  # assumed: the indirect counterpart of DMA_DIRECT2D
-    ENGINES = ("gpsimd",)
 
     indices: AccessPattern = operand(READ)
     dge_mode: DgeMode = DgeMode.swdge

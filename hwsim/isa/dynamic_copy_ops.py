@@ -99,7 +99,7 @@ class _DynamicCopy(ComputeInstruction):
         raise NotImplementedError
 
 
-@register
+@register("tensor_copy_dynamic_src", profiler="TENSOR_COPY_DYNAMIC")
 @dataclass(frozen=True, kw_only=True)
 class TensorCopyDynamicSrc(_DynamicCopy):
     """dst = src's window at the run-time offset (older nki.isa API [S16]): src is the range the
@@ -108,9 +108,6 @@ class TensorCopyDynamicSrc(_DynamicCopy):
     Cost: max(MIN_II_DYNAMIC, N) cycles [S16] (``min_ii_dynamic_cycles``, ~600), N the window's
     elements per partition streamed in and out, plus the engine's fixed cost (GpSimdE's start).
     """
-
-    OPCODE = "tensor_copy_dynamic_src"
-    PROFILER_OPCODE = "TENSOR_COPY_DYNAMIC"
 
     def ranged(self) -> AccessPattern:
         return self.src
@@ -129,15 +126,12 @@ class TensorCopyDynamicSrc(_DynamicCopy):
         state.write(self.dst, state.read(self.window(start)).reshape(self.dst.shape))
 
 
-@register
+@register("tensor_copy_dynamic_dst", profiler="TENSOR_COPY_DYNAMIC")
 @dataclass(frozen=True, kw_only=True)
 class TensorCopyDynamicDst(_DynamicCopy):
     """dst's window at the run-time offset = src (older nki.isa API [S16]): dst is the range the
     window may take, src the window's shape; converts dtype like tensor_copy. Only the window's
     bytes are written (initcheck marks just those). Cost as tensor_copy_dynamic_src [S16]."""
-
-    OPCODE = "tensor_copy_dynamic_dst"
-    PROFILER_OPCODE = "TENSOR_COPY_DYNAMIC"
 
     def ranged(self) -> AccessPattern:
         return self.dst

@@ -47,7 +47,7 @@ ACTIVATE2_OP_PAIRS = frozenset(
 )
 
 
-@register
+@register("exponential", engines=("vector",), profiler="EXPONENTIAL")
 @dataclass(frozen=True, kw_only=True)
 class Exponential(ComputeInstruction):
     """dst = exp(src - max_value), max_value an fp32 immediate or [P, 1] tile; with reduce_cmd
@@ -60,9 +60,6 @@ class Exponential(ComputeInstruction):
     is given (an assumption, as tensor_scalar_reduce's documented read-out [S16]).
     """
 
-    OPCODE = "exponential"
-    ENGINES = ("vector",)
-    PROFILER_OPCODE = "EXPONENTIAL"
     NKI_ARGS = "dst, src, max_value, reduce_res, reduce_cmd, reduce_init"
     ENGINE_STATE = "accumulators"
 
@@ -101,7 +98,7 @@ class Exponential(ComputeInstruction):
             write_result(state, self.reduce_res, registers, False)
 
 
-@register
+@register("activate2", engines=("scalar",), profiler="ACTIVATE2")
 @dataclass(frozen=True, kw_only=True)
 class Activate2(ComputeInstruction):
     """dst = func((src op0 imm0) op1 imm1) with one of six (op0, op1) pairs [S15], reverse0 /
@@ -116,9 +113,6 @@ class Activate2(ComputeInstruction):
     accumulators out when reduce_res is given (activation_reduce's ActReadAccumulator [S1][S16]).
     """
 
-    OPCODE = "activate2"
-    ENGINES = ("scalar",)
-    PROFILER_OPCODE = "ACTIVATE2"
     NKI_ARGS = (
         "dst, op, data, imm0, imm1, op0, op1, relu_param, reverse0, reverse1, reduce_op, "
         "reduce_res, reduce_cmd"

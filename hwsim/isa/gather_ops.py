@@ -70,7 +70,7 @@ def check_gpsimd_groups(instruction: ComputeInstruction, **operands: AccessPatte
         )
 
 
-@register
+@register("local_gather", engines=("gpsimd",), profiler="LOCAL_GATHER")
 @dataclass(frozen=True, kw_only=True)
 class LocalGather(ComputeInstruction):
     """Per 16-partition GpSimd core: the core flattens its 16 partitions of ``index`` (uint16,
@@ -86,9 +86,6 @@ class LocalGather(ComputeInstruction):
     lane path), so it multiplies: the simulator's reading (docs/fidelity.md). Rounded up.
     """
 
-    OPCODE = "local_gather"
-    ENGINES = ("gpsimd",)
-    PROFILER_OPCODE = "LOCAL_GATHER"
     NKI_ARGS = "dst, src_buffer, index, num_elem_per_idx, num_valid_indices"
 
     dst: AccessPattern = operand(WRITE)
@@ -136,7 +133,7 @@ class LocalGather(ComputeInstruction):
         write_bits(state, self.dst, out)
 
 
-@register
+@register("nc_n_gather", engines=("gpsimd",), profiler="N_GATHER")
 @dataclass(frozen=True, kw_only=True)
 class NcNGather(ComputeInstruction):
     """dst[p, i] = data[p, indices[p, i]], each partition gathering from its own flattened
@@ -147,10 +144,6 @@ class NcNGather(ComputeInstruction):
     ceil(M / 512) ISA instructions [S15], so GPSIMD_START per instruction plus the streaming of
     the M indices in and M results out; the table reads are random accesses, not a stream.
     """
-
-    OPCODE = "nc_n_gather"
-    ENGINES = ("gpsimd",)
-    PROFILER_OPCODE = "N_GATHER"
 
     dst: AccessPattern = operand(WRITE)
     data: AccessPattern = operand(READ)
@@ -182,7 +175,7 @@ class NcNGather(ComputeInstruction):
         write_bits(state, self.dst, out)
 
 
-@register
+@register("nc_stream_shuffle", engines=("vector",), profiler="STREAM_SHUFFLE")
 @dataclass(frozen=True, kw_only=True)
 class NcStreamShuffle(ComputeInstruction):
     """Within each 32-partition quadrant, dst partition i = src partition shuffle_mask[i] (255:
@@ -193,10 +186,6 @@ class NcStreamShuffle(ComputeInstruction):
 
     Cost: max(MIN_II, N) VectorE cycles [S16], N = src's elements per partition.
     """
-
-    OPCODE = "nc_stream_shuffle"
-    ENGINES = ("vector",)
-    PROFILER_OPCODE = "STREAM_SHUFFLE"
 
     dst: AccessPattern = operand(WRITE)
     src: AccessPattern = operand(READ)

@@ -51,7 +51,7 @@ class _AffinePattern(ComputeInstruction):
             )
 
 
-@register
+@register("iota", profiler="IOTA")
 @dataclass(frozen=True, kw_only=True)
 class Iota(_AffinePattern):
     """dst[p, i...] = the affine expression in 32-bit integer math, cast to dst's dtype [S15].
@@ -59,8 +59,6 @@ class Iota(_AffinePattern):
     Cost GPSIMD_START + N [S16].
     """
 
-    OPCODE = "iota"
-    PROFILER_OPCODE = "IOTA"
     NKI_ARGS = "dst, *, steps, offset, channel_multiplier"
 
     def execute(self, state: CoreState) -> None:
@@ -68,7 +66,7 @@ class Iota(_AffinePattern):
         state.write(self.dst, values)
 
 
-@register
+@register("affine_select", profiler="AFFINE_SELECT")
 @dataclass(frozen=True, kw_only=True)
 class AffineSelect(_AffinePattern):
     """dst = src where (affine expression cmp_op 0) holds, else on_false (e.g. causal masks).
@@ -76,8 +74,6 @@ class AffineSelect(_AffinePattern):
     src has dst's shape; values pass through fp32. Cost GPSIMD_START + N [S16].
     """
 
-    OPCODE = "affine_select"
-    PROFILER_OPCODE = "AFFINE_SELECT"
     NKI_ARGS = "dst, on_true_tile, on_false_value, cmp_op, *, steps, offset, channel_multiplier"
 
     src: AccessPattern = operand(READ, nki="on_true_tile")
@@ -106,7 +102,7 @@ PARTITION_REDUCE_OPS = frozenset(
 )
 
 
-@register
+@register("tensor_partition_reduce", engines=("gpsimd",), profiler="PARTITION_REDUCE")
 @dataclass(frozen=True, kw_only=True)
 class TensorPartitionReduce(ComputeInstruction):
     """dst[1, N] = reduce of src[P, N] across its partitions (partition 0 first).
@@ -121,9 +117,6 @@ class TensorPartitionReduce(ComputeInstruction):
     iota's N term; P = 1 is one pass (a copy).
     """
 
-    OPCODE = "tensor_partition_reduce"
-    ENGINES = ("gpsimd",)
-    PROFILER_OPCODE = "PARTITION_REDUCE"
     NKI_ARGS = "dst, op, data"
     FLOPS_PER_ELEMENT = 1
 

@@ -33,7 +33,7 @@ def _columns(ap: AccessPattern, first: int, count: int) -> AccessPattern:
     return replace(ap, free_sizes=(count,), offset_bytes=ap.offset_bytes + shift)
 
 
-@register
+@register("topk", engines=("gpsimd",), profiler="TOPK")
 @dataclass(frozen=True, kw_only=True)
 class TopK(ComputeInstruction):
     """The K largest values of each 16-partition group's snake and their indices [S15].
@@ -49,10 +49,6 @@ class TopK(ComputeInstruction):
 
     Cost: 4 * n + K GpSimdE cycles [S15], the whole cost (no separate GPSIMD_START).
     """
-
-    OPCODE = "topk"
-    ENGINES = ("gpsimd",)
-    PROFILER_OPCODE = "TOPK"
 
     val_dst: AccessPattern = operand(WRITE)
     idx_dst: AccessPattern = operand(WRITE)
@@ -103,7 +99,7 @@ class TopK(ComputeInstruction):
         write_result(state, idx_out, indices, True)
 
 
-@register
+@register("nonzero_with_count", engines=("gpsimd",), profiler="NONZERO_WITH_COUNT")
 @dataclass(frozen=True, kw_only=True)
 class NonzeroWithCount(ComputeInstruction):
     """On the first partition of each GpSimd core's group (partitions 0, 16, .. 112): dst's row
@@ -115,9 +111,6 @@ class NonzeroWithCount(ComputeInstruction):
     streamed in and out (T + 1 cycles: the cores work in parallel, one row each).
     """
 
-    OPCODE = "nonzero_with_count"
-    ENGINES = ("gpsimd",)
-    PROFILER_OPCODE = "NONZERO_WITH_COUNT"
     NKI_ARGS = "dst, src, index_offset, padding_val"
 
     dst: AccessPattern = operand(WRITE)
@@ -173,7 +166,7 @@ class NonzeroWithCount(ComputeInstruction):
             write_result(state, row_out, out, True)
 
 
-@register
+@register("sequence_bounds", engines=("gpsimd",), profiler="SEQUENCE_BOUNDS")
 @dataclass(frozen=True, kw_only=True)
 class SequenceBounds(ComputeInstruction):
     """For each element of segment_ids [1, N] (non-negative; 0 marks padding), the start and the
@@ -184,10 +177,6 @@ class SequenceBounds(ComputeInstruction):
     Cost: no published figure (HARDWARE.md §3 "n/a"). Assumption: GPSIMD_START + the streaming
     of N ids in and 2N bounds out (2N cycles: the forward and backward passes).
     """
-
-    OPCODE = "sequence_bounds"
-    ENGINES = ("gpsimd",)
-    PROFILER_OPCODE = "SEQUENCE_BOUNDS"
 
     dst: AccessPattern = operand(WRITE)
     segment_ids: AccessPattern = operand(READ)

@@ -87,7 +87,7 @@ def read_scales(state: CoreState, scale: AccessPattern, data: AccessPattern) -> 
     return np.concatenate([read_bits(state, q) for q in scale_quadrants(scale, data)], axis=0)
 
 
-@register
+@register("quantize_mx", engines=("vector",), profiler="QUANTIZE_MX")
 @dataclass(frozen=True, kw_only=True)
 class QuantizeMx(ComputeInstruction):
     """Quantize src [P, F] (fp16/bf16) to MXFP8: dst [P, F / 4] fp8_e5m2_x4 / fp8_e4m3fn_x4
@@ -99,10 +99,6 @@ class QuantizeMx(ComputeInstruction):
     Cost: 4 input elements per partition per cycle [S3]: max(MIN_II, ceil(F / 4)) VectorE
     cycles (times the passes over the lanes).
     """
-
-    OPCODE = "quantize_mx"
-    ENGINES = ("vector",)
-    PROFILER_OPCODE = "QUANTIZE_MX"
 
     dst: AccessPattern = operand(WRITE)
     src: AccessPattern = operand(READ)
@@ -144,7 +140,7 @@ class QuantizeMx(ComputeInstruction):
             write_result(state, piece, rows, True)
 
 
-@register
+@register("nc_matmul_mx", engines=("tensor",), profiler="MATMUL")
 @dataclass(frozen=True, kw_only=True)
 class NcMatmulMx(Instruction):
     """dst[M, N] (+)= dequant(stationary)[K, M].T @ dequant(moving)[K, N], K = 4 x partitions
@@ -157,10 +153,6 @@ class NcMatmulMx(Instruction):
     Cost: 4x BF16 throughput [S3]: the configured TensorE timing model on K = 4P with 4 rows
     per PE row (``MatmulShape.row_packing``), i.e. the time of a BF16 matmul with K = P.
     """
-
-    OPCODE = "nc_matmul_mx"
-    ENGINES = ("tensor",)
-    PROFILER_OPCODE = "MATMUL"
 
     dst: AccessPattern = operand(WRITE)
     stationary: AccessPattern = operand(READ)
@@ -176,12 +168,6 @@ class NcMatmulMx(Instruction):
         )
         own = (self.dst,) if self.accumulate else ()
         return (self.stationary, self.moving, *scales, *own)
-
-    def check_operand(
-        self, spec: MachineSpec, name: str, ap: AccessPattern, *, is_write: bool
-    ) -> None:
-        # dst is read too when accumulating: TensorE's near-memory accumulate, as nc_matmul's.
-        super().check_operand(spec, name, ap, is_write=is_write or name == "dst")
 
     def check(self, spec: MachineSpec) -> None:
         super().check(spec)

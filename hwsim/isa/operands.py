@@ -53,6 +53,19 @@ def nki_name(f: dataclasses.Field[Any]) -> str:
 
 
 _METHODS = {"reads": (READ, READ_WRITE), "writes": (WRITE, READ_WRITE)}
+#: Per instruction class: the names of its operand fields it writes (``written_fields``).
+_WRITTEN: dict[type, frozenset[str]] = {}
+
+
+def written_fields(cls: type) -> frozenset[str]:
+    """The operand fields an instruction class writes (role write or read-write): what the
+    legality check holds to the memories its engine may write."""
+    found = _WRITTEN.get(cls)
+    if found is None:
+        found = _WRITTEN[cls] = frozenset(
+            f.name for f in dataclasses.fields(cls) if f.metadata.get(ROLE) in (WRITE, READ_WRITE)
+        )
+    return found
 
 
 def derive_operand_methods(cls: type) -> None:

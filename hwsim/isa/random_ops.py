@@ -51,7 +51,7 @@ def _truncate(bits: np.ndarray, ap: AccessPattern) -> np.ndarray:
     return low
 
 
-@register
+@register("rng", engines=("vector", "gpsimd"), profiler="RNG")
 @dataclass(frozen=True, kw_only=True)
 class Rng(ComputeInstruction):
     """dst = 32 random bits per element, truncated to dst's integer dtype's least significant
@@ -62,9 +62,6 @@ class Rng(ComputeInstruction):
     stream is not modelled separately ([S3]'s figure is the generation rate).
     """
 
-    OPCODE = "rng"
-    ENGINES = ("vector", "gpsimd")
-    PROFILER_OPCODE = "RNG"
     NKI_ARGS = "dst, engine"
     ENGINE_STATE = "prng"
 
@@ -82,7 +79,7 @@ class Rng(ComputeInstruction):
         state.write(dst, _truncate(bits, dst).reshape(dst.shape))
 
 
-@register
+@register("rand2", engines=("vector",), profiler="RAND2")
 @dataclass(frozen=True, kw_only=True)
 class Rand2(ComputeInstruction):
     """dst = uniform random values in [min, max] (fp32, then cast to dst's dtype with RNE and
@@ -93,9 +90,6 @@ class Rand2(ComputeInstruction):
     Cost: as rng (v4 VectorE: 4 values per lane per cycle [S3]).
     """
 
-    OPCODE = "rand2"
-    ENGINES = ("vector",)
-    PROFILER_OPCODE = "RAND2"
     ENGINE_STATE = "prng"
 
     dst: AccessPattern = operand(WRITE)
@@ -126,7 +120,7 @@ class Rand2(ComputeInstruction):
         write_result(state, dst, kernels.uniform(bits, low, high), False)
 
 
-@register
+@register("dropout", engines=("vector",), profiler="DROPOUT")
 @dataclass(frozen=True, kw_only=True)
 class Dropout(ComputeInstruction):
     """dst = data with each element replaced by 0 with probability prob (an immediate or a [P,
@@ -138,9 +132,6 @@ class Dropout(ComputeInstruction):
     generators' rate if that is slower.
     """
 
-    OPCODE = "dropout"
-    ENGINES = ("vector",)
-    PROFILER_OPCODE = "DROPOUT"
     ENGINE_STATE = "prng"
 
     dst: AccessPattern = operand(WRITE)
@@ -168,7 +159,7 @@ class Dropout(ComputeInstruction):
         write_result(state, dst, out, integer)
 
 
-@register
+@register("set_rng_seed", engines=("vector",), profiler="SET_RNG_SEED")
 @dataclass(frozen=True, kw_only=True)
 class SetRngSeed(ComputeInstruction):
     """Seed every lane of VectorE's generators from one 32-bit value (src_seeds: a [1, 1] 32-bit
@@ -179,9 +170,6 @@ class SetRngSeed(ComputeInstruction):
     Cost: no published figure. Assumption: one element read, so the MIN_II floor.
     """
 
-    OPCODE = "set_rng_seed"
-    ENGINES = ("vector",)
-    PROFILER_OPCODE = "SET_RNG_SEED"
     ENGINE_STATE = "prng"
 
     src_seeds: AccessPattern = operand(READ)
@@ -228,7 +216,7 @@ class _PrngStateTile(ComputeInstruction):
         return generators[tile.start_partition : tile.end_partition]
 
 
-@register
+@register("rand_set_state", profiler="RAND_SET_STATE")
 @dataclass(frozen=True, kw_only=True)
 class RandSetState(_PrngStateTile):
     """Load the generators of the lanes of src_seeds' partitions (uint32 [P, 24] for VectorE,
@@ -238,8 +226,6 @@ class RandSetState(_PrngStateTile):
     GPSIMD_START + 6 on GpSimdE).
     """
 
-    OPCODE = "rand_set_state"
-    PROFILER_OPCODE = "RAND_SET_STATE"
     NKI_ARGS = "src_seeds, engine=gpsimd"
 
     src_seeds: AccessPattern = operand(READ)
@@ -257,7 +243,7 @@ class RandSetState(_PrngStateTile):
         lanes[...] = words.reshape(lanes.shape)
 
 
-@register
+@register("rand_get_state", profiler="RAND_GET_STATE")
 @dataclass(frozen=True, kw_only=True)
 class RandGetState(_PrngStateTile):
     """Store the generators of the lanes of dst's partitions into dst (uint32 [P, 24] VectorE,
@@ -266,8 +252,6 @@ class RandGetState(_PrngStateTile):
     Cost: assumption as rand_set_state (the tile streamed out).
     """
 
-    OPCODE = "rand_get_state"
-    PROFILER_OPCODE = "RAND_GET_STATE"
     NKI_ARGS = "dst, engine=gpsimd"
 
     dst: AccessPattern = operand(WRITE)

@@ -24,7 +24,7 @@ if TYPE_CHECKING:
     from hwsim.machine.state import CoreState
 
 
-@register
+@register("tensor_reduce", engines=("vector",), profiler="REDUCE")
 @dataclass(frozen=True, kw_only=True)
 class TensorReduce(ComputeInstruction):
     """dst[P, kept] = reduce of src over its ``axes`` innermost free dims (1..4), optionally
@@ -33,9 +33,6 @@ class TensorReduce(ComputeInstruction):
     Cost [S16]: N/2 if src and dst are bf16 and op is add or max, else N; MIN_II floor.
     """
 
-    OPCODE = "tensor_reduce"
-    ENGINES = ("vector",)
-    PROFILER_OPCODE = "REDUCE"
     NKI_ARGS = "dst, op, data, *, axes, negate"
     FLOPS_PER_ELEMENT = 1
 
@@ -75,17 +72,13 @@ class TensorReduce(ComputeInstruction):
         write_result(state, self.dst, kernels.tensor_reduce(x, self.op, self.negate), integer)
 
 
-@register
+@register("bn_stats", engines=("vector",), profiler="BN_STATS")
 @dataclass(frozen=True, kw_only=True)
 class BnStats(UnaryCompute):
     """dst[P, 6] = (count, mean, M2) of the even then odd elements of src[P, N], N <= 512.
 
     Cost max(MIN_II, N) [S16].
     """
-
-    OPCODE = "bn_stats"
-    ENGINES = ("vector",)
-    PROFILER_OPCODE = "BN_STATS"
 
     def check(self, spec: MachineSpec) -> None:
         super().check(spec)
@@ -104,7 +97,7 @@ class BnStats(UnaryCompute):
         write_result(state, self.dst, kernels.bn_stats(read_2d(state, self.src, False)), False)
 
 
-@register
+@register("bn_aggr", engines=("vector",), profiler="BN_AGGR")
 @dataclass(frozen=True, kw_only=True)
 class BnAggr(UnaryCompute):
     """dst[P, 2] = (mean, variance) combined from src[P, 3k] (count, mean, M2) groups.
@@ -112,10 +105,6 @@ class BnAggr(UnaryCompute):
     Cost max(MIN_II, 13 * N / 3) [S16]: 13 lane cycles per (count, mean, M2) group, which hides
     the operand streams unless they are slower.
     """
-
-    OPCODE = "bn_aggr"
-    ENGINES = ("vector",)
-    PROFILER_OPCODE = "BN_AGGR"
 
     def check(self, spec: MachineSpec) -> None:
         super().check(spec)

@@ -22,7 +22,7 @@ if TYPE_CHECKING:
 PerPartition = np.ndarray | float | int
 
 
-@register
+@register("activation", engines=("scalar",), profiler="ACTIVATE")
 @dataclass(frozen=True, kw_only=True)
 class Activation(ComputeInstruction):
     """dst = func(src * scale + bias), computed in fp32 [S15].
@@ -33,9 +33,6 @@ class Activation(ComputeInstruction):
     lane per cycle on v4 [S3], and the strided-access rule [S1]).
     """
 
-    OPCODE = "activation"
-    ENGINES = ("scalar",)
-    PROFILER_OPCODE = "ACTIVATE"
     NKI_ARGS = "dst, op, data, *, bias, scale"
     FLOPS_PER_ELEMENT = 3  # multiply by scale, add bias, apply the function
 
@@ -63,7 +60,7 @@ class Activation(ComputeInstruction):
         write_result(state, self.dst, out, False)
 
 
-@register
+@register("activation_reduce")
 @dataclass(frozen=True, kw_only=True)
 class ActivationReduce(Activation):
     """``activation`` plus reduce_dst[P, 1] = add-reduce of the fp32 activation output.
@@ -72,7 +69,6 @@ class ActivationReduce(Activation):
     max(MIN_II, N) + MIN_II ScalarE cycles: Activate plus ActReadAccumulator [S1][S16].
     """
 
-    OPCODE = "activation_reduce"
     NKI_ARGS = "dst, op, data, *, reduce_res, bias, scale"
     ENGINE_STATE = "accumulators"
 

@@ -44,7 +44,7 @@ def check_arithmetic(instruction: ComputeInstruction, **ops: AluOp) -> None:
             )
 
 
-@register
+@register("tensor_tensor_scan", engines=("vector",), profiler="TENSOR_TENSOR_SCAN")
 @dataclass(frozen=True, kw_only=True)
 class TensorTensorScan(ComputeInstruction):
     """Per partition: dst[i] = op1(op0(src0[i], dst[i-1]), src1[i]), dst[-1] = initial.
@@ -60,9 +60,6 @@ class TensorTensorScan(ComputeInstruction):
     tensor_tensor (reading in docs/fidelity.md).
     """
 
-    OPCODE = "tensor_tensor_scan"
-    ENGINES = ("vector",)
-    PROFILER_OPCODE = "TENSOR_TENSOR_SCAN"
     NKI_ARGS = "dst, data0, data1, initial, op0, op1, reverse0, reverse1"
     FLOPS_PER_ELEMENT = 2
 
@@ -97,7 +94,7 @@ class TensorTensorScan(ComputeInstruction):
         write_result(state, self.dst, out, False)
 
 
-@register
+@register("tensor_scalar_reduce", engines=("vector",), profiler="TENSOR_SCALAR_REDUCE")
 @dataclass(frozen=True, kw_only=True)
 class TensorScalarReduce(ComputeInstruction):
     """dst = src op0 scalar0 (scalar0 op0 src if reverse0), and reduce_dst[P, 1] = reduce_op over
@@ -109,10 +106,7 @@ class TensorScalarReduce(ComputeInstruction):
     tensor_copy only [S2], so it does not apply here.
     """
 
-    OPCODE = "tensor_scalar_reduce"
-    ENGINES = ("vector",)
     ENGINE_STATE = "accumulators"
-    PROFILER_OPCODE = "TENSOR_SCALAR_REDUCE"
     NKI_ARGS = "dst, data, op0, operand0, reduce_op, reduce_res, reverse0"
     FLOPS_PER_ELEMENT = 2
 
@@ -162,7 +156,7 @@ RESET_VALUES = {
 }
 
 
-@register
+@register("tensor_scalar_cumulative", engines=("vector",), profiler="TENSOR_SCALAR_CUMULATIVE")
 @dataclass(frozen=True, kw_only=True)
 class TensorScalarCumulative(ComputeInstruction):
     """Per partition: reg = op1(op0(src[i], imm0), reg); dst[i] = reg [S15].
@@ -179,10 +173,7 @@ class TensorScalarCumulative(ComputeInstruction):
     mode (documented for tensor_scalar and tensor_copy only [S2]).
     """
 
-    OPCODE = "tensor_scalar_cumulative"
-    ENGINES = ("vector",)
     ENGINE_STATE = "accumulators"
-    PROFILER_OPCODE = "TENSOR_SCALAR_CUMULATIVE"
     NKI_ARGS = "dst, src, op0, op1, imm0, imm1, reduce_cmd"
     FLOPS_PER_ELEMENT = 2
 

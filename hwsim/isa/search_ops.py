@@ -69,7 +69,7 @@ def _fail_missing(
     )
 
 
-@register
+@register("max8", engines=("vector",), profiler="MAX8")
 @dataclass(frozen=True, kw_only=True)
 class Max8(ComputeInstruction):
     """dst[P, 8] = the 8 largest values of each partition of src, descending, via fp32 [S15]
@@ -78,10 +78,6 @@ class Max8(ComputeInstruction):
     Cost: N VectorE cycles [S16], N the elements per partition of src (its input stream), with
     the MIN_II floor every VectorE instruction has (HARDWARE.md §2.2; [S16] omits it).
     """
-
-    OPCODE = "max8"
-    ENGINES = ("vector",)
-    PROFILER_OPCODE = "MAX8"
 
     dst: AccessPattern = operand(WRITE)
     src: AccessPattern = operand(READ)
@@ -95,7 +91,7 @@ class Max8(ComputeInstruction):
         write_result(state, self.dst, kernels.max8(read_2d(state, self.src, False)), False)
 
 
-@register
+@register("nc_find_index8", engines=("vector",), profiler="FIND_INDEX8")
 @dataclass(frozen=True, kw_only=True)
 class NcFindIndex8(ComputeInstruction):
     """dst[P, 8] (uint16/uint32) = the index of the first element of data equal (in fp32) to
@@ -105,10 +101,6 @@ class NcFindIndex8(ComputeInstruction):
     Cost: N VectorE cycles [S16], N = data's elements per partition (the 8 values load first
     and are not a stream), MIN_II floor as for every VectorE instruction.
     """
-
-    OPCODE = "nc_find_index8"
-    ENGINES = ("vector",)
-    PROFILER_OPCODE = "FIND_INDEX8"
 
     dst: AccessPattern = operand(WRITE)
     data: AccessPattern = operand(READ)
@@ -129,7 +121,7 @@ class NcFindIndex8(ComputeInstruction):
         write_result(state, self.dst, found, True)
 
 
-@register
+@register("nc_match_replace8", engines=("vector",), profiler="MATCH_REPLACE8")
 @dataclass(frozen=True, kw_only=True)
 class NcMatchReplace8(ComputeInstruction):
     """dst = data with the first occurrence of each of the 8 values of vals[P, 8] replaced by
@@ -141,9 +133,6 @@ class NcMatchReplace8(ComputeInstruction):
     estimate (HARDWARE.md §9.7); N = data's elements per partition.
     """
 
-    OPCODE = "nc_match_replace8"
-    ENGINES = ("vector",)
-    PROFILER_OPCODE = "MATCH_REPLACE8"
     NKI_ARGS = "dst, data, vals, imm, dst_idx"
 
     dst: AccessPattern = operand(WRITE)
@@ -187,7 +176,7 @@ def _accumulate_into(
         write_result(state, reduce_res, registers, False)
 
 
-@register
+@register("range_select", engines=("vector",), profiler="RANGE_SELECT")
 @dataclass(frozen=True, kw_only=True)
 class RangeSelect(ComputeInstruction):
     """dst[p, i] = on_true[p, i] where ``comp_op0(range_start + i, bound0[p])`` and
@@ -200,9 +189,6 @@ class RangeSelect(ComputeInstruction):
     Cost: max(MIN_II, N) VectorE cycles [S16], N = on_true's elements per partition.
     """
 
-    OPCODE = "range_select"
-    ENGINES = ("vector",)
-    PROFILER_OPCODE = "RANGE_SELECT"
     NKI_ARGS = (
         "dst, on_true_tile, comp_op0, comp_op1, bound0, bound1, reduce_cmd, reduce_res, "
         "reduce_op, range_start, on_false_value"
@@ -265,7 +251,7 @@ class RangeSelect(ComputeInstruction):
         write_result(state, self.dst, out, False)
 
 
-@register
+@register("select_reduce", engines=("vector",), profiler="SELECT_REDUCE")
 @dataclass(frozen=True, kw_only=True)
 class SelectReduce(ComputeInstruction):
     """dst = on_true where predicate is nonzero (zero if ``reverse_pred``) else on_false (an
@@ -279,9 +265,6 @@ class SelectReduce(ComputeInstruction):
     inputs (N with one of them in PSUM, 2N with both in SBUF on a one-stream SBUF interface).
     """
 
-    OPCODE = "select_reduce"
-    ENGINES = ("vector",)
-    PROFILER_OPCODE = "SELECT_REDUCE"
     NKI_ARGS = "dst, predicate, on_true, on_false, reduce_res, reduce_cmd, reduce_op, reverse_pred"
     ENGINE_STATE = "accumulators"
 

@@ -52,7 +52,7 @@ def check_fits_psum_bank(
         )
 
 
-@register
+@register("nc_matmul", engines=("tensor",), profiler="MATMUL")
 @dataclass(frozen=True, kw_only=True)
 class NcMatmul(Instruction):
     """dst[M, N] (+)= stationary[K, M].T @ moving[K, N], accumulated in fp32 in PSUM.
@@ -72,9 +72,6 @@ class NcMatmul(Instruction):
     every timing model (``MatmulShape.row_packing``).
     """
 
-    OPCODE = "nc_matmul"
-    ENGINES = ("tensor",)
-    PROFILER_OPCODE = "MATMUL"
     NKI_ARGS = (
         "dst, stationary, moving, is_stationary_onezero, is_moving_onezero, *, accumulate, "
         "perf_mode"
@@ -110,13 +107,6 @@ class NcMatmul(Instruction):
                 self.moving,
             )
         )
-
-    def check_operand(
-        self, spec: MachineSpec, name: str, ap: AccessPattern, *, is_write: bool
-    ) -> None:
-        # dst is both read and written when accumulating; TensorE's near-memory accumulate
-        # reads PSUM, which the generic read rule (SBUF only) does not know.
-        super().check_operand(spec, name, ap, is_write=is_write or name == "dst")
 
     def check(self, spec: MachineSpec) -> None:
         super().check(spec)
@@ -217,15 +207,11 @@ class NcMatmul(Instruction):
             )
 
 
-@register
+@register("nc_transpose", engines=("tensor", "vector"), profiler="TRANSPOSE")
 @dataclass(frozen=True, kw_only=True)
 class NcTranspose(Instruction):
     """dst[F, P] = src[P, F]: on TensorE (<= [128, 128], SBUF -> PSUM, via the PE array) or on
     VectorE (<= [32, 32] blocks, SBUF/PSUM) [S15][S16]."""
-
-    OPCODE = "nc_transpose"
-    ENGINES = ("tensor", "vector")
-    PROFILER_OPCODE = "TRANSPOSE"
 
     dst: AccessPattern = operand(WRITE)
     src: AccessPattern = operand(READ, nki="data")

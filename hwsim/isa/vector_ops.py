@@ -34,7 +34,7 @@ if TYPE_CHECKING:
     from hwsim.machine.state import CoreState
 
 
-@register
+@register("tensor_tensor", engines=("vector", "gpsimd"), profiler="TENSOR_TENSOR")
 @dataclass(frozen=True, kw_only=True)
 class TensorTensor(ComputeInstruction):
     """dst = src0 op src1, elementwise (same partitions and elements per partition).
@@ -50,9 +50,6 @@ class TensorTensor(ComputeInstruction):
     per cycle); cases never compound. On GpSimdE: GPSIMD_START + the same streaming time.
     """
 
-    OPCODE = "tensor_tensor"
-    ENGINES = ("vector", "gpsimd")
-    PROFILER_OPCODE = "TENSOR_TENSOR"
     FLOPS_PER_ELEMENT = 1
 
     dst: AccessPattern = operand(WRITE)
@@ -92,7 +89,7 @@ SCALAR_ENGINE_OP_PAIRS = frozenset(
 )
 
 
-@register
+@register("tensor_scalar", engines=("vector", "scalar", "gpsimd"), profiler="TENSOR_SCALAR")
 @dataclass(frozen=True, kw_only=True)
 class TensorScalar(ComputeInstruction):
     """dst = (src op0 scalar0) op1 scalar1; scalars are immediates or [P, 1] tiles; op1 may be
@@ -102,10 +99,6 @@ class TensorScalar(ComputeInstruction):
     [P, 1] scalar operands are register loads, not streams), with VectorE performance mode as
     ``tensor_copy`` (4x/2x on v3+ for 16-bit float data and dst) [S2].
     """
-
-    OPCODE = "tensor_scalar"
-    ENGINES = ("vector", "scalar", "gpsimd")
-    PROFILER_OPCODE = "TENSOR_SCALAR"
 
     dst: AccessPattern = operand(WRITE)
     src: AccessPattern = operand(READ, nki="data")
@@ -163,7 +156,7 @@ class TensorScalar(ComputeInstruction):
         write_result(state, self.dst, out, integer)
 
 
-@register
+@register("scalar_tensor_tensor", engines=("vector",), profiler="SCALAR_TENSOR_TENSOR")
 @dataclass(frozen=True, kw_only=True)
 class ScalarTensorTensor(ComputeInstruction):
     """dst = (src0 op0 scalar0) op1 src1, with src1 shaped like src0; arithmetic ops, in fp32.
@@ -176,9 +169,6 @@ class ScalarTensorTensor(ComputeInstruction):
     (HARDWARE.md §2.2 [S1]); the [S16] formula omits it.
     """
 
-    OPCODE = "scalar_tensor_tensor"
-    ENGINES = ("vector",)
-    PROFILER_OPCODE = "SCALAR_TENSOR_TENSOR"
     FLOPS_PER_ELEMENT = 2
 
     dst: AccessPattern = operand(WRITE)
@@ -217,15 +207,12 @@ class ScalarTensorTensor(ComputeInstruction):
         write_result(state, self.dst, out, False)
 
 
-@register
+@register("reciprocal", engines=("vector",), profiler="RECIPROCAL")
 @dataclass(frozen=True, kw_only=True)
 class Reciprocal(UnaryCompute):
     """dst = 1 / src in fp32. Cost max(MIN_II, 8N) [S16]: 8 lane cycles per element, which hides
     the operand streams (``hwsim.cost.streaming``) unless they are slower."""
 
-    OPCODE = "reciprocal"
-    ENGINES = ("vector",)
-    PROFILER_OPCODE = "RECIPROCAL"
     FLOPS_PER_ELEMENT = 1
 
     def check(self, spec: MachineSpec) -> None:
@@ -236,15 +223,11 @@ class Reciprocal(UnaryCompute):
         write_result(state, self.dst, kernels.reciprocal(read_2d(state, self.src, False)), False)
 
 
-@register
+@register("memset", engines=("vector", "gpsimd"), profiler="MEMSET")
 @dataclass(frozen=True, kw_only=True)
 class Memset(ComputeInstruction):
     """dst = value everywhere (rounded to dst's dtype). Cost [S16]: max(MIN_II, N/2) for 0 into
     bf16/fp16, else max(MIN_II, N), N the write stream (``hwsim.cost.streaming``)."""
-
-    OPCODE = "memset"
-    ENGINES = ("vector", "gpsimd")
-    PROFILER_OPCODE = "MEMSET"
 
     dst: AccessPattern = operand(WRITE)
     value: float
@@ -263,7 +246,7 @@ class Memset(ComputeInstruction):
         state.write(self.dst, np.full(self.dst.shape, self.value))
 
 
-@register
+@register("select", engines=("vector",), profiler="SELECT")
 @dataclass(frozen=True, kw_only=True)
 class Select(ComputeInstruction):
     """dst = on_true where pred != 0, else on_false (all the same shape; values via fp32).
@@ -275,10 +258,6 @@ class Select(ComputeInstruction):
     read path carries two 4-byte streams (1.5N for fp32 in SBUF). At most one input may be in
     PSUM, as for the other multi-input VectorE instructions [S16].
     """
-
-    OPCODE = "select"
-    ENGINES = ("vector",)
-    PROFILER_OPCODE = "SELECT"
 
     dst: AccessPattern = operand(WRITE)
     pred: AccessPattern = operand(READ, nki="predicate")

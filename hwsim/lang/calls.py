@@ -1,5 +1,6 @@
-"""Kernel-language ISA calls derived from the instructions: ``isa_call(TensorTensor, doc)`` is
-``tensor_tensor(dst, data1, data2, op, *, engine='vector')``, made from the class's fields.
+"""Kernel-language ISA calls derived from the instructions: ``isa_call("tensor_tensor", doc)`` is
+``tensor_tensor(dst, data1, data2, op, *, engine='vector')``, made from the registered class's
+fields.
 
 A call's parameters are the instruction's fields under their ``nki.isa`` names (field metadata,
 ``hwsim.isa.operands``), in ``nki.isa``'s order: the class's ``NKI_ARGS`` when it differs from the
@@ -19,7 +20,7 @@ import dataclasses
 from collections.abc import Callable
 from typing import Any
 
-from hwsim.isa.base import Instruction
+from hwsim.isa.base import ISA, Instruction
 from hwsim.isa.engine_state import ReduceCmd
 from hwsim.isa.operands import nki_name
 from hwsim.isa.tensor_ops import MatmulPerfMode
@@ -39,8 +40,10 @@ _KINDS: dict[str, type] = {"ReduceCmd": ReduceCmd, "MatmulPerfMode": MatmulPerfM
 _PLAIN: dict[str, type] = {"float": float, "int": int, "bool": bool, "tuple[int, ...]": tuple}
 
 
-def isa_call(cls: type[Instruction], doc: str) -> Callable[..., Instruction]:
-    """The kernel-language call of ``cls`` (see the module docstring), documented by ``doc``."""
+def isa_call(opcode: str, doc: str) -> Callable[..., Instruction]:
+    """The kernel-language call of the instruction registered as ``opcode`` (see the module
+    docstring), documented by ``doc``."""
+    cls = ISA[opcode]
     fields = {nki_name(f): f for f in dataclasses.fields(cls) if f.name not in _NOT_ARGUMENTS}
     names, keyword_only, engine = _arguments(cls, fields)
     namespace: dict[str, Any] = {"emit": emit}

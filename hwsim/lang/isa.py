@@ -9,27 +9,14 @@ choose a descriptor mode and a queue, are written here.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 from hwsim.errors import IllegalInstructionError
 from hwsim.isa.base import Instruction
-from hwsim.isa.copy_ops import TensorCopy
 from hwsim.isa.dma_ops import DgeMode, dge_trigger_engines
 from hwsim.isa.engine_state import ReduceCmd
-from hwsim.isa.gpsimd_ops import AffineSelect, Iota, TensorPartitionReduce
-from hwsim.isa.reduce_ops import BnAggr, BnStats, TensorReduce
-from hwsim.isa.scalar_ops import Activation, ActivationReduce
-from hwsim.isa.scan_ops import TensorScalarCumulative, TensorScalarReduce, TensorTensorScan
 from hwsim.isa.search_ops import FP32_MIN
-from hwsim.isa.tensor_ops import NcMatmul, NcTranspose
-from hwsim.isa.vector_ops import (
-    Memset,
-    Reciprocal,
-    ScalarTensorTensor,
-    Select,
-    TensorScalar,
-    TensorTensor,
-)
 from hwsim.kernels.ops import ActivationFunction, AluOp, ReduceOp
 from hwsim.lang.calls import isa_call
 from hwsim.lang.emit import (
@@ -81,7 +68,7 @@ reduce_cmd = ReduceCmd
 
 # ---- calls made from the instructions (``hwsim.lang.calls``) -----------------------------------
 nc_matmul = isa_call(
-    NcMatmul,
+    "nc_matmul",
     """dst[M, N] (+)= stationary[K, M].T @ moving[K, N] in PSUM (fp32 accumulation).
 
     is_stationary_onezero / is_moving_onezero: that operand holds only 0s and 1s, so an fp32
@@ -91,55 +78,57 @@ nc_matmul = isa_call(
     """,
 )
 nc_transpose = isa_call(
-    NcTranspose,
+    "nc_transpose",
     "dst[F, P] = data[P, F] on TensorE (<= 128x128, into PSUM) or VectorE (<= 32x32).",
 )
 activation = isa_call(
-    Activation,
+    "activation",
     "dst = op(data * scale + bias); scale an immediate or [P, 1] tile, bias a [P, 1] tile.",
 )
 activation_reduce = isa_call(
-    ActivationReduce,
+    "activation_reduce",
     "activation, plus reduce_res[P, 1] = sum over the free axis of the result.",
 )
-tensor_tensor = isa_call(TensorTensor, "dst = data1 op data2, elementwise.")
+tensor_tensor = isa_call("tensor_tensor", "dst = data1 op data2, elementwise.")
 tensor_scalar = isa_call(
-    TensorScalar,
+    "tensor_scalar",
     "dst = (data op0 operand0) op1 operand1; operands immediates or [P, 1] tiles.",
 )
 scalar_tensor_tensor = isa_call(
-    ScalarTensorTensor,
+    "scalar_tensor_tensor",
     "dst = (data op0 operand0) op1 operand1, with operand1 a tile shaped like data.",
 )
 tensor_tensor_scan = isa_call(
-    TensorTensorScan,
+    "tensor_tensor_scan",
     """Per partition: dst[i] = op1(op0(data0[i], dst[i-1]), data1[i]), dst[-1] = initial (an
     immediate or a [P, 1] tile); reverse0/reverse1 swap op0's/op1's operands.""",
 )
 tensor_scalar_reduce = isa_call(
-    TensorScalarReduce,
+    "tensor_scalar_reduce",
     "dst = data op0 operand0, and reduce_res[P, 1] = reduce_op over each partition's result.",
 )
 tensor_scalar_cumulative = isa_call(
-    TensorScalarCumulative,
+    "tensor_scalar_cumulative",
     """Per partition: reg = op1(op0(src[i], imm0), reg), dst[i] = reg; reg starts at op1's
     identity (reset_reduce) or at imm1 (load_reduce).""",
 )
-tensor_reduce = isa_call(TensorReduce, "dst = reduce(data) over its ``axes`` innermost free dims.")
-tensor_copy = isa_call(TensorCopy, "dst = src, converting dtype with round-to-nearest-even.")
-reciprocal = isa_call(Reciprocal, "dst = 1 / data, elementwise.")
-memset = isa_call(Memset, "dst = value everywhere (rounded to dst's dtype).")
-select = isa_call(Select, "dst = on_true where predicate != 0 else on_false.")
-bn_stats = isa_call(BnStats, "Per-partition statistics of data (<= 512 elements) for bn_aggr.")
-bn_aggr = isa_call(BnAggr, "dst[P, 2] = (mean, variance) from concatenated bn_stats results.")
-iota = isa_call(Iota, "dst[p, i...] = offset + p * channel_multiplier + sum(i_k * steps[k]).")
+tensor_reduce = isa_call(
+    "tensor_reduce", "dst = reduce(data) over its ``axes`` innermost free dims."
+)
+tensor_copy = isa_call("tensor_copy", "dst = src, converting dtype with round-to-nearest-even.")
+reciprocal = isa_call("reciprocal", "dst = 1 / data, elementwise.")
+memset = isa_call("memset", "dst = value everywhere (rounded to dst's dtype).")
+select = isa_call("select", "dst = on_true where predicate != 0 else on_false.")
+bn_stats = isa_call("bn_stats", "Per-partition statistics of data (<= 512 elements) for bn_aggr.")
+bn_aggr = isa_call("bn_aggr", "dst[P, 2] = (mean, variance) from concatenated bn_stats results.")
+iota = isa_call("iota", "dst[p, i...] = offset + p * channel_multiplier + sum(i_k * steps[k]).")
 affine_select = isa_call(
-    AffineSelect,
+    "affine_select",
     """Keep on_true_tile where (offset + p * channel_multiplier + sum(i_k * steps[k])) cmp_op 0
     holds, else on_false_value — how causal masks are built.""",
 )
 tensor_partition_reduce = isa_call(
-    TensorPartitionReduce, "dst[1, N] = reduce over the partitions of data[P, N]."
+    "tensor_partition_reduce", "dst[1, N] = reduce over the partitions of data[P, N]."
 )
 
 
@@ -168,33 +157,33 @@ def _dge(engine: str | None, dge_mode: str) -> tuple[str, str]:
     return engine or _DGE_DEFAULT_ENGINE[mode], mode
 
 
-def dma_copy(
-    dst: Any,
-    src: Any,
-    *,
-    engine: str | None = None,
-    queue: int | None = None,
-    dge_mode: str = "unknown",
-) -> Instruction:
-    """Copy HBM/SBUF -> HBM/SBUF (with dtype conversion), triggered by ``engine`` on ``queue``;
+def _dma_call(opcode: str, doc: str) -> Callable[..., Instruction]:
+    """A DMA call (``dma_copy``, ``dma_transpose``): triggered by ``engine`` on ``queue``;
     ``dge_mode`` is who builds the descriptors (``unknown``: the compiler's choice, ``_dge``)."""
-    trigger, mode = _dge(engine, dge_mode)
-    chosen = current().next_queue(trigger) if queue is None else queue
-    return emit("dma_copy", trigger, dst=dst, src=src, queue=chosen, dge_mode=DgeMode(mode))
+
+    def call(
+        dst: Any,
+        src: Any,
+        *,
+        engine: str | None = None,
+        queue: int | None = None,
+        dge_mode: str = "unknown",
+    ) -> Instruction:
+        trigger, mode = _dge(engine, dge_mode)
+        chosen = current().next_queue(trigger) if queue is None else queue
+        return emit(opcode, trigger, dst=dst, src=src, queue=chosen, dge_mode=DgeMode(mode))
+
+    call.__name__ = call.__qualname__ = opcode
+    call.__doc__ = doc
+    return call
 
 
-def dma_transpose(
-    dst: Any,
-    src: Any,
-    *,
-    engine: str | None = None,
-    queue: int | None = None,
-    dge_mode: str = "unknown",
-) -> Instruction:
-    """dst[F, P] = src[P, F] during a DMA (2-byte dtypes)."""
-    trigger, mode = _dge(engine, dge_mode)
-    chosen = current().next_queue(trigger) if queue is None else queue
-    return emit("dma_transpose", trigger, dst=dst, src=src, queue=chosen, dge_mode=DgeMode(mode))
+dma_copy = _dma_call(
+    "dma_copy",
+    """Copy HBM/SBUF -> HBM/SBUF (with dtype conversion), triggered by ``engine`` on ``queue``;
+    ``dge_mode`` is who builds the descriptors (``unknown``: the compiler's choice).""",
+)
+dma_transpose = _dma_call("dma_transpose", "dst[F, P] = src[P, F] during a DMA (2-byte dtypes).")
 
 
 def dma_gather(dst: Any, src: Any, indices: Any, *, queue: int | None = None) -> Instruction:

@@ -31,10 +31,6 @@ SBUF = MemorySpace.SBUF
 class ToyCopy(Instruction):
     """dst = src on the toy engine, costed like a VectorE copy (its config section)."""
 
-    OPCODE = "toy_copy"
-    ENGINES = ("toy",)
-    PROFILER_OPCODE = "TOY_COPY"
-
     dst: object
     src: object
 
@@ -66,7 +62,7 @@ def toy_engine():
             profiler_name="Toy",
         )
     )
-    register(ToyCopy)
+    register("toy_copy", engines=("toy",), profiler="TOY_COPY")(ToyCopy)
     cost_rule(ToyCopy)(toy_copy_cost)
     yield
     unregister_rule(ToyCopy)

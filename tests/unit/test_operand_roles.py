@@ -88,13 +88,14 @@ def test_calls_take_nki_names_in_nki_order():
     assert lisa.tensor_tensor.__doc__ == "dst = data1 op data2, elementwise."
 
 
-def test_nki_args_must_name_fields():
+def test_nki_args_must_name_fields(monkeypatch):
     @dataclasses.dataclass(frozen=True, kw_only=True)
     class Misnamed(Roles):
         NKI_ARGS: ClassVar[str] = "dst, source"
 
+    monkeypatch.setitem(ISA, "misnamed", Misnamed)
     with pytest.raises(TypeError, match=r"Misnamed\.NKI_ARGS names no field source"):
-        isa_call(Misnamed, "")
+        isa_call("misnamed", "")
 
 
 def test_one_list_of_engine_names():

@@ -20,7 +20,6 @@ from hwsim.isa.index_ops import TopK
 from hwsim.isa.mx_ops import QuantizeMx
 from hwsim.isa.random_ops import Dropout, Rand2, Rng
 from hwsim.isa.reduce_ops import BnAggr, TensorReduce
-from hwsim.isa.scan_ops import TensorScalarReduce
 from hwsim.kernels import ReduceOp
 
 if TYPE_CHECKING:
@@ -46,13 +45,6 @@ def bn_aggr(model: CostModel, instruction: BnAggr) -> Cost:
     compute = model.rules.bn_aggr_cycles_per_group * groups_cycles
     streams = streaming_cycles(model, "vector", (instruction.src,), (instruction.dst,))
     return model.compute("vector", max(compute, streams))
-
-
-@cost_rule(TensorScalarReduce)
-def tensor_scalar_reduce(model: CostModel, instruction: TensorScalarReduce) -> Cost:
-    read_accumulator = model.engine_configs["vector"].min_ii_cycles
-    work = streaming_cycles(model, "vector", (instruction.src,), (instruction.dst,))
-    return model.compute("vector", work, extra_cycles=read_accumulator)
 
 
 @cost_rule(TensorPartitionReduce)

@@ -19,16 +19,13 @@ from hwsim.cost.streaming import (
     streaming_cycles,
 )
 from hwsim.isa.ap import MemorySpace
-from hwsim.isa.copy_ops import TensorCopy, TensorCopyPredicated
+from hwsim.isa.copy_ops import TensorCopy
 from hwsim.isa.dynamic_copy_ops import _DynamicCopy
-from hwsim.isa.fused_ops import Activate2, Exponential
-from hwsim.isa.operands import aps
-from hwsim.isa.scalar_ops import Activation, ActivationReduce
+from hwsim.isa.fused_ops import Exponential
 from hwsim.isa.vector_ops import (
     Memset,
     Reciprocal,
     ScalarTensorTensor,
-    Select,
     TensorScalar,
     TensorTensor,
 )
@@ -110,19 +107,6 @@ def memset(model: CostModel, instruction: Memset) -> Cost:
     return model.compute(instruction.engine, work)
 
 
-@cost_rule(Select)
-def select(model: CostModel, instruction: Select) -> Cost:
-    work = streaming_cycles(model, "vector", instruction.reads(), (instruction.dst,))
-    return model.compute("vector", work)
-
-
-@cost_rule(TensorCopyPredicated)
-def tensor_copy_predicated(model: CostModel, instruction: TensorCopyPredicated) -> Cost:
-    inputs = (*aps(instruction.src), instruction.predicate)
-    work = streaming_cycles(model, "vector", inputs, (instruction.dst,))
-    return model.compute("vector", work)
-
-
 @cost_rule(_DynamicCopy)
 def dynamic_copy(model: CostModel, instruction: _DynamicCopy) -> Cost:
     engine = instruction.engine
@@ -130,19 +114,6 @@ def dynamic_copy(model: CostModel, instruction: _DynamicCopy) -> Cost:
     read, written = instruction.streams()
     work = streaming_cycles(model, engine, (read,), (written,))
     return model.compute(engine, max(floor, work))
-
-
-@cost_rule(Activation)
-def activation(model: CostModel, instruction: Activation) -> Cost:
-    work = streaming_cycles(model, "scalar", (instruction.src,), (instruction.dst,))
-    return model.compute("scalar", work)
-
-
-@cost_rule(ActivationReduce)
-def activation_reduce(model: CostModel, instruction: ActivationReduce) -> Cost:
-    read_accumulator = model.engine_configs["scalar"].min_ii_cycles
-    work = streaming_cycles(model, "scalar", (instruction.src,), (instruction.dst,))
-    return model.compute("scalar", work, extra_cycles=read_accumulator)
 
 
 @cost_rule(Exponential)
@@ -153,10 +124,3 @@ def exponential(model: CostModel, instruction: Exponential) -> Cost:
     work = -(-ticks // (model.rules.exponential_speedup * per_cycle))
     read_out = model.engine_configs["vector"].min_ii_cycles if instruction.reduce_res else 0
     return model.compute("vector", work, extra_cycles=read_out)
-
-
-@cost_rule(Activate2)
-def activate2(model: CostModel, instruction: Activate2) -> Cost:
-    work = streaming_cycles(model, "scalar", (instruction.src,), (instruction.dst,))
-    read_out = model.engine_configs["scalar"].min_ii_cycles if instruction.reduce_res else 0
-    return model.compute("scalar", work, extra_cycles=read_out)

@@ -3,8 +3,10 @@
 ``max(MIN_II, N)`` [S16] (``CostModel.compute`` adds MIN_II and the engine's fixed cost), N the
 streaming time of the listed inputs in and outputs out (``hwsim.cost.streaming``). Each row:
 the engine (None: the instruction's own), the fields streamed in and out (``READS``: every
-operand it reads), and whether a PSUM input has its own read port (False where the documented
-cost has no PSUM case [S16]). The instructions' docstrings state each row's source.
+operand it reads), whether a PSUM input has its own read port (False where the documented
+cost has no PSUM case [S16]), and whether the pass ends by reading out the engine's accumulator
+(``+ MIN_II`` [S16]: always, or when the named result field is given). The instructions'
+docstrings state each row's source.
 """
 
 from __future__ import annotations
@@ -17,13 +19,17 @@ from hwsim.cost.rules.registry import cost_rule
 from hwsim.cost.streaming import streaming_cycles
 from hwsim.isa.ap import AccessPattern
 from hwsim.isa.base import Instruction
+from hwsim.isa.copy_ops import TensorCopyPredicated
+from hwsim.isa.fused_ops import Activate2
 from hwsim.isa.gather_ops import NcStreamShuffle
 from hwsim.isa.gpsimd_ops import AffineSelect, Iota
 from hwsim.isa.index_ops import NonzeroWithCount, SequenceBounds
 from hwsim.isa.random_ops import RandGetState, RandSetState, SetRngSeed
 from hwsim.isa.reduce_ops import BnStats
-from hwsim.isa.scan_ops import TensorScalarCumulative, TensorTensorScan
+from hwsim.isa.scalar_ops import Activation, ActivationReduce
+from hwsim.isa.scan_ops import TensorScalarCumulative, TensorScalarReduce, TensorTensorScan
 from hwsim.isa.search_ops import Max8, NcFindIndex8, NcMatchReplace8, RangeSelect, SelectReduce
+from hwsim.isa.vector_ops import Select
 
 if TYPE_CHECKING:
     from hwsim.cost.model import CostModel
@@ -41,6 +47,7 @@ class StreamPass:
     inputs: tuple[str, ...]
     outputs: tuple[str, ...]
     psum_own_port: bool = True
+    read_out: bool | str = False
 
     def operands(self, instruction: Instruction, names: tuple[str, ...]) -> list[AccessPattern]:
         found: list[AccessPattern] = []
@@ -76,6 +83,12 @@ STREAM_PASSES: dict[type[Instruction], StreamPass] = {
     SetRngSeed: StreamPass("vector", ("src_seeds",), ()),
     RandSetState: StreamPass(None, ("tile",), ()),
     RandGetState: StreamPass(None, ("tile",), ()),
+    Activation: StreamPass("scalar", ("src",), ("dst",)),
+    ActivationReduce: StreamPass("scalar", ("src",), ("dst",), read_out=True),
+    Activate2: StreamPass("scalar", ("src",), ("dst",), read_out="reduce_res"),
+    TensorScalarReduce: StreamPass("vector", ("src",), ("dst",), read_out=True),
+    Select: StreamPass("vector", (READS,), ("dst",)),
+    TensorCopyPredicated: StreamPass("vector", (READS,), ("dst",)),
 }
 
 
@@ -85,7 +98,11 @@ def _stream_pass_rule(row: StreamPass) -> Callable[[CostModel, Instruction], Cos
         inputs = row.operands(instruction, row.inputs)
         outputs = row.operands(instruction, row.outputs)
         work = streaming_cycles(model, engine, inputs, outputs, psum_own_port=row.psum_own_port)
-        return model.compute(engine, work)
+        read_out = row.read_out
+        if isinstance(read_out, str):
+            read_out = getattr(instruction, read_out) is not None
+        extra = model.engine_configs[engine].min_ii_cycles if read_out else 0
+        return model.compute(engine, work, extra_cycles=extra)
 
     return rule
 
