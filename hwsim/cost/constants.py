@@ -28,8 +28,8 @@ class RuleConstants:
         64,
         "cycles",
         "MIN_II as [S16] states it (§3), assumed by planners' estimates at peak rates "
-        "(``CostModel.dma_transpose_is_faster``); the simulator's rules use each engine's "
-        "``min_ii_cycles``",
+        "(``hwsim.cost.planning.dma_transpose_is_faster``); the simulator's rules use each "
+        "engine's ``min_ii_cycles``",
     )
     fast_case_sbuf_streams: int = documented(
         2,

@@ -36,6 +36,7 @@ import math
 from bisect import bisect_right
 from dataclasses import dataclass
 from fractions import Fraction
+from functools import cached_property
 
 from hwsim.config.schema import HardwareConfig
 from hwsim.config.timebase import TimeBase
@@ -143,9 +144,15 @@ class DmaCosts:
         hbm_bytes_per_ns = Fraction(str(config.hbm.bandwidth_bytes_per_ns_per_stack))
         #: Ticks one byte takes on a stack's shared HBM bandwidth (exact).
         self.hbm_ticks_per_byte = self.ticks_per_ns / hbm_bytes_per_ns
-        self.start_latency_ticks = timebase.ns_to_ticks(dma.start_latency_ns)
+        self._config, self._timebase = config, timebase
         self._descriptor_ns: dict[tuple[int, Fraction], Fraction] = {}
         self._plans: dict[tuple[object, ...], TransferPlan] = {}
+
+    @cached_property
+    def start_latency_ticks(self) -> int:
+        """Ticks from a transfer's submission until it reaches its engines (read only by what
+        times transfers: a build's planner asks for service times alone)."""
+        return self._timebase.ns_to_ticks(self._config.dma.start_latency_ns)
 
     def efficiency_at(self, nbytes: int) -> Fraction:
         """The saturation curve at ``nbytes`` per descriptor (log2-linear between points)."""

@@ -2,8 +2,8 @@
 
 Everything that needs a cost asks it: the simulator's preparation (``model.of`` per distinct
 instruction of a program), the list scheduler (``model.estimate``), trace statistics (the DMA
-efficiency curve), the bridge's tile planner (``transfer_service_ns``, ``streaming_pass_ns``).
-Nothing else computes one.
+efficiency curve); a kernel's build asks ``hwsim.cost.planning`` (the same DMA plans and rules,
+reading only the fields it needs). Nothing else computes one.
 
 A config value reaches a cost in one place: ``CostModel.__init__`` turns the config into exact
 per-engine and per-DMA rates once (``DmaCosts``, the time base, ``RuleConstants``); ``of`` looks
@@ -23,9 +23,7 @@ from hwsim.cost.dma import DmaCosts
 from hwsim.cost.rules.registry import rule_for
 from hwsim.cost.values import Cost, Estimate, InstructionCost
 from hwsim.engines import engine_names, shared_ports
-from hwsim.isa.ap import AccessPattern
 from hwsim.isa.base import STATIC_TWIN, Instruction, MachineSpec
-from hwsim.isa.dma_ops import TransferSides
 
 #: Configs whose models stay built (a sweep moves on; a repeated run or a benchmark does not).
 KEPT_MODELS = 8
@@ -215,43 +213,6 @@ class CostModel:
         latency = self.cycles(engine, eng.pipeline_latency_cycles)
         fill = self.cycles(engine, eng.min_ii_cycles) + latency
         return Cost(issue, issue + latency, max(issue, fill))
-
-    # ---- questions of planners -----------------------------------------------------------------
-    def transfer_service_ns(self, src: AccessPattern, dst: AccessPattern) -> float:
-        """Service time (ns) of the busiest DMA engine for one transfer src -> dst."""
-        return float(self.dma.busiest_engine_ns(self.dma.plan(0, TransferSides(src, dst))))
-
-    def streaming_pass_ns(
-        self, engine: str, partitions: int, free_elements: int, count: int = 1
-    ) -> float:
-        """``count`` passes of a compute engine over a [partitions, free_elements] tile, ns: its
-        lanes take the partitions ``ceil(P / lanes)`` at a time, one element per cycle, plus the
-        engine's fixed start cost (``hwsim.cost.streaming``'s first rule, no MIN_II floor)."""
-        eng = self.engine_configs[engine]
-        passes = -(-partitions // eng.lanes)
-        cycles = count * (passes * free_elements + eng.fixed_overhead_cycles)
-        return cycles * 1000 / eng.clock_mhz
-
-    def dma_transpose_is_faster(
-        self, rows: int, cols: int, itemsize: int, tile_m: int, tile_k: int
-    ) -> bool:
-        """Whether one transposing DMA of a [rows, cols] HBM matrix beats a plain DMA plus
-        TensorE transposes of [tile_m, tile_k] blocks, at peak rates.
-
-        A transposing DMA streams at ``transpose_bandwidth_fraction_by_source['hbm']`` of the
-        DMA engines' bandwidth [S2]; the TensorE path loads at full bandwidth, transposes each
-        block on the PE array (max(P, min(64, F)) cycles [S16]) and copies PSUM to SBUF on
-        VectorE (max(MIN_II, N) [S16], ``RuleConstants.documented_min_ii_cycles``).
-        """
-        dma = self.config.dma
-        bandwidth = dma.engines * dma.bandwidth_bytes_per_ns  # B/ns
-        nbytes = rows * cols * itemsize
-        dma_ns = nbytes / (bandwidth * dma.transpose_bandwidth_fraction_by_source["hbm"])
-        blocks = -(-rows // tile_m) * -(-cols // tile_k)
-        pe_ns = blocks * max(tile_m, tile_k) * 1000 / self.config.tensor_engine.clock_mhz
-        floor = self.rules.documented_min_ii_cycles
-        copy_ns = blocks * max(floor, tile_m) * 1000 / self.config.vector_engine.clock_mhz
-        return dma_ns <= nbytes / bandwidth + max(pe_ns, copy_ns)
 
 
 _BY_KEY: OrderedDict[tuple[Any, ...], CostModel] = OrderedDict()

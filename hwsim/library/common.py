@@ -12,7 +12,7 @@ from dataclasses import dataclass
 
 from hwsim import lang
 from hwsim.config import HardwareConfig
-from hwsim.cost import CostModel
+from hwsim.cost.planning import dma_transpose_is_faster as transpose_faster
 from hwsim.dtypes import DType
 from hwsim.dtypes import dtype as lookup_dtype
 from hwsim.errors import HwsimError
@@ -262,14 +262,13 @@ def dma_transpose_is_faster(
     rows: int, cols: int, dtype: DType, config: HardwareConfig | None = None
 ) -> bool:
     """Whether a transposing DMA beats a plain DMA plus TensorE transposes on this config (the
-    cost model's estimate, ``CostModel.dma_transpose_is_faster``). Only 2-byte dtypes can be
-    DMA-transposed [S15]."""
+    cost model's estimate, ``hwsim.cost.planning.dma_transpose_is_faster``). Only 2-byte dtypes
+    can be DMA-transposed [S15]."""
     if dtype.itemsize != 2:
         return False
     config = config or lang.config()
     lim = limits(config)
-    model = CostModel.for_config(config)
-    return model.dma_transpose_is_faster(rows, cols, dtype.itemsize, lim.tile_m, lim.tile_k)
+    return transpose_faster(config, rows, cols, dtype.itemsize, lim.tile_m, lim.tile_k)
 
 
 class TransposedLoader:

@@ -22,7 +22,6 @@ from collections.abc import Callable, Generator
 from typing import Any
 
 import simpy
-from simpy.events import NORMAL
 
 
 class Wakeup(simpy.Timeout):
@@ -49,11 +48,6 @@ class Wakeup(simpy.Timeout):
 
     def _start(self, _event: simpy.Event) -> None:
         self.resumes[0](None)
-
-    def sleep(self, delay: int) -> None:
-        """Resume the loop ``delay`` ticks after SimPy's clock (the loop then yields)."""
-        self.callbacks = self.resumes
-        self.env.schedule(self, NORMAL, delay)
 
     def wake(self, tick: int) -> None:
         """Resume the loop now: a semaphore it waits for reaches its value at ``tick``

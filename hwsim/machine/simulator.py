@@ -20,6 +20,7 @@ from typing import Any
 
 import numpy as np
 import simpy
+from simpy.events import NORMAL
 
 from hwsim.config import HardwareConfig, config_hash, load_config
 from hwsim.cost import CostModel, InstructionCost, RuleConstants
@@ -321,7 +322,7 @@ class _EngineRunner:
         resumed at), and yields only once it has scheduled the wake-up or handed it to a
         semaphore, whenever another event is due (``due``) at or before the tick it goes to."""
         env, sems, static, wakeup = self.env, self.sems, self.static, self.wakeup
-        sleep, peek = wakeup.sleep, env.peek
+        resumes, schedule_event, peek = wakeup.resumes, env.schedule, env.peek
         schedule, source = sems.schedule, sems.source_code(self.engine)
         ticks_of, totals_of = sems.tick_lists(), sems.total_lists()
         lowest_waiting, log_add, entry = sems.lowest_waiting, sems.log.frombytes, LOG_ENTRY.pack
@@ -342,7 +343,8 @@ class _EngineRunner:
                 if chain >= 0 and chain_ready[chain] > now:  # streams behind its producer
                     now = chain_ready[chain]
                     if due <= now:  # sleep until now
-                        sleep(now - base)
+                        wakeup.callbacks = resumes
+                        schedule_event(wakeup, NORMAL, now - base)
                         yield
                         base, due = now, peek()
                 for sem, value in waits:
@@ -355,7 +357,8 @@ class _EngineRunner:
                     if reach > now:
                         now = reach
                         if due <= now:  # sleep until now
-                            sleep(now - base)
+                            wakeup.callbacks = resumes
+                            schedule_event(wakeup, NORMAL, now - base)
                             yield
                             base, due = now, peek()
                 if ports_used:
@@ -363,7 +366,8 @@ class _EngineRunner:
                         if ports[port] > now:
                             now = ports[port]
                             if due <= now:  # sleep until now
-                                sleep(now - base)
+                                wakeup.callbacks = resumes
+                                schedule_event(wakeup, NORMAL, now - base)
                                 yield
                                 base, due = now, peek()
                     for port in ports_used:
@@ -397,7 +401,8 @@ class _EngineRunner:
                     due = peek()
                 end = start + issue
                 if due <= end:  # sleep until the instruction's end
-                    sleep(end - base)
+                    wakeup.callbacks = resumes
+                    schedule_event(wakeup, NORMAL, end - base)
                     yield
                     base, due = end, peek()
         except (OverflowError, struct.error):  # a tick past int64: the logs hold int64 ticks

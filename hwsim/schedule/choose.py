@@ -26,7 +26,9 @@ def candidate_orders(
     """(order, estimated end tick) of program order, then of each distinct list schedule
     (without and with lookahead)."""
     graph = build_graph(stream, keep_queue_order=keep_queue_order)
-    model = CostModel.for_config(config)
+    # A model of its own, not CostModel.for_config's (which finds models by the config's content):
+    # a build reads only the config fields it depends on (a sweep's program cache keys on them).
+    model = CostModel(config)
     estimates = [
         model.estimate(item) if isinstance(item, Instruction) else None for item in stream.items
     ]
