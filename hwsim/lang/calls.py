@@ -86,6 +86,7 @@ def _arguments(
     """(parameter names in order, the position keyword-only ones start at (or past the end),
     the default engine)."""
     engine = cls.ENGINES[0]
+    names: list[str]
     if cls.NKI_ARGS:
         names = []
         keyword_only = -1

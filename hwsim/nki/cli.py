@@ -115,9 +115,9 @@ def kernel_inputs(kernel: Any, module: Any, name: str, shapes: list[str]) -> tup
                 f"--shape: the file makes {name}'s inputs ({name}_inputs()); drop --shape, or "
                 "run a kernel without an inputs function"
             )
-        args, kwargs = call_inputs(inputs, name, name)
+        made, by_name = call_inputs(inputs, name, name)
         params = list(inspect.signature(kernel.fn).parameters)
-        return args + tuple(kwargs[p] for p in params if p in kwargs)
+        return made + tuple(by_name[p] for p in params if p in by_name)
     rng = np.random.default_rng(0)
     args = []
     for param in inspect.signature(kernel.fn).parameters.values():
