@@ -3,8 +3,8 @@
 ``CostModel.for_config(config)`` is built once per config (cached by its content hash) and
 answers ``model.of(instruction)`` with an ``InstructionCost`` (issue, latency, chain, shared ports
 and how long it holds them, the DMA transfer plan, the submit offset). The simulator's
-preparation, the list scheduler (``model.estimate``), trace statistics and the bridge's tile
-planner all ask it; no other module computes a cost.
+preparation, the list scheduler (``model.estimate``) and trace statistics ask it, and a kernel's
+build asks ``planning``; no other module computes a cost.
 
 Where the parts live:
 
@@ -15,7 +15,9 @@ Where the parts live:
 - ``dma``: descriptors, the split over DMA engines and their service times (``DmaCosts``);
 - ``tensor_models``, ``systolic_models``: the TensorE timing models, by name;
 - ``constants``: the documented rule constants per generation (``RuleConstants``);
-- ``parameters``: every parameter a cost depends on, listed, and set (calibration, sweeps).
+- ``parameters``: every parameter a cost depends on, listed, and set (calibration, sweeps);
+- ``planning``: what a kernel's build asks while it chooses a plan (DMA service times, pass
+  times, the transpose path), reading only the config fields each answer needs.
 """
 
 from hwsim.cost import rules as _rules  # noqa: F401  (registers rules)
