@@ -14,6 +14,7 @@ from typing import Any
 from hwsim.dtypes import DType
 from hwsim.isa.ap import MemorySpace
 from hwsim.lang.tiles import Buffer
+from hwsim.nki.dtypes import nki_dtype
 from hwsim.nki.state import user_site
 from hwsim.nki.tensor import NkiTensor, allocate, fail, psum_group
 
@@ -24,7 +25,8 @@ class BlockTensor:
     def __init__(
         self, blocks: tuple[int, ...], tile_shape: tuple[int, ...], dtype: DType, buffer: Buffer
     ) -> None:
-        self.blocks, self.tile_shape, self.dtype, self.buffer = blocks, tile_shape, dtype, buffer
+        self.blocks, self.tile_shape, self.hw_dtype, self.buffer = blocks, tile_shape, dtype, buffer
+        self.dtype = nki_dtype(dtype)
         self.shape = (*blocks, *tile_shape)
         self.site = user_site()
         self._tiles: dict[tuple[int, ...], NkiTensor] = {}
@@ -39,13 +41,13 @@ class BlockTensor:
                 raise fail("block index", f"index {value} of block dimension {i} (size {size})")
         found = self._tiles.get(index)
         if found is None:
-            found = allocate(self.tile_shape, self.dtype, self.buffer, site=self.site)
+            found = allocate(self.tile_shape, self.hw_dtype, self.buffer, site=self.site)
             if self._fill is not None and self.buffer.memory is MemorySpace.PSUM:
                 psum_group(found).zero_pending = True  # as nl.zeros in PSUM
             elif self._fill is not None:
                 from hwsim.lang import isa as lisa
 
-                lisa.memset(found.view, self._fill)
+                lisa.memset(found.lang_view, self._fill)
             self._tiles[index] = found
         return found
 

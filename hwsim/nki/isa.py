@@ -176,7 +176,8 @@ def tensor_reduce(*args: Any, **kwargs: Any) -> Any:
     if not newer:
         kept = data.shape[: data.ndim - len(axes)]
         shape = (*kept, *([1] * len(axes))) if keep else (*kept, 1)
-        bound["dst"] = nt.allocate(shape, bound.pop("dtype", None) or data.dtype, sbuf)
+        given = bound.pop("dtype", None)
+        bound["dst"] = nt.allocate(shape, data.dtype if given is None else given, sbuf)
     bound.pop("dtype", None)
     mask = bound.pop("mask", None)
     from hwsim.nki.isa_ops import reduce_op

@@ -189,7 +189,7 @@ def call(name: str, new_required: tuple[str, ...], args: tuple, kwargs: dict) ->
     shape, default_dtype, buffer = result_shape(name, inputs)
     for key in ("axis", "keepdims"):
         inputs.pop(key, None)
-    out = nt.allocate(shape, dtype or default_dtype, buffer)
+    out = nt.allocate(shape, (default_dtype if dtype is None else dtype), buffer)
     _, bound = convert(name, fn, (), {**inputs, "dst": out}, mask)
     fn(**bound)
     return out

@@ -18,17 +18,33 @@ from hwsim.lang import isa as lisa
 from hwsim.lang.kernel import current
 from hwsim.lang.tiles import Buffer, Tile, hbm, psum, sbuf
 from hwsim.nki import language_ops as ops
+
+# ---- dtypes (numpy scalar types, as NKI's: hwsim.nki.dtypes) -------------------------------
+from hwsim.nki.dtypes import (  # noqa: F401 (nl names)
+    bfloat16,
+    bool_,
+    finfo,
+    float4_e2m1fn_x4,
+    float8_e4m3,
+    float8_e4m3fn_x4,
+    float8_e5m2,
+    float8_e5m2_x4,
+    float16,
+    float32,
+    iinfo,
+    int8,
+    int16,
+    int32,
+    static_cast,
+    tfloat32,
+    uint8,
+    uint16,
+    uint32,
+)
 from hwsim.nki.index import arange, ds, mgrid
 from hwsim.nki.pending import PendingMatmul
 from hwsim.nki.state import state
 from hwsim.nki.tensor import NkiTensor, allocate, fail
-
-# ---- dtypes (NKI names; values are hwsim dtype names) ---------------------------------------
-float32, bfloat16, float16, tfloat32 = "fp32", "bf16", "fp16", "fp32"
-float8_e4m3, float8_e5m2 = "fp8_e4m3", "fp8_e5m2"
-float8_e5m2_x4, float8_e4m3fn_x4, float4_e2m1fn_x4 = "fp8_e5m2_x4", "fp8_e4m3fn_x4", "fp4_e2m1fn_x4"
-int8, int16, int32, uint8, uint16, uint32 = "int8", "int16", "int32", "uint8", "uint16", "uint32"
-bool_ = "uint8"
 
 # ---- buffers --------------------------------------------------------------------------------
 shared_hbm = private_hbm = hbm
@@ -89,13 +105,13 @@ def _blocks(shape: Any) -> int:
 
 def _tensor(shape: Any, dtype: Any, buffer: Buffer) -> Any:
     """A tile, or a BlockTensor when block dimensions come before par_dim."""
-    from hwsim.dtypes import dtype as lookup
     from hwsim.nki.blocks import BlockTensor
+    from hwsim.nki.dtypes import hw_dtype
 
     dims = _shape(shape)
     count = _blocks(shape)
     if count:
-        return BlockTensor(dims[:count], dims[count:], lookup(dtype), buffer)
+        return BlockTensor(dims[:count], dims[count:], hw_dtype(dtype), buffer)
     return allocate(dims, dtype, buffer)
 
 
@@ -136,7 +152,7 @@ def zeros(shape: Any, dtype: Any, *, buffer: Buffer = sbuf, name: str = "", **kw
 
         psum_group(t).zero_pending = True
     else:
-        lisa.memset(t.view, 0.0)
+        lisa.memset(t.lang_view, 0.0)
     return t
 
 
@@ -146,7 +162,7 @@ def full(shape: Any, fill_value: float, dtype: Any, *, buffer: Buffer = sbuf, **
         blocked.fill_on_first_use(float(fill_value))
         return blocked
     t = allocate(_shape(shape), dtype, buffer)
-    lisa.memset(t.view, float(fill_value))
+    lisa.memset(t.lang_view, float(fill_value))
     return t
 
 
@@ -155,11 +171,11 @@ def ones(shape: Any, dtype: Any, *, buffer: Buffer = sbuf, **kw: Any) -> Any:
 
 
 def zeros_like(a: Any, dtype: Any = None, *, buffer: Buffer = sbuf, **kw: Any) -> Any:
-    return zeros(a.shape, dtype or a.dtype, buffer=buffer)
+    return zeros(a.shape, (a.dtype if dtype is None else dtype), buffer=buffer)
 
 
 def ndarray_like(a: Any, dtype: Any = None, *, buffer: Buffer = sbuf, **kw: Any) -> Any:
-    return ndarray(a.shape, dtype or a.dtype, buffer=buffer)
+    return ndarray(a.shape, (a.dtype if dtype is None else dtype), buffer=buffer)
 
 
 empty_like = ndarray_like
@@ -167,12 +183,12 @@ empty_like = ndarray_like
 
 def shared_constant(constant: Any, dtype: Any = None, **kw: Any) -> NkiTensor:
     """A constant array as an HBM input tensor (NKI: folded into the NEFF)."""
-    from hwsim.dtypes import dtype as lookup
+    from hwsim.nki.dtypes import hw_dtype
 
     array = np.asarray(constant)
-    dt = lookup(
-        dtype or {"float32": "fp32", "float16": "fp16"}.get(array.dtype.name, array.dtype.name)
-    )
+    if dtype is None:  # Python floats and ints are float64 / int64 arrays: the 32-bit ones
+        dtype = {"float64": np.float32, "int64": np.int32}.get(array.dtype.name, array.dtype)
+    dt = hw_dtype(dtype)
     context = current()
     name = context.fresh_name("const")
     context.builder.hbm_tensor(name, array.shape, dt, "input", array.astype(dt.numpy))
@@ -194,14 +210,14 @@ def iota(expr: Any, dtype: Any, *, mask: Any = None, **kw: Any) -> NkiTensor:
     position = expr.position if expr.ndim > 1 else 1
     if position == 0:
         lisa.iota(
-            out.view,
+            out.lang_view,
             steps=(0,) * (len(shape) - 1),
             offset=expr.offset,
             channel_multiplier=expr.scale,
         )
     else:
         steps = tuple(expr.scale if d == position else 0 for d in _b.range(1, len(shape)))
-        lisa.iota(out.view, steps=steps, offset=expr.offset)
+        lisa.iota(out.lang_view, steps=steps, offset=expr.offset)
     return out
 
 
@@ -219,8 +235,8 @@ def load_transpose2d(src: Any, *, mask: Any = None, dtype: Any = None) -> NkiTen
 
     t = as_tensor(src, "nl.load_transpose2d")
     view = t.masked(mask)
-    out = allocate((view.shape[1], view.shape[0]), dtype or t.dtype, sbuf)
-    lisa.dma_transpose(out.view, view, engine="sync", queue=state().next_load_queue())
+    out = allocate((view.shape[1], view.shape[0]), (t.dtype if dtype is None else dtype), sbuf)
+    lisa.dma_transpose(out.lang_view, view, engine="sync", queue=state().next_load_queue())
     return out
 
 

@@ -18,11 +18,11 @@ from typing import Any
 
 import numpy as np
 
-from hwsim.dtypes import dtype as lookup_dtype
 from hwsim.isa.ap import MemorySpace
 from hwsim.kernels.ops import ActivationFunction, AluOp, ReduceOp
 from hwsim.lang import isa as lisa
 from hwsim.lang.tiles import psum, sbuf
+from hwsim.nki.dtypes import hw_dtype
 from hwsim.nki.pending import Pending, PendingCopy, PendingLoad, PendingMatmul
 from hwsim.nki.tensor import (
     Indirect,
@@ -94,7 +94,7 @@ REDUCE = {
 
 
 def _result(shape: tuple[int, ...], dtype: Any, like: NkiTensor) -> NkiTensor:
-    return allocate(shape, dtype or like.dtype, sbuf)
+    return allocate(shape, (like.dtype if dtype is None else dtype), sbuf)
 
 
 def _column(t: NkiTensor) -> bool:
@@ -199,9 +199,11 @@ def reduce(
 def mean(x: Any, axis: Any, *, dtype: Any = None, keepdims: bool = False, mask: Any = None) -> Any:
     """``nl.mean``: a VectorE sum, then a VectorE multiply by 1/n."""
     t = as_tensor(x, "nl.mean")
-    total = reduce("sum", t, axis, dtype=dtype or "fp32", keepdims=keepdims, mask=mask)
+    total = reduce(
+        "sum", t, axis, dtype=("fp32" if dtype is None else dtype), keepdims=keepdims, mask=mask
+    )
     count = int(np.prod([t.shape[a] for a in ((axis,) if isinstance(axis, int) else axis)]))
-    lisa.tensor_scalar(total.view, total.view, AluOp.multiply, 1.0 / count)
+    lisa.tensor_scalar(total.lang_view, total.lang_view, AluOp.multiply, 1.0 / count)
     return total
 
 
@@ -209,7 +211,7 @@ def copy(x: Any, *, dtype: Any = None, mask: Any = None) -> PendingCopy:
     """``nl.copy``: VectorE tensor_copy (the PSUM -> SBUF evacuation); ``t[...] = nl.copy(x)``
     is one copy into ``t`` (``PendingCopy``)."""
     t = as_tensor(x, "nl.copy")
-    return PendingCopy(t, lookup_dtype(dtype or t.dtype), mask)
+    return PendingCopy(t, hw_dtype(dtype if dtype is not None else t.dtype), mask)
 
 
 def assign(target: NkiTensor, value: Any) -> None:
@@ -237,7 +239,7 @@ def transpose(x: Any, *, dtype: Any = None, mask: Any = None) -> NkiTensor:
     t = as_tensor(x, "nl.transpose")
     if t.ndim != 2:
         raise fail("nl.transpose", f"a 2-D tile, got {list(t.shape)}")
-    out = allocate((t.shape[1], t.shape[0]), dtype or t.dtype, psum)
+    out = allocate((t.shape[1], t.shape[0]), (t.dtype if dtype is None else dtype), psum)
     lisa.nc_transpose(dst(out), src(t, mask))
     return out
 
@@ -249,14 +251,18 @@ def softmax(x: Any, axis: Any = -1, *, dtype: Any = None, mask: Any = None) -> N
     _free_axes("softmax", t, axis)
     rows = t.shape[0]
     peak = allocate((rows, 1), "fp32", sbuf)
-    lisa.tensor_reduce(peak.view, ReduceOp.max, src(t, mask), axes=t.ndim - 1, negate=True)
+    lisa.tensor_reduce(peak.lang_view, ReduceOp.max, src(t, mask), axes=t.ndim - 1, negate=True)
     out = _result(t.shape, dtype, t)
     total = allocate((rows, 1), "fp32", sbuf)
     lisa.activation_reduce(
-        dst(out, mask), ActivationFunction.exp, src(t, mask), reduce_res=total.view, bias=peak.view
+        dst(out, mask),
+        ActivationFunction.exp,
+        src(t, mask),
+        reduce_res=total.lang_view,
+        bias=peak.lang_view,
     )
-    lisa.reciprocal(total.view, total.view)
-    lisa.tensor_scalar(dst(out, mask), src(out, mask), AluOp.multiply, total.view)
+    lisa.reciprocal(total.lang_view, total.lang_view)
+    lisa.tensor_scalar(dst(out, mask), src(out, mask), AluOp.multiply, total.lang_view)
     return out
 
 
@@ -268,14 +274,14 @@ def broadcast_to(x: Any, shape: Any) -> NkiTensor:
         return t
     if t.ndim == 2 and t.shape[0] == 1 and t.shape[1] == shape[1]:
         ones = allocate((1, shape[0]), t.dtype, sbuf)
-        lisa.memset(ones.view, 1.0)
+        lisa.memset(ones.lang_view, 1.0)
         acc = allocate(shape, "fp32", psum)
-        lisa.nc_matmul(acc.view, ones.view, src(t), is_stationary_onezero=True)
+        lisa.nc_matmul(acc.lang_view, ones.lang_view, src(t), is_stationary_onezero=True)
         return copy(acc, dtype=t.dtype).materialize()
     if _column(t) and t.shape[0] == shape[0]:
         out = allocate(shape, t.dtype, sbuf)
-        lisa.memset(out.view, 0.0)
-        lisa.tensor_scalar(out.view, out.view, AluOp.add, src(t))
+        lisa.memset(out.lang_view, 0.0)
+        lisa.tensor_scalar(out.lang_view, out.lang_view, AluOp.add, src(t))
         return out
     raise fail("nl.broadcast_to", f"cannot broadcast {list(t.shape)} to {list(shape)}")
 
@@ -291,14 +297,14 @@ def load(src_: Any, *, mask: Any = None, dtype: Any = None) -> PendingLoad | Nki
         raise fail("nl.load", f"{t.tile.name} is in {t.buffer}; nl.load reads HBM")
     view = t.masked(mask)
     shape = tuple(view.shape) if len(view.shape) > 1 else (1, view.shape[0])
-    return PendingLoad(view, lookup_dtype(dtype or t.dtype), shape, t.axis_vars)
+    return PendingLoad(view, hw_dtype(dtype if dtype is not None else t.dtype), shape, t.axis_vars)
 
 
 def _gather(rows: Indirect, dtype: Any) -> NkiTensor:
     """``nl.load(table[idx, :])``: an indirect DMA, hwsim's ``dma_gather`` (software DGE on
     GpSimdE, as the compiler lowers it; docs/kernel-language.md)."""
-    out = allocate(rows.shape, dtype or rows.dtype, sbuf)
-    lisa.dma_gather(out.view, rows.table.view, src(rows.indices))
+    out = allocate(rows.shape, (rows.dtype if dtype is None else dtype), sbuf)
+    lisa.dma_gather(out.lang_view, rows.table.lang_view, src(rows.indices))
     return out
 
 

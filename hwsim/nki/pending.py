@@ -21,6 +21,7 @@ from hwsim.isa.ap import MemorySpace
 from hwsim.lang import isa as lisa
 from hwsim.lang.tiles import psum
 from hwsim.lang.tiles import sbuf as _sbuf
+from hwsim.nki.dtypes import hw_dtype
 from hwsim.nki.state import state, user_site
 from hwsim.nki.tensor import NkiTensor, allocate, dst, fail, psum_group, src, touch
 
@@ -95,7 +96,7 @@ class PendingLoad(Pending):
             out = allocate(self.shape, self.dtype, _sbuf, site=self.site)
             if len(self.axis_vars) == len(self.shape):
                 out.axis_vars = self.axis_vars
-            self._dma(out.view)
+            self._dma(out.lang_view)
             self._result = out
         return self._result
 
@@ -133,7 +134,7 @@ class PendingCopy(Pending):
         return self._result  # type: ignore[return-value]
 
     def into_tile(self, target: NkiTensor) -> None:
-        direct = tuple(target.shape) == self.shape and target.dtype == self.dtype
+        direct = tuple(target.shape) == self.shape and target.hw_dtype == self.dtype
         if self._result is None and direct:
             self._emit(target)
             return
@@ -154,7 +155,7 @@ class PendingLoopReduce(Pending):
 
     def __init__(self, source: NkiTensor, op: Any, loops: tuple[Any, ...], dtype: Any, mask: Any):
         self.source, self.op, self.mask = source, op, mask
-        self.dtype = dtype if dtype is not None else source.dtype
+        self.dtype = hw_dtype(dtype if dtype is not None else source.dtype)
         self.shape = tuple(source.shape)
         self.site = user_site()
         self._result = None
@@ -175,9 +176,9 @@ class PendingLoopReduce(Pending):
         if acc is None:
             acc = allocate(self.shape, self.dtype, _sbuf, site=self.site)
             st.reductions[self.key] = acc
-            lisa.tensor_copy(acc.view, src(self.source, self.mask))
+            lisa.tensor_copy(acc.lang_view, src(self.source, self.mask))
         else:
-            lisa.tensor_tensor(acc.view, acc.view, src(self.source, self.mask), self.op)
+            lisa.tensor_tensor(acc.lang_view, acc.lang_view, src(self.source, self.mask), self.op)
         self._result = acc
         return acc
 

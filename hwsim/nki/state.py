@@ -195,6 +195,11 @@ def state() -> NkiState:
     return found
 
 
+def active() -> NkiState | None:
+    """The state of the NKI kernel being built, or None outside one."""
+    return _STATE.get()
+
+
 def enter(new: NkiState) -> contextvars.Token[NkiState | None]:
     return _STATE.set(new)
 

@@ -14,7 +14,6 @@ import weakref
 from typing import Any
 
 from hwsim.dtypes import DType
-from hwsim.dtypes import dtype as lookup_dtype
 from hwsim.errors import IllegalInstructionError
 from hwsim.isa.ap import MemorySpace
 from hwsim.lang import isa as lisa
@@ -23,6 +22,7 @@ from hwsim.lang.kernel import ndarray as lang_ndarray
 from hwsim.lang.kernel import source_location
 from hwsim.lang.tiles import Buffer, IndexingError, Tile, View, hbm
 from hwsim.nki import index as ix
+from hwsim.nki.dtypes import hw_dtype, nki_dtype
 from hwsim.nki.state import Allocation, PsumGroup, Slot, state, user_site
 
 
@@ -41,7 +41,7 @@ class NkiTensor:
         owner: Allocation | None = None,
         axis_vars: tuple[int | None, ...] | None = None,
     ) -> None:
-        self.view = view
+        self.lang_view = view
         self.owner = owner
         self.axis_vars = axis_vars if axis_vars is not None else (None,) * len(view.shape)
         #: (tensor, key) of an index that is in bounds only once masked (NKI's masked edge
@@ -50,15 +50,20 @@ class NkiTensor:
 
     @property
     def tile(self) -> Tile:
-        return self.view if isinstance(self.view, Tile) else self.view.tile
+        return self.lang_view if isinstance(self.lang_view, Tile) else self.lang_view.tile
 
     @property
     def shape(self) -> tuple[int, ...]:
-        return tuple(self.view.shape)
+        return tuple(self.lang_view.shape)
 
     @property
-    def dtype(self) -> DType:
-        return self.view.dtype
+    def dtype(self) -> Any:
+        """The NKI dtype: a numpy dtype (``== nl.bfloat16`` ...); ``hw_dtype`` is hwsim's."""
+        return nki_dtype(self.lang_view.dtype)
+
+    @property
+    def hw_dtype(self) -> DType:
+        return self.lang_view.dtype
 
     @property
     def buffer(self) -> Buffer:
@@ -83,13 +88,15 @@ class NkiTensor:
             return self._indirect((as_tensor(items[0], "indirect index"), *items[1:]))
         plain, axis_vars = ix.resolve(self.shape, key)
         try:
-            view = self.view[plain] if plain else self.view
+            view = self.lang_view[plain] if plain else self.lang_view
         except IndexingError as error:
             items = key if isinstance(key, tuple) else (key,)
             if not any(isinstance(item, ix.IndexExpr) for item in items):
                 raise
             shape = _grid_shape(items)
-            out = NkiTensor(_Unresolved(shape, self.dtype, self.view), self.owner, axis_vars)  # type: ignore[arg-type]
+            out = NkiTensor(
+                _Unresolved(shape, self.hw_dtype, self.lang_view), self.owner, axis_vars
+            )  # type: ignore[arg-type]
             out.deferred = (self, key, error)
             return out
         if len(axis_vars) != len(view.shape):  # ints dropped axes with no iterator
@@ -106,7 +113,7 @@ class NkiTensor:
         if isinstance(value, Pending):
             value.into_tile(target)
             return
-        if isinstance(value, NkiTensor) and _same_place(value.view, target.view):
+        if isinstance(value, NkiTensor) and _same_place(value.lang_view, target.lang_view):
             return  # t[...] += x already wrote in place; nothing to copy
         from hwsim.nki import language_ops
 
@@ -130,9 +137,9 @@ class NkiTensor:
             items = tuple(mask.narrowed(i) if isinstance(i, ix.IndexExpr) else i for i in items)
             if any(isinstance(i, ix.IndexExpr) and i.count < 1 for i in items):
                 raise fail("mask", "the mask keeps no element (the instruction would do nothing)")
-            return base[items].view
+            return base[items].lang_view
         if mask is None:
-            return self.view
+            return self.lang_view
         key = []
         for axis, var in enumerate(self.axis_vars):
             if var in mask.ranges:
@@ -148,14 +155,29 @@ class NkiTensor:
             )
             key.append(slice(*mask.ranges[hit]) if hit is not None else slice(None))
         if all(k == slice(None) for k in key):
-            return self.view
+            return self.lang_view
         if any(k.start >= k.stop for k in key if k != slice(None)):
             raise fail("mask", "the mask keeps no element (the instruction would do nothing)")
-        return self.view[tuple(key)]
+        return self.lang_view[tuple(key)]
 
     # ---- unsupported numpy-isms: one clear error each -------------------------------------
-    def reshape(self, *shape: Any) -> NkiTensor:
-        raise fail("reshape", "tiles cannot be reshaped here; index the HBM tensor instead")
+    def reshape(self, *args: Any, shape: Any = None) -> NkiTensor:
+        """The same elements as ``shape`` (a view: nothing is copied; ``hwsim.nki.views``)."""
+        from hwsim.nki import views
+
+        return views.reshape(self, *args, shape=shape)
+
+    def view(self, dtype: Any) -> NkiTensor:
+        """The same bytes as ``dtype`` (a bitcast view)."""
+        from hwsim.nki import views
+
+        return views.bitcast(self, dtype)
+
+    def broadcast_to(self, shape: Any) -> NkiTensor:
+        """``nl.broadcast_to(self, shape)``."""
+        from hwsim.nki import language_ops
+
+        return language_ops.broadcast_to(self, shape)
 
     @property
     def T(self) -> NkiTensor:
@@ -330,7 +352,7 @@ def allocate(
     ``ring_key``: the ring, when it was worked out earlier (``state().ring_key`` at the call
     that asked for the tensor; None: outside NKI loops)."""
     shape = tuple(int(n) for n in shape)
-    dt = lookup_dtype(dtype)
+    dt = hw_dtype(dtype)
     if buffer is hbm or buffer.memory is MemorySpace.HBM:
         return NkiTensor(lang_ndarray(shape, dt, hbm, name=name))
     st = state()
