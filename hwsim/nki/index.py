@@ -70,18 +70,28 @@ class IndexExpr:
     def _affine(self, scale: int, offset: int) -> IndexExpr:
         return replace(self, scale=self.scale * scale, offset=self.offset * scale + offset)
 
-    def __add__(self, other: Any) -> IndexExpr:
+    def __add__(self, other: Any) -> Any:
+        if isinstance(other, (IndexExpr, IndexSum)):
+            return IndexSum.of(self) + other
         return replace(self, offset=self.offset + _int(other, "+"))
 
     __radd__ = __add__
 
-    def __sub__(self, other: Any) -> IndexExpr:
+    def __sub__(self, other: Any) -> Any:
+        if isinstance(other, (IndexExpr, IndexSum)):
+            return IndexSum.of(self) + other * -1
         return replace(self, offset=self.offset - _int(other, "-"))
+
+    def __rsub__(self, other: Any) -> IndexExpr:
+        return self._affine(-1, _int(other, "-"))
 
     def __mul__(self, other: Any) -> IndexExpr:
         return self._affine(_int(other, "*"), 0)
 
     __rmul__ = __mul__
+
+    def __neg__(self) -> IndexExpr:
+        return self._affine(-1, 0)
 
     # Comparisons give the kept range of the iterator (the mask).
     def __lt__(self, other: Any) -> Mask:
@@ -117,6 +127,101 @@ class IndexExpr:
         else:
             lo = max(lo, -(-rel // self.scale))
         return Mask({self.var: (lo, hi)}, {self.var: (self.position, self.count)})
+
+
+@dataclass(frozen=True)
+class IndexSum:
+    """A sum of index expressions of different iterators and a constant (``2 * i + j``,
+    ``512 * i_p + i_f``): indexes one tensor axis with several grid dimensions
+    (``hwsim.nki.pattern``)."""
+
+    terms: tuple[IndexExpr, ...]
+    offset: int = 0
+
+    @staticmethod
+    def of(expr: IndexExpr) -> IndexSum:
+        return IndexSum((replace(expr, offset=0),), expr.offset)
+
+    @property
+    def ndim(self) -> int:
+        return max(t.ndim for t in self.terms)
+
+    def __add__(self, other: Any) -> IndexSum:
+        if isinstance(other, IndexExpr):
+            other = IndexSum.of(other)
+        if isinstance(other, IndexSum):
+            merged = list(self.terms)
+            for term in other.terms:
+                same = next((i for i, t in enumerate(merged) if t.var == term.var), None)
+                if same is None:
+                    merged.append(term)
+                else:
+                    merged[same] = replace(merged[same], scale=merged[same].scale + term.scale)
+            return IndexSum(tuple(merged), self.offset + other.offset)
+        return IndexSum(self.terms, self.offset + _int(other, "+"))
+
+    __radd__ = __add__
+
+    def __sub__(self, other: Any) -> IndexSum:
+        return self + (
+            other * -1 if isinstance(other, (IndexExpr, IndexSum)) else -_int(other, "-")
+        )
+
+    def __rsub__(self, other: Any) -> IndexSum:
+        return self * -1 + _int(other, "-")
+
+    def __mul__(self, other: Any) -> IndexSum:
+        k = _int(other, "*")
+        return IndexSum(tuple(replace(t, scale=t.scale * k) for t in self.terms), self.offset * k)
+
+    __rmul__ = __mul__
+
+    def __lt__(self, other: Any) -> Mask:
+        return _sum_mask(self, _int(other, "<"), lambda value, bound: value < bound)
+
+    def __le__(self, other: Any) -> Mask:
+        return _sum_mask(self, _int(other, "<="), lambda value, bound: value <= bound)
+
+    def __gt__(self, other: Any) -> Mask:
+        return _sum_mask(self, _int(other, ">"), lambda value, bound: value > bound)
+
+    def __ge__(self, other: Any) -> Mask:
+        return _sum_mask(self, _int(other, ">="), lambda value, bound: value >= bound)
+
+
+def _sum_mask(total: IndexSum, bound: int, keep: Any) -> Mask:
+    """The mask ``total OP bound`` when what it keeps is a range of the outermost iterator (the
+    one of largest step) with every value of the others: a box, as masks are here."""
+    terms = sorted(total.terms, key=lambda t: abs(t.scale), reverse=True)
+    outer, rest = terms[0], terms[1:]
+    rest_lo = sum(min(0, t.scale * (t.count - 1)) for t in rest)
+    rest_hi = sum(max(0, t.scale * (t.count - 1)) for t in rest)
+    kept = []
+    for v in range(outer.count):
+        base = total.offset + outer.scale * v
+        lo, hi = base + rest_lo, base + rest_hi
+        low_in, high_in = keep(lo, bound), keep(hi, bound)
+        if low_in != high_in:
+            raise IllegalInstructionError(
+                f"{_where()}: the mask keeps part of the range of iteration {v} of the outer "
+                "iterator: masks over several iterators must keep whole rows (a box)"
+            )
+        if low_in:
+            kept.append(v)
+    if kept and kept != list(range(kept[0], kept[-1] + 1)):
+        raise IllegalInstructionError(f"{_where()}: the mask keeps a non-contiguous range")
+    lo, hi = (kept[0], kept[-1] + 1) if kept else (0, 0)
+    return Mask({outer.var: (lo, hi)}, {outer.var: (outer.position, outer.count)})
+
+
+def terms_of(item: Any) -> tuple[int, list[tuple[int, int, int, int, int]]]:
+    """(constant, [(iterator, scale, count, grid position, grid ndim)]) of an index item."""
+    if isinstance(item, IndexExpr):
+        item = IndexSum.of(item)
+    if isinstance(item, IndexSum):
+        terms = [(t.var, t.scale, t.count, t.position, t.ndim) for t in item.terms if t.scale]
+        return item.offset, terms
+    return _int(item, "index"), []
 
 
 @dataclass(frozen=True)
@@ -210,6 +315,16 @@ mgrid = _MGrid()
 def ds(start: int, size: int) -> slice:
     """``nl.ds(start, size)``: the dynamic slice start:start+size (a compile-time int here)."""
     return slice(int(start), int(start) + int(size))
+
+
+def needs_pattern(items: tuple[Any, ...]) -> bool:
+    """Whether an index needs an access-pattern view (``hwsim.nki.pattern``): a sum of index
+    expressions, a negative step, or two expressions at one grid position."""
+    exprs = [i for i in items if isinstance(i, (IndexExpr, IndexSum))]
+    if any(isinstance(e, IndexSum) or e.scale < 1 for e in exprs):
+        return True
+    positions = [e.position for e in exprs]
+    return len(set(positions)) != len(positions)
 
 
 def resolve(shape: tuple[int, ...], key: Any) -> tuple[tuple[Any, ...], tuple[int | None, ...]]:

@@ -21,7 +21,7 @@ import numpy as np
 from hwsim.isa.ap import MemorySpace
 from hwsim.kernels.ops import ActivationFunction, AluOp, ReduceOp
 from hwsim.lang import isa as lisa
-from hwsim.lang.tiles import psum, sbuf
+from hwsim.lang.tiles import View, psum, sbuf
 from hwsim.nki.dtypes import hw_dtype
 from hwsim.nki.pending import Pending, PendingCopy, PendingLoad, PendingMatmul
 from hwsim.nki.tensor import (
@@ -180,10 +180,29 @@ def _free_axes(name: str, t: NkiTensor, axis: Any) -> int:
     return len(axes)
 
 
+def reduced_last(name: str, t: NkiTensor, axis: Any, keepdims: bool) -> tuple[NkiTensor, Any]:
+    """``t`` viewed with the reduced free axes innermost (an access-pattern view, no copy), and
+    the axis argument for it: a reduction over free axes that are not the innermost ones
+    (``nl.sum(t[i0, 2 * i1 + i2, 2 * i3 + i4], axis=[2, 4])``) reads them in that order."""
+    from hwsim.nki.pattern import PatternView, of_view
+
+    axes = sorted({a % t.ndim for a in ((axis,) if isinstance(axis, int) else tuple(axis))})
+    if 0 in axes or axes == list(range(t.ndim - len(axes), t.ndim)):
+        return t, axis
+    if keepdims:
+        raise fail(f"nl.{name}", f"axis={axis} with keepdims: reduce the innermost free axes")
+    order = tuple(a for a in range(t.ndim) if a not in axes) + tuple(axes)
+    pattern = of_view(t.lang_view, t.axis_vars).permuted(order)
+    view = NkiTensor(PatternView(t.tile, pattern), t.owner, pattern.dims)
+    view.deferred = t.deferred
+    return view, tuple(range(t.ndim - len(axes), t.ndim))
+
+
 def reduce(
     name: str, x: Any, axis: Any, *, dtype: Any = None, keepdims: bool = False, mask: Any = None
 ) -> NkiTensor:
     t = as_tensor(x, f"nl.{name}")
+    t, axis = reduced_last(name, t, axis, keepdims)
     if axis == 0 or axis == (0,):
         out = _result((1, *t.shape[1:]), dtype, t)
         lisa.tensor_partition_reduce(dst(out, mask), REDUCE[name], src(t, mask))
@@ -296,8 +315,34 @@ def load(src_: Any, *, mask: Any = None, dtype: Any = None) -> PendingLoad | Nki
     if t.memory is not MemorySpace.HBM:
         raise fail("nl.load", f"{t.tile.name} is in {t.buffer}; nl.load reads HBM")
     view = t.masked(mask)
-    shape = tuple(view.shape) if len(view.shape) > 1 else (1, view.shape[0])
-    return PendingLoad(view, hw_dtype(dtype if dtype is not None else t.dtype), shape, t.axis_vars)
+    shape = tuple(t.shape) if len(t.shape) > 1 else _one_dim(t)
+    if len(view.shape) == 1:
+        view = view if len(shape) == 1 else _as_2d(t, view, shape)
+    return PendingLoad(
+        view, hw_dtype(dtype if dtype is not None else t.dtype), shape, t.axis_vars, mask
+    )
+
+
+def _one_dim(t: NkiTensor) -> tuple[int, int]:
+    """The tile a 1-D HBM view loads into: [n, 1] when it keeps a leading axis of its tensor
+    and an int picked a later one (``A[0:128, i]``: a column, the partition axis kept, as
+    NKI), else one row [1, n] (``A[i, 0:512]``, a 1-D tensor)."""
+    view = t.lang_view
+    n = t.shape[0]
+    if (
+        isinstance(view, View)
+        and view.tile.ndim > 1
+        and view.kept
+        and view.kept[0] < view.tile.ndim - 1
+    ):
+        return (n, 1)
+    return (1, n)
+
+
+def _as_2d(t: NkiTensor, view: Any, shape: tuple[int, ...]) -> Any:
+    from hwsim.nki.views import reshape
+
+    return reshape(NkiTensor(view, t.owner), shape).lang_view
 
 
 def _gather(rows: Indirect, dtype: Any) -> NkiTensor:

@@ -83,20 +83,27 @@ class Pending:
 class PendingLoad(Pending):
     """``nl.load(src)``: HBM -> SBUF, triggered by the Sync engine on the rotating queues."""
 
-    def __init__(self, view: Any, dtype: DType, shape: tuple[int, ...], axis_vars: Any) -> None:
+    def __init__(
+        self, view: Any, dtype: DType, shape: tuple[int, ...], axis_vars: Any, mask: Any = None
+    ) -> None:
         self.source, self.dtype, self.shape, self.axis_vars = view, dtype, shape, axis_vars
+        self.mask = mask
         self.site = user_site()
         self._result = None
 
-    def _dma(self, target: Any) -> None:
-        lisa.dma_copy(target, self.source, engine="sync", queue=state().next_load_queue())
+    def _dma(self, target: NkiTensor) -> None:
+        """Into ``target`` where the mask keeps (all of it without a mask): NKI's masked load
+        writes the kept part of a tile of the index's whole shape."""
+        lisa.dma_copy(
+            dst(target, self.mask), self.source, engine="sync", queue=state().next_load_queue()
+        )
 
     def materialize(self) -> NkiTensor:
         if self._result is None:
             out = allocate(self.shape, self.dtype, _sbuf, site=self.site)
             if len(self.axis_vars) == len(self.shape):
                 out.axis_vars = self.axis_vars
-            self._dma(out.lang_view)
+            self._dma(out)
             self._result = out
         return self._result
 
@@ -105,7 +112,9 @@ class PendingLoad(Pending):
             target_view = dst(target)
             lisa.tensor_copy(target_view, src(self.materialize()))
             return
-        self._dma(dst(target))
+        if self.mask is not None and len(self.axis_vars) == len(target.shape):
+            target = NkiTensor(target.lang_view, target.owner, self.axis_vars)
+        self._dma(target)
         self._result = target
 
 

