@@ -31,6 +31,10 @@ class BlockTensor:
         self.site = user_site()
         self._tiles: dict[tuple[int, ...], NkiTensor] = {}
         self._fill: float | None = None
+        from hwsim.nki.direct import DirectBuffer, reserve
+
+        if isinstance(buffer, DirectBuffer):
+            reserve(tile_shape, dtype, buffer, blocks)
 
     def fill_on_first_use(self, value: float | None) -> None:
         self._fill = value
@@ -41,7 +45,12 @@ class BlockTensor:
                 raise fail("block index", f"index {value} of block dimension {i} (size {size})")
         found = self._tiles.get(index)
         if found is None:
-            found = allocate(self.tile_shape, self.hw_dtype, self.buffer, site=self.site)
+            from hwsim.nki.direct import DirectBuffer, direct_tile
+
+            if isinstance(self.buffer, DirectBuffer):
+                found = direct_tile(self.tile_shape, self.hw_dtype, self.buffer, index)
+            else:
+                found = allocate(self.tile_shape, self.hw_dtype, self.buffer, site=self.site)
             if self._fill is not None and self.buffer.memory is MemorySpace.PSUM:
                 psum_group(found).zero_pending = True  # as nl.zeros in PSUM
             elif self._fill is not None:

@@ -1,13 +1,18 @@
-"""``nki.compiler``: decorators and options, accepted. ``no_reorder`` is recorded for a scheduler
-(as ``nl.no_reorder``); the others have no effect here (each run's summary lists them under
-``nki_notes``)."""
+"""``nki.compiler``: direct allocation (``sbuf`` / ``psum``: ``alloc``, ``mod_alloc``,
+``auto_alloc``; ``hwsim.nki.direct``), honoured; decorators and options, accepted.
+``no_reorder`` is recorded for a scheduler (as ``nl.no_reorder``); the others have no effect
+here (each run's summary lists them under ``nki_notes``)."""
 
 from __future__ import annotations
 
 from collections.abc import Callable
 from typing import Any
 
-from hwsim.nki.language import no_reorder, psum, sbuf  # noqa: F401 (re-exported)
+from hwsim.nki.direct import psum_space as psum
+from hwsim.nki.direct import sbuf_space as sbuf
+from hwsim.nki.language import no_reorder  # noqa: F401 (re-exported)
+
+__all__ = ["no_reorder", "psum", "sbuf"]
 
 
 def _no_effect(name: str) -> Callable[..., Any]:

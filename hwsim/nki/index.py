@@ -18,6 +18,8 @@ import itertools
 from dataclasses import dataclass, replace
 from typing import Any
 
+import numpy as np
+
 from hwsim.errors import IllegalInstructionError
 
 _IDS = itertools.count()
@@ -233,7 +235,9 @@ class Mask:
     #: (tiles allocated by the kernel) are narrowed on that grid position when it has that size.
     places: dict[int, tuple[int, int]]
 
-    def __and__(self, other: Mask) -> Mask:
+    def __and__(self, other: Any) -> Any:
+        if isinstance(other, bool | np.bool_):  # a constant comparison: all or nothing
+            return self if other else False
         if not isinstance(other, Mask):
             raise IllegalInstructionError(f"{_where()}: mask & {type(other).__name__}")
         merged = dict(self.ranges)
@@ -241,6 +245,8 @@ class Mask:
             old = merged.get(var, (lo, hi))
             merged[var] = (max(old[0], lo), min(old[1], hi))
         return Mask(merged, {**self.places, **other.places})
+
+    __rand__ = __and__
 
     def narrowed(self, expr: IndexExpr) -> IndexExpr:
         """``expr`` over the kept range of its iterator."""

@@ -77,7 +77,22 @@ tensor_scalar_cumulative = _generic("tensor_scalar_cumulative", "src", "op0", "o
 tensor_copy = _generic("tensor_copy", "src")
 reciprocal = _generic("reciprocal", "data")
 activation = _generic("activation", "op", "data")
-activation_reduce = _generic("activation_reduce", "op", "data", "reduce_res")
+_activation_reduce = _generic("activation_reduce", "op", "data", "reduce_res")
+
+
+def activation_reduce(*args: Any, **kwargs: Any) -> Any:
+    """``activation_reduce(..., reduce_op=nl.add, reduce_res=...)`` (either API generation):
+    the activation, and its sum along the free axis into ``reduce_res`` (the only reduction
+    the instruction has, as the NKI docs say)."""
+    from hwsim.nki.isa_ops import reduce_op
+
+    given = kwargs.pop("reduce_op", None)
+    if given is not None and reduce_op(given, "nisa.activation_reduce").name != "add":
+        raise nt.fail("nisa.activation_reduce", f"reduce_op={given!r}: the reduction is add")
+    return _activation_reduce(*args, **kwargs)
+
+
+activation_reduce.required = _activation_reduce.required  # type: ignore[attr-defined]
 tensor_partition_reduce = _generic("tensor_partition_reduce", "op", "data")
 bn_stats = _generic("bn_stats", "data")
 bn_aggr = _generic("bn_aggr", "data")
@@ -133,7 +148,7 @@ def nc_matmul(*args: Any, **kwargs: Any) -> Any:
         if kwargs.pop(key, None) not in (None, (), ""):
             state().note(f"nisa.nc_matmul({key}=...): accepted, no effect (no PE tiling model)")
     if kwargs.pop("is_transpose", False):
-        raise nt.fail("nisa.nc_matmul", "is_transpose=True: use nisa.nc_transpose")
+        kwargs["is_transpose"] = True  # the PE passes stationary through: its transpose
     accumulate = kwargs.pop("accumulate", None)
     newer = "dst" in kwargs or len(args) + sum(k in kwargs for k in ("stationary", "moving")) >= 3
     names = ("dst", "stationary", "moving") if newer else ("stationary", "moving")
@@ -151,7 +166,7 @@ def nc_matmul(*args: Any, **kwargs: Any) -> Any:
     return target
 
 
-_MATMUL_FLAGS = ("is_stationary_onezero", "is_moving_onezero", "perf_mode")
+_MATMUL_FLAGS = ("is_stationary_onezero", "is_moving_onezero", "perf_mode", "is_transpose")
 
 
 def nc_matmul_mx(*args: Any, **kwargs: Any) -> Any:
@@ -252,6 +267,26 @@ def dma_copy(*args: Any, **kwargs: Any) -> Any:
 def dma_transpose(*args: Any, **kwargs: Any) -> Any:
     return call("dma_transpose", ("dst", "src"), args, kwargs)
 
+
+def _honour_constant_masks() -> None:
+    """Every nisa call takes ``mask=True`` / ``mask=False`` (``hwsim.nki.masking``)."""
+    from types import FunctionType
+
+    from hwsim.nki.masking import honours_constant_mask
+
+    for name, value in list(globals().items()):
+        if (
+            isinstance(value, FunctionType)
+            and not name.startswith("_")
+            and name != "get_nc_version"
+        ):
+            wrapped = honours_constant_mask(value)
+            if hasattr(value, "required"):
+                wrapped.required = value.required  # type: ignore[attr-defined]
+            globals()[name] = wrapped
+
+
+_honour_constant_masks()
 
 #: nki.isa names of the public docs that this simulator does not implement, and why.
 UNSUPPORTED = {

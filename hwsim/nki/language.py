@@ -16,6 +16,7 @@ import numpy as np
 
 from hwsim.lang import isa as lisa
 from hwsim.lang.kernel import current
+from hwsim.isa.ap import MemorySpace
 from hwsim.lang.tiles import Buffer, Tile, hbm, psum, sbuf
 from hwsim.nki import language_ops as ops
 
@@ -42,6 +43,7 @@ from hwsim.nki.dtypes import (  # noqa: F401 (nl names)
     uint32,
 )
 from hwsim.nki.index import arange, ds, mgrid
+from hwsim.nki.masking import honours_constant_mask
 from hwsim.nki.pending import PendingMatmul
 from hwsim.nki.state import state
 from hwsim.nki.tensor import NkiTensor, allocate, fail
@@ -108,10 +110,14 @@ def _tensor(shape: Any, dtype: Any, buffer: Buffer) -> Any:
     from hwsim.nki.blocks import BlockTensor
     from hwsim.nki.dtypes import hw_dtype
 
+    from hwsim.nki.direct import DirectBuffer, direct_tile
+
     dims = _shape(shape)
     count = _blocks(shape)
     if count:
         return BlockTensor(dims[:count], dims[count:], hw_dtype(dtype), buffer)
+    if isinstance(buffer, DirectBuffer):
+        return direct_tile(dims, hw_dtype(dtype), buffer, ())
     return allocate(dims, dtype, buffer)
 
 
@@ -146,8 +152,8 @@ def zeros(shape: Any, dtype: Any, *, buffer: Buffer = sbuf, name: str = "", **kw
         blocked = _tensor(shape, dtype, buffer)
         blocked.fill_on_first_use(0.0)
         return blocked
-    t = allocate(_shape(shape), dtype, buffer)
-    if buffer is psum:
+    t = _tensor(shape, dtype, buffer)
+    if t.memory is MemorySpace.PSUM:
         from hwsim.nki.tensor import psum_group
 
         psum_group(t).zero_pending = True
@@ -161,7 +167,7 @@ def full(shape: Any, fill_value: float, dtype: Any, *, buffer: Buffer = sbuf, **
         blocked = _tensor(shape, dtype, buffer)
         blocked.fill_on_first_use(float(fill_value))
         return blocked
-    t = allocate(_shape(shape), dtype, buffer)
+    t = _tensor(shape, dtype, buffer)
     lisa.memset(t.lang_view, float(fill_value))
     return t
 
@@ -332,6 +338,7 @@ class NlOp:
     def __repr__(self) -> str:
         return f"nl.{self.name}"
 
+    @honours_constant_mask
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
         kwargs.pop("engine", None)
         if self.kind == "binary":
@@ -358,17 +365,19 @@ all = _OPS["all"]
 any = _OPS["any"]
 sum = _OPS["sum"]
 
-negative = ops.negative
-reciprocal = ops.reciprocal
-mean = ops.mean
-copy = ops.copy
-matmul = ops.matmul
-transpose = ops.transpose
-softmax = ops.softmax
+negative = honours_constant_mask(ops.negative)
+reciprocal = honours_constant_mask(ops.reciprocal)
+mean = honours_constant_mask(ops.mean)
+copy = honours_constant_mask(ops.copy)
+matmul = honours_constant_mask(ops.matmul)
+transpose = honours_constant_mask(ops.transpose)
+softmax = honours_constant_mask(ops.softmax)
 broadcast_to = ops.broadcast_to
-
-
-loop_reduce = ops.loop_reduce
+loop_reduce = honours_constant_mask(ops.loop_reduce)
+load = honours_constant_mask(load)
+store = honours_constant_mask(store)
+load_transpose2d = honours_constant_mask(load_transpose2d)
+iota = honours_constant_mask(iota)
 _EXPORTED = (PendingMatmul, arange, ds, mgrid)  # re-exported nl names
 
 

@@ -246,11 +246,17 @@ def assign(target: NkiTensor, value: Any) -> None:
 
 def matmul(x: Any, y: Any, *, transpose_x: bool = False, mask: Any = None) -> PendingMatmul:
     """``nl.matmul``: x @ y (or x.T @ y with transpose_x=True) into an implicit PSUM tile; without
-    transpose_x, x is transposed first on TensorE (as the compiler inserts)."""
-    stationary = as_tensor(x, "nl.matmul")
+    transpose_x, x is transposed first on TensorE (as the compiler inserts). An operand in PSUM
+    (an earlier matmul's or transpose's result) is copied to SBUF first (VectorE), as the
+    compiler does: TensorE reads SBUF only."""
+    stationary = _in_sbuf(as_tensor(x, "nl.matmul"))
     if not transpose_x:
         stationary = copy(transpose(stationary, mask=mask)).materialize()
-    return PendingMatmul(stationary, as_tensor(y, "nl.matmul"), mask, {})
+    return PendingMatmul(stationary, _in_sbuf(as_tensor(y, "nl.matmul")), mask, {})
+
+
+def _in_sbuf(t: NkiTensor) -> NkiTensor:
+    return copy(t).materialize() if t.memory is MemorySpace.PSUM else t
 
 
 def transpose(x: Any, *, dtype: Any = None, mask: Any = None) -> NkiTensor:

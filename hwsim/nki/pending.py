@@ -13,6 +13,7 @@ past the next instruction: the kernel's next emission writes it out first
 
 from __future__ import annotations
 
+import functools
 from typing import Any
 
 from hwsim.dtypes import DType
@@ -22,16 +23,41 @@ from hwsim.lang import isa as lisa
 from hwsim.lang.tiles import psum
 from hwsim.lang.tiles import sbuf as _sbuf
 from hwsim.nki.dtypes import hw_dtype
+from hwsim.nki.masking import emitting
 from hwsim.nki.state import state, user_site
 from hwsim.nki.tensor import NkiTensor, allocate, dst, fail, psum_group, src, touch
 
 
+def _emitting_as_made(method: Any) -> Any:
+    """``method`` emitting as the call that made the result did (dropped if masked off)."""
+
+    @functools.wraps(method)
+    def run(self: Pending, *args: Any) -> Any:
+        with emitting(self.dropped):
+            return method(self, *args)
+
+    return run
+
+
 class Pending:
     """A result not yet emitted: materialised at its first use, or written straight into the
-    tile it is assigned to (``t[...] = nl.load(x)`` is one DMA into ``t``, as NKI compiles it)."""
+    tile it is assigned to (``t[...] = nl.load(x)`` is one DMA into ``t``, as NKI compiles it).
+    One made by a call masked off (``hwsim.nki.masking``) emits nothing when it is used."""
 
     shape: tuple[int, ...]
     _result: NkiTensor | None = None
+    dropped: bool = False
+
+    def __new__(cls, *args: Any, **kwargs: Any) -> Pending:
+        made = super().__new__(cls)
+        made.dropped = state().dropping
+        return made
+
+    def __init_subclass__(cls, **kwargs: Any) -> None:
+        super().__init_subclass__(**kwargs)
+        for name in ("materialize", "into_tile", "into"):
+            if name in cls.__dict__:
+                setattr(cls, name, _emitting_as_made(cls.__dict__[name]))
 
     def materialize(self) -> NkiTensor:
         raise NotImplementedError
@@ -244,6 +270,9 @@ def emit_matmul(
 ) -> None:
     """nc_matmul into ``dst``; ``accumulate=None`` is the compiler's choice: overwrite when
     ``dst`` has no open accumulation group, else add to it."""
+    if flags.get("is_transpose"):
+        _transpose_matmul(dst, stationary, moving, mask)
+        return
     group = psum_group(dst)
     acc = group.open if accumulate is None else accumulate
     if acc and not group.open and group.zero_pending:
@@ -253,3 +282,17 @@ def emit_matmul(
         dst.masked(mask), src(stationary, mask), src(moving, mask), accumulate=acc, **flags
     )
     group.open = True
+
+
+def _transpose_matmul(dst: NkiTensor, stationary: Any, moving: Any, mask: Any) -> None:
+    """``nc_matmul(..., is_transpose=True)``: with an identity as moving, the PE array writes
+    the stationary tile transposed, in its own dtype (TensorE's transpose, ``nc_transpose``)."""
+    moving_t = src(moving, mask)
+    size = stationary.shape[0]
+    if tuple(moving_t.shape) != (size, size):
+        raise fail(
+            "nisa.nc_matmul(is_transpose=True)",
+            f"moving {list(moving_t.shape)} must be the [{size}, {size}] identity",
+        )
+    touch(dst)
+    lisa.nc_transpose(dst.masked(mask), src(stationary, mask))

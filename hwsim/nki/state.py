@@ -117,6 +117,13 @@ class NkiState:
         #: An ``nl.copy`` not yet emitted (``hwsim.nki.pending.PendingCopy``): written out
         #: before the next instruction, so it can still become a copy into an assigned tile.
         self.pending_copy: Any = None
+        #: Directly allocated tiles by place (``hwsim.nki.direct``) and the bytes placements
+        #: took from each memory's pool.
+        self.direct_tiles: dict[tuple[Any, ...], Any] = {}
+        self.direct_places: set[tuple[Any, ...]] = set()
+        #: Inside a call masked off by a constant False mask (``hwsim.nki.masking``).
+        self.dropping = False
+        self.direct_bytes: dict[Any, list[tuple[int, int]]] = {}
         self._load_queue = itertools.count()
         dma = current().config.dma
         self.load_queues = max(1, min(LOAD_QUEUES, dma.queues_per_engine - 2))

@@ -13,6 +13,8 @@ from __future__ import annotations
 import weakref
 from typing import Any
 
+import numpy as np
+
 from hwsim.dtypes import DType
 from hwsim.errors import IllegalInstructionError
 from hwsim.isa.ap import MemorySpace
@@ -158,6 +160,12 @@ class NkiTensor:
         no iterator, on the masked iterator's grid position when the sizes agree."""
         from hwsim.nki.pattern import PatternView
 
+        if isinstance(mask, bool | np.bool_):  # a comparison of ints: the kernel's constant
+            if not mask and not state().dropping:
+                raise fail("mask", "a False mask reached an instruction not masked off")
+            mask = None
+        if self.deferred is not None and state().dropping:
+            return self._stand_in()  # out of bounds in a call that emits nothing: its shape
         if isinstance(self.lang_view, PatternView):
             if mask is None:
                 if self.deferred is not None:
@@ -200,6 +208,11 @@ class NkiTensor:
         if any(k.start >= k.stop for k in key if k != slice(None)):
             raise fail("mask", "the mask keeps no element (the instruction would do nothing)")
         return self.lang_view[tuple(key)]
+
+    def _stand_in(self) -> Tile:
+        """A tile of this view's shape at no place, for a call whose instructions are dropped
+        (``hwsim.nki.masking``): its operands need shapes only."""
+        return Tile(f"{self.tile.name}.masked_off", self.shape, self.hw_dtype, self.buffer)
 
     # ---- unsupported numpy-isms: one clear error each -------------------------------------
     def reshape(self, *args: Any, shape: Any = None) -> NkiTensor:
