@@ -108,12 +108,9 @@ class IndexExpr:
     def __ge__(self, other: Any) -> Mask:
         return self._bound(other, ">=")
 
-    def _bound(self, other: Any, op: str) -> Mask:
-        if isinstance(other, IndexExpr):
-            raise IllegalInstructionError(
-                f"{_where()}: mask comparing two index expressions ({op}) is not a range of one "
-                "iterator; build triangular masks with nisa.affine_select"
-            )
+    def _bound(self, other: Any, op: str) -> Any:
+        if isinstance(other, (IndexExpr, IndexSum)):
+            return Affine.compare(self, other, op)
         bound = _int(other, op)
         if self.scale < 1:
             raise IllegalInstructionError(f"{_where()}: mask on a non-increasing expression")
@@ -178,17 +175,70 @@ class IndexSum:
 
     __rmul__ = __mul__
 
-    def __lt__(self, other: Any) -> Mask:
+    def __lt__(self, other: Any) -> Any:
+        if isinstance(other, (IndexExpr, IndexSum)):
+            return Affine.compare(self, other, "<")
         return _sum_mask(self, _int(other, "<"), lambda value, bound: value < bound)
 
-    def __le__(self, other: Any) -> Mask:
+    def __le__(self, other: Any) -> Any:
+        if isinstance(other, (IndexExpr, IndexSum)):
+            return Affine.compare(self, other, "<=")
         return _sum_mask(self, _int(other, "<="), lambda value, bound: value <= bound)
 
-    def __gt__(self, other: Any) -> Mask:
+    def __gt__(self, other: Any) -> Any:
+        if isinstance(other, (IndexExpr, IndexSum)):
+            return Affine.compare(self, other, ">")
         return _sum_mask(self, _int(other, ">"), lambda value, bound: value > bound)
 
-    def __ge__(self, other: Any) -> Mask:
+    def __ge__(self, other: Any) -> Any:
+        if isinstance(other, (IndexExpr, IndexSum)):
+            return Affine.compare(self, other, ">=")
         return _sum_mask(self, _int(other, ">="), lambda value, bound: value >= bound)
+
+
+@dataclass(frozen=True)
+class Affine:
+    """A comparison of index expressions of several iterators (``q_pos >= k_pos``): not a box,
+    so not a mask here, but the predicate of ``nisa.affine_select`` (``pred=``), which GpSimdE
+    evaluates per element as ``offset + p * channel_multiplier + sum(i_k * steps[k]) OP 0``."""
+
+    expr: IndexSum
+    op: str
+
+    @staticmethod
+    def compare(left: Any, right: Any, op: str) -> Affine:
+        as_sum = IndexSum.of(left) if isinstance(left, IndexExpr) else left
+        return Affine(as_sum - right, op)
+
+    def select_args(self, shape: tuple[int, ...]) -> dict[str, Any]:
+        """``affine_select``'s (offset, channel_multiplier, steps, cmp_op) over a tile of
+        ``shape`` indexed by the predicate's grid (position 0 the partitions)."""
+        from hwsim.kernels.ops import AluOp
+
+        steps = [0] * (len(shape) - 1)
+        multiplier, offset = 0, self.expr.offset
+        for t in self.expr.terms:
+            offset += t.scale * t.offset
+            if t.position == 0:
+                multiplier += t.scale
+            elif t.position - 1 < len(steps):
+                steps[t.position - 1] += t.scale
+            else:
+                raise IllegalInstructionError(
+                    f"{_where()}: predicate over grid position {t.position} of a {len(shape)}-D tile"
+                )
+        ops = {"<": AluOp.is_lt, "<=": AluOp.is_le, ">": AluOp.is_gt, ">=": AluOp.is_ge}
+        return {
+            "offset": offset,
+            "channel_multiplier": multiplier,
+            "steps": tuple(steps),
+            "cmp_op": ops[self.op],
+        }
+
+    def __and__(self, other: Any) -> Any:
+        raise IllegalInstructionError(
+            f"{_where()}: & of a two-iterator predicate: apply the predicates one after another"
+        )
 
 
 def _sum_mask(total: IndexSum, bound: int, keep: Any) -> Mask:
@@ -289,7 +339,7 @@ def arange(*args: int) -> IndexExpr:
 
 class Grid(tuple):
     """What ``nl.mgrid[...]`` gives: a tuple of index expressions, also as ``.p`` (the
-    partition index) and ``.x`` (the first free index), as NKI kernels write them."""
+    partition index) and ``.x``, ``.y``, ``.z`` (the free indices), as NKI kernels write them."""
 
     @property
     def p(self) -> IndexExpr:
@@ -298,6 +348,14 @@ class Grid(tuple):
     @property
     def x(self) -> IndexExpr:
         return self[1]
+
+    @property
+    def y(self) -> IndexExpr:
+        return self[2]
+
+    @property
+    def z(self) -> IndexExpr:
+        return self[3]
 
 
 class _MGrid:

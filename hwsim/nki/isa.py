@@ -97,7 +97,40 @@ tensor_partition_reduce = _generic("tensor_partition_reduce", "op", "data")
 bn_stats = _generic("bn_stats", "data")
 bn_aggr = _generic("bn_aggr", "data")
 select = _generic("select", "predicate", "on_true", "on_false")
-affine_select = _generic("affine_select", "on_true_tile", "on_false_value", "cmp_op")
+_affine_select = _generic("affine_select", "on_true_tile", "on_false_value", "cmp_op")
+
+
+def affine_select(*args: Any, **kwargs: Any) -> Any:
+    """``affine_select(pred=q_pos >= k_pos, on_true_tile=t, on_false_value=v)`` (older: the
+    predicate a comparison of index expressions, ``hwsim.nki.index.Affine``), or the
+    kernel language's explicit form (``dst``, ``cmp_op``, ``steps``, ``offset``,
+    ``channel_multiplier``); GpSimdE."""
+    from hwsim.nki.index import Affine
+
+    pred = kwargs.pop("pred", None)
+    if pred is None:
+        return _affine_select(*args, **kwargs)
+    if not isinstance(pred, Affine):
+        raise nt.fail("nisa.affine_select", f"pred= must compare index expressions, got {pred!r}")
+    if kwargs.pop("mask", None) is not None:
+        raise nt.fail("nisa.affine_select", "pred= with mask= is not supported")
+    on_true = nt.as_tensor(kwargs.pop("on_true_tile"), "nisa.affine_select")
+    on_false = float(kwargs.pop("on_false_value"))
+    dtype = kwargs.pop("dtype", None)
+    target = kwargs.pop("dst", None)
+    if kwargs or args:
+        raise nt.fail("nisa.affine_select", f"unknown arguments {sorted(kwargs) or args}")
+    if target is None:
+        target = nt.allocate(on_true.shape, on_true.dtype if dtype is None else dtype, sbuf)
+    if on_true.memory is MemorySpace.PSUM:  # GpSimdE reads SBUF: the compiler copies it there
+        on_true = pd.PendingCopy(on_true, on_true.hw_dtype, None).materialize()
+    select = pred.select_args(on_true.shape)
+    cmp_op = select.pop("cmp_op")
+    lisa.affine_select(nt.dst(target), nt.src(on_true), on_false, cmp_op, **select)
+    return target
+
+
+affine_select.required = _affine_select.required  # type: ignore[attr-defined]
 max8 = _generic("max8", "src")
 nc_find_index8 = _generic("nc_find_index8", "data", "vals")
 nc_match_replace8 = _generic("nc_match_replace8", "data", "vals", "imm")
@@ -214,8 +247,8 @@ def memset(*args: Any, **kwargs: Any) -> Any:
     engine = _engine(kwargs.pop("engine", None)) or "vector"
     mask = kwargs.pop("mask", None)
     if "dst" in kwargs or (args and isinstance(args[0], nt.NkiTensor)):
-        target = kwargs.pop("dst", None) or args[0]
-        value = kwargs.pop("value", args[1] if len(args) > 1 else None)
+        target, rest = (kwargs.pop("dst"), args) if "dst" in kwargs else (args[0], args[1:])
+        value = kwargs.pop("value", rest[0] if rest else None)
         lisa.memset(nt.dst(target, mask), float(value), engine=engine)
         return target
     names = ("shape", "value", "dtype")
@@ -229,7 +262,7 @@ def iota(*args: Any, **kwargs: Any) -> Any:
     """Older ``iota(expr, dtype)`` (nl.iota), or the kernel language's
     ``iota(dst, steps=, offset=, channel_multiplier=)``."""
     if (args and isinstance(args[0], nt.NkiTensor)) or "dst" in kwargs:
-        target = kwargs.pop("dst", None) or args[0]
+        target = kwargs.pop("dst") if "dst" in kwargs else args[0]
         return lisa.iota(nt.dst(target), **kwargs)
     from hwsim.nki.language import iota as nl_iota
 

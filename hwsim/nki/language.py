@@ -366,6 +366,24 @@ any = _OPS["any"]
 sum = _OPS["sum"]
 
 negative = honours_constant_mask(ops.negative)
+
+
+def floor(x: Any, *, dtype: Any = None, mask: Any = None, **kw: Any) -> NkiTensor:
+    """Largest integer <= x, elementwise (VectorE: ``hwsim.nki.language_ops.rounding``)."""
+    return ops.rounding("floor", x, dtype=dtype, mask=mask)
+
+
+def ceil(x: Any, *, dtype: Any = None, mask: Any = None, **kw: Any) -> NkiTensor:
+    """Smallest integer >= x, elementwise (VectorE: ``hwsim.nki.language_ops.rounding``)."""
+    return ops.rounding("ceil", x, dtype=dtype, mask=mask)
+
+
+def trunc(x: Any, *, dtype: Any = None, mask: Any = None, **kw: Any) -> NkiTensor:
+    """x rounded toward 0, elementwise (VectorE: ``hwsim.nki.language_ops.rounding``)."""
+    return ops.rounding("trunc", x, dtype=dtype, mask=mask)
+
+
+floor, ceil, trunc = map(honours_constant_mask, (floor, ceil, trunc))
 reciprocal = honours_constant_mask(ops.reciprocal)
 mean = honours_constant_mask(ops.mean)
 copy = honours_constant_mask(ops.copy)
@@ -389,10 +407,6 @@ UNSUPPORTED = {
     "dropout": "use nisa.dropout",
     "atomic_rmw": "atomic HBM read-modify-write is not modelled",
     "invert": "use nl.bitwise_xor(x, -1)",
-    "fmod": "AluOp.mod via nisa.tensor_scalar(op0=np.mod)",
-    "floor": "no ScalarE floor activation is modelled",
-    "ceil": "no ScalarE ceil activation is modelled",
-    "trunc": "no ScalarE trunc activation is modelled",
     "expand_dims": "tiles cannot be reshaped here",
     "where": "use nisa.select",
     "var": "use nisa.bn_stats / nisa.bn_aggr",

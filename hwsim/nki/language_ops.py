@@ -56,6 +56,9 @@ BINARY = {
     "bitwise_xor": AluOp.bitwise_xor,
     "left_shift": AluOp.logical_shift_left,
     "right_shift": AluOp.logical_shift_right,
+    # the ALU's remainder has the sign of x (C fmod); for x, y >= 0 it is also numpy's mod
+    "mod": AluOp.mod,
+    "fmod": AluOp.mod,
 }
 
 UNARY = {
@@ -109,10 +112,14 @@ def _scalar(value: Any) -> bool:
 def binary(
     name: str, x: Any, y: Any, *, dtype: Any = None, mask: Any = None, dst: Any = None
 ) -> NkiTensor:
-    """``nl.<name>(x, y)``: elementwise with NKI broadcasting (scalar, [P, 1] column)."""
+    """``nl.<name>(x, y)``: elementwise with NKI broadcasting (scalar, [P, 1] column).
+    ``divide`` of integer operands is true division: float32 unless ``dtype`` says otherwise
+    (``pos / 38`` then ``nl.floor``, as nki-samples' resize kernel computes rows)."""
     op = BINARY[name]
     if _scalar(x) and _scalar(y):
         raise fail(f"nl.{name}", "both operands are Python numbers; compute them in Python")
+    if name == "divide" and dtype is None and dst is None and _all_int(x, y):
+        dtype = "fp32"
     if _scalar(x):
         t = as_tensor(y, f"nl.{name}")
         out = dst if dst is not None else _result(t.shape, dtype, t)
@@ -138,6 +145,11 @@ def binary(
         return out
     if t.shape[0] == 1 and u.shape[1:] == t.shape[1:]:
         return binary(name, broadcast_to(t, u.shape), u, dtype=dtype, mask=mask, dst=dst)
+    if _free_broadcast(t, u) or _free_broadcast(u, t):
+        shape = tuple(max(a, b) for a, b in zip(t.shape, u.shape, strict=True))
+        out = dst if dst is not None else _result(shape, dtype, t)
+        lisa.tensor_tensor(_dst(out, mask), _wide(t, shape, mask), _wide(u, shape, mask), op)
+        return out
     if u.shape[0] == 1 and t.shape[1:] == u.shape[1:]:
         return binary(name, t, broadcast_to(u, t.shape), dtype=dtype, mask=mask, dst=dst)
     raise fail(
@@ -145,6 +157,34 @@ def binary(
         f"shapes {list(t.shape)} and {list(u.shape)} do not broadcast (NKI broadcasts a scalar, "
         "a [P, 1] column along the free axis, or a [1, N] row across partitions)",
     )
+
+
+def _all_int(*values: Any) -> bool:
+    """Whether every operand is an int tile or a Python int."""
+    for v in values:
+        if isinstance(v, (NkiTensor, Pending)):
+            if as_tensor(v, "operand").hw_dtype.is_float:
+                return False
+        elif not isinstance(v, (int, np.integer)):
+            return False
+    return True
+
+
+def _free_broadcast(a: NkiTensor, b: NkiTensor) -> bool:
+    """Same rank and partitions, every free dimension of ``a`` equal to ``b``'s or 1."""
+    return (
+        a.ndim == b.ndim
+        and a.shape[0] == b.shape[0]
+        and all(x in (y, 1) for x, y in zip(a.shape[1:], b.shape[1:], strict=True))
+    )
+
+
+def _wide(t: NkiTensor, shape: tuple[int, ...], mask: Any) -> Any:
+    """``t`` as an operand of ``shape``: free dimensions of size 1 repeat (a stride-0 read)."""
+    from hwsim.nki.pattern import broadcast
+
+    view = src(t, mask)
+    return view if tuple(view.shape) == shape else broadcast(view, t.axis_vars, shape)
 
 
 def _dst(out: Any, mask: Any) -> Any:
@@ -156,6 +196,25 @@ def unary(name: str, x: Any, *, dtype: Any = None, mask: Any = None) -> NkiTenso
     t = as_tensor(x, f"nl.{name}")
     out = _result(t.shape, dtype, t)
     lisa.activation(dst(out, mask), UNARY[name], src(t, mask))
+    return out
+
+
+def rounding(name: str, x: Any, *, dtype: Any = None, mask: Any = None) -> NkiTensor:
+    """``nl.floor`` / ``nl.ceil`` / ``nl.trunc``: four VectorE ALU steps in fp32 (no engine
+    has a rounding activation): r = fmod(x, 1) (the sign of x), t = x - r (x truncated), then
+    floor = t - (r < 0), ceil = t + (r > 0); the result is cast to ``dtype``."""
+    t = as_tensor(x, f"nl.{name}")
+    part, whole = _result(t.shape, "fp32", t), _result(t.shape, "fp32", t)
+    lisa.tensor_scalar(dst(part, mask), src(t, mask), AluOp.mod, 1.0)
+    lisa.tensor_tensor(dst(whole, mask), src(t, mask), src(part, mask), AluOp.subtract)
+    out = _result(t.shape, dtype, t)
+    if name == "trunc":
+        lisa.tensor_copy(dst(out, mask), src(whole, mask))
+        return out
+    side = AluOp.is_lt if name == "floor" else AluOp.is_gt
+    lisa.tensor_scalar(dst(part, mask), src(part, mask), side, 0.0)
+    step = AluOp.subtract if name == "floor" else AluOp.add
+    lisa.tensor_tensor(dst(out, mask), src(whole, mask), src(part, mask), step)
     return out
 
 
@@ -316,7 +375,7 @@ def load(src_: Any, *, mask: Any = None, dtype: Any = None) -> PendingLoad | Nki
     emitted at first use, or straight into the tile it is assigned to."""
 
     if isinstance(src_, Indirect):
-        return _gather(src_, dtype)
+        return _gather(src_, dtype, mask)
     t = as_tensor(src_, "nl.load")
     if t.memory is not MemorySpace.HBM:
         raise fail("nl.load", f"{t.tile.name} is in {t.buffer}; nl.load reads HBM")
@@ -346,16 +405,21 @@ def _one_dim(t: NkiTensor) -> tuple[int, int]:
 
 
 def _as_2d(t: NkiTensor, view: Any, shape: tuple[int, ...]) -> Any:
-    from hwsim.nki.views import reshape
+    """A 1-D HBM view as the [n, 1] column or [1, n] row it loads into (a pattern view)."""
+    from dataclasses import replace
 
-    return reshape(NkiTensor(view, t.owner), shape).lang_view
+    from hwsim.nki.pattern import PatternView, of_view
+
+    pattern = of_view(view)
+    dims = (*pattern.dims, None) if shape[1] == 1 else (None, *pattern.dims)
+    return PatternView(view.tile, replace(pattern, dims=dims))
 
 
-def _gather(rows: Indirect, dtype: Any) -> NkiTensor:
+def _gather(rows: Indirect, dtype: Any, mask: Any = None) -> NkiTensor:
     """``nl.load(table[idx, :])``: an indirect DMA, hwsim's ``dma_gather`` (software DGE on
     GpSimdE, as the compiler lowers it; docs/kernel-language.md)."""
     out = allocate(rows.shape, (rows.dtype if dtype is None else dtype), sbuf)
-    lisa.dma_gather(out.lang_view, rows.table.lang_view, src(rows.indices))
+    lisa.dma_gather(dst(out, mask), rows.table.lang_view, src(rows.indices, mask))
     return out
 
 

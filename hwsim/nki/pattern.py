@@ -246,3 +246,22 @@ def explicit(tile: Tile, pairs: list[Any], offset: int = 0) -> Pattern:
     else:
         axes = ((total, 1, int(offset), tuple(terms)),)
     return Pattern(axes, tuple(dims), tuple(ranges), on_chip)
+
+
+def broadcast(view: Tile | View, axis_vars: tuple[int | None, ...], shape: tuple[int, ...]) -> View:
+    """``view`` read as ``shape``: each free dimension of size 1 repeats (stride 0; an on-chip
+    operand that instructions read, numpy's broadcasting)."""
+    pattern = of_view(view, axis_vars)
+    if len(shape) != len(pattern.dims):
+        raise IllegalInstructionError(f"broadcast {list(pattern.shape)} to {list(shape)}")
+    dims, ranges = list(pattern.dims), list(pattern.ranges)
+    for position, (have, want) in enumerate(zip(pattern.shape, shape, strict=True)):
+        if have == want:
+            continue
+        if have != 1 or position == 0:
+            raise IllegalInstructionError(f"broadcast {list(pattern.shape)} to {list(shape)}")
+        var = next(_IDS)  # an iterator no axis uses: stride 0
+        dims[position] = var
+        ranges.append((var, 0, want))
+    tile = view if isinstance(view, Tile) else view.tile
+    return PatternView(tile, replace(pattern, dims=tuple(dims), ranges=tuple(ranges)))

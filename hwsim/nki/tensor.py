@@ -10,6 +10,7 @@ with ``accumulate=False``), and any other use puts it in a fresh PSUM tile.
 
 from __future__ import annotations
 
+import math
 import weakref
 from typing import Any
 
@@ -20,6 +21,7 @@ from hwsim.errors import IllegalInstructionError
 from hwsim.isa.ap import MemorySpace
 from hwsim.lang import isa as lisa
 from hwsim.lang.allocator import OutOfMemoryError
+from hwsim.lang.kernel import current
 from hwsim.lang.kernel import ndarray as lang_ndarray
 from hwsim.lang.kernel import source_location
 from hwsim.lang.tiles import Buffer, IndexingError, Tile, View, hbm
@@ -91,6 +93,7 @@ class NkiTensor:
         if ix.needs_pattern(items):
             return self._pattern(items)
         plain, axis_vars = ix.resolve(self.shape, key)
+        plain = self._keep_partition_column(plain)
         try:
             view = self.lang_view[plain] if plain else self.lang_view
         except IndexingError as error:
@@ -107,6 +110,20 @@ class NkiTensor:
             axis_vars = tuple(v for v in axis_vars if v is not None)
             axis_vars = (None,) * (len(view.shape) - len(axis_vars)) + axis_vars
         return NkiTensor(view, self.owner, axis_vars)
+
+    def _keep_partition_column(self, plain: tuple[Any, ...]) -> tuple[Any, ...]:
+        """On chip, ``t[:, 0]`` keeps a free dimension: it is the [P, 1] column (NKI's tiles
+        have a partition dimension and at least one free one), not a 1-D [P]."""
+        if self.memory is MemorySpace.HBM or self.ndim < 2 or not plain:
+            return plain
+        if not isinstance(plain[0], slice) or len(plain) < self.ndim:
+            return plain
+        ints = [i for i, item in enumerate(plain[1:], 1) if not isinstance(item, slice)]
+        if len(ints) != self.ndim - 1 or not all(isinstance(plain[i], int) for i in ints):
+            return plain
+        last = ints[-1]
+        value = plain[last] + self.shape[last] if plain[last] < 0 else plain[last]
+        return (*plain[:last], slice(value, value + 1), *plain[last + 1 :])
 
     def __setitem__(self, key: Any, value: Any) -> None:
         """``t[...] = value``: a copy into the indexed part (the result of ``t[...] += x`` lands
@@ -425,10 +442,20 @@ def allocate(
     st = state()
     key = st.ring_key(site or user_site()) if ring_key is False else ring_key
     if key is None:
-        tile = lang_ndarray(shape, dt, buffer, name=name)
+        try:
+            tile = lang_ndarray(shape, dt, buffer, name=name)
+        except OutOfMemoryError:
+            if not _release_dead_slots(st, buffer.memory):
+                raise
+            tile = lang_ndarray(shape, dt, buffer, name=name)
         return _owned(tile, shape)
     ring = st.rings.setdefault(key, [])
     want = len(ring) < st.buffers
+    if want and ring and buffer.memory is MemorySpace.PSUM and not _psum_room(st, shape, dt):
+        want = False  # the rings' PSUM tiles fill PSUM: this ring stops growing
+        if not any(s.owner is None or s.owner() is None for s in ring):
+            _release_dead_slots(st, MemorySpace.PSUM)
+            want = True
     if not want:
         start = st.ring_next.get(key, 0)
         free = [
@@ -443,11 +470,46 @@ def allocate(
         tile = lang_ndarray(shape, dt, buffer, name=name)
     except OutOfMemoryError:
         dead = [i for i, s in enumerate(ring) if s.owner is None or s.owner() is None]
-        if not dead:
+        if dead:
+            return _reuse(st, key, ring, dead[0], shape, dt, buffer)
+        if not _release_dead_slots(st, buffer.memory):
             raise
-        return _reuse(st, key, ring, dead[0], shape, dt, buffer)
+        tile = lang_ndarray(shape, dt, buffer, name=name)  # the compiler places what fits
     ring.append(Slot(tile))
     return _claim(ring[-1], shape)
+
+
+def _psum_room(st: Any, shape: tuple[int, ...], dt: DType) -> bool:
+    """Whether one more PSUM tile fits beside every ring's PSUM tiles (bank granules), with
+    a bank left for tiles outside rings: the compiler multi-buffers PSUM only as far as its 8
+    banks (trn2) go, and a kernel with several PSUM sites in a loop gets fewer buffers each."""
+    config = current().config.psum
+    bank = config.bank_bytes
+
+    def banks(nbytes: int) -> int:
+        return -(-nbytes // bank)
+
+    used = sum(
+        banks(math.prod(slot.tile.shape[1:]) * slot.tile.dtype.itemsize)
+        for ring in st.rings.values()
+        for slot in ring
+        if slot.tile.memory is MemorySpace.PSUM
+    )
+    return used + banks(math.prod(shape[1:]) * dt.itemsize) <= config.banks - 1
+
+
+def _release_dead_slots(st: Any, memory: MemorySpace) -> bool:
+    """Drop every ring's slots in ``memory`` whose tensors are all dead, so their memory can
+    hold a new tile: what the compiler does when the multi-buffering it would like does not
+    fit (fewer buffers). Whether any was dropped."""
+    dropped = False
+    for key, ring in st.rings.items():
+        alive = [s for s in ring if s.owner is not None and s.owner() is not None]
+        if len(alive) < len(ring) and ring[0].tile.memory is memory:
+            ring[:] = alive
+            st.ring_next[key] = 0
+            dropped = True
+    return dropped
 
 
 def _reuse(st: Any, key: Any, ring: list[Slot], i: int, shape: Any, dt: DType, buf: Buffer) -> Any:
