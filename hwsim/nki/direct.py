@@ -2,7 +2,7 @@
 ``psum`` twins place each logical tile of a tensor where the kernel says; the simulator puts
 the tile there (its access patterns address those bytes and partitions).
 
-A placement is ``func(block_index, partitions, bytes_per_partition)`` -> (start partition,
+A placement is ``func(idx=block_index, pdim_size=partitions, fdim_size=bytes_per_partition)`` -> (start partition,
 byte address) in SBUF, or (bank, start partition, byte address within the bank) in PSUM, as the
 NKI docs define ``alloc``; ``mod_alloc`` is the docs' modulo function over the block index.
 Tiles at one place are one tile (the modulo reuse the kernel asked for). The bytes a kernel
@@ -18,6 +18,7 @@ from collections.abc import Callable
 from typing import Any
 
 from hwsim.isa.ap import MemorySpace
+from hwsim.lang.allocator import OutOfMemoryError
 from hwsim.lang.kernel import current, source_location
 from hwsim.lang.tiles import Buffer, Tile
 from hwsim.lang.tiles import psum as _psum
@@ -38,7 +39,7 @@ class DirectBuffer:
 
     def place(self, index: tuple[int, ...], partitions: int, nbytes: int) -> tuple[int, int]:
         """(start partition, byte offset within each partition) of one logical tile."""
-        placed = tuple(int(v) for v in self.func(index, partitions, nbytes))
+        placed = tuple(int(v) for v in self.func(idx=index, pdim_size=partitions, fdim_size=nbytes))
         if self.memory is MemorySpace.PSUM:
             if len(placed) != 3:
                 raise fail(self.what, f"a PSUM placement is (bank, partition, address): {placed}")
@@ -86,11 +87,11 @@ class Space:
     ) -> DirectBuffer:
         """Logical tile ``i`` at ``base + (i mod num_tiles) * tile size`` (the NKI docs')."""
 
-        def func(index: tuple[int, ...], partitions: int, nbytes: int) -> tuple[int, ...]:
-            partition = _modulo(base_partition, tuple(num_par_tiles), partitions)(index)
-            address = _modulo(base_addr, tuple(num_free_tiles), nbytes)(index)
+        def func(idx: tuple[int, ...], pdim_size: int, fdim_size: int) -> tuple[int, ...]:
+            partition = _modulo(base_partition, tuple(num_par_tiles), pdim_size)(idx)
+            address = _modulo(base_addr, tuple(num_free_tiles), fdim_size)(idx)
             if self.buffer.memory is MemorySpace.PSUM:
-                bank = _modulo(base_bank, tuple(num_bank_tiles), 1)(index)
+                bank = _modulo(base_bank, tuple(num_bank_tiles), 1)(idx)
                 return bank, partition, address
             return partition, address
 
@@ -174,5 +175,13 @@ def _reserve(st: Any, context: Any, memory: MemorySpace, start: int, size: int, 
         gaps.append((at, start + size))
     pool = context.pools[memory]
     for lo, hi in gaps:
-        pool.reserve(f"direct@{lo}", lo, hi - lo, where)
+        try:
+            pool.reserve(f"direct@{lo}", lo, hi - lo, where)
+        except OutOfMemoryError:
+            # a multi-buffering ring may still hold a dead tile there: give it back, retry
+            from hwsim.nki.tensor import _release_dead_slots
+
+            if not _release_dead_slots(st, memory):
+                raise
+            pool.reserve(f"direct@{lo}", lo, hi - lo, where)
         st.direct_bytes[memory].append((lo, hi))

@@ -109,3 +109,41 @@ class iinfo:
         info = np.iinfo(dt.numpy)
         self.dtype = np.dtype(dt.numpy)
         self.bits, self.min, self.max = int(info.bits), int(info.min), int(info.max)
+
+
+_FLOAT_RANK = {"fp8_e4m3": 1, "fp8_e5m2": 1, "bf16": 2, "fp16": 2, "fp32": 3}
+
+
+def promote(a: Any, b: Any) -> DType:
+    """The NKI type promotion of two operands' dtypes (the NKI docs, "NKI Type Promotion"):
+    a Python float is fp32, an int int32, a bool uint8 (weakly typed scalars take the widest
+    hardware type); (float, int) -> the float; two floats -> the wider, fp16 with bf16 ->
+    fp32, the two fp8 -> bf16; two ints -> the wider, or the next signed type holding both
+    (int32 with uint32 -> fp32: no int64 on the hardware)."""
+    x, y = _operand_dtype(a), _operand_dtype(b)
+    if x == y:
+        return x
+    if x.is_float != y.is_float:
+        return x if x.is_float else y
+    if x.is_float:
+        rx, ry = _FLOAT_RANK[x.name], _FLOAT_RANK[y.name]
+        if rx == ry:
+            return lookup_dtype("bf16" if rx == 1 else "fp32")
+        return x if rx > ry else y
+    if x.is_signed_int == y.is_signed_int:
+        return x if x.itemsize >= y.itemsize else y
+    signed, unsigned = (x, y) if x.is_signed_int else (y, x)
+    if signed.itemsize > unsigned.itemsize:
+        return signed
+    wider = {1: "int16", 2: "int32"}.get(unsigned.itemsize)
+    return lookup_dtype(wider) if wider else lookup_dtype("fp32")
+
+
+def _operand_dtype(value: Any) -> DType:
+    if isinstance(value, bool | np.bool_):
+        return lookup_dtype("uint8")
+    if isinstance(value, int | np.integer):
+        return lookup_dtype("int32")
+    if isinstance(value, float | np.floating):
+        return lookup_dtype("fp32")
+    return hw_dtype(value.hw_dtype if hasattr(value, "hw_dtype") else value.dtype)

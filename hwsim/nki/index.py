@@ -383,12 +383,14 @@ def ds(start: int, size: int) -> slice:
 
 def needs_pattern(items: tuple[Any, ...]) -> bool:
     """Whether an index needs an access-pattern view (``hwsim.nki.pattern``): a sum of index
-    expressions, a negative step, or two expressions at one grid position."""
+    expressions, a negative step, two expressions at one grid position, or expressions whose
+    grid positions are not in the order of the axes they index (a transposed view)."""
     exprs = [i for i in items if isinstance(i, (IndexExpr, IndexSum))]
     if any(isinstance(e, IndexSum) or e.scale < 1 for e in exprs):
         return True
     positions = [e.position for e in exprs]
-    return len(set(positions)) != len(positions)
+    # positions out of axis order transpose the view (x[i_f, i_p]): a pattern's dimensions
+    return positions != sorted(set(positions))
 
 
 def resolve(shape: tuple[int, ...], key: Any) -> tuple[tuple[Any, ...], tuple[int | None, ...]]:

@@ -40,6 +40,11 @@ class oob_mode:
 
 class matmul_perf_mode:
     none, double_row = "none", "double_row"
+    double_row_gen3 = "double_row"  # the older NKI name (NeuronCore-v3's double-row mode)
+
+
+#: perf_mode spellings of the NKI releases -> the simulator's.
+_PERF_MODES = {"double_row_gen3": "double_row"}
 
 
 class nc_version(enum.IntEnum):
@@ -190,7 +195,8 @@ def nc_matmul(*args: Any, **kwargs: Any) -> Any:
     if kwargs:
         raise nt.fail("nisa.nc_matmul", f"unknown arguments {sorted(kwargs)}")
     if "perf_mode" in flags:
-        flags["perf_mode"] = str(getattr(flags["perf_mode"], "name", flags["perf_mode"]))
+        mode = str(getattr(flags["perf_mode"], "name", flags["perf_mode"]))
+        flags["perf_mode"] = _PERF_MODES.get(mode, mode)
     pending = pd.PendingMatmul(bound["stationary"], bound["moving"], mask, flags)
     if not newer:
         return pending

@@ -121,7 +121,26 @@ def convert(name: str, fn: Callable[..., Any], args: tuple, kwargs: dict, mask: 
         out["op"] = reduce_op(bound.arguments["op"], call)
     if "reduce_op" in out and name in ("tensor_scalar_reduce",):
         out["reduce_op"] = reduce_op(bound.arguments["reduce_op"], call)
+    if name == "tensor_tensor":
+        _broadcast_operands(out, ("data1", "data2"))
     return (), out
+
+
+def _broadcast_operands(out: dict[str, Any], names: tuple[str, ...]) -> None:
+    """Operands whose free dimensions of size 1 repeat to the others' (a [P, 1] column against
+    a [P, N] tile): a stride-0 read, as the access pattern of a VectorE operand allows."""
+    from hwsim.nki.pattern import broadcast
+
+    shapes = [tuple(out[n].shape) for n in names if hasattr(out.get(n), "shape")]
+    if len(shapes) != len(names) or len(set(shapes)) == 1 or len({len(s) for s in shapes}) != 1:
+        return
+    wide = tuple(max(dims) for dims in zip(*shapes, strict=True))
+    for n in names:
+        view = out[n]
+        if tuple(view.shape) != wide and all(
+            a in (b, 1) for a, b in zip(view.shape, wide, strict=True)
+        ):
+            out[n] = broadcast(view, (), wide)
 
 
 def _operand(value: Any, mask: Any) -> Any:

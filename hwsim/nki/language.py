@@ -236,13 +236,24 @@ def store(dst: Any, value: Any, *, mask: Any = None, **kw: Any) -> None:
 
 
 def load_transpose2d(src: Any, *, mask: Any = None, dtype: Any = None) -> NkiTensor:
-    """HBM [P, F] -> SBUF [F, P] by a transposing DMA (2-byte dtypes)."""
+    """HBM [P, F] -> SBUF [F, P]: a transposing DMA (DmaTranspose) for 2-byte dtypes; other
+    dtypes move as a DMA whose source pattern walks the tensor transposed (one element per
+    descriptor run, as slow as such a DMA is)."""
+    from dataclasses import replace
+
+    from hwsim.nki.pattern import PatternView, of_view
     from hwsim.nki.tensor import as_tensor
 
     t = as_tensor(src, "nl.load_transpose2d")
     view = t.masked(mask)
     out = allocate((view.shape[1], view.shape[0]), (t.dtype if dtype is None else dtype), sbuf)
-    lisa.dma_transpose(out.lang_view, view, engine="sync", queue=state().next_load_queue())
+    queue = state().next_load_queue()
+    if t.hw_dtype.itemsize == 2:
+        lisa.dma_transpose(out.lang_view, view, engine="sync", queue=queue)
+        return out
+    pattern = of_view(view)
+    transposed = PatternView(view.tile, replace(pattern, dims=pattern.dims[::-1]))
+    lisa.dma_copy(out.lang_view, transposed, engine="sync", queue=queue)
     return out
 
 

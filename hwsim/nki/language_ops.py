@@ -22,7 +22,7 @@ from hwsim.isa.ap import MemorySpace
 from hwsim.kernels.ops import ActivationFunction, AluOp, ReduceOp
 from hwsim.lang import isa as lisa
 from hwsim.lang.tiles import View, psum, sbuf
-from hwsim.nki.dtypes import hw_dtype
+from hwsim.nki.dtypes import hw_dtype, promote
 from hwsim.nki.pending import Pending, PendingCopy, PendingLoad, PendingMatmul
 from hwsim.nki.tensor import (
     Indirect,
@@ -120,6 +120,8 @@ def binary(
         raise fail(f"nl.{name}", "both operands are Python numbers; compute them in Python")
     if name == "divide" and dtype is None and dst is None and _all_int(x, y):
         dtype = "fp32"
+    if dtype is None and dst is None:
+        dtype = promote(x, y)
     if _scalar(x):
         t = as_tensor(y, f"nl.{name}")
         out = dst if dst is not None else _result(t.shape, dtype, t)
