@@ -37,6 +37,8 @@ _ALU_NAMES = {
     "greater_equal": "is_ge", "less": "is_lt", "less_equal": "is_le",
     "left_shift": "logical_shift_left", "right_shift": "logical_shift_right", "sum": "add",
     "prod": "multiply", "copy": "bypass", "bypass": "bypass",
+    # nl.abs as an ALU op (tensor_scalar(op0=nl.abs, operand0=0.0)): max(|x|, |0|) = |x|
+    "abs": "abs_max",
 }  # fmt: skip
 
 
@@ -211,4 +213,5 @@ def call(name: str, new_required: tuple[str, ...], args: tuple, kwargs: dict) ->
     out = nt.allocate(shape, (default_dtype if dtype is None else dtype), buffer)
     _, bound = convert(name, fn, (), {**inputs, "dst": out}, mask)
     fn(**bound)
+    out.written_mask = mask  # only the masked part is written: an assignment copies that
     return out

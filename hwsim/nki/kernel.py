@@ -84,6 +84,7 @@ class NkiKernel:
                 returned = None
                 for ids in itertools.product(*(range(n) for n in grid_sizes)):
                     nki_state.program_ids, nki_state.grid = ids, grid_sizes
+                    nki_state.grid_ndim = len(self.grid)
                     nki_state.shared_hbm_seen = 0
                     returned = fn(**wrapped)
                     nki_state.flush_copy()

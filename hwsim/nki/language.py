@@ -258,27 +258,32 @@ def load_transpose2d(src: Any, *, mask: Any = None, dtype: Any = None) -> NkiTen
 
 
 # ---- loops, SPMD ----------------------------------------------------------------------------
-def _range(kind: str, args: tuple[int, ...]) -> Iterator[int]:
-    return state().loop(kind, _b.range(*[int(a) for a in args]))
+def _range(kind: str, args: tuple[int, ...], directives: Any = None) -> Iterator[int]:
+    """The loop; ``directives``: ``ncc.multi_buffer(k)`` sets the body's ring depth."""
+    from hwsim.nki.compiler import multi_buffer
+
+    given = directives if isinstance(directives, (list, tuple)) else [directives]
+    depth = next((d.depth for d in given if isinstance(d, multi_buffer)), None)
+    return state().loop(kind, _b.range(*[int(a) for a in args]), depth)
 
 
-def affine_range(*args: int, **kw: Any) -> Iterator[int]:
+def affine_range(*args: int, directives: Any = None, **kw: Any) -> Iterator[int]:
     """Iterations without loop-carried dependencies (tiles in the body are multi-buffered)."""
-    return _range("affine_range", args)
+    return _range("affine_range", args, directives)
 
 
-def sequential_range(*args: int, **kw: Any) -> Iterator[int]:
+def sequential_range(*args: int, directives: Any = None, **kw: Any) -> Iterator[int]:
     """Iterations in order: a scheduler barrier between iterations (the kernel language's
     sequential_range), and the region recorded in the program's meta."""
-    return _range("sequential_range", args)
+    return _range("sequential_range", args, directives)
 
 
-def static_range(*args: int, **kw: Any) -> Iterator[int]:
-    return _range("static_range", args)
+def static_range(*args: int, directives: Any = None, **kw: Any) -> Iterator[int]:
+    return _range("static_range", args, directives)
 
 
-def range(*args: int, **kw: Any) -> Iterator[int]:
-    return _range("range", args)
+def range(*args: int, directives: Any = None, **kw: Any) -> Iterator[int]:
+    return _range("range", args, directives)
 
 
 def program_id(axis: int = 0) -> int:
@@ -298,7 +303,8 @@ def num_programs(axes: Any = None) -> Any:
 
 
 def program_ndim() -> int:
-    return len(state().grid)
+    """Dimensions of the launch grid (0 for a kernel launched without one, as NKI)."""
+    return state().grid_ndim
 
 
 class spmd_dim:

@@ -302,7 +302,8 @@ def assign(target: NkiTensor, value: Any) -> None:
     if isinstance(value, Pending):
         value.into_tile(target)
         return
-    lisa.tensor_copy(dst(target), src(value))
+    mask = getattr(value, "written_mask", None)  # a result computed under a mask: copy that
+    lisa.tensor_copy(dst(target, mask), src(value, mask))
 
 
 def matmul(x: Any, y: Any, *, transpose_x: bool = False, mask: Any = None) -> PendingMatmul:

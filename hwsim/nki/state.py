@@ -71,6 +71,8 @@ class LoopFrame:
     occurrences: dict[tuple[str, int], int] = field(default_factory=dict)
     step: int = 0  # iterations done before the current one
     value: int = 0  # the loop variable's current value
+    #: Ring depth of the tiles allocated in the body (``ncc.multi_buffer``); None: the kernel's.
+    buffers: int | None = None
 
 
 class LoopIndex(int):
@@ -104,6 +106,8 @@ class NkiState:
         self.psum: dict[str, PsumGroup] = {}
         self.program_ids: tuple[int, ...] = (0,)
         self.grid: tuple[int, ...] = (1,)
+        #: Dimensions of the launch grid as given (0: launched without one).
+        self.grid_ndim = 0
         self.shared_hbm: list[Any] = []
         self.shared_hbm_seen = 0
         #: Regions a scheduler must keep in program order: per engine, the [start, end) pcs of
@@ -159,8 +163,8 @@ class NkiState:
         return {"line": line, "pcs": spans}
 
     # ---- loops ----------------------------------------------------------------------------
-    def loop(self, kind: str, values: range) -> Iterator[int]:
-        frame = LoopFrame(user_site(), kind)
+    def loop(self, kind: str, values: range, buffers: int | None = None) -> Iterator[int]:
+        frame = LoopFrame(user_site(), kind, buffers=buffers)
         self.flush_copy()  # a copy before the loop stays out of its regions
         self.loops.append(frame)
         first = self.stream_marks()

@@ -51,6 +51,9 @@ class NkiTensor:
         #: (tensor, key) of an index that is in bounds only once masked (NKI's masked edge
         #: tiles: ``x[k * 128 + i_p, i_f]`` with ``mask=(k * 128 + i_p < rows)``).
         self.deferred: tuple[NkiTensor, Any, IndexingError] | None = None
+        #: The mask the instruction that made this tile wrote it under (only that part holds
+        #: values): ``t[idx] = nisa.op(..., mask=m)`` copies that part.
+        self.written_mask: Any = None
 
     @property
     def tile(self) -> Tile:
@@ -87,6 +90,8 @@ class NkiTensor:
     def __getitem__(self, key: Any) -> Any:
         from hwsim.nki.pending import Pending
 
+        if isinstance(key, ix.Mask | bool | np.bool_):  # t[index][mask]: the view masked
+            return NkiTensor(self.masked(key), self.owner, self.axis_vars)
         items = key if isinstance(key, tuple) else (key,)
         if any(isinstance(i, (NkiTensor, Pending)) for i in items):
             return self._indirect(items)
@@ -450,7 +455,8 @@ def allocate(
             tile = lang_ndarray(shape, dt, buffer, name=name)
         return _owned(tile, shape)
     ring = st.rings.setdefault(key, [])
-    want = len(ring) < st.buffers
+    depth = st.loops[-1].buffers if st.loops and st.loops[-1].buffers else st.buffers
+    want = len(ring) < depth
     if want and ring and buffer.memory is MemorySpace.PSUM and not _psum_room(st, shape, dt):
         want = False  # the rings' PSUM tiles fill PSUM: this ring stops growing
         if not any(s.owner is None or s.owner() is None for s in ring):

@@ -69,6 +69,12 @@ def load(path: str | Path, search: tuple[Path, ...] = ()) -> ModuleType:
     for folder in (path.parent, NKI_SAMPLES / "src", *search):
         if str(folder) not in sys.path:
             sys.path.insert(0, str(folder))
+    package_root = NKI_SAMPLES / "src"
+    if package_root in path.parents:  # a module of the nki_samples package: its own name, so
+        dotted = ".".join(path.relative_to(package_root).with_suffix("").parts)
+        module = importlib.import_module(dotted)  # its relative imports resolve
+        _LOADED[path] = module
+        return module
     name = "hwsim_upstream_" + "_".join(path.with_suffix("").parts[-4:]).replace("-", "_")
     spec = importlib.util.spec_from_file_location(name, path)
     if spec is None or spec.loader is None:
