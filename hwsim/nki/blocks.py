@@ -71,7 +71,10 @@ class BlockTensor:
             )
         return self.block(tuple(int(i) for i in head)), items[count:]
 
-    def __getitem__(self, key: Any) -> NkiTensor:
+    def __getitem__(self, key: Any) -> Any:
+        items = key if isinstance(key, tuple) else (key,)
+        if 0 < len(items) < len(self.blocks) and all(isinstance(i, int) for i in items):
+            return BlockView(self, tuple(int(i) for i in items))  # t[i] of (n, m, par_dim...)
         tile, rest = self._split(key)
         return tile[rest] if rest else tile
 
@@ -89,3 +92,26 @@ class BlockTensor:
             "a tensor with block dimensions before par_dim is used one block at a time: index "
             "its block dimensions with ints first",
         )
+
+
+class BlockView(BlockTensor):
+    """The blocks of a BlockTensor under a prefix of block indices (``t[i]`` of a tensor with
+    more block dimensions): the same tiles, indexed by the remaining block dimensions."""
+
+    def __init__(self, parent: BlockTensor, prefix: tuple[int, ...]) -> None:
+        for i, (value, size) in enumerate(zip(prefix, parent.blocks, strict=False)):
+            if not 0 <= value < size:
+                raise fail("block index", f"index {value} of block dimension {i} (size {size})")
+        self.parent, self.prefix = parent, prefix
+        self.blocks = parent.blocks[len(prefix) :]
+        self.tile_shape, self.hw_dtype, self.buffer = (
+            parent.tile_shape,
+            parent.hw_dtype,
+            parent.buffer,
+        )
+        self.dtype = parent.dtype
+        self.shape = (*self.blocks, *self.tile_shape)
+        self.site = parent.site
+
+    def block(self, index: tuple[int, ...]) -> NkiTensor:
+        return self.parent.block((*self.prefix, *index))

@@ -4,6 +4,7 @@ in the newer (``dst=``) and the older (tile-returning) form (``hwsim.nki.isa_ops
 from __future__ import annotations
 
 import enum
+import math
 from typing import Any
 
 from hwsim.isa.ap import MemorySpace
@@ -81,7 +82,29 @@ tensor_scalar_reduce = _generic(
 tensor_scalar_cumulative = _generic("tensor_scalar_cumulative", "src", "op0", "op1", "imm0")
 tensor_copy = _generic("tensor_copy", "src")
 reciprocal = _generic("reciprocal", "data")
-activation = _generic("activation", "op", "data")
+_activation = _generic("activation", "op", "data")
+
+
+def activation(*args: Any, **kwargs: Any) -> Any:
+    """``activation(op, data, bias=, scale=)`` (either API generation); with
+    ``reduce_res=`` (and ``reduce_op=nl.add``, ``reduce_cmd=reset_reduce``) it also sums each
+    partition's results into ``reduce_res``: ScalarE's ``activation_reduce``."""
+    if kwargs.get("reduce_res") is None:
+        for key in ("reduce_op", "reduce_res", "reduce_cmd"):
+            kwargs.pop(key, None)
+        return _activation(*args, **kwargs)
+    command = kwargs.pop("reduce_cmd", None)
+    name = str(getattr(command, "name", command or "reset_reduce"))
+    if name != "reset_reduce":
+        raise nt.fail(
+            "nisa.activation",
+            f"reduce_cmd={name}: only reset_reduce (a fresh sum per instruction) is modelled "
+            "(docs/nki-support.md)",
+        )
+    return activation_reduce(*args, **kwargs)
+
+
+activation.required = _activation.required  # type: ignore[attr-defined]
 _activation_reduce = _generic("activation_reduce", "op", "data", "reduce_res")
 
 
@@ -290,6 +313,7 @@ def dma_copy(*args: Any, **kwargs: Any) -> Any:
         bound.pop(key, None)
     target = nt.as_tensor(bound.pop("dst"), "nisa.dma_copy")
     source = nt.as_tensor(bound.pop("src"), "nisa.dma_copy")
+    target, source = _same_shapes(target, source)
     if bound:
         raise nt.fail("nisa.dma_copy", f"unknown arguments {sorted(bound)}")
     st = state()
@@ -301,6 +325,20 @@ def dma_copy(*args: Any, **kwargs: Any) -> Any:
         nt.dst(target, mask), nt.src(source, mask), engine=engine, queue=queue, dge_mode=mode
     )
     return target
+
+
+def _same_shapes(target: nt.NkiTensor, source: nt.NkiTensor) -> tuple[Any, Any]:
+    """A 1-D HBM side of a DMA viewed as the other side's shape (``a_vec`` [128] to an SBUF
+    [128, 1] column and back: the same elements in order, NKI's DMA between them)."""
+    from hwsim.nki.views import reshape
+
+    if target.shape == source.shape or math.prod(target.shape) != math.prod(source.shape):
+        return target, source
+    if source.memory is MemorySpace.HBM and source.ndim == 1:
+        return target, reshape(source, target.shape)
+    if target.memory is MemorySpace.HBM and target.ndim == 1:
+        return reshape(target, source.shape), source
+    return target, source
 
 
 def dma_transpose(*args: Any, **kwargs: Any) -> Any:

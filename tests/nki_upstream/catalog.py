@@ -388,7 +388,7 @@ def cases() -> list[Case]:
                 f"attn_fwd_{v}",
                 _attn_inputs(seqlen),
                 attention_tutorial_ref,
-                atol=1e-3,
+                atol=1e-2,  # test_attention.py's own tolerance
                 slow=seqlen > 128,
             )
         )
