@@ -15,7 +15,7 @@ from hwsim.dtypes import DType
 from hwsim.isa.ap import MemorySpace
 from hwsim.lang.tiles import Buffer
 from hwsim.nki.dtypes import nki_dtype
-from hwsim.nki.state import user_site
+from hwsim.nki.state import state, user_site
 from hwsim.nki.tensor import NkiTensor, allocate, fail, psum_group
 
 
@@ -55,8 +55,15 @@ class BlockTensor:
                 psum_group(found).zero_pending = True  # as nl.zeros in PSUM
             elif self._fill is not None:
                 from hwsim.lang import isa as lisa
+                from hwsim.nki.masking import undropped
 
-                lisa.memset(found.lang_view, self._fill)
+                st = state()
+                waiting, st.pending_copy = st.pending_copy, None  # the fill comes first
+                try:
+                    with undropped():  # the declaration's fill, even if first used masked off
+                        lisa.memset(found.lang_view, self._fill)
+                finally:
+                    st.pending_copy = waiting
             self._tiles[index] = found
         return found
 

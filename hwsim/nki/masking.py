@@ -35,6 +35,25 @@ def dropping() -> Iterator[None]:
         st.dropping = False
 
 
+@contextlib.contextmanager
+def undropped() -> Iterator[None]:
+    """Emit in the block even inside a masked-off call: the deferred initialisation of a tile
+    declared outside it (``nl.zeros`` of a block tensor, filled at its first use), which the
+    kernel did ask for."""
+    st = state()
+    if not st.dropping:
+        yield
+        return
+    context = current()
+    dropper = context.__dict__.pop("emit")
+    st.dropping = False
+    try:
+        yield
+    finally:
+        context.emit = dropper  # type: ignore[method-assign]
+        st.dropping = True
+
+
 def honours_constant_mask(fn: Callable[..., Any]) -> Callable[..., Any]:
     """``fn`` with ``mask=True`` as no mask and ``mask=False`` as a call that emits nothing."""
 

@@ -199,7 +199,9 @@ class PendingLoopReduce(Pending):
         # The key is fixed here, at the call: the loops' iterations are the call's.
         reduced = {id(frame) for frame in loops}
         kept = tuple((frame.site, frame.step) for frame in st.loops if id(frame) not in reduced)
-        self.key = ("loop_reduce", tuple(f.site for f in st.loops), self.site, kept)
+        # an SPMD instance is an outer loop too: instances never share an accumulator
+        instance = st.program_ids
+        self.key = ("loop_reduce", tuple(f.site for f in st.loops), self.site, kept, instance)
         st.pending_copy = self
 
     def materialize(self) -> NkiTensor:
@@ -273,6 +275,9 @@ def emit_matmul(
     if flags.get("is_transpose"):
         _transpose_matmul(dst, stationary, moving, mask)
         return
+    if state().dropping:
+        return  # a masked-off matmul: the accumulation group is as it was
+    stationary, moving = _in_sbuf(stationary), _in_sbuf(moving)
     group = psum_group(dst)
     acc = group.open if accumulate is None else accumulate
     if acc and not group.open and group.zero_pending:
@@ -282,6 +287,17 @@ def emit_matmul(
         dst.masked(mask), src(stationary, mask), src(moving, mask), accumulate=acc, **flags
     )
     group.open = True
+
+
+def _in_sbuf(operand: Any) -> Any:
+    """A matmul operand in PSUM (a transpose's or an earlier matmul's tile the kernel feeds on)
+    copied to SBUF first (VectorE), as the compiler does: TensorE reads SBUF only."""
+    from hwsim.nki.tensor import as_tensor
+
+    t = as_tensor(operand, "nc_matmul operand")
+    if t.memory is not MemorySpace.PSUM:
+        return operand
+    return PendingCopy(t, t.hw_dtype, None).materialize()
 
 
 def _transpose_matmul(dst: NkiTensor, stationary: Any, moving: Any, mask: Any) -> None:

@@ -407,6 +407,8 @@ def touch(t: NkiTensor) -> None:
     if t.memory is not MemorySpace.PSUM:
         return
     group = psum_group(t)
+    if state().dropping:
+        return  # a masked-off call: nothing happens to the tile
     if group.zero_pending:
         group.zero_pending = False
         lisa.memset(t.tile, 0.0)
@@ -446,6 +448,10 @@ def allocate(
         return NkiTensor(lang_ndarray(shape, dt, hbm, name=name))
     st = state()
     key = st.ring_key(site or user_site()) if ring_key is False else ring_key
+    if key is not None and buffer.memory is MemorySpace.PSUM and current().planner is not None:
+        # PSUM over-allocated: the memory planner places PSUM tiles by their uses, which a
+        # ring slot (one tile reused every iteration) would stretch over the whole loop
+        key = None
     if key is None:
         try:
             tile = lang_ndarray(shape, dt, buffer, name=name)

@@ -43,11 +43,14 @@ def double_row_matmul(*args: Any, _golden: np.ndarray) -> np.ndarray:
     return _golden
 
 
+NHEADS = 1
+
+
 def flash_bwd_inputs() -> tuple[tuple[Any, ...], dict[str, Any]]:
     """The unit test's first case (bs 1, 4 heads, seqlen 4096, d 128, fp32, causal)."""
     test = _unit("test_flash_attn_bwd")
     rng = np.random.default_rng(3)
-    bs, nheads, d, seqlen = 1, 1, 128, 4096
+    bs, nheads, d, seqlen = 1, NHEADS, 128, 4096
 
     def sample() -> np.ndarray:
         return ((rng.random((bs, nheads, d, seqlen)) - 0.5) * 2).astype(np.float32)
