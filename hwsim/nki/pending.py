@@ -116,6 +116,13 @@ class PendingLoad(Pending):
         self.mask = mask
         self.site = user_site()
         self._result = None
+        # Not assigned at once (``t[...] = nl.load(x)``), it is a load into a new tile at its
+        # line: written out before the kernel's next instruction, like a pending copy (a load
+        # kept in a list for later is still issued where the kernel wrote it).
+        st = state()
+        st.flush_copy()
+        self.ring_key = st.ring_key(self.site)
+        st.pending_copy = self
 
     def _dma(self, target: NkiTensor) -> None:
         """Into ``target`` where the mask keeps (all of it without a mask): NKI's masked load
@@ -126,7 +133,8 @@ class PendingLoad(Pending):
 
     def materialize(self) -> NkiTensor:
         if self._result is None:
-            out = allocate(self.shape, self.dtype, _sbuf, site=self.site)
+            state().forget_copy(self)
+            out = allocate(self.shape, self.dtype, _sbuf, ring_key=self.ring_key)
             if len(self.axis_vars) == len(self.shape):
                 out.axis_vars = self.axis_vars
             self._dma(out)
@@ -134,6 +142,7 @@ class PendingLoad(Pending):
         return self._result
 
     def into_tile(self, target: NkiTensor) -> None:
+        state().forget_copy(self)
         if self._result is not None or tuple(target.shape) != tuple(self.shape):
             target_view = dst(target)
             lisa.tensor_copy(target_view, src(self.materialize()))

@@ -103,6 +103,8 @@ class NkiState:
         self.loops: list[LoopFrame] = []
         self.rings: dict[tuple[Any, ...], list[Slot]] = {}
         self.ring_next: dict[tuple[Any, ...], int] = {}
+        #: Most slots of each ring alive at once (the size of one buffered set).
+        self.ring_live: dict[tuple[Any, ...], int] = {}
         self.psum: dict[str, PsumGroup] = {}
         self.program_ids: tuple[int, ...] = (0,)
         self.grid: tuple[int, ...] = (1,)
@@ -173,6 +175,8 @@ class NkiState:
         try:
             for step, value in enumerate(values):
                 self.flush_copy()  # an iteration's copy stays in its iteration
+                if step:
+                    self.count_live(frame)
                 frame.occurrences.clear()
                 frame.step, frame.value = step, value
                 if step and kind == "sequential_range":
@@ -180,11 +184,24 @@ class NkiState:
                 yield LoopIndex(value, frame)
         finally:
             self.flush_copy()
+            self.count_live(frame)
             if self.loops and self.loops[-1] is frame:
                 self.loops.pop()
             if kind == "sequential_range":
                 line = f"{frame.site[0].rsplit('/', 1)[-1]}:{frame.site[1]}"
                 self.sequential.append(self.region(first, line))
+
+    def count_live(self, frame: LoopFrame) -> None:
+        """At the end of an iteration of ``frame``: how many tiles of each of its rings are
+        still alive (the set one iteration keeps, which the ring holds ``buffers`` of)."""
+        sites = tuple(f.site for f in self.loops)
+        if not self.loops or self.loops[-1] is not frame:
+            return
+        for key, ring in self.rings.items():
+            if key[0] == sites:
+                live = sum(1 for s in ring if s.owner is not None and s.owner() is not None)
+                if live > self.ring_live.get(key, 1):
+                    self.ring_live[key] = live
 
     # ---- allocation -----------------------------------------------------------------------
     def ring_key(self, site: tuple[str, int]) -> tuple[Any, ...] | None:

@@ -462,7 +462,10 @@ def allocate(
         return _owned(tile, shape)
     ring = st.rings.setdefault(key, [])
     depth = st.loops[-1].buffers if st.loops and st.loops[-1].buffers else st.buffers
-    want = len(ring) < depth
+    # ``depth`` sets of what the loop keeps alive at the end of an iteration: tiles kept past
+    # their own iteration (V1b's K/128 rhs tiles, appended to a list in the K loop) are one
+    # set, buffered as one (``NkiState.count_live``)
+    want = len(ring) < depth * st.ring_live.get(key, 1)
     if want and ring and buffer.memory is MemorySpace.PSUM and not _psum_room(st, shape, dt):
         want = False  # the rings' PSUM tiles fill PSUM: this ring stops growing
         if not any(s.owner is None or s.owner() is None for s in ring):
