@@ -10,7 +10,7 @@ from typing import Any
 
 from hwsim.nki.direct import psum_space as psum
 from hwsim.nki.direct import sbuf_space as sbuf
-from hwsim.nki.language import no_reorder  # noqa: F401 (re-exported)
+from hwsim.nki.language import no_reorder
 
 __all__ = ["multi_buffer", "no_reorder", "psum", "sbuf"]
 

@@ -225,7 +225,8 @@ class Affine:
                 steps[t.position - 1] += t.scale
             else:
                 raise IllegalInstructionError(
-                    f"{_where()}: predicate over grid position {t.position} of a {len(shape)}-D tile"
+                    f"{_where()}: predicate over grid position {t.position} of a "
+                    f"{len(shape)}-D tile"
                 )
         ops = {"<": AluOp.is_lt, "<=": AluOp.is_le, ">": AluOp.is_gt, ">=": AluOp.is_ge}
         return {

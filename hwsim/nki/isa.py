@@ -381,7 +381,10 @@ def __getattr__(name: str) -> Any:
     if name in UNSUPPORTED:
 
         def unsupported(*args: Any, **kwargs: Any) -> Any:
-            raise nt.fail(f"nisa.{name}", f"not supported by hwsim.nki: {UNSUPPORTED[name]}")
+            raise nt.fail(
+                f"nisa.{name}",
+                f"not supported by hwsim.nki: {UNSUPPORTED[name]} (docs/nki-support.md)",
+            )
 
         return unsupported
     raise AttributeError(f"hwsim.nki.isa has no '{name}' (docs/nki-support.md lists names)")

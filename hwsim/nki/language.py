@@ -14,9 +14,9 @@ from typing import Any
 
 import numpy as np
 
+from hwsim.isa.ap import MemorySpace
 from hwsim.lang import isa as lisa
 from hwsim.lang.kernel import current
-from hwsim.isa.ap import MemorySpace
 from hwsim.lang.tiles import Buffer, Tile, hbm, psum, sbuf
 from hwsim.nki import language_ops as ops
 
@@ -108,9 +108,8 @@ def _blocks(shape: Any) -> int:
 def _tensor(shape: Any, dtype: Any, buffer: Buffer) -> Any:
     """A tile, or a BlockTensor when block dimensions come before par_dim."""
     from hwsim.nki.blocks import BlockTensor
-    from hwsim.nki.dtypes import hw_dtype
-
     from hwsim.nki.direct import DirectBuffer, direct_tile
+    from hwsim.nki.dtypes import hw_dtype
 
     dims = _shape(shape)
     count = _blocks(shape)
@@ -436,7 +435,10 @@ def __getattr__(name: str) -> Any:
     if name in UNSUPPORTED:
 
         def unsupported(*args: Any, **kwargs: Any) -> Any:
-            raise fail(f"nl.{name}", f"not supported by hwsim.nki: {UNSUPPORTED[name]}")
+            raise fail(
+                f"nl.{name}",
+                f"not supported by hwsim.nki: {UNSUPPORTED[name]} (docs/nki-support.md)",
+            )
 
         return unsupported
     raise AttributeError(f"hwsim.nki.language has no '{name}' (docs/nki-support.md lists names)")

@@ -303,6 +303,8 @@ def assign(target: NkiTensor, value: Any) -> None:
         value.into_tile(target)
         return
     mask = getattr(value, "written_mask", None)  # a result computed under a mask: copy that
+    if mask is False:
+        return  # the result of a call masked off entirely (``hwsim.nki.masking``)
     lisa.tensor_copy(dst(target, mask), src(value, mask))
 
 

@@ -64,7 +64,12 @@ def honours_constant_mask(fn: Callable[..., Any]) -> Callable[..., Any]:
             kwargs["mask"] = None
             if not mask:
                 with dropping():
-                    return fn(*args, **kwargs)
+                    result = fn(*args, **kwargs)
+                from hwsim.nki.tensor import NkiTensor
+
+                if isinstance(result, NkiTensor):  # nothing written: assigning it copies nothing
+                    result.written_mask = False
+                return result
         return fn(*args, **kwargs)
 
     return call

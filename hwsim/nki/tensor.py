@@ -21,9 +21,8 @@ from hwsim.errors import IllegalInstructionError
 from hwsim.isa.ap import MemorySpace
 from hwsim.lang import isa as lisa
 from hwsim.lang.allocator import OutOfMemoryError
-from hwsim.lang.kernel import current
+from hwsim.lang.kernel import current, source_location
 from hwsim.lang.kernel import ndarray as lang_ndarray
-from hwsim.lang.kernel import source_location
 from hwsim.lang.tiles import Buffer, IndexingError, Tile, View, hbm
 from hwsim.nki import index as ix
 from hwsim.nki.dtypes import hw_dtype, nki_dtype

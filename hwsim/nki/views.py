@@ -90,7 +90,7 @@ def reshape(t: NkiTensor, *args: Any, shape: Any = None) -> NkiTensor:
 def bitcast(t: NkiTensor, dtype: Any) -> NkiTensor:
     """``t.view(dtype)``: the same bytes read as ``dtype`` (the last dimension rescales)."""
     target = hw_dtype(dtype)
-    tile, partition, start, elements = _window(t, "view(dtype)")
+    tile, partition, start, _ = _window(t, "view(dtype)")
     source = tile.dtype.itemsize
     last = t.shape[-1] * source
     if last % target.itemsize:

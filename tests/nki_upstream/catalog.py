@@ -87,7 +87,7 @@ def avgpool_ref(a: np.ndarray, pool: int) -> np.ndarray:
     return v.mean(axis=(2, 4)).astype(a.dtype)
 
 
-def mamba_ref(delta, u, A, B, C):  # noqa: N803 (the kernel's names)
+def mamba_ref(delta, u, A, B, C):
     delta, u, A, B, C = map(f32, (delta, u, A, B, C))
     batch, channels, seq = delta.shape
     out = np.zeros((batch, channels, seq), np.float32)
@@ -125,7 +125,6 @@ def attention_tutorial_ref(q, k, v):
 
 
 def maxpool_ref(x, pool):
-    h, w = x.shape
     windows = np.lib.stride_tricks.sliding_window_view(f32(x), (pool, pool))
     return windows.max(axis=(2, 3))
 
@@ -146,7 +145,7 @@ def trilinear_2x_ref(src):
     ).numpy()
 
 
-def contributed_matmul_ref(A, B, *rest):  # noqa: N803
+def contributed_matmul_ref(A, B, *rest):
     return (f32(A).T @ f32(B)).astype(A.dtype)
 
 
@@ -182,7 +181,7 @@ def flash_fwd_ref(q, k, v, seed, use_causal_mask=True, mixed_precision=True, **k
 
 
 def resize_nearest_ref(data, out_shape):
-    in_b, in_h, in_w, in_c = data.shape
+    _, in_h, in_w, _ = data.shape
     _, out_h, out_w, _ = out_shape
     hi = np.floor(np.arange(out_h) * (in_h / out_h)).astype(int)
     wi = np.floor(np.arange(out_w) * (in_w / out_w)).astype(int)
