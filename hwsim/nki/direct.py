@@ -4,10 +4,11 @@ the tile there (its access patterns address those bytes and partitions).
 
 A placement is ``func(idx=block index, pdim_size=partitions, fdim_size=bytes)`` -> (start
 partition, byte address) in SBUF, or (bank, start partition, byte address within the bank) in
-PSUM, as the NKI docs define ``alloc``; ``mod_alloc`` is the docs' modulo function over the block index.
-Tiles at one place are one tile (the modulo reuse the kernel asked for). The bytes a kernel
-places are taken from the compiler's pool for the rest of the kernel, so an automatically
-placed tile never lands on them; places may overlap one another (the kernel manages them).
+PSUM, as the NKI docs define ``alloc``; ``mod_alloc`` is the docs' modulo function over the
+block index. Tiles at one place are one tile (the modulo reuse the kernel asked for). The
+bytes a kernel places are taken from the compiler's pool for the rest of the kernel, so an
+automatically placed tile never lands on them; places may overlap one another (the kernel
+manages them).
 """
 
 from __future__ import annotations

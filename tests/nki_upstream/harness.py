@@ -118,6 +118,7 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--fast", action="store_true", help="only the cases not marked slow")
     parser.add_argument("-k", default="", help="only cases whose id contains this")
+    parser.add_argument("--record", action="store_true", help="keep the outcomes for the docs")
     args = parser.parse_args(argv)
     selected = [c for c in cases() if args.k in c.id and not (args.fast and c.slow)]
     results = []
@@ -130,6 +131,23 @@ def main(argv: list[str] | None = None) -> int:
         f"\n{tally['pass']} of {len(results)} kernels run unmodified with correct numerics; "
         f"{tally['wrong']} wrong, {tally['error']} stop with an error, {tally['skip']} skipped"
     )
+    if args.record:
+        from tests.nki_upstream import record
+
+        source = {r.case.id: r.case.file for r in results}
+        record.update(
+            "kernels",
+            {
+                r.case.id: {
+                    "file": source[r.case.id]
+                    if isinstance(source[r.case.id], str)
+                    else "/".join(source[r.case.id]),
+                    "status": r.status,
+                    "reason": r.detail[:300],
+                }
+                for r in results
+            },
+        )
     return 1 if tally["wrong"] else 0
 
 
