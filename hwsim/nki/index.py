@@ -386,8 +386,10 @@ def needs_pattern(items: tuple[Any, ...]) -> bool:
     """Whether an index needs an access-pattern view (``hwsim.nki.pattern``): a sum of index
     expressions, a negative step, two expressions at one grid position, or expressions whose
     grid positions are not in the order of the axes they index (a transposed view)."""
-    exprs = [i for i in items if isinstance(i, (IndexExpr, IndexSum))]
-    if any(isinstance(e, IndexSum) or e.scale < 1 for e in exprs):
+    if any(isinstance(i, IndexSum) for i in items):
+        return True
+    exprs = [i for i in items if isinstance(i, IndexExpr)]
+    if any(e.scale < 1 for e in exprs):
         return True
     positions = [e.position for e in exprs]
     # positions out of axis order transpose the view (x[i_f, i_p]): a pattern's dimensions

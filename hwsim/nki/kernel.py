@@ -224,7 +224,7 @@ def _run(
     result = simulate_program(
         built.program, hw, numerics=numerics, race_check=race_check, initcheck=initcheck
     )
-    outputs = ()
+    outputs: tuple[np.ndarray, ...] = ()
     if numerics:
         views = extra["output_views"]
         outputs = tuple(

@@ -251,7 +251,8 @@ def load_transpose2d(src: Any, *, mask: Any = None, dtype: Any = None) -> NkiTen
         lisa.dma_transpose(out.lang_view, view, engine="sync", queue=queue)
         return out
     pattern = of_view(view)
-    transposed = PatternView(view.tile, replace(pattern, dims=pattern.dims[::-1]))
+    base = view if isinstance(view, Tile) else view.tile
+    transposed = PatternView(base, replace(pattern, dims=pattern.dims[::-1]))
     lisa.dma_copy(out.lang_view, transposed, engine="sync", queue=queue)
     return out
 

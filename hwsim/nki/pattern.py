@@ -161,7 +161,9 @@ def of_view(view: Tile | View, axis_vars: tuple[int | None, ...] = ()) -> Patter
     tile = full.tile
     on_chip = tile.memory is not MemorySpace.HBM
     strides = _element_strides(tile)
-    axes, dims, ranges = [], [], []
+    axes: list[tuple[int, int, int, tuple[tuple[int, int], ...]]] = []
+    dims: list[int | None] = []
+    ranges: list[tuple[int, int, int]] = []
     given = iter(axis_vars)
     for axis, (start, count, step) in enumerate(full.dims):
         if axis in full.kept:
@@ -196,7 +198,7 @@ def from_index(tile: Tile, items: tuple[Any, ...]) -> Pattern:
     exprs = [i for i in items if isinstance(i, (IndexExpr, IndexSum))]
     position = max(e.ndim for e in exprs) if exprs else 0
     grid: dict[int, tuple[int, int]] = {}  # position -> (iterator, count)
-    axes = []
+    axes: list[tuple[int, int, int, tuple[tuple[int, int], ...]]] = []
     for axis in range(tile.ndim):
         size = tile.shape[axis]
         item = items[axis] if axis < len(items) else slice(None)
@@ -241,6 +243,7 @@ def explicit(tile: Tile, pairs: list[Any], offset: int = 0) -> Pattern:
             partition_terms.append((var, 1))
         else:
             terms.append((var, step))
+    axes: tuple[tuple[int, int, int, tuple[tuple[int, int], ...]], ...]
     if on_chip:
         axes = ((tile.shape[0], 1, 0, tuple(partition_terms)), (free, 1, int(offset), tuple(terms)))
     else:

@@ -105,9 +105,8 @@ class NkiTensor:
             if not any(isinstance(item, ix.IndexExpr) for item in items):
                 raise
             shape = _grid_shape(items)
-            out = NkiTensor(
-                _Unresolved(shape, self.hw_dtype, self.lang_view), self.owner, axis_vars
-            )  # type: ignore[arg-type]
+            unresolved: Any = _Unresolved(shape, self.hw_dtype, self.lang_view)
+            out = NkiTensor(unresolved, self.owner, axis_vars)
             out.deferred = (self, key, error)
             return out
         if len(axis_vars) != len(view.shape):  # ints dropped axes with no iterator
@@ -176,7 +175,7 @@ class NkiTensor:
             out.deferred = (self, items, IndexingError(f"{source_location()}: {problem}"))
         return out
 
-    def masked(self, mask: ix.Mask | None) -> Tile | View:
+    def masked(self, mask: Any) -> Tile | View:
         """The view narrowed by ``mask``: on each axis its iterator indexes, or, for an axis with
         no iterator, on the masked iterator's grid position when the sizes agree."""
         from hwsim.nki.pattern import PatternView
