@@ -1,0 +1,264 @@
+"""The search: Optuna's TPE sampler over a declared space, the simulator as the cost model.
+
+Each candidate is built timing-only and simulated on the config; its total simulated time is
+the objective. The first candidate is the kernel's start point (its defaults, or one given), so
+the path begins where the author's kernel is. Candidates go out in batches of ``jobs`` on the
+sweep backends (local processes, Dask or Ray, ``hwsim.sweep.backends``); a point the sampler
+proposes again, or that the cache already holds (same kernel source, inputs and config hash), is
+answered without simulating. A point the kernel refuses (it does not fit SBUF, an illegal
+instruction) is infeasible: recorded with its reason, and told to the sampler as failed.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+from hwsim.config import config_hash, load_config
+from hwsim.errors import HwsimError
+from hwsim.tune.cache import Outcome, TuneCache
+from hwsim.tune.space import TuneError, Value, point_key
+from hwsim.tune.target import Target
+
+#: Proposals the sampler may make per candidate budgeted before the search gives up finding
+#: new points (TPE repeats points once it has converged).
+ASKS_PER_TRIAL = 25
+
+
+@dataclass(frozen=True)
+class Trial:
+    """One candidate in the order it was tried; ``best_ns``: the best time so far."""
+
+    index: int
+    point: dict[str, Value]
+    outcome: Outcome
+    cached: bool
+    best_ns: float | None
+
+
+@dataclass
+class TuneResult:
+    target: str
+    config: str
+    config_hash: str
+    trials: list[Trial] = field(default_factory=list)
+    space_size: int = 0
+    simulated: int = 0
+    wall_s: float = 0.0
+
+    @property
+    def start(self) -> Trial:
+        return self.trials[0]
+
+    @property
+    def best(self) -> Trial | None:
+        ok = [t for t in self.trials if t.outcome.ok]
+        return min(ok, key=lambda t: (t.outcome.total_ns, t.index)) if ok else None
+
+    def path(self) -> list[Trial]:
+        """The start, then every candidate that beat all before it."""
+        steps, best = [], None
+        for trial in self.trials:
+            ns = trial.outcome.total_ns if trial.outcome.ok else None
+            if trial.index == 0 or (ns is not None and (best is None or ns < best)):
+                steps.append(trial)
+            if ns is not None and (best is None or ns < best):
+                best = ns
+        return steps
+
+    def to_dict(self) -> dict[str, Any]:
+        best = self.best
+        return {
+            "target": self.target,
+            "config": self.config,
+            "config_hash": self.config_hash,
+            "space_size": self.space_size,
+            "candidates": len(self.trials),
+            "simulated": self.simulated,
+            "wall_s": round(self.wall_s, 2),
+            "start": _trial_dict(self.start) if self.trials else None,
+            "best": _trial_dict(best) if best else None,
+            "path": [_trial_dict(t) for t in self.path()],
+            "trials": [_trial_dict(t) for t in self.trials],
+        }
+
+
+def _trial_dict(trial: Trial) -> dict[str, Any]:
+    o = trial.outcome
+    return {
+        "index": trial.index,
+        "point": trial.point,
+        "status": o.status,
+        "total_ns": o.total_ns,
+        "bottleneck": o.bottleneck,
+        "error": o.error,
+        "cached": trial.cached,
+        "best_ns": trial.best_ns,
+    }
+
+
+def evaluate(target: Target, point: dict[str, Value], config_name: str, overrides: list[str]):
+    """Build and simulate one candidate (timing only); runs in a worker process."""
+    from hwsim.kernels import warm_up
+    from hwsim.machine.simulator import run
+
+    config = load_config(config_name, overrides)
+    warm_up()
+    start = time.perf_counter()
+    try:
+        program = target.build(point, config)
+        summary = run(program, config, numerics=False).summary
+    except HwsimError as exc:
+        return Outcome("infeasible", error=str(exc)[:500], wall_s=time.perf_counter() - start)
+    return Outcome(
+        "ok",
+        float(summary.total_ns),
+        summary.bottleneck,
+        wall_s=round(time.perf_counter() - start, 3),
+        instructions=program.instruction_count,
+    )
+
+
+def tune(
+    target: Target,
+    config_name: str = "trn2",
+    overrides: list[str] | None = None,
+    *,
+    trials: int = 30,
+    jobs: int = 1,
+    backend: str = "loky",
+    address: str | None = None,
+    seed: int = 0,
+    cache: TuneCache | None = None,
+    start: dict[str, Value] | None = None,
+    on_trial: Callable[[Trial], None] | None = None,
+) -> TuneResult:
+    """Search ``target``'s space for the lowest simulated time (see the module docstring)."""
+    optuna = _optuna()
+    overrides = list(overrides or [])
+    if trials < 1:
+        raise TuneError("trials must be at least 1")
+    config = load_config(config_name, overrides)
+    chash = config_hash(config)
+    space = target.space
+    cache = cache or TuneCache(None)
+    first = _start_point(target, space, start)
+    result = TuneResult(target.ref, config_name, chash, space_size=space.size())
+    distributions = {
+        name: optuna.distributions.CategoricalDistribution(list(values))
+        for name, values in space.params.items()
+    }
+    sampler = optuna.samplers.TPESampler(seed=seed, multivariate=True, constant_liar=True)
+    study = optuna.create_study(direction="minimize", sampler=sampler)
+    study.enqueue_trial(first)
+    told: dict[str, Outcome] = {}
+    clock = time.perf_counter()
+    budget = min(trials, result.space_size)
+    asks = 0
+
+    def record(point: dict[str, Value], outcome: Outcome, cached: bool) -> None:
+        ok_ns = [t.outcome.total_ns for t in result.trials if t.outcome.ok]
+        if outcome.ok:
+            ok_ns.append(outcome.total_ns)
+        best = min((ns for ns in ok_ns if ns is not None), default=None)
+        trial = Trial(len(result.trials), point, outcome, cached, best)
+        result.trials.append(trial)
+        if on_trial is not None:
+            on_trial(trial)
+
+    from hwsim.sweep.backends import open_backend
+
+    with open_backend(backend, jobs, address) as opened:
+        while len(told) < budget and asks < budget * ASKS_PER_TRIAL:
+            batch: list[tuple[Any, dict[str, Value], str]] = []
+            waiting: list[tuple[Any, Outcome]] = []
+            while len(batch) < opened.workers and len(told) + len(batch) < budget:
+                asks += 1
+                if asks > budget * ASKS_PER_TRIAL:
+                    break
+                trial = study.ask(distributions)
+                point = dict(trial.params)
+                key = point_key(point)
+                if not space.admits(point):
+                    study.tell(trial, state=optuna.trial.TrialState.FAIL)
+                elif key in told or any(key == k for _, _, k in batch):
+                    known = told.get(key)
+                    if known is not None and known.ok:
+                        study.tell(trial, known.total_ns)
+                    else:
+                        study.tell(trial, state=optuna.trial.TrialState.FAIL)
+                else:
+                    cached = cache.get(target.identity, key, chash)
+                    if cached is not None:
+                        told[key] = cached
+                        record(point, cached, True)
+                        _tell(study, trial, cached, optuna)
+                    else:
+                        batch.append((trial, point, key))
+            outcomes = _run_batch(target, [p for _, p, _ in batch], config_name, overrides)
+            result.simulated += len(batch)
+            for (trial, point, key), outcome in zip(batch, outcomes, strict=True):
+                cache.put(target.identity, key, chash, outcome)
+                told[key] = outcome
+                record(point, outcome, False)
+                waiting.append((trial, outcome))
+            for trial, outcome in waiting:
+                _tell(study, trial, outcome, optuna)
+            if not batch and asks >= budget * ASKS_PER_TRIAL:
+                break
+    result.wall_s = time.perf_counter() - clock
+    return result
+
+
+def _tell(study: Any, trial: Any, outcome: Outcome, optuna: Any) -> None:
+    if outcome.ok:
+        study.tell(trial, outcome.total_ns)
+    else:
+        study.tell(trial, state=optuna.trial.TrialState.FAIL)
+
+
+def _run_batch(
+    target: Target, points: list[dict[str, Value]], config_name: str, overrides: list[str]
+) -> list[Outcome]:
+    if len(points) <= 1:
+        return [evaluate(target, p, config_name, overrides) for p in points]
+    import joblib
+
+    jobs = joblib.Parallel()(
+        joblib.delayed(evaluate)(target, p, config_name, overrides) for p in points
+    )
+    return list(jobs)
+
+
+def _start_point(target: Target, space: Any, start: dict[str, Value] | None) -> dict[str, Value]:
+    """The given start point completed with the kernel's defaults (each must be in the space)."""
+    import inspect
+
+    from hwsim.tune.target import _function_of
+
+    params = inspect.signature(_function_of(target.kernel)).parameters
+    point: dict[str, Value] = {}
+    for name, values in space.params.items():
+        if start and name in start:
+            point[name] = start[name]
+        elif params[name].default is not inspect.Parameter.empty:
+            point[name] = params[name].default
+        else:
+            point[name] = values[0]
+    if not space.admits(point):
+        raise TuneError(
+            f"{target.ref}: the start point {point_key(point)} is not in the declared space "
+            "(add the kernel's defaults to it, or pass --start)"
+        )
+    return point
+
+
+def _optuna() -> Any:
+    try:
+        import optuna
+    except ImportError:
+        raise TuneError("hwsim tune needs Optuna: pip install 'hwsim[tune]'") from None
+    optuna.logging.set_verbosity(optuna.logging.WARNING)
+    return optuna
