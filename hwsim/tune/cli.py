@@ -28,7 +28,7 @@ def register(commands: argparse._SubParsersAction) -> None:
     parser.add_argument("--input", action="append", default=[], metavar="SHAPE:DTYPE",
                         help="an array argument, e.g. 8192x4096:bf16 (repeat, in order)")  # fmt: skip
     add_config_arguments(parser)
-    parser.add_argument("--trials", type=positive_int, default=30, help="candidates to try")
+    parser.add_argument("--trials", type=positive_int, default=30, help="feasible candidates to try (points the kernel refuses come on top)")
     parser.add_argument("--jobs", type=positive_int, default=1, help="candidates at a time")
     parser.add_argument("--backend", default="loky", help="loky (local), dask or ray")
     parser.add_argument("--address", help="an existing Dask scheduler or Ray cluster")

@@ -154,8 +154,9 @@ def tune(
     study = optuna.create_study(direction="minimize", sampler=sampler)
     study.enqueue_trial(first)
     told: dict[str, Outcome] = {}
+    feasible = 0  # the budget counts candidates the kernel accepted; refusals cost no simulation
     clock = time.perf_counter()
-    budget = min(trials, result.space_size)
+    budget = min(trials, result.space_size)  # feasible candidates to try
     asks = 0
 
     def record(point: dict[str, Value], outcome: Outcome, cached: bool) -> None:
@@ -171,10 +172,10 @@ def tune(
     from hwsim.sweep.backends import open_backend
 
     with open_backend(backend, jobs, address) as opened:
-        while len(told) < budget and asks < budget * ASKS_PER_TRIAL:
+        while feasible < budget and len(told) < result.space_size and asks < budget * ASKS_PER_TRIAL:
             batch: list[tuple[Any, dict[str, Value], str]] = []
             waiting: list[tuple[Any, Outcome]] = []
-            while len(batch) < opened.workers and len(told) + len(batch) < budget:
+            while len(batch) < opened.workers and feasible + len(batch) < budget:
                 asks += 1
                 if asks > budget * ASKS_PER_TRIAL:
                     break
@@ -193,6 +194,7 @@ def tune(
                     cached = cache.get(target.identity, key, chash)
                     if cached is not None:
                         told[key] = cached
+                        feasible += cached.ok
                         record(point, cached, True)
                         _tell(study, trial, cached, optuna)
                     else:
@@ -202,6 +204,7 @@ def tune(
             for (trial, point, key), outcome in zip(batch, outcomes, strict=True):
                 cache.put(target.identity, key, chash, outcome)
                 told[key] = outcome
+                feasible += outcome.ok
                 record(point, outcome, False)
                 waiting.append((trial, outcome))
             for trial, outcome in waiting:
