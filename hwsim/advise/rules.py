@@ -21,6 +21,11 @@ from hwsim.advise.evidence import Evidence
 
 #: The DMA guide's minimum recommended descriptor size ("≥ 2 KiB per partition") [S11][S12].
 MIN_DESCRIPTOR_BYTES = 2048
+#: Where the saturation curve reaches full bandwidth ("≥ 4 KiB saturates") [S11][S12].
+SATURATED_DESCRIPTOR_BYTES = 4096
+#: DMA data moving below this share of the engines' bandwidth is descriptor-bound (as the
+#: run's verdict, ``hwsim.trace.verdict.EFFICIENT_PCT``).
+EFFICIENT_PCT = 70.0
 #: DMA counts as limiting when it holds this share of the critical path.
 DMA_PATH_PCT = 30.0
 #: Loaded bytes over distinct bytes loaded above which reloads are worth hoisting.
@@ -31,6 +36,8 @@ STALL_PCT = 10.0
 IDLE_ENGINE_PCT = 50.0
 #: TensorE at least this busy is at its roofline (Neuron's compute-bound target, [S10]).
 ROOFLINE_BUSY_PCT = 85.0
+#: MBU at which a kernel is at its memory roofline (Neuron's "good" MBU target, [S10]).
+MBU_ROOFLINE_PCT = 60.0
 #: Nothing busy for this share of the run: latency-bound.
 IDLE_PCT = 50.0
 #: fp32 matmul FLOPs above this share of TensorE's are worth casting (fp32 costs 4x) [S1][S16].
@@ -73,35 +80,34 @@ def _dma_path_ns(ev: Evidence) -> float:
 def small_descriptors(ev: Evidence, config: Any) -> Finding | None:
     dma = ev.summary.dma
     mean = float(dma.descriptor_bytes_mean)
-    if not dma.pieces or mean >= MIN_DESCRIPTOR_BYTES or ev.path_pct("dma") < DMA_PATH_PCT:
-        return None
     efficiency = float(dma.data_efficiency_pct)
+    if not dma.pieces or efficiency >= EFFICIENT_PCT or ev.path_pct("dma") < DMA_PATH_PCT:
+        return None
+    size = MIN_DESCRIPTOR_BYTES if mean < MIN_DESCRIPTOR_BYTES else SATURATED_DESCRIPTOR_BYTES
     what_if: dict[str, Any] = {}
     target = None
     if config is not None:
         from hwsim.machine.dma_plan import DmaCostModel
 
         model = DmaCostModel(config.dma, 1000, config.hbm.bandwidth_bytes_per_ns_per_stack)
-        target = float(model.efficiency_at(MIN_DESCRIPTOR_BYTES))
-        curve = {
-            str(size): max(float(eff), target) if size < MIN_DESCRIPTOR_BYTES else float(eff)
-            for size, eff in model.efficiency
-        }
+        target = float(model.efficiency_at(size))
+        curve = {str(b): max(float(e), target) if b < size else float(e) for b, e in model.efficiency}
+        curve.setdefault(str(size), target)
         what_if = {"dma.descriptor_efficiency": curve}
     bound = _dma_path_ns(ev) * max(0.0, 1.0 - efficiency / 100.0 / (target or 1.0))
+    below = "below the" if mean < size else "short of the"
     return Finding(
         "small-descriptors",
-        f"DMA descriptors average {mean:,.0f} B, below the {MIN_DESCRIPTOR_BYTES:,} B the DMA "
-        f"engines need: data moves at {efficiency:.0f}% of their bandwidth, and DMA holds "
+        f"DMA descriptors average {mean:,.0f} B, {below} {size:,} B the DMA engines need: data "
+        f"moves at {efficiency:.0f}% of their bandwidth, and DMA holds "
         f"{ev.path_pct('dma'):.0f}% of the critical path",
-        "coalesce rows: load tiles whose rows are contiguous for at least 2 KiB per partition "
-        "(a block of adjacent tiles in one dma_copy, or a wider free dimension)",
+        f"coalesce rows: load tiles whose rows are contiguous for at least {size:,} B per "
+        "partition (a block of adjacent tiles in one dma_copy, or a wider free dimension)",
         {"descriptor_bytes_mean": mean, "dma_data_efficiency_pct": efficiency,
          "critical_path_dma_pct": ev.path_pct("dma")},  # fmt: skip
         bound,
         what_if,
-        f"descriptors smaller than {MIN_DESCRIPTOR_BYTES} B move at the efficiency of "
-        f"{MIN_DESCRIPTOR_BYTES} B ones",
+        f"descriptors smaller than {size} B move at the efficiency of {size} B ones",
     )
 
 
@@ -192,7 +198,12 @@ def fp32_matmul(ev: Evidence, config: Any) -> Finding | None:
 def shallow_buffering(ev: Evidence, config: Any) -> Finding | None:
     stall = ev.wait_pct("tensor", "dma")
     dma_active = float(ev.summary.dma_active_pct)
-    if stall < 2 * STALL_PCT or dma_active >= 70.0 or ev.busy_pct("tensor") >= ROOFLINE_BUSY_PCT:
+    if (
+        stall < 2 * STALL_PCT
+        or dma_active >= EFFICIENT_PCT
+        or ev.busy_pct("tensor") >= ROOFLINE_BUSY_PCT
+        or float(ev.summary.idle_pct) >= IDLE_PCT  # latency-bound: that rule says what to do
+    ):
         return None
     overlapped = max(dma_active, *(ev.busy_pct(e) for e in ev.summary.engines)) / 100.0
     return Finding(
@@ -202,7 +213,7 @@ def shallow_buffering(ev: Evidence, config: Any) -> Finding | None:
         "buffer deeper: let loads run ahead of the matmuls (more buffers per allocation "
         "site, or prefetch the next tile before the current matmul)",
         {"tensor_wait_on_dma_pct": stall, "dma_active_pct": dma_active},
-        ev.total_ns * (1.0 - overlapped),
+        ev.total_ns * min(stall / 100.0, 1.0 - overlapped),
         {},
         "",
     )
@@ -229,6 +240,17 @@ def latency_bound(ev: Evidence, config: Any) -> Finding | None:
 @rule("at-roofline")
 def at_roofline(ev: Evidence, config: Any) -> Finding | None:
     busy = ev.busy_pct("tensor")
+    mbu = float(ev.summary.mbu_pct)
+    if busy < ROOFLINE_BUSY_PCT and mbu >= MBU_ROOFLINE_PCT:
+        return Finding(
+            "at-roofline",
+            f"HBM moves data at {mbu:.0f}% of its peak (MBU): the kernel is at its memory "
+            "roofline",
+            "nothing in the schedule to gain; only moving fewer bytes would help (a narrower "
+            "dtype for inputs and outputs, or fusing with the ops before and after)",
+            {"mbu_pct": mbu, "dma_active_pct": float(ev.summary.dma_active_pct)},
+            0.0,
+        )
     if busy < ROOFLINE_BUSY_PCT:
         return None
     return Finding(
