@@ -42,8 +42,9 @@ def register(commands: argparse._SubParsersAction) -> None:
 
 
 def make_target(ref: str, inputs: list[str]) -> Any:
-    from hwsim.tune.target import InputSpec, Target
+    from hwsim.tune.target import InputSpec, Target, load_kernel
 
+    load_kernel(ref)  # a name that is no kernel is refused before its inputs are asked for
     texts = inputs or list(DEFAULT_INPUTS.get(ref, ()))
     if not texts:
         raise TuneError(f"{ref}: give its array arguments with --input SHAPE:DTYPE (in order)")

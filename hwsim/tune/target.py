@@ -66,6 +66,15 @@ class Target:
     def kernel(self) -> Any:
         return load_kernel(self.ref)
 
+    def __getstate__(self) -> dict[str, Any]:
+        """Workers get the reference and load the kernel themselves (a kernel from a file is
+        not importable by name there)."""
+        return {"ref": self.ref, "inputs": self.inputs}
+
+    def __setstate__(self, state: dict[str, Any]) -> None:
+        object.__setattr__(self, "ref", state["ref"])
+        object.__setattr__(self, "inputs", state["inputs"])
+
     @property
     def space(self) -> SearchSpace:
         declared = space_of(self.kernel)
