@@ -3,7 +3,7 @@ ready-to-run Python file.
 
 The shrinker is greedy over the spec: it tries, in turn, keeping one output, deleting an op
 (its uses take its first operand when the shapes agree), dropping an input nothing reads,
-halving the partitions or the free size, and plainer op parameters (VectorE, ``copy``, constant
+halving the partitions or the free size, reading an earlier value of the same shape, and plainer op parameters (VectorE, ``copy``, constant
 1.0); any change after which the case still fails the same checks is kept, until none helps or
 the budget of attempts runs out. (The property tests shrink through Hypothesis instead: the
 generator draws its choices through it, ``hwsim.fuzz.spec``.)
@@ -62,7 +62,14 @@ def _smaller(spec: dict[str, Any]) -> Iterator[dict[str, Any]]:
         yield {**spec, "shape": [max(1, p // 2), f]}
     if f > 1:
         yield {**spec, "shape": [p, max(1, f // 2)]}
+    shapes = value_shapes(spec)
     for i, op in enumerate(spec["ops"]):
+        for slot in _operand_slots(op):  # read an earlier value of the same shape instead
+            same = next(v for v, s in enumerate(shapes) if s == shapes[op[slot]])
+            if same < op[slot]:
+                ops = copy.deepcopy(spec["ops"])
+                ops[i][slot] = same
+                yield {**spec, "ops": ops}
         for plainer in _plainer(op):
             ops = copy.deepcopy(spec["ops"])
             ops[i] = plainer

@@ -71,6 +71,22 @@ class NumpyDraw:
         return options[int(self.rng.integers(0, len(options)))]
 
 
+class HypothesisDraw:
+    """Choices drawn through Hypothesis (``st.data()``), so that it shrinks failing cases
+    through the same choices the generator makes."""
+
+    def __init__(self, data: Any) -> None:
+        from hypothesis import strategies
+
+        self.data, self.st = data, strategies
+
+    def integer(self, low: int, high: int) -> int:
+        return int(self.data.draw(self.st.integers(low, high)))
+
+    def choice(self, options: Sequence[Any]) -> Any:
+        return self.data.draw(self.st.sampled_from(list(options)))
+
+
 def generate(draw: Draw) -> dict[str, Any]:
     """One random valid case (see the module docstring)."""
     dtype = draw.choice(DTYPES)

@@ -77,7 +77,7 @@ class FuzzStore:
                     "shrunk": check_spec(json.loads(shrunk)) if shrunk else None,
                     "wall_s": float(wall_s or 0.0),
                 })  # fmt: skip
-            except (ValueError, TypeError) as exc:
+            except (ValueError, TypeError, FuzzError) as exc:
                 raise FuzzError(f"{self.path}: case {idx} is damaged ({exc}); delete it") from None
         return out
 
