@@ -14,30 +14,35 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from hwsim.fuzz.checks import check_case
-from hwsim.fuzz.shrink import reproduction, shrink
-from hwsim.fuzz.spec import NumpyDraw, generate
+from hwsim.fuzz.kinds import DEFAULT_MIX, load_kind, parse_mix
+from hwsim.fuzz.shrink import shrink
+from hwsim.fuzz.spec import NumpyDraw
 from hwsim.fuzz.store import FuzzStore
 
 #: Cases handed to the workers at a time, per worker (results are stored per batch).
 BATCH_PER_WORKER = 4
 
 
-def run_case(seed: int, index: int, config: str, shrink_failures: bool = True) -> dict[str, Any]:
+def run_case(
+    seed: int, index: int, config: str, kind_name: str = "kernel", shrink_failures: bool = True
+) -> dict[str, Any]:
     """Generate, check and (if it fails) shrink case ``index`` of ``seed``; runs in a worker."""
     start = time.perf_counter()
-    spec = generate(NumpyDraw(seed, index))
-    failures = check_case(spec, config)
+    kind = load_kind(kind_name)
+    spec = kind.generate(NumpyDraw(seed, index))
+    failures = check_case(kind, spec, config)
     shrunk = None
     if failures and shrink_failures:
-        kinds = {f.check for f in failures}
+        checks = {f.check for f in failures}
 
         def still_fails(candidate: dict[str, Any]) -> bool:
-            return kinds <= {f.check for f in check_case(candidate, config)}
+            return checks <= {f.check for f in check_case(kind, candidate, config)}
 
-        shrunk, _ = shrink(spec, still_fails)
+        shrunk, _ = shrink(spec, still_fails, kind.shrink_attempts, smaller=kind.smaller,
+                           valid=kind.check_spec)  # fmt: skip
     return {
         "index": index,
+        "kind": kind.name,
         "spec": spec,
         "status": "fail" if failures else "pass",
         "failures": [f.to_dict() for f in failures],
@@ -46,11 +51,17 @@ def run_case(seed: int, index: int, config: str, shrink_failures: bool = True) -
     }
 
 
+def check_case(kind: Any, spec: dict[str, Any], config: str) -> list[Any]:
+    """The kind's checks (looked up here, so tests can plant a failure in one place)."""
+    return kind.check_case(spec, config)
+
+
 def fuzz(
     cases: int,
     seed: int = 0,
     config: str = "trn2",
     *,
+    mix: str = DEFAULT_MIX,
     jobs: int = 1,
     backend: str = "loky",
     address: str | None = None,
@@ -66,6 +77,7 @@ def fuzz(
         from hwsim.outputs_guard import check_output_folder
 
         check_output_folder(out, force=force)
+    cycle = parse_mix(mix)
     store = FuzzStore(db)
     clock = time.perf_counter()
     try:
@@ -74,7 +86,8 @@ def fuzz(
             size = max(1, opened.workers * BATCH_PER_WORKER)
             for start in range(0, len(todo), size):
                 batch = todo[start : start + size]
-                for result in _run_batch(seed, batch, config, opened.workers):
+                kinds = [cycle[i % len(cycle)] for i in batch]
+                for result in _run_batch(seed, batch, kinds, config, opened.workers):
                     store.put(seed, config, result)
                     if on_case is not None:
                         on_case(result)
@@ -83,29 +96,35 @@ def fuzz(
         store.close()
     failed = [r for r in results if r["status"] == "fail"]
     files = _write_reproductions(failed, seed, config, out, force) if out and failed else []
-    by_check = Counter(f["check"] for r in failed for f in r["failures"])
+    by_check = Counter(f"{r['kind']} {f['check']}" for r in failed for f in r["failures"])
     return {
         "seed": seed,
         "config": config,
         "cases": len(results),
         "ran": len(todo),
+        "kinds": dict(Counter(r["kind"] for r in results)),
         "passed": len(results) - len(failed),
         "failed": len(failed),
         "failures_by_check": dict(by_check),
         "failures": [
-            {"index": r["index"], "failures": r["failures"], "shrunk": r["shrunk"]} for r in failed
+            {"index": r["index"], "kind": r["kind"], "failures": r["failures"],
+             "shrunk": r["shrunk"]}  # fmt: skip
+            for r in failed
         ],
         "reproductions": [str(p) for p in files],
         "wall_s": round(time.perf_counter() - clock, 1),
     }
 
 
-def _run_batch(seed: int, batch: list[int], config: str, workers: int) -> list[dict[str, Any]]:
+def _run_batch(
+    seed: int, batch: list[int], kinds: list[str], config: str, workers: int
+) -> list[dict[str, Any]]:
     if workers <= 1 or len(batch) <= 1:
-        return [run_case(seed, i, config) for i in batch]
+        return [run_case(seed, i, config, k) for i, k in zip(batch, kinds, strict=True)]
     import joblib
 
-    return list(joblib.Parallel()(joblib.delayed(run_case)(seed, i, config) for i in batch))
+    work = (joblib.delayed(run_case)(seed, i, config, k) for i, k in zip(batch, kinds, strict=True))
+    return list(joblib.Parallel()(work))
 
 
 def _write_reproductions(
@@ -117,7 +136,8 @@ def _write_reproductions(
     with claim_folder(out, force=force) as folder:
         for r in failed:
             name = f"case_{seed}_{r['index']}.py"
-            text = reproduction(r["shrunk"] or r["spec"], r["failures"],
-                                f"seed {seed}, case {r['index']}", config)  # fmt: skip
+            kind = load_kind(r["kind"])
+            text = kind.reproduction(r["shrunk"] or r["spec"], r["failures"],
+                                     f"{kind.name} case {r['index']} of seed {seed}", config)  # fmt: skip
             paths.append(folder.write_text(name, text))
     return paths

@@ -23,16 +23,23 @@ MAX_ATTEMPTS = 150
 
 
 def shrink(
-    spec: dict[str, Any], still_fails: Callable[[dict[str, Any]], bool], budget: int = MAX_ATTEMPTS
+    spec: dict[str, Any],
+    still_fails: Callable[[dict[str, Any]], bool],
+    budget: int = MAX_ATTEMPTS,
+    *,
+    smaller: Callable[[dict[str, Any]], Iterator[dict[str, Any]]] | None = None,
+    valid: Callable[[Any], Any] = check_spec,
 ) -> tuple[dict[str, Any], int]:
-    """(the smallest failing spec found, attempts made)."""
+    """(the smallest failing spec found, attempts made); ``smaller`` and ``valid``: the kind's
+    candidate shrinks and spec check (a kernel case's by default)."""
+    smaller = smaller or kernel_candidates
     best, attempts = spec, 0
     changed = True
     while changed and attempts < budget:
         changed = False
-        for candidate in _smaller(best):
+        for candidate in smaller(best):
             try:
-                check_spec(candidate)
+                valid(candidate)
             except FuzzError:
                 continue
             attempts += 1
@@ -44,7 +51,8 @@ def shrink(
     return best, attempts
 
 
-def _smaller(spec: dict[str, Any]) -> Iterator[dict[str, Any]]:
+def kernel_candidates(spec: dict[str, Any]) -> Iterator[dict[str, Any]]:
+    """Smaller kernel cases to try, simplest change first (module docstring)."""
     if len(spec["outputs"]) > 1:
         for out in spec["outputs"]:
             yield {**spec, "outputs": [out]}

@@ -13,9 +13,15 @@ import time
 from pathlib import Path
 from typing import Any
 
-from hwsim.fuzz.spec import FuzzError, check_spec
+from hwsim.fuzz.spec import FuzzError
 
 SCHEMA = "hwsim.fuzz/1"
+
+
+def _checked(kind: str, text: str | None) -> dict[str, Any] | None:
+    from hwsim.fuzz.kinds import load_kind
+
+    return load_kind(kind).check_spec(json.loads(text)) if text else None
 
 
 class FuzzStore:
@@ -38,7 +44,7 @@ class FuzzStore:
             self.db.execute("CREATE TABLE IF NOT EXISTS fuzz_meta (key TEXT PRIMARY KEY, value)")
             self.db.execute(
                 "CREATE TABLE IF NOT EXISTS cases (seed INTEGER, idx INTEGER, config TEXT, "
-                "spec TEXT, status TEXT, failures TEXT, shrunk TEXT, wall_s REAL, created REAL, "
+                "kind TEXT, spec TEXT, status TEXT, failures TEXT, shrunk TEXT, wall_s REAL, created REAL, "
                 "PRIMARY KEY (seed, idx, config))"
             )
             row = self.db.execute("SELECT value FROM fuzz_meta WHERE key='schema'").fetchone()
@@ -54,8 +60,9 @@ class FuzzStore:
     def put(self, seed: int, config: str, result: dict[str, Any]) -> None:
         with self.db:
             self.db.execute(
-                "INSERT OR REPLACE INTO cases VALUES (?,?,?,?,?,?,?,?,?)",
-                (seed, result["index"], config, json.dumps(result["spec"]), result["status"],
+                "INSERT OR REPLACE INTO cases VALUES (?,?,?,?,?,?,?,?,?,?)",
+                (seed, result["index"], config, result["kind"], json.dumps(result["spec"]),
+                 result["status"],
                  json.dumps(result["failures"]),
                  json.dumps(result["shrunk"]) if result.get("shrunk") else None,
                  result["wall_s"], time.time()),
@@ -64,17 +71,17 @@ class FuzzStore:
     def results(self, seed: int, config: str, below: int) -> list[dict[str, Any]]:
         """The cases 0..below-1 of a seed already run, in index order (specs checked)."""
         rows = self.db.execute(
-            "SELECT idx, spec, status, failures, shrunk, wall_s FROM cases "
+            "SELECT idx, kind, spec, status, failures, shrunk, wall_s FROM cases "
             "WHERE seed=? AND config=? AND idx < ? ORDER BY idx",
             (seed, config, below),
         )
         out = []
-        for idx, spec, status, failures, shrunk, wall_s in rows:
+        for idx, kind, spec, status, failures, shrunk, wall_s in rows:
             try:
                 out.append({
-                    "index": int(idx), "spec": check_spec(json.loads(spec)), "status": status,
-                    "failures": json.loads(failures),
-                    "shrunk": check_spec(json.loads(shrunk)) if shrunk else None,
+                    "index": int(idx), "kind": kind, "spec": _checked(kind, spec),
+                    "status": status, "failures": json.loads(failures),
+                    "shrunk": _checked(kind, shrunk),
                     "wall_s": float(wall_s or 0.0),
                 })  # fmt: skip
             except (ValueError, TypeError, FuzzError) as exc:

@@ -45,7 +45,7 @@ EVERY_OP = {
 
 def test_fixed_sample_passes_every_check(tmp_path):
     """The CI sample: the first cases of seed 0, each through every check."""
-    result = fuzz(3, seed=0, config="trn2", db=tmp_path / "fuzz.sqlite")
+    result = fuzz(3, seed=0, config="trn2", mix="kernel", db=tmp_path / "fuzz.sqlite")
     assert result["cases"] == 3 and result["failed"] == 0, result["failures"]
 
 
@@ -113,13 +113,13 @@ def test_reproduction_file_runs(tmp_path, capsys):
 
 def test_store_resumes_and_refuses_what_is_not_its_own(tmp_path):
     db = tmp_path / "fuzz.sqlite"
-    first = fuzz(2, seed=4, db=db)
-    again = fuzz(3, seed=4, db=db)
+    first = fuzz(2, seed=4, mix="kernel", db=db)
+    again = fuzz(3, seed=4, mix="kernel", db=db)
     assert first["ran"] == 2 and again["ran"] == 1 and again["cases"] == 3
     with sqlite3.connect(db) as raw:
         raw.execute("UPDATE cases SET spec='{\"dtype\": \"fp64\"}' WHERE idx=0")
     with pytest.raises(FuzzError, match="damaged"):
-        fuzz(3, seed=4, db=db)
+        fuzz(3, seed=4, mix="kernel", db=db)
     other = tmp_path / "other.sqlite"
     with sqlite3.connect(other) as raw:
         raw.execute("CREATE TABLE t (x)")
@@ -132,20 +132,21 @@ def test_store_resumes_and_refuses_what_is_not_its_own(tmp_path):
 def test_cli_fuzz_json_and_reproductions(tmp_path, capsys, monkeypatch):
     from hwsim.cli import main
 
-    assert main(["fuzz", "--cases", "2", "--seed", "9", "--json"]) == 0
+    assert main(["fuzz", "--cases", "2", "--seed", "9", "--mix", "kernel", "--json"]) == 0
     data = json.loads(capsys.readouterr().out)
     assert data["cases"] == 2 and data["failed"] == 0
     # a planted bug (any case of more than one partition fails): shrunk, written as files
     from hwsim.fuzz import runner
     from hwsim.fuzz.checks import Failure
 
-    def planted(spec, config):
+    def planted(kind, spec, config):
         return [Failure("numerics", "planted")] if spec["shape"][0] > 1 else []
 
     monkeypatch.setattr(runner, "check_case", planted)
-    code = main(["fuzz", "--cases", "2", "--seed", "1", "--out", str(tmp_path / "repro")])
+    code = main(["fuzz", "--cases", "2", "--seed", "1", "--mix", "kernel", "--out",
+                 str(tmp_path / "repro")])  # fmt: skip
     out = capsys.readouterr().out
-    assert code == 1 and "numerics: 2" in out and "wrote" in out
+    assert code == 1 and "kernel numerics: 2" in out and "wrote" in out
     files = sorted((tmp_path / "repro").glob("case_1_*.py"))
     assert len(files) == 2
     spec = runpy.run_path(str(files[0]))["SPEC"]
