@@ -46,7 +46,17 @@ def _ring_bytes(block: tuple[int, int, int], tiles: tuple[int, int, int], buffer
     return buffers * (lhs + rhs) + results
 
 
+def fits_sbuf(point: dict, config) -> bool:
+    """The search space's filter: the point's rings fit the config's SBUF (bf16 inputs, the
+    tutorial's dtype; the kernel itself checks its real dtype and refuses what does not fit)."""
+    lim = limits(config)
+    block = (point["TILES_IN_BLOCK_M"], point["TILES_IN_BLOCK_N"], point["TILES_IN_BLOCK_K"])
+    tiles = (lim.tile_k, lim.tile_m, lim.tile_n)
+    return _ring_bytes(block, tiles, point["BUFFERS"], 2) <= lim.sbuf_bytes
+
+
 @space(
+    where=fits_sbuf,
     TILES_IN_BLOCK_M=BLOCK_FACTORS,
     TILES_IN_BLOCK_N=BLOCK_FACTORS,
     TILES_IN_BLOCK_K=BLOCK_FACTORS,

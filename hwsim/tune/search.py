@@ -144,8 +144,8 @@ def tune(
     chash = config_hash(config)
     space = target.space
     cache = cache or TuneCache(None)
-    first = _start_point(target, space, start)
-    result = TuneResult(target.ref, config_name, chash, space_size=space.size())
+    first = _start_point(target, space, start, config)
+    result = TuneResult(target.ref, config_name, chash, space_size=space.size(config))
     distributions = {
         name: optuna.distributions.CategoricalDistribution(list(values))
         for name, values in space.params.items()
@@ -182,7 +182,7 @@ def tune(
                 trial = study.ask(distributions)
                 point = dict(trial.params)
                 key = point_key(point)
-                if not space.admits(point):
+                if not space.admits(point, config):
                     study.tell(trial, state=optuna.trial.TrialState.FAIL)
                 elif key in told or any(key == k for _, _, k in batch):
                     known = told.get(key)
@@ -235,7 +235,9 @@ def _run_batch(
     return list(jobs)
 
 
-def _start_point(target: Target, space: Any, start: dict[str, Value] | None) -> dict[str, Value]:
+def _start_point(
+    target: Target, space: Any, start: dict[str, Value] | None, config: Any
+) -> dict[str, Value]:
     """The given start point completed with the kernel's defaults (each must be in the space)."""
     import inspect
 
@@ -250,7 +252,7 @@ def _start_point(target: Target, space: Any, start: dict[str, Value] | None) -> 
             point[name] = params[name].default
         else:
             point[name] = values[0]
-    if not space.admits(point):
+    if not space.admits(point, config):
         raise TuneError(
             f"{target.ref}: the start point {point_key(point)} is not in the declared space "
             "(add the kernel's defaults to it, or pass --start)"

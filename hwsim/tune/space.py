@@ -4,7 +4,7 @@ The form is the one NKI authors already write to benchmark a kernel over its kno
 ``@pytest.mark.parametrize("TILES_IN_BLOCK_M, ...", [...])`` beside ``nki.benchmark``: each knob
 is a keyword argument of the kernel with the list of values worth trying. The space is the
 grid of those lists, less the points a ``where`` predicate refuses (say, blocks that cannot fit
-SBUF). Nothing here imports the optimiser, so a kernel module can declare its space for free.
+SBUF; a ``where`` of two arguments also gets the config tuned for). Nothing here imports the optimiser, so a kernel module can declare its space for free.
 
 ::
 
@@ -40,7 +40,9 @@ class SearchSpace:
     """Knob name -> the values to try (in the order given); ``where`` refuses points."""
 
     params: dict[str, tuple[Value, ...]]
-    where: Callable[[dict[str, Value]], bool] | None = field(default=None, compare=False)
+    #: where(point) or where(point, config): False refuses the point (config: the
+    #: HardwareConfig tuned for, so a predicate can say what fits its SBUF)
+    where: Callable[..., bool] | None = field(default=None, compare=False)
 
     def __post_init__(self) -> None:
         if not self.params:
@@ -57,24 +59,30 @@ class SearchSpace:
             if len(set(values)) != len(values):
                 raise TuneError(f"search space knob {name}: values repeat in {list(values)}")
 
-    def admits(self, point: Mapping[str, Value]) -> bool:
+    def admits(self, point: Mapping[str, Value], config: Any = None) -> bool:
         """Is ``point`` (one value per knob) in the space and allowed by ``where``?"""
         if set(point) != set(self.params):
             return False
         if any(point[k] not in self.params[k] for k in self.params):
             return False
-        return self.where is None or bool(self.where(dict(point)))
+        return self._allowed(dict(point), config)
 
-    def points(self) -> Iterator[dict[str, Value]]:
+    def _allowed(self, point: dict[str, Value], config: Any) -> bool:
+        if self.where is None:
+            return True
+        takes_config = len(inspect.signature(self.where).parameters) >= 2
+        return bool(self.where(point, config) if takes_config else self.where(point))
+
+    def points(self, config: Any = None) -> Iterator[dict[str, Value]]:
         """Every admitted point of the grid, in the order the lists give."""
         names = list(self.params)
         for values in itertools.product(*(self.params[n] for n in names)):
             point = dict(zip(names, values, strict=True))
-            if self.where is None or self.where(point):
+            if self._allowed(point, config):
                 yield point
 
-    def size(self) -> int:
-        return sum(1 for _ in self.points())
+    def size(self, config: Any = None) -> int:
+        return sum(1 for _ in self.points(config))
 
     def check_against(self, function: Callable[..., Any], name: str) -> None:
         """Every knob must be a keyword parameter of the kernel: a typo is an error here,
@@ -89,7 +97,7 @@ class SearchSpace:
 
 
 def space(
-    where: Callable[[dict[str, Value]], bool] | None = None, **params: Sequence[Value]
+    where: Callable[..., bool] | None = None, **params: Sequence[Value]
 ) -> Callable[[Any], Any]:
     """Decorator: declare the search space of the kernel below it (see the module docstring)."""
     declared = SearchSpace({k: tuple(v) for k, v in params.items()}, where)

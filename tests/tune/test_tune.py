@@ -70,12 +70,26 @@ def test_tune_finds_a_faster_point_and_the_cache_answers_a_rerun(tmp_path):
 
 
 def test_infeasible_points_are_recorded_with_the_kernels_reason():
-    target = make_target("matmul_tiled_blocked", SMALL)
-    result = tune(target, "trn1", trials=1, start={"TILES_IN_BLOCK_M": 16,
-                  "TILES_IN_BLOCK_N": 16, "TILES_IN_BLOCK_K": 16, "BUFFERS": 4})  # fmt: skip
+    """The space's filter assumes bf16; with fp32 inputs the kernel refuses what it let by."""
+    target = make_target("matmul_tiled_blocked", ["1024x512:fp32", "1024x2048:fp32"])
+    big = {"TILES_IN_BLOCK_M": 16, "TILES_IN_BLOCK_N": 2, "TILES_IN_BLOCK_K": 8, "BUFFERS": 2}
+    result = tune(target, "trn1", trials=1, start=big)
     refused = [t for t in result.trials if not t.outcome.ok]
     assert refused and "per SBUF partition" in refused[0].outcome.error
     assert result.best is not None  # the budget counts the candidates the kernel accepted
+    with pytest.raises(TuneError, match="not in the declared space"):
+        tune(target, "trn1", trials=1, start={**big, "TILES_IN_BLOCK_N": 16})
+
+
+def test_a_filter_may_read_the_config():
+    from hwsim.config import load_config
+    from hwsim.library.blocked_matmul import matmul_tiled_blocked
+
+    declared = space_of(matmul_tiled_blocked)
+    trn1, trn2 = load_config("trn1"), load_config("trn2")
+    point = {"TILES_IN_BLOCK_M": 16, "TILES_IN_BLOCK_N": 2, "TILES_IN_BLOCK_K": 16, "BUFFERS": 2}
+    # 2 x (16 x 4 KiB + 16 x 2 KiB) + 64 KiB = 256 KiB: more than trn1's 192 KiB per partition
+    assert not declared.admits(point, trn1) and declared.size(trn1) < declared.size(trn2)
 
 
 def test_cache_refuses_a_file_that_is_not_one(tmp_path):
