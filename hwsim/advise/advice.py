@@ -124,6 +124,25 @@ def what_if_config(config: Any, overrides: dict[str, Any]) -> Any:
     return validate_config(data, source="advisor what-if")
 
 
+#: Recommendations a run's printed report shows (``hwsim advise`` shows them all).
+REPORT_TOP = 3
+
+
+def report_lines(summary: Any, evidence: Evidence) -> list[str]:
+    """The advice section of a printed run report: the top recommendations with the bounds
+    the trace gives (``hwsim advise`` re-simulates them)."""
+    advice = advise(summary, evidence=evidence)
+    shown = [r for r in advice.recommendations if r.gain_ns > 0][:REPORT_TOP]
+    if not shown:
+        return ["Advice: nothing to change found (hwsim advise for the details)"]
+    lines = ["Advice (gains bounded on this trace; hwsim advise re-simulates them):"]
+    for rank, rec in enumerate(shown, 1):
+        pct = 100.0 * rec.gain_ns / advice.total_ns if advice.total_ns else 0.0
+        lines.append(f"  {rank}. up to {pct:.0f}%: {rec.finding.title}")
+        lines.append(f"     do: {rec.finding.action}")
+    return lines
+
+
 def _time(ns: float) -> str:
     if ns < 2_000:
         return f"{ns:,.0f} ns"
