@@ -1,4 +1,4 @@
-"""``hwsim fuzz``'s ``graph`` kind: random PyTorch graphs through ``torch.compile(backend="hwsim")``.
+"""``hwsim fuzz``'s ``graph`` kind: random PyTorch graphs through torch.compile(backend="hwsim").
 
 A case (spec, plain JSON) is a dtype, input shapes (broadcastable to each other), a chain of
 ops and which values are outputs, forward only or a training step (``train``: the first input
@@ -21,7 +21,6 @@ floor; and no pass that is on makes its graph slower than without it (beyond ``P
 
 from __future__ import annotations
 
-import json
 import math
 from collections.abc import Iterator
 from typing import Any
@@ -131,7 +130,9 @@ def check_spec(spec: Any) -> dict[str, Any]:
         if not isinstance(spec["train"], bool) or not 1 <= len(spec["inputs"]) <= 3:
             raise ValueError("train must be a boolean, with 1 to 3 inputs")
         for shape in spec["inputs"]:
-            if not 1 <= len(shape) <= 3 or any(type(d) is not int or not 1 <= d <= 512 for d in shape):
+            if not 1 <= len(shape) <= 3 or any(
+                type(d) is not int or not 1 <= d <= 512 for d in shape
+            ):
                 raise ValueError(f"input shape {shape!r}")
         count = len(spec["inputs"])
         shapes = [tuple(s) for s in spec["inputs"]]
@@ -139,7 +140,9 @@ def check_spec(spec: Any) -> dict[str, Any]:
             _check_op(op, count, shapes)
             shapes.append(_shape_of(op, shapes))
             count += 1
-        if not spec["outputs"] or any(type(i) is not int or not 0 <= i < count for i in spec["outputs"]):
+        if not spec["outputs"] or any(
+            type(i) is not int or not 0 <= i < count for i in spec["outputs"]
+        ):
             raise ValueError(f"outputs {spec['outputs']!r}")
     except (KeyError, IndexError, TypeError, ValueError, RuntimeError) as exc:
         raise FuzzError(f"not a valid graph case ({type(exc).__name__}: {exc})") from None
@@ -147,8 +150,14 @@ def check_spec(spec: Any) -> dict[str, Any]:
 
 
 def _check_op(op: Any, count: int, shapes: list[tuple[int, ...]]) -> None:
-    arity = {**dict.fromkeys(BINARY, 3), **dict.fromkeys(UNARY + ROW, 2), "scale": 3,
-             "matmul": 3, "transpose": 2, "stride": 2}  # fmt: skip
+    arity = {
+        **dict.fromkeys(BINARY, 3),
+        **dict.fromkeys(UNARY + ROW, 2),
+        "scale": 3,
+        "matmul": 3,
+        "transpose": 2,
+        "stride": 2,
+    }
     if not isinstance(op, list) or not op or arity.get(op[0]) != len(op):
         raise ValueError(f"op {op!r}")
     refs = [1, 2] if op[0] in BINARY or op[0] == "matmul" else [1]
@@ -214,9 +223,7 @@ def _apply(op: tuple[Any, ...], v: list[torch.Tensor]) -> torch.Tensor:
 def inputs_of(spec: dict[str, Any], seed: int = 0) -> list[torch.Tensor]:
     generator = torch.Generator().manual_seed(seed)
     dtype = DTYPES[spec["dtype"]]
-    return [
-        (torch.rand(tuple(s), generator=generator) * 4 - 2).to(dtype) for s in spec["inputs"]
-    ]
+    return [(torch.rand(tuple(s), generator=generator) * 4 - 2).to(dtype) for s in spec["inputs"]]
 
 
 def check_case(spec: dict[str, Any], config: str = "trn2") -> list[Failure]:
@@ -230,14 +237,14 @@ def check_case(spec: dict[str, Any], config: str = "trn2") -> list[Failure]:
     inputs = inputs_of(spec)
     if spec["train"]:
         inputs[0].requires_grad_(True)
-    options = {"config": config, "fallback": "error", "measure_passes": True}
+    options: dict[str, Any] = {"config": config, "fallback": "error", "measure_passes": True}
     compiled = torch.compile(model, backend="hwsim", options=options)
     try:
         got = compiled(*inputs)
         grad = _grad(got, inputs[0]) if spec["train"] else None
         report = hwsim_dynamo.last_report()
         again = compiled(*inputs)
-    except Exception as exc:  # noqa: BLE001 - any error of a valid graph is a finding
+    except Exception as exc:
         cause = exc.__cause__ or exc
         return [Failure("build", f"{type(cause).__name__}: {str(cause)[:400]}")]
     failures: list[Failure] = []
@@ -248,8 +255,10 @@ def check_case(spec: dict[str, Any], config: str = "trn2") -> list[Failure]:
         reference = inputs[0].detach().clone().requires_grad_(True)
         eager = model(reference, *inputs[1:])
         failures += _compare("gradient", (grad,), (_grad(eager, reference),), spec["dtype"])
-    if any(a.detach().float().tolist() != b.detach().float().tolist()
-           for a, b in zip(got, again, strict=True)):  # fmt: skip
+    if any(
+        a.detach().float().tolist() != b.detach().float().tolist()
+        for a, b in zip(got, again, strict=True)
+    ):
         failures.append(Failure("determinism", "a second call returned other values"))
     failures += _runs(report)
     return failures
@@ -260,7 +269,8 @@ def _grad(outputs: tuple[torch.Tensor, ...], x: torch.Tensor) -> torch.Tensor:
     used = [o.float().sum() for o in outputs if o.requires_grad]
     if not used:
         return torch.zeros_like(x)
-    (g,) = torch.autograd.grad(sum(used), x, allow_unused=True)
+    loss = torch.stack(used).sum()
+    (g,) = torch.autograd.grad(loss, x, allow_unused=True)
     return g if g is not None else torch.zeros_like(x)
 
 
@@ -269,14 +279,20 @@ def _compare(what: str, got: Any, expected: Any, dtype: str) -> list[Failure]:
     for i, (g, e) in enumerate(zip(got, expected, strict=True)):
         g64, e64 = g.detach().double(), e.detach().double()
         if g64.shape != e64.shape:
-            out.append(Failure("numerics", f"{what} {i}: shape {tuple(g64.shape)} vs "
-                               f"{tuple(e64.shape)}"))  # fmt: skip
+            out.append(
+                Failure("numerics", f"{what} {i}: shape {tuple(g64.shape)} vs {tuple(e64.shape)}")
+            )
             continue
         err = float((g64 - e64).abs().max()) if g64.numel() else 0.0
         scale = max(1.0, float(e64.abs().max()) if e64.numel() else 0.0)
         if not math.isfinite(err) or err > TOLERANCE[dtype] * scale:
-            out.append(Failure("numerics", f"{what} {i}: max |error| {err:.4g} > "
-                               f"{TOLERANCE[dtype]:g} x {scale:.4g} against eager PyTorch"))  # fmt: skip
+            out.append(
+                Failure(
+                    "numerics",
+                    f"{what} {i}: max |error| {err:.4g} > "
+                    f"{TOLERANCE[dtype]:g} x {scale:.4g} against eager PyTorch",
+                )
+            )
     return out
 
 
@@ -287,18 +303,32 @@ def _runs(report: Any) -> list[Failure]:
         total, floor = float(run.get("total_ns") or 0.0), run.get("floor_ns")
         times.setdefault(str(run.get("graph")), []).append(total)
         if floor and total < float(floor) * (1 - 1e-9):
-            out.append(Failure("roofline", f"{run.get('graph')}: {total:,.1f} ns below its "
-                               f"floor {float(floor):,.1f} ns ({run.get('floor_binding')})"))  # fmt: skip
+            out.append(
+                Failure(
+                    "roofline",
+                    f"{run.get('graph')}: {total:,.1f} ns below its "
+                    f"floor {float(floor):,.1f} ns ({run.get('floor_binding')})",
+                )
+            )
     for graph, seen in times.items():
         if len(set(seen)) > 1:
-            out.append(Failure("determinism", f"{graph}: simulated times differ across calls: "
-                               f"{sorted(set(seen))}"))  # fmt: skip
+            out.append(
+                Failure(
+                    "determinism",
+                    f"{graph}: simulated times differ across calls: {sorted(set(seen))}",
+                )
+            )
     for effects in report.pass_effects:
         for row in effects["rows"]:
             on, off = row["with"]["total_ns"], row["without"]["total_ns"]
             if on > off * (1 + PASS_SLACK):
-                out.append(Failure("passes", f"{effects.get('graph', '')} pass {row['pass']}: "
-                                   f"{on:,.1f} ns with it, {off:,.1f} ns without"))  # fmt: skip
+                out.append(
+                    Failure(
+                        "passes",
+                        f"{effects.get('graph', '')} pass {row['pass']}: "
+                        f"{on:,.1f} ns with it, {off:,.1f} ns without",
+                    )
+                )
     return out
 
 
@@ -337,16 +367,20 @@ def _without(spec: dict[str, Any], value: int, replacement: int) -> dict[str, An
         if inputs + j == value:
             continue
         new = list(op)
-        for slot in ([1, 2] if op[0] in BINARY or op[0] == "matmul" else [1]):
+        for slot in [1, 2] if op[0] in BINARY or op[0] == "matmul" else [1]:
             new[slot] = renumber(op[slot])
         ops.append(new)
     return {**spec, "ops": ops, "outputs": sorted({renumber(o) for o in spec["outputs"]})}
 
 
-def reproduction(spec: dict[str, Any], failures: list[dict[str, str]], where: str, config: str) -> str:
+def reproduction(
+    spec: dict[str, Any], failures: list[dict[str, str]], where: str, config: str
+) -> str:
     """A Python file: the graph as a readable module, compiled for the simulator and checked."""
     n = len(spec["inputs"])
-    lines = [f"        v{len(spec['inputs']) + j} = {_source(op)}" for j, op in enumerate(spec["ops"])]
+    lines = [
+        f"        v{len(spec['inputs']) + j} = {_source(op)}" for j, op in enumerate(spec["ops"])
+    ]
     outs = ", ".join(f"v{i}" for i in spec["outputs"])
     found = "\n".join(f"#   {f['check']}: {f['message']}" for f in failures)
     return f'''"""A graph hwsim fuzz found failing ({where}), shrunk; run it: python THIS_FILE.
@@ -361,7 +395,7 @@ what fails and exits 1 while anything does.
 
 import torch
 
-SPEC = {json.dumps(spec)}
+SPEC = {spec!r}
 CONFIG = {config!r}
 
 
@@ -390,17 +424,31 @@ def _source(op: list[Any]) -> str:
     name, a = op[0], f"v{op[1]}"
     b = f"v{op[2]}" if name in BINARY or name == "matmul" else ""
     return {
-        "add": f"{a} + {b}", "sub": f"{a} - {b}", "mul": f"{a} * {b}",
-        "maximum": f"torch.maximum({a}, {b})", "matmul": f"{a} @ {b}",
-        "scale": f"{a} * {op[-1]!r}", "transpose": f"{a}.transpose(-1, -2)",
-        "stride": f"{a}[..., ::2]", "softmax": f"torch.softmax({a}, dim=-1)",
+        "add": f"{a} + {b}",
+        "sub": f"{a} - {b}",
+        "mul": f"{a} * {b}",
+        "maximum": f"torch.maximum({a}, {b})",
+        "matmul": f"{a} @ {b}",
+        "scale": f"{a} * {op[-1]!r}",
+        "transpose": f"{a}.transpose(-1, -2)",
+        "stride": f"{a}[..., ::2]",
+        "softmax": f"torch.softmax({a}, dim=-1)",
         "layer_norm": f"torch.nn.functional.layer_norm({a}, {a}.shape[-1:])",
-        "sum": f"{a}.sum(dim=-1, keepdim=True)", "mean": f"{a}.mean(dim=-1, keepdim=True)",
-        "exp": f"torch.exp(torch.tanh({a}))", "neg": f"-{a}",
-    }.get(name, f"torch.nn.functional.{name}({a})")  # fmt: skip
+        "sum": f"{a}.sum(dim=-1, keepdim=True)",
+        "mean": f"{a}.mean(dim=-1, keepdim=True)",
+        "exp": f"torch.exp(torch.tanh({a}))",
+        "neg": f"-{a}",
+    }.get(name, f"torch.nn.functional.{name}({a})")
 
 
 def kind() -> FuzzKind:
     """The ``graph`` kind (the ``hwsim.fuzz_kinds`` entry point)."""
-    return FuzzKind("graph", generate, check_spec, check_case, candidates, reproduction,
-                    shrink_attempts=SHRINK_ATTEMPTS)  # fmt: skip
+    return FuzzKind(
+        "graph",
+        generate,
+        check_spec,
+        check_case,
+        candidates,
+        reproduction,
+        shrink_attempts=SHRINK_ATTEMPTS,
+    )

@@ -99,7 +99,9 @@ class Evidence:
         from hwsim.trace.tables import INSTRUCTION_COLUMNS, instruction_rows
 
         names = [name for name, _ in INSTRUCTION_COLUMNS]
-        return cls.from_rows(summary, (dict(zip(names, r, strict=True)) for r in instruction_rows(trace)))
+        return cls.from_rows(
+            summary, (dict(zip(names, r, strict=True)) for r in instruction_rows(trace))
+        )
 
     @classmethod
     def from_run_dir(cls, path: str | Path) -> Evidence:

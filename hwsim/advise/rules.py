@@ -91,7 +91,9 @@ def small_descriptors(ev: Evidence, config: Any) -> Finding | None:
 
         model = DmaCostModel(config.dma, 1000, config.hbm.bandwidth_bytes_per_ns_per_stack)
         target = float(model.efficiency_at(size))
-        curve = {str(b): max(float(e), target) if b < size else float(e) for b, e in model.efficiency}
+        curve = {
+            str(b): max(float(e), target) if b < size else float(e) for b, e in model.efficiency
+        }
         curve.setdefault(str(size), target)
         what_if = {"dma.descriptor_efficiency": curve}
     bound = _dma_path_ns(ev) * max(0.0, 1.0 - efficiency / 100.0 / (target or 1.0))
@@ -103,8 +105,11 @@ def small_descriptors(ev: Evidence, config: Any) -> Finding | None:
         f"{ev.path_pct('dma'):.0f}% of the critical path",
         f"coalesce rows: load tiles whose rows are contiguous for at least {size:,} B per "
         "partition (a block of adjacent tiles in one dma_copy, or a wider free dimension)",
-        {"descriptor_bytes_mean": mean, "dma_data_efficiency_pct": efficiency,
-         "critical_path_dma_pct": ev.path_pct("dma")},  # fmt: skip
+        {
+            "descriptor_bytes_mean": mean,
+            "dma_data_efficiency_pct": efficiency,
+            "critical_path_dma_pct": ev.path_pct("dma"),
+        },
         bound,
         what_if,
         f"descriptors smaller than {size} B move at the efficiency of {size} B ones",
@@ -135,8 +140,13 @@ def reloaded_tiles(ev: Evidence, config: Any) -> Finding | None:
         f"({ratio:.1f}x): {key} is loaded {count} times",
         "hoist the loads out of the loop that does not change them, or block the free "
         "dimensions so that each loaded tile serves several matmuls (keep it in SBUF)",
-        {"load_bytes": total, "distinct_bytes": unique, "reload_ratio": ratio,
-         "most_reloaded": key, "most_reloaded_count": count},  # fmt: skip
+        {
+            "load_bytes": total,
+            "distinct_bytes": unique,
+            "reload_ratio": ratio,
+            "most_reloaded": key,
+            "most_reloaded_count": count,
+        },
         _dma_path_ns(ev) * (1.0 - 1.0 / ratio),
         what_if,
         f"every tile loaded once: DMA and HBM move the same data {ratio:.1f}x faster",
@@ -160,8 +170,12 @@ def psum_evacuation(ev: Evidence, config: Any) -> Finding | None:
         f"{ev.busy_pct('scalar'):.0f}%",
         "move half of the PSUM -> SBUF copies to ScalarE (alternate the engines, as "
         "nisa.activation copies or tensor_copy(engine='scalar') on v3+)",
-        {"tensor_wait_on_vector_pct": stall, "vector_psum_reads": count,
-         "evacuation_share_of_vector_pct": share, "scalar_busy_pct": ev.busy_pct("scalar")},  # fmt: skip
+        {
+            "tensor_wait_on_vector_pct": stall,
+            "vector_psum_reads": count,
+            "evacuation_share_of_vector_pct": share,
+            "scalar_busy_pct": ev.busy_pct("scalar"),
+        },
         ev.total_ns * stall / 100.0 / 2,
         what_if,
         "VectorE's work takes half the time (half of it moved to the idle ScalarE)",
@@ -179,7 +193,9 @@ def fp32_matmul(ev: Evidence, config: Any) -> Finding | None:
     what_if = {}
     if config is not None:
         mult = dict(config.tensor_engine.cycles_multiplier_by_dtype)
-        what_if = {"tensor_engine.cycles_multiplier_by_dtype": {**mult, "fp32": mult.get("bf16", 1)}}
+        what_if = {
+            "tensor_engine.cycles_multiplier_by_dtype": {**mult, "fp32": mult.get("bf16", 1)}
+        }
     tensor_path = ev.total_ns * ev.path_pct("tensor") / 100.0
     return Finding(
         "fp32-matmul",
@@ -244,8 +260,7 @@ def at_roofline(ev: Evidence, config: Any) -> Finding | None:
     if busy < ROOFLINE_BUSY_PCT and mbu >= MBU_ROOFLINE_PCT:
         return Finding(
             "at-roofline",
-            f"HBM moves data at {mbu:.0f}% of its peak (MBU): the kernel is at its memory "
-            "roofline",
+            f"HBM moves data at {mbu:.0f}% of its peak (MBU): the kernel is at its memory roofline",
             "nothing in the schedule to gain; only moving fewer bytes would help (a narrower "
             "dtype for inputs and outputs, or fusing with the ops before and after)",
             {"mbu_pct": mbu, "dma_active_pct": float(ev.summary.dma_active_pct)},

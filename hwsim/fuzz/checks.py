@@ -76,11 +76,15 @@ def check_case(spec: dict[str, Any], config_name: str = "trn2", seed: int = 0) -
         a.tobytes() != b.tobytes() for a, b in zip(first.outputs, second.outputs, strict=True)
     ):
         failures.append(
-            Failure("determinism", f"two runs differ: {first.summary.total_ticks} vs "
-                    f"{second.summary.total_ticks} ticks, or in output bytes")  # fmt: skip
+            Failure(
+                "determinism",
+                f"two runs differ: {first.summary.total_ticks} vs "
+                f"{second.summary.total_ticks} ticks, or in output bytes",
+            )
         )
     failures += _roofline(first.summary)
     program = first.program
+    assert program is not None  # a kernel call keeps its program
     for what, change in FASTER.items():
         from hwsim.advise.advice import what_if_config
 
@@ -88,15 +92,22 @@ def check_case(spec: dict[str, Any], config_name: str = "trn2", seed: int = 0) -
         total = float(run(program, faster, numerics=False).summary.total_ns)
         if total > float(first.summary.total_ns) * (1 + MONOTONE_SLACK):
             failures.append(
-                Failure("monotone", f"{what}: {total:,.1f} ns, slower than "
-                        f"{float(first.summary.total_ns):,.1f} ns on the base config")  # fmt: skip
+                Failure(
+                    "monotone",
+                    f"{what}: {total:,.1f} ns, slower than "
+                    f"{float(first.summary.total_ns):,.1f} ns on the base config",
+                )
             )
-    best = run(kernel.build(*inputs, config=config, schedule="best").program, config,
-               numerics=False).summary  # fmt: skip
+    best = run(
+        kernel.build(*inputs, config=config, schedule="best").program, config, numerics=False
+    ).summary
     if best.total_ticks > first.summary.total_ticks:
         failures.append(
-            Failure("schedule", f"schedule='best' took {best.total_ticks} ticks, program order "
-                    f"{first.summary.total_ticks}")  # fmt: skip
+            Failure(
+                "schedule",
+                f"schedule='best' took {best.total_ticks} ticks, program order "
+                f"{first.summary.total_ticks}",
+            )
         )
     return failures
 
@@ -113,17 +124,25 @@ def _numerics(
             continue
         finite = np.isfinite(e)
         if not np.array_equal(np.isfinite(g64), finite):
-            out.append(Failure("numerics", f"output {i}: non-finite values where the reference "
-                               "has finite ones (or the reverse)"))  # fmt: skip
+            out.append(
+                Failure(
+                    "numerics",
+                    f"output {i}: non-finite values where the reference "
+                    "has finite ones (or the reverse)",
+                )
+            )
             continue
         err = float(np.max(np.abs(g64[finite] - e[finite]), initial=0.0))
         scale = max(1.0, float(np.max(np.abs(e[finite]), initial=0.0)))
         if err > tolerance * scale:
             where = np.unravel_index(int(np.argmax(np.where(finite, np.abs(g64 - e), 0))), e.shape)
             out.append(
-                Failure("numerics", f"output {i}: max |error| {err:.4g} > {tolerance:g} x "
-                        f"{scale:.4g} at {tuple(int(x) for x in where)} (got {g64[where]:.6g}, "
-                        f"expected {e[where]:.6g})")  # fmt: skip
+                Failure(
+                    "numerics",
+                    f"output {i}: max |error| {err:.4g} > {tolerance:g} x "
+                    f"{scale:.4g} at {tuple(int(x) for x in where)} (got {g64[where]:.6g}, "
+                    f"expected {e[where]:.6g})",
+                )
             )
     return out
 

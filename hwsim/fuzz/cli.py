@@ -16,9 +16,12 @@ def register(commands: argparse._SubParsersAction) -> None:
     )
     parser.add_argument("--cases", type=positive_int, default=200, help="cases 0..N-1 of the seed")
     parser.add_argument("--seed", type=int, default=0, help="which cases (same seed, same cases)")
-    parser.add_argument("--mix", default=None, metavar="KIND=N,...",
-                        help="kinds of case in turn (default kernel=3,graph=1: graph needs the "
-                        "bridge)")  # fmt: skip
+    parser.add_argument(
+        "--mix",
+        default=None,
+        metavar="KIND=N,...",
+        help="kinds of case in turn (default kernel=3,graph=1: graph needs the bridge)",
+    )
     parser.add_argument("--config", default="trn2", help="preset name or YAML path (default trn2)")
     parser.add_argument("--jobs", type=positive_int, default=1, help="cases at a time")
     parser.add_argument("--backend", default="loky", help="loky (local), dask or ray")
@@ -41,10 +44,18 @@ def _fuzz(args: argparse.Namespace) -> int:
     from hwsim.fuzz.runner import fuzz
 
     result = fuzz(
-        args.cases, args.seed, args.config, mix=args.mix or DEFAULT_MIX, jobs=args.jobs, backend=args.backend,
-        address=args.address, db=args.db, out=args.out, force=args.force,
+        args.cases,
+        args.seed,
+        args.config,
+        mix=args.mix or DEFAULT_MIX,
+        jobs=args.jobs,
+        backend=args.backend,
+        address=args.address,
+        db=args.db,
+        out=args.out,
+        force=args.force,
         on_case=None if args.json else _print_case,
-    )  # fmt: skip
+    )
     if args.json:
         print(json.dumps(result, default=str))
         return 1 if result["failed"] else 0
@@ -58,8 +69,10 @@ def _fuzz(args: argparse.Namespace) -> int:
         print(f"  {check}: {count}")
     for failure in result["failures"]:
         spec = failure["shrunk"] or {}
-        print(f"  {failure['kind']} case {failure['index']}: "
-              f"{failure['failures'][0]['message'][:160]}")  # fmt: skip
+        print(
+            f"  {failure['kind']} case {failure['index']}: "
+            f"{failure['failures'][0]['message'][:160]}"
+        )
         if spec:
             print(f"    shrunk to {len(spec['ops'])} op(s)")
     for path in result["reproductions"]:

@@ -9,6 +9,7 @@ to the case's dtype, as the hardware's SBUF writes do (engines compute in fp32 [
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 from typing import Any
 
 import ml_dtypes
@@ -107,15 +108,15 @@ def reference(spec: dict[str, Any], inputs: list[np.ndarray]) -> list[np.ndarray
     return [values[i] for i in spec["outputs"]]
 
 
-ALU = {
+ALU: dict[str, Callable[..., Any]] = {
     "add": np.add,
     "subtract": np.subtract,
     "multiply": np.multiply,
     "max": np.maximum,
     "min": np.minimum,
 }
-REDUCE = {"add": np.sum, "max": np.max, "min": np.min}
-FUNC = {
+REDUCE: dict[str, Callable[..., Any]] = {"add": np.sum, "max": np.max, "min": np.min}
+FUNC: dict[str, Callable[..., Any]] = {
     "copy": lambda x: x,
     "exp": np.exp,
     "tanh": np.tanh,

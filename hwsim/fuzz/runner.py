@@ -38,8 +38,9 @@ def run_case(
         def still_fails(candidate: dict[str, Any]) -> bool:
             return checks <= {f.check for f in check_case(kind, candidate, config)}
 
-        shrunk, _ = shrink(spec, still_fails, kind.shrink_attempts, smaller=kind.smaller,
-                           valid=kind.check_spec)  # fmt: skip
+        shrunk, _ = shrink(
+            spec, still_fails, kind.shrink_attempts, smaller=kind.smaller, valid=kind.check_spec
+        )
     return {
         "index": index,
         "kind": kind.name,
@@ -107,8 +108,12 @@ def fuzz(
         "failed": len(failed),
         "failures_by_check": dict(by_check),
         "failures": [
-            {"index": r["index"], "kind": r["kind"], "failures": r["failures"],
-             "shrunk": r["shrunk"]}  # fmt: skip
+            {
+                "index": r["index"],
+                "kind": r["kind"],
+                "failures": r["failures"],
+                "shrunk": r["shrunk"],
+            }
             for r in failed
         ],
         "reproductions": [str(p) for p in files],
@@ -137,7 +142,11 @@ def _write_reproductions(
         for r in failed:
             name = f"case_{seed}_{r['index']}.py"
             kind = load_kind(r["kind"])
-            text = kind.reproduction(r["shrunk"] or r["spec"], r["failures"],
-                                     f"{kind.name} case {r['index']} of seed {seed}", config)  # fmt: skip
+            text = kind.reproduction(
+                r["shrunk"] or r["spec"],
+                r["failures"],
+                f"{kind.name} case {r['index']} of seed {seed}",
+                config,
+            )
             paths.append(folder.write_text(name, text))
     return paths

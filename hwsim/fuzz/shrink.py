@@ -3,7 +3,8 @@ ready-to-run Python file.
 
 The shrinker is greedy over the spec: it tries, in turn, keeping one output, deleting an op
 (its uses take its first operand when the shapes agree), dropping an input nothing reads,
-halving the partitions or the free size, reading an earlier value of the same shape, and plainer op parameters (VectorE, ``copy``, constant
+halving the partitions or the free size, reading an earlier value of the same shape,
+and plainer op parameters (VectorE, ``copy``, constant
 1.0); any change after which the case still fails the same checks is kept, until none helps or
 the budget of attempts runs out. (The property tests shrink through Hypothesis instead: the
 generator draws its choices through it, ``hwsim.fuzz.spec``.)
@@ -12,7 +13,6 @@ generator draws its choices through it, ``hwsim.fuzz.spec``.)
 from __future__ import annotations
 
 import copy
-import json
 from collections.abc import Callable, Iterator
 from typing import Any
 
@@ -105,7 +105,9 @@ def _without_op(spec: dict[str, Any], i: int) -> dict[str, Any] | None:
     return _without_value(spec, value, replacement)
 
 
-def _without_value(spec: dict[str, Any], value: int, replacement: int | None) -> dict[str, Any] | None:
+def _without_value(
+    spec: dict[str, Any], value: int, replacement: int | None
+) -> dict[str, Any] | None:
     """The spec without value ``value`` (an input or an op's result): its uses read
     ``replacement`` instead (None: it must be unused); later values are renumbered."""
 
@@ -141,14 +143,23 @@ def _without_value(spec: dict[str, Any], value: int, replacement: int | None) ->
 
 
 def _operand_slots(op: list[Any]) -> tuple[int, ...]:
-    return {"tt": (2, 3), "ts": (2,), "act": (2,), "copy": (1,), "reduce": (2,), "bcast": (2, 3),
-            "mm": (1, 2)}[op[0]]  # fmt: skip
+    return {
+        "tt": (2, 3),
+        "ts": (2,),
+        "act": (2,),
+        "copy": (1,),
+        "reduce": (2,),
+        "bcast": (2, 3),
+        "mm": (1, 2),
+    }[op[0]]
 
 
 # ---- the reproduction file ----------------------------------------------------------------------
 
 
-def reproduction(spec: dict[str, Any], failures: list[dict[str, str]], where: str, config: str) -> str:
+def reproduction(
+    spec: dict[str, Any], failures: list[dict[str, str]], where: str, config: str
+) -> str:
     """A Python file that builds the case as a readable kernel and runs its checks."""
     shapes = value_shapes(spec)
     names = [f"x{i}" for i in range(spec["inputs"])]
@@ -160,11 +171,12 @@ def reproduction(spec: dict[str, Any], failures: list[dict[str, str]], where: st
         body.extend(_op_lines(op, v))
     outs = []
     for i, index in enumerate(spec["outputs"]):
-        body.append(f"    out{i} = lang.ndarray({shapes[index]}, {dtype!r}, lang.hbm, name='out{i}')")
+        body.append(
+            f"    out{i} = lang.ndarray({shapes[index]}, {dtype!r}, lang.hbm, name='out{i}')"
+        )
         body.append(f"    lang.store(out{i}, v{index})")
         outs.append(f"out{i}")
     found = "\n".join(f"#   {f['check']}: {f['message']}" for f in failures)
-    spec_text = json.dumps(spec)
     return f'''"""A case hwsim fuzz found failing ({where}), shrunk; run it: python THIS_FILE.
 
 It builds the kernel below, runs it on {config} and runs every fuzz check on it (numerics
@@ -178,7 +190,7 @@ there, through the same ISA calls as the kernel below.
 from hwsim import lang
 from hwsim.lang import isa as nisa
 
-SPEC = {spec_text}
+SPEC = {spec!r}
 CONFIG = {config!r}
 
 
@@ -207,14 +219,20 @@ if __name__ == "__main__":
 def _op_lines(op: list[Any], v: int) -> list[str]:
     kind = op[0]
     if kind == "tt":
-        return [f"    nisa.tensor_tensor(v{v}, v{op[2]}, v{op[3]}, lang.AluOp.{op[1]}, "
-                f"engine={op[4]!r})"]  # fmt: skip
+        return [
+            f"    nisa.tensor_tensor(v{v}, v{op[2]}, v{op[3]}, lang.AluOp.{op[1]}, "
+            f"engine={op[4]!r})"
+        ]
     if kind == "ts":
-        return [f"    nisa.tensor_scalar(v{v}, v{op[2]}, lang.AluOp.{op[1]}, {float(op[3])!r}, "
-                f"engine={op[4]!r})"]  # fmt: skip
+        return [
+            f"    nisa.tensor_scalar(v{v}, v{op[2]}, lang.AluOp.{op[1]}, {float(op[3])!r}, "
+            f"engine={op[4]!r})"
+        ]
     if kind == "act":
-        return [f"    nisa.activation(v{v}, nisa.ActivationFunction.{op[1]}, v{op[2]}, "
-                f"scale={float(op[3])!r})"]  # fmt: skip
+        return [
+            f"    nisa.activation(v{v}, nisa.ActivationFunction.{op[1]}, v{op[2]}, "
+            f"scale={float(op[3])!r})"
+        ]
     if kind == "copy":
         return [f"    nisa.tensor_copy(v{v}, v{op[1]}, engine={op[2]!r})"]
     if kind == "reduce":

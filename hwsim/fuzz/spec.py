@@ -218,15 +218,27 @@ def _check_op(op: Any, count: int) -> None:
     if not isinstance(op, list) or not op or _ARITY.get(op[0]) != len(op):
         raise ValueError(f"op {op!r}")
     kind = op[0]
-    refs = {"tt": (2, 3), "ts": (2,), "act": (2,), "copy": (1,), "reduce": (2,), "bcast": (2, 3),
-            "mm": (1, 2)}[kind]  # fmt: skip
+    refs = {
+        "tt": (2, 3),
+        "ts": (2,),
+        "act": (2,),
+        "copy": (1,),
+        "reduce": (2,),
+        "bcast": (2, 3),
+        "mm": (1, 2),
+    }[kind]
     for i in refs:
         if type(op[i]) is not int or not 0 <= op[i] < count:
             raise ValueError(f"op {op!r}: operand {op[i]!r} is not an earlier value")
     allowed = {
-        "tt": (BINARY_ALU, ENGINES_TT), "ts": (SCALAR_ALU, ENGINES_TS), "act": (FUNCTIONS,),
-        "copy": (ENGINES_COPY,), "reduce": (REDUCE_OPS,), "bcast": (BINARY_ALU,), "mm": (),
-    }[kind]  # fmt: skip
+        "tt": (BINARY_ALU, ENGINES_TT),
+        "ts": (SCALAR_ALU, ENGINES_TS),
+        "act": (FUNCTIONS,),
+        "copy": (ENGINES_COPY,),
+        "reduce": (REDUCE_OPS,),
+        "bcast": (BINARY_ALU,),
+        "mm": (),
+    }[kind]
     named = [op[1]] if kind != "copy" else [op[2]]
     if kind in ("tt", "ts"):
         named.append(op[4])

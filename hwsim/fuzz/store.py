@@ -44,7 +44,8 @@ class FuzzStore:
             self.db.execute("CREATE TABLE IF NOT EXISTS fuzz_meta (key TEXT PRIMARY KEY, value)")
             self.db.execute(
                 "CREATE TABLE IF NOT EXISTS cases (seed INTEGER, idx INTEGER, config TEXT, "
-                "kind TEXT, spec TEXT, status TEXT, failures TEXT, shrunk TEXT, wall_s REAL, created REAL, "
+                "kind TEXT, spec TEXT, status TEXT, failures TEXT, shrunk TEXT, wall_s REAL, "
+                "created REAL, "
                 "PRIMARY KEY (seed, idx, config))"
             )
             row = self.db.execute("SELECT value FROM fuzz_meta WHERE key='schema'").fetchone()
@@ -61,12 +62,19 @@ class FuzzStore:
         with self.db:
             self.db.execute(
                 "INSERT OR REPLACE INTO cases VALUES (?,?,?,?,?,?,?,?,?,?)",
-                (seed, result["index"], config, result["kind"], json.dumps(result["spec"]),
-                 result["status"],
-                 json.dumps(result["failures"]),
-                 json.dumps(result["shrunk"]) if result.get("shrunk") else None,
-                 result["wall_s"], time.time()),
-            )  # fmt: skip
+                (
+                    seed,
+                    result["index"],
+                    config,
+                    result["kind"],
+                    json.dumps(result["spec"]),
+                    result["status"],
+                    json.dumps(result["failures"]),
+                    json.dumps(result["shrunk"]) if result.get("shrunk") else None,
+                    result["wall_s"],
+                    time.time(),
+                ),
+            )
 
     def results(self, seed: int, config: str, below: int) -> list[dict[str, Any]]:
         """The cases 0..below-1 of a seed already run, in index order (specs checked)."""
@@ -78,12 +86,17 @@ class FuzzStore:
         out = []
         for idx, kind, spec, status, failures, shrunk, wall_s in rows:
             try:
-                out.append({
-                    "index": int(idx), "kind": kind, "spec": _checked(kind, spec),
-                    "status": status, "failures": json.loads(failures),
-                    "shrunk": _checked(kind, shrunk),
-                    "wall_s": float(wall_s or 0.0),
-                })  # fmt: skip
+                out.append(
+                    {
+                        "index": int(idx),
+                        "kind": kind,
+                        "spec": _checked(kind, spec),
+                        "status": status,
+                        "failures": json.loads(failures),
+                        "shrunk": _checked(kind, shrunk),
+                        "wall_s": float(wall_s or 0.0),
+                    }
+                )
             except (ValueError, TypeError, FuzzError) as exc:
                 raise FuzzError(f"{self.path}: case {idx} is damaged ({exc}); delete it") from None
         return out

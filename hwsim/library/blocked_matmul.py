@@ -39,7 +39,7 @@ BUFFER_DEPTHS = (1, 2, 3, 4)
 def _ring_bytes(block: tuple[int, int, int], tiles: tuple[int, int, int], buffers: int, item: int):
     """SBUF bytes per partition of the input rings and the result tiles of one point."""
     bm, bn, bk = block
-    tk, tm, tn = tiles
+    _, tm, tn = tiles
     lhs = bk * _granules(bm * tm * item)
     rhs = bk * _granules(bn * tn * item)
     results = 2 * bm * _granules(bn * tn * item)
@@ -114,8 +114,10 @@ def matmul_tiled_blocked(
                     pairs.append((a, b))
                 for i, (m0, mt) in enumerate(m_tiles):
                     for j, (n0, nt) in enumerate(n_tiles):
-                        ps = groups[i, j] if in_psum else psum_ring(
-                            (mt, nt), lang.float32, lang.psum, max_shape=(tm, tn)
+                        ps = (
+                            groups[i, j]
+                            if in_psum
+                            else psum_ring((mt, nt), lang.float32, lang.psum, max_shape=(tm, tn))
                         )
                         for t, (a, b) in enumerate(pairs):
                             first = t == 0 and (step == 0 or not in_psum)

@@ -76,8 +76,8 @@ def make_server(write_root: str | Path | None = None) -> Any:
             + ("Writing is allowed below the write root only." if space.root else "Read-only.")
         ),
     )
-    read_only = ToolAnnotations(readOnlyHint=True, openWorldHint=False)
-    writes = ToolAnnotations(readOnlyHint=False, destructiveHint=False, openWorldHint=False)
+    read_only = ToolAnnotations(read_only_hint=True, open_world_hint=False)
+    writes = ToolAnnotations(read_only_hint=False, destructive_hint=False, open_world_hint=False)
 
     def tool(annotations: Any) -> Callable[[F], F]:
         def wrap(fn: F) -> F:
@@ -157,12 +157,21 @@ def make_server(write_root: str | Path | None = None) -> Any:
 
         cache = space.path(db, "tune db")
         args = argparse.Namespace(
-            target=target, input=list(inputs or []), config=config,
-            overrides=list(overrides or []), trials=_bounded("trials", trials),
-            jobs=_bounded("jobs", jobs), backend="loky", address=None, seed=seed,
-            db=str(cache) if cache else None, start=None, plot=None,
-            no_advise=not advise_best, json=True,
-        )  # fmt: skip
+            target=target,
+            input=list(inputs or []),
+            config=config,
+            overrides=list(overrides or []),
+            trials=_bounded("trials", trials),
+            jobs=_bounded("jobs", jobs),
+            backend="loky",
+            address=None,
+            seed=seed,
+            db=str(cache) if cache else None,
+            start=None,
+            plot=None,
+            no_advise=not advise_best,
+            json=True,
+        )
         data = run_tune(args, echo=False)
         data.pop("trials", None)  # the path and the best point say it; the cache keeps all
         if "loop" in data:
@@ -183,9 +192,13 @@ def make_server(write_root: str | Path | None = None) -> Any:
         from hwsim.fuzz.runner import fuzz as run_fuzz
 
         return run_fuzz(
-            _bounded("cases", cases), seed, config, jobs=_bounded("jobs", jobs),
-            db=space.path(db, "fuzz db"), out=space.path(out, "fuzz out"),
-        )  # fmt: skip
+            _bounded("cases", cases),
+            seed,
+            config,
+            jobs=_bounded("jobs", jobs),
+            db=space.path(db, "fuzz db"),
+            out=space.path(out, "fuzz out"),
+        )
 
     @tool(writes)
     def sweep(spec: str, db: str, jobs: int = 1) -> dict[str, Any]:
@@ -198,9 +211,13 @@ def make_server(write_root: str | Path | None = None) -> Any:
         plan = load_sweep(spec)
         outcome = run_sweep(plan, path, jobs=_bounded("jobs", jobs), progress=False)
         return {
-            "db": str(outcome.db), "planned": outcome.planned, "ran": outcome.ran,
+            "db": str(outcome.db),
+            "planned": outcome.planned,
+            "ran": outcome.ran,
             "skipped": outcome.skipped,
-            "ok": outcome.ok, "failed": outcome.failed, "elapsed_s": round(outcome.elapsed_s, 2),
-        }  # fmt: skip
+            "ok": outcome.ok,
+            "failed": outcome.failed,
+            "elapsed_s": round(outcome.elapsed_s, 2),
+        }
 
     return server

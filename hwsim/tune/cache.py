@@ -85,17 +85,27 @@ class TuneCache:
         status, total_ns, bottleneck, error, wall_s, instructions = row
         if status not in ("ok", "infeasible") or (status == "ok" and total_ns is None):
             raise TuneError(f"{self.path}: a damaged candidate row ({kernel} {point}); delete it")
-        return Outcome(status, total_ns, bottleneck or "", error or "", wall_s or 0.0,
-                       int(instructions or 0))  # fmt: skip
+        return Outcome(
+            status, total_ns, bottleneck or "", error or "", wall_s or 0.0, int(instructions or 0)
+        )
 
     def put(self, kernel: str, point: str, config_hash: str, outcome: Outcome) -> None:
         with self.db:
             self.db.execute(
                 "INSERT OR REPLACE INTO candidates VALUES (?,?,?,?,?,?,?,?,?,?)",
-                (kernel, point, config_hash, outcome.status, outcome.total_ns,
-                 outcome.bottleneck, outcome.error, outcome.wall_s, outcome.instructions,
-                 time.time()),
-            )  # fmt: skip
+                (
+                    kernel,
+                    point,
+                    config_hash,
+                    outcome.status,
+                    outcome.total_ns,
+                    outcome.bottleneck,
+                    outcome.error,
+                    outcome.wall_s,
+                    outcome.instructions,
+                    time.time(),
+                ),
+            )
 
     def rows(self, kernel: str, config_hash: str) -> list[dict[str, Any]]:
         """Every cached candidate of a kernel on a config, oldest first."""

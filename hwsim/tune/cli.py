@@ -25,10 +25,20 @@ def register(commands: argparse._SubParsersAction) -> None:
         "tune", help="search a kernel's declared space with the simulator as the cost model"
     )
     parser.add_argument("target", help="a library kernel with a space, or FILE.py:NAME")
-    parser.add_argument("--input", action="append", default=[], metavar="SHAPE:DTYPE",
-                        help="an array argument, e.g. 8192x4096:bf16 (repeat, in order)")  # fmt: skip
+    parser.add_argument(
+        "--input",
+        action="append",
+        default=[],
+        metavar="SHAPE:DTYPE",
+        help="an array argument, e.g. 8192x4096:bf16 (repeat, in order)",
+    )
     add_config_arguments(parser)
-    parser.add_argument("--trials", type=positive_int, default=30, help="feasible candidates to try (points the kernel refuses come on top)")
+    parser.add_argument(
+        "--trials",
+        type=positive_int,
+        default=30,
+        help="feasible candidates to try (points the kernel refuses come on top)",
+    )
     parser.add_argument("--jobs", type=positive_int, default=1, help="candidates at a time")
     parser.add_argument("--backend", default="loky", help="loky (local), dask or ray")
     parser.add_argument("--address", help="an existing Dask scheduler or Ray cluster")
@@ -66,14 +76,24 @@ def run_tune(args: argparse.Namespace, echo: bool = True) -> dict[str, Any]:
         check_output_file(args.plot)
     cache = TuneCache(args.db)
     if echo and not args.json:
-        print(f"tuning {target.identity} on {args.config}: {target.space.size()} points in "
-              f"the space, {args.trials} candidates, {args.jobs} at a time")  # fmt: skip
+        print(
+            f"tuning {target.identity} on {args.config}: {target.space.size()} points in "
+            f"the space, {args.trials} candidates, {args.jobs} at a time"
+        )
     try:
         result = tune(
-            target, args.config, args.overrides, trials=args.trials, jobs=args.jobs,
-            backend=args.backend, address=args.address, seed=args.seed, cache=cache,
-            start=start, on_trial=_print_trial if echo and not args.json else None,
-        )  # fmt: skip
+            target,
+            args.config,
+            args.overrides,
+            trials=args.trials,
+            jobs=args.jobs,
+            backend=args.backend,
+            address=args.address,
+            seed=args.seed,
+            cache=cache,
+            start=start,
+            on_trial=_print_trial if echo and not args.json else None,
+        )
     finally:
         cache.close()
     data = result.to_dict()
@@ -102,8 +122,9 @@ def path_lines(result: Any) -> list[str]:
             lines.append(f"  #{trial.index:<3d} {_point(trial.point)}: infeasible ({o.error[:80]})")
             continue
         change = f" ({100.0 * (o.total_ns - start) / start:+.1f}% vs start)" if start else ""
-        lines.append(f"  #{trial.index:<3d} {_point(trial.point)}: {o.total_ns / 1e6:,.3f} ms"
-                     f"{change}")  # fmt: skip
+        lines.append(
+            f"  #{trial.index:<3d} {_point(trial.point)}: {o.total_ns / 1e6:,.3f} ms{change}"
+        )
     best = result.best
     if best is not None:
         lines.append(

@@ -42,7 +42,8 @@ def compare_with_advice(
         f"({speedup:,.2f}x)",
         f"  bottleneck: {before.bottleneck}",
         f"          ->  {after.bottleneck}",
-        f"  resolved: {', '.join(resolved) or 'none'}; remaining: {', '.join(rules_after) or 'none'}",
+        f"  resolved: {', '.join(resolved) or 'none'}; "
+        f"remaining: {', '.join(rules_after) or 'none'}",
         "Advice on the best point:",
         *("  " + line for line in after.lines()[1:]),
     ]

@@ -22,13 +22,22 @@ def convergence_plot(result: Any, path: str | Path) -> Path:
     failed = [t.index for t in trials if not t.outcome.ok]
     fig, ax = plt.subplots(figsize=(7, 4), dpi=120)
     if ok:
-        ax.scatter(*zip(*ok, strict=True), s=14, color="#9ab", label="candidate", zorder=2)
+        xs, ys = zip(*ok, strict=True)
+        ax.scatter(xs, ys, s=14, color="#9ab", label="candidate", zorder=2)
     if best:
-        ax.step(*zip(*best, strict=True), where="post", color="#c33", label="best so far", zorder=3)
+        bx, by = zip(*best, strict=True)
+        ax.step(bx, by, where="post", color="#c33", label="best so far", zorder=3)
     if failed:
         top = max((ms for _, ms in ok), default=1.0)
-        ax.scatter(failed, [top] * len(failed), marker="x", color="#888", s=14,
-                   label="infeasible", zorder=1)  # fmt: skip
+        ax.scatter(
+            failed,
+            [top] * len(failed),
+            marker="x",
+            color="#888",
+            s=14,
+            label="infeasible",
+            zorder=1,
+        )
     ax.set_yscale("log")
     ax.set_xlabel("candidates tried")
     ax.set_ylabel("simulated time (ms)")

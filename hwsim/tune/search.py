@@ -20,7 +20,6 @@ from hwsim.config import config_hash, load_config
 from hwsim.errors import HwsimError
 from hwsim.tune.cache import Outcome, TuneCache
 from hwsim.tune.space import TuneError, Value, point_key
-from hwsim.tune.target import Target
 
 #: Proposals the sampler may make per candidate budgeted before the search gives up finding
 #: new points (TPE repeats points once it has converged).
@@ -99,12 +98,12 @@ def _trial_dict(trial: Trial) -> dict[str, Any]:
     }
 
 
-def evaluate(target: Target, point: dict[str, Value], config_name: str, overrides: list[str]):
+def evaluate(target: Any, point: dict[str, Value], config_name: Any, overrides: list[str]):
     """Build and simulate one candidate (timing only); runs in a worker process."""
     from hwsim.kernels import warm_up
     from hwsim.machine.simulator import run
 
-    config = load_config(config_name, overrides)
+    config = _config(config_name, overrides)
     warm_up()
     start = time.perf_counter()
     try:
@@ -122,8 +121,8 @@ def evaluate(target: Target, point: dict[str, Value], config_name: str, override
 
 
 def tune(
-    target: Target,
-    config_name: str = "trn2",
+    target: Any,
+    config_name: Any = "trn2",
     overrides: list[str] | None = None,
     *,
     trials: int = 30,
@@ -135,17 +134,21 @@ def tune(
     start: dict[str, Value] | None = None,
     on_trial: Callable[[Trial], None] | None = None,
 ) -> TuneResult:
-    """Search ``target``'s space for the lowest simulated time (see the module docstring)."""
+    """Search ``target``'s space for the lowest simulated time (see the module docstring).
+
+    ``target``: a ``Target``, or anything with ``ref``, ``space``, ``identity``, ``defaults()``
+    and ``build(point, config) -> Program`` (the bridge's graphs are tuned so)."""
     optuna = _optuna()
     overrides = list(overrides or [])
     if trials < 1:
         raise TuneError("trials must be at least 1")
-    config = load_config(config_name, overrides)
+    config = _config(config_name, overrides)
     chash = config_hash(config)
     space = target.space
     cache = cache or TuneCache(None)
     first = _start_point(target, space, start, config)
-    result = TuneResult(target.ref, config_name, chash, space_size=space.size(config))
+    shown = config_name if isinstance(config_name, str) else config.chip.name
+    result = TuneResult(target.ref, shown, chash, space_size=space.size(config))
     distributions = {
         name: optuna.distributions.CategoricalDistribution(list(values))
         for name, values in space.params.items()
@@ -172,7 +175,9 @@ def tune(
     from hwsim.sweep.backends import open_backend
 
     with open_backend(backend, jobs, address) as opened:
-        while feasible < budget and len(told) < result.space_size and asks < budget * ASKS_PER_TRIAL:
+        while (
+            feasible < budget and len(told) < result.space_size and asks < budget * ASKS_PER_TRIAL
+        ):
             batch: list[tuple[Any, dict[str, Value], str]] = []
             waiting: list[tuple[Any, Outcome]] = []
             while len(batch) < opened.workers and feasible + len(batch) < budget:
@@ -215,6 +220,18 @@ def tune(
     return result
 
 
+def _config(config: Any, overrides: list[str]) -> Any:
+    """A preset name or path (with overrides), or a HardwareConfig as it is."""
+    if isinstance(config, str):
+        return load_config(config, overrides)
+    if overrides:
+        from hwsim.advise.advice import what_if_config
+        from hwsim.config.loader import parse_override
+
+        return what_if_config(config, dict(map(parse_override, overrides)))
+    return config
+
+
 def _tell(study: Any, trial: Any, outcome: Outcome, optuna: Any) -> None:
     if outcome.ok:
         study.tell(trial, outcome.total_ns)
@@ -223,7 +240,7 @@ def _tell(study: Any, trial: Any, outcome: Outcome, optuna: Any) -> None:
 
 
 def _run_batch(
-    target: Target, points: list[dict[str, Value]], config_name: str, overrides: list[str]
+    target: Any, points: list[dict[str, Value]], config_name: Any, overrides: list[str]
 ) -> list[Outcome]:
     if len(points) <= 1:
         return [evaluate(target, p, config_name, overrides) for p in points]
@@ -236,22 +253,16 @@ def _run_batch(
 
 
 def _start_point(
-    target: Target, space: Any, start: dict[str, Value] | None, config: Any
+    target: Any, space: Any, start: dict[str, Value] | None, config: Any
 ) -> dict[str, Value]:
-    """The given start point completed with the kernel's defaults (each must be in the space)."""
-    import inspect
-
-    from hwsim.tune.target import _function_of
-
-    params = inspect.signature(_function_of(target.kernel)).parameters
+    """The given start point completed with the target's defaults (each must be in the space)."""
+    defaults = target.defaults()
     point: dict[str, Value] = {}
     for name, values in space.params.items():
         if start and name in start:
             point[name] = start[name]
-        elif params[name].default is not inspect.Parameter.empty:
-            point[name] = params[name].default
         else:
-            point[name] = values[0]
+            point[name] = defaults.get(name, values[0])
     if not space.admits(point, config):
         raise TuneError(
             f"{target.ref}: the start point {point_key(point)} is not in the declared space "

@@ -4,7 +4,8 @@ The form is the one NKI authors already write to benchmark a kernel over its kno
 ``@pytest.mark.parametrize("TILES_IN_BLOCK_M, ...", [...])`` beside ``nki.benchmark``: each knob
 is a keyword argument of the kernel with the list of values worth trying. The space is the
 grid of those lists, less the points a ``where`` predicate refuses (say, blocks that cannot fit
-SBUF; a ``where`` of two arguments also gets the config tuned for). Nothing here imports the optimiser, so a kernel module can declare its space for free.
+SBUF; a ``where`` of two arguments also gets the config tuned for). Nothing here imports the
+optimiser, so a kernel module can declare its space for free.
 
 ::
 

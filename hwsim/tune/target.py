@@ -39,7 +39,9 @@ class InputSpec:
         try:
             shape = tuple(int(d) for d in dims.lower().split("x"))
         except ValueError:
-            raise TuneError(f"input {text!r}: expected SHAPE[:DTYPE], e.g. 8192x4096:bf16") from None
+            raise TuneError(
+                f"input {text!r}: expected SHAPE[:DTYPE], e.g. 8192x4096:bf16"
+            ) from None
         if not shape or min(shape) < 1:
             raise TuneError(f"input {text!r}: every dimension must be a positive whole number")
         from hwsim.dtypes import dtype as lookup_dtype
@@ -101,6 +103,11 @@ class Target:
         shapes = ",".join(map(str, self.inputs))
         return f"{self.name}@{digest}({shapes})"
 
+    def defaults(self) -> dict[str, Value]:
+        """The kernel's keyword defaults (the search starts there)."""
+        params = inspect.signature(_function_of(self.kernel)).parameters
+        return {n: p.default for n, p in params.items() if p.default is not inspect.Parameter.empty}
+
     def build(self, point: dict[str, Value], config: HardwareConfig) -> Program:
         """The candidate's program (timing-only inputs)."""
         from hwsim.lang import TensorSpec
@@ -144,7 +151,7 @@ def load_kernel(ref: str) -> Any:
     path = Path(path_text)
     if not path.is_file():
         raise TuneError(f"{path}: no such file")
-    module_kernel, module = load_kernel_file(path, name)
+    module_kernel, _ = load_kernel_file(path, name)
     if not isinstance(module_kernel, NkiKernel) and not hasattr(module_kernel, "build"):
         raise TuneError(f"{ref}: {name} is not a @lang.kernel or an @nki.jit kernel")
     return module_kernel

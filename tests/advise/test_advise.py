@@ -70,8 +70,9 @@ def test_expected_top_recommendation(workload, expected):
 
 
 def test_psum_evacuation_rule_shows_on_a_kernel_that_stalls_tensore():
-    advice = kernel_advice(evacuation_bound, TensorSpec((128, 128), "bf16"),
-                           TensorSpec((128, 512), "bf16"))  # fmt: skip
+    advice = kernel_advice(
+        evacuation_bound, TensorSpec((128, 128), "bf16"), TensorSpec((128, 512), "bf16")
+    )
     assert advice.top.finding.rule == "psum-evacuation-stalls", advice.lines()
     assert advice.top.method == RESIMULATED and advice.top.gain_ns > 0
 

@@ -56,8 +56,9 @@ def test_a_case_with_every_op_passes_and_generation_is_seeded():
     assert generate(NumpyDraw(7, 3)) != generate(NumpyDraw(7, 4))
 
 
-@settings(max_examples=4, deadline=None, derandomize=True,
-          suppress_health_check=[HealthCheck.too_slow])  # fmt: skip
+@settings(
+    max_examples=4, deadline=None, derandomize=True, suppress_health_check=[HealthCheck.too_slow]
+)
 @given(st.data())
 def test_hypothesis_drives_the_generator(data):
     """Hypothesis draws the generator's choices (and would shrink through them)."""
@@ -74,7 +75,9 @@ def test_numerics_check_sees_a_wrong_result(monkeypatch):
 
 def test_monotone_check_sees_a_machine_that_is_not_faster(monkeypatch):
     monkeypatch.setitem(
-        checks.FASTER, "DMA bandwidth x2", lambda c: {"dma.start_latency_ns": 10 * c.dma.start_latency_ns}
+        checks.FASTER,
+        "DMA bandwidth x2",
+        lambda c: {"dma.start_latency_ns": 10 * c.dma.start_latency_ns},
     )
     assert [f.check for f in check_case(EVERY_OP)] == ["monotone"]
 
@@ -99,10 +102,17 @@ def test_shrinking_keeps_the_failure_and_drops_the_rest():
 
 
 def test_reproduction_file_runs(tmp_path, capsys):
-    spec = {"dtype": "fp32", "shape": [4, 8], "inputs": 1, "ops": [["act", "exp", 0, 0.5]],
-            "outputs": [1]}  # fmt: skip
+    spec = {
+        "dtype": "fp32",
+        "shape": [4, 8],
+        "inputs": 1,
+        "ops": [["act", "exp", 0, 0.5]],
+        "outputs": [1],
+    }
     path = tmp_path / "case.py"
-    path.write_text(reproduction(spec, [{"check": "numerics", "message": "example"}], "test", "trn2"))
+    path.write_text(
+        reproduction(spec, [{"check": "numerics", "message": "example"}], "test", "trn2")
+    )
     with pytest.raises(SystemExit) as exit_info:
         runpy.run_path(str(path), run_name="__main__")
     assert exit_info.value.code == 0
@@ -117,7 +127,7 @@ def test_store_resumes_and_refuses_what_is_not_its_own(tmp_path):
     again = fuzz(3, seed=4, mix="kernel", db=db)
     assert first["ran"] == 2 and again["ran"] == 1 and again["cases"] == 3
     with sqlite3.connect(db) as raw:
-        raw.execute("UPDATE cases SET spec='{\"dtype\": \"fp64\"}' WHERE idx=0")
+        raw.execute('UPDATE cases SET spec=\'{"dtype": "fp64"}\' WHERE idx=0')
     with pytest.raises(FuzzError, match="damaged"):
         fuzz(3, seed=4, mix="kernel", db=db)
     other = tmp_path / "other.sqlite"
@@ -143,8 +153,9 @@ def test_cli_fuzz_json_and_reproductions(tmp_path, capsys, monkeypatch):
         return [Failure("numerics", "planted")] if spec["shape"][0] > 1 else []
 
     monkeypatch.setattr(runner, "check_case", planted)
-    code = main(["fuzz", "--cases", "2", "--seed", "1", "--mix", "kernel", "--out",
-                 str(tmp_path / "repro")])  # fmt: skip
+    code = main(
+        ["fuzz", "--cases", "2", "--seed", "1", "--mix", "kernel", "--out", str(tmp_path / "repro")]
+    )
     out = capsys.readouterr().out
     assert code == 1 and "kernel numerics: 2" in out and "wrote" in out
     files = sorted((tmp_path / "repro").glob("case_1_*.py"))

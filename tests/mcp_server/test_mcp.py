@@ -10,9 +10,9 @@ import pytest
 
 pytest.importorskip("mcp")
 
-from mcp import Client  # noqa: E402
+from mcp import Client
 
-from hwsim.mcp.server import make_server  # noqa: E402
+from hwsim.mcp.server import make_server
 
 TOOLS = {"run", "report", "advise", "tune", "fuzz", "sweep"}
 
@@ -38,7 +38,9 @@ def test_tools_listing_and_a_run_call():
     tools = {t.name: t for t in listing.tools}
     assert set(tools) == TOOLS
     schema = tools["run"].input_schema
-    assert schema["required"] == ["workload"] and schema["properties"]["numerics"]["type"] == "boolean"
+    assert (
+        schema["required"] == ["workload"] and schema["properties"]["numerics"]["type"] == "boolean"
+    )
     assert tools["run"].annotations.read_only_hint is True
     assert not answer.is_error
     summary = payload(answer)

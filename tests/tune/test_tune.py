@@ -28,7 +28,7 @@ def test_space_declared_next_to_the_kernel_is_checked():
     declared = space_of(k)
     assert declared.size() == 6 and declared.admits({"BLOCK": 2, "DEPTH": 1})
     assert not declared.admits({"BLOCK": 3, "DEPTH": 1})
-    with pytest.raises(TuneError, match="BLOCKS.*not parameters"):
+    with pytest.raises(TuneError, match=r"BLOCKS.*not parameters"):
         space(BLOCKS=[1])(k)
     with pytest.raises(TuneError, match="at least one value"):
         SearchSpace({"A": ()})
@@ -50,8 +50,12 @@ def test_tune_finds_a_faster_point_and_the_cache_answers_a_rerun(tmp_path):
     first = tune(target, "trn1", trials=6, seed=1, cache=with_cache)
     with_cache.close()
     start, best = first.start, first.best
-    assert start.point == {"TILES_IN_BLOCK_M": 1, "TILES_IN_BLOCK_N": 1, "TILES_IN_BLOCK_K": 1,
-                           "BUFFERS": 4}  # fmt: skip
+    assert start.point == {
+        "TILES_IN_BLOCK_M": 1,
+        "TILES_IN_BLOCK_N": 1,
+        "TILES_IN_BLOCK_K": 1,
+        "BUFFERS": 4,
+    }
     assert best.outcome.total_ns < 0.5 * start.outcome.total_ns
     path = first.path()
     assert path[0] is start and path[-1] is best
@@ -103,7 +107,7 @@ def test_cache_refuses_a_file_that_is_not_one(tmp_path):
         TuneCache(tmp_path / "text.sqlite")
 
 
-KERNEL_FILE = '''
+KERNEL_FILE = """
 from hwsim import lang, tune
 from hwsim.lang import isa as nisa
 
@@ -117,9 +121,9 @@ def scale(x, COLUMNS=64, ENGINE="gpsimd"):
         nisa.tensor_scalar(t, t, nisa.AluOp.multiply, 2.0, engine=ENGINE)
         lang.store(out[:, c : c + COLUMNS], t)
     return out
-'''
+"""
 
-NKI_FILE = '''
+NKI_FILE = """
 import nki
 import nki.language as nl
 
@@ -136,7 +140,7 @@ def add_one(x, ROWS=32):
 from hwsim import tune  # noqa: E402
 
 tune.space(ROWS=[32, 64, 128])(add_one)
-'''
+"""
 
 
 def test_cli_tunes_a_kernel_file_and_writes_the_convergence_plot(tmp_path, capsys):
@@ -145,8 +149,21 @@ def test_cli_tunes_a_kernel_file_and_writes_the_convergence_plot(tmp_path, capsy
     path = tmp_path / "kernels.py"
     path.write_text(textwrap.dedent(KERNEL_FILE))
     png = tmp_path / "conv.png"
-    code = main(["tune", f"{path}:scale", "--input", "128x1024:fp32", "--config", "trn2",
-                 "--trials", "8", "--plot", str(png), "--json"])  # fmt: skip
+    code = main(
+        [
+            "tune",
+            f"{path}:scale",
+            "--input",
+            "128x1024:fp32",
+            "--config",
+            "trn2",
+            "--trials",
+            "8",
+            "--plot",
+            str(png),
+            "--json",
+        ]
+    )
     data = json.loads(capsys.readouterr().out)
     assert code == 0 and data["candidates"] >= 8 and data["space_size"] == 8
     assert data["best"]["total_ns"] < data["start"]["total_ns"]
@@ -160,8 +177,10 @@ def test_cli_tunes_an_nki_kernel(tmp_path, capsys):
 
     path = tmp_path / "nki_kernels.py"
     path.write_text(textwrap.dedent(NKI_FILE))
-    assert main(["tune", f"{path}:add_one", "--input", "128x512:fp32", "--trials", "3",
-                 "--no-advise"]) == 0  # fmt: skip
+    assert (
+        main(["tune", f"{path}:add_one", "--input", "128x512:fp32", "--trials", "3", "--no-advise"])
+        == 0
+    )
     out = capsys.readouterr().out
     assert "Path:" in out and "Best: ROWS=" in out
 
@@ -184,11 +203,26 @@ def test_tuned_v1a_reaches_the_fully_optimised_time(capsys):
     from hwsim.library import matmul_optimized
     from hwsim.machine.simulator import run
 
-    built = matmul_optimized.build(TensorSpec((8192, 4096), "bf16"), TensorSpec((8192, 8192),
-                                   "bf16"), config="trn1")  # fmt: skip
+    built = matmul_optimized.build(
+        TensorSpec((8192, 4096), "bf16"), TensorSpec((8192, 8192), "bf16"), config="trn1"
+    )
     optimised_ns = run(built.program, built.config, numerics=False).summary.total_ns
-    assert main(["tune", "matmul_tiled_blocked", "--config", "trn1", "--trials", "30",
-                 "--jobs", "2", "--no-advise"]) == 0  # fmt: skip
+    assert (
+        main(
+            [
+                "tune",
+                "matmul_tiled_blocked",
+                "--config",
+                "trn1",
+                "--trials",
+                "30",
+                "--jobs",
+                "2",
+                "--no-advise",
+            ]
+        )
+        == 0
+    )
     out = capsys.readouterr().out
     best_ms = float(out.split("Best: ")[1].split(" at ")[1].split(" ms")[0])
     assert "Path:" in out
