@@ -340,23 +340,38 @@ def candidates(spec: dict[str, Any]) -> Iterator[dict[str, Any]]:
             yield {**spec, "outputs": [out]}
     shapes = value_shapes(spec)
     inputs = len(spec["inputs"])
+    for value in reversed(range(inputs + len(spec["ops"]))):  # values nothing reads
+        if value not in spec["outputs"] and not _readers(spec, value) and (
+            value >= inputs or inputs > 1
+        ):
+            yield _without(spec, value, value)
     for i in reversed(range(len(spec["ops"]))):
         value, op = inputs + i, spec["ops"][i]
         if shapes[op[1]] == shapes[value]:
-            removed = _without(spec, value, op[1])
-            if removed is not None:
-                yield removed
+            yield _without(spec, value, op[1])
     if spec["train"]:
         yield {**spec, "train": False}
-    for j, shape in enumerate(spec["inputs"]):
-        for d, size in enumerate(shape):
-            if size > 1:
-                smaller = [list(s) for s in spec["inputs"]]
-                smaller[j][d] = size // 2
-                yield {**spec, "inputs": smaller}
+    dims = {(len(s) - d, size) for s in spec["inputs"] for d, size in enumerate(s) if size > 1}
+    for back, size in sorted(dims):  # a dimension halved in every input that has it, so
+        smaller = [list(s) for s in spec["inputs"]]  # broadcasting still holds
+        for s in smaller:
+            if len(s) >= back and s[-back] == size:
+                s[-back] = size // 2
+        yield {**spec, "inputs": smaller}
 
 
-def _without(spec: dict[str, Any], value: int, replacement: int) -> dict[str, Any] | None:
+def _slots(op: list[Any]) -> list[int]:
+    return [1, 2] if op[0] in BINARY or op[0] == "matmul" else [1]
+
+
+def _readers(spec: dict[str, Any], value: int) -> list[int]:
+    return [j for j, op in enumerate(spec["ops"]) if value in (op[s] for s in _slots(op))]
+
+
+def _without(spec: dict[str, Any], value: int, replacement: int) -> dict[str, Any]:
+    """The spec without value ``value`` (an input or an op's result), its readers reading
+    ``replacement`` instead; later values renumbered."""
+
     def renumber(v: int) -> int:
         v = replacement if v == value else v
         return v - 1 if v > value else v
@@ -367,10 +382,16 @@ def _without(spec: dict[str, Any], value: int, replacement: int) -> dict[str, An
         if inputs + j == value:
             continue
         new = list(op)
-        for slot in [1, 2] if op[0] in BINARY or op[0] == "matmul" else [1]:
+        for slot in _slots(op):
             new[slot] = renumber(op[slot])
         ops.append(new)
-    return {**spec, "ops": ops, "outputs": sorted({renumber(o) for o in spec["outputs"]})}
+    kept = [s for i, s in enumerate(spec["inputs"]) if i != value]
+    return {
+        **spec,
+        "inputs": kept,
+        "ops": ops,
+        "outputs": sorted({renumber(o) for o in spec["outputs"]}),
+    }
 
 
 def reproduction(

@@ -74,10 +74,13 @@ def run_tune(args: argparse.Namespace, echo: bool = True) -> dict[str, Any]:
         from hwsim.output_paths import check_output_file
 
         check_output_file(args.plot)
+    from hwsim.config import load_config
+
+    size = target.space.size(load_config(args.config, args.overrides))
     cache = TuneCache(args.db)
     if echo and not args.json:
         print(
-            f"tuning {target.identity} on {args.config}: {target.space.size()} points in "
+            f"tuning {target.identity} on {args.config}: {size} points in "
             f"the space, {args.trials} candidates, {args.jobs} at a time"
         )
     try:

@@ -185,6 +185,27 @@ def test_cli_tunes_an_nki_kernel(tmp_path, capsys):
     assert "Path:" in out and "Best: ROWS=" in out
 
 
+def test_cli_tunes_the_library_target_with_its_filter(capsys):
+    from hwsim.cli import main
+
+    args = [
+        "tune",
+        "matmul_tiled_blocked",
+        "--input",
+        "256x128:bf16",
+        "--input",
+        "256x512:bf16",
+        "--config",
+        "trn1",
+        "--trials",
+        "2",
+        "--no-advise",
+    ]
+    assert main(args) == 0
+    out = capsys.readouterr().out
+    assert "points in the space" in out and "Best: TILES_IN_BLOCK_M=" in out
+
+
 def test_cli_errors_are_one_line(tmp_path, capsys):
     from hwsim.cli import main
 
