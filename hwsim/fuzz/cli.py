@@ -62,8 +62,8 @@ def _fuzz(args: argparse.Namespace) -> int:
     kinds = ", ".join(f"{n} {k}" for k, n in sorted(result["kinds"].items()))
     print(
         f"{result['cases']} cases ({kinds}) of seed {result['seed']} on {result['config']} "
-        f"({result['ran']} run now, {result['wall_s']:,.1f} s): {result['passed']} passed, "
-        f"{result['failed']} failed"
+        f"({result['ran']} run now, {result['wall_s']:,.1f} s; the cases' CPU time "
+        f"{result['case_cpu_s']:,.1f} s): {result['passed']} passed, {result['failed']} failed"
     )
     for check, count in sorted(result["failures_by_check"].items()):
         print(f"  {check}: {count}")

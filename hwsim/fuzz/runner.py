@@ -27,7 +27,7 @@ def run_case(
     seed: int, index: int, config: str, kind_name: str = "kernel", shrink_failures: bool = True
 ) -> dict[str, Any]:
     """Generate, check and (if it fails) shrink case ``index`` of ``seed``; runs in a worker."""
-    start = time.perf_counter()
+    start, cpu = time.perf_counter(), time.process_time()
     kind = load_kind(kind_name)
     spec = kind.generate(NumpyDraw(seed, index))
     failures = check_case(kind, spec, config)
@@ -49,6 +49,7 @@ def run_case(
         "failures": [f.to_dict() for f in failures],
         "shrunk": shrunk,
         "wall_s": round(time.perf_counter() - start, 3),
+        "cpu_s": round(time.process_time() - cpu, 3),
     }
 
 
@@ -118,6 +119,9 @@ def fuzz(
         ],
         "reproductions": [str(p) for p in files],
         "wall_s": round(time.perf_counter() - clock, 1),
+        # CPU seconds of the cases themselves (also those run before a resume): what the run
+        # costs on an idle machine, whatever the load was
+        "case_cpu_s": round(sum(r["cpu_s"] for r in results), 1),
     }
 
 

@@ -45,7 +45,7 @@ class FuzzStore:
             self.db.execute(
                 "CREATE TABLE IF NOT EXISTS cases (seed INTEGER, idx INTEGER, config TEXT, "
                 "kind TEXT, spec TEXT, status TEXT, failures TEXT, shrunk TEXT, wall_s REAL, "
-                "created REAL, "
+                "cpu_s REAL, created REAL, "
                 "PRIMARY KEY (seed, idx, config))"
             )
             row = self.db.execute("SELECT value FROM fuzz_meta WHERE key='schema'").fetchone()
@@ -61,7 +61,7 @@ class FuzzStore:
     def put(self, seed: int, config: str, result: dict[str, Any]) -> None:
         with self.db:
             self.db.execute(
-                "INSERT OR REPLACE INTO cases VALUES (?,?,?,?,?,?,?,?,?,?)",
+                "INSERT OR REPLACE INTO cases VALUES (?,?,?,?,?,?,?,?,?,?,?)",
                 (
                     seed,
                     result["index"],
@@ -72,6 +72,7 @@ class FuzzStore:
                     json.dumps(result["failures"]),
                     json.dumps(result["shrunk"]) if result.get("shrunk") else None,
                     result["wall_s"],
+                    result.get("cpu_s", 0.0),
                     time.time(),
                 ),
             )
@@ -79,12 +80,12 @@ class FuzzStore:
     def results(self, seed: int, config: str, below: int) -> list[dict[str, Any]]:
         """The cases 0..below-1 of a seed already run, in index order (specs checked)."""
         rows = self.db.execute(
-            "SELECT idx, kind, spec, status, failures, shrunk, wall_s FROM cases "
+            "SELECT idx, kind, spec, status, failures, shrunk, wall_s, cpu_s FROM cases "
             "WHERE seed=? AND config=? AND idx < ? ORDER BY idx",
             (seed, config, below),
         )
         out = []
-        for idx, kind, spec, status, failures, shrunk, wall_s in rows:
+        for idx, kind, spec, status, failures, shrunk, wall_s, cpu_s in rows:
             try:
                 out.append(
                     {
@@ -95,6 +96,7 @@ class FuzzStore:
                         "failures": json.loads(failures),
                         "shrunk": _checked(kind, shrunk),
                         "wall_s": float(wall_s or 0.0),
+                        "cpu_s": float(cpu_s or 0.0),
                     }
                 )
             except (ValueError, TypeError, FuzzError) as exc:
