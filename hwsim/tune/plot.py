@@ -39,6 +39,10 @@ def convergence_plot(result: Any, path: str | Path) -> Path:
             zorder=1,
         )
     ax.set_yscale("log")
+    from matplotlib.ticker import ScalarFormatter
+
+    for axis_formatter in (ax.yaxis.set_major_formatter, ax.yaxis.set_minor_formatter):
+        axis_formatter(ScalarFormatter())
     ax.set_xlabel("candidates tried")
     ax.set_ylabel("simulated time (ms)")
     ax.set_title(f"hwsim tune {result.target} on {result.config}")
