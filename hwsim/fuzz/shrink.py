@@ -16,7 +16,7 @@ import copy
 from collections.abc import Callable, Iterator
 from typing import Any
 
-from hwsim.fuzz.spec import FuzzError, check_spec, value_shapes
+from hwsim.fuzz.spec import OPERAND_SLOTS, FuzzError, check_spec, value_shapes
 
 #: Attempts (each a build and a run of the checks) one shrink may make.
 MAX_ATTEMPTS = 150
@@ -143,15 +143,7 @@ def _without_value(
 
 
 def _operand_slots(op: list[Any]) -> tuple[int, ...]:
-    return {
-        "tt": (2, 3),
-        "ts": (2,),
-        "act": (2,),
-        "copy": (1,),
-        "reduce": (2,),
-        "bcast": (2, 3),
-        "mm": (1, 2),
-    }[op[0]]
+    return OPERAND_SLOTS[op[0]]
 
 
 # ---- the reproduction file ----------------------------------------------------------------------

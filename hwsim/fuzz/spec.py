@@ -211,6 +211,16 @@ def _check(spec: Any) -> None:
         raise ValueError(f"outputs {outputs!r}")
 
 
+#: Where each op keeps its operands (value numbers).
+OPERAND_SLOTS = {
+    "tt": (2, 3),
+    "ts": (2,),
+    "act": (2,),
+    "copy": (1,),
+    "reduce": (2,),
+    "bcast": (2, 3),
+    "mm": (1, 2),
+}
 _ARITY = {"tt": 5, "ts": 5, "act": 4, "copy": 3, "reduce": 3, "bcast": 4, "mm": 3}
 
 
@@ -218,16 +228,7 @@ def _check_op(op: Any, count: int) -> None:
     if not isinstance(op, list) or not op or _ARITY.get(op[0]) != len(op):
         raise ValueError(f"op {op!r}")
     kind = op[0]
-    refs = {
-        "tt": (2, 3),
-        "ts": (2,),
-        "act": (2,),
-        "copy": (1,),
-        "reduce": (2,),
-        "bcast": (2, 3),
-        "mm": (1, 2),
-    }[kind]
-    for i in refs:
+    for i in OPERAND_SLOTS[kind]:
         if type(op[i]) is not int or not 0 <= op[i] < count:
             raise ValueError(f"op {op!r}: operand {op[i]!r} is not an earlier value")
     allowed = {

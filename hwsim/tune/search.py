@@ -138,86 +138,118 @@ def tune(
 
     ``target``: a ``Target``, or anything with ``ref``, ``space``, ``identity``, ``defaults()``
     and ``build(point, config) -> Program`` (the bridge's graphs are tuned so)."""
-    optuna = _optuna()
-    overrides = list(overrides or [])
     if trials < 1:
         raise TuneError("trials must be at least 1")
-    config = _config(config_name, overrides)
-    chash = config_hash(config)
-    space = target.space
-    cache = cache or TuneCache(None)
-    first = _start_point(target, space, start, config)
-    shown = config_name if isinstance(config_name, str) else config.chip.name
-    result = TuneResult(target.ref, shown, chash, space_size=space.size(config))
-    distributions = {
-        name: optuna.distributions.CategoricalDistribution(list(values))
-        for name, values in space.params.items()
-    }
-    sampler = optuna.samplers.TPESampler(seed=seed, multivariate=True, constant_liar=True)
-    study = optuna.create_study(direction="minimize", sampler=sampler)
-    study.enqueue_trial(first)
-    told: dict[str, Outcome] = {}
-    feasible = 0  # the budget counts candidates the kernel accepted; refusals cost no simulation
+    overrides = list(overrides or [])
+    search = _Search(target, _config(config_name, overrides), trials, seed, cache, on_trial)
+    search.result.config = config_name if isinstance(config_name, str) else search.result.config
+    search.study.enqueue_trial(_start_point(target, target.space, start, search.config))
     clock = time.perf_counter()
-    budget = min(trials, result.space_size)  # feasible candidates to try
-    asks = 0
-
-    def record(point: dict[str, Value], outcome: Outcome, cached: bool) -> None:
-        ok_ns = [t.outcome.total_ns for t in result.trials if t.outcome.ok]
-        if outcome.ok:
-            ok_ns.append(outcome.total_ns)
-        best = min((ns for ns in ok_ns if ns is not None), default=None)
-        trial = Trial(len(result.trials), point, outcome, cached, best)
-        result.trials.append(trial)
-        if on_trial is not None:
-            on_trial(trial)
-
     from hwsim.sweep.backends import open_backend
 
     with open_backend(backend, jobs, address) as opened:
-        while (
-            feasible < budget and len(told) < result.space_size and asks < budget * ASKS_PER_TRIAL
-        ):
-            batch: list[tuple[Any, dict[str, Value], str]] = []
-            waiting: list[tuple[Any, Outcome]] = []
-            while len(batch) < opened.workers and feasible + len(batch) < budget:
-                asks += 1
-                if asks > budget * ASKS_PER_TRIAL:
-                    break
-                trial = study.ask(distributions)
-                point = dict(trial.params)
-                key = point_key(point)
-                if not space.admits(point, config):
-                    study.tell(trial, state=optuna.trial.TrialState.FAIL)
-                elif key in told or any(key == k for _, _, k in batch):
-                    known = told.get(key)
-                    if known is not None and known.ok:
-                        study.tell(trial, known.total_ns)
-                    else:
-                        study.tell(trial, state=optuna.trial.TrialState.FAIL)
-                else:
-                    cached = cache.get(target.identity, key, chash)
-                    if cached is not None:
-                        told[key] = cached
-                        feasible += cached.ok
-                        record(point, cached, True)
-                        _tell(study, trial, cached, optuna)
-                    else:
-                        batch.append((trial, point, key))
+        while search.going():
+            batch = search.propose(opened.workers)
             outcomes = _run_batch(target, [p for _, p, _ in batch], config_name, overrides)
-            result.simulated += len(batch)
-            for (trial, point, key), outcome in zip(batch, outcomes, strict=True):
-                cache.put(target.identity, key, chash, outcome)
-                told[key] = outcome
-                feasible += outcome.ok
-                record(point, outcome, False)
-                waiting.append((trial, outcome))
-            for trial, outcome in waiting:
-                _tell(study, trial, outcome, optuna)
-            if not batch and asks >= budget * ASKS_PER_TRIAL:
+            search.finish(batch, outcomes)
+            if not batch and search.asks >= search.max_asks:
                 break
-    result.wall_s = time.perf_counter() - clock
-    return result
+    search.result.wall_s = time.perf_counter() - clock
+    return search.result
+
+
+class _Search:
+    """The state of one search: the Optuna study, what each point gave, the budget."""
+
+    def __init__(
+        self,
+        target: Any,
+        config: Any,
+        trials: int,
+        seed: int,
+        cache: TuneCache | None,
+        on_trial: Callable[[Trial], None] | None,
+    ) -> None:
+        self.optuna = _optuna()
+        self.target, self.config, self.on_trial = target, config, on_trial
+        self.space = target.space
+        self.cache = cache or TuneCache(None)
+        self.chash = config_hash(config)
+        self.result = TuneResult(
+            target.ref, config.chip.name, self.chash, space_size=self.space.size(config)
+        )
+        self.distributions = {
+            name: self.optuna.distributions.CategoricalDistribution(list(values))
+            for name, values in self.space.params.items()
+        }
+        sampler = self.optuna.samplers.TPESampler(seed=seed, multivariate=True, constant_liar=True)
+        self.study = self.optuna.create_study(direction="minimize", sampler=sampler)
+        self.told: dict[str, Outcome] = {}
+        #: The budget counts candidates the kernel accepted; refusals cost no simulation.
+        self.feasible = 0
+        self.budget = min(trials, self.result.space_size)
+        self.asks = 0
+        self.max_asks = self.budget * ASKS_PER_TRIAL
+
+    def going(self) -> bool:
+        return (
+            self.feasible < self.budget
+            and len(self.told) < self.result.space_size
+            and self.asks < self.max_asks
+        )
+
+    def propose(self, workers: int) -> list[tuple[Any, dict[str, Value], str]]:
+        """Up to ``workers`` new points to simulate; refused, repeated and cached points are
+        answered on the way without simulating."""
+        batch: list[tuple[Any, dict[str, Value], str]] = []
+        failed = self.optuna.trial.TrialState.FAIL
+        while len(batch) < workers and self.feasible + len(batch) < self.budget:
+            self.asks += 1
+            if self.asks > self.max_asks:
+                break
+            trial = self.study.ask(self.distributions)
+            point = dict(trial.params)
+            key = point_key(point)
+            if not self.space.admits(point, self.config):
+                self.study.tell(trial, state=failed)
+            elif key in self.told or any(key == k for _, _, k in batch):
+                known = self.told.get(key)
+                if known is not None and known.ok:
+                    self.study.tell(trial, known.total_ns)
+                else:
+                    self.study.tell(trial, state=failed)
+            else:
+                cached = self.cache.get(self.target.identity, key, self.chash)
+                if cached is None:
+                    batch.append((trial, point, key))
+                    continue
+                self._record(key, point, cached, True)
+                _tell(self.study, trial, cached, self.optuna)
+        return batch
+
+    def finish(
+        self, batch: list[tuple[Any, dict[str, Value], str]], outcomes: list[Outcome]
+    ) -> None:
+        """Store and record a simulated batch, then tell the sampler (after all are recorded,
+        so the trial order is the batch's)."""
+        self.result.simulated += len(batch)
+        for (_, point, key), outcome in zip(batch, outcomes, strict=True):
+            self.cache.put(self.target.identity, key, self.chash, outcome)
+            self._record(key, point, outcome, False)
+        for (trial, _, _), outcome in zip(batch, outcomes, strict=True):
+            _tell(self.study, trial, outcome, self.optuna)
+
+    def _record(self, key: str, point: dict[str, Value], outcome: Outcome, cached: bool) -> None:
+        self.told[key] = outcome
+        self.feasible += outcome.ok
+        trials = self.result.trials
+        ok_ns = [t.outcome.total_ns for t in trials if t.outcome.ok and t.outcome.total_ns]
+        if outcome.ok and outcome.total_ns is not None:
+            ok_ns.append(outcome.total_ns)
+        trial = Trial(len(trials), point, outcome, cached, min(ok_ns, default=None))
+        trials.append(trial)
+        if self.on_trial is not None:
+            self.on_trial(trial)
 
 
 def _config(config: Any, overrides: list[str]) -> Any:

@@ -8,7 +8,7 @@ import runpy
 import pytest
 import torch
 
-from hwsim.bridge import fuzz_graphs
+from hwsim.bridge import fuzz_graphs, fuzz_graphs_shrink
 from hwsim.fuzz.kinds import load_kind, parse_mix
 from hwsim.fuzz.spec import FuzzError, NumpyDraw
 
@@ -44,9 +44,11 @@ def test_graph_specs_are_checked_and_shrunk_and_written():
         fuzz_graphs.check_spec({**CASE, "ops": [["matmul", 0, 0]]})
     with pytest.raises(FuzzError):
         fuzz_graphs.check_spec({**CASE, "ops": [["system", 0]]})
-    smaller = list(fuzz_graphs.candidates(CASE))
+    smaller = list(fuzz_graphs_shrink.candidates(CASE))
     assert smaller and all(fuzz_graphs.check_spec(s) for s in smaller if _valid(s))
-    text = fuzz_graphs.reproduction(CASE, [{"check": "passes", "message": "x"}], "test", "trn2")
+    text = fuzz_graphs_shrink.reproduction(
+        CASE, [{"check": "passes", "message": "x"}], "test", "trn2"
+    )
     namespace = {}
     exec(compile(text, "case.py", "exec"), namespace)  # the file's own source, not a spec's
     assert namespace["SPEC"] == CASE
@@ -69,7 +71,7 @@ def test_reproduction_file_runs(tmp_path, capsys):
         "outputs": [1],
     }
     path = tmp_path / "case.py"
-    path.write_text(fuzz_graphs.reproduction(spec, [], "test", "trn2"))
+    path.write_text(fuzz_graphs_shrink.reproduction(spec, [], "test", "trn2"))
     with pytest.raises(SystemExit) as exit_info:
         runpy.run_path(str(path), run_name="__main__")
     assert exit_info.value.code == 0 and "no check fails" in capsys.readouterr().out
