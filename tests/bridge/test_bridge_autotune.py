@@ -24,6 +24,7 @@ def compile_and_run(options):
     return pipeline.get("autotune"), report.runs[-1]["total_ns"]
 
 
+@pytest.mark.slow
 def test_autotune_runs_the_fastest_candidate_and_caches_it_by_graph_hash(tmp_path):
     db = tmp_path / "autotune.sqlite"
     options = {"config": "trn2", "fallback": "error", "autotune": {"trials": 3, "db": str(db)}}
