@@ -87,9 +87,9 @@ def small_descriptors(ev: Evidence, config: Any) -> Finding | None:
     what_if: dict[str, Any] = {}
     target = None
     if config is not None:
-        from hwsim.machine.dma_plan import DmaCostModel
+        from hwsim.cost import CostModel
 
-        model = DmaCostModel(config.dma, 1000, config.hbm.bandwidth_bytes_per_ns_per_stack)
+        model = CostModel.for_config(config).dma
         target = float(model.efficiency_at(size))
         curve = {
             str(b): max(float(e), target) if b < size else float(e) for b, e in model.efficiency
