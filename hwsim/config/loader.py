@@ -134,10 +134,14 @@ def _check_registered_names(config: HardwareConfig, source: str) -> None:
         )
 
 
+def canonical_json(config: HardwareConfig) -> str:
+    """The config as JSON with sorted keys and no spaces: what ``config_hash`` hashes."""
+    return json.dumps(config.model_dump(mode="json"), sort_keys=True, separators=(",", ":"))
+
+
 def config_hash(config: HardwareConfig) -> str:
     """A stable content hash: same values give the same hash whatever the key order or comments."""
-    canonical = json.dumps(config.model_dump(mode="json"), sort_keys=True, separators=(",", ":"))
-    return hashlib.sha256(canonical.encode()).hexdigest()[:16]
+    return hashlib.sha256(canonical_json(config).encode()).hexdigest()[:16]
 
 
 def config_to_yaml(config: HardwareConfig) -> str:
