@@ -170,8 +170,11 @@ def run(
 ) -> NkiRun:
     """Build and simulate an NKI kernel on ``config`` (trn1, trn2, trn3, tiny or a path).
     ``schedule``: the instruction order (``hwsim.schedule``: ``program``, ``list``, ``best``;
-    None: the kernel language's default), honouring ``no_reorder`` and ``sequential_range``."""
+    None: the kernel language's default), honouring ``no_reorder`` and ``sequential_range``.
+    ``initcheck``: reads of never-written memory raise (on by default with numerics; off with
+    False or ``HWSIM_INITCHECK=0``)."""
     from hwsim.kernels import warm_up
+    from hwsim.machine.initcheck import front_door
     from hwsim.machine.simulator import run as simulate_program
 
     nk = _kernel(kernel)
@@ -183,7 +186,11 @@ def run(
     built.program.meta["nki_no_reorder"] = extra.get("no_reorder", [])
     built.program.meta["nki_sequential_range"] = extra.get("sequential_range", [])
     result = simulate_program(
-        built.program, hw, numerics=numerics, race_check=race_check, initcheck=initcheck
+        built.program,
+        hw,
+        numerics=numerics,
+        race_check=race_check,
+        initcheck=front_door(initcheck, numerics),  # on unless asked off (a front door)
     )
     outputs = tuple(result.outputs[n] for n in built.outputs) if numerics else ()
     # the compiler options without effect here travel with the summary (``summary.json``)
