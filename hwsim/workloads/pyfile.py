@@ -34,6 +34,12 @@ def import_python_file(path: Path, prefix: str, text: str) -> ModuleType:
     except Exception as exc:
         del sys.modules[module_name]
         raise WorkloadError(f"{text}: importing {path} failed: {exc}") from exc
+    except SystemExit as exc:  # would end hwsim with the file's status and nothing printed
+        del sys.modules[module_name]
+        raise WorkloadError(
+            f"{text}: importing {path} called sys.exit({exc.code!r}); a workload file defines "
+            "workloads, it does not exit"
+        ) from exc
     return module
 
 
