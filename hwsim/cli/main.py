@@ -151,20 +151,6 @@ def add_kernel_arguments(parser: argparse.ArgumentParser) -> None:
     )
 
 
-def set_trace_limits(args: argparse.Namespace) -> None:
-    """The process's kernel-tracing limits from ``add_kernel_arguments``'s options (the
-    environment's, or the defaults, where not given)."""
-    from hwsim.lang.watchdog import TraceLimits, current_limits, set_limits
-
-    given = current_limits()
-    set_limits(
-        TraceLimits(
-            args.max_instructions or given.max_instructions,
-            args.trace_timeout or given.max_seconds,
-        )
-    )
-
-
 def add_config_arguments(parser: argparse.ArgumentParser, default: str = "trn2") -> None:
     """The ``--config NAME|PATH`` and repeatable ``--set KEY=VALUE`` options."""
     parser.add_argument(

@@ -13,18 +13,20 @@ how to raise the bound:
   stopped as well.
 
 Both come from ``HWSIM_MAX_INSTRUCTIONS`` / ``HWSIM_TRACE_TIMEOUT_S`` when set, else the defaults
-below; the CLI's ``--max-instructions`` / ``--trace-timeout`` set them for the process
-(``set_limits``), and ``Kernel.build(limits=...)`` for one build. ``TraceLimits.unbounded()``
-switches both off (the bridge's own lowerings, which are not user loops, use it).
+below; the CLI's ``--max-instructions`` / ``--trace-timeout`` set them around a command
+(``limits_within``), and ``Kernel.build(trace_limits=...)`` for one build.
+``TraceLimits.unbounded()`` switches both off (the bridge's own lowering, not a user's loop).
 """
 
 from __future__ import annotations
 
+import contextlib
+import contextvars
 import os
 import signal
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from types import FrameType, TracebackType
 
@@ -82,19 +84,31 @@ def _env_number(name: str, kind: type[int] | type[float]) -> int | float | None:
         raise HwsimError(f"{name}={text[:40]!r}: expected a number") from None
 
 
-#: What ``Kernel.build`` uses when not told (``set_limits``); None: ``TraceLimits.from_env()``.
-_PROCESS_LIMITS: TraceLimits | None = None
+#: What ``Kernel.build`` uses when not told (``limits_within``); None: ``TraceLimits.from_env()``.
+_LIMITS: contextvars.ContextVar[TraceLimits | None] = contextvars.ContextVar(
+    "hwsim_trace_limits", default=None
+)
 
 
-def set_limits(limits: TraceLimits | None) -> None:
-    """The limits of every kernel build in this process that does not pass its own (the CLI's
-    ``--max-instructions`` / ``--trace-timeout``); None goes back to the environment's."""
-    global _PROCESS_LIMITS
-    _PROCESS_LIMITS = limits
+@contextlib.contextmanager
+def limits_within(
+    max_instructions: int | None = None, max_seconds: float | None = None
+) -> Iterator[None]:
+    """Inside the block, kernel builds that pass no limits of their own use these (the CLI's
+    ``--max-instructions`` / ``--trace-timeout``); a bound not given is the environment's, or
+    the default."""
+    given = TraceLimits.from_env()
+    token = _LIMITS.set(
+        TraceLimits(max_instructions or given.max_instructions, max_seconds or given.max_seconds)
+    )
+    try:
+        yield
+    finally:
+        _LIMITS.reset(token)
 
 
 def current_limits() -> TraceLimits:
-    return _PROCESS_LIMITS if _PROCESS_LIMITS is not None else TraceLimits.from_env()
+    return _LIMITS.get() or TraceLimits.from_env()
 
 
 class Watchdog:

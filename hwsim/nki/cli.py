@@ -146,8 +146,8 @@ def kernel_inputs(kernel: Any, module: Any, name: str, shapes: list[str]) -> tup
 
 
 def main(args: argparse.Namespace) -> int:
-    from hwsim.cli.main import set_trace_limits
     from hwsim.errors import InitCheckError
+    from hwsim.lang.watchdog import limits_within
     from hwsim.nki.kernel import run
     from hwsim.workloads.cli_run import INITCHECK_HINT
 
@@ -167,9 +167,10 @@ def main(args: argparse.Namespace) -> int:
             f"{args.target}: {len(inputs)} inputs do not fit kernel {name}: {exc}"
         ) from None
     config = _config(args)
-    set_trace_limits(args)
     try:
-        result = run(kernel, *inputs, config=config, initcheck=False if args.no_initcheck else None)
+        with limits_within(args.max_instructions, args.trace_timeout):  # the tracing watchdog's
+            initcheck = False if args.no_initcheck else None  # None: on (a front door)
+            result = run(kernel, *inputs, config=config, initcheck=initcheck)
     except InitCheckError as exc:  # on by default here: say how to run without it
         raise InitCheckError(f"{exc}; {INITCHECK_HINT}", exc.findings) from exc
     print(f"{name}: latency {result.latency_ns / 1000:.3f} us ({result.latency_ns:.0f} ns) "

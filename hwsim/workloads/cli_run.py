@@ -8,9 +8,9 @@ import time
 from typing import Any
 
 from hwsim import strict_json
-from hwsim.cli.main import set_trace_limits
 from hwsim.config import load_config
 from hwsim.errors import IllegalInstructionError, InitCheckError, WorkloadError
+from hwsim.lang.watchdog import limits_within
 from hwsim.report.run_summary import print_summary
 from hwsim.trace.summary import RunSummary
 from hwsim.workloads.bounds import check_hbm_fits
@@ -91,14 +91,14 @@ def run_from_cli(args: argparse.Namespace) -> int:
         from hwsim.outputs_guard import check_output_folder
 
         check_output_folder(args.out, force=args.force)
-    set_trace_limits(args)
-    result, summary = run_workload(
-        args.workload,
-        args.config,
-        args.overrides,
-        numerics=not args.timing_only,
-        initcheck=False if args.no_initcheck else None,
-    )
+    with limits_within(args.max_instructions, args.trace_timeout):  # the tracing watchdog's
+        result, summary = run_workload(
+            args.workload,
+            args.config,
+            args.overrides,
+            numerics=not args.timing_only,
+            initcheck=False if args.no_initcheck else None,
+        )
     if args.out is not None or not args.json:
         _write_outputs(result, summary, args.out, args.force)
     if args.json:
