@@ -19,7 +19,7 @@ from pydantic.fields import FieldInfo
 from hwsim.config.schema import HardwareConfig
 from hwsim.config.yaml_compose import describe_value
 from hwsim.config.yaml_safe import load_yaml, read_yaml_file
-from hwsim.errors import ConfigError
+from hwsim.errors import ConfigError, shorten
 
 #: Presets ship inside the package (``configs/`` installs as ``hwsim.configs``).
 CONFIGS_DIR: Traversable = resources.files("hwsim.configs")
@@ -129,7 +129,7 @@ def _check_registered_names(config: HardwareConfig, source: str) -> None:
         close = difflib.get_close_matches(name, valid, n=1)
         hint = f" (did you mean '{close[0]}'?)" if close else ""
         raise ConfigError(
-            f"{source}: tensor_engine.timing_model: unknown model '{name}'{hint}; "
+            f"{source}: tensor_engine.timing_model: unknown model '{shorten(name)}'{hint}; "
             f"valid: {', '.join(valid)}"
         )
 
@@ -164,7 +164,7 @@ def _describe_error(err: Mapping[str, Any]) -> str:
         bad = err.get("input")
         dict_path = ".".join(loc[:-2])
         expected = err.get("ctx", {}).get("expected", "")
-        return f"{dict_path}: unknown key '{bad}' (allowed: {expected})"
+        return f"{dict_path}: unknown key '{shorten(str(bad))}' (allowed: {expected})"
     if kind == "value_error":
         message = err["msg"].removeprefix("Value error, ")
         # a model-level (cross-field) check names its own dotted paths
@@ -174,7 +174,7 @@ def _describe_error(err: Mapping[str, Any]) -> str:
     allowed = _allowed_range(field) if field is not None and kind != "literal_error" else ""
     got = err.get("input")
     detail = err["msg"][:1].lower() + err["msg"][1:]
-    return f"{path}: {detail}, got {got!r}{allowed}"
+    return f"{path}: {detail}, got {shorten(repr(got))}{allowed}"
 
 
 def _unknown_key_message(loc: tuple[str, ...]) -> str:

@@ -26,6 +26,7 @@ from pathlib import Path
 
 from hwsim.errors import shorten
 from hwsim.output_paths import shown
+from hwsim.run_marker import kind_of_mode
 from hwsim.sweep.errors import SweepError
 
 #: "HWSW": marks an SQLite file as an hwsim sweep database.
@@ -117,6 +118,9 @@ def open_database(path: str | Path, *, write: bool) -> sqlite3.Connection:
         raise SweepError(f"{shown(path)}: cannot be a results database ({exc.strerror})") from None
     if is_dir:
         raise SweepError(f"{path} is not an hwsim sweep database: it is a folder")
+    if exists and not path.is_file():  # reading a FIFO would wait for a writer forever
+        kind = kind_of_mode(path.stat().st_mode)
+        raise SweepError(f"{path} is not an hwsim sweep database: it is a {kind}")
     if not exists:
         if not write:
             raise SweepError(f"{path}: no such results database")

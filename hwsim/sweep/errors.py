@@ -8,7 +8,7 @@ from typing import Any, get_args
 
 from pydantic import BaseModel
 
-from hwsim.errors import HwsimError
+from hwsim.errors import HwsimError, shorten
 
 
 class SweepError(HwsimError):
@@ -36,7 +36,7 @@ def describe_validation_error(err: Any, root: type[BaseModel]) -> str:
         message = err["msg"].removeprefix("Value error, ")
         return f"{path}: {message}" if path else message
     detail = err["msg"][:1].lower() + err["msg"][1:]
-    return f"{path or '<top>'}: {detail}, got {err.get('input')!r}"
+    return f"{path or '<top>'}: {detail}, got {shorten(repr(err.get('input')))}"
 
 
 def _dotted(loc: list[str]) -> str:

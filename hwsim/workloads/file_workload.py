@@ -246,7 +246,10 @@ def _random(rng: np.random.Generator, spec: TensorSpec) -> np.ndarray:
     if dt.is_float:
         return rng.standard_normal(shape, dtype=np.float32).astype(dt.numpy)
     low = -8 if dt.is_signed_int else 0
-    return rng.integers(low, 8 if dt.is_signed_int else 16, size=shape).astype(dt.numpy)
+    high = 8 if dt.is_signed_int else 16
+    # drawn in the input's own dtype: int64 first would take 8 bytes an element (16 GiB for a
+    # 2^31-element int8 input) before the cast
+    return rng.integers(low, high, size=shape, dtype=np.dtype(dt.numpy))
 
 
 def _call_inputs(

@@ -116,6 +116,25 @@ def test_an_output_that_is_not_a_regular_file_is_left_alone(
         assert os.lstat(path).st_mode == kind, f"{path.name} was replaced"
 
 
+@pytest.mark.parametrize("command", ["sweep SPEC", "sweep export", "sweep --db"])
+def test_an_input_that_is_a_fifo_is_one_line_not_a_wait(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path, command: str
+) -> None:
+    """Reading a FIFO waits for a writer that never comes: it is refused before it is opened."""
+    fifo = tmp_path / "f.yaml"
+    os.mkfifo(fifo)
+    (tmp_path / "one.yaml").write_text(ONE_RUN_SPEC)
+    argv, says = {
+        "sweep SPEC": (["sweep", str(fifo), "--dry-run"], "f.yaml: cannot read sweep spec (it is"),
+        "sweep export": (["sweep", "export", str(fifo), "-o", str(tmp_path / "x.csv")], "FIFO"),
+        "sweep --db": (
+            ["sweep", str(tmp_path / "one.yaml"), "--db", str(fifo), "--jobs", "1", "-q"],
+            "is not an hwsim sweep database: it is a FIFO (named pipe)",
+        ),
+    }[command]
+    assert says in _refused(capsys, argv)
+
+
 def test_a_default_output_path_never_replaces_a_users_file(
     capsys: pytest.CaptureFixture[str], tmp_path: Path, run_folder: Path, results_db: Path
 ) -> None:
