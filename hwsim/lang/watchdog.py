@@ -13,9 +13,12 @@ how to raise the bound:
   stopped as well.
 
 Both come from ``HWSIM_MAX_INSTRUCTIONS`` / ``HWSIM_TRACE_TIMEOUT_S`` when set, else the defaults
-below; the CLI's ``--max-instructions`` / ``--trace-timeout`` set them around a command
-(``limits_within``), and ``Kernel.build(trace_limits=...)`` for one build.
-``TraceLimits.unbounded()`` switches both off (the bridge's own lowering, not a user's loop).
+below: the instruction bound always, the wall-time bound in the commands (``hwsim run``,
+``hwsim nki``) but not in a program calling ``Kernel.build`` (whose time depends on the machine's
+load, and which its caller can interrupt). The commands' ``--max-instructions`` /
+``--trace-timeout`` set them around the command (``limits_within``), and
+``Kernel.build(trace_limits=...)`` for one build. ``TraceLimits.unbounded()`` switches both off
+(the bridge's own lowering, not a user's loop).
 """
 
 from __future__ import annotations
@@ -34,6 +37,7 @@ from hwsim.errors import HwsimError
 
 #: Defaults: above the largest kernels hwsim ships (about 1M instructions, traced in seconds).
 DEFAULT_MAX_INSTRUCTIONS = 4_000_000
+#: The commands' wall-time bound (a kernel program's calls have none unless asked).
 DEFAULT_MAX_SECONDS = 60.0
 ENV_MAX_INSTRUCTIONS = "HWSIM_MAX_INSTRUCTIONS"
 ENV_MAX_SECONDS = "HWSIM_TRACE_TIMEOUT_S"
@@ -50,7 +54,7 @@ class TraceLimits:
     """How far tracing one kernel may go (None: no bound)."""
 
     max_instructions: int | None = DEFAULT_MAX_INSTRUCTIONS
-    max_seconds: float | None = DEFAULT_MAX_SECONDS
+    max_seconds: float | None = None
 
     def __post_init__(self) -> None:
         if self.max_instructions is not None and self.max_instructions < 1:
@@ -63,13 +67,14 @@ class TraceLimits:
         return cls(None, None)
 
     @classmethod
-    def from_env(cls) -> TraceLimits:
-        """The defaults, or what ``HWSIM_MAX_INSTRUCTIONS`` / ``HWSIM_TRACE_TIMEOUT_S`` say."""
+    def from_env(cls, default_seconds: float | None = None) -> TraceLimits:
+        """What ``HWSIM_MAX_INSTRUCTIONS`` / ``HWSIM_TRACE_TIMEOUT_S`` say, else the default
+        instructions and ``default_seconds``."""
         instructions = _env_number(ENV_MAX_INSTRUCTIONS, int)
         seconds = _env_number(ENV_MAX_SECONDS, float)
         return cls(
             DEFAULT_MAX_INSTRUCTIONS if instructions is None else int(instructions),
-            DEFAULT_MAX_SECONDS if seconds is None else float(seconds),
+            default_seconds if seconds is None else float(seconds),
         )
 
 
@@ -94,10 +99,10 @@ _LIMITS: contextvars.ContextVar[TraceLimits | None] = contextvars.ContextVar(
 def limits_within(
     max_instructions: int | None = None, max_seconds: float | None = None
 ) -> Iterator[None]:
-    """Inside the block, kernel builds that pass no limits of their own use these (the CLI's
+    """Inside the block, kernel builds that pass no limits of their own use these (a command's
     ``--max-instructions`` / ``--trace-timeout``); a bound not given is the environment's, or
-    the default."""
-    given = TraceLimits.from_env()
+    the default (wall time included: a command's kernel is bounded in both)."""
+    given = TraceLimits.from_env(DEFAULT_MAX_SECONDS)
     token = _LIMITS.set(
         TraceLimits(max_instructions or given.max_instructions, max_seconds or given.max_seconds)
     )

@@ -81,6 +81,10 @@ def test_limits_come_from_the_environment_and_the_process(
     with watchdog.limits_within(1000):  # a command's --max-instructions wins over the variable
         copies.build(X, 100, config="tiny")
         assert watchdog.current_limits() == TraceLimits(1000, 2.5)
+    monkeypatch.delenv(watchdog.ENV_MAX_SECONDS)
+    assert watchdog.current_limits().max_seconds is None  # a program's builds: no clock
+    with watchdog.limits_within():  # a command's: the default clock
+        assert watchdog.current_limits().max_seconds == watchdog.DEFAULT_MAX_SECONDS
     with pytest.raises(TraceLimitError, match="limit of 50 instructions"):
         copies.build(X, 100, config="tiny")  # the block's limits end with it
     monkeypatch.setenv(watchdog.ENV_MAX_INSTRUCTIONS, "many")
