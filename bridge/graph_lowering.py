@@ -276,7 +276,8 @@ def lower_graph(
     lowering = _GraphBuilder(fx_graph, bindings, precision, options, arena, residency=residency)
     kernel = lowering.kernel(name)
     specs = [lang.TensorSpec((b.span,), to_hw(b.dtype)) for b in bindings]
-    built = kernel.build(*specs, config=hw)
+    # hwsim's own lowering of a graph, not a user's loop: no watchdog on its length
+    built = kernel.build(*specs, config=hw, trace_limits=lang.TraceLimits.unbounded())
     bindings = _mark_unread(bindings, built.program)
     memory = memory_stats(built.program, built.sbuf_peak_bytes, built.psum_peak_bytes, arena)
     built.program.meta["memory"] = memory.to_dict()

@@ -12,7 +12,6 @@ where ops overlap each other.
 from __future__ import annotations
 
 import io
-import json
 import sys
 from collections import defaultdict
 from dataclasses import asdict, dataclass, field
@@ -22,6 +21,7 @@ from typing import Any
 from rich.console import Console
 from rich.table import Table
 
+from hwsim import strict_json
 from hwsim.bridge.precision import ErrorStats
 from hwsim.outputs_guard import OutputFolder, claim_folder, output_file
 from hwsim.trace.records import Trace
@@ -299,7 +299,7 @@ class Report:
         }
 
     def to_json(self, path: str | Path | None = None) -> str:
-        text = json.dumps(self.to_dict(), indent=2, default=str)
+        text = strict_json.dumps(self.to_dict(), indent=2, default=str)
         if path is not None:
             with output_file(path) as file:
                 file.write(text + "\n")
@@ -312,7 +312,7 @@ class Report:
         if not isinstance(folder, OutputFolder):
             with claim_folder(folder, force=force, flag="force=True") as claimed:
                 return self.save(claimed)
-        folder.write_text("report.json", json.dumps(self.to_dict(), indent=2, default=str) + "\n")
+        folder.write_text("report.json", self.to_json() + "\n")
         folder.write_text("report.txt", self.text(per_node=True))
         return folder.path
 
