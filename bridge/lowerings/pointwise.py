@@ -11,8 +11,7 @@ Comparisons, logical ops and ``where`` are in ``compare``.
 ``floor`` / ``ceil`` / ``trunc`` / ``round`` and ``div`` with a rounding mode are emulated: the
 ISA has no rounding function, so they are built from C ``fmod`` (exact) and the RNE fp32 -> int32
 conversion (below). ``pow`` with a tensor exponent is GpSimdE's ``power`` ALU op (libm ``pow``).
-
-Not yet lowered: ``remainder``.
+``sign``, ``log1p``, ``fmod`` and ``remainder`` are in ``arith``.
 """
 
 from __future__ import annotations
@@ -400,11 +399,14 @@ def floor_divide(ctx: LoweringContext, a: HbmValue, b: HbmValue) -> HbmValue:
 # ---- pow with a tensor exponent -------------------------------------------------------------
 
 
-@register_lowering(aten.pow.Tensor_Tensor, family="pointwise")
+@register_lowering(aten.pow.Tensor_Tensor, family="pointwise", dtypes=NUMERIC_DTYPES)
 def pow_tensor(ctx: LoweringContext, x: HbmValue, exponent: HbmValue) -> HbmValue:
-    """x ** exponent elementwise: one GpSimdE ``power`` (libm pow in fp64, rounded once to fp32),
-    so torch's rules hold: a negative base with an integral exponent keeps its sign rule
-    ((-2) ** 3 = -8), with a fractional one gives NaN, 0 ** negative is inf, x ** 0 is 1."""
+    """x ** exponent elementwise: one GpSimdE ``power``. A float result is libm pow in fp64,
+    rounded once to fp32 (integer operands, such as BLOOM's ALiBi powers, are cast to fp32 by
+    their loads, exactly below 2**24), so torch's rules hold: a negative base with an integral
+    exponent keeps its sign rule ((-2) ** 3 = -8), with a fractional one gives NaN, 0 **
+    negative is inf, x ** 0 is 1. An integer result is GpSimdE's exact int32 power by squaring
+    (wrapping past int32, like every computed int64 on the device)."""
 
     def compute(dst: Operand, srcs: list[Operand]) -> None:
         nisa.tensor_tensor(dst, srcs[0], srcs[1], AluOp.power, engine="gpsimd")
