@@ -187,6 +187,9 @@ class Report:
     #: measured effect when ``measure_passes`` is on (``bridge.passes.effects``).
     pipelines: list[dict[str, Any]] = field(default_factory=list)
     pass_effects: list[dict[str, Any]] = field(default_factory=list)
+    #: Text generation timed per token (``bridge.generation``): prefill and decode steps'
+    #: simulated ns, and the programs lowered during decoding (recompiles).
+    generations: list[dict[str, Any]] = field(default_factory=list)
 
     def add_output(self, record: OutputRecord) -> None:
         """Record an output check; a later check of the same output keeps the worse one."""
@@ -296,6 +299,7 @@ class Report:
             "timelines": self.timelines,
             "pipelines": self.pipelines,
             "pass_effects": self.pass_effects,
+            "generations": self.generations,
         }
 
     def to_json(self, path: str | Path | None = None) -> str:
@@ -319,10 +323,15 @@ class Report:
     def tables(self, per_node: bool | None = None) -> list[Table]:
         """Rich tables: ops (one row per node, or per op for big graphs), decompositions, CPU
         fallbacks, outputs, top ops, torch.compile's graphs, runs."""
+        from hwsim.bridge.generation import generation_table
         from hwsim.bridge.passes.tables import floor_table, pass_effect_table
         from hwsim.bridge.report_tables import report_tables
 
-        extra = [pass_effect_table(self.pass_effects), floor_table(self.runs)]
+        extra = [
+            pass_effect_table(self.pass_effects),
+            floor_table(self.runs),
+            generation_table(self.generations),
+        ]
         return report_tables(self, per_node) + [t for t in extra if t is not None]
 
     def print(self, console: Console | None = None, per_node: bool | None = None) -> None:
