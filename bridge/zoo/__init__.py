@@ -26,18 +26,36 @@ WIDTH, HEADS, KV_HEADS, FFN, LAYERS, POSITIONS = 64, 4, 2, 128, 2, 64
 
 @dataclass(frozen=True)
 class ZooModel:
-    """One architecture: how to build it and what to feed it.
+    """One architecture: its config, its model class, and what to feed it.
 
     family: 'decoder', 'moe', 'encoder', 'seq2seq', 'vision', 'audio' or 'ssm'.
+    config: makes the ``transformers`` config (small sizes, see the module docstring).
+    model_class: the ``transformers`` class ``build`` makes from it.
     output: the output field whose value is compared ('logits', 'last_hidden_state', ...).
     """
 
     name: str
     title: str
     family: str
-    build: Callable[[], torch.nn.Module]
+    config: Callable[[], Any]
+    model_class: str
     inputs: Callable[[], dict[str, Any]]
     output: str
+
+    def build(self) -> torch.nn.Module:
+        """The model with seeded random weights, in eval mode."""
+        return self.build_as(self.model_class)
+
+    def build_as(self, model_class: str, **overrides: Any) -> torch.nn.Module:
+        """Another head on the same config (``BertForMaskedLM`` for training), with config
+        fields overridden (``hidden_dropout_prob=0.0``), seeded, in eval mode."""
+        config = self.config()
+        for key, value in overrides.items():
+            if not hasattr(config, key):
+                raise AttributeError(f"{self.name}: {type(config).__name__} has no {key!r}")
+            setattr(config, key, value)
+        model_type = getattr(transformers_module(), model_class)
+        return seeded(lambda: model_type(config))
 
     def pick(self, outputs: Any) -> torch.Tensor:
         """The compared tensor of a model's outputs."""
@@ -45,6 +63,11 @@ class ZooModel:
         if not isinstance(value, torch.Tensor):
             raise TypeError(f"{self.name}: output {self.output!r} is {type(value).__name__}")
         return value
+
+
+def config_of(name: str, **kwargs: Any) -> Callable[[], Any]:
+    """A factory of the ``transformers`` config class ``name`` with ``kwargs``."""
+    return lambda: getattr(transformers_module(), name)(**kwargs)
 
 
 def transformers_module() -> Any:

@@ -13,10 +13,9 @@ from hwsim.bridge.zoo import (
     VOCAB,
     WIDTH,
     ZooModel,
+    config_of,
     register,
-    seeded,
     token_ids,
-    transformers_module,
 )
 
 
@@ -40,11 +39,9 @@ def _llama_like(**extra: Any) -> dict[str, Any]:
 
 
 def _decoder(name: str, title: str, config: str, model: str, family: str = "decoder", **kw: Any):
-    def build():
-        t = transformers_module()
-        return seeded(lambda: getattr(t, model)(getattr(t, config)(**kw)))
-
-    register(ZooModel(name, title, family, build, _causal_inputs, "logits"))
+    register(
+        ZooModel(name, title, family, config_of(config, **kw), model, _causal_inputs, "logits")
+    )
 
 
 _decoder(
@@ -69,6 +66,13 @@ _decoder(
     "Gemma 2",
     "Gemma2Config",
     "Gemma2ForCausalLM",
+    **_llama_like(head_dim=16, sliding_window=4),
+)
+_decoder(
+    "gemma3",
+    "Gemma 3",
+    "Gemma3TextConfig",
+    "Gemma3ForCausalLM",
     **_llama_like(head_dim=16, sliding_window=4),
 )
 _decoder(
@@ -179,11 +183,4 @@ _decoder(
     vocab_size=VOCAB,
     expand=2,
     conv_kernel=4,
-)
-_decoder(
-    "gemma3",
-    "Gemma 3",
-    "Gemma3TextConfig",
-    "Gemma3ForCausalLM",
-    **_llama_like(head_dim=16, sliding_window=4),
 )

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 from hwsim.bridge.zoo import (
@@ -12,12 +13,11 @@ from hwsim.bridge.zoo import (
     VOCAB,
     WIDTH,
     ZooModel,
+    config_of,
     floats,
     padding_mask,
     register,
-    seeded,
     token_ids,
-    transformers_module,
 )
 
 
@@ -40,13 +40,16 @@ def _bert_like(**extra: Any) -> dict[str, Any]:
 
 
 def _model(
-    name: str, title: str, config: str, model: str, inputs: Any, output: str, family: str, **kw
+    name: str,
+    title: str,
+    config: str,
+    model: str,
+    inputs: Callable[[], dict[str, Any]],
+    output: str,
+    family: str,
+    **kw: Any,
 ) -> None:
-    def build():
-        t = transformers_module()
-        return seeded(lambda: getattr(t, model)(getattr(t, config)(**kw)))
-
-    register(ZooModel(name, title, family, build, inputs, output))
+    register(ZooModel(name, title, family, config_of(config, **kw), model, inputs, output))
 
 
 def _encoder(name: str, title: str, config: str, model: str, **kw: Any) -> None:
@@ -88,24 +91,34 @@ _encoder(
 
 
 def _seq2seq_inputs() -> dict[str, Any]:
-    ids = token_ids(2, 12)
     return {
-        "input_ids": ids,
+        "input_ids": token_ids(2, 12),
         "attention_mask": padding_mask(2, 12, 3),
         "decoder_input_ids": token_ids(2, 6, seed=4),
         "use_cache": False,
     }
 
 
-def _seq2seq(name: str, title: str, config: str, model: str, **kw: Any) -> None:
-    _model(name, title, config, model, _seq2seq_inputs, "logits", "seq2seq", **kw)
+#: What BART- and Whisper-shaped encoder-decoder configs share.
+ENCODER_DECODER = {
+    "d_model": WIDTH,
+    "encoder_layers": LAYERS,
+    "decoder_layers": LAYERS,
+    "encoder_attention_heads": HEADS,
+    "decoder_attention_heads": HEADS,
+    "encoder_ffn_dim": FFN,
+    "decoder_ffn_dim": FFN,
+    "vocab_size": VOCAB,
+}
 
-
-_seq2seq(
+_model(
     "t5",
     "T5",
     "T5Config",
     "T5ForConditionalGeneration",
+    _seq2seq_inputs,
+    "logits",
+    "seq2seq",
     d_model=WIDTH,
     d_ff=FFN,
     num_layers=LAYERS,
@@ -116,19 +129,15 @@ _seq2seq(
     eos_token_id=1,
     decoder_start_token_id=0,
 )
-_seq2seq(
+_model(
     "bart",
     "BART",
     "BartConfig",
     "BartForConditionalGeneration",
-    d_model=WIDTH,
-    encoder_layers=LAYERS,
-    decoder_layers=LAYERS,
-    encoder_attention_heads=HEADS,
-    decoder_attention_heads=HEADS,
-    encoder_ffn_dim=FFN,
-    decoder_ffn_dim=FFN,
-    vocab_size=VOCAB,
+    _seq2seq_inputs,
+    "logits",
+    "seq2seq",
+    **ENCODER_DECODER,
     max_position_embeddings=POSITIONS,
 )
 
@@ -152,14 +161,7 @@ _model(
     _whisper_inputs,
     "logits",
     "audio",
-    d_model=WIDTH,
-    encoder_layers=LAYERS,
-    decoder_layers=LAYERS,
-    encoder_attention_heads=HEADS,
-    decoder_attention_heads=HEADS,
-    encoder_ffn_dim=FFN,
-    decoder_ffn_dim=FFN,
-    vocab_size=VOCAB,
+    **ENCODER_DECODER,
     num_mel_bins=MELS,
     max_source_positions=AUDIO_POSITIONS,
     max_target_positions=POSITIONS,

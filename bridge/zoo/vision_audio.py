@@ -12,9 +12,9 @@ from hwsim.bridge.zoo import (
     VOCAB,
     WIDTH,
     ZooModel,
+    config_of,
     floats,
     register,
-    seeded,
     token_ids,
     transformers_module,
 )
@@ -28,11 +28,7 @@ def _image_inputs() -> dict[str, Any]:
 
 
 def _vision(name: str, title: str, config: str, model: str, output: str, **kw: Any) -> None:
-    def build():
-        t = transformers_module()
-        return seeded(lambda: getattr(t, model)(getattr(t, config)(**kw)))
-
-    register(ZooModel(name, title, "vision", build, _image_inputs, output))
+    register(ZooModel(name, title, "vision", config_of(config, **kw), model, _image_inputs, output))
 
 
 _VIT = {
@@ -110,28 +106,40 @@ def _pair_inputs() -> dict[str, Any]:
     return {"input_ids": token_ids(2, 8), "pixel_values": floats(2, 3, IMAGE, IMAGE)}
 
 
-def _image_text(name: str, title: str, prefix: str) -> None:
-    """CLIP / SigLIP: a text tower and a vision tower; compared on the image-text logits."""
+def _pair_config(prefix: str):
+    """CLIP / SigLIP: a text tower and a vision tower of the zoo's size."""
 
-    def build():
+    def config() -> Any:
         t = transformers_module()
-        tower = {"hidden_size": WIDTH, "num_hidden_layers": LAYERS, "num_attention_heads": HEADS}
+        tower = {
+            "hidden_size": WIDTH,
+            "num_hidden_layers": LAYERS,
+            "num_attention_heads": HEADS,
+            "intermediate_size": FFN,
+        }
         text = getattr(t, f"{prefix}TextConfig")(
-            **tower, intermediate_size=FFN, vocab_size=VOCAB, max_position_embeddings=16
+            **tower, vocab_size=VOCAB, max_position_embeddings=16
         )
-        vision = getattr(t, f"{prefix}VisionConfig")(
-            **tower, intermediate_size=FFN, image_size=IMAGE, patch_size=PATCH
-        )
-        config = getattr(t, f"{prefix}Config")(
+        vision = getattr(t, f"{prefix}VisionConfig")(**tower, image_size=IMAGE, patch_size=PATCH)
+        return getattr(t, f"{prefix}Config")(
             text_config=text.to_dict(), vision_config=vision.to_dict()
         )
-        return seeded(lambda: getattr(t, f"{prefix}Model")(config))
 
-    register(ZooModel(name, title, "vision", build, _pair_inputs, "logits_per_image"))
+    return config
 
 
-_image_text("clip", "CLIP", "CLIP")
-_image_text("siglip", "SigLIP", "Siglip")
+for _name, _title, _prefix in (("clip", "CLIP", "CLIP"), ("siglip", "SigLIP", "Siglip")):
+    register(
+        ZooModel(
+            _name,
+            _title,
+            "vision",
+            _pair_config(_prefix),
+            f"{_prefix}Model",
+            _pair_inputs,
+            "logits_per_image",  # the image-text similarity logits
+        )
+    )
 
 
 def _speech_inputs() -> dict[str, Any]:
@@ -139,22 +147,25 @@ def _speech_inputs() -> dict[str, Any]:
     return {"input_values": floats(2, 800)}
 
 
-def _wav2vec2():
-    t = transformers_module()
-    config = t.Wav2Vec2Config(
-        hidden_size=WIDTH,
-        num_hidden_layers=LAYERS,
-        num_attention_heads=HEADS,
-        intermediate_size=FFN,
-        conv_dim=(32, 32),
-        conv_stride=(5, 4),
-        conv_kernel=(10, 4),
-        num_conv_pos_embeddings=16,
-        num_conv_pos_embedding_groups=4,
-    )
-    return seeded(lambda: t.Wav2Vec2Model(config))
-
-
 register(
-    ZooModel("wav2vec2", "wav2vec 2.0", "audio", _wav2vec2, _speech_inputs, "last_hidden_state")
+    ZooModel(
+        "wav2vec2",
+        "wav2vec 2.0",
+        "audio",
+        config_of(
+            "Wav2Vec2Config",
+            hidden_size=WIDTH,
+            num_hidden_layers=LAYERS,
+            num_attention_heads=HEADS,
+            intermediate_size=FFN,
+            conv_dim=(32, 32),
+            conv_stride=(5, 4),
+            conv_kernel=(10, 4),
+            num_conv_pos_embeddings=16,
+            num_conv_pos_embedding_groups=4,
+        ),
+        "Wav2Vec2Model",
+        _speech_inputs,
+        "last_hidden_state",
+    )
 )

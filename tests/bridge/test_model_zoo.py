@@ -69,32 +69,26 @@ def test_inference_runs_every_op_on_the_simulator(name):
 # ---- one training step ----------------------------------------------------------------------
 
 
-def _dropout_off(model: nn.Module) -> nn.Module:
+def _train_mode(model: nn.Module) -> nn.Module:
+    """Train mode with every dropout module off (eager and compiled draw no random masks)."""
     for module in model.modules():
         if isinstance(module, nn.Dropout):
             module.p = 0.0
     return model.train()
 
 
-def _language_model(name: str):
-    model = _dropout_off(zoo.ZOO[name].build())
+_BERT_DROPOUT_OFF = {"hidden_dropout_prob": 0.0, "attention_probs_dropout_prob": 0.0}
+
+
+def _language_model(name: str, **dropout_off: float):
+    entry = zoo.ZOO[name]
+    model = _train_mode(entry.build_as(entry.model_class, **dropout_off))
     ids, labels = zoo.token_ids(2, 8), zoo.token_ids(2, 8, seed=5)
     return model, lambda m, cast: m(input_ids=ids, labels=labels, use_cache=False).loss
 
 
 def _bert():
-    t = zoo.transformers_module()
-    config = t.BertConfig(
-        hidden_size=zoo.WIDTH,
-        num_hidden_layers=zoo.LAYERS,
-        num_attention_heads=zoo.HEADS,
-        intermediate_size=zoo.FFN,
-        vocab_size=zoo.VOCAB,
-        max_position_embeddings=zoo.POSITIONS,
-        hidden_dropout_prob=0.0,
-        attention_probs_dropout_prob=0.0,
-    )
-    model = zoo.seeded(lambda: t.BertForMaskedLM(config)).train()
+    model = _train_mode(zoo.ZOO["bert"].build_as("BertForMaskedLM", **_BERT_DROPOUT_OFF))
     ids, labels = zoo.token_ids(2, 12), zoo.token_ids(2, 12, seed=5)
     mask = zoo.padding_mask(2, 12, 3)
     return model, lambda m, cast: m(input_ids=ids, attention_mask=mask, labels=labels).loss
@@ -102,39 +96,15 @@ def _bert():
 
 def _t5():
     """T5's ``_shift_right`` writes a slice of the decoder's inputs (slice_scatter)."""
-    t = zoo.transformers_module()
-    config = t.T5Config(
-        d_model=zoo.WIDTH,
-        d_ff=zoo.FFN,
-        num_layers=zoo.LAYERS,
-        num_heads=zoo.HEADS,
-        d_kv=zoo.WIDTH // zoo.HEADS,
-        vocab_size=zoo.VOCAB,
-        dropout_rate=0.0,
-        decoder_start_token_id=0,
-        pad_token_id=0,
-    )
-    model = zoo.seeded(lambda: t.T5ForConditionalGeneration(config)).train()
+    model = _train_mode(zoo.ZOO["t5"].build_as("T5ForConditionalGeneration", dropout_rate=0.0))
     ids, labels = zoo.token_ids(2, 12), zoo.token_ids(2, 6, seed=5)
     return model, lambda m, cast: m(input_ids=ids, labels=labels, use_cache=False).loss
 
 
 def _vit():
-    t = zoo.transformers_module()
-    config = t.ViTConfig(
-        hidden_size=zoo.WIDTH,
-        num_hidden_layers=zoo.LAYERS,
-        num_attention_heads=zoo.HEADS,
-        intermediate_size=zoo.FFN,
-        image_size=32,
-        patch_size=8,
-        num_labels=10,
-        hidden_dropout_prob=0.0,
-        attention_probs_dropout_prob=0.0,
-    )
-    model = zoo.seeded(lambda: t.ViTForImageClassification(config)).train()
+    vit = zoo.ZOO["vit"].build_as("ViTForImageClassification", num_labels=10, **_BERT_DROPOUT_OFF)
     pixels, labels = zoo.floats(2, 3, 32, 32), torch.tensor([1, 7])
-    return model, lambda m, cast: m(pixel_values=cast(pixels), labels=labels).loss
+    return _train_mode(vit), lambda m, cast: m(pixel_values=cast(pixels), labels=labels).loss
 
 
 def _cnn():
@@ -144,7 +114,7 @@ def _cnn():
 
 
 TRAINING: dict[str, Callable[[], tuple[nn.Module, Callable[..., torch.Tensor]]]] = {
-    "gpt2": lambda: _language_model("gpt2"),
+    "gpt2": lambda: _language_model("gpt2", resid_pdrop=0.0, embd_pdrop=0.0, attn_pdrop=0.0),
     "llama": lambda: _language_model("llama"),
     "bert": _bert,
     "t5": _t5,
