@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import io
 import json
+import re
 import sys
 from collections import defaultdict
 from dataclasses import asdict, dataclass, field
@@ -225,6 +226,15 @@ class Report:
         """Graphs compiled again for a frame already compiled (guards failed: new shapes...)."""
         return sum(1 for _, again in self.compile_ids if again > 0)
 
+    @property
+    def shape_recompiles(self) -> int:
+        """Programs lowered again for a new shape of a graph already lowered: each
+        specialization of a graph with symbolic sizes after its first (``graph2.s1``, ...) and
+        each new input layout of a partition, from the lowering log (``pipelines``). A
+        generation loop with a growing KV cache makes one per token."""
+        bases = [re.sub(r"\.s\d+(?=\.|$)", "", str(p.get("graph", ""))) for p in self.pipelines]
+        return len(bases) - len(set(bases))
+
     def dynamo_summary(self) -> dict[str, Any]:
         return {
             "graphs_compiled": len(self.compile_ids),
@@ -232,6 +242,7 @@ class Report:
             "graph_breaks": sum(self.graph_breaks.values()),
             "break_reasons": self.graph_breaks,
             "recompiles": self.recompiles,
+            "shape_recompiles": self.shape_recompiles,
         }
 
     def phase_of(self, graph: str) -> str:

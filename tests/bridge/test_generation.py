@@ -122,9 +122,22 @@ def test_the_dynamic_cache_lowers_a_program_per_token_and_says_so():
     output, record, report = _on_simulator("gpt2", "compile", 5, cache="dynamic")
     _assert_equal_to_eager(output, expected)
     assert report.fallbacks() == [] and report.generations[-1]["recompiles"] == 3
+    assert report.shape_recompiles == 2  # graph2's specializations after its first
     assert record.cache == "dynamic" and record.max_cache_len is None
     assert record.recompiles == 3  # decode steps 2, 3 and 4
     assert [s.forward_programs for s in record.steps] == [1, 1, 1, 1, 1]
+
+
+def test_programs_lowered_again_for_new_shapes_are_counted():
+    """A graph with symbolic sizes gets a program per shape; the report counts the extra ones."""
+    options = {"fallback": "error", "config": "tiny"}
+    compiled = torch.compile(torch.relu, backend="hwsim", options=options, dynamic=True)
+    for n in (4, 5, 6, 5):  # the second 5 reuses its program
+        compiled(torch.randn(3, n))
+    report = bridge.last_report()
+    assert report.shape_recompiles == 2
+    assert report.to_dict()["dynamo"]["shape_recompiles"] == 2
+    assert "2 programs lowered again for new shapes" in " ".join(report.text().split())
 
 
 def test_bad_arguments_are_refused_before_anything_runs():
