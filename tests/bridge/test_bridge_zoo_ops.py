@@ -160,3 +160,31 @@ def test_new_lowerings_pass_their_opinfo_samples():
         name = f"aten.{op}" + ("" if "." in op else ".default")
         assert name in reached, name
     assert run.meets_target
+
+
+def test_backward_of_repeat_slices_and_index_put_with_a_slice():
+    """The backward graph of repeat (a sum over the copies), slicing (slice_scatter) and
+    ``z[:, idx] = v`` (index_put after a slice; its gradient gathers) runs on the simulator
+    under fallback='error', with eager's gradients."""
+    import torch._dynamo
+
+    from hwsim import bridge
+
+    def loss_of(x, v, idx):
+        z = x.repeat(2, 1).clone()
+        z[:, idx] = v
+        return (z[1:, :3] * 2 + z[0, 2:]).square().sum()
+
+    torch._dynamo.reset()
+    generator = torch.Generator().manual_seed(3)
+    x, v = torch.randn(3, 5, generator=generator), torch.randn(6, 2, generator=generator)
+    idx = torch.tensor([4, 1])
+    got = [t.clone().requires_grad_() for t in (x, v)]
+    want = [t.clone().requires_grad_() for t in (x, v)]
+    options = {"fallback": "error", "config": "tiny"}
+    torch.compile(loss_of, backend="hwsim", options=options)(*got, idx).backward()
+    loss_of(*want, idx).backward()
+    for g, w in zip(got, want, strict=True):
+        torch.testing.assert_close(g.grad, w.grad, rtol=1e-5, atol=1e-5)
+    backward = {r.op for r in bridge.last_report().ops if r.phase == "backward"}
+    assert {"aten.slice_scatter.default", "aten.index_put.default"} <= backward
