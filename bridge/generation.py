@@ -142,9 +142,10 @@ def generate(
         needed = prompt + max_new_tokens
         max_cache_len = -(-needed // bucket) * bucket
         kwargs |= {"cache_implementation": "static", "max_cache_len": max_cache_len}
-    on_device = _on_device(model)
+    door = front_door(model)
+    on_device = door == "device"
     record = Generation(
-        front_door="device" if on_device else "compile",
+        front_door=door,
         cache=cache,
         prompt_tokens=prompt,
         new_tokens=0,
@@ -164,9 +165,27 @@ def generate(
     return output, record
 
 
-def _on_device(model: Any) -> bool:
+def front_door(model: Any) -> str:
+    """'device' for a model on the ``hwsim`` device, 'compile' for one whose ``forward`` is
+    compiled; otherwise nothing would run on the simulator, which is an error."""
+    from torch._dynamo.eval_frame import OptimizedModule
+
+    if isinstance(model, OptimizedModule):
+        raise ValueError(
+            "generate: torch.compile(model) compiles model(...) but not the forward calls "
+            "model.generate makes; compile the forward instead: "
+            "model.forward = torch.compile(model.forward, backend='hwsim', options=...)"
+        )
     parameter = next(iter(model.parameters()), None)
-    return parameter is not None and parameter.device.type == "hwsim"
+    if parameter is not None and parameter.device.type == "hwsim":
+        return "device"
+    if getattr(model.forward, "_torchdynamo_orig_callable", None) is not None:
+        return "compile"
+    raise ValueError(
+        "generate: nothing of this model would run on the simulator: move it to the device "
+        "(model.to('hwsim')) or compile its forward "
+        "(model.forward = torch.compile(model.forward, backend='hwsim'))"
+    )
 
 
 def _default_report(on_device: bool) -> Any:

@@ -141,7 +141,13 @@ def test_programs_lowered_again_for_new_shapes_are_counted():
 
 
 def test_bad_arguments_are_refused_before_anything_runs():
+    ids = torch.zeros(1, 2, dtype=torch.long)
     with pytest.raises(ValueError, match="cache='paged'; valid: 'static', 'dynamic'"):
-        generate(None, torch.zeros(1, 2, dtype=torch.long), cache="paged")
+        generate(None, ids, cache="paged")
     with pytest.raises(ValueError, match="bucket=0 must be a positive"):
-        generate(None, torch.zeros(1, 2, dtype=torch.long), bucket=0)
+        generate(None, ids, bucket=0)
+    model = zoo.ZOO["gpt2"].build()
+    with pytest.raises(ValueError, match="nothing of this model would run on the simulator"):
+        generate(model, ids)  # on the CPU, forward not compiled
+    with pytest.raises(ValueError, match=r"compile the forward instead: model.forward ="):
+        generate(torch.compile(model, backend="hwsim"), ids)
