@@ -27,7 +27,7 @@ import torch
 from hwsim import lang
 from hwsim.bridge.context import LoweringContext
 from hwsim.bridge.dtypes import FLOAT_DTYPES, HW_FP32, NUMERIC_DTYPES
-from hwsim.bridge.lowerings.pointwise import _as_value
+from hwsim.bridge.lowerings.pointwise import scalar_as_value
 from hwsim.bridge.registry import OpCall, check_int32_scalars, pointwise, register_lowering
 from hwsim.bridge.tiling.drivers import Operand
 from hwsim.bridge.values import HbmValue
@@ -101,7 +101,7 @@ def fmod(ctx: LoweringContext, a: HbmValue, b: Any) -> HbmValue:
     if not isinstance(b, HbmValue) and ctx.out.dtype.is_float:
         divisor = float(b)
         return pointwise(ctx, [a], lambda d, s: nisa.tensor_scalar(d, s[0], AluOp.mod, divisor))
-    b = _as_value(ctx, b)
+    b = scalar_as_value(ctx, b)
     return pointwise(
         ctx, [a, b], lambda d, s: nisa.tensor_tensor(d, s[0], s[1], AluOp.mod, engine=engine)
     )
@@ -119,7 +119,7 @@ def remainder(ctx: LoweringContext, a: HbmValue, b: Any) -> HbmValue:
     signs of m and b differ. Integers take their remainder, product and sum on GpSimdE (exact
     int32); the sign test goes through fp32, which keeps every sign."""
     engine = _fmod_engine(ctx)
-    b = _as_value(ctx, b)
+    b = scalar_as_value(ctx, b)
     scratch = _scratch(ctx, 2)
 
     def compute(dst: Operand, srcs: list[Operand]) -> None:

@@ -321,7 +321,7 @@ def div_mode(
     d = (a - mod) / b, d -= 1 where mod != 0 and its sign differs from b's, q = floor(d),
     q += 1 where d - q > 0.5, and a / b where b == 0 (as IEEE division gives inf or NaN).
     """
-    a, b = _as_value(ctx, a), _as_value(ctx, b)  # a Python scalar from eager dispatch
+    a, b = scalar_as_value(ctx, a), scalar_as_value(ctx, b)  # a Python scalar from eager dispatch
     if not ctx.out.dtype.is_float:
         return _int_div_mode(ctx, a, b, rounding_mode)
     if rounding_mode is None:
@@ -377,7 +377,7 @@ def _int_div_mode(ctx: LoweringContext, a: HbmValue, b: HbmValue, mode: str | No
     return pointwise(ctx, [a, b], compute, tile_dtype=HW_FP32)
 
 
-def _as_value(ctx: LoweringContext, operand: HbmValue | float) -> HbmValue:
+def scalar_as_value(ctx: LoweringContext, operand: HbmValue | float) -> HbmValue:
     """A tensor operand, or a scalar as a one-element value read with stride 0 (broadcast to
     the output's shape; the scalar is cast to the output dtype, as torch's wrapped scalars are)."""
     if isinstance(operand, HbmValue):
