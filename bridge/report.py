@@ -12,6 +12,7 @@ where ops overlap each other.
 from __future__ import annotations
 
 import io
+import re
 import sys
 from collections import defaultdict
 from dataclasses import asdict, dataclass, field
@@ -187,6 +188,9 @@ class Report:
     #: measured effect when ``measure_passes`` is on (``bridge.passes.effects``).
     pipelines: list[dict[str, Any]] = field(default_factory=list)
     pass_effects: list[dict[str, Any]] = field(default_factory=list)
+    #: Text generation timed per token (``bridge.generation``): prefill and decode steps'
+    #: simulated ns, and the programs lowered during decoding (recompiles).
+    generations: list[dict[str, Any]] = field(default_factory=list)
 
     def add_output(self, record: OutputRecord) -> None:
         """Record an output check; a later check of the same output keeps the worse one."""
@@ -222,6 +226,15 @@ class Report:
         """Graphs compiled again for a frame already compiled (guards failed: new shapes...)."""
         return sum(1 for _, again in self.compile_ids if again > 0)
 
+    @property
+    def shape_recompiles(self) -> int:
+        """Programs lowered again for a new shape of a graph already lowered: each
+        specialization of a graph with symbolic sizes after its first (``graph2.s1``, ...) and
+        each new input layout of a partition, from the lowering log (``pipelines``). A
+        generation loop with a growing KV cache makes one per token."""
+        bases = [re.sub(r"\.s\d+(?=\.|$)", "", str(p.get("graph", ""))) for p in self.pipelines]
+        return len(bases) - len(set(bases))
+
     def dynamo_summary(self) -> dict[str, Any]:
         return {
             "graphs_compiled": len(self.compile_ids),
@@ -229,6 +242,7 @@ class Report:
             "graph_breaks": sum(self.graph_breaks.values()),
             "break_reasons": self.graph_breaks,
             "recompiles": self.recompiles,
+            "shape_recompiles": self.shape_recompiles,
         }
 
     def phase_of(self, graph: str) -> str:
@@ -296,6 +310,7 @@ class Report:
             "timelines": self.timelines,
             "pipelines": self.pipelines,
             "pass_effects": self.pass_effects,
+            "generations": self.generations,
         }
 
     def to_json(self, path: str | Path | None = None) -> str:
@@ -319,10 +334,15 @@ class Report:
     def tables(self, per_node: bool | None = None) -> list[Table]:
         """Rich tables: ops (one row per node, or per op for big graphs), decompositions, CPU
         fallbacks, outputs, top ops, torch.compile's graphs, runs."""
+        from hwsim.bridge.generation import generation_table
         from hwsim.bridge.passes.tables import floor_table, pass_effect_table
         from hwsim.bridge.report_tables import report_tables
 
-        extra = [pass_effect_table(self.pass_effects), floor_table(self.runs)]
+        extra = [
+            pass_effect_table(self.pass_effects),
+            floor_table(self.runs),
+            generation_table(self.generations),
+        ]
         return report_tables(self, per_node) + [t for t in extra if t is not None]
 
     def print(self, console: Console | None = None, per_node: bool | None = None) -> None:
