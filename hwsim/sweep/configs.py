@@ -21,7 +21,7 @@ from pydantic import BaseModel, ValidationError
 
 from hwsim.config import HardwareConfig, config_hash
 from hwsim.config.loader import apply_overrides, validate_config
-from hwsim.timing.tensor_models import TENSOR_TIMING_MODELS
+from hwsim.cost.tensor_models import TENSOR_TIMING_MODELS
 
 _SECTIONS: dict[str, type[BaseModel]] = {
     name: field.annotation  # type: ignore[misc]
