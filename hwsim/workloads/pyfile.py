@@ -22,9 +22,13 @@ import numpy as np
 from hwsim.errors import WorkloadError
 
 
-def import_python_file(path: Path, prefix: str, text: str) -> ModuleType:
+def import_python_file(
+    path: Path, prefix: str, text: str, *, wrap_errors: bool = True
+) -> ModuleType:
     """The module of ``path``, imported once per process under a name unique to the path;
-    ``text`` is how the user named it, for errors (a missing file, an import that raises)."""
+    ``text`` is how the user named it, for errors (a missing file, an import that raises).
+    ``wrap_errors=False`` lets what the file's own code raises through as it is (a file that
+    checks itself at import, whose assertion is the verdict)."""
     if not path.is_file():
         raise WorkloadError(f"{text}: no file {path}")
     digest = hashlib.sha256(str(path.resolve()).encode()).hexdigest()[:12]
@@ -39,9 +43,11 @@ def import_python_file(path: Path, prefix: str, text: str) -> ModuleType:
     sys.modules[module_name] = module
     try:
         spec.loader.exec_module(module)
-    except Exception as exc:
+    except BaseException as exc:
         del sys.modules[module_name]
-        raise WorkloadError(f"{text}: importing {path} failed: {exc}") from exc
+        if wrap_errors and isinstance(exc, Exception):
+            raise WorkloadError(f"{text}: importing {path} failed: {exc}") from exc
+        raise
     return module
 
 
