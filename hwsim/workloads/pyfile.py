@@ -40,9 +40,13 @@ def user_code_failed(exc: BaseException, call: str, text: str) -> WorkloadError:
     return WorkloadError(f"{text}: {call} raised {type(exc).__name__}{where}: {exc}")
 
 
-def import_python_file(path: Path, prefix: str, text: str) -> ModuleType:
+def import_python_file(
+    path: Path, prefix: str, text: str, *, wrap_errors: bool = True
+) -> ModuleType:
     """The module of ``path``, imported once per process under a name unique to the path;
-    ``text`` is how the user named it, for errors (a missing file, an import that raises)."""
+    ``text`` is how the user named it, for errors (a missing file, an import that raises).
+    ``wrap_errors=False`` lets what the file's own code raises through as it is (a file that
+    checks itself at import, whose assertion is the verdict)."""
     if not path.is_file():
         raise WorkloadError(f"{text}: no file {path}")
     digest = hashlib.sha256(str(path.resolve()).encode()).hexdigest()[:12]
@@ -57,15 +61,18 @@ def import_python_file(path: Path, prefix: str, text: str) -> ModuleType:
     sys.modules[module_name] = module
     try:
         spec.loader.exec_module(module)
-    except Exception as exc:
+    except BaseException as exc:
         del sys.modules[module_name]
-        raise WorkloadError(f"{text}: importing {path} failed: {exc}") from exc
-    except SystemExit as exc:  # would end hwsim with the file's status and nothing printed
-        del sys.modules[module_name]
-        raise WorkloadError(
-            f"{text}: importing {path} called sys.exit({exc.code!r}); a workload file defines "
-            "workloads, it does not exit"
-        ) from exc
+        if not wrap_errors:
+            raise
+        if isinstance(exc, SystemExit):  # would end hwsim with the file's status, nothing printed
+            raise WorkloadError(
+                f"{text}: importing {path} called sys.exit({exc.code!r}); a workload file "
+                "defines workloads, it does not exit"
+            ) from exc
+        if isinstance(exc, Exception):
+            raise WorkloadError(f"{text}: importing {path} failed: {exc}") from exc
+        raise
     return module
 
 
