@@ -150,7 +150,7 @@ def _error(name: str = "trn2", overrides: object = ()) -> str:
         ),
         pytest.param(
             {"foo.bar": 1},
-            ["foo: unknown key (valid keys: chip, dma, gpsimd_engine, hbm, host, psum, sbuf,"],
+            ["foo: unknown key (valid keys: chip, collectives, dma, gpsimd_engine, hbm, host,"],
             id="unknown-section-list",
         ),
         pytest.param(
