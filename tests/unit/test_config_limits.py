@@ -160,6 +160,7 @@ def test_the_largest_base_clock_is_accepted() -> None:
         "scalar": 997_210_243,
         "gpsimd": 997_210_243,
         "sync": 997_210_243,  # on ScalarE's clock
+        "collective": 997_210_243,  # the CC cores: on the sequencers' clock
     }
 
 
