@@ -103,6 +103,8 @@ class NkiState:
         self.ring_next: dict[tuple[Any, ...], int] = {}
         self.psum: dict[str, PsumGroup] = {}
         self.program_ids: tuple[int, ...] = (0,)
+        #: The physical core of the logical NeuronCore this build is for (``nl.nc`` grids).
+        self.core = 0
         self.grid: tuple[int, ...] = (1,)
         self.shared_hbm: list[Any] = []
         self.shared_hbm_seen = 0
