@@ -280,3 +280,28 @@ def test_a_run_holds_the_cores_of_one_instance():
     )
     with pytest.raises(IllegalInstructionError, match="one run of tiny holds at most 8"):
         run(program, TINY, numerics=False)
+
+
+def test_the_chrome_trace_has_a_process_per_core_and_the_collective_as_flows(tmp_path):
+    from hwsim.trace.chrome import core_pid, engine_tid, iter_events, write_chrome_trace
+
+    x = [np.full((32, 16), float(k), np.float32) for k in range(4)]
+    result = run(_collective_program("all_reduce", 4, lambda k: x[k], 32), TINY)
+    path = tmp_path / "trace.json"
+    write_chrome_trace(result.trace, path)
+    events = list(iter_events(path))
+    tid = engine_tid("collective")
+    names = {
+        (e["pid"], e["args"]["name"])
+        for e in events
+        if e.get("ph") == "M" and e.get("name") == "thread_name" and e.get("tid") == tid
+    }
+    assert names == {(core_pid(core), "CollectiveE") for core in range(4)}
+    slices = [e for e in events if e.get("ph") == "X" and e.get("tid") == tid]
+    assert sorted(e["pid"] for e in slices) == [core_pid(core) for core in range(4)]
+    flows = [e for e in events if e.get("cat") == "collective"]
+    starts = [(e["pid"], e["id"]) for e in flows if e["ph"] == "s"]
+    ends = [(e["pid"], e["id"]) for e in flows if e["ph"] == "f"]
+    assert [pid for pid, _ in starts] == [core_pid(core) for core in range(3)]
+    assert [pid for pid, _ in ends] == [core_pid(core) for core in range(1, 4)]
+    assert [i for _, i in starts] == [i for _, i in ends]
