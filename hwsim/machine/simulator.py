@@ -204,7 +204,7 @@ def _simulate(
 ) -> tuple[list[Any], list[SemaphoreBank]]:
     """Prepare every engine's stream, run the clock until nothing is left to do."""
     spec = model.spec
-    dma = _make_dma_system(env, model, len(program.cores))
+    dma = _make_dma_system(env, model, [_stack_of(model.config, core) for core in core_ids])
     runners: list[Any] = []
     banks: list[SemaphoreBank] = []
     states: list[CoreState] = []
@@ -294,14 +294,17 @@ def _stack_of(config: HardwareConfig, core_id: int) -> int:
     return chip * config.hbm.stacks + core // config.hbm.cores_per_stack
 
 
-def _make_dma_system(env: simpy.Environment, model: CostModel, cores: int) -> DmaSystem:
+def _make_dma_system(
+    env: simpy.Environment, model: CostModel, stack_of_core: list[int]
+) -> DmaSystem:
     return DmaSystem(
         env,
-        cores=cores,
+        cores=len(stack_of_core),
         engines=model.dma.engines,
         start_latency_ticks=model.dma.start_latency_ticks,
         hbm_denominator=model.dma.hbm_ticks_per_byte.denominator,
         cores_per_stack=model.config.hbm.cores_per_stack,
+        stack_of_core=stack_of_core,
     )
 
 

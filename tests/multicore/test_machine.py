@@ -305,3 +305,30 @@ def test_the_chrome_trace_has_a_process_per_core_and_the_collective_as_flows(tmp
     assert [pid for pid, _ in starts] == [core_pid(core) for core in range(3)]
     assert [pid for pid, _ in ends] == [core_pid(core) for core in range(1, 4)]
     assert [i for _, i in starts] == [i for _, i in ends]
+
+
+def _streaming_pair_ns(core_ids):
+    """Two cores each loading and storing a 256 KiB tensor, placed on ``core_ids``."""
+
+    @lang.kernel
+    def stream(x):
+        out = lang.ndarray(x.shape, x.dtype, buffer=lang.hbm, name="out")
+        for t in range(4):
+            rows = slice(32 * t, 32 * (t + 1))
+            lang.store(out[rows, :], lang.load(x[rows, :]))
+        return out
+
+    # tiny's stack gives 8 B/ns, half of one core's 4 DMA engines x 4 B/ns: sharing shows
+    config = load_config(
+        "tiny", overrides={"chip.cores_per_chip": 4, "hbm.stacks": 2, "hbm.cores_per_stack": 2}
+    )
+    x = np.ones((128, 512), np.float32)
+    program = spmd(lambda k: stream.build(x, config=config).program, 2)
+    return run(program, config, numerics=False, core_ids=core_ids).summary.total_ns
+
+
+def test_cores_on_one_hbm_stack_share_its_bandwidth_and_cores_on_two_do_not():
+    # physical cores 0 and 1 share stack 0; cores 0 and 2 use stacks 0 and 1
+    shared, apart = _streaming_pair_ns([0, 1]), _streaming_pair_ns([0, 2])
+    assert shared > 1.2 * apart
+    assert _streaming_pair_ns([4, 6]) == apart  # the same placement on other stacks
