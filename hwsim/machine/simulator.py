@@ -10,6 +10,7 @@ reused wake-up event, its loop resumed by SimPy's loop directly) is ``hwsim.mach
 
 from __future__ import annotations
 
+import dataclasses
 import struct
 from array import array
 from bisect import bisect_left
@@ -171,6 +172,11 @@ def run(
         from hwsim.trace.stats import summarize as summarize_trace
 
         result.summary = summarize_trace(trace)
+        if trace.collectives:  # compute, communication and exposed communication per core
+            from hwsim.trace.communication import communication_report
+
+            extras = {**result.summary.extras, "communication": communication_report(trace)}
+            result.summary = dataclasses.replace(result.summary, extras=extras)
     return result
 
 

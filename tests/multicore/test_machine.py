@@ -332,3 +332,35 @@ def test_cores_on_one_hbm_stack_share_its_bandwidth_and_cores_on_two_do_not():
     shared, apart = _streaming_pair_ns([0, 1]), _streaming_pair_ns([0, 2])
     assert shared > 1.2 * apart
     assert _streaming_pair_ns([4, 6]) == apart  # the same placement on other stacks
+
+
+def test_the_report_splits_each_core_into_compute_and_exposed_communication():
+    @lang.kernel
+    def overlapped(x, core):
+        out = lang.ndarray(x.shape, x.dtype, buffer=lang.hbm, name="y")
+        other = lang.ndarray(x.shape, x.dtype, buffer=lang.hbm, name="z")
+        nisa.collective("all_reduce", out, x, group=(0, 1), rank=core)
+        tile = lang.load(x)  # independent of the collective: runs beside it
+        for _ in range(4):
+            nisa.activation(tile, nisa.ActivationFunction.exp, tile)
+        lang.store(other, tile)
+        return out
+
+    x = np.ones((32, 16), np.float32)
+    program = spmd(lambda k: overlapped.build(x, k, config=TINY).program, 2, shared={"x"})
+    result = run(program, TINY)
+    report = result.summary.extras["communication"]
+    for core in (0, 1):
+        row = report["cores"][core]
+        # the all-reduce of 2 KiB takes 2 x 164 + 50 ns (the first test's), all of it beside
+        # the load, the activations or the store, or exposed
+        assert row["communication_ns"] == 2 * 164 + 50
+        assert row["overlapped_ns"] + row["exposed_ns"] == row["communication_ns"]
+        assert 0 < row["overlapped_ns"] < row["communication_ns"]
+        assert row["compute_ns"] > 0 and row["link_bytes"] == {"intra_chip": 2048}
+    assert (
+        run(_collective_program("all_reduce", 2, lambda k: x, 32), TINY).summary.extras[
+            "communication"
+        ]["cores"][0]["exposed_ns"]
+        == 2 * 164 + 50
+    )  # nothing else ran: all of it exposed
