@@ -86,30 +86,46 @@ class LocalFabric:
         release: Callable[[Release], None],
     ) -> None:
         members = self._pending.setdefault(key, {})
-        first = self._what.setdefault(key, (rank, what))
-        if first[1] != what:
-            raise HwsimError(
-                f"collective {key[1]} on cores {key[0]}: rank {first[0]} runs {first[1]} but "
-                f"rank {rank} runs {what}; every rank must run the same collective in the same "
-                "order"
-            )
-        if rank in members:
-            raise HwsimError(f"collective {key}: rank {rank} arrived twice")
+        check_member(self._what, members, key, what, rank)
         members[rank] = (arrival, duration, values, release)
         if len(members) < size:
             return
         del self._pending[key], self._what[key]
         order = [members[r] for r in range(size)]
-        arrivals = tuple(m[0] for m in order)
-        start = max(arrivals)
-        end = start + max(m[1] for m in order)
-        sources = None if order[0][2] is None else [m[2] for m in order]
+        done = release_of(order)
         for member in order:
-            member[3](Release(start, end, arrivals, sources))
+            member[3](done)
 
     def waiting(self) -> list[str]:
         """The collectives some ranks wait at, for a deadlock message."""
         return [f"{key}: ranks {sorted(members)} arrived" for key, members in self._pending.items()]
+
+
+def check_member(
+    whats: dict[tuple[Any, ...], tuple[int, str]],
+    members: dict[int, Any],
+    key: tuple[Any, ...],
+    what: str,
+    rank: int,
+) -> None:
+    """Refuse a rank joining ``key`` with another collective than the first rank's, or twice."""
+    first = whats.setdefault(key, (rank, what))
+    if first[1] != what:
+        raise HwsimError(
+            f"collective {key[1]} on cores {key[0]}: rank {first[0]} runs {first[1]} but "
+            f"rank {rank} runs {what}; every rank must run the same collective in the same order"
+        )
+    if rank in members:
+        raise HwsimError(f"collective {key}: rank {rank} arrived twice")
+
+
+def release_of(order: list[tuple[Any, ...]]) -> Release:
+    """The release of a collective whose ranks (in rank order) joined with (arrival, duration,
+    values, ...): it starts at the latest arrival and lasts the longest duration."""
+    arrivals = tuple(m[0] for m in order)
+    start = max(arrivals)
+    sources = None if order[0][2] is None else [m[2] for m in order]
+    return Release(start, start + max(m[1] for m in order), arrivals, sources)
 
 
 class CollectiveRunner:
