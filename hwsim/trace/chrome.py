@@ -38,6 +38,7 @@ from typing import IO, Any
 
 import numpy as np
 
+from hwsim import strict_json
 from hwsim.engines import COLLECTIVE_ENGINE
 from hwsim.isa.ap import AccessPattern
 from hwsim.trace.analysis import (
@@ -152,7 +153,7 @@ class _Writer:
 
     # ---- top level ----------------------------------------------------------------------------
     def write(self) -> None:
-        self.out.write(_HEADER_KEY + json.dumps(self._other_data(), default=str) + ",\n")
+        self.out.write(_HEADER_KEY + strict_json.dumps(self._other_data(), default=str) + ",\n")
         self.out.write(_EVENTS_LINE + "\n")
         dma_tracks = sorted({(r.core, r.queue, r.dma_engine) for r in self.trace.dma})
         self._metadata(dma_tracks)
@@ -233,7 +234,7 @@ class _Writer:
             if not isinstance(value := getattr(instruction, name), AccessPattern)
         }
         if attributes:
-            parts.append(f'"attributes":{json.dumps(attributes, default=str)}')
+            parts.append(f'"attributes":{strict_json.dumps(attributes, default=str)}')
         return ",".join(parts)
 
     def _instructions(self, deps: Dependencies, spans: OperandSpans) -> None:
@@ -362,7 +363,7 @@ class _Writer:
         for lane, event in lanes:
             t0 = int(event["start_ns"])
             t1 = max(t0, int(event["end_ns"]))
-            args = json.dumps(event.get("args", {}), default=str)
+            args = strict_json.dumps(event.get("args", {}), default=str)
             self.events.emit(
                 f'{{"ph":"X","pid":{HOST_PID},"tid":{HOST_TID + lane},"ts":{self.us(t0)},'
                 f'"dur":{self.us(t1 - t0)},"name":{json.dumps(str(event["name"]))},'
@@ -483,7 +484,7 @@ def read_header(path: str | Path) -> dict[str, Any]:
     with Path(path).open(encoding="utf-8") as f:
         first = f.readline()
         if first.startswith(_HEADER_KEY) and first.rstrip().endswith(","):
-            data: dict[str, Any] = json.loads(first[len(_HEADER_KEY) :].rstrip()[:-1])
+            data: dict[str, Any] = strict_json.loads(first[len(_HEADER_KEY) :].rstrip()[:-1])
             return data
     loaded = _load(path)
     return loaded.get("otherData", {}) if isinstance(loaded, dict) else {}
@@ -522,8 +523,8 @@ def iter_events(path: str | Path) -> Iterator[dict[str, Any]]:
             if closed:
                 raise ValueError(f"line {number}: data after the closing ']}}'")
             try:
-                yield json.loads(text[:-1] if text.endswith(",") else text)
-            except json.JSONDecodeError as exc:
+                yield strict_json.loads(text[:-1] if text.endswith(",") else text)
+            except ValueError as exc:  # not JSON, or a NaN / Infinity literal
                 raise ValueError(f"line {number}: {exc}") from None
         if not closed:
             raise ValueError("the file ends before the closing ']}' (truncated?)")
@@ -531,4 +532,4 @@ def iter_events(path: str | Path) -> Iterator[dict[str, Any]]:
 
 def _load(path: str | Path) -> Any:
     with Path(path).open(encoding="utf-8") as f:
-        return json.load(f)
+        return strict_json.loads(f.read())
