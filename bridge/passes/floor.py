@@ -27,8 +27,10 @@ import torch
 from torch import fx
 from torch.utils import _pytree as pytree
 
+from hwsim.bridge.precision import Precision
 from hwsim.bridge.registry import LOWERINGS
 from hwsim.config import HardwareConfig
+from hwsim.dtypes import dtype as hw_dtype
 from hwsim.report import peaks
 
 aten = torch.ops.aten
@@ -121,9 +123,9 @@ def _elements(node: fx.Node) -> int:
     return max(sizes, default=0)
 
 
-def graph_floor(graph: fx.Graph, config: HardwareConfig, compute_dtype: str) -> Floor:
-    """The floor of ``graph`` (module docstring); ``compute_dtype`` as the precision says
-    ('auto': the dtype the matmuls' inputs have, fp32 if none)."""
+def graph_floor(graph: fx.Graph, config: HardwareConfig, precision: Precision) -> Floor:
+    """The floor of ``graph`` (module docstring); TensorE's dtype is what auto-cast makes of
+    the matmuls' inputs (``precision.matmul_dtype``), fp32 if there are none."""
     flops = vector = scalar = 0
     hbm = 0
     matmul_dtypes: list[str] = []
@@ -151,10 +153,9 @@ def graph_floor(graph: fx.Graph, config: HardwareConfig, compute_dtype: str) -> 
                 scalar += _elements(node)
             else:
                 vector += _elements(node)
-    dtype = compute_dtype
-    if dtype == "auto":
-        names = {"float32": "fp32", "bfloat16": "bf16", "float16": "fp16"}
-        dtype = names.get(matmul_dtypes[0], "fp32") if matmul_dtypes else "fp32"
+    names = {"float32": "fp32", "bfloat16": "bf16", "float16": "fp16"}
+    own = names.get(matmul_dtypes[0], "fp32") if matmul_dtypes else "fp32"
+    dtype = precision.matmul_dtype(hw_dtype(own)).name
     hbm_rate = min(
         peaks.hbm_bandwidth_bytes_per_ns_per_core(config),
         peaks.dma_bandwidth_bytes_per_ns_per_core(config),

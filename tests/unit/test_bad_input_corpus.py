@@ -432,7 +432,7 @@ TORCH_ARGUMENTS = {
     ): "cannot create {tmp}/f/x.hwprog: {tmp}/f is a file",
     ("export", "mlp", "-o", "{tmp}/x.hwprog", "--seq", "0"): "--seq 0: the built-in models take",
     ("export", "mlp", "-o", "{tmp}/x.hwprog", "--seq", "abc"): "--seq: invalid int value: 'abc'",
-    ("export", "mlp", "-o", "{tmp}/x.hwprog", "--precision", "fp64"): "invalid choice: 'fp64'",
+    ("export", "mlp", "-o", "{tmp}/x.hwprog", "--auto-cast-type", "fp64"): "invalid choice: 'fp64'",
     ("export", "mlp"): "the following arguments are required: -o/--output",
     ("export", "mlp", "-o", "{tmp}/x.hwprog", "--config", "trn9"): "trn9: not a preset",
     ("export", "mlp", "-o", "{tmp}/x.hwprog", "--set", "nokey=1"): "nokey: unknown key",
