@@ -19,9 +19,11 @@ from typing import TYPE_CHECKING, Any
 import torch
 
 from hwsim import lang
+from hwsim.bridge.errors import BridgeError
 from hwsim.bridge.memory_plan import HbmArena
 from hwsim.bridge.precision import Precision
 from hwsim.bridge.residency import ResidentQueues
+from hwsim.bridge.residency.broadcast import row_pool_bytes
 from hwsim.bridge.values import HbmValue
 from hwsim.config import HardwareConfig
 from hwsim.dtypes import DType
@@ -56,7 +58,7 @@ class TilingOptions:
     #: allocated once for the program, in blocks of at most ``weight_block_share``
     #: (``tiling.weights``): on trn1 a 96 KiB ring (12 MiB of weights, ~45 us of DMA ahead) of
     #: blocks up to 24 KiB (a whole 768-wide K of 2,048 bf16 columns, or 3,072 rows of 512).
-    weight_ring_share: float = 1 / 2
+    weight_ring_share: float = 3 / 8
     weight_block_share: float = 1 / 8
 
 
@@ -107,6 +109,7 @@ class LoweringContext:
         #: Prepared weights stream through slots of their own (``tiling.weights``), allocated
         #: now for each dtype there are; every other tile budgets with what they leave.
         self.weights: WeightStream | None = None
+        reserved = 0
         if weight_dtypes:
             from hwsim.bridge.tiling import weights as stream
 
@@ -115,8 +118,17 @@ class LoweringContext:
             self.weights = stream.WeightStream(self.limits, ring, block, queue=0)
             for dtype in dict.fromkeys(weight_dtypes):
                 self.weights.reserve(dtype)
-            left = self.limits.sbuf_bytes - self.weights.sbuf_bytes * len(set(weight_dtypes))
-            self.limits = dataclasses.replace(self.limits, sbuf_bytes=left)
+            reserved += self.weights.sbuf_bytes * len(set(weight_dtypes))
+        if broadcast_rows and self.weights is not None:  # the pool the rows of the weights'
+            # graph inputs stay in (residency.broadcast: used when the weights stream)
+            reserved += row_pool_bytes(self.config.sbuf.bytes_per_partition)
+        if reserved * 2 > self.limits.sbuf_bytes:  # the tilers' budgets would be (near) zero
+            raise BridgeError(
+                f"the weight ring and row pool take {reserved} of the {self.limits.sbuf_bytes} "
+                "bytes per partition of SBUF; at most half may be reserved (lower "
+                "TilingOptions.weight_ring_share)"
+            )
+        self.limits = dataclasses.replace(self.limits, sbuf_bytes=self.limits.sbuf_bytes - reserved)
         #: DMA queue plan; with ``residency``, stores are remembered so a later load of the same
         #: bytes reads the tile still in SBUF (``bridge.residency``).
         self.queues = ResidentQueues(

@@ -34,14 +34,13 @@ kernel language's source walk can skip it: tags keep naming the lowering's line.
 
 from __future__ import annotations
 
-import functools
 import os
 from collections.abc import Iterable
 from dataclasses import dataclass, field, replace
 from typing import Any
 
 from hwsim import lang
-from hwsim.bridge.residency.broadcast import broadcast_on_chip, broadcasts
+from hwsim.bridge.residency.broadcast import RowBroadcaster, broadcasts
 from hwsim.isa.ap import AccessPattern, MemorySpace
 from hwsim.isa.base import Instruction
 from hwsim.isa.regions import Region, region_of
@@ -198,16 +197,16 @@ class ResidentQueues(DmaQueues):
         self.load_engine = self.store_engine if weight_stream else "sync"
         self.enabled = enabled
         #: Partition broadcasts of wide rows go on chip (``residency.broadcast``; the
-        #: ``row_broadcast`` lowering pass).
+        #: ``row_broadcast`` lowering pass); ``stream``: the weight stream, which moves the
+        #: rows of graph inputs (biases, gammas) ahead of their use.
         self.broadcast_rows = broadcast_rows
-        self.rows_broadcast = 0
+        self.broadcaster = RowBroadcaster(
+            self._load_row, set(), self._load_constant, pooled=weight_stream
+        )
         self.budget_bytes = budget_bytes
         self.stats = ResidencyStats()
         #: HBM tensors whose stores may be deferred and elided (graph values, not outputs).
         self.deferrable: set[str] = set()
-        #: Graph inputs (weights): never written by the graph, so what a load of one left in
-        #: SBUF stays valid across nodes (until evicted or its tile is written).
-        self.inputs: set[str] = set()
         self._records: dict[AccessPattern, _Record] = {}
         self._by_tensor: dict[str, list[_Record]] = {}
         self._held: dict[int, tuple[Tile, int]] = {}  # id(tile) -> (tile, records on it)
@@ -266,14 +265,35 @@ class ResidentQueues(DmaQueues):
                 self.stats.loads_copied += 1
                 self.stats.bytes_forwarded += _ap(src).nbytes
                 return
-        if self.broadcast_rows and broadcasts(dst, src):
-            row_load = functools.partial(DmaQueues.load, self, engine=engine)
-            if broadcast_on_chip(dst, src, row_load):  # type: ignore[arg-type]
-                self.rows_broadcast += 1
-                self._remember_load(dst, src)
-                return
+        if self.broadcast_rows and broadcasts(dst, src) and self.broadcaster(dst, src):  # type: ignore[arg-type]
+            self._remember_load(dst, src)
+            return
         super().load(dst, src, engine=engine)
         self._remember_load(dst, src)
+
+    @property
+    def inputs(self) -> set[str]:
+        """Graph inputs (weights): never written by the graph, so what a load of one left in
+        SBUF stays valid across nodes (until evicted or its tile is written); the broadcaster
+        keeps their rows for the program."""
+        return self.broadcaster.constants
+
+    @inputs.setter
+    def inputs(self, names: set[str]) -> None:
+        self.broadcaster.constants = names
+
+    @property
+    def rows_broadcast(self) -> int:
+        return self.broadcaster.count
+
+    def _load_row(self, dst: Operand, row: AccessPattern) -> None:
+        """A row a broadcast replicates, when it is needed."""
+        DmaQueues.load(self, dst, row, engine=self.load_engine)
+
+    def _load_constant(self, dst: Operand, row: AccessPattern) -> None:
+        """A graph input's row into its place for the program: it depends on nothing, so the
+        Sync engine moves it (with the weights, when they stream: ``tiling.weights``)."""
+        DmaQueues.load(self, dst, row, engine="sync")
 
     def load_transposed(self, dst: Operand, src: Source, *, engine: str = "sync") -> None:
         if engine == "sync":

@@ -288,8 +288,10 @@ class MatmulTiler:
         keep = len(rows) * per_rows <= int(lim.sbuf_bytes * STATIONARY_SBUF_SHARE)
         ring = BufferRing(len(rows)) if keep else self.lhs_ring
         kept: dict[int, Operand] = {}
-        if not self._psum_used:  # a PSUM tile in flight per bank of the block, and the next
-            self.psum = BufferRing(min(lim.psum_banks, 2 * cdiv(layout.block, lim.tile_n)))
+        if not self._psum_used:  # PSUM tiles in flight: what the transposing loader and a
+            # row broadcast (2 banks each) leave, at most two per bank of the block
+            spare = max(2, lim.psum_banks - 4)
+            self.psum = BufferRing(min(spare, 2 * cdiv(layout.block, lim.tile_n)))
         self._psum_used = True
         bias_rows = self._bias_rows(bias, m, n)
         k_pieces = chunks(k, lim.tile_k)

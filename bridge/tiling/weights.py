@@ -69,7 +69,7 @@ class WeightStream:
 
     @property
     def sbuf_bytes(self) -> int:
-        """Bytes per partition one ring holds."""
+        """Bytes per partition one dtype's ring holds."""
         return self.ring_bytes
 
     def reserve(self, dtype: DType) -> Tile:
