@@ -144,6 +144,7 @@ class SimPartition(torch.nn.Module):
             {"graph": self.name, "phase": self.report.phase_of(self.name), "call": self._calls}
             | summary.values_of(SUMMARY_KEYS)
             | {k: v for k, v in memory.items() if k.startswith("hbm_")}
+            | {"runtime_overhead_ns": lowered.runtime_overhead().total_ns}
         )
         for node, time in run.op_times.items():
             sources = node.split("+")  # a fused group's instructions name all its nodes

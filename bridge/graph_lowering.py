@@ -57,6 +57,7 @@ from hwsim.bridge.passes.prepare_constants import PreparedLayout, PreparedWeight
 from hwsim.bridge.precision import Precision
 from hwsim.bridge.registry import OpCall, check_support
 from hwsim.bridge.report import OpTime, op_times
+from hwsim.bridge.runtime import RuntimeOverhead, runtime_overhead
 from hwsim.bridge.tiling import copy_tiles
 from hwsim.bridge.tiling.weights import block_columns, weight_block_bytes
 from hwsim.bridge.values import HbmValue, PreparedMatrix
@@ -157,6 +158,18 @@ class LoweredGraph:
     floor: Floor | None = None
     #: Lowered node name -> the dtype it computed in under auto-cast (``auto_cast``).
     compute_dtypes: dict[str, str] = field(default_factory=dict)
+    #: Bytes of each per-call input (graph inputs other than the model's constants, which
+    #: stay in HBM between calls): what the runtime copies in before a call (``runtime``).
+    call_input_bytes: list[int] = field(default_factory=list)
+
+    def runtime_overhead(self) -> RuntimeOverhead:
+        """One call's cost outside the program: launch, inputs in, outputs out."""
+        outputs = [
+            math.prod(o.shape) * o.dtype.itemsize
+            for o in self.outputs
+            if o.name is not None and o.dtype is not None
+        ]
+        return runtime_overhead(self.config, self.call_input_bytes, outputs)
 
     def run(
         self,
@@ -291,6 +304,7 @@ def lower_graph(
     source_graph = graph.graph if isinstance(graph, fx.GraphModule) else graph
     floor = graph_floor(source_graph, hw, precision)
     selection = PassSelection.parse(passes)
+    constants = tuple(constants)  # read twice: by the pipeline and for the call's inputs
     graph, log = run_pipeline(graph, selection, constants=constants)
     fx_graph = graph.graph
     placeholders = [n for n in fx_graph.nodes if n.op == "placeholder"]
@@ -344,7 +358,18 @@ def lower_graph(
         pipeline,
         floor,
         lowering.compute_dtypes,
+        _call_input_bytes(bindings, constants),
     )
+
+
+def _call_input_bytes(bindings: list[InputBinding], constants: Iterable[str]) -> list[int]:
+    """Bytes of the graph inputs a call copies in: placeholders that are not constants."""
+    frozen = set(constants)
+    return [
+        math.prod(b.shape) * b.dtype.itemsize
+        for b in bindings
+        if b.index >= 0 and b.constant is None and b.prepared is None and b.name not in frozen
+    ]
 
 
 def _mark_unread(bindings: list[InputBinding], program: Program) -> list[InputBinding]:
