@@ -5,7 +5,7 @@
 
 Only two numbers come from published whole-kernel timings, both from the calibration set, both
 DMA efficiencies on the saturation curve of [S11][S12] (``dma.descriptor_efficiency``,
-``hwsim.machine.dma_plan``): every other parameter comes from a documented rule or is a named
+``hwsim.cost.dma``): every other parameter comes from a documented rule or is a named
 assumption (configs/*.yaml say which).
 
 1. ``descriptor_efficiency[1024]`` from V1b and V1c (trn1): their loads are almost all rhs

@@ -33,11 +33,12 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from hwsim.cost import CostModel
+from hwsim.cost.dma import SEMAPHORE_WRITE_BYTES
 from hwsim.lang import TensorSpec, kernel, ndarray
 from hwsim.lang import isa as nisa
 from hwsim.lang.kernel import Kernel
 from hwsim.library import matmul_block_free, matmul_hoisted, matmul_optimized, matmul_tiled
-from hwsim.machine.dma_plan import SEMAPHORE_WRITE_BYTES, DmaCostModel
 from hwsim.machine.simulator import run
 
 TOLERANCE_PCT = 10.0
@@ -82,9 +83,8 @@ def dma_32k() -> list[Case]:
     result = one_engine_dma(np.zeros((1, 8192), np.float32), config="trn2")
     trace = result.trace
     (piece,) = (p for p in trace.dma if p.transfer_bytes)  # one engine moves data
-    config = trace.config
-    model = DmaCostModel(config.dma, trace.base_mhz, config.hbm.bandwidth_bytes_per_ns_per_stack)
-    semaphore_ns = float(model.descriptor_ns(SEMAPHORE_WRITE_BYTES))
+    dma = CostModel.for_config(trace.config).dma
+    semaphore_ns = float(dma.descriptor_ns(SEMAPHORE_WRITE_BYTES))
     moving_ns = trace.ticks_to_ns(piece.end_tick - piece.start_tick) - semaphore_ns
     (trigger,) = (r for r in trace.instructions if r.instruction.IS_DMA)
     latency_ns = trace.ticks_to_ns(piece.start_tick - trigger.start_tick)
