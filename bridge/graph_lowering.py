@@ -302,9 +302,9 @@ def lower_graph(
     hw = load_config(config) if isinstance(config, str) else config
     precision = precision or Precision()
     source_graph = graph.graph if isinstance(graph, fx.GraphModule) else graph
-    floor = graph_floor(source_graph, hw, precision)
+    constants = tuple(constants)  # read three times: floor, pipeline, the call's inputs
+    floor = graph_floor(source_graph, hw, precision, frozenset(constants))
     selection = PassSelection.parse(passes)
-    constants = tuple(constants)  # read twice: by the pipeline and for the call's inputs
     graph, log = run_pipeline(graph, selection, constants=constants)
     fx_graph = graph.graph
     placeholders = [n for n in fx_graph.nodes if n.op == "placeholder"]
