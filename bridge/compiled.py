@@ -19,6 +19,7 @@ from torch.utils import _pytree as pytree
 from hwsim.bridge.auto_cast import reference_casts, run_graph
 from hwsim.bridge.errors import Unsupported, as_unsupported
 from hwsim.bridge.graph_lowering import GraphRun, LoweredGraph, lower_graph
+from hwsim.bridge.lowering_cache import LOWERED, graph_hash
 from hwsim.bridge.options import BridgeOptions, apply_fallback
 from hwsim.bridge.precision import cast_floats, compare, judged_with_exact
 from hwsim.bridge.report import SUMMARY_KEYS, OpRecord, OutputRecord, Report
@@ -69,16 +70,27 @@ class SimPartition(torch.nn.Module):
         if key not in self._lowered:
             try:
                 passes, tiling, tuned = self._choices(args)
-                self._lowered[key] = lower_graph(
-                    self.gm,
-                    args,
-                    config=self.options.config,
-                    precision=self.options.precision,
-                    options=tiling,
-                    name=self.name,
-                    memory_plan=self.options.memory_plan,
-                    passes=passes,
-                    constants=self.constants,
+                lowering = {
+                    "config": self.options.config,
+                    "precision": self.options.precision,
+                    "tiling": tiling,
+                    "passes": passes,
+                    "memory_plan": self.options.memory_plan,
+                    "constants": self.constants,
+                }
+                self._lowered[key] = LOWERED.get_or_lower(
+                    graph_hash(self.gm, key, **lowering),
+                    lambda: lower_graph(
+                        self.gm,
+                        args,
+                        config=self.options.config,
+                        precision=self.options.precision,
+                        options=tiling,
+                        name=self.name,
+                        memory_plan=self.options.memory_plan,
+                        passes=passes,
+                        constants=self.constants,
+                    ),
                 )
                 self._record_pipeline(self._lowered[key], args, tuned)
                 for node, dtype in self._lowered[key].compute_dtypes.items():
