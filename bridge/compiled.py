@@ -10,6 +10,7 @@ CPU from then on (under fallback 'cpu'/'warn'), with the reason in the report.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 import torch
@@ -31,6 +32,11 @@ def layout_key(args: tuple[Any, ...] | list[Any]) -> tuple[Any, ...]:
         (tuple(a.shape), tuple(a.stride()), a.dtype) if isinstance(a, torch.Tensor) else repr(a)
         for a in args
     )
+
+
+def _returns(value: Any) -> Callable[[], Any]:
+    """A function returning ``value`` (bound now, not when called)."""
+    return lambda: value
 
 
 class SimPartition(torch.nn.Module):
@@ -204,7 +210,7 @@ class SimPartition(torch.nn.Module):
             tolerance = precision.tolerance(got.dtype, cast=cast)
             uncast = want_fp32 if cast and isinstance(want_fp32, torch.Tensor) else None
             stats = judged_with_exact(
-                got, want.to(got.dtype), tolerance, lambda u=uncast: u, cast=cast
+                got, want.to(got.dtype), tolerance, _returns(uncast), cast=cast
             )
             vs_fp32 = None
             if isinstance(want_fp32, torch.Tensor):

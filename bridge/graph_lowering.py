@@ -398,7 +398,7 @@ def _prepared_bindings(
     for node in graph.nodes:
         if not isinstance(node.target, PreparedWeight):
             continue
-        source = by_name[node.args[0].name]  # type: ignore[union-attr]
+        source = by_name[node.args[0].name]
         k, n = node.meta["val"].shape
         transposed = node.target.transposed
         key = (source.name, transposed)

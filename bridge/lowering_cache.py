@@ -40,7 +40,9 @@ def _constant_digest(gm: fx.GraphModule) -> list[str]:
             value = getattr(value, part, None)
         if isinstance(value, torch.Tensor):
             data = value.detach().contiguous().cpu().reshape(-1).view(torch.uint8).numpy()
-            digests.append(f"{node.target}:{value.dtype}:{hashlib.sha256(data).hexdigest()}")
+            digests.append(
+                f"{node.target}:{value.dtype}:{hashlib.sha256(data.tobytes()).hexdigest()}"
+            )
     return digests
 
 

@@ -316,4 +316,4 @@ class PreparedMatrix(HbmValue):
             "strided views"
         )
 
-    permute = transpose = expand = unsqueeze = squeeze = slice = select = view = _no_view  # type: ignore[assignment]
+    permute = transpose = expand = unsqueeze = squeeze = slice = select = view = _no_view

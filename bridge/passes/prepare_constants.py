@@ -25,6 +25,8 @@ simulated program does not pay for it, as the compiled NEFF does not.
 
 from __future__ import annotations
 
+from typing import Any
+
 import torch
 from torch import fx
 
@@ -58,7 +60,8 @@ class PreparedWeight:
 
 def _moving_operand_of(user: fx.Node, value: fx.Node) -> bool:
     """Whether ``user`` reads ``value`` only as the moving operand b of mm/addmm."""
-    position = {aten.mm.default: 1, aten.addmm.default: 2}.get(user.target)  # type: ignore[arg-type]
+    positions: dict[Any, int] = {aten.mm.default: 1, aten.addmm.default: 2}
+    position = positions.get(user.target)
     if position is None or len(user.args) <= position or user.args[position] is not value:
         return False
     return all(a is not value for i, a in enumerate(user.args) if i != position) and not any(
@@ -72,7 +75,7 @@ def _is_transpose(node: fx.Node) -> bool:
     if node.target is aten.permute.default:
         return list(node.args[1]) == [1, 0]  # type: ignore[arg-type]
     if node.target is aten.transpose.int:
-        return sorted(int(d) % 2 for d in node.args[1:3]) == [0, 1]  # type: ignore[union-attr,call-overload]
+        return sorted(int(d) % 2 for d in node.args[1:3]) == [0, 1]  # type: ignore[arg-type]
     return True
 
 

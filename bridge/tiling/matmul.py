@@ -354,7 +354,7 @@ class MatmulTiler:
         already in SBUF (``_bias_rows``)."""
         result = self.results((mt, nt), self.ctx.tile_dtype(out.dtype), lang.sbuf)
         if bias is not None:
-            bias_tile = self.biases((mt, nt), lang.float32, lang.sbuf)
+            bias_tile: Operand = self.biases((mt, nt), lang.float32, lang.sbuf)
             if bias_row is not None and beta == 1.0:
                 bias_tile = bias_row
             elif bias_row is not None:
