@@ -173,13 +173,19 @@ class _PerShape:
     """A graph dynamo compiled with dynamic shapes (symbolic sizes): the simulator runs one
     program per concrete shape, so each new shape met at run time specializes the graph (a
     re-trace with the real sizes: every symbol becomes its value) and compiles it like a static
-    graph, once. Its integer inputs (the symbols' values) are part of the key."""
+    graph, once. Its integer inputs (the symbols' values) are part of the key, except the ints
+    it uses as values, not sizes (``bridge.host_ints``: a sliding-window KV cache's write
+    count): those reach the program as 0-d tensors, and its int outputs are computed on the
+    host, so one program serves every value. ``gm`` is rewritten for that, in place."""
 
     def __init__(
         self, compiler: _Compiler, gm: fx.GraphModule, name: str, kind: str = "forward"
     ) -> None:
+        from hwsim.bridge.host_ints import value_ints
+
         self.compiler = compiler
-        self.gm = gm
+        self.values = value_ints(gm)
+        self.gm = self.values.rewrite(gm) if self.values else gm
         self.name = name
         self.kind = kind
         self.runners: dict[tuple[Any, ...], Callable[..., Any]] = {}
@@ -187,16 +193,27 @@ class _PerShape:
     def __call__(self, *args: Any) -> Any:
         from hwsim.bridge.compiled import layout_key
 
-        key = layout_key(args)
+        values = self.values.inputs
+        key = layout_key([None if i in values else a for i, a in enumerate(args)])
+        operands, int_outputs = self.values.call(args) if self.values else ([], {})
+        full = [*args, *operands]
         runner = self.runners.get(key)
-        tensors = [a for a in args if isinstance(a, torch.Tensor)]
+        tensors = [a for a in full if isinstance(a, torch.Tensor)]
         if runner is None:
-            static = _specialize(self.gm, args)
-            sizes = ",".join(str(a) for a in args if isinstance(a, int))
+            static = _specialize(self.gm, full)
+            sizes = ",".join(
+                str(a) for i, a in enumerate(args) if isinstance(a, int) and i not in values
+            )
             name = f"{self.name}.s{len(self.runners)}"
             kind = f"{self.kind} (dynamic, specialized to {sizes or 'these shapes'})"
             runner = self.runners[key] = self.compiler.static(static, tensors, name, kind)
-        return runner(*tensors)
+        outputs = runner(*tensors)
+        if not int_outputs:
+            return outputs
+        patched = list(outputs)
+        for position, value in int_outputs.items():
+            patched[position] = value
+        return type(outputs)(patched) if isinstance(outputs, tuple) else patched
 
 
 def _specialize(gm: fx.GraphModule, args: Sequence[Any]) -> fx.GraphModule:

@@ -7,7 +7,7 @@ import sys
 from collections.abc import Sequence
 from typing import NoReturn
 
-from hwsim.errors import HwsimError
+from hwsim.errors import HwsimError, cut_long_values
 
 
 class OneLineParser(argparse.ArgumentParser):
@@ -73,16 +73,33 @@ def main(argv: Sequence[str] | None = None) -> int:
     except HwsimError as exc:
         if args.debug:
             raise
-        print(f"hwsim: error: {exc}", file=sys.stderr)
+        print(f"hwsim: error: {cut_long_values(str(exc))}", file=sys.stderr)
         return 2
     except OSError as exc:  # a path the user named cannot be used: too long, no access, ...
         if args.debug or exc.filename is None:  # no file named: not an input's fault, show it
             raise
-        print(f"hwsim: error: {_os_error_line(exc)}", file=sys.stderr)
+        print(f"hwsim: error: {cut_long_values(_os_error_line(exc))}", file=sys.stderr)
         return 2
     except KeyboardInterrupt:
         print("hwsim: interrupted", file=sys.stderr)
         return 130
+    except SystemExit as exc:  # hwsim's commands return; this is user code (a kernel file) exiting
+        if args.debug:
+            raise
+        print(f"hwsim: error: {_exit_line(exc)}", file=sys.stderr)
+        return 2
+
+
+def _exit_line(exc: SystemExit) -> str:
+    """What to say when code a command ran (a workload or kernel file) called ``sys.exit``."""
+    import traceback
+
+    frames = traceback.extract_tb(exc.__traceback__)
+    where = f" at {frames[-1].filename}:{frames[-1].lineno}" if frames else ""
+    return (
+        f"user code called sys.exit({exc.code!r}){where}; a kernel or workload file must not "
+        "exit (--debug shows the traceback)"
+    )
 
 
 def _os_error_line(exc: OSError) -> str:
@@ -105,6 +122,39 @@ def positive_int(text: str) -> int:
     if value < 1:
         raise argparse.ArgumentTypeError(f"expected at least 1, got {value}")
     return value
+
+
+def positive_float(text: str) -> float:
+    """An argparse ``type``: a finite number above 0 (seconds)."""
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a number, got '{text[:40]}'") from None
+    if not 0 < value < float("inf"):
+        raise argparse.ArgumentTypeError(f"expected a finite number above 0, got {text[:40]}")
+    return value
+
+
+def add_kernel_arguments(parser: argparse.ArgumentParser) -> None:
+    """The options of the commands that run a kernel's Python and check its reads:
+    ``--max-instructions``, ``--trace-timeout`` (``hwsim.lang.watchdog``), ``--no-initcheck``."""
+    parser.add_argument(
+        "--max-instructions",
+        type=positive_int,
+        metavar="N",
+        help="stop tracing a kernel past N instructions (default 4,000,000)",
+    )
+    parser.add_argument(
+        "--trace-timeout",
+        type=positive_float,
+        metavar="S",
+        help="stop tracing a kernel after S seconds (default 60)",
+    )
+    parser.add_argument(
+        "--no-initcheck",
+        action="store_true",
+        help="do not check for reads of memory nothing wrote (checked by default)",
+    )
 
 
 def add_config_arguments(parser: argparse.ArgumentParser, default: str = "trn2") -> None:
