@@ -24,6 +24,7 @@ Each graph has a kind, ``forward``, ``backward`` or ``optimizer`` (a graph dynam
 from __future__ import annotations
 
 import itertools
+import re
 from collections.abc import Callable, Sequence
 from typing import Any
 
@@ -117,7 +118,8 @@ def hwsim_backend(
             _BY_OPTIONS[id(options)] = (options, parsed.report)
     _REPORTS[:] = [r for r in _REPORTS if r is not parsed.report]  # (by identity)
     _REPORTS.append(parsed.report)  # the latest is the one being filled
-    _note_compile(parsed.report)
+    for reason in _note_compile(parsed.report):
+        _operator_left_on_cpu(reason, parsed)
     # An inference graph (no input needs a gradient) treats the model's parameters and buffers
     # as constants, as the Neuron compiler does a traced model's: they may be prepared at
     # compile time. A training graph's weights change every step.
@@ -143,8 +145,9 @@ def hwsim_backend(
 _BREAKS_SEEN: dict[str, int] = {}
 
 
-def _note_compile(report: Any) -> None:
-    """Record dynamo's compile id of this graph and the graph breaks met while tracing it."""
+def _note_compile(report: Any) -> list[str]:
+    """Record dynamo's compile id of this graph and the graph breaks met while tracing it (dynamo
+    counts a break before it compiles the graph that ends there); returns their reasons."""
     from torch._dynamo.utils import counters
     from torch._guards import CompileContext
 
@@ -152,12 +155,37 @@ def _note_compile(report: Any) -> None:
     compile_id = CompileContext.current_compile_id()
     if compile_id is not None and compile_id.frame_id is not None:
         report.compile_ids.append((compile_id.frame_id, compile_id.frame_compile_id or 0))
+    met = []
     for reason, count in counters["graph_break"].items():
         new = count - _BREAKS_SEEN.get(reason, 0)
         if new > 0:
             key = _short_reason(reason)
             report.graph_breaks[key] = report.graph_breaks.get(key, 0) + new
+            met.append(reason)
         _BREAKS_SEEN[reason] = count
+    return met
+
+
+#: How dynamo names the ATen operator a graph break leaves to eager PyTorch (an op whose output
+#: shape depends on the data, such as ``nonzero`` or ``unique``, unless dynamic output shapes are
+#: captured): that op then runs on the CPU between two compiled graphs.
+_BREAK_OPERATOR = re.compile(r"[Oo]perator `(aten\.[\w.]+)`")
+
+
+def _operator_left_on_cpu(reason: str, options: Any) -> None:
+    """The fallback policy for an ATen operator a graph break runs on the CPU: it never reaches
+    the backend as a node, so without this ``fallback='error'`` would let it through."""
+    found = _BREAK_OPERATOR.search(reason)
+    if found is None:  # a break around Python dynamo cannot trace (print, ...): no tensor op
+        return
+    from hwsim.bridge.errors import Reason, Unsupported
+    from hwsim.bridge.options import apply_fallback
+
+    detail = (
+        f"a graph break runs it on the CPU between compiled graphs ({_short_reason(reason)}); "
+        "torch._dynamo.config.capture_dynamic_output_shape_ops = True traces it into the graph"
+    )
+    apply_fallback(options, Unsupported(found.group(1), Reason.DATA_DEPENDENCE, detail))
 
 
 def _symbolic(value: Any) -> bool:

@@ -36,6 +36,7 @@ from torch.utils import _pytree as pytree
 
 from hwsim.bridge.auto_cast import reference_casts
 from hwsim.bridge.device_tensor import host_reference
+from hwsim.bridge.dtypes import INT32_MAX, INT32_MIN, Int64RangeError
 from hwsim.bridge.precision import compare, judged_with_exact, lazy_leaves
 from hwsim.bridge.report import OutputRecord
 
@@ -183,6 +184,25 @@ class EagerChecked:
                 exact = functools.partial(uncast, i) if uncast is not None and cast else None
                 record = _record(f"{self.name}.out{i}", g, w, self.options, cast=cast, exact=exact)
                 report.add_eager_output(record)
+                _refuse_int32_overflow(record, g, w)
+
+
+def _refuse_int32_overflow(record: OutputRecord, got: torch.Tensor, want: torch.Tensor) -> None:
+    """The device holds int64 as int32: an int64 output eager PyTorch computes outside int32
+    (2^30 * 4) comes out wrapped, a wrong result the check knows for certain (not a rounding
+    difference), so it raises instead of only marking the report."""
+    if got.dtype != torch.int64 or want.dtype != torch.int64 or record.stats.ok:
+        return
+    outside = (want < INT32_MIN) | (want > INT32_MAX)
+    if not bool(outside.any()):
+        return
+    example = int(want[outside].flatten()[0])
+    raise Int64RangeError(
+        f"{record.name}: eager PyTorch's int64 result holds {example}, outside the int32 range "
+        f"the simulator computes int64 in ({int(outside.sum())} such values), so the simulator's "
+        "result differs; compute in float or keep the op on the CPU (the report keeps the "
+        "comparison)"
+    )
 
 
 def _updates_state(gm: fx.GraphModule) -> bool:

@@ -246,7 +246,9 @@ def register_alu_unary(
         return pointwise(ctx, [x], compute)
 
     lower.__qualname__ = f"alu_unary[{alu.name}]"
-    register_lowering(op, family="pointwise", dtypes=NUMERIC_DTYPES)(lower)
+    register_lowering(op, family="pointwise", dtypes=NUMERIC_DTYPES, check=refuse_wrapping_ints)(
+        lower
+    )
 
 
 def register_binary(op: OpOverload, alu: AluOp, *, swap: bool = False) -> None:
@@ -279,6 +281,27 @@ def _binary_check(call: OpCall) -> None:
         if name not in ("mul", "add") or alpha != 1:
             raise Unsupported(call.op, Reason.DTYPE, f"{name} with a bool result")
     check_int32_scalars(call, (*call.args, alpha))
+    refuse_wrapping_ints(call)
+
+
+#: Integer dtypes narrower than the int32 the device computes integers in: torch's add, sub, mul
+#: and neg of them wrap modulo 2^bits, while the device's write of an int32 result into them
+#: saturates (uint8 250 + 10 is 4 in torch, 255 on the device), so these ops fall back.
+WRAPPING_INT_DTYPES: frozenset[torch.dtype] = frozenset({torch.int8, torch.uint8, torch.int16})
+
+
+def refuse_wrapping_ints(call: OpCall) -> None:
+    """Unsupported for arithmetic whose result is a narrow integer (``WRAPPING_INT_DTYPES``)."""
+    outs = call.output_tensors()
+    if outs and outs[0].dtype in WRAPPING_INT_DTYPES:
+        bits = torch.iinfo(outs[0].dtype).bits
+        raise Unsupported(
+            call.op,
+            Reason.DTYPE,
+            f"{str(outs[0].dtype).removeprefix('torch.')} arithmetic wraps modulo 2^{bits} in "
+            "torch, where the device saturates when it writes its int32 result (compute in "
+            "int32 to run it on the simulator)",
+        )
 
 
 def check_int32_scalars(call: OpCall, values: Sequence[Any]) -> None:

@@ -5,7 +5,8 @@ allocates the output, broadcasts the inputs (stride-0 views) and tiles the op. A
 functions are evaluated as ``kernels.activations`` defines them (within one fp32 ulp), the ALU ops
 in fp32 as VectorE does, then cast to the output dtype.
 
-Integer tensors take add/sub/mul/neg/minimum/maximum/clamp (``registry`` says how exactly).
+Integer tensors take add/sub/mul/neg/minimum/maximum/clamp (``registry`` says how exactly);
+int8, uint8 and int16 add/sub/mul/neg fall back (``registry.refuse_wrapping_ints``).
 Comparisons, logical ops and ``where`` are in ``compare``.
 
 ``floor`` / ``ceil`` / ``trunc`` / ``round`` and ``div`` with a rounding mode are emulated: the

@@ -342,7 +342,7 @@ class LatencyStats:
         return self.latency_us
 
     def __repr__(self) -> str:
-        return f"nc_latency(p50={self.latency_us:.3f} us, iters={self.iters})"
+        return f"nc_latency(p50={self.latency_us:.3f} µs, iters={self.iters})"
 
 
 @dataclass
@@ -371,7 +371,7 @@ class Benchmarked:
         _LAST = result
         latency = LatencyStats(result.latency_ns / 1000.0, self.iters)
         self.benchmark_result = BenchmarkResult(latency, result)
-        print(f"nki.benchmark (hwsim): latency {result.latency_ns / 1000.0:.3f} us")
+        print(f"nki.benchmark (hwsim): latency {result.latency_ns / 1000.0:.3f} µs")
         if self.trace_dir:
             result.write(Path(str(self.trace_dir)).with_suffix(""), force=True)
         return result.result()

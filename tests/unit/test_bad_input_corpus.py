@@ -236,8 +236,8 @@ SET_VALUES = {
 
 #: command-line arguments of the hwsim commands (argparse's own errors, one line too)
 ARGUMENTS = {
-    ("nosuch",): "hwsim: argument COMMAND: invalid choice: 'nosuch'",
-    (): "hwsim: the following arguments are required: COMMAND",
+    ("nosuch",): "argument COMMAND: invalid choice: 'nosuch'",
+    (): "the following arguments are required: COMMAND",
     ("run", "softmax", "--jobs", "3"): "unrecognized arguments: --jobs 3",
     ("sweep", "x.yaml", "--jobs", "x"): "argument --jobs/-j: expected a whole number, got 'x'",
     ("sweep", "x.yaml", "--jobs", "0"): "argument --jobs/-j: expected at least 1, got 0",
