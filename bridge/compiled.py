@@ -10,16 +10,19 @@ CPU from then on (under fallback 'cpu'/'warn'), with the reason in the report.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 import torch
 from torch import fx
 from torch.utils import _pytree as pytree
 
+from hwsim.bridge.auto_cast import reference_casts, run_graph
 from hwsim.bridge.errors import Unsupported, as_unsupported
 from hwsim.bridge.graph_lowering import GraphRun, LoweredGraph, lower_graph
+from hwsim.bridge.lowering_cache import LOWERED, graph_hash
 from hwsim.bridge.options import BridgeOptions, apply_fallback
-from hwsim.bridge.precision import TORCH_DTYPES, cast_floats, compare
+from hwsim.bridge.precision import cast_floats, compare, judged_with_exact
 from hwsim.bridge.report import SUMMARY_KEYS, OpRecord, OutputRecord, Report
 from hwsim.errors import HwsimError
 
@@ -29,6 +32,11 @@ def layout_key(args: tuple[Any, ...] | list[Any]) -> tuple[Any, ...]:
         (tuple(a.shape), tuple(a.stride()), a.dtype) if isinstance(a, torch.Tensor) else repr(a)
         for a in args
     )
+
+
+def _returns(value: Any) -> Callable[[], Any]:
+    """A function returning ``value`` (bound now, not when called)."""
+    return lambda: value
 
 
 class SimPartition(torch.nn.Module):
@@ -41,9 +49,13 @@ class SimPartition(torch.nn.Module):
         options: BridgeOptions,
         example_inputs: list[Any],
         records: dict[str, OpRecord],
+        constants: frozenset[str] = frozenset(),
     ) -> None:
         super().__init__()
         self.gm = gm
+        #: Placeholders holding the model's frozen parameters and buffers (inference graphs):
+        #: their matmul uses are prepared at compile time (``passes.prepare_constants``).
+        self.constants = constants
         self.name = name
         self.options = options
         self.records = records  # node name -> its report record (shared with the report)
@@ -64,17 +76,33 @@ class SimPartition(torch.nn.Module):
         if key not in self._lowered:
             try:
                 passes, tiling, tuned = self._choices(args)
-                self._lowered[key] = lower_graph(
-                    self.gm,
-                    args,
-                    config=self.options.config,
-                    precision=self.options.precision,
-                    options=tiling,
-                    name=self.name,
-                    memory_plan=self.options.memory_plan,
-                    passes=passes,
+                lowering = {
+                    "config": self.options.config,
+                    "precision": self.options.precision,
+                    "tiling": tiling,
+                    "passes": passes,
+                    "memory_plan": self.options.memory_plan,
+                    "constants": self.constants,
+                }
+                self._lowered[key] = LOWERED.get_or_lower(
+                    graph_hash(self.gm, key, **lowering),
+                    lambda: lower_graph(
+                        self.gm,
+                        args,
+                        config=self.options.config,
+                        precision=self.options.precision,
+                        options=tiling,
+                        name=self.name,
+                        memory_plan=self.options.memory_plan,
+                        passes=passes,
+                        constants=self.constants,
+                    ),
                 )
                 self._record_pipeline(self._lowered[key], args, tuned)
+                for node, dtype in self._lowered[key].compute_dtypes.items():
+                    record = self.records.get(node)
+                    if record is not None:
+                        record.compute_dtype = dtype
             except HwsimError as error:  # Unsupported, or the kernel build failing (OOM, …)
                 problem = as_unsupported(error, self.name)
                 apply_fallback(self.options, problem, self.name)
@@ -109,6 +137,7 @@ class SimPartition(torch.nn.Module):
                 options=self.options.tiling,
                 name=self.name,
                 memory_plan=self.options.memory_plan,
+                constants=self.constants,
             )
             self.report.pass_effects.append({"graph": self.name, "rows": rows})
 
@@ -146,6 +175,7 @@ class SimPartition(torch.nn.Module):
             {"graph": self.name, "phase": self.report.phase_of(self.name), "call": self._calls}
             | summary.values_of(SUMMARY_KEYS)
             | {k: v for k, v in memory.items() if k.startswith("hbm_")}
+            | {"runtime_overhead_ns": lowered.runtime_overhead().total_ns}
         )
         for node, time in run.op_times.items():
             sources = node.split("+")  # a fused group's instructions name all its nodes
@@ -156,35 +186,32 @@ class SimPartition(torch.nn.Module):
                     record.instructions = time.instructions
 
     def _check(self, actual: Any, args: tuple[Any, ...]) -> None:
-        """Compare with the graph on the CPU at matched precision (judged) and in fp32."""
+        """Compare with the graph on the CPU with the run's casts (judged) and in fp32."""
         precision = self.options.precision
-        compute = TORCH_DTYPES.get(precision.compute)  # None under 'auto': own dtypes
         problem = ""
-        try:
-            matched = self.gm(*cast_floats(list(args), compute))
-        except Exception as error:  # dtypes fixed in the graph (an upcast before a matmul)
-            problem = f"matched-precision reference: {type(error).__name__}: {error}; judged "
-            problem += "against the graph in its own dtypes"
-            matched = self.gm(*args)
+        with reference_casts(precision) as casts:  # auto-cast's rounding on the CPU
+            matched = run_graph(self.gm, args, casts)
         fp32: Any = None
         floats = {a.dtype for a in args if isinstance(a, torch.Tensor) and a.is_floating_point()}
-        matched_inputs = {compute} if compute is not None and floats else floats
-        if not problem and matched_inputs <= {torch.float32}:
-            fp32 = matched  # the matched run had fp32 inputs already: it is the fp32 run
+        if not precision.casts and floats <= {torch.float32}:
+            fp32 = matched  # nothing was cast and the inputs are fp32: it is the fp32 run
         else:
             try:
                 fp32 = self.gm(*cast_floats(list(args), torch.float32))
             except Exception as error:  # a graph that only runs in its own dtypes
-                problem += f"{'; ' if problem else ''}fp32 reference: "
-                problem += f"{type(error).__name__}: {error}"
+                problem = f"fp32 reference: {type(error).__name__}: {error}"
         wanted = pytree.tree_leaves(matched)
         wide = pytree.tree_leaves(fp32) if fp32 is not None else [None] * len(wanted)
         pairs = zip(pytree.tree_leaves(actual), wanted, wide, strict=True)
         for i, (got, want, want_fp32) in enumerate(pairs):
             if not isinstance(want, torch.Tensor):
                 continue
-            tolerance = precision.tolerance(got.dtype)
-            stats = compare(got, want.to(got.dtype), tolerance)
+            cast = casts.cast_through(want)
+            tolerance = precision.tolerance(got.dtype, cast=cast)
+            uncast = want_fp32 if cast and isinstance(want_fp32, torch.Tensor) else None
+            stats = judged_with_exact(
+                got, want.to(got.dtype), tolerance, _returns(uncast), cast=cast
+            )
             vs_fp32 = None
             if isinstance(want_fp32, torch.Tensor):
                 vs_fp32 = compare(got.to(torch.float32), want_fp32.float(), tolerance)
@@ -192,7 +219,7 @@ class SimPartition(torch.nn.Module):
                 f"{self.name}.out{i}",
                 tuple(want.shape),
                 str(got.dtype),
-                precision.result_dtype_name(got.dtype),
+                precision.result_dtype_name(got.dtype, cast=cast),
                 stats,
                 vs_fp32,
                 problem,

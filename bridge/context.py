@@ -9,22 +9,28 @@ and the output metadata of the node being lowered (torch's shapes and dtypes are
 
 from __future__ import annotations
 
+import dataclasses
 import itertools
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import torch
 
 from hwsim import lang
+from hwsim.bridge.errors import BridgeError
 from hwsim.bridge.memory_plan import HbmArena
 from hwsim.bridge.precision import Precision
 from hwsim.bridge.residency import ResidentQueues
+from hwsim.bridge.residency.broadcast import row_pool_bytes
 from hwsim.bridge.values import HbmValue
 from hwsim.config import HardwareConfig
 from hwsim.dtypes import DType
 from hwsim.library.common import Limits, limits
+
+if TYPE_CHECKING:
+    from hwsim.bridge.tiling.weights import WeightStream
 
 
 @dataclass(frozen=True)
@@ -48,6 +54,12 @@ class TilingOptions:
     #: Share of SBUF per partition that values kept resident between ops may hold
     #: (``bridge.residency``); the ops' own rings take at most half (``free_budget``).
     resident_sbuf_share: float = 0.25
+    #: Prepared weights stream through a ring of ``weight_ring_share`` of each SBUF partition,
+    #: allocated once for the program, in blocks of at most ``weight_block_share``
+    #: (``tiling.weights``): on trn1 a 96 KiB ring (12 MiB of weights, ~45 us of DMA ahead) of
+    #: blocks up to 24 KiB (a whole 768-wide K of 2,048 bf16 columns, or 3,072 rows of 512).
+    weight_ring_share: float = 3 / 8
+    weight_block_share: float = 1 / 8
 
 
 @dataclass(frozen=True)
@@ -85,15 +97,47 @@ class LoweringContext:
         arena: HbmArena | None = None,
         *,
         residency: bool = False,
+        broadcast_rows: bool = False,
+        weight_dtypes: Sequence[DType] = (),
     ) -> None:
         self.precision = precision
         self.options = options
         self.config: HardwareConfig = lang.config()
         self.limits: Limits = limits(self.config)
+        #: Values kept resident between ops hold up to this many bytes per partition.
+        budget = int(self.limits.sbuf_bytes * options.resident_sbuf_share)
+        #: Prepared weights stream through slots of their own (``tiling.weights``), allocated
+        #: now for each dtype there are; every other tile budgets with what they leave.
+        self.weights: WeightStream | None = None
+        reserved = 0
+        if weight_dtypes:
+            from hwsim.bridge.tiling import weights as stream
+
+            ring = stream.weight_ring_bytes(self.limits, options)
+            block = stream.weight_block_bytes(self.limits, options)
+            self.weights = stream.WeightStream(self.limits, ring, block, queue=0)
+            for dtype in dict.fromkeys(weight_dtypes):
+                self.weights.reserve(dtype)
+            reserved += self.weights.sbuf_bytes * len(set(weight_dtypes))
+        if broadcast_rows and self.weights is not None:  # the pool the rows of the weights'
+            # graph inputs stay in (residency.broadcast: used when the weights stream)
+            reserved += row_pool_bytes(self.config.sbuf.bytes_per_partition)
+        if reserved * 2 > self.limits.sbuf_bytes:  # the tilers' budgets would be (near) zero
+            raise BridgeError(
+                f"the weight ring and row pool take {reserved} of the {self.limits.sbuf_bytes} "
+                "bytes per partition of SBUF; at most half may be reserved (lower "
+                "TilingOptions.weight_ring_share)"
+            )
+        self.limits = dataclasses.replace(self.limits, sbuf_bytes=self.limits.sbuf_bytes - reserved)
         #: DMA queue plan; with ``residency``, stores are remembered so a later load of the same
         #: bytes reads the tile still in SBUF (``bridge.residency``).
-        budget = int(self.limits.sbuf_bytes * options.resident_sbuf_share)
-        self.queues = ResidentQueues(load_queues=2, enabled=residency, budget_bytes=budget)
+        self.queues = ResidentQueues(
+            load_queues=2,
+            enabled=residency,
+            budget_bytes=budget,
+            broadcast_rows=broadcast_rows,
+            weight_stream=self.weights is not None,
+        )
         self.node_name = ""
         self.out: Any = None  # TensorMeta or tuple of them, for the node being lowered
         self.call: Any = None  # the node's OpCall (arguments as torch metadata)
@@ -112,6 +156,9 @@ class LoweringContext:
         self.capture: Any = None
         self.epilogue: Any = None
         self.fusion_notes: list[dict[str, Any]] = []
+        #: Whether auto-cast applies to the TensorE op being lowered (False for the one-hot and
+        #: mask matmuls of ``auto_cast.EXACT_ORIGINS``: ``matmul_dtype`` keeps their dtype).
+        self.casts_tensore = True
 
     # ---- sizes --------------------------------------------------------------------------------
     @property
@@ -166,6 +213,11 @@ class LoweringContext:
     def tile_dtype(self, dtype: DType) -> DType:
         """On-chip operand dtype for an op computing in ``dtype`` (the precision's rule)."""
         return self.precision.tile_dtype(dtype)
+
+    def matmul_dtype(self, dtype: DType) -> DType:
+        """The dtype TensorE multiplies the operands of an op computing in ``dtype`` in (the
+        auto-cast rule for TensorE ops: ``Precision.matmul_dtype``)."""
+        return self.precision.matmul_dtype(dtype) if self.casts_tensore else dtype
 
     @property
     def acc_dtype(self) -> str:

@@ -14,7 +14,7 @@ against the CPU, through ``HwsimMode``'s machinery (``bridge.device_ops``, ``dev
 
 What the device did is in ``report()`` (a ``bridge.Report``: every op, where it ran, its simulated
 time and error against the CPU, the host <-> device transfers) and ``summary()`` (counts and
-times); ``configure(config, fallback=..., precision=..., check=...)`` starts a new report with
+times); ``configure(config, fallback=..., auto_cast=..., check=...)`` starts a new report with
 new options (those of ``bridge.options``). The device's RNG is the CPU's generator: random fills
 run on the CPU (counted as fallbacks), so ``torch.manual_seed`` seeds them.
 """
@@ -145,7 +145,7 @@ def _factory_kernels() -> torch.library.Library:
 
 # ---- the user's API ----------------------------------------------------------------------------
 def configure(config: Any = "trn2", **options: Any) -> Any:
-    """Start a new device session: options of ``bridge.options`` (config, fallback, precision,
+    """Start a new device session: options of ``bridge.options`` (config, fallback, auto_cast,
     check, tiling, initcheck, report), a new report. Returns the report."""
     from hwsim.bridge.device_session import start_session
 

@@ -120,7 +120,13 @@ def hwsim_backend(
     _REPORTS.append(parsed.report)  # the latest is the one being filled
     for reason in _note_compile(parsed.report):
         _operator_left_on_cpu(reason, parsed)
-    compiler = _Compiler(parsed, _graph_kind(gm))
+    # An inference graph (no input needs a gradient) treats the model's parameters and buffers
+    # as constants, as the Neuron compiler does a traced model's: they may be prepared at
+    # compile time. A training graph's weights change every step.
+    training = torch.is_grad_enabled() and any(
+        isinstance(x, torch.Tensor) and x.requires_grad for x in example_inputs
+    )
+    compiler = _Compiler(parsed, _graph_kind(gm), inference=not training)
     backend = aot_autograd(
         fw_compiler=compiler.forward,
         bw_compiler=compiler.backward,
@@ -255,6 +261,18 @@ def _specialize(gm: fx.GraphModule, args: Sequence[Any]) -> fx.GraphModule:
         return make_fx(static, tracing_mode="fake")(*[args[i] for i in tensor_at])
 
 
+def _constants(gm: fx.GraphModule) -> frozenset[str]:
+    """Placeholders of AOTAutograd's graph that hold module parameters and buffers: the inputs
+    dynamo marks static (``fw_metadata.static_input_indices``)."""
+    from torch._guards import TracingContext
+
+    context = TracingContext.try_get()
+    metadata = getattr(context, "fw_metadata", None)
+    static = getattr(metadata, "static_input_indices", None) or ()
+    placeholders = [n.name for n in gm.graph.nodes if n.op == "placeholder"]
+    return frozenset(placeholders[i] for i in static if i < len(placeholders))
+
+
 def _short_reason(reason: str) -> str:
     """Dynamo's reason without its hints: the first line and the explanation."""
     lines = [line.strip() for line in reason.splitlines() if line.strip()]
@@ -275,9 +293,10 @@ def _graph_kind(gm: fx.GraphModule) -> str:
 
 
 class _Compiler:
-    def __init__(self, options: Any, kind: str = "forward") -> None:
+    def __init__(self, options: Any, kind: str = "forward", *, inference: bool = False) -> None:
         self.options = options
         self.kind = kind  # of the forward graphs: 'forward' or 'optimizer' (_graph_kind)
+        self.inference = inference
 
     def forward(self, gm: fx.GraphModule, example_inputs: Sequence[Any]) -> Callable[..., Any]:
         return self._compile(gm, example_inputs, self.kind)
@@ -293,10 +312,16 @@ class _Compiler:
         name = f"graph{next(_GRAPH_IDS)}"
         if any(_symbolic(x) for x in example_inputs):
             return make_boxed_func(_PerShape(self, gm, name, kind))
-        return make_boxed_func(self.static(gm, list(example_inputs), name, kind))
+        constants = _constants(gm) if self.inference and kind == "forward" else frozenset()
+        return make_boxed_func(self.static(gm, list(example_inputs), name, kind, constants))
 
     def static(
-        self, gm: fx.GraphModule, example_inputs: list[Any], name: str, kind: str = "forward"
+        self,
+        gm: fx.GraphModule,
+        example_inputs: list[Any],
+        name: str,
+        kind: str = "forward",
+        constants: frozenset[str] = frozenset(),
     ) -> Callable[..., Any]:
         """The runner of a graph with static shapes: one program, or simulator partitions with
         CPU ops between them (a ``MixedGraph``)."""
@@ -320,7 +345,7 @@ class _Compiler:
             apply_fallback(self.options, verdict.unsupported, verdict.node)
         runner: Callable[..., Any]
         if not unsupported:
-            runner = SimPartition(gm, name, self.options, example_inputs, records)
+            runner = SimPartition(gm, name, self.options, example_inputs, records, constants)
             parts = 1
         else:
             split = partition(gm, verdicts)
@@ -330,7 +355,12 @@ class _Compiler:
                     examples = [
                         n.meta.get("val") for n in module.graph.nodes if n.op == "placeholder"
                     ]
-                    sim = SimPartition(module, f"{name}.{child}", self.options, examples, records)
+                    held = constants & {
+                        n.name for n in module.graph.nodes if n.op == "placeholder"
+                    }  # a part's placeholders are named after the values it receives
+                    sim = SimPartition(
+                        module, f"{name}.{child}", self.options, examples, records, held
+                    )
                     setattr(split, child, sim)
                     parts += 1
             runner = MixedGraph(split, name, self.options, records)

@@ -25,6 +25,7 @@ forward (and backward) per call; ``check=False`` turns it off with the partition
 
 from __future__ import annotations
 
+import functools
 import re
 from collections.abc import Callable, Sequence
 from typing import Any
@@ -33,9 +34,10 @@ import torch
 from torch import fx
 from torch.utils import _pytree as pytree
 
+from hwsim.bridge.auto_cast import reference_casts
 from hwsim.bridge.device_tensor import host_reference
 from hwsim.bridge.dtypes import INT32_MAX, INT32_MIN, Int64RangeError
-from hwsim.bridge.precision import compare
+from hwsim.bridge.precision import compare, judged_with_exact, lazy_leaves
 from hwsim.bridge.report import OutputRecord
 
 _MODULE_PART = re.compile(r"\._(?:modules|parameters|buffers)\['([^']+)'\]")
@@ -103,15 +105,27 @@ class EagerChecked:
         outputs = self.compiled(*call_args)
         after = torch.get_rng_state()
         torch.set_rng_state(before)
+        casts = reference_casts(self.options.precision)  # auto-cast's rounding on the CPU
         try:
-            with host_reference(), torch.enable_grad() if grad else torch.no_grad():
+            with host_reference(), torch.enable_grad() if grad else torch.no_grad(), casts:
                 expected = self.gm(*reference_args)
         finally:
             torch.set_rng_state(after)
         got_leaves = pytree.tree_leaves(outputs)
         want_leaves = pytree.tree_leaves(expected)
+
+        def uncast() -> list[Any]:  # the arbiter of a result off the cast reference
+            rng = torch.get_rng_state()
+            torch.set_rng_state(before)
+            try:
+                with host_reference(), torch.no_grad():
+                    args = [_reference_input(a) for a in reference_args]
+                    return pytree.tree_leaves(self.gm(*args))
+            finally:
+                torch.set_rng_state(rng)
+
         with host_reference():
-            self._compare_outputs(got_leaves, want_leaves)
+            self._compare_outputs(got_leaves, want_leaves, casts, lazy_leaves(uncast))
         if probe is not None:
             probe.watch(
                 got_leaves, want_leaves, [reference_args[i] for i in needs], self.names, needs
@@ -135,11 +149,13 @@ class EagerChecked:
             for (_, tensor), value in zip(state, before, strict=True):
                 tensor.copy_(value)
             torch.set_rng_state(rng)
+            casts = reference_casts(self.options.precision)
             try:
-                expected = self.gm(*args)
+                with casts:
+                    expected = self.gm(*args)
             finally:
                 torch.set_rng_state(after_rng)
-            self._compare_outputs(pytree.tree_leaves(outputs), pytree.tree_leaves(expected))
+            self._compare_outputs(pytree.tree_leaves(outputs), pytree.tree_leaves(expected), casts)
             report = self.options.report
             for (name, tensor), old, new in zip(state, before, written, strict=True):
                 if not (torch.equal(old, new) and torch.equal(old, tensor)):
@@ -148,7 +164,14 @@ class EagerChecked:
                 tensor.copy_(new)
         return outputs
 
-    def _compare_outputs(self, got: Sequence[Any], want: Sequence[Any]) -> None:
+    def _compare_outputs(
+        self,
+        got: Sequence[Any],
+        want: Sequence[Any],
+        casts: reference_casts,
+        uncast: Callable[[int], torch.Tensor | None] | None = None,
+    ) -> None:
+        """``uncast(i)``: output i without the casts (``judged_with_exact``'s arbiter)."""
         report = self.options.report
         if len(got) != len(want):
             record = _record(f"{self.name}.outputs", None, None, self.options)
@@ -157,7 +180,9 @@ class EagerChecked:
             return
         for i, (g, w) in enumerate(zip(got, want, strict=True)):
             if isinstance(w, torch.Tensor) and isinstance(g, torch.Tensor):
-                record = _record(f"{self.name}.out{i}", g, w, self.options)
+                cast = casts.cast_through(w)
+                exact = functools.partial(uncast, i) if uncast is not None and cast else None
+                record = _record(f"{self.name}.out{i}", g, w, self.options, cast=cast, exact=exact)
                 report.add_eager_output(record)
                 _refuse_int32_overflow(record, g, w)
 
@@ -247,21 +272,33 @@ def _reference_input(value: Any) -> Any:
 
 
 def _record(
-    name: str, got: torch.Tensor | None, want: torch.Tensor | None, options: Any
+    name: str,
+    got: torch.Tensor | None,
+    want: torch.Tensor | None,
+    options: Any,
+    *,
+    cast: bool = True,
+    exact: Callable[[], torch.Tensor | None] | None = None,
 ) -> OutputRecord:
+    """``cast``: whether an auto-cast op is among the ops ``want`` came from (its dtype's
+    tolerance applies only then); ``exact``: ``want`` without the casts, the arbiter of an
+    element off it (``precision.judged_with_exact``)."""
     precision = options.precision
     if got is None or want is None:
         empty = torch.zeros(0)
         stats = compare(empty, empty, precision.tolerance(torch.float32))
         return OutputRecord(name, (), "", "", stats, reference="eager")
-    tolerance = precision.tolerance(got.dtype)
+    tolerance = precision.tolerance(got.dtype, cast=cast)
     want_cast = want.detach().to(got.dtype) if want.dtype != got.dtype else want.detach()
-    stats = compare(got.detach(), want_cast, tolerance)
+    if exact is not None:
+        stats = judged_with_exact(got.detach(), want_cast, tolerance, exact, cast=True)
+    else:
+        stats = compare(got.detach(), want_cast, tolerance)
     return OutputRecord(
         name,
         tuple(want.shape),
         str(got.dtype),
-        precision.result_dtype_name(got.dtype),
+        precision.result_dtype_name(got.dtype, cast=cast),
         stats,
         reference="eager",
     )
@@ -319,7 +356,7 @@ class _Probe:
         used = sorted(self.tangents)
         if not used:
             return
-        with torch.enable_grad():
+        with torch.enable_grad(), reference_casts(self.check.options.precision):
             expected = torch.autograd.grad(
                 [self.want[i] for i in used],
                 self.reference_inputs,

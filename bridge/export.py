@@ -38,6 +38,7 @@ from torch.export import ExportedProgram
 from torch.export.graph_signature import InputKind, OutputKind
 from torch.utils import _pytree as pytree
 
+from hwsim.bridge.auto_cast import reference_casts
 from hwsim.bridge.decompositions import decomposition_table
 from hwsim.bridge.dtypes import tensor_to_numpy
 from hwsim.bridge.errors import BridgeError, Reason, Unsupported
@@ -105,7 +106,7 @@ class ExportResult:
         lines = [
             f"saved {self.path}",
             f"  model {self.program.meta['source']['model']}, lowered for {facts['config']} "
-            f"(precision {self.program.meta['precision']['compute']})",
+            f"(auto-cast {_auto_cast_label(self.program.meta.get('precision', {}))})",
             f"  {self.instructions} instructions, HBM {_mib(self.hbm_bytes)} "
             f"(inputs {_mib(self.input_bytes)}: weights, buffers and example inputs)",
             *_wrap(
@@ -129,7 +130,8 @@ def export_program(
     *,
     kwargs: dict[str, Any] | None = None,
     config: str | HardwareConfig = "trn2",
-    precision: Precision | str | None = None,
+    auto_cast: str | None = None,
+    auto_cast_type: str | None = None,
     name: str | None = None,
     check: bool = True,
     passes: Any = None,
@@ -137,8 +139,10 @@ def export_program(
     """Export ``model(*args, **kwargs)``, lower it for ``config`` and save it at ``path``
     (``.hwprog``). Shapes are those of the example inputs (static); the example inputs' values
     are saved as the program's inputs. ``check`` simulates it once and refuses to save a program
-    whose outputs miss the model's CPU outputs."""
+    whose outputs miss the model's CPU outputs. ``auto_cast``/``auto_cast_type``: as the
+    options of ``torch.compile`` (``bridge.precision``; default neuronx-cc's matmult/bf16)."""
     hw = load_config(config) if isinstance(config, str) else config
+    precision = Precision.of(auto_cast, auto_cast_type)
     made = lower_model(
         model, args, kwargs=kwargs, config=hw, precision=precision, name=name, passes=passes
     )
@@ -168,14 +172,14 @@ def lower_model(
     *,
     kwargs: dict[str, Any] | None = None,
     config: HardwareConfig,
-    precision: Precision | str | None = None,
+    precision: Precision | None = None,
     name: str | None = None,
     passes: Any = None,
 ) -> LoweredModel:
     """Steps 1-3 of the module docstring and the model's CPU outputs: ``model(*args, **kwargs)``
     as one program for ``config``, refused whole if any part of it cannot run there."""
     args, kwargs = tuple(args), dict(kwargs or {})
-    chosen = Precision.parse(precision)
+    chosen = precision or Precision.of()
     model_name = type(model).__name__
     exported = _export(model, args, kwargs)
     graph_module = exported.graph_module
@@ -189,11 +193,12 @@ def lower_model(
         precision=chosen,
         name=name or model_name,
         passes=passes,  # the pipeline torch.compile runs (bridge.passes): all by default
+        constants=state_placeholders(exported),  # prepared once, saved prepared
     )
     lowered.bind(examples, copy=True)  # the program holds copies, not the model's parameters
     program = lowered.program
-    with torch.no_grad():
-        expected = _expected_outputs(lowered, model(*args, **kwargs), chosen)
+    with torch.no_grad(), reference_casts(chosen) as casts:  # auto-cast's rounding on the CPU
+        expected = _expected_outputs(lowered, model(*args, **kwargs), chosen, casts)
     ops = dict(sorted(collections.Counter(lowered.nodes.values()).items()))
     program.meta.update(
         workload=name or model_name,
@@ -207,6 +212,14 @@ def lower_model(
         passes=lowered.pipeline,
     )
     return LoweredModel(program, lowered, ops, expected)
+
+
+def _auto_cast_label(meta: dict[str, Any]) -> str:
+    """'matmult/bf16' from a saved program's precision entry (a program saved before auto-cast
+    has ``compute`` instead: its label is that)."""
+    if "auto_cast" in meta:
+        return str(Precision(**meta).label())
+    return str(meta.get("compute", "?"))
 
 
 # ---- torch.export ------------------------------------------------------------------------------
@@ -263,6 +276,13 @@ def _placeholder_values(
                 "tensors only",
             )
     return values
+
+
+def state_placeholders(exported: ExportedProgram) -> frozenset[str]:
+    """Names of the placeholders holding the model's parameters, buffers and constants: what
+    the compiler may prepare at compile time (``passes.prepare_constants``)."""
+    state = (InputKind.PARAMETER, InputKind.BUFFER, InputKind.CONSTANT_TENSOR)
+    return frozenset(s.arg.name for s in exported.graph_signature.input_specs if s.kind in state)
 
 
 def _drop_unused_inputs(graph: fx.Graph, examples: list[Any]) -> list[Any]:
@@ -349,10 +369,11 @@ def _symbolic_shape(value: Any) -> tuple[Any, ...] | None:
 
 
 def _expected_outputs(
-    lowered: LoweredGraph, outputs: Any, precision: Precision
+    lowered: LoweredGraph, outputs: Any, precision: Precision, casts: reference_casts
 ) -> dict[str, dict[str, Any]]:
-    """The model's CPU outputs by output HBM tensor: flat values in the device representation
-    and the tolerance of the dtype the run computes them in."""
+    """The model's CPU outputs (with the run's auto-cast rounding) by output HBM tensor: flat
+    values in the device representation and the tolerance of the dtype the run computes them
+    in."""
     leaves = pytree.tree_leaves(outputs)
     if len(leaves) != len(lowered.outputs):
         raise BridgeError(
@@ -368,7 +389,7 @@ def _expected_outputs(
                 f"output {binding.name}: the model returned {type(leaf).__name__} "
                 f"{tuple(getattr(leaf, 'shape', ()))}, the graph {binding.shape}"
             )
-        tolerance = precision.tolerance(leaf.dtype)
+        tolerance = precision.tolerance(leaf.dtype, cast=casts.cast_through(leaf))
         expected[binding.name] = {
             "values": np.array(tensor_to_numpy(leaf.reshape(-1), binding.name), copy=True),
             "shape": binding.shape,

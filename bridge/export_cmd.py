@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import Any
 
 from hwsim.bridge.models import POSITIONS
+from hwsim.bridge.precision import AUTO_CAST_MODES, AUTO_CAST_TYPES
 from hwsim.bridge.workload import Example, call_factory
 from hwsim.cli.main import add_config_arguments
 from hwsim.errors import WorkloadError, shorten
@@ -38,11 +39,19 @@ def register(commands: argparse._SubParsersAction) -> None:
     parser.add_argument("-o", "--output", required=True, help="the program file (.hwprog)")
     add_config_arguments(parser)
     parser.add_argument(
-        "--precision",
-        default="auto",
-        choices=("auto", "bf16", "fp16", "fp32"),
-        help="on-chip compute dtype (auto: each op's own dtype)",
+        "--auto-cast",
+        default="matmult",
+        choices=AUTO_CAST_MODES,
+        help="which FP32 ops run in --auto-cast-type, as neuronx-cc's --auto-cast (matmult: the "
+        "inputs of matmuls and convolutions; all: every op; none: the model's dtypes)",
     )
+    parser.add_argument(
+        "--auto-cast-type",
+        default="bf16",
+        choices=AUTO_CAST_TYPES,
+        help="the dtype auto-cast casts to (neuronx-cc --auto-cast-type)",
+    )
+    parser.add_argument("--precision", help=argparse.SUPPRESS)  # retired: one clear error
     parser.add_argument(
         "--seq",
         type=int,
@@ -69,6 +78,10 @@ def _export(args: argparse.Namespace) -> int:
     from hwsim.bridge.export import export_program
     from hwsim.config import load_config
 
+    if args.precision is not None:
+        from hwsim.bridge.precision import retired_precision
+
+        raise WorkloadError(str(retired_precision(args.precision)).replace("option ", "flag --"))
     config = load_config(args.config, args.overrides)
     passes = _passes(args.passes)
     _check_output(args.output)  # before the model is built and lowered (seconds to minutes)
@@ -79,7 +92,8 @@ def _export(args: argparse.Namespace) -> int:
         args.output,
         kwargs=kwargs,
         config=config,
-        precision=args.precision,
+        auto_cast=args.auto_cast,
+        auto_cast_type=args.auto_cast_type,
         name=args.model if args.model in MODELS else None,
         check=not args.no_check,
         passes=passes,

@@ -236,7 +236,12 @@ def check_case(spec: dict[str, Any], config: str = "trn2") -> list[Failure]:
     inputs = inputs_of(spec)
     if spec["train"]:
         inputs[0].requires_grad_(True)
-    options: dict[str, Any] = {"config": config, "fallback": "error", "measure_passes": True}
+    options: dict[str, Any] = {
+        "config": config,
+        "fallback": "error",
+        "measure_passes": True,
+        "auto_cast": "none",  # compared with eager in the case's own dtype (TOLERANCE)
+    }
     compiled = torch.compile(model, backend="hwsim", options=options)
     try:
         got = compiled(*inputs)

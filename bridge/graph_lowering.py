@@ -25,10 +25,11 @@ import dataclasses
 import inspect
 import math
 import operator
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+import numpy as np
 import torch
 from torch import fx
 from torch._subclasses.fake_tensor import unset_fake_temporarily
@@ -36,6 +37,7 @@ from torch.utils import _pytree as pytree
 
 from hwsim import lang
 from hwsim.bridge import lowerings as _lowerings  # noqa: F401  (fills the registry)
+from hwsim.bridge.auto_cast import compute_dtype, exact_origin
 from hwsim.bridge.context import IndexCheck, LoweringContext, TensorMeta, TilingOptions
 from hwsim.bridge.dtypes import (
     MOVABLE_DTYPES,
@@ -45,21 +47,27 @@ from hwsim.bridge.dtypes import (
     to_hw,
 )
 from hwsim.bridge.errors import BridgeError, Reason, Unsupported
-from hwsim.bridge.lowerings.flash_attention import lower_fused_attention
+from hwsim.bridge.lowerings import flash_attention as _flash_attention  # noqa: F401  (its kind)
 from hwsim.bridge.memory_plan import HbmArena, Lifetimes, MemoryStats, memory_stats
 from hwsim.bridge.passes import PassSelection, run_pipeline
-from hwsim.bridge.passes.attention_fusion import FusedAttention
 from hwsim.bridge.passes.floor import Floor, graph_floor
-from hwsim.bridge.passes.fused_lowering import lower_fused
+from hwsim.bridge.passes.fused_kinds import fused_lowering
 from hwsim.bridge.passes.fusion import FusedKernel
+from hwsim.bridge.passes.prepare_constants import PreparedLayout, PreparedWeight
 from hwsim.bridge.precision import Precision
 from hwsim.bridge.registry import OpCall, check_support
 from hwsim.bridge.report import OpTime, op_times
+from hwsim.bridge.runtime import RuntimeOverhead, runtime_overhead
 from hwsim.bridge.tiling import copy_tiles
-from hwsim.bridge.values import HbmValue
+from hwsim.bridge.tiling.weights import block_columns, weight_block_bytes
+from hwsim.bridge.values import HbmValue, PreparedMatrix
 from hwsim.config import HardwareConfig, load_config
+from hwsim.dtypes import DType
+from hwsim.dtypes import cast as hw_cast
+from hwsim.dtypes import dtype as hw_dtype
 from hwsim.errors import HwsimError
 from hwsim.isa.ap import MemorySpace
+from hwsim.library.common import limits
 from hwsim.machine.simulator import RunResult, run
 from hwsim.program import Program
 
@@ -80,12 +88,34 @@ class InputBinding:
     #: (``full_like(x, 1)``, ``zeros_like``) is neither range-checked nor copied in: its bytes
     #: may be anything (``torch.empty``), and no check may read memory nothing wrote.
     read: bool = True
+    #: A constant prepared at compile time (``passes.prepare_constants``): the HBM input holds
+    #: ``prepared.arrange`` of placeholder ``index`` (``shape``/``strides`` are the
+    #: placeholder's), cast to ``prepared.dtype``.
+    prepared: PreparedLayout | None = None
 
     @property
     def span(self) -> int:
+        """Elements of the HBM input."""
+        if self.prepared is not None:
+            return self.prepared.elements
         if math.prod(self.shape) == 0:
             return 1
         return 1 + sum((n - 1) * s for n, s in zip(self.shape, self.strides, strict=True))
+
+    @property
+    def hw_dtype(self) -> DType:
+        """The dtype of the HBM input."""
+        return hw_dtype(self.prepared.dtype) if self.prepared is not None else to_hw(self.dtype)
+
+    def values(self, tensor: torch.Tensor) -> np.ndarray:
+        """The HBM input's elements for ``tensor`` (the placeholder's value), a new array when
+        prepared, else a view of its storage span."""
+        if self.prepared is not None:
+            arranged = self.prepared.arrange(tensor).to(torch.float32).numpy()
+            return hw_cast(arranged.reshape(-1), self.hw_dtype)
+        offset = tensor.storage_offset()
+        span = torch.as_strided(tensor.detach(), (self.span,), (1,), offset)
+        return tensor_to_numpy(span, check=False)
 
 
 @dataclass(frozen=True)
@@ -126,6 +156,20 @@ class LoweredGraph:
     #: What the pass pipeline did (``bridge.passes``) and the graph's roofline floor.
     pipeline: dict[str, Any] = field(default_factory=dict)
     floor: Floor | None = None
+    #: Lowered node name -> the dtype it computed in under auto-cast (``auto_cast``).
+    compute_dtypes: dict[str, str] = field(default_factory=dict)
+    #: Bytes of each per-call input (graph inputs other than the model's constants, which
+    #: stay in HBM between calls): what the runtime copies in before a call (``runtime``).
+    call_input_bytes: list[int] = field(default_factory=list)
+
+    def runtime_overhead(self) -> RuntimeOverhead:
+        """One call's cost outside the program: launch, inputs in, outputs out."""
+        outputs = [
+            math.prod(o.shape) * o.dtype.itemsize
+            for o in self.outputs
+            if o.name is not None and o.dtype is not None
+        ]
+        return runtime_overhead(self.config, self.call_input_bytes, outputs)
 
     def run(
         self,
@@ -171,15 +215,14 @@ class LoweredGraph:
                     f"{binding.strides}; lower the graph again for these inputs"
                 )
             if not binding.read or tensor.numel() == 0:  # values unread: zeros stand in
-                span = torch.zeros(binding.span, dtype=tensor.dtype)
-                self.program.hbm[binding.name].values = tensor_to_numpy(span, check=False)
+                zeros = np.zeros(binding.span, binding.hw_dtype.numpy)
+                self.program.hbm[binding.name].values = zeros
                 continue
             if tensor.dtype == torch.int64:  # only the viewed elements must fit int32
                 check_int64_range(tensor, binding.name)
-            offset = tensor.storage_offset()
-            span = torch.as_strided(tensor.detach(), (binding.span,), (1,), offset)
-            values = tensor_to_numpy(span, check=False)
-            self.program.hbm[binding.name].values = values.copy() if copy else values
+            values = binding.values(tensor)
+            fresh = binding.prepared is not None
+            self.program.hbm[binding.name].values = values.copy() if copy and not fresh else values
         self._check_indices(args)
 
     def _check_indices(self, args: Sequence[torch.Tensor]) -> None:
@@ -257,19 +300,23 @@ def lower_graph(
     name: str = "graph",
     memory_plan: bool = True,
     passes: Any = None,
+    constants: Iterable[str] = (),
 ) -> LoweredGraph:
     """Lower ``graph`` (placeholders in ``example_inputs`` order; tensors, real or fake).
 
     ``memory_plan``: place intermediate values in one HBM arena by lifetime
     (``bridge.memory_plan``); off, every value keeps its own bytes (to measure the plan).
     ``passes``: which graph passes run first (``bridge.passes.PassSelection.parse``: None is
-    all of them); they rewrite a copy, ``graph`` itself is left as it is."""
+    all of them); they rewrite a copy, ``graph`` itself is left as it is. ``constants``:
+    names of the placeholders that hold the model's frozen parameters and buffers, which the
+    compiler may prepare (``passes.prepare_constants``)."""
     hw = load_config(config) if isinstance(config, str) else config
     precision = precision or Precision()
     source_graph = graph.graph if isinstance(graph, fx.GraphModule) else graph
-    floor = graph_floor(source_graph, hw, precision.compute)
+    constants = tuple(constants)  # read three times: floor, pipeline, the call's inputs
+    floor = graph_floor(source_graph, hw, precision, frozenset(constants))
     selection = PassSelection.parse(passes)
-    graph, log = run_pipeline(graph, selection)
+    graph, log = run_pipeline(graph, selection, constants=constants)
     fx_graph = graph.graph
     placeholders = [n for n in fx_graph.nodes if n.op == "placeholder"]
     if len(placeholders) != len(example_inputs):
@@ -282,11 +329,20 @@ def lower_graph(
         for node in fx_graph.nodes:
             if node.op == "get_attr":
                 bindings.append(_bind_constant(graph, node))
+    bindings += _prepared_bindings(fx_graph, bindings, precision, hw, options or TilingOptions())
     arena = HbmArena() if memory_plan else None
-    residency = "residency" in selection  # a lowering-time pass (``bridge.residency``)
-    lowering = _GraphBuilder(fx_graph, bindings, precision, options, arena, residency=residency)
+    residency = "residency" in selection  # lowering-time passes (``bridge.residency``)
+    lowering = _GraphBuilder(
+        fx_graph,
+        bindings,
+        precision,
+        options,
+        arena,
+        residency=residency,
+        broadcast_rows="row_broadcast" in selection,
+    )
     kernel = lowering.kernel(name)
-    specs = [lang.TensorSpec((b.span,), to_hw(b.dtype)) for b in bindings]
+    specs = [lang.TensorSpec((b.span,), b.hw_dtype) for b in bindings]
     # hwsim's own lowering of a graph, not a user's loop: no watchdog on its length
     built = kernel.build(*specs, config=hw, trace_limits=lang.TraceLimits.unbounded())
     bindings = _mark_unread(bindings, built.program)
@@ -296,6 +352,9 @@ def lower_graph(
     for step in log.steps:
         if step["pass"] == "residency":
             step.update(lowering.residency)
+    for step in log.steps:
+        if step["pass"] == "row_broadcast":
+            step["rows_broadcast"] = lowering.rows_broadcast
     pipeline = log.to_dict() | {"fusion": lowering.fusion_notes, "residency": lowering.residency}
     _PROGRAMS_LOWERED[0] += 1
     return LoweredGraph(
@@ -311,7 +370,19 @@ def lower_graph(
         memory,
         pipeline,
         floor,
+        lowering.compute_dtypes,
+        _call_input_bytes(bindings, constants),
     )
+
+
+def _call_input_bytes(bindings: list[InputBinding], constants: Iterable[str]) -> list[int]:
+    """Bytes of the graph inputs a call copies in: placeholders that are not constants."""
+    frozen = set(constants)
+    return [
+        math.prod(b.shape) * b.dtype.itemsize
+        for b in bindings
+        if b.index >= 0 and b.constant is None and b.prepared is None and b.name not in frozen
+    ]
 
 
 def _mark_unread(bindings: list[InputBinding], program: Program) -> list[InputBinding]:
@@ -321,6 +392,37 @@ def _mark_unread(bindings: list[InputBinding], program: Program) -> list[InputBi
         for _engine, _pc, instruction in core.instructions():
             read.update(ap.tensor for ap in instruction.reads() if ap.memory is MemorySpace.HBM)
     return [b if b.name in read else dataclasses.replace(b, read=False) for b in bindings]
+
+
+def _prepared_bindings(
+    graph: fx.Graph,
+    bindings: list[InputBinding],
+    precision: Precision,
+    config: HardwareConfig,
+    options: TilingOptions,
+) -> list[InputBinding]:
+    """An HBM input per distinct (constant, layout) the graph's ``PreparedWeight`` nodes read,
+    in the dtype auto-cast gives the matmul; each node learns its input's name
+    (``meta['prepared']``)."""
+    by_name = {b.name: b for b in bindings}
+    lim = limits(config)
+    block_bytes = weight_block_bytes(lim, options)
+    made: dict[tuple[str, bool], InputBinding] = {}
+    for node in graph.nodes:
+        if not isinstance(node.target, PreparedWeight):
+            continue
+        source = by_name[node.args[0].name]
+        k, n = node.meta["val"].shape
+        transposed = node.target.transposed
+        key = (source.name, transposed)
+        if key not in made:
+            dtype = precision.matmul_dtype(to_hw(source.dtype))
+            block = block_columns(int(k), int(n), dtype.itemsize, lim, block_bytes)
+            layout = PreparedLayout(int(k), int(n), lim.tile_k, block, transposed, dtype.name)
+            name = f"{source.name}__prepared{'_t' if transposed else ''}"
+            made[key] = dataclasses.replace(source, name=name, prepared=layout)
+        node.meta["prepared"] = made[key].name
+    return list(made.values())
 
 
 def _bind(index: int, node: fx.Node, example: Any) -> InputBinding:
@@ -376,10 +478,13 @@ class _GraphBuilder:
         arena: HbmArena | None = None,
         *,
         residency: bool = False,
+        broadcast_rows: bool = False,
     ) -> None:
         self.graph = graph
         self.arena = arena
         self.use_residency = residency
+        self.broadcast_rows = broadcast_rows
+        self.rows_broadcast = 0  # partition broadcasts done on chip (``residency.broadcast``)
         self.residency: dict[str, Any] = {}  # what residency did (``ResidencyStats``)
         self.bindings = bindings
         self.precision = precision
@@ -389,6 +494,7 @@ class _GraphBuilder:
         self.lowered: dict[str, str] = {}
         self.index_checks: list[IndexCheck] = []
         self.fusion_notes: list[dict[str, Any]] = []
+        self.compute_dtypes: dict[str, str] = {}
 
     def kernel(self, name: str) -> lang.Kernel:
         """The kernel-language kernel whose parameters are the graph's inputs, by name."""
@@ -406,7 +512,12 @@ class _GraphBuilder:
 
     def _body(self, tiles: dict[str, Any]) -> list[Any]:
         ctx = LoweringContext(
-            self.precision, self.options, self.arena, residency=self.use_residency
+            self.precision,
+            self.options,
+            self.arena,
+            residency=self.use_residency,
+            broadcast_rows=self.broadcast_rows,
+            weight_dtypes=[hw_dtype(b.prepared.dtype) for b in self.bindings if b.prepared],
         )
         self.index_checks = ctx.index_checks
         self.fusion_notes = ctx.fusion_notes
@@ -419,6 +530,9 @@ class _GraphBuilder:
                 b = by_name[node.name]
                 env[node] = HbmValue(tiles[node.name], b.shape, b.strides, 0)
                 inputs.add(tiles[node.name].name)
+            elif isinstance(node.target, PreparedWeight):  # a weight prepared at compile time
+                env[node] = self._prepared(tiles, node)
+                inputs.add(env[node].tile.name)
             elif node.op == "call_function":
                 env[node] = self._lower(ctx, node, env, lifetimes.escapes(node))
                 ctx.release_all_but(lifetimes.live_tensors(node, env))
@@ -427,10 +541,16 @@ class _GraphBuilder:
                 ctx.queues.finish()  # stores still deferred are emitted now
                 if self.use_residency:
                     self.residency = ctx.queues.stats.to_dict()
+                self.rows_broadcast = ctx.queues.rows_broadcast
                 return outputs
             else:
                 raise Unsupported(node.op, Reason.NO_LOWERING, f"{node.op} node {node.name}")
         raise BridgeError("graph has no output node")
+
+    def _prepared(self, tiles: dict[str, Any], node: fx.Node) -> PreparedMatrix:
+        binding = next(b for b in self.bindings if b.name == node.meta["prepared"])
+        assert binding.prepared is not None
+        return PreparedMatrix.over(tiles[binding.name], binding.prepared)
 
     def _lower(
         self, ctx: LoweringContext, node: fx.Node, env: dict[fx.Node, Any], escapes: bool
@@ -438,20 +558,18 @@ class _GraphBuilder:
         if node.target is operator.getitem:
             source, index = node.args
             return env[source][index]  # type: ignore[index]
-        # a match of the attention pass, or a group of the fusion passes
-        lower_group = (
-            lower_fused_attention
-            if isinstance(node.target, FusedAttention)
-            else lower_fused
-            if isinstance(node.target, FusedKernel)
-            else None
-        )
-        if lower_group is not None:
+        if isinstance(node.target, FusedKernel):  # a group of a fusion pass, lowered by its kind
+            lower_group = fused_lowering(node.target)
             outside = [env[a] if isinstance(a, fx.Node) else a for a in node.args]
-            fused = lower_group(ctx, node.target, outside, escapes)  # type: ignore[arg-type]
+            ctx.casts_tensore = not any(exact_origin(m.origin) for m in node.target.members)
+            try:
+                fused = lower_group(ctx, node.target, outside, escapes)
+            finally:
+                ctx.casts_tensore = True
             _check_result(node, fused, node.meta.get("val"))
-            for member in node.target.members:  # type: ignore[union-attr]
+            for member in node.target.members:
                 self.lowered[member.name] = str(member.target)
+                self._note_dtype(member.name, member.target, member.val, member.origin)
             return fused
         meta = node.meta.get("val")
         args_meta, kwargs_meta = pytree.tree_map_only(
@@ -460,6 +578,8 @@ class _GraphBuilder:
         call = OpCall(node.target, tuple(args_meta), dict(kwargs_meta), meta)
         lowering = check_support(call)
         args, kwargs = pytree.tree_map_only(fx.Node, lambda n: env[n], (node.args, node.kwargs))
+        origin = node.meta.get("original_aten")
+        ctx.casts_tensore = not exact_origin(origin)  # a one-hot/mask matmul keeps its dtype
         try:
             with ctx.node(node.name, _meta(meta), call, escapes=escapes):
                 result = lowering.fn(ctx, *args, **kwargs)
@@ -469,9 +589,17 @@ class _GraphBuilder:
             raise Unsupported(
                 node.target, Reason.LOWERING_FAILED, f"node {node.name}: {error}"
             ) from error
+        finally:
+            ctx.casts_tensore = True
         _check_result(node, result, meta)
         self.lowered[node.name] = str(node.target)
+        self._note_dtype(node.name, node.target, meta, origin)
         return result
+
+    def _note_dtype(self, name: str, target: Any, value: Any, origin: Any = None) -> None:
+        dtype = compute_dtype(self.precision, target, value, origin)
+        if dtype:
+            self.compute_dtypes[name] = dtype
 
     def _outputs(
         self, ctx: LoweringContext, node: fx.Node, env: dict[fx.Node, Any], inputs: set[str]

@@ -33,10 +33,11 @@ from torch import fx
 from torch.utils import _pytree as pytree
 from torch.utils._python_dispatch import TorchDispatchMode
 
+from hwsim.bridge.auto_cast import TENSORE_OPERANDS, reference_casts
 from hwsim.bridge.errors import Reason, Unsupported, as_unsupported, op_name
 from hwsim.bridge.graph_lowering import LoweredGraph, lower_graph
 from hwsim.bridge.options import BridgeOptions, apply_fallback
-from hwsim.bridge.precision import TORCH_DTYPES, cast_floats, judged_with_exact, lazy_leaves
+from hwsim.bridge.precision import cast_floats, judged_with_exact, lazy_leaves
 from hwsim.bridge.registry import OpCall, check_support
 from hwsim.bridge.report import SUMMARY_KEYS, OpRecord, Report
 from hwsim.bridge.tie_order import UNINITIALIZED, canonical
@@ -141,15 +142,21 @@ class HwsimMode(TorchDispatchMode):
             sim_ns=float(summary.total_ns),
             span_ns=float(summary.total_ns),
             instructions=int(summary.instructions),
+            compute_dtype=next(iter(lowered.compute_dtypes.values()), ""),
         )
         if self.options.check:
             matched = canonical(func, args, kwargs, self._matched(func, args, kwargs, expected))
             record.error = (
                 {"ok": True, "max_abs": 0.0}  # undefined values: nothing to compare
                 if func in UNINITIALIZED
-                else self._compare(run.outputs, matched, exact=lambda: _in_fp64(func, args, kwargs))
+                else self._compare(
+                    run.outputs,
+                    matched,
+                    exact=lambda: _in_fp64(func, args, kwargs),
+                    cast=self._cast(func),
+                )
             )
-            if self.options.precision.compute != "auto" or _low_precision(expected):
+            if self._cast(func) or _low_precision(expected):
                 record.error["vs_fp32_max_abs"] = self._vs_fp32(func, args, kwargs, run.outputs)
         self.report.ops.append(record)
         return list(run.outputs) if isinstance(expected, list) else run.outputs
@@ -179,17 +186,18 @@ class HwsimMode(TorchDispatchMode):
                 self._lowered[key] = as_unsupported(error, op_name(call.op))
         return self._lowered[key]
 
+    def _cast(self, func: Any) -> bool:
+        """Whether auto-cast casts ``func``'s operands (``bridge.precision``)."""
+        mode = self.options.precision.auto_cast
+        return mode == "all" or (mode == "matmult" and func in TENSORE_OPERANDS)
+
     def _matched(self, func: Any, args: Any, kwargs: Any, expected: Any) -> Any:
-        """The CPU result at matched precision: the op on its float inputs in the simulated
-        compute dtype (its own result under 'auto')."""
-        compute = TORCH_DTYPES.get(self.options.precision.compute)
-        if compute is None:
+        """The CPU result with the run's auto-cast: the op with its operands rounded as the
+        simulator casts them (``auto_cast.reference_casts``; its own result if none are)."""
+        if not self._cast(func):
             return expected
-        cast_args, cast_kwargs = cast_floats((args, kwargs), compute)
-        try:
-            return func(*cast_args, **cast_kwargs)
-        except RuntimeError:  # an op with no kernel in that dtype on the CPU
-            return expected
+        with reference_casts(self.options.precision):
+            return func(*args, **kwargs)
 
     def _vs_fp32(self, func: Any, args: Any, kwargs: Any, actual: Any) -> float | None:
         """How far the simulated result is from the op in fp32 (None if the op refuses fp32
@@ -207,6 +215,7 @@ class HwsimMode(TorchDispatchMode):
         *,
         in_fp32: bool = False,
         exact: Callable[[], Any] | None = None,
+        cast: bool = True,
     ) -> dict[str, Any]:
         """The worst output's ErrorStats (as a dict) against the CPU, compared in the output's
         dtype (or in fp32: the distance to an fp32 reference, not rounded away). ``exact``: the
@@ -218,7 +227,7 @@ class HwsimMode(TorchDispatchMode):
         for i, (got, want) in enumerate(leaves):
             if not isinstance(want, torch.Tensor):
                 continue
-            tolerance = self.options.precision.tolerance(got.dtype)
+            tolerance = self.options.precision.tolerance(got.dtype, cast=cast)
             if in_fp32 and got.is_floating_point():
                 got, want = got.float(), want.float()
             stats = judged_with_exact(

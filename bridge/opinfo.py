@@ -5,11 +5,12 @@ Which OpInfo entries exercise a lowered overload is ``bridge.opinfo_map``.
 
 Per sample (``run_sample``): the OpInfo's op runs on the CPU (the reference; for ``topk`` and
 ``sort``, whose order of ties torch leaves open, a stable sort's: ``bridge.tie_order``), then under
-``HwsimMode(fallback="cpu", check=True)``. It *passed* when every op that ran on the simulator
-matched the CPU within the precision's tolerance (``bridge.precision.TOLERANCES``) and the final
-output matches the reference; it *failed* on a mismatch or an exception (the message is kept); it
-is *skipped* when it cannot be meaningful here: more tensor elements than ``max_elements`` (a cap
-for speed), or the reference itself raises. Per OpInfo x dtype the support class is *native*
+``HwsimMode(fallback="cpu", check=True, auto_cast="none")`` (each lowering in the op's own
+dtypes). It *passed* when every op that ran on the simulator matched the CPU within the
+precision's tolerance (``bridge.precision.TOLERANCES``) and the final output matches the
+reference; it *failed* on a mismatch or an exception (the message is kept); it is *skipped* when
+it cannot be meaningful here: more tensor elements than ``max_elements`` (a cap for speed), or
+the reference itself raises. Per OpInfo x dtype the support class is *native*
 (one of its own overloads ran on the simulator), *decomposed* (only other lowered ops did) or
 *CPU* (nothing did; the fallback reasons are kept).
 
@@ -112,7 +113,7 @@ def run_sample(
         return SampleResult("skipped", f"the CPU reference raises {type(error).__name__}")
     if _elements(expected) > max_elements:
         return SampleResult("skipped", f"more than {max_elements} output elements (speed cap)")
-    mode = mode or HwsimMode(config=config, fallback="cpu", check=True)
+    mode = mode or HwsimMode(config=config, fallback="cpu", check=True, auto_cast="none")
     first = len(mode.report.ops)
     torch.manual_seed(seed)
     failure = ""
@@ -365,7 +366,7 @@ def _run_entry(
         samples = list(getattr(info, inputs)("cpu", DTYPES[dtype]))
         if max_samples is not None:
             samples = samples[:max_samples]
-        mode = HwsimMode(config=hw, fallback="cpu", check=True)
+        mode = HwsimMode(config=hw, fallback="cpu", check=True, auto_cast="none")
         for index, sample in enumerate(samples):
             result.samples.append(
                 run_sample(

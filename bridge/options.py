@@ -3,7 +3,13 @@
     config     hardware preset name, YAML path or HardwareConfig (default 'trn2')
     fallback   'cpu' (unsupported ops run on the CPU, recorded in the report), 'warn' (the same,
                plus a warning per op) or 'error' (raise ``FallbackError`` naming the op and why)
-    precision  compute dtype ('auto', 'fp32', 'bf16', 'fp16') or {'compute': .., 'accumulate': ..}
+    auto_cast  which FP32 operations run in a lower-precision dtype, as neuronx-cc's --auto-cast:
+               'matmult' (default: the inputs of matmuls, convolutions and attention's products),
+               'all' (every FP32 op's operand tiles) or 'none' (the model's own dtypes); TensorE
+               accumulates in fp32 (``bridge.precision``)
+    auto_cast_type  the dtype they are cast to: 'bf16' (default), 'fp16', 'tf32' or 'fp8_e4m3'
+               (neuronx-cc --auto-cast-type). The former ``precision`` option is retired: passing
+               it is an error saying which auto_cast to write instead
     check      compare every simulated result with the CPU (default True)
     trace      a directory, or None. torch.compile writes a run folder per simulated call
                (trace.json for Perfetto, tables, plots) and the report so far (report.json,
@@ -39,7 +45,7 @@ from hwsim.bridge.autotune import parse_autotune
 from hwsim.bridge.context import TilingOptions
 from hwsim.bridge.errors import FallbackError, Unsupported
 from hwsim.bridge.passes import PassSelection
-from hwsim.bridge.precision import Precision
+from hwsim.bridge.precision import RETIRED_OPTION, Precision, retired_precision
 from hwsim.bridge.report import Report
 from hwsim.config import HardwareConfig, load_config
 from hwsim.outputs_guard import OutputFolder, session_folder
@@ -51,7 +57,8 @@ FALLBACK_POLICIES = ("cpu", "warn", "error")
 class BridgeOptions:
     config: HardwareConfig
     fallback: str = "cpu"
-    precision: Precision = field(default_factory=Precision)
+    #: auto_cast and auto_cast_type (the option names), as one value.
+    precision: Precision = field(default_factory=lambda: Precision.of())
     check: bool = True
     trace: OutputFolder | None = None
     tiling: TilingOptions = field(default_factory=TilingOptions)
@@ -66,7 +73,10 @@ class BridgeOptions:
     @classmethod
     def parse(cls, options: dict[str, Any] | None, mode: str = "compile") -> BridgeOptions:
         given = dict(options or {})
-        valid = [f.name for f in fields(cls)]
+        if RETIRED_OPTION in given:
+            raise retired_precision(given[RETIRED_OPTION])
+        valid = [f.name for f in fields(cls) if f.name != "precision"]
+        valid += ["auto_cast", "auto_cast_type"]
         for key in given:
             if key not in valid:
                 close = difflib.get_close_matches(key, valid, n=1)
@@ -95,7 +105,7 @@ class BridgeOptions:
         options_ = cls(
             config=hw,
             fallback=fallback,
-            precision=Precision.parse(given.get("precision")),
+            precision=Precision.of(given.get("auto_cast"), given.get("auto_cast_type")),
             check=_flag(given, "check", True),
             trace=session_folder(trace, force=force) if trace else None,
             tiling=tiling,

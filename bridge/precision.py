@@ -1,16 +1,29 @@
-"""Precision of a bridge run (compute and accumulation dtypes) and the one tolerance table.
+"""Precision of a bridge run — Neuron's auto-cast — and the one tolerance table.
 
-``compute`` is the dtype of on-chip operand tiles: loads cast to it (DMA casting, round to
-nearest even), TensorE multiplies in it, and elementwise engines read it (they compute in fp32
-internally [HARDWARE.md §3]). ``auto`` keeps each op's own dtype, which is what PyTorch does on the
-CPU, so results match CPU up to rounding order. ``bf16`` on an fp32 model simulates running it in
-bf16 on Trainium. Accumulation (PSUM, reduction accumulators, softmax statistics) is fp32: the only
-PSUM accumulation dtype on NeuronCore-v2/v3 [HARDWARE.md §1.4].
+The options are those of ``neuronx-cc`` (``--auto-cast``, ``--auto-cast-type``; the compiler's
+mixed-precision guide): ``auto_cast`` says which FP32 operations run in a lower-precision dtype,
+``auto_cast_type`` which one.
 
-Numerics are judged with the tolerance of the lowest-precision dtype the run computed in, from
-``TOLERANCES``; there is no other table. A bf16/fp16 result off the CPU's is judged against the op
-in float64 as well (``judged_with_exact``): it passes only if it is within that tolerance of the
-exact result and no further from it than the CPU's own low-precision kernel.
+- ``"none"``: every op in the dtypes the model gives.
+- ``"matmult"`` (the front doors' default, as the compiler's): the FP32 inputs of operations that
+  run on TensorE (matmuls, batched matmuls, convolutions, attention's two products) are cast to
+  ``auto_cast_type``; TensorE accumulates in fp32 (PSUM), and everything else keeps its dtype.
+- ``"all"``: every FP32 operation's operand tiles are in ``auto_cast_type`` (VectorE/ScalarE
+  still compute in fp32 internally and cast on the way in and out [HARDWARE.md §3]).
+
+Only FP32 operations are cast (a bf16 or fp16 model keeps its dtypes), and the graph's inputs and
+outputs keep their dtypes, as the compiler preserves the framework's i/o types. Constants that
+feed a cast operation are cast once, when the graph is compiled (``passes.prepare_constants``).
+``auto_cast_type``: ``bf16``, ``fp16``, ``tf32`` (fp32 storage, 10-bit mantissa, TensorE at the
+bf16 rate) or ``fp8_e4m3``. Accumulation (PSUM, reduction accumulators, softmax statistics) is
+fp32: the only PSUM accumulation dtype on NeuronCore-v2/v3 [HARDWARE.md §1.4].
+
+Numerics are judged against the graph (or the model) run on the CPU with the same casts
+(``bridge.auto_cast.reference_casts``), with the tolerance of the lowest-precision dtype each
+result went through, from ``TOLERANCES``; there is no other table. A bf16/fp16 result off the
+CPU's is judged against the op in float64 as well (``judged_with_exact``): it passes only if it
+is within that tolerance of the exact result and no further from it than the CPU's own
+low-precision kernel.
 """
 
 from __future__ import annotations
@@ -25,8 +38,11 @@ import torch
 from hwsim.dtypes import DType
 from hwsim.dtypes import dtype as hw_dtype
 
-COMPUTE_CHOICES = ("auto", "fp32", "bf16", "fp16")
+AUTO_CAST_MODES = ("none", "matmult", "all")
+AUTO_CAST_TYPES = ("bf16", "fp16", "tf32", "fp8_e4m3")
 ACCUMULATE_CHOICES = ("fp32",)
+#: The spelling the compiler's reference page also uses for ``matmult``.
+_MODE_ALIASES = {"matmul": "matmult"}
 
 
 @dataclass(frozen=True)
@@ -43,76 +59,119 @@ class Tolerance:
 #: Tolerance by the dtype a result was computed in. fp32 is looser than torch.testing's default
 #: (rtol 1.3e-6) because the simulator sums in another order (PSUM tiles of K <= 128, free-axis
 #: reductions) and ScalarE functions are within one fp32 ulp, not correctly rounded. bf16/fp16
-#: follow torch.testing's rtol with an atol that allows one rounding of values near 1.
+#: follow torch.testing's rtol with an atol that allows one rounding of values near 1; tf32 has
+#: fp16's 10-bit mantissa; fp8_e4m3 (3-bit mantissa) allows one rounding of values near 1 (2**-3).
 TOLERANCES: dict[str, Tolerance] = {
     "fp32": Tolerance(rtol=1e-5, atol=1e-5),
+    "tf32": Tolerance(rtol=1e-3, atol=1e-3),
     "fp16": Tolerance(rtol=1e-3, atol=1e-3),
     "bf16": Tolerance(rtol=1.6e-2, atol=1e-2),
+    "fp8_e4m3": Tolerance(rtol=1.25e-1, atol=1.25e-1),
 }
-_RANK = {"fp32": 0, "fp16": 1, "bf16": 2}  # higher = less precise
+_RANK = {"fp32": 0, "tf32": 1, "fp16": 1, "bf16": 2, "fp8_e4m3": 3}  # higher = less precise
+_TORCH_NAMES = {torch.float32: "fp32", torch.bfloat16: "bf16", torch.float16: "fp16"}
 
 
 @dataclass(frozen=True)
 class Precision:
-    """compute: 'auto' | 'fp32' | 'bf16' | 'fp16'; accumulate: 'fp32'."""
+    """auto_cast: 'none' | 'matmult' | 'all'; auto_cast_type: 'bf16' | 'fp16' | 'tf32' |
+    'fp8_e4m3'; accumulate: 'fp32' (module docstring). ``Precision()`` casts nothing (the
+    lowering core's default); the front doors default to ``NEURON_DEFAULT``."""
 
-    compute: str = "auto"
+    auto_cast: str = "none"
+    auto_cast_type: str = "bf16"
     accumulate: str = "fp32"
 
     def __post_init__(self) -> None:
-        if self.compute not in COMPUTE_CHOICES:
+        if self.auto_cast not in AUTO_CAST_MODES:
             raise ValueError(
-                f"precision compute={self.compute!r} is not one of {', '.join(COMPUTE_CHOICES)}"
+                f"auto_cast={self.auto_cast!r} is not one of {', '.join(AUTO_CAST_MODES)} "
+                "(neuronx-cc --auto-cast)"
+            )
+        if self.auto_cast_type not in AUTO_CAST_TYPES:
+            raise ValueError(
+                f"auto_cast_type={self.auto_cast_type!r} is not one of "
+                f"{', '.join(AUTO_CAST_TYPES)} (neuronx-cc --auto-cast-type)"
             )
         if self.accumulate not in ACCUMULATE_CHOICES:
             raise ValueError(
-                f"precision accumulate={self.accumulate!r}: PSUM accumulates in fp32 only "
+                f"accumulate={self.accumulate!r}: PSUM accumulates in fp32 only "
                 "(NeuronCore-v2/v3); use 'fp32'"
             )
 
     @classmethod
-    def parse(cls, value: Precision | str | dict[str, Any] | None) -> Precision:
-        """From a Precision, a compute dtype name ('bf16'), a dict of fields, or None (auto)."""
-        if value is None:
-            return cls()
-        if isinstance(value, Precision):
-            return value
-        if isinstance(value, str):
-            return cls(compute=_canonical(value))
-        if isinstance(value, dict):
-            unknown = set(value) - {"compute", "accumulate"}
-            if unknown:
-                raise ValueError(
-                    f"precision has unknown keys {sorted(unknown)}; valid: compute, accumulate"
-                )
-            fields = {k: _canonical(str(v)) for k, v in value.items()}
-            return cls(**fields)
-        raise TypeError(f"precision must be a str, dict or Precision, not {type(value).__name__}")
+    def of(cls, auto_cast: Any = None, auto_cast_type: Any = None) -> Precision:
+        """From the two option values (None: the front doors' default for that one)."""
+        mode = NEURON_DEFAULT.auto_cast if auto_cast is None else auto_cast
+        kind = NEURON_DEFAULT.auto_cast_type if auto_cast_type is None else auto_cast_type
+        for name, value in (("auto_cast", mode), ("auto_cast_type", kind)):
+            if not isinstance(value, str):
+                raise ValueError(f"{name} must be a str, not {type(value).__name__}")
+        return cls(_MODE_ALIASES.get(mode, mode), _canonical(kind))
+
+    @property
+    def casts(self) -> bool:
+        return self.auto_cast != "none"
+
+    @property
+    def cast_dtype(self) -> DType:
+        return hw_dtype(self.auto_cast_type)
+
+    def matmul_dtype(self, dtype: DType) -> DType:
+        """The dtype TensorE multiplies operands of an op computing in ``dtype`` in."""
+        if self.casts and dtype.name == "fp32":
+            return self.cast_dtype
+        return dtype
 
     def tile_dtype(self, dtype: DType) -> DType:
-        """The on-chip dtype for operands of an op whose own dtype is ``dtype``."""
-        if self.compute == "auto" or not dtype.is_float:
-            return dtype
-        return hw_dtype(self.compute)
+        """The on-chip dtype for operands of any other op whose own dtype is ``dtype``."""
+        if self.auto_cast == "all" and dtype.name == "fp32":
+            return self.cast_dtype
+        return dtype
 
-    def result_dtype_name(self, dtype: torch.dtype) -> str:
-        """The least precise dtype a result of torch dtype ``dtype`` went through."""
-        own = {torch.float32: "fp32", torch.bfloat16: "bf16", torch.float16: "fp16"}.get(
-            dtype, "fp32"
-        )
-        if self.compute == "auto":
+    def result_dtype_name(self, dtype: torch.dtype, *, cast: bool = True) -> str:
+        """The least precise dtype a result of torch dtype ``dtype`` went through; ``cast``:
+        whether an auto-cast op is among the ops it came from (``auto_cast.reference_casts``
+        tracks it)."""
+        own = _TORCH_NAMES.get(dtype, "fp32")
+        if not (self.casts and cast):
             return own
-        return max(own, self.compute, key=lambda name: _RANK.get(name, 0))
+        return max(own, self.auto_cast_type, key=lambda name: _RANK.get(name, 0))
 
-    def tolerance(self, dtype: torch.dtype) -> Tolerance:
-        return TOLERANCES[self.result_dtype_name(dtype)]
+    def tolerance(self, dtype: torch.dtype, *, cast: bool = True) -> Tolerance:
+        return TOLERANCES[self.result_dtype_name(dtype, cast=cast)]
+
+    def label(self) -> str:
+        """'matmult/bf16', 'none'."""
+        return self.auto_cast if not self.casts else f"{self.auto_cast}/{self.auto_cast_type}"
 
     def to_dict(self) -> dict[str, str]:
         return asdict(self)
 
 
-#: torch dtype of each compute dtype name ('auto' has none: each op keeps its own).
-TORCH_DTYPES = {"fp32": torch.float32, "bf16": torch.bfloat16, "fp16": torch.float16}
+#: The front doors' default: neuronx-cc's own (``--auto-cast matmult --auto-cast-type bf16``).
+NEURON_DEFAULT = Precision("matmult", "bf16")
+
+#: The option this module replaced; passing it is one clear error (``retired_precision``).
+RETIRED_OPTION = "precision"
+
+
+def retired_precision(value: Any) -> ValueError:
+    """The error for the retired ``precision`` option, saying what to write instead."""
+    name = value if isinstance(value, str) else None
+    if isinstance(value, dict):
+        name = value.get("compute")
+    name = _canonical(str(name)) if name is not None else None
+    if name in ("bf16", "fp16"):
+        instead = f"auto_cast='all', auto_cast_type='{name}'"
+    else:
+        instead = "auto_cast='none' (every op in the model's own dtypes)"
+    return ValueError(
+        f"the hwsim option precision={value!r} is retired: precision now follows neuronx-cc's "
+        f"auto-cast. Write {instead}; auto_cast is 'none', 'matmult' (the default: FP32 "
+        f"matmul/convolution inputs in auto_cast_type) or 'all', auto_cast_type one of "
+        f"{', '.join(AUTO_CAST_TYPES)}"
+    )
 
 
 def cast_floats(tree: Any, dtype: torch.dtype | None) -> Any:
@@ -128,7 +187,14 @@ def cast_floats(tree: Any, dtype: torch.dtype | None) -> Any:
 
 
 def _canonical(name: str) -> str:
-    aliases = {"float32": "fp32", "bfloat16": "bf16", "float16": "fp16", "half": "fp16"}
+    aliases = {
+        "float32": "fp32",
+        "bfloat16": "bf16",
+        "float16": "fp16",
+        "half": "fp16",
+        "tfloat32": "tf32",
+        "float8_e4m3": "fp8_e4m3",
+    }
     return aliases.get(name, name)
 
 
@@ -167,10 +233,27 @@ def compare(actual: torch.Tensor, expected: torch.Tensor, tolerance: Tolerance) 
         return ErrorStats(0.0, 0.0, 0, 0, tolerance.rtol, tolerance.atol)
     a = actual.detach().to(torch.float64)
     e = expected.detach().to(torch.float64)
+    bad, diff, relative = _outside(a, e, tolerance)
+    rel = diff / e.abs().clamp_min(torch.finfo(torch.float32).tiny)
+    return ErrorStats(
+        float(diff.max()),
+        float(rel.max()),
+        int(bad.sum()),
+        a.numel(),
+        tolerance.rtol,
+        tolerance.atol,
+        relative,
+    )
+
+
+def _outside(
+    a: torch.Tensor, e: torch.Tensor, tolerance: Tolerance
+) -> tuple[torch.Tensor, torch.Tensor, bool]:
+    """Per element of ``a`` (float64), whether it is outside ``tolerance`` of ``e``; the
+    distances; whether the bound was relative to ``e``'s RMS (``compare``)."""
     same = (torch.isnan(a) & torch.isnan(e)) | (a == e)  # also equal infinities
     diff = torch.where(same, torch.zeros_like(a), (a - e).abs())
     diff = torch.nan_to_num(diff, nan=math.inf, posinf=math.inf)
-    rel = diff / e.abs().clamp_min(torch.finfo(torch.float32).tiny)
     finite = e[torch.isfinite(e)]
     rms = float(finite.square().mean().sqrt()) if finite.numel() else 1.0
     # An output whose RMS is below atol would pass with any values of its magnitude (1e-10
@@ -183,15 +266,7 @@ def compare(actual: torch.Tensor, expected: torch.Tensor, tolerance: Tolerance) 
         floor = tolerance.atol * max(1.0, rms)
     # where a NaN or an infinity is expected, the bound is NaN or inf: only the same value passes
     bad = (diff > floor + tolerance.rtol * e.abs()) | (~same & ~torch.isfinite(e))
-    return ErrorStats(
-        float(diff.max()),
-        float(rel.max()),
-        int(bad.sum()),
-        a.numel(),
-        tolerance.rtol,
-        tolerance.atol,
-        relative,
-    )
+    return bad, diff, relative
 
 
 def judged_with_exact(
@@ -199,8 +274,11 @@ def judged_with_exact(
     expected: torch.Tensor,
     tolerance: Tolerance,
     exact: Callable[[], torch.Tensor | None],
+    *,
+    cast: bool = False,
 ) -> ErrorStats:
-    """``compare``, with the op in float64 as the arbiter when a bf16/fp16 result is off the CPU.
+    """``compare``, with a more precise run as the arbiter when a low-precision result is off
+    the CPU's.
 
     The CPU's own low-precision kernel rounds too: where the exact result is 0 or tiny (a
     cancellation such as the layer norm of one element) its output is rounding noise, and the
@@ -208,8 +286,18 @@ def judged_with_exact(
     result passes only if it is within the tolerance of ``exact()`` (the op on the same inputs in
     float64, None when the op refuses float64) rounded to its dtype, and no further from it than
     the CPU's result is. Both distances are kept in the stats, so a report shows why it passed.
+
+    ``cast``: the result went through auto-cast ops (``auto_cast``), whatever its dtype. The
+    CPU reference with the same casts rounds where the simulator does, but not always at the
+    same values: a sum in another order can round the other way before the next cast, and a
+    fused kernel may round at another point of the same computation (flash attention casts the
+    unnormalised probabilities); through many layers such differences exceed one rounding.
+    ``exact()`` is then the computation without the casts, and an element off the reference
+    passes only where it is no further from that than the reference is (``_judged_by_uncast``).
     """
     stats = compare(actual, expected, tolerance)
+    if cast and not stats.ok:
+        return _judged_by_uncast(actual, expected, tolerance, exact, stats)
     if stats.ok or actual.dtype not in (torch.bfloat16, torch.float16):
         return stats
     wide = exact()
@@ -222,6 +310,31 @@ def judged_with_exact(
     theirs = _max_distance(expected, truth)
     if ours > theirs:
         return stats
+    return replace(stats, mismatched=0, exact_max_abs=ours, cpu_exact_max_abs=theirs)
+
+
+def _judged_by_uncast(
+    actual: torch.Tensor,
+    expected: torch.Tensor,
+    tolerance: Tolerance,
+    exact: Callable[[], torch.Tensor | None],
+    stats: ErrorStats,
+) -> ErrorStats:
+    """An auto-cast result against its same-cast reference ``expected``: each element outside
+    the tolerance passes if it is at least as close to the uncast result ``exact()`` as the
+    reference's element is (the simulator rounded no worse than the CPU did)."""
+    wide = exact()
+    if wide is None or tuple(wide.shape) != tuple(actual.shape):
+        return stats
+    truth = wide.detach().to(torch.float64)
+    a, e = actual.detach().to(torch.float64), expected.detach().to(torch.float64)
+    finite = torch.isfinite(a) & torch.isfinite(e) & torch.isfinite(truth)
+    outside, _, _ = _outside(a, e, tolerance)
+    no_worse = finite & ((a - truth).abs() <= (e - truth).abs())
+    left = int((outside & ~no_worse).sum())
+    if left:
+        return replace(stats, mismatched=left)
+    ours, theirs = _max_distance(actual, truth), _max_distance(expected, truth)
     return replace(stats, mismatched=0, exact_max_abs=ours, cpu_exact_max_abs=theirs)
 
 

@@ -114,6 +114,9 @@ class OpRecord:
     #: module that ran it, as a path from the compiled model ('transformer.h.0.attn').
     phase: str = ""
     module: str = ""
+    #: The dtype the op computed in under auto-cast ('bf16' for a matmul under matmult/bf16;
+    #: ``bridge.auto_cast.compute_dtype``), empty until it was lowered.
+    compute_dtype: str = ""
 
 
 @dataclass

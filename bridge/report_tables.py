@@ -45,10 +45,17 @@ def _err(value: float) -> str:
 PER_NODE_MAX = 40
 
 
+def _auto_cast(report: Report) -> str:
+    """'matmult/bf16' or 'none' from the report's precision entry."""
+    given = report.precision
+    mode = given.get("auto_cast", "none")
+    return mode if mode == "none" else f"{mode}/{given.get('auto_cast_type', '?')}"
+
+
 def report_tables(report: Report, per_node: bool | None = None) -> list[Table]:
     """The report's tables; ``per_node``: one row per node (None: if there are few)."""
     title = (
-        f"hwsim bridge ({report.mode}) on {report.config}, precision {report.precision}, "
+        f"hwsim bridge ({report.mode}) on {report.config}, auto-cast {_auto_cast(report)}, "
         f"fallback={report.fallback}"
         if report.mode != "analyze"
         else "hwsim op support (nothing has run yet)"
@@ -78,12 +85,17 @@ def _op_table(report: Report, title: str, records: list[OpRecord]) -> Table:
         where = r.status if r.status != "cpu" else f"cpu ({r.reason})"
         groups.setdefault((r.op, where), []).append(r)
     table = Table(title=f"{title} — {len(records)} nodes by op", title_justify="left")
-    columns = ["op", "where", "nodes"] + (["sim time"] if ran else [])
+    typed = any(r.compute_dtype for r in records)  # the dtype each op computed in (auto-cast)
+    columns = (
+        ["op", "where", "nodes"] + (["dtype"] if typed else []) + (["sim time"] if ran else [])
+    )
     for column in columns + (["errors vs CPU"] if checked else []):
         table.add_column(column)
     order = sorted(groups.items(), key=lambda item: -sum(r.sim_ns for r in item[1]))
     for (op, where), records in order:
         row = [op, where, str(len(records))]
+        if typed:
+            row.append(", ".join(sorted({r.compute_dtype for r in records if r.compute_dtype})))
         if ran:
             sim_ns = sum(r.sim_ns for r in records)
             row.append(_ns(sim_ns) if sim_ns else "")

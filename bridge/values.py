@@ -16,7 +16,10 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass, replace
 
+import torch
+
 from hwsim.dtypes import DType
+from hwsim.isa.ap import AccessPattern, MemorySpace
 from hwsim.lang.tiles import Tile
 
 
@@ -229,3 +232,88 @@ def _wrap(dim: int, ndim: int) -> int:
     if not -rank <= dim < rank:
         raise IndexError(f"dim {dim} out of range for {ndim} dims")
     return dim % rank
+
+
+@dataclass(frozen=True)
+class PreparedLayout:
+    """How a [K, N] matrix is stored: in blocks of ``block`` columns (the last one narrower),
+    each block [rows, tiles, width] contiguous, one after the other. Row k of a block is at
+    ``(k % rows) * tiles * width + (k // rows) * width`` within it (rows past K in the last K
+    tile are zeros), so partition p of a block, every K tile of it, is one contiguous run of
+    ``tiles * width`` elements: the block reaches SBUF [rows, tiles * width] by one DMA of
+    whole-run descriptors. ``rows``: the contraction rows of one matmul on the config (128,
+    the partitions TensorE contracts over, HARDWARE.md §0); ``block``: the columns the matmul
+    streams at a time (``tiling.weights.block_columns``); ``transposed``: the matrix is the
+    source's transpose (nn.Linear's [N, K] weight); ``dtype``: the hardware dtype."""
+
+    k: int
+    n: int
+    rows: int
+    block: int
+    transposed: bool
+    dtype: str
+
+    @property
+    def tiles(self) -> int:
+        return math.ceil(self.k / self.rows)
+
+    @property
+    def elements(self) -> int:
+        return self.rows * self.tiles * self.n
+
+    def blocks(self) -> list[tuple[int, int]]:
+        """(first column, width) of each block."""
+        return [(n0, min(self.block, self.n - n0)) for n0 in range(0, self.n, self.block)]
+
+    def block_offset(self, n0: int) -> int:
+        """Elements before the block that starts at column ``n0``."""
+        return self.rows * self.tiles * n0
+
+    def arrange(self, source: torch.Tensor) -> torch.Tensor:
+        """``source`` (W, or the [K, N] matrix itself) in this layout (1-D), in its dtype."""
+        matrix = source.detach().t() if self.transposed else source.detach()
+        padded = matrix.new_zeros((self.tiles * self.rows, self.n))
+        padded[: self.k] = matrix
+        tiled = padded.reshape(self.tiles, self.rows, self.n).permute(1, 0, 2)  # [rows, tiles, n]
+        parts = [tiled[:, :, n0 : n0 + w].reshape(-1) for n0, w in self.blocks()]
+        return torch.cat(parts)
+
+
+@dataclass(frozen=True)
+class PreparedMatrix(HbmValue):
+    """A [K, N] matrix stored in a compile-time layout (``PreparedLayout``, from
+    ``passes.prepare_constants``). Only a matmul's streamed-weight loads read it
+    (``tiling.weights``); it has no torch-style views."""
+
+    layout: PreparedLayout | None = None
+
+    @classmethod
+    def over(cls, tile: Tile, layout: PreparedLayout) -> PreparedMatrix:
+        return cls(tile, (layout.k, layout.n), (layout.tiles * layout.n, 1), 0, layout)
+
+    def block_ap(self, n0: int) -> AccessPattern:
+        """The block starting at column ``n0`` as [rows, tiles * width]: one contiguous run per
+        partition."""
+        layout = self.layout
+        assert layout is not None
+        width = min(layout.block, layout.n - n0)
+        run = layout.tiles * width
+        return AccessPattern(
+            MemorySpace.HBM,
+            self.dtype,
+            0,
+            layout.rows,
+            layout.block_offset(n0) * self.dtype.itemsize,
+            (run,),
+            (1,),
+            run,
+            self.name,
+        )
+
+    def _no_view(self, *_: object, **__: object) -> HbmValue:
+        raise ValueError(
+            f"{self.tile.name} is a weight prepared for its matmul (a tiled layout): it has no "
+            "strided views"
+        )
+
+    permute = transpose = expand = unsqueeze = squeeze = slice = select = view = _no_view

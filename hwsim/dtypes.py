@@ -50,6 +50,11 @@ BF16 = _make("bf16", ml_dtypes.bfloat16, True)
 FP16 = _make("fp16", np.float16, True)
 FP8_E4M3 = _make("fp8_e4m3", ml_dtypes.float8_e4m3, True)
 FP8_E5M2 = _make("fp8_e5m2", ml_dtypes.float8_e5m2, True)
+#: TensorFloat-32 (nki.language.tfloat32): fp32 storage holding values with a 10-bit mantissa
+#: (1 sign, 8 exponent, 10 mantissa bits); a cast to it rounds the mantissa (``cast``). TensorE
+#: multiplies it at the BF16/FP16 rate, a quarter of FP32's cost (HARDWARE.md §2.1 [S1][S16]).
+TF32 = _make("tf32", np.float32, True)
+TF32_MANTISSA_BITS = 10
 INT8 = _make("int8", np.int8, False)
 INT16 = _make("int16", np.int16, False)
 INT32 = _make("int32", np.int32, False)
@@ -70,6 +75,7 @@ DTYPES: dict[str, DType] = {
         FP16,
         FP8_E4M3,
         FP8_E5M2,
+        TF32,
         INT8,
         INT16,
         INT32,
@@ -88,6 +94,7 @@ _ALIASES = {
     "float16": "fp16",
     "float8_e4m3": "fp8_e4m3",
     "float8_e5m2": "fp8_e5m2",
+    "tfloat32": "tf32",
     "float8_e5m2_x4": "fp8_e5m2_x4",
     "float8_e4m3fn_x4": "fp8_e4m3fn_x4",
     "float4_e2m1fn_x4": "fp4_e2m1fn_x4",
@@ -111,6 +118,8 @@ def machine_epsilon(dt: DType) -> float:
     """Spacing of floats just above 1.0 in ``dt`` (0 for integer dtypes)."""
     if not dt.is_float:
         return 0.0
+    if dt.name == TF32.name:
+        return 2.0**-TF32_MANTISSA_BITS
     return float(ml_dtypes.finfo(dt.numpy).eps)
 
 
@@ -124,6 +133,8 @@ def to_compute(values: np.ndarray) -> np.ndarray:
 def cast(values: np.ndarray, target: DType) -> np.ndarray:
     """Convert to ``target`` as the hardware does: RNE for floats; ints round then saturate."""
     if target.is_float:
+        if target.name == TF32.name:
+            return round_mantissa(values.astype(np.float32, copy=False), TF32_MANTISSA_BITS)
         if values.dtype == target.numpy:
             return values
         return values.astype(np.float32, copy=False).astype(target.numpy)
@@ -133,3 +144,15 @@ def cast(values: np.ndarray, target: DType) -> np.ndarray:
     info = np.iinfo(target.numpy)
     rounded = np.rint(np.nan_to_num(values.astype(np.float64), nan=0.0))
     return np.clip(rounded, info.min, info.max).astype(target.numpy)
+
+
+def round_mantissa(values: np.ndarray, bits: int) -> np.ndarray:
+    """fp32 values rounded to ``bits`` mantissa bits, to nearest, ties to even (a new array);
+    infinities and NaNs stay what they are, a value past the largest finite one becomes inf."""
+    drop = 23 - bits
+    raw = np.ascontiguousarray(values, dtype=np.float32).view(np.uint32)
+    odd = (raw >> np.uint32(drop)) & np.uint32(1)
+    bias = np.uint32((1 << (drop - 1)) - 1) + odd
+    rounded = ((raw + bias) >> np.uint32(drop)) << np.uint32(drop)
+    special = (raw & np.uint32(0x7F800000)) == np.uint32(0x7F800000)  # inf, NaN: unchanged
+    return np.where(special, raw, rounded).astype(np.uint32).view(np.float32)

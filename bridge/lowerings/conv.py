@@ -135,7 +135,7 @@ def convolution(
     epilogue = ctx.epilogue if isinstance(ctx.epilogue, ChannelEpilogue) else None
     if epilogue is not None and (groups != 1 or bias is not None):
         raise BridgeError("a channel epilogue needs groups=1 and the bias folded into it")
-    conv = _GroupConv(ctx, shape, ctx.tile_dtype(out.dtype), epilogue)
+    conv = _GroupConv(ctx, shape, ctx.matmul_dtype(out.dtype), epilogue)
     for g in range(groups):
         ci, co = g * c_in_group, g * c_out_group
         conv.emit(

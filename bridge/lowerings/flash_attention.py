@@ -35,6 +35,7 @@ from hwsim import lang
 from hwsim.bridge.context import LoweringContext
 from hwsim.bridge.dtypes import HW_FP32
 from hwsim.bridge.passes.attention_fusion import AttentionPlan, FusedAttention
+from hwsim.bridge.passes.fused_kinds import group_tag, register_fused
 from hwsim.bridge.passes.fused_lowering import FusionFallback, _call, _lower_one_by_one, _meta
 from hwsim.bridge.tiling.space import hbm_ap
 from hwsim.bridge.values import HbmValue
@@ -58,6 +59,7 @@ BUFFERS = INTERLEAVE
 MASKS_SHARED = 8
 
 
+@register_fused(FusedAttention)
 def lower_fused_attention(
     ctx: LoweringContext, kernel: FusedAttention, outside: list[Any], escapes: bool
 ) -> HbmValue:
@@ -103,8 +105,8 @@ def _lower(
         mask = outside[plan.mask].expand((b, h, shapes.queries, shapes.keys))
     last = kernel.members[-1]
     meta = _meta(last.val)
-    group = _head_group(ctx, shapes, ctx.tile_dtype(q.dtype), ctx.tile_dtype(v.dtype))
-    tag = f"{kernel.__name__}/{'+'.join(kernel.node_names)}"
+    group = _head_group(ctx, shapes, ctx.matmul_dtype(q.dtype), ctx.matmul_dtype(v.dtype))
+    tag = group_tag(kernel)
     with ctx.node(last.name, meta, _call(last), escapes=escapes, tag=tag):
         out = ctx.new_value(meta.shape, meta.dtype)
         if plan.out_layout == "blhd":
@@ -230,7 +232,7 @@ class _Flash:
         self, q: HbmValue, k: HbmValue, v: HbmValue, mask: HbmValue | None, out: HbmValue
     ) -> None:
         s = self.s
-        mm, pv = self.ctx.tile_dtype(q.dtype), self.ctx.tile_dtype(v.dtype)
+        mm, pv = self.ctx.matmul_dtype(q.dtype), self.ctx.matmul_dtype(v.dtype)
         key_tiles = chunks(s.keys, self.pm)
         for slots in _groups(s, self.group):
             nb, g = slots.nb, slots.g

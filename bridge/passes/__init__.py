@@ -10,6 +10,10 @@ gave (torch.compile's partitions, ``hwsim export``, ``hwsim run FILE.py``: every
                    or collapses to one view)
     constant_fold  nodes that depend on no graph input (``arange``/``le``/``where`` mask chains)
                    are computed once at compile time and become tensor constants
+    prepare_constants
+                   the model's weights feeding matmuls are cast to the matmul's dtype and laid
+                   out as TensorE reads them, once, at compile time; the program only streams
+                   them (``passes.prepare_constants``)
     attention      q kᵀ, scale, mask, softmax and · v become one fused node, lowered as one
                    flash-attention kernel: the scores never reach HBM
                    (``passes.attention_fusion``, ``lowerings.flash_attention``)
@@ -24,6 +28,9 @@ gave (torch.compile's partitions, ``hwsim export``, ``hwsim run FILE.py``: every
     residency      (while lowering) a value an op stores and a later op loads back stays in
                    SBUF: the load reads the tile in place, and a store nothing else reads is
                    never emitted (``bridge.residency``)
+    row_broadcast  (while lowering) a wide row every partition reads (a bias, a norm's gamma)
+                   is loaded once and replicated by TensorE, not by a DMA that moves it once
+                   per partition (``residency.broadcast``)
 
 Selection (``options={"passes": ...}`` of both front doors, ``lower_graph(passes=)``): ``None``
 or ``"all"`` all on (the default), ``"none"`` all off, a dict ``{"fusion": False}`` switches the
@@ -145,11 +152,17 @@ def _calls(gm: fx.GraphModule) -> int:
 
 
 def run_pipeline(
-    graph: fx.GraphModule | fx.Graph, selection: PassSelection | None = None
+    graph: fx.GraphModule | fx.Graph,
+    selection: PassSelection | None = None,
+    *,
+    constants: Iterable[str] = (),
 ) -> tuple[fx.GraphModule, PipelineLog]:
-    """Run the selected passes on a copy of ``graph``; the copy and what each pass did."""
+    """Run the selected passes on a copy of ``graph``; the copy and what each pass did.
+    ``constants``: names of placeholders that hold the model's frozen parameters and buffers
+    (``prepare_constants`` prepares their matmul uses)."""
     selection = selection or PassSelection.all()
     gm = copy_graph_module(graph)
+    gm.meta[CONSTANTS_KEY] = frozenset(constants)
     log = PipelineLog(selection.label())
     for graph_pass in PIPELINE:
         if graph_pass.name not in selection:
@@ -170,6 +183,10 @@ def run_pipeline(
 from hwsim.bridge.passes.attention_fusion import fuse_attention  # noqa: E402  (no cycle)
 from hwsim.bridge.passes.conv_bn import fuse_conv_bn  # noqa: E402  (after GraphPass: no cycle)
 from hwsim.bridge.passes.fusion import fuse  # noqa: E402
+from hwsim.bridge.passes.prepare_constants import (  # noqa: E402
+    CONSTANTS_KEY,
+    prepare_constants,
+)
 from hwsim.bridge.passes.reduction_fusion import fuse_reductions  # noqa: E402
 from hwsim.bridge.passes.rewrites import (  # noqa: E402
     cancel_views,
@@ -183,6 +200,11 @@ PIPELINE: tuple[GraphPass, ...] = (
     GraphPass("cse", common_subexpressions, "common-subexpression elimination"),
     GraphPass("views", cancel_views, "view/permute/transpose cancellation"),
     GraphPass("constant_fold", fold_constants, "mask-building subgraphs folded to constants"),
+    GraphPass(
+        "prepare_constants",
+        prepare_constants,
+        "weights cast and laid out for their matmuls at compile time",
+    ),
     GraphPass("attention", fuse_attention, "attention as one flash-attention kernel"),
     GraphPass(
         "reduction_fusion",
@@ -193,6 +215,8 @@ PIPELINE: tuple[GraphPass, ...] = (
     GraphPass("fusion", fuse, "elementwise chains and matmul epilogues in one pass over SBUF"),
 )
 #: Passes that act while the graph lowers rather than on the graph (``lower_graph`` reads the
-#: selection): ``residency`` keeps values in SBUF between ops (``bridge.residency``).
-LOWERING_PASSES: tuple[str, ...] = ("residency",)
+#: selection): ``residency`` keeps values in SBUF between ops (``bridge.residency``);
+#: ``row_broadcast`` loads a row every partition reads once and replicates it on chip
+#: (``residency.broadcast``).
+LOWERING_PASSES: tuple[str, ...] = ("residency", "row_broadcast")
 PASS_NAMES: tuple[str, ...] = (*(p.name for p in PIPELINE), *LOWERING_PASSES)

@@ -28,6 +28,7 @@ from torch import fx
 from torch.utils import _pytree as pytree
 
 from hwsim.bridge.errors import Unsupported
+from hwsim.bridge.passes.fused_kinds import group_tag, register_fused
 from hwsim.bridge.passes.fusion import FusedKernel, Member, _replace, _supported
 from hwsim.bridge.passes.reduction_fusion import _outputs, _val
 from hwsim.bridge.registry import OpCall, check_support
@@ -37,38 +38,42 @@ _BN_EVAL = aten._native_batch_norm_legit_no_training.default
 
 
 class ConvBnKernel(FusedKernel):
-    """Target of a fused conv + batch norm [+ ReLU] node; ``lower`` emits it."""
+    """Target of a fused conv + batch norm [+ ReLU] node; ``lower_conv_bn`` emits it."""
 
     def __init__(self, members: list[Member], relu: bool) -> None:
         super().__init__(members)
         self.relu = relu
         self.__name__ = "fused[conv_bn_relu]" if relu else "fused[conv_bn]"
 
-    def lower(self, ctx: Any, outside: list[Any], escapes: bool, tag: str) -> Any:
-        from hwsim.bridge.lowerings.batch_norm import channel_affine
-        from hwsim.bridge.lowerings.conv import ChannelEpilogue, convolution
-        from hwsim.bridge.passes.fused_lowering import _call, _meta, _resolve
-        from hwsim.kernels.ops import ActivationFunction as Act
 
-        conv, bn = self.members[0], self.members[1]
-        conv_args, _ = _resolve(conv, outside, [])
-        x, weight, conv_bias, *rest = conv_args
-        values: list[Any] = [None]  # the conv's value is never needed outside the epilogue
-        bn_args, _ = _resolve(bn, outside, values)
-        _, bn_weight, bn_bias, mean, var, _momentum, eps = bn_args
+@register_fused(ConvBnKernel)
+def lower_conv_bn(ctx: Any, kernel: ConvBnKernel, outside: list[Any], escapes: bool) -> Any:
+    """The convolution with the batch norm (and ReLU) on its PSUM evacuation."""
+    from hwsim.bridge.lowerings.batch_norm import channel_affine
+    from hwsim.bridge.lowerings.conv import ChannelEpilogue, convolution
+    from hwsim.bridge.passes.fused_lowering import _call, _meta, _resolve
+    from hwsim.kernels.ops import ActivationFunction as Act
 
-        def columns(chunks):
-            return channel_affine(ctx, chunks, bn_weight, bn_bias, mean, var, eps, conv_bias)
+    tag = group_tag(kernel)
+    conv, bn = kernel.members[0], kernel.members[1]
+    conv_args, _ = _resolve(conv, outside, [])
+    x, weight, conv_bias, *rest = conv_args
+    values: list[Any] = [None]  # the conv's value is never needed outside the epilogue
+    bn_args, _ = _resolve(bn, outside, values)
+    _, bn_weight, bn_bias, mean, var, _momentum, eps = bn_args
 
-        last = self.members[-1]
-        ctx.epilogue = ChannelEpilogue(Act.relu if self.relu else Act.identity, columns)
-        try:
-            with ctx.node(last.name, _meta(last.val), _call(conv), escapes=escapes, tag=tag):
-                result = convolution(ctx, x, weight, None, *rest)
-        finally:
-            ctx.epilogue = None
-        ctx.fusion_notes.append({"group": self.node_names, "fused": True, "conv_bn": True})
-        return result
+    def columns(chunks):
+        return channel_affine(ctx, chunks, bn_weight, bn_bias, mean, var, eps, conv_bias)
+
+    last = kernel.members[-1]
+    ctx.epilogue = ChannelEpilogue(Act.relu if kernel.relu else Act.identity, columns)
+    try:
+        with ctx.node(last.name, _meta(last.val), _call(conv), escapes=escapes, tag=tag):
+            result = convolution(ctx, x, weight, None, *rest)
+    finally:
+        ctx.epilogue = None
+    ctx.fusion_notes.append({"group": kernel.node_names, "fused": True, "conv_bn": True})
+    return result
 
 
 def _only_user(node: fx.Node) -> fx.Node | None:

@@ -7,7 +7,10 @@
   §2.1: 2·rows·cols·packing/multiplier per cycle at the TensorE clock);
 - **hbm**: the bytes no schedule avoids — every graph input (weights, buffers, activations) read
   once and every output written once — over one core's HBM bandwidth (its share of the stack,
-  §1.1) or its DMA engines' aggregate bandwidth (§2.5), whichever is lower;
+  §1.1) or its DMA engines' aggregate bandwidth (§2.5), whichever is lower. An input only
+  gathered from (an embedding table) counts the rows its gathers return; a constant that only
+  matmuls read (a weight, prepared at compile time in the dtype auto-cast gives it:
+  ``passes.prepare_constants``) counts its bytes in that dtype;
 - **vector** / **scalar**: each elementwise or reduction node touches each of its elements at
   least once: transcendental functions (exp, tanh, GELU, ...) on ScalarE, the rest on VectorE,
   at each engine's streaming rate for fp32 (``peaks.elements_per_s``; no MIN_II, no
@@ -27,8 +30,10 @@ import torch
 from torch import fx
 from torch.utils import _pytree as pytree
 
+from hwsim.bridge.precision import Precision
 from hwsim.bridge.registry import LOWERINGS
 from hwsim.config import HardwareConfig
+from hwsim.dtypes import dtype as hw_dtype
 from hwsim.report import peaks
 
 aten = torch.ops.aten
@@ -121,16 +126,50 @@ def _elements(node: fx.Node) -> int:
     return max(sizes, default=0)
 
 
-def graph_floor(graph: fx.Graph, config: HardwareConfig, compute_dtype: str) -> Floor:
-    """The floor of ``graph`` (module docstring); ``compute_dtype`` as the precision says
-    ('auto': the dtype the matmuls' inputs have, fp32 if none)."""
+#: Ops that read only the rows their indices name of their first argument.
+_GATHERS = frozenset({aten.embedding.default, aten.index_select.default})
+#: Ops through which a weight reaches a matmul, and the matmuls that read it.
+_TO_MATMUL = frozenset({aten.t.default, aten.permute.default, aten.transpose.int})
+_MATMULS = frozenset({aten.mm.default, aten.addmm.default, aten.bmm.default})
+
+
+def _only_matmuls_read(node: fx.Node) -> bool:
+    """Every use of ``node`` is a matmul operand, directly or through a transpose."""
+    return all(
+        user.target in _MATMULS or (user.target in _TO_MATMUL and _only_matmuls_read(user))
+        for user in node.users
+    )
+
+
+def _input_bytes(node: fx.Node, precision: Precision, constants: frozenset[str]) -> int:
+    """Bytes of graph input ``node`` that every schedule reads (module docstring)."""
+    value = _val(node)
+    full = _bytes(value)
+    users = list(node.users)
+    if users and all(u.target in _GATHERS and u.args[0] is node for u in users):
+        return min(full, sum(_bytes(_val(u)) for u in users))
+    own = value.dtype if isinstance(value, torch.Tensor) else None
+    if node.name in constants and own == torch.float32 and _only_matmuls_read(node):
+        return min(full, value.numel() * precision.matmul_dtype(hw_dtype("fp32")).itemsize)
+    return full
+
+
+def graph_floor(
+    graph: fx.Graph,
+    config: HardwareConfig,
+    precision: Precision,
+    constants: frozenset[str] = frozenset(),
+) -> Floor:
+    """The floor of ``graph`` (module docstring); TensorE's dtype is what auto-cast makes of
+    the matmuls' inputs (``precision.matmul_dtype``), fp32 if there are none. ``constants``:
+    the placeholders holding the model's frozen weights (``lower_graph(constants=)``)."""
     flops = vector = scalar = 0
     hbm = 0
     matmul_dtypes: list[str] = []
     for node in graph.nodes:
         if node.op in ("placeholder", "get_attr"):
             if node.users:
-                hbm += _bytes(_val(node))
+                hbm += _input_bytes(node, precision, constants)
         elif node.op == "output":
             hbm += _bytes(
                 [_val(n) for n in pytree.tree_leaves(node.args[0]) if isinstance(n, fx.Node)]
@@ -151,10 +190,9 @@ def graph_floor(graph: fx.Graph, config: HardwareConfig, compute_dtype: str) -> 
                 scalar += _elements(node)
             else:
                 vector += _elements(node)
-    dtype = compute_dtype
-    if dtype == "auto":
-        names = {"float32": "fp32", "bfloat16": "bf16", "float16": "fp16"}
-        dtype = names.get(matmul_dtypes[0], "fp32") if matmul_dtypes else "fp32"
+    names = {"float32": "fp32", "bfloat16": "bf16", "float16": "fp16"}
+    own = names.get(matmul_dtypes[0], "fp32") if matmul_dtypes else "fp32"
+    dtype = precision.matmul_dtype(hw_dtype(own)).name
     hbm_rate = min(
         peaks.hbm_bandwidth_bytes_per_ns_per_core(config),
         peaks.dma_bandwidth_bytes_per_ns_per_core(config),

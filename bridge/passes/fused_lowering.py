@@ -31,6 +31,7 @@ from torch.utils import _pytree as pytree
 from hwsim import lang
 from hwsim.bridge.context import LoweringContext, TensorMeta
 from hwsim.bridge.errors import BridgeError
+from hwsim.bridge.passes.fused_kinds import group_tag, register_fused
 from hwsim.bridge.passes.fusion import RESHAPES, FusedKernel, Inner, Member, Ref
 from hwsim.bridge.registry import LOWERINGS, OpCall
 from hwsim.bridge.tiling.broadcast import OperandLoader
@@ -125,14 +126,12 @@ def _call(member: Member) -> OpCall:
     return OpCall(member.target, tuple(member.arg_vals), dict(member.kwarg_vals), member.val)
 
 
+@register_fused(FusedKernel)
 def lower_fused(
     ctx: LoweringContext, kernel: FusedKernel, outside: list[Any], escapes: bool
 ) -> HbmValue:
     """Lower the group (module docstring); its instructions carry every member in their tag."""
-    tag = f"{kernel.__name__}/{'+'.join(kernel.node_names)}"
-    lower_itself = getattr(kernel, "lower", None)
-    if lower_itself is not None:  # a row group (passes.reduction_fusion) has its own lowering
-        return lower_itself(ctx, outside, escapes, tag)
+    tag = group_tag(kernel)
     try:
         return _lower_group(ctx, kernel, outside, escapes, tag)
     except FusionFallback as why:
@@ -308,7 +307,8 @@ class _StepProgram:
         )
         largest = (max(t.partitions for t in tiles), max(t.free_elements for t in tiles))
         loads = [OperandLoader(ctx, self.buffers, written=out.name) for _ in self.outside]
-        rings = [BufferRing(self.buffers) for _ in self.steps]
+        rings = [BufferRing(self.buffers) for _ in self.steps[:-1]]
+        rings.append(ctx.queues.result_ring(self.buffers))  # the last step's tiles are stored
         casts = BufferRing(self.buffers)
         for tile in tiles:
             tile_shape = (tile.partitions, tile.free_elements)
@@ -323,7 +323,8 @@ class _StepProgram:
         """The hook ``tiling.matmul`` calls on each evacuated [mt, nt] block of ``out``."""
         assert self.anchor is not None
         loads: list[OperandLoader] = []  # made at the first block: they know its output then
-        rings = [BufferRing(self.buffers) for _ in self.steps]
+        rings = [BufferRing(self.buffers) for _ in self.steps[:-1]]
+        rings.append(ctx.queues.result_ring(self.buffers))  # the last step's tiles are stored
         casts = BufferRing(self.buffers)
         batch = tuple(self.shape[:-2])
         rows, cols = self.shape[-2:]

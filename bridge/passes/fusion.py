@@ -48,6 +48,8 @@ class Member:
     val: Any
     arg_vals: tuple[Any, ...]
     kwarg_vals: dict[str, Any]
+    #: The ATen op a decomposition made this node of (``original_aten``), None if none did.
+    origin: Any = None
 
 
 @dataclass(frozen=True)
@@ -244,7 +246,14 @@ def member_records(
         )
         records.append(
             Member(
-                m.name, m.target, tuple(args), dict(kwargs), m.meta.get("val"), arg_vals, kwarg_vals
+                m.name,
+                m.target,
+                tuple(args),
+                dict(kwargs),
+                m.meta.get("val"),
+                arg_vals,
+                kwarg_vals,
+                m.meta.get("original_aten"),
             )
         )
     return records, outside

@@ -38,6 +38,7 @@ from torch import fx
 from torch.utils import _pytree as pytree
 from typing_extensions import TypeIs
 
+from hwsim.bridge.passes.fused_kinds import group_tag, register_fused
 from hwsim.bridge.passes.fusion import FusedKernel, Member, _replace
 
 aten = torch.ops.aten
@@ -51,7 +52,7 @@ _FLOATS = (torch.float32, torch.bfloat16, torch.float16)
 
 class RowKernel(FusedKernel):
     """Target of a fused row node: the members (for interpretation and attribution), the
-    pattern's ``kind`` and its parameters; ``lower`` emits it (module docstring)."""
+    pattern's ``kind`` and its parameters; ``lower_row_kernel`` emits it (module docstring)."""
 
     def __init__(self, members: list[Member], kind: str, **params: Any) -> None:
         super().__init__(members)
@@ -59,27 +60,31 @@ class RowKernel(FusedKernel):
         self.params = params
         self.__name__ = f"fused[{kind}]"
 
-    def lower(self, ctx: Any, outside: list[Any], escapes: bool, tag: str) -> Any:
-        """Lower the group as one row pass; outside[0] is the row input x."""
-        from hwsim.bridge.lowerings.norm import layer_norm, rms_norm
-        from hwsim.bridge.lowerings.reduction import softmax_rows
-        from hwsim.bridge.passes.fused_lowering import _call, _meta
 
-        last = self.members[-1]
-        with ctx.node(last.name, _meta(last.val), _call(last), escapes=escapes, tag=tag):
-            if self.kind == "layer_norm":
-                w, b = (outside[i] if i is not None else None for i in self.params["affine"])
-                dims, eps = self.params["normalized_dims"], self.params["eps"]
-                result, _ = layer_norm(ctx, outside[0], dims, w, b, eps, with_stats=False)
-            elif self.kind == "rms_norm":
-                weight = self.params["weight"]
-                w = outside[weight] if weight is not None else None
-                result = rms_norm(ctx, outside[0], w, self.params["eps"])
-            else:
-                safe = self.kind == "lse_softmax"
-                result = softmax_rows(ctx, outside[0], self.params["dim"], safe)
-        ctx.fusion_notes.append({"group": self.node_names, "fused": True, "row": self.kind})
-        return result
+@register_fused(RowKernel)
+def lower_row_kernel(ctx: Any, kernel: RowKernel, outside: list[Any], escapes: bool) -> Any:
+    """Lower the group as one row pass; outside[0] is the row input x."""
+    from hwsim.bridge.lowerings.norm import layer_norm, rms_norm
+    from hwsim.bridge.lowerings.reduction import softmax_rows
+    from hwsim.bridge.passes.fused_lowering import _call, _meta
+
+    last = kernel.members[-1]
+    tag = group_tag(kernel)
+    params = kernel.params
+    with ctx.node(last.name, _meta(last.val), _call(last), escapes=escapes, tag=tag):
+        if kernel.kind == "layer_norm":
+            w, b = (outside[i] if i is not None else None for i in params["affine"])
+            dims, eps = params["normalized_dims"], params["eps"]
+            result, _ = layer_norm(ctx, outside[0], dims, w, b, eps, with_stats=False)
+        elif kernel.kind == "rms_norm":
+            weight = params["weight"]
+            w = outside[weight] if weight is not None else None
+            result = rms_norm(ctx, outside[0], w, params["eps"])
+        else:
+            safe = kernel.kind == "lse_softmax"
+            result = softmax_rows(ctx, outside[0], params["dim"], safe)
+    ctx.fusion_notes.append({"group": kernel.node_names, "fused": True, "row": kernel.kind})
+    return result
 
 
 # ---- matching helpers ---------------------------------------------------------------------

@@ -8,7 +8,9 @@ store left on chip, so values stay in SBUF between ops without rewriting the low
   ``load_resident(dst, R)`` of exactly R (same tensor and access pattern, same dtype on chip, in
   HBM and in ``dst``, so no cast is skipped; ``dst`` of T's shape on T's partitions) returns T
   itself and moves nothing. The caller uses what it returns (``src = load_resident(src, ap)``);
-  plain ``load`` always moves data, so a call site that does not opt in stays correct.
+  plain ``load`` always moves data, so a call site that does not opt in stays correct. A load
+  the tile cannot be handed out for (``dst`` in another float dtype: a matmul's operand under
+  auto-cast, or another shape) is an engine copy from it, with the cast the DMA would do.
 - **never stale**: every instruction the kernel emits passes ``_emit`` first. One that writes
   bytes of T or of R drops the record (and a store still pending is emitted before it), so a
   record exists only while T and R are known to hold the same values.
@@ -34,16 +36,18 @@ from __future__ import annotations
 
 import os
 from collections.abc import Iterable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
+from hwsim import lang
+from hwsim.bridge.residency.broadcast import RowBroadcaster, broadcasts
 from hwsim.isa.ap import AccessPattern, MemorySpace
 from hwsim.isa.base import Instruction
 from hwsim.isa.regions import Region, region_of
 from hwsim.lang import isa as nisa
 from hwsim.lang.kernel import KernelContext, current, skip_frames_of
 from hwsim.lang.tiles import Tile, View, as_ap
-from hwsim.library.common import DmaQueues, Operand, Source
+from hwsim.library.common import BufferRing, DmaQueues, Operand, Source
 
 
 @dataclass(eq=False)  # identity: one store
@@ -132,6 +136,25 @@ def _key(ap: AccessPattern) -> AccessPattern:
     )
 
 
+def _flat(ap: AccessPattern) -> AccessPattern | None:
+    """An on-chip pattern whose free dims are dense row-major, as [P, elements]; None if not."""
+    step = 1
+    for n, stride in reversed(tuple(zip(ap.free_sizes, ap.free_strides, strict=True))):
+        if n != 1 and stride != step:
+            return None
+        step *= n
+    return replace(ap, free_sizes=(ap.free_elements,), free_strides=(1,))
+
+
+def _columns(flat: AccessPattern, first: int, end: int) -> AccessPattern:
+    """Columns [first, end) of a [P, elements] pattern."""
+    return replace(
+        flat,
+        offset_bytes=flat.offset_bytes + first * flat.dtype.itemsize,
+        free_sizes=(end - first,),
+    )
+
+
 def _box(key: AccessPattern) -> tuple[int, int, int, int, int] | None:
     """A canonical pattern whose rows are dense runs, as (row pitch, first row, end row, first
     byte, end byte) within a row; None for any other pattern."""
@@ -158,16 +181,32 @@ def _injective(ap: AccessPattern) -> bool:
 class ResidentQueues(DmaQueues):
     """``DmaQueues`` with store-to-load forwarding and store elision (module docstring)."""
 
-    def __init__(self, load_queues: int = 2, *, enabled: bool = True, budget_bytes: int = 0):
+    def __init__(
+        self,
+        load_queues: int = 2,
+        *,
+        enabled: bool = True,
+        budget_bytes: int = 0,
+        broadcast_rows: bool = False,
+        weight_stream: bool = False,
+    ):
         super().__init__(load_queues=load_queues)
+        #: With a weight stream (``tiling.weights``) the Sync engine triggers weight DMAs only;
+        #: every other load is triggered by ``store_engine`` (in data order with the stores),
+        #: so no load waits behind a weight DMA waiting for its slot.
+        self.load_engine = self.store_engine if weight_stream else "sync"
         self.enabled = enabled
+        #: Partition broadcasts of wide rows go on chip (``residency.broadcast``; the
+        #: ``row_broadcast`` lowering pass); ``stream``: the weight stream, which moves the
+        #: rows of graph inputs (biases, gammas) ahead of their use.
+        self.broadcast_rows = broadcast_rows
+        self.broadcaster = RowBroadcaster(
+            self._load_row, set(), self._load_constant, pooled=weight_stream
+        )
         self.budget_bytes = budget_bytes
         self.stats = ResidencyStats()
         #: HBM tensors whose stores may be deferred and elided (graph values, not outputs).
         self.deferrable: set[str] = set()
-        #: Graph inputs (weights): never written by the graph, so what a load of one left in
-        #: SBUF stays valid across nodes (until evicted or its tile is written).
-        self.inputs: set[str] = set()
         self._records: dict[AccessPattern, _Record] = {}
         self._by_tensor: dict[str, list[_Record]] = {}
         self._held: dict[int, tuple[Tile, int]] = {}  # id(tile) -> (tile, records on it)
@@ -205,6 +244,8 @@ class ResidentQueues(DmaQueues):
         """``DmaQueues.load``; with residency, a load of bytes stores or loads left in SBUF
         (float dtypes, same dtype throughout, same partitions) becomes on-chip copies on
         ``COPY_ENGINE`` instead of a DMA (for callers that need the data in ``dst`` itself)."""
+        if engine == "sync":
+            engine = self.load_engine
         if self._active():
             record = self._forwardable(dst, src, exact_shape=False)
             if record is not None:
@@ -214,14 +255,50 @@ class ResidentQueues(DmaQueues):
                 return
             pieces = self._pieces(dst, src, copy=True)
             if pieces is not None:
+                flat = _flat(_ap(dst))
+                assert flat is not None
                 for record, (a, b), (c, d) in pieces:
                     self._hit(record, 0)
-                    nisa.tensor_copy(dst[:, c:d], record.operand[:, a:b], engine=COPY_ENGINE)
+                    nisa.tensor_copy(
+                        _columns(flat, c, d), record.operand[:, a:b], engine=COPY_ENGINE
+                    )
                 self.stats.loads_copied += 1
                 self.stats.bytes_forwarded += _ap(src).nbytes
                 return
+        if self.broadcast_rows and broadcasts(dst, src) and self.broadcaster(dst, src):  # type: ignore[arg-type]
+            self._remember_load(dst, src)
+            return
         super().load(dst, src, engine=engine)
         self._remember_load(dst, src)
+
+    @property
+    def inputs(self) -> set[str]:
+        """Graph inputs (weights): never written by the graph, so what a load of one left in
+        SBUF stays valid across nodes (until evicted or its tile is written); the broadcaster
+        keeps their rows for the program."""
+        return self.broadcaster.constants
+
+    @inputs.setter
+    def inputs(self, names: set[str]) -> None:
+        self.broadcaster.constants = names
+
+    @property
+    def rows_broadcast(self) -> int:
+        return self.broadcaster.count
+
+    def _load_row(self, dst: Operand, row: AccessPattern) -> None:
+        """A row a broadcast replicates, when it is needed."""
+        DmaQueues.load(self, dst, row, engine=self.load_engine)
+
+    def _load_constant(self, dst: Operand, row: AccessPattern) -> None:
+        """A graph input's row into its place for the program: it depends on nothing, so the
+        Sync engine moves it (with the weights, when they stream: ``tiling.weights``)."""
+        DmaQueues.load(self, dst, row, engine="sync")
+
+    def load_transposed(self, dst: Operand, src: Source, *, engine: str = "sync") -> None:
+        if engine == "sync":
+            engine = self.load_engine
+        super().load_transposed(dst, src, engine=engine)
 
     def _hit(self, record: _Record, nbytes: int) -> None:
         self._records[record.key] = self._records.pop(record.key)  # most recently used
@@ -270,6 +347,16 @@ class ResidentQueues(DmaQueues):
         )
         self.stats.stores_recorded += 1
         self._add(record)
+
+    def holds(self, tile: Tile) -> bool:
+        """Whether a record keeps ``tile`` as a value's on-chip copy."""
+        return id(tile) in self._held
+
+    def result_ring(self, buffers: int) -> BufferRing:
+        """A ring for tiles a lowering stores: a slot whose tile a record still holds (the
+        value stays resident) gets a new tile instead of being written over, so residency is
+        not bounded by the producer's ring (``ResultRing``)."""
+        return ResultRing(buffers, self) if self._active() else BufferRing(buffers)
 
     def rows_of(self, tensor: str, elements: int) -> int | None:
         """If stores left all of HBM tensor ``tensor`` (``elements`` long) in SBUF as row
@@ -328,13 +415,16 @@ class ResidentQueues(DmaQueues):
             return None
         want = _ap(dst)
         have = record.sbuf_ap
-        if want.memory is not MemorySpace.SBUF or not want.dtype == have.dtype == key.dtype:
+        if want.memory is not MemorySpace.SBUF or have.dtype != key.dtype:
             return None
         if want.start_partition != have.start_partition or want.partitions != have.partitions:
             return None
         if exact_shape:
-            return record if tuple(dst.shape) == tuple(record.operand.shape) else None
-        if not want.dtype.is_float:  # an engine copy is exact for floats
+            same = want.dtype == have.dtype and tuple(dst.shape) == tuple(record.operand.shape)
+            return record if same else None
+        # An engine copy moves floats exactly, and casts them as the DMA would (round to
+        # nearest even): the tile holds the HBM bytes' values, so the copy gives the load's.
+        if not (want.dtype.is_float and have.dtype.is_float):
             return None
         return record if _free_shape(want) == _free_shape(have) else None
 
@@ -345,7 +435,9 @@ class ResidentQueues(DmaQueues):
         record, its column range and the matching columns of ``dst``; None unless they cover
         every column. Each tile must sit on ``dst``'s partitions, with the same dtype (and
         ``copy``: a float dtype, which an engine copy moves exactly)."""
-        if not isinstance(dst, (Tile, View)) or len(dst.shape) != 2:
+        if not isinstance(dst, (Tile, View)):
+            return None
+        if len(dst.shape) != 2 and (not copy or _flat(_ap(dst)) is None):
             return None
         key = _key(_ap(src))
         records = self._by_tensor.get(key.tensor)
@@ -353,9 +445,11 @@ class ResidentQueues(DmaQueues):
         if not records or box is None:
             return None
         want = _ap(dst)
-        if want.memory is not MemorySpace.SBUF or want.dtype != key.dtype:
+        if want.memory is not MemorySpace.SBUF:
             return None
-        if copy and not want.dtype.is_float:
+        if copy and not (want.dtype.is_float and key.dtype.is_float):
+            return None
+        if not copy and want.dtype != key.dtype:  # read in place: no cast may be skipped
             return None
         rows, (c0, c1) = box[:3], box[3:]
         item = key.dtype.itemsize
@@ -474,3 +568,21 @@ class ResidentQueues(DmaQueues):
                 self._inner_emit(instruction)
         finally:
             self._flushing = saved
+
+
+class ResultRing(BufferRing):
+    """``BufferRing`` whose slots give up a tile ``queues`` holds resident: that slot is
+    allocated again, and the held tile lives on until its record is released."""
+
+    def __init__(self, buffers: int, queues: ResidentQueues) -> None:
+        super().__init__(buffers)
+        self.queues = queues
+
+    def __call__(self, shape: Any, dtype: Any, buffer: Any, *, max_shape: Any = None) -> Any:
+        if len(self._tiles) >= self.buffers and self.queues.holds(self._tiles[self._next]):
+            slot = self._next
+            self._tiles[slot] = lang.ndarray(
+                self._tiles[slot].shape, self._tiles[slot].dtype, buffer
+            )
+            self._views = {key: value for key, value in self._views.items() if key[0] != slot}
+        return super().__call__(shape, dtype, buffer, max_shape=max_shape)

@@ -35,7 +35,7 @@ from dataclasses import dataclass
 from hwsim import lang
 from hwsim.bridge.context import LoweringContext
 from hwsim.bridge.tiling.space import hbm_ap
-from hwsim.bridge.values import HbmValue
+from hwsim.bridge.values import HbmValue, PreparedMatrix
 from hwsim.dtypes import DType
 from hwsim.isa.ap import AccessPattern
 from hwsim.kernels.ops import AluOp
@@ -99,6 +99,12 @@ class KOperand:
 #: Share of SBUF per partition one matmul's tiles may take in all (operands and epilogue); the
 #: rest is for tiles other ops of the graph still hold (a named assumption, not a hardware rule).
 _SBUF_USABLE = 0.9
+#: Most of SBUF per partition a row bias held for a whole product may take (fp32: 6,144
+#: columns on trn1); a wider one is loaded per output tile. A tiling choice, not a hardware rule.
+ROW_BIAS_SBUF_SHARE = 1 / 8
+#: Most of SBUF per partition the stationary aᵀ of every row block of a streamed-weight product
+#: may take to be kept across weight blocks (``MatmulTiler._emit_streamed``); a tiling choice.
+STATIONARY_SBUF_SHARE = 1 / 4
 
 
 class MatmulTiler:
@@ -116,7 +122,7 @@ class MatmulTiler:
         self.rhs_ring = BufferRing(ctx.options.buffers)
         self.psum = BufferRing(2)
         self._psum_used = False  # the PSUM ring is sized by the first product's group
-        self.results = BufferRing(ctx.options.buffers)
+        self.results = ctx.queues.result_ring(ctx.options.buffers)
         self.biases = BufferRing(2)
         self.evacuate = Evacuator()
 
@@ -131,6 +137,20 @@ class MatmulTiler:
     def _epilogue_bytes(self, n: int, out_item: int, bias: bool) -> int:
         """Bytes per partition of the result ring and the fp32 bias ring for [*, n] tiles."""
         return self.ctx.options.buffers * n * out_item + (2 * n * 4 if bias else 0)
+
+    def _bias_rows(self, bias: HbmValue | None, m: int, n: int) -> Operand | None:
+        """A bias that is one row for every output row (nn.Linear's), as one SBUF tile
+        [min(m, P), n] for the whole product, loaded before its matmuls (the load may replicate
+        the row on chip: ``residency.broadcast``); None for any other bias, or one too wide to
+        hold (``ROW_BIAS_SBUF_SHARE``): its tiles are loaded per output tile."""
+        if bias is None or bias.strides[0] != 0:
+            return None
+        if n * 4 > int(self.lim.sbuf_bytes * ROW_BIAS_SBUF_SHARE):
+            return None
+        rows = min(m, self.lim.tile_m)
+        tile = lang.ndarray((rows, n), lang.float32, lang.sbuf)
+        self.ctx.queues.load(tile, HbmMatrix(bias).block(0, rows, 0, n))
+        return tile
 
     def tile_n(self, m: int, n: int, transposing: bool, out_item: int, bias: bool) -> int:
         """Output columns per tile: the PSUM bank's (moving free) limit, halved until one K
@@ -192,6 +212,9 @@ class MatmulTiler:
         beta: float = 1.0,
     ) -> None:
         """out[M, N] = alpha * a[M, K] @ b[K, N] + beta * bias[M, N] (bias a broadcast view)."""
+        if isinstance(b, PreparedMatrix):
+            self._emit_streamed(a, b, out, bias, alpha, beta)
+            return
         (m, k), (_, n) = a.shape, b.shape
         lhs = KOperand(a.transpose(0, 1), self.dtype)
         rhs = KOperand(b, self.dtype)
@@ -210,7 +233,10 @@ class MatmulTiler:
         if group > 1 and not self._psum_used:  # room for a group in flight and the next
             self.psum = BufferRing(2 * group)
         self._psum_used = True
+        bias_rows = self._bias_rows(bias, m, n)
         epilogue = self._epilogue_bytes(tn, out_item, bias is not None)
+        if bias_rows is not None:
+            epilogue += n * 4
         per_block = self.k_tiles_per_block(tm, group * tn, transposing, epilogue)
         k_blocks = chunks(k, per_block * lim.tile_k)
         for m0, mt in chunks(m, lim.tile_m):
@@ -232,7 +258,57 @@ class MatmulTiler:
                                 accumulate=kb > 0 or j > 0,
                             )
                 for acc, (c0, nt) in zip(accs, n_tiles, strict=True):
-                    self._epilogue(acc, out, bias, alpha, beta, m0, mt, g0 + c0, nt)
+                    n0 = g0 + c0
+                    row = None if bias_rows is None else bias_rows[:mt, n0 : n0 + nt]
+                    self._epilogue(acc, out, bias, alpha, beta, m0, mt, n0, nt, row)
+
+    def _emit_streamed(
+        self,
+        a: HbmValue,
+        weight: PreparedMatrix,
+        out: HbmValue,
+        bias: HbmValue | None,
+        alpha: float,
+        beta: float,
+    ) -> None:
+        """``emit`` with a weight prepared at compile time (``passes.prepare_constants``): each
+        block of its columns, all of K, comes from the program's weight stream once
+        (``tiling.weights``), and every block of output rows is computed against it; the
+        stationary aᵀ of each row block is kept for the next weight block when all fit
+        ``STATIONARY_SBUF_SHARE``, else loaded again."""
+        layout = weight.layout
+        stream = self.ctx.weights
+        assert layout is not None and stream is not None
+        (m, k), n = a.shape, weight.shape[1]
+        lim = self.lim
+        lhs = KOperand(a.transpose(0, 1), self.dtype)
+        k_tiles = cdiv(k, lim.tile_k)
+        rows = chunks(m, lim.tile_m)
+        per_rows = k_tiles * lim.tile_m * self.dtype.itemsize
+        keep = len(rows) * per_rows <= int(lim.sbuf_bytes * STATIONARY_SBUF_SHARE)
+        ring = BufferRing(len(rows)) if keep else self.lhs_ring
+        kept: dict[int, Operand] = {}
+        if not self._psum_used:  # PSUM tiles in flight: what the transposing loader and a
+            # row broadcast (2 banks each) leave, at most two per bank of the block
+            spare = max(2, lim.psum_banks - 4)
+            self.psum = BufferRing(min(spare, 2 * cdiv(layout.block, lim.tile_n)))
+        self._psum_used = True
+        bias_rows = self._bias_rows(bias, m, n)
+        k_pieces = chunks(k, lim.tile_k)
+        for n0, width in layout.blocks():
+            block = stream.load(weight, n0)  # [rows, tiles * width]
+            for m0, mt in rows:
+                stationary = kept.get(m0) or self._load(lhs, ring, 0, k, m0, mt)
+                if keep:
+                    kept[m0] = stationary
+                for c0, nt in chunks(width, lim.tile_n):
+                    acc = self.psum((mt, nt), lang.float32, lang.psum)
+                    for j, (_, w) in enumerate(k_pieces):
+                        columns = block[:w, j * width + c0 : j * width + c0 + nt]
+                        nisa.nc_matmul(acc, stationary[:w, j, :mt], columns, accumulate=j > 0)
+                    col = n0 + c0
+                    row = None if bias_rows is None else bias_rows[:mt, col : col + nt]
+                    self._epilogue(acc, out, bias, alpha, beta, m0, mt, col, nt, row)
 
     def _load(
         self, operand: KOperand, ring: BufferRing, k0: int, kc: int, x0: int, xc: int
@@ -249,15 +325,15 @@ class MatmulTiler:
         view = operand.view
         k_stride, x_stride = view.strides
         full = kc // tk
-        base = view.offset + k0 * k_stride + x0 * x_stride
+        base, tile_step = view.offset + k0 * k_stride + x0 * x_stride, tk * k_stride
         if full:
-            src = hbm_ap(view, base, tk, k_stride, (full, xc), (tk * k_stride, x_stride))
+            src = hbm_ap(view, base, tk, k_stride, (full, xc), (tile_step, x_stride))
             if full == tiles:  # one load fills the block: it may be a resident tile itself
                 return self.ctx.queues.load_resident(dst, src)
             self.ctx.queues.load(dst[:, 0:full, :], src)
         if kc % tk:
             w = kc % tk
-            src = hbm_ap(view, base + full * tk * k_stride, w, k_stride, (xc,), (x_stride,))
+            src = hbm_ap(view, base + full * tile_step, w, k_stride, (xc,), (x_stride,))
             self.ctx.queues.load(dst[:w, full, :], src)
         return dst
 
@@ -272,13 +348,20 @@ class MatmulTiler:
         mt: int,
         n0: int,
         nt: int,
+        bias_row: Operand | None = None,
     ) -> None:
-        """PSUM -> SBUF (fusing alpha, beta * bias) -> HBM."""
+        """PSUM -> SBUF (fusing alpha, beta * bias) -> HBM; ``bias_row``: this tile's bias,
+        already in SBUF (``_bias_rows``)."""
         result = self.results((mt, nt), self.ctx.tile_dtype(out.dtype), lang.sbuf)
         if bias is not None:
-            bias_tile = self.biases((mt, nt), lang.float32, lang.sbuf)
-            self.ctx.queues.load(bias_tile, HbmMatrix(bias).block(m0, mt, n0, nt))
-            if beta != 1.0:
+            bias_tile: Operand = self.biases((mt, nt), lang.float32, lang.sbuf)
+            if bias_row is not None and beta == 1.0:
+                bias_tile = bias_row
+            elif bias_row is not None:
+                nisa.tensor_scalar(bias_tile, bias_row, AluOp.multiply, beta)
+            else:
+                self.ctx.queues.load(bias_tile, HbmMatrix(bias).block(m0, mt, n0, nt))
+            if beta != 1.0 and bias_row is None:
                 nisa.tensor_scalar(bias_tile, bias_tile, AluOp.multiply, beta)
             if alpha != 1.0:
                 nisa.scalar_tensor_tensor(result, acc, AluOp.multiply, alpha, AluOp.add, bias_tile)
@@ -309,7 +392,7 @@ def emit_matmul(
     product per batch index, all sharing one tiler (its buffers and PSUM banks rotate across
     batches, so consecutive products overlap).
     """
-    compute = ctx.tile_dtype(out.dtype)
+    compute = ctx.matmul_dtype(out.dtype)
     tiler = MatmulTiler(ctx, compute)
     batch = out.shape[:-2]
     for index in itertools.product(*(range(n) for n in batch)):

@@ -268,6 +268,10 @@ class HostConfig(_Section):
     latency_ns: Annotated[float, Field(ge=0, le=1_000_000)] = Field(
         description="fixed cost of one host <-> HBM transfer before its first byte moves, ns"
     )
+    launch_ns: Annotated[float, Field(ge=0, le=1_000_000)] = Field(
+        description="the runtime's cost of launching one compiled program (request queued, "
+        "core started, completion signalled to the host), ns (bridge.runtime)"
+    )
 
 
 class HardwareConfig(_Section):

@@ -20,7 +20,7 @@ from hwsim.isa.operands import READ, WRITE, operand
 if TYPE_CHECKING:
     from hwsim.machine.state import CoreState
 
-MATMUL_DTYPES = frozenset({"fp32", "bf16", "fp16", "fp8_e4m3", "fp8_e5m2"})
+MATMUL_DTYPES = frozenset({"fp32", "tf32", "bf16", "fp16", "fp8_e4m3", "fp8_e5m2"})
 #: Input dtypes of the FP8 "double row" performance mode [S15].
 DOUBLE_ROW_DTYPES = frozenset({"fp8_e4m3", "fp8_e5m2"})
 

@@ -7,7 +7,6 @@ allocator reusing freed space) count once. See ``allocation_lifetimes`` and ``oc
 
 from __future__ import annotations
 
-import itertools
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any, NamedTuple
 
@@ -143,11 +142,8 @@ def occupancy_steps(
             deltas[life.first_tick] = deltas.get(life.first_tick, 0) + life.nbytes
             deltas[life.last_tick] = deltas.get(life.last_tick, 0) - life.nbytes
             continue
-        previous = 0
-        for tick in sorted({t for life in group for t in (life.first_tick, life.last_tick)}):
-            area = _union_area([g for g in group if g.first_tick <= tick < g.last_tick])
-            deltas[tick] = deltas.get(tick, 0) + area - previous
-            previous = area
+        for tick, change in _union_changes(group):
+            deltas[tick] = deltas.get(tick, 0) + change
     ticks = np.array(sorted(deltas), np.int64)
     level = np.cumsum(np.array([deltas[t] for t in ticks.tolist()], np.int64))
     return ticks, level
@@ -187,22 +183,34 @@ def _address_groups(lives: list[AllocationLife]) -> list[list[AllocationLife]]:
     return list(groups.values())
 
 
-def _union_area(rects: list[AllocationLife]) -> int:
-    """Bytes covered by the union of buffers' partition x byte rectangles."""
-    if len(rects) <= 1:
-        return sum(r.nbytes for r in rects)
-    xs = sorted({x for r in rects for x in (r.offset_bytes, r.offset_bytes + r.size_bytes)})
-    area = 0
-    for x0, x1 in itertools.pairwise(xs):
-        spans = sorted(
-            (r.start_partition, r.start_partition + r.partitions)
-            for r in rects
-            if r.offset_bytes <= x0 and r.offset_bytes + r.size_bytes >= x1
-        )
-        covered, reach = 0, -1
-        for p0, p1 in spans:
-            if p1 > reach:
-                covered += p1 - max(p0, reach)
-                reach = p1
-        area += covered * (x1 - x0)
-    return area
+def _union_changes(group: list[AllocationLife]) -> list[tuple[int, int]]:
+    """(tick, change of the bytes covered) at each tick a buffer of ``group`` starts or ends
+    being live: the union of the live buffers' (partition x byte) rectangles, kept up to date
+    one buffer at a time on a grid of the group's distinct partition and byte bounds (a count
+    of live buffers per cell; a cell counts its area while the count is above zero)."""
+    rows = sorted({p for g in group for p in (g.start_partition, g.start_partition + g.partitions)})
+    cols = sorted({x for g in group for x in (g.offset_bytes, g.offset_bytes + g.size_bytes)})
+    row_at = {p: i for i, p in enumerate(rows)}
+    col_at = {x: i for i, x in enumerate(cols)}
+    area = np.outer(np.diff(np.array(rows, np.int64)), np.diff(np.array(cols, np.int64)))
+    live = np.zeros(area.shape, np.int32)
+    events: dict[int, list[tuple[int, AllocationLife]]] = {}
+    for life in group:
+        if life.last_tick > life.first_tick:  # live for no tick at all: never counted
+            events.setdefault(life.first_tick, []).append((1, life))
+            events.setdefault(life.last_tick, []).append((-1, life))
+    changes = []
+    for tick in sorted(events):
+        change = 0
+        for step, life in sorted(events[tick], key=lambda e: e[0]):  # ends first
+            r0, r1 = row_at[life.start_partition], row_at[life.start_partition + life.partitions]
+            c0, c1 = col_at[life.offset_bytes], col_at[life.offset_bytes + life.size_bytes]
+            cells = live[r0:r1, c0:c1]
+            if step > 0:
+                change += int(area[r0:r1, c0:c1][cells == 0].sum())
+                cells += 1
+            else:
+                cells -= 1
+                change -= int(area[r0:r1, c0:c1][cells == 0].sum())
+        changes.append((tick, change))
+    return changes

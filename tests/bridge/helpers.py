@@ -9,9 +9,10 @@ import torch
 from torch.fx.experimental.proxy_tensor import make_fx
 from torch.utils import _pytree as pytree
 
+from hwsim.bridge.auto_cast import reference_casts
 from hwsim.bridge.context import TilingOptions
 from hwsim.bridge.graph_lowering import GraphRun, lower_graph
-from hwsim.bridge.precision import Precision, compare
+from hwsim.bridge.precision import ErrorStats, Precision, Tolerance, compare, judged_with_exact
 
 Shape = tuple[int, ...]
 
@@ -30,7 +31,7 @@ def check_op(
     dtype: torch.dtype = torch.float32,
     *,
     config: str = "tiny",
-    precision: Precision | str | None = None,
+    precision: Precision | None = None,
     tiling: TilingOptions | None = None,
     positive: bool = False,
     seed: int = 0,
@@ -44,7 +45,7 @@ def check_op(
         for i, s in enumerate(shapes)
     ]
     graph = make_fx(lambda *xs: torch_fn(*xs))(*inputs)  # the lambda hides optional params
-    chosen = Precision.parse(precision)
+    chosen = precision or Precision()
     lowered = lower_graph(graph, inputs, config=config, precision=chosen, options=tiling)
     run = lowered.run(inputs, race_check=True)
     expected = torch_fn(*inputs)
@@ -55,3 +56,43 @@ def check_op(
         stats = compare(got, want, chosen.tolerance(want.dtype))
         assert stats.ok, f"output {i} of {shapes} {dtype}: {stats}"
     return run
+
+
+def with_auto_cast(fn: Callable[[], Any], options: dict[str, Any] | None = None) -> Any:
+    """``fn()`` on the CPU with the rounding the front doors' auto-cast ``options`` make
+    (``auto_cast``, ``auto_cast_type``; default neuronx-cc's matmult/bf16): the eager reference
+    of a simulated run."""
+    given = options or {}
+    precision = Precision.of(given.get("auto_cast"), given.get("auto_cast_type"))
+    with torch.no_grad(), reference_casts(precision):
+        return fn()
+
+
+def eager_stats(
+    got: torch.Tensor,
+    fn: Callable[[], torch.Tensor],
+    options: dict[str, Any] | None = None,
+    tolerance: Tolerance | None = None,
+) -> ErrorStats:
+    """``got`` against ``fn()`` run eagerly with the casts ``options`` make, judged as the
+    report judges (``precision.judged_with_exact``): an element off that reference passes only
+    where it is no further from ``fn()`` without the casts than the reference is."""
+    given = options or {}
+    precision = Precision.of(given.get("auto_cast"), given.get("auto_cast_type"))
+    tolerance = tolerance or precision.tolerance(torch.float32)
+    expected = with_auto_cast(fn, options).float()
+    if not precision.casts:
+        return compare(got.float(), expected, tolerance)
+
+    def uncast() -> torch.Tensor:
+        with torch.no_grad():
+            return fn().float()
+
+    return judged_with_exact(got.float(), expected, tolerance, uncast, cast=True)
+
+
+def auto_cast_tolerance(options: dict[str, Any] | None = None) -> Tolerance:
+    """The tolerance of an fp32 result that went through a cast op under ``options``."""
+    given = options or {}
+    precision = Precision.of(given.get("auto_cast"), given.get("auto_cast_type"))
+    return precision.tolerance(torch.float32)

@@ -222,10 +222,10 @@ def test_matched_with_every_other_pass_off():
 
 
 def test_bf16_compute_of_an_fp32_graph():
-    """Precision(compute='bf16'): the matmul operands, p and the transposes in bf16, the
+    """auto_cast='all' in bf16: the matmul operands, p and the transposes in bf16, the
     scores, statistics and running output fp32; within the bf16 tolerance of eager fp32."""
     inputs = _inputs(*[(1, 2, 130, 64)] * 3)
-    precision = Precision(compute="bf16")
+    precision = Precision("all", "bf16")
     lowered = lower_graph(_graph(causal, inputs), inputs, precision=precision)
     assert any(n.get("attention") for n in lowered.pipeline["fusion"])
     ok = compare(lowered.run(inputs).outputs, causal(*inputs), precision.tolerance(FP32))

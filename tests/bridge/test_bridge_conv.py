@@ -10,6 +10,7 @@ import torch
 import torch.nn.functional as F
 
 from hwsim.bridge.errors import Reason, Unsupported
+from hwsim.bridge.precision import Precision
 from hwsim.bridge.registry import OpCall, check_support
 from tests.bridge.helpers import check_op
 
@@ -42,7 +43,7 @@ def test_conv2d_bias_and_bf16_precision():
     check_op(
         lambda x, w: F.conv2d(x, w, stride=2, padding=1),
         [(2, 33, 8, 8), (20, 33, 3, 3)],
-        precision="bf16",
+        precision=Precision("all", "bf16"),
     )
     check_op(lambda x, w: F.conv2d(x, w, padding=1), [(1, 4, 6, 6), (4, 4, 3, 3)], torch.bfloat16)
 

@@ -34,7 +34,9 @@ def with_sort(x: torch.Tensor) -> torch.Tensor:
 def test_mlp_whole_graph_on_the_simulator_matches_cpu():
     model = mlp()
     x = torch.randn(3, 7)
-    compiled = torch.compile(model, backend="hwsim", options={"fallback": "error"})
+    compiled = torch.compile(
+        model, backend="hwsim", options={"fallback": "error", "auto_cast": "none"}
+    )
     with torch.no_grad():
         got = compiled(x)
         want = model(x)
@@ -66,7 +68,9 @@ def test_mlp_whole_graph_on_the_simulator_matches_cpu():
 def test_training_forward_and_backward_both_run_on_the_simulator():
     model = mlp()
     x = torch.randn(3, 7)
-    compiled = torch.compile(model, backend="hwsim", options={"fallback": "error"})
+    compiled = torch.compile(
+        model, backend="hwsim", options={"fallback": "error", "auto_cast": "none"}
+    )
     compiled(x).sum().backward()
     grad = model[0].weight.grad.clone()
     model.zero_grad()
@@ -133,7 +137,9 @@ def test_fallback_warn_warns_per_op():
 
 def test_fallback_error_raises_naming_the_op():
     x = torch.randn(4, 9)
-    compiled = torch.compile(with_sort, backend="hwsim", options={"fallback": "error"})
+    compiled = torch.compile(
+        with_sort, backend="hwsim", options={"fallback": "error", "auto_cast": "none"}
+    )
     with pytest.raises(Exception, match=r"aten\.kthvalue\.default: no lowering") as info:
         compiled(x)
     chain, error = [], info.value
@@ -152,13 +158,13 @@ def test_unknown_option_is_an_error():
 def test_precision_option_bf16_on_fp32_model():
     model = mlp()
     x = torch.randn(3, 7)
-    options = {"fallback": "error", "precision": "bf16", "config": "tiny"}
+    options = {"fallback": "error", "auto_cast": "all", "config": "tiny"}
     with torch.no_grad(), warnings.catch_warnings():
         got = torch.compile(model, backend="hwsim", options=options)(x)
         want = model(x)
     torch.testing.assert_close(got, want, rtol=5e-2, atol=5e-2)
     report = bridge.dynamo.last_report()
-    assert report.precision["compute"] == "bf16"
+    assert report.precision["auto_cast"] == "all"
     [output] = report.outputs
     assert output.computed_in == "bf16" and output.stats.ok
     # Judged against the CPU in bf16; the fp32 reference is another one, reported beside it.
@@ -167,10 +173,11 @@ def test_precision_option_bf16_on_fp32_model():
     assert "vs fp32" in str(report)
 
 
-def test_fp32_model_in_auto_precision_has_one_reference():
+def test_fp32_model_without_auto_cast_has_one_reference():
     model = mlp()
     with torch.no_grad():
-        torch.compile(model, backend="hwsim", options={"config": "tiny"})(torch.randn(3, 7))
+        options = {"config": "tiny", "auto_cast": "none"}
+        torch.compile(model, backend="hwsim", options=options)(torch.randn(3, 7))
     [output] = bridge.dynamo.last_report().outputs
     assert output.vs_fp32 is not None and output.vs_fp32.max_abs == output.stats.max_abs
 

@@ -32,7 +32,7 @@ def test_compile_option_turns_the_check_on(checked):
     off = torch.compile(model, backend="hwsim", options={"config": "tiny", "fallback": "error"})
     off(x)
     assert checked == []
-    options = {"config": "tiny", "fallback": "error", "initcheck": True}
+    options = {"config": "tiny", "fallback": "error", "initcheck": True, "auto_cast": "none"}
     y = torch.compile(model, backend="hwsim", options=options)(x)
     assert checked and torch.allclose(y, model(x), atol=1e-5)
 

@@ -141,7 +141,7 @@ def test_model_ending_in_log_softmax_over_gpt2_vocabulary_runs_on_the_device():
     head = nn.Linear(8, 50257, bias=False)
     model = nn.Sequential(nn.Linear(8, 8), nn.GELU(), head, nn.LogSoftmax(-1))
     x = torch.randn(2, 8)
-    options = {"config": "tiny", "fallback": "error"}
+    options = {"config": "tiny", "fallback": "error", "auto_cast": "none"}  # exact rows
     with torch.no_grad():
         got = torch.compile(model, backend="hwsim", options=options)(x)
         torch.testing.assert_close(got, model(x), rtol=1e-4, atol=1e-4)

@@ -1,7 +1,9 @@
 """Whole small models through torch.compile(backend="hwsim") with fallback='error': tiny GPT-2 and
 Llama from ``transformers`` configs (random weights, nothing downloaded) and
 nn.TransformerEncoderLayer with its fast path off. Every op runs on the simulator (the report
-lists no CPU op) and the logits match CPU PyTorch eager within the fp32 tolerance."""
+lists no CPU op) and the logits match CPU PyTorch eager run with the same auto-cast rounding
+(``bridge.auto_cast``) within the tolerance of the cast dtype: the default matmult/bf16, and for
+the two main models each auto-cast mode."""
 
 from __future__ import annotations
 
@@ -12,7 +14,8 @@ from torch import nn
 
 from hwsim import bridge
 from hwsim.bridge.models import tiny_gpt2, tiny_llama
-from hwsim.bridge.precision import TOLERANCES, compare
+from hwsim.bridge.precision import AUTO_CAST_MODES, TOLERANCES
+from tests.bridge.helpers import eager_stats
 
 transformers = pytest.importorskip("transformers")
 
@@ -40,32 +43,43 @@ def inputs(padded: bool) -> dict[str, torch.Tensor]:
 
 
 def run_on_simulator(model: nn.Module, kwargs: dict[str, torch.Tensor], options=OPTIONS):
-    """(simulated logits, CPU logits, report) of one forward pass."""
+    """(simulated logits, their eager computation, report) of one forward pass."""
     with torch.no_grad():
-        expected = model(**kwargs, use_cache=False).logits
         compiled = torch.compile(model, backend="hwsim", options=dict(options))
         got = compiled(**kwargs, use_cache=False).logits
-    return got, expected, bridge.last_report()
+    return got, lambda: model(**kwargs, use_cache=False).logits, bridge.last_report()
 
 
-def assert_all_on_simulator_and_close(got, expected, report, dtype_name="fp32"):
+def assert_all_on_simulator_and_close(got, eager, report, dtype_name=None):
+    """``eager()``: the logits computed eagerly, with the report's auto-cast rounding
+    (``helpers.eager_stats``); ``dtype_name``: the tolerance's dtype (default: the auto-cast
+    type, or fp32 when nothing is cast)."""
     assert report.fallbacks() == []
     assert [g["cpu"] for g in report.graphs] == [0] * len(report.graphs)
     assert report.numerics_ok and report.runs and report.runs[-1]["total_ns"] > 0
-    stats = compare(got.float(), expected.float(), TOLERANCES[dtype_name])
+    tolerance = TOLERANCES[dtype_name] if dtype_name else None
+    stats = eager_stats(got, eager, report.precision, tolerance)
     assert stats.ok, stats
 
 
-def test_tiny_gpt2_with_padding_mask_runs_entirely_on_the_simulator():
-    got, expected, report = run_on_simulator(gpt2(), inputs(padded=True))
+@pytest.mark.parametrize("auto_cast", AUTO_CAST_MODES)
+def test_tiny_gpt2_with_padding_mask_runs_entirely_on_the_simulator(auto_cast):
+    options = {**OPTIONS, "auto_cast": auto_cast}
+    got, expected, report = run_on_simulator(gpt2(), inputs(padded=True), options)
     assert_all_on_simulator_and_close(got, expected, report)
     ops = {r.op for r in report.lowered()}
     assert {"aten.embedding.default", "aten.native_layer_norm.default"} <= ops
     assert {"aten.where.self", "aten.pow.Tensor_Scalar", "aten.tanh.default"} <= ops
+    dtypes = {r.op: r.compute_dtype for r in report.lowered()}  # what auto-cast cast
+    matmul, other = ("fp32", "fp32") if auto_cast == "none" else ("bf16", "fp32")
+    other = "bf16" if auto_cast == "all" else other
+    assert dtypes["aten.addmm.default"] == matmul and dtypes["aten.tanh.default"] == other
 
 
-def test_tiny_llama_gqa_runs_entirely_on_the_simulator():
-    got, expected, report = run_on_simulator(llama(), inputs(padded=False))
+@pytest.mark.parametrize("auto_cast", AUTO_CAST_MODES)
+def test_tiny_llama_gqa_runs_entirely_on_the_simulator(auto_cast):
+    options = {**OPTIONS, "auto_cast": auto_cast}
+    got, expected, report = run_on_simulator(llama(), inputs(padded=False), options)
     assert_all_on_simulator_and_close(got, expected, report)
     ops = {r.op for r in report.lowered()}
     assert {"aten.cos.default", "aten.sin.default", "aten.cat.default", "aten.rsqrt.default"} <= ops
@@ -88,9 +102,8 @@ def test_new_sequence_lengths(dynamic):
     with torch.no_grad():
         for length in (16, 11, 13, 11):
             ids = torch.randint(0, 512, (2, length), generator=torch.Generator().manual_seed(2))
-            expected = model(input_ids=ids, use_cache=False).logits
             got = compiled(input_ids=ids, use_cache=False).logits
-            assert compare(got, expected, TOLERANCES["fp32"]).ok
+            assert eager_stats(got, lambda ids=ids: model(input_ids=ids, use_cache=False).logits).ok
     report = bridge.last_report()
     assert report.fallbacks() == [] and len(report.runs) == 4
     forward = [g["kind"] for g in report.graphs]
@@ -115,8 +128,8 @@ def test_hand_written_causal_attention():
     x, w = torch.randn(2, 4, 9, 9), torch.randn(1, 4, 9, 9)
     options = {**OPTIONS, "config": "tiny"}
     got = torch.compile(attention, backend="hwsim", options=options)(x, w)
-    for actual, expected in zip(got, attention(x, w), strict=True):
-        assert compare(actual, expected, TOLERANCES["fp32"]).ok
+    for i, actual in enumerate(got):
+        assert eager_stats(actual, lambda i=i: attention(x, w)[i]).ok
     assert bridge.last_report().fallbacks() == []
 
 
@@ -136,11 +149,10 @@ def test_transformer_encoder_layer_without_fast_path(mask):
     torch.backends.mha.set_fastpath_enabled(False)
     try:
         with torch.no_grad():
-            expected = layer(x, **kwargs)
             got = torch.compile(layer, backend="hwsim", options=dict(OPTIONS))(x, **kwargs)
+        assert_all_on_simulator_and_close(got, lambda: layer(x, **kwargs), bridge.last_report())
     finally:
         torch.backends.mha.set_fastpath_enabled(fast_path)
-    assert_all_on_simulator_and_close(got, expected, bridge.last_report())
 
 
 def test_eager_offload_runs_gpt2_except_item():
@@ -155,9 +167,7 @@ def test_eager_offload_runs_gpt2_except_item():
         r.op for r in mode.report.lowered()
     }
     assert mode.report.numerics_ok
-    with torch.no_grad():
-        expected = model(input_ids=ids, use_cache=False).logits
-    assert compare(got, expected, TOLERANCES["fp32"]).ok
+    assert eager_stats(got, lambda: model(input_ids=ids, use_cache=False).logits).ok
 
 
 @pytest.mark.slow
@@ -179,7 +189,7 @@ def test_model_variants(build, padded):
 @pytest.mark.parametrize("build", [gpt2, llama], ids=["gpt2", "llama"])
 def test_bf16_model_and_bf16_compute(build):
     model = build()
-    got, expected, report = run_on_simulator(model, inputs(False), {**OPTIONS, "precision": "bf16"})
+    got, expected, report = run_on_simulator(model, inputs(False), {**OPTIONS, "auto_cast": "all"})
     assert report.outputs[0].computed_in == "bf16"
     assert_all_on_simulator_and_close(got, expected, report, "bf16")
     torch._dynamo.reset()

@@ -18,7 +18,7 @@ def mlp() -> nn.Module:
 def test_mlp_eager_offload_with_report():
     model = mlp()
     x = torch.randn(3, 7)
-    with torch.no_grad(), HwsimMode("trn2", fallback="error") as mode:
+    with torch.no_grad(), HwsimMode("trn2", fallback="error", auto_cast="none") as mode:
         got = model(x)
     torch.testing.assert_close(got, model(x), rtol=1e-5, atol=1e-5)
     report = mode.report
@@ -84,7 +84,7 @@ def test_bf16_ops_compare_at_bf16_tolerance():
 
 def test_bf16_compute_on_fp32_ops_is_judged_against_the_cpu_in_bf16():
     x = torch.randn(16, 300)
-    with HwsimMode("tiny", fallback="error", precision="bf16") as mode:
+    with HwsimMode("tiny", fallback="error", auto_cast="all") as mode:
         torch.exp(x)
     [record] = mode.report.lowered()
     assert record.error["ok"] and record.error["rtol"] == 1.6e-2

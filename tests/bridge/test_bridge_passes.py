@@ -275,3 +275,28 @@ def test_a_value_also_used_outside_is_not_fused_away():
     exps = [n for n in gm.graph.nodes if n.target is aten.exp.default]
     assert len(exps) == 1  # exp stays a node: sum reads its value from HBM
     _run(fn, inputs, ["fusion"])
+
+
+def test_floor_counts_prepared_weights_in_their_cast_dtype_and_gathered_rows_only():
+    """A constant weight only matmuls read is stored in the matmul's auto-cast dtype (bf16: 2
+    bytes an element); an embedding table is read only at the rows the gather returns. The
+    floor stays under the simulated time."""
+    vocab, hidden, out, tokens = 1000, 64, 128, 16
+
+    def fn(table, weight, ids):
+        return torch.mm(torch.embedding(table, ids), weight.t())
+
+    table, weight = _inputs((vocab, hidden), (out, hidden))
+    ids = torch.randint(0, vocab, (tokens,), generator=torch.Generator().manual_seed(0))
+    inputs = [table, weight, ids]
+    graph = make_fx(fn)(*inputs)
+    names = [n.name for n in graph.graph.nodes if n.op == "placeholder"]
+    precision = Precision("matmult", "bf16")
+    lowered = lower_graph(graph, inputs, config="trn2", precision=precision, constants=names[:2])
+    gathered = tokens * hidden * 4
+    expected = gathered + out * hidden * 2 + tokens * 8 + tokens * out * 4
+    assert lowered.floor is not None and lowered.floor.hbm_bytes == expected
+    plain = lower_graph(graph, inputs, config="trn2", precision=precision)  # not constants
+    assert plain.floor is not None
+    assert plain.floor.hbm_bytes == gathered + out * hidden * 4 + tokens * 8 + tokens * out * 4
+    assert lowered.run(inputs, numerics=False).result.summary.over_floor >= 1.0

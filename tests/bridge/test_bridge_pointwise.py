@@ -8,6 +8,7 @@ import pytest
 import torch
 import torch.nn.functional as F
 
+from hwsim.bridge.precision import Precision
 from tests.bridge.helpers import check_op
 
 SHAPES = [(1,), (7,), (130,), (257,), (3, 130), (130, 257), (2, 3, 7), (5, 1, 257)]
@@ -111,5 +112,5 @@ def test_chain_on_non_contiguous_views():
 def test_bf16_compute_on_fp32_model_uses_bf16_tolerance():
     # One op: inputs and result each rounded to bf16 once, within the bf16 tolerance of fp32.
     # (Chains that cancel, e.g. x * y + x, exceed it against fp32: intermediates are bf16.)
-    run = check_op(torch.mul, [(130, 257), (130, 257)], precision="bf16")
+    run = check_op(torch.mul, [(130, 257), (130, 257)], precision=Precision("all", "bf16"))
     assert run.result.summary.total_ns > 0

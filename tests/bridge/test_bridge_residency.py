@@ -16,7 +16,7 @@ from hwsim.bridge.passes import PASS_NAMES, PassSelection
 from hwsim.bridge.residency import ResidentQueues
 from hwsim.isa.dma_ops import DmaCopy
 from hwsim.lang import isa as nisa
-from hwsim.library.common import DmaQueues
+from hwsim.library.common import BufferRing, DmaQueues
 
 
 def _dmas(program, tensor: str | None = None) -> list[DmaCopy]:
@@ -186,7 +186,8 @@ def test_residency_is_a_named_pass_and_reports_what_it_did():
 def test_residency_off_is_the_plain_dma_queue_plan():
     """Off, the program is instruction for instruction the one ``DmaQueues`` gives."""
     graph, args = _graph()
-    off = lower_graph(graph, args, passes={"residency": False})
+    off_passes = {"residency": False, "row_broadcast": False}  # what DmaQueues alone does
+    off = lower_graph(graph, args, passes=off_passes)
 
     class PlainQueues(DmaQueues):  # what the bridge used before residency
         def __init__(self, load_queues: int = 2, **_: object) -> None:
@@ -206,10 +207,15 @@ def test_residency_off_is_the_plain_dma_queue_plan():
         def finish(self):
             pass
 
+        def result_ring(self, buffers):
+            return BufferRing(buffers)
+
+        rows_broadcast = 0
+
     saved = context_module.ResidentQueues
     context_module.ResidentQueues = PlainQueues  # type: ignore[misc]
     try:
-        plain = lower_graph(graph, args, passes={"residency": False})
+        plain = lower_graph(graph, args, passes=off_passes)
     finally:
         context_module.ResidentQueues = saved
     streams = off.program.cores[0].streams

@@ -129,7 +129,9 @@ def test_resnet_training_backward_runs_on_the_simulator_with_eager_gradients():
     model = tiny_resnet().train()
     reference = copy.deepcopy(model)
     _loss(reference).backward()
-    compiled = torch.compile(model, backend="hwsim", options={"fallback": "error"})
+    compiled = torch.compile(
+        model, backend="hwsim", options={"fallback": "error", "auto_cast": "none"}
+    )
     _loss(compiled).backward()
     report = bridge.last_report()
     assert report.fallbacks() == []
@@ -164,7 +166,9 @@ def test_grouped_dilated_conv_and_ceil_mode_pool_backward_on_the_simulator():
     generator = torch.Generator().manual_seed(5)
     x = torch.randn(2, 4, 11, 13, generator=generator, requires_grad=True)
     w = torch.randn(6, 2, 3, 3, generator=generator, requires_grad=True)
-    compiled = torch.compile(_strided_net, backend="hwsim", options={"fallback": "error"})
+    compiled = torch.compile(
+        _strided_net, backend="hwsim", options={"fallback": "error", "auto_cast": "none"}
+    )
     compiled(x, w).backward()
     assert bridge.last_report().fallbacks() == []
     x_ref, w_ref = x.detach().requires_grad_(True), w.detach().requires_grad_(True)

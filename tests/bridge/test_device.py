@@ -76,7 +76,7 @@ def test_random_fills_draw_from_the_cpu_generator():
 
 
 def test_eager_ops_run_on_the_simulator_checked_against_the_cpu():
-    report = device.configure("tiny", fallback="error")
+    report = device.configure("tiny", fallback="error", auto_cast="none")
     x, w = torch.randn(5, 7), torch.randn(7, 3)
     got = torch.relu(x.to("hwsim") @ w.to("hwsim")) * 2
     assert isinstance(got, HwsimTensor)
@@ -88,7 +88,7 @@ def test_eager_ops_run_on_the_simulator_checked_against_the_cpu():
 
 
 def test_views_alias_their_base_and_writes_through_them_land_in_it():
-    report = device.configure("tiny", fallback="error")
+    report = device.configure("tiny", fallback="error", auto_cast="none")
     base = torch.zeros(4, 6).to("hwsim")
     row = base[1]
     row.add_(3.0)  # add on the simulator, written into the view
@@ -267,7 +267,7 @@ def test_fills_never_read_the_bytes_they_overwrite():
     """``torch.ones(..., dtype=torch.long)`` is ``empty`` then ``fill_``: the fill's functional
     twin (``full_like``) takes the empty tensor only for its metadata, so its bytes (anything
     ``torch.empty`` left there, often past int32) must not be range-checked or copied in."""
-    report = device.configure("tiny", fallback="error")
+    report = device.configure("tiny", fallback="error", auto_cast="none")
     for garbage in (2**40, -(2**40), 139953166032064):
         t = torch.empty(3, dtype=torch.long, device="hwsim")
         t._host.fill_(garbage)  # what an uninitialised allocation may hold

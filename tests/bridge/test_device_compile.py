@@ -38,7 +38,9 @@ def test_compiled_graph_takes_and_returns_device_tensors():
         expected = model(x)
     model.to("hwsim")
     device.configure("trn2")
-    compiled = torch.compile(model, backend="hwsim", options={"fallback": "error"})
+    compiled = torch.compile(
+        model, backend="hwsim", options={"fallback": "error", "auto_cast": "none"}
+    )
     with torch.no_grad():
         got = compiled(x.to("hwsim"))
     for g, e in zip(got, expected, strict=True):
@@ -58,7 +60,9 @@ def test_compiled_training_step_gives_gradients_on_the_device():
     cpu_model.zero_grad(set_to_none=True)
     model = cpu_model.to("hwsim")
     device.configure("trn2")
-    compiled = torch.compile(model, backend="hwsim", options={"fallback": "cpu"})
+    compiled = torch.compile(
+        model, backend="hwsim", options={"fallback": "cpu", "auto_cast": "none"}
+    )
     compiled(x.to("hwsim")).sum().backward()
     for p, e in zip(model.parameters(), expected, strict=True):
         assert isinstance(p.grad, HwsimTensor)

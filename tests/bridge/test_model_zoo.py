@@ -27,7 +27,8 @@ from hwsim.bridge import zoo
 from hwsim.bridge.models import tiny_resnet
 
 FP32 = TOLERANCES["fp32"]
-OPTIONS = {"config": "trn2", "fallback": "error"}
+#: fp32 end to end (compared with eager at the fp32 tolerance; auto-cast has its own tests).
+OPTIONS = {"config": "trn2", "fallback": "error", "auto_cast": "none"}
 #: The default run's representative.
 FAST = {"bloom"}
 DOCS = Path(__file__).resolve().parents[2] / "docs" / "models.md"

@@ -68,7 +68,11 @@ MODELS: dict[str, tuple[Callable[[], nn.Module], Callable[[nn.Module], torch.Ten
 
 def _gradients(model: nn.Module, loss_of, compiled: bool) -> dict[str, torch.Tensor]:
     torch.manual_seed(7)  # the same dropout masks in both runs
-    run = torch.compile(model, backend="hwsim", options={"fallback": "cpu"}) if compiled else model
+    run = (
+        torch.compile(model, backend="hwsim", options={"fallback": "cpu", "auto_cast": "none"})
+        if compiled
+        else model
+    )
     loss_of(run).backward()
     return {name: p.grad for name, p in model.named_parameters() if p.grad is not None}
 
@@ -100,7 +104,9 @@ def test_the_check_sees_wrong_gradients_that_the_forward_checks_cannot(monkeypat
     monkeypatch.setattr(decompositions, "decomposition_table", core_aten_decompositions)
     model = gpt2(0.0)
     expected = _lm_loss(copy.deepcopy(model))
-    compiled = torch.compile(model, backend="hwsim", options={"fallback": "cpu"})
+    compiled = torch.compile(
+        model, backend="hwsim", options={"fallback": "cpu", "auto_cast": "none"}
+    )
     loss = _lm_loss(compiled)
     assert torch.allclose(loss, expected, rtol=1e-5)
     report = bridge.last_report()

@@ -94,7 +94,9 @@ def test_gpt2_backward_runs_on_the_simulator_with_no_cpu_op():
     reference = copy.deepcopy(model)
     ids = _ids()
     reference(ids, labels=ids, use_cache=False).loss.backward()
-    compiled = torch.compile(model, backend="hwsim", options={"fallback": "error"})
+    compiled = torch.compile(
+        model, backend="hwsim", options={"fallback": "error", "auto_cast": "none"}
+    )
     compiled(ids, labels=ids, use_cache=False).loss.backward()
     report = bridge.last_report()
     assert report.fallbacks() == []
@@ -132,7 +134,9 @@ def test_an_unsupported_backward_op_is_counted_as_a_cpu_op_of_backward():
     divide) does not: the backward graph runs partly on the CPU and the report counts that op,
     phase 'backward'."""
     x = torch.randn(1, 2, 4, 4, requires_grad=True)
-    compiled = torch.compile(_pool, backend="hwsim", options={"fallback": "cpu"})
+    compiled = torch.compile(
+        _pool, backend="hwsim", options={"fallback": "cpu", "auto_cast": "none"}
+    )
     compiled(x).backward()
     report = bridge.last_report()
     [cpu] = report.fallbacks()
@@ -145,7 +149,9 @@ def test_an_unsupported_backward_op_is_counted_as_a_cpu_op_of_backward():
 
 def test_fallback_error_refuses_an_unsupported_backward_op():
     x = torch.randn(1, 2, 4, 4, requires_grad=True)
-    compiled = torch.compile(_pool, backend="hwsim", options={"fallback": "error"})
+    compiled = torch.compile(
+        _pool, backend="hwsim", options={"fallback": "error", "auto_cast": "none"}
+    )
     loss = compiled(x)  # the forward lowers whole
     with pytest.raises(FallbackError, match="_adaptive_avg_pool2d_backward"):
         loss.backward()
@@ -170,7 +176,9 @@ def test_compiled_optimizer_step_runs_on_the_simulator_and_matches_eager(name):
         OPTIMIZERS[name](model.parameters()),
         OPTIMIZERS[name](reference.parameters()),
     )
-    step = torch.compile(optimizer.step, backend="hwsim", options={"fallback": "error"})
+    step = torch.compile(
+        optimizer.step, backend="hwsim", options={"fallback": "error", "auto_cast": "none"}
+    )
     x = torch.randn(5, 8, generator=torch.Generator().manual_seed(1))
     for _ in range(3):
         for net, opt, do_step in ((model, optimizer, step), (reference, eager, eager.step)):
@@ -204,7 +212,13 @@ def test_gpt2_training_step_forward_backward_adamw_with_no_cpu_op():
     reference = copy.deepcopy(model)
     ids = tokens(1, 16, seed=2)
     eps = 1e-8  # AdamW's default
-    run = train_steps(model, adamw, ids, options={"fallback": "error"}, tiny_gradient=10 * eps)
+    run = train_steps(
+        model,
+        adamw,
+        ids,
+        options={"fallback": "error", "auto_cast": "none"},
+        tiny_gradient=10 * eps,
+    )
     eager = train_steps(reference, adamw, ids, compiled=False, tiny_gradient=10 * eps)
     report = run.report
     assert report.fallbacks() == []

@@ -155,7 +155,8 @@ FILE_CASES: dict[str, tuple[list[str], list[str], str]] = {
             "huge_gemm.yaml": "gemm:1000000000x1000000000x128: needs 2,000,000,512,000,000,000 B",
             "fullwidth_digits.yaml": "workloads[0]: 'gemm:１２８x128x128': expected gemm:MxKxN",
             "digits_5000.yaml": "M has 5000 digits; a dimension has at most 12",
-            "bad_dtype.yaml": "TensorE multiplies bf16, fp16, fp32, fp8_e4m3, fp8_e5m2, not int7",
+            "bad_dtype.yaml": "TensorE multiplies bf16, fp16, fp32, "
+            "fp8_e4m3, fp8_e5m2, tf32, not int7",
             "unknown_workload.yaml": "unknown workload 'softmaxx' (did you mean 'softmax'?)",
             "unknown_parameter.yaml": "parameters.grid.tensor_engine.rowz",
             "bad_parameter_value.yaml": "tensor_engine.rows",
@@ -211,7 +212,8 @@ WORKLOADS = {
     "gemm:" + "7" * 5000 + "x2x2": "M has 5000 digits; a dimension has at most 12",
     "gemm:2x2x" + "7" * 13: "N has 13 digits; a dimension has at most 12",
     "gemm:１２８x128x128": "expected gemm:MxKxN[:dtype], e.g. gemm:512x1024x2048:bf16",
-    "gemm:128x128x128:int3": "TensorE multiplies bf16, fp16, fp32, fp8_e4m3, fp8_e5m2, not int3",
+    "gemm:128x128x128:int3": "TensorE multiplies bf16, fp16, fp32, "
+    "fp8_e4m3, fp8_e5m2, tf32, not int3",
     "gemm:128x128": "expected gemm:MxKxN[:dtype]",
     "gemm:0x128x128": "M must be at least 1, got 0",
     "gemm:-1x2x2": "expected gemm:MxKxN[:dtype]",
@@ -493,7 +495,7 @@ TORCH_ARGUMENTS = {
     ): "cannot create {tmp}/f/x.hwprog: {tmp}/f is a file",
     ("export", "mlp", "-o", "{tmp}/x.hwprog", "--seq", "0"): "--seq 0: the built-in models take",
     ("export", "mlp", "-o", "{tmp}/x.hwprog", "--seq", "abc"): "--seq: invalid int value: 'abc'",
-    ("export", "mlp", "-o", "{tmp}/x.hwprog", "--precision", "fp64"): "invalid choice: 'fp64'",
+    ("export", "mlp", "-o", "{tmp}/x.hwprog", "--auto-cast-type", "fp64"): "invalid choice: 'fp64'",
     ("export", "mlp"): "the following arguments are required: -o/--output",
     ("export", "mlp", "-o", "{tmp}/x.hwprog", "--config", "trn9"): "trn9: not a preset",
     ("export", "mlp", "-o", "{tmp}/x.hwprog", "--set", "nokey=1"): "nokey: unknown key",

@@ -202,7 +202,10 @@ def test_file_errors_are_one_line_exit_2(
         ("gemm:128x128x128:\uff42f16", "expected gemm:MxKxN[:dtype]"),
         ("gemm:1x1x1\n", "expected gemm:MxKxN[:dtype]"),
         ("gemm:0x4x4", "M must be at least 1, got 0"),
-        ("gemm:4x4x4:int8", "TensorE multiplies bf16, fp16, fp32, fp8_e4m3, fp8_e5m2, not int8"),
+        (
+            "gemm:4x4x4:int8",
+            "TensorE multiplies bf16, fp16, fp32, fp8_e4m3, fp8_e5m2, tf32, not int8",
+        ),
         ("gemm:4x4x" + "9" * 5000, "N has 5000 digits; a dimension has at most 12"),
         ("missing.hwprog", "saved program 'missing.hwprog' not found"),
     ],

@@ -1,0 +1,105 @@
+"""Lowered graphs cached by graph hash for the process, so the same graph is lowered once.
+
+torch.compile hands the backend a new GraphModule whenever it compiles again: a new
+``torch.compile`` of the same model, after ``torch._dynamo.reset()``, in each bench or notebook
+run of a cell. The program depends only on the graph's code, its inputs' layouts, its constant
+tensors' values, the options that shape the lowering and the config, so a graph whose hash of
+those is one already lowered reuses that ``LoweredGraph``. The model's parameters are not part
+of the program (they are bound to it on every call, prepared ones too: ``InputBinding``), so a
+model with other weights reuses it as well, and so does a graph dynamo names otherwise (the
+program keeps the name it was first lowered under: its trace's tags name the same nodes). Runs
+bind their inputs first, so sharing one program between partitions is safe in one thread.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import hashlib
+from collections import OrderedDict
+from collections.abc import Callable, Iterable
+from typing import Any
+
+import torch
+from torch import fx
+
+from hwsim.bridge.graph_lowering import LoweredGraph
+from hwsim.config import HardwareConfig, config_hash
+
+#: Lowered graphs kept (least recently used dropped first): BERT-large's is about 100 MB.
+CAPACITY = 8
+
+
+def _constant_digest(gm: fx.GraphModule) -> list[str]:
+    """Digests of the graph's tensor constants (``get_attr``): their values are in the program."""
+    digests = []
+    for node in gm.graph.nodes:
+        if node.op != "get_attr":
+            continue
+        value: Any = gm
+        for part in str(node.target).split("."):
+            value = getattr(value, part, None)
+        if isinstance(value, torch.Tensor):
+            data = value.detach().contiguous().cpu().reshape(-1).view(torch.uint8).numpy()
+            digests.append(
+                f"{node.target}:{value.dtype}:{hashlib.sha256(data.tobytes()).hexdigest()}"
+            )
+    return digests
+
+
+def graph_hash(
+    gm: fx.GraphModule,
+    layout: tuple[Any, ...],
+    *,
+    config: HardwareConfig,
+    precision: Any,
+    tiling: Any,
+    passes: Any,
+    memory_plan: bool,
+    constants: Iterable[str],
+) -> str:
+    """The hash a lowering is cached by (module docstring)."""
+    text = repr(
+        (
+            gm.code,
+            layout,
+            _constant_digest(gm),
+            config_hash(config),
+            precision.to_dict(),
+            dataclasses.asdict(tiling) if tiling is not None else None,
+            passes.label() if hasattr(passes, "label") else repr(passes),
+            memory_plan,
+            sorted(constants),
+        )
+    )
+    return "graph@" + hashlib.sha256(text.encode()).hexdigest()[:24]
+
+
+@dataclasses.dataclass
+class LoweringCache:
+    """Least-recently-used ``LoweredGraph``s by graph hash, with hit and miss counts."""
+
+    capacity: int = CAPACITY
+    hits: int = 0
+    misses: int = 0
+    _graphs: OrderedDict[str, LoweredGraph] = dataclasses.field(default_factory=OrderedDict)
+
+    def get_or_lower(self, key: str, lower: Callable[[], LoweredGraph]) -> LoweredGraph:
+        found = self._graphs.get(key)
+        if found is not None:
+            self.hits += 1
+            self._graphs.move_to_end(key)
+            return found
+        self.misses += 1
+        lowered = lower()
+        self._graphs[key] = lowered
+        while len(self._graphs) > self.capacity:
+            self._graphs.popitem(last=False)
+        return lowered
+
+    def clear(self) -> None:
+        self._graphs.clear()
+        self.hits = self.misses = 0
+
+
+#: The process's cache (``bridge.compiled`` lowers through it).
+LOWERED = LoweringCache()

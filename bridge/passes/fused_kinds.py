@@ -1,0 +1,59 @@
+"""Fused-group lowerings, registered by the group's type as single ops are by their ATen op.
+
+A fusion pass replaces a group of nodes by one node whose target is a ``FusedKernel`` of some
+kind (an elementwise chain or matmul epilogue, a row pass, a conv with its batch norm, an
+attention, ...). The kind's lowering is registered here against the kind's own class:
+
+    @register_fused(MyKernel)
+    def lower_my_kernel(ctx, kernel, outside, escapes) -> HbmValue: ...
+
+``outside`` are the fused node's arguments (the group's inputs from outside it, as lowered
+values); ``escapes`` says whether its value is a graph output. ``graph_lowering`` looks the
+lowering up by the target's exact type (``fused_lowering``): a subclass is a kind of its own
+and must register, so a new kind never falls through to another kind's lowering silently.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+from hwsim.bridge.errors import BridgeError, DuplicateLoweringError
+
+#: fn(ctx, kernel, outside, escapes) -> the fused node's value.
+FusedLowering = Callable[[Any, Any, list[Any], bool], Any]
+
+FUSED_LOWERINGS: dict[type, FusedLowering] = {}
+
+
+def register_fused(kind: type) -> Callable[[FusedLowering], FusedLowering]:
+    """Register the lowering of fused kind ``kind`` (one per kind)."""
+
+    def register(fn: FusedLowering) -> FusedLowering:
+        if kind in FUSED_LOWERINGS:
+            raise DuplicateLoweringError(
+                f"fused kind {kind.__name__} already has a lowering "
+                f"({FUSED_LOWERINGS[kind].__qualname__})"
+            )
+        FUSED_LOWERINGS[kind] = fn
+        return fn
+
+    return register
+
+
+def fused_lowering(target: Any) -> FusedLowering:
+    """The lowering registered for ``type(target)``; an error naming the kind if there is none."""
+    found = FUSED_LOWERINGS.get(type(target))
+    if found is None:
+        known = ", ".join(sorted(k.__name__ for k in FUSED_LOWERINGS))
+        raise BridgeError(
+            f"fused kind {type(target).__name__} has no registered lowering "
+            f"(bridge.passes.fused_kinds.register_fused); registered: {known}"
+        )
+    return found
+
+
+def group_tag(kernel: Any) -> str:
+    """The tag of a group's instructions: its kind and every source node
+    (``fused[add+gelu]/add_3+gelu_1``)."""
+    return f"{kernel.__name__}/{'+'.join(kernel.node_names)}"
