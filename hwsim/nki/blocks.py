@@ -27,6 +27,13 @@ class BlockTensor:
         self.blocks, self.tile_shape, self.dtype, self.buffer = blocks, tile_shape, dtype, buffer
         self.shape = (*blocks, *tile_shape)
         self.site = user_site()
+        #: The ring of each block is keyed where the tensor is made (its loops, its line), not
+        #: where a block is first touched: blocks filled in an inner loop would otherwise share
+        #: one ring keyed by that loop, and a new tensor's blocks could only reuse the slots of
+        #: the one before (no multi-buffering across iterations of the allocating loop).
+        from hwsim.nki.state import state
+
+        self._ring = state().ring_key(self.site)
         self._tiles: dict[tuple[int, ...], NkiTensor] = {}
         self._fill: float | None = None
 
@@ -39,7 +46,8 @@ class BlockTensor:
                 raise fail("block index", f"index {value} of block dimension {i} (size {size})")
         found = self._tiles.get(index)
         if found is None:
-            found = allocate(self.tile_shape, self.dtype, self.buffer, site=self.site)
+            key = None if self._ring is None else (*self._ring, index)
+            found = allocate(self.tile_shape, self.dtype, self.buffer, ring_key=key)
             if self._fill is not None and self.buffer.memory is MemorySpace.PSUM:
                 psum_group(found).zero_pending = True  # as nl.zeros in PSUM
             elif self._fill is not None:

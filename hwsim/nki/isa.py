@@ -198,7 +198,7 @@ def memset(*args: Any, **kwargs: Any) -> Any:
     engine = _engine(kwargs.pop("engine", None)) or "vector"
     mask = kwargs.pop("mask", None)
     if "dst" in kwargs or (args and isinstance(args[0], nt.NkiTensor)):
-        target = kwargs.pop("dst", None) or args[0]
+        target = kwargs.pop("dst") if "dst" in kwargs else args[0]
         value = kwargs.pop("value", args[1] if len(args) > 1 else None)
         lisa.memset(nt.dst(target, mask), float(value), engine=engine)
         return target
@@ -213,7 +213,7 @@ def iota(*args: Any, **kwargs: Any) -> Any:
     """Older ``iota(expr, dtype)`` (nl.iota), or the kernel language's
     ``iota(dst, steps=, offset=, channel_multiplier=)``."""
     if (args and isinstance(args[0], nt.NkiTensor)) or "dst" in kwargs:
-        target = kwargs.pop("dst", None) or args[0]
+        target = kwargs.pop("dst") if "dst" in kwargs else args[0]
         return lisa.iota(nt.dst(target), **kwargs)
     from hwsim.nki.language import iota as nl_iota
 

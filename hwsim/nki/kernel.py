@@ -22,6 +22,7 @@ import numpy as np
 
 from hwsim.config import HardwareConfig, load_config
 from hwsim.errors import HwsimError
+from hwsim.isa.ap import MemorySpace
 from hwsim.lang.kernel import Kernel, current, skip_frames_of
 from hwsim.lang.tiles import Tile
 from hwsim.nki import state as st
@@ -106,11 +107,8 @@ def _wrap(value: Any) -> Any:
 
 
 def _unwrap(returned: Any, name: str) -> Any:
-    if returned is None:
-        raise HwsimError(
-            f"kernel {name} returned nothing: return its output tensors (nl.ndarray(..., "
-            "buffer=nl.shared_hbm)), as nki.jit kernels do"
-        )
+    if returned is None:  # the older convention: outputs are arguments it writes (``run``)
+        return None
     items = returned if isinstance(returned, (tuple, list)) else (returned,)
     out = []
     for item in items:
@@ -118,6 +116,30 @@ def _unwrap(returned: Any, name: str) -> Any:
             raise HwsimError(f"kernel {name} returned {item!r}; return HBM tensors")
         out.append(item.tile)
     return tuple(out) if isinstance(returned, (tuple, list)) else out[0]
+
+
+def _written_arguments(program: Any, name: str) -> list[str]:
+    """The outputs of a kernel that returns nothing: the HBM arguments it writes, in argument
+    order (the neuronxcc-era convention, ``kernel(lhsT, rhs, result)``); marked as outputs."""
+    written = {
+        ap.tensor
+        for core in program.cores
+        for stream in core.streams.values()
+        for instruction in stream
+        if instruction.IS_DMA
+        for ap in instruction.writes()
+        if ap.memory is MemorySpace.HBM
+    }
+    names = [n for n, d in program.hbm.items() if d.kind == "input" and n in written]
+    if not names:
+        raise HwsimError(
+            f"kernel {name} returned nothing and wrote none of its arguments: return its output "
+            "tensors (nl.ndarray(..., buffer=nl.shared_hbm)), as nki.jit kernels do, or write "
+            "into an output argument, as the older kernels do"
+        )
+    for n in names:
+        program.hbm[n].kind = "output"
+    return names
 
 
 def jit(fn: Callable[..., Any] | None = None, **options: Any) -> Any:
@@ -180,6 +202,8 @@ def run(
     hw = load_config(config) if isinstance(config, str) else config
     warm_up()
     built = nk.lang_kernel(notes, extra).build(*args, config=hw, schedule=schedule, **kwargs)
+    if not built.outputs:
+        built.outputs = _written_arguments(built.program, nk.fn.__name__)
     built.program.meta["nki_no_reorder"] = extra.get("no_reorder", [])
     built.program.meta["nki_sequential_range"] = extra.get("sequential_range", [])
     result = simulate_program(
