@@ -28,6 +28,7 @@ per tile: ``sbuf_spill``, ``sbuf_spill_by_tile``).
 from __future__ import annotations
 
 import dataclasses
+import math
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
@@ -35,7 +36,7 @@ from hwsim.dtypes import DType
 from hwsim.isa.ap import AccessPattern, MemorySpace, contiguous
 from hwsim.isa.base import Instruction
 from hwsim.isa.dma_ops import DmaCopy
-from hwsim.lang.allocator import Block, OutOfMemoryError, Pool
+from hwsim.lang.allocator import Block, OutOfMemoryError, Pool, placement_starts
 from hwsim.lang.spill_policy import (
     Backing,
     SpillStats,
@@ -262,7 +263,8 @@ class MemoryPlanner:
         if place is None:
             place = self._reuse_dead(pool, pinned, args)
         while place is None:
-            chosen = victim(self._candidates(pool, pinned))
+            after = slot.uses[1][0] if len(slot.uses) > 1 else math.inf
+            chosen = victim(self._candidates(pool, pinned), after)
             if chosen is None:
                 raise OutOfMemoryError(self._reject_message(slot, pinned, at))
             self._evict(chosen)
@@ -292,17 +294,63 @@ class MemoryPlanner:
     def _reuse_dead(
         self, pool: Pool, pinned: tuple[TileSlot, ...], args: tuple[Any, ...]
     ) -> Block | None:
-        """Free tiles whose contents are not read again, the longest unused first, until the
-        new tile fits: its memory is then the one whose last reader is likely done, so the
-        write that fills it waits for nobody (freeing the latest would chain it to the
-        instruction that just read there)."""
+        """Place the new tile over tiles whose contents are not read again, where the latest
+        use of what it covers is the oldest: the write that fills it then waits for nobody
+        (covering a tile just read would chain it to that read), as a compiler rotates buffers
+        so that a load of the next iteration overlaps the compute of this one."""
         dead = [s for s in self._resident(pool) if not s.contents_needed and s not in pinned]
-        for slot in sorted(dead, key=lambda s: s.last_used):
-            self._free_dead(slot)
-            place = pool.try_allocate(*args)
-            if place is not None:
-                return place
-        return None
+        if not dead:
+            return None
+        name, size, where, rows, _ = args
+        need = pool.rounded(size)
+        dead.sort(key=lambda s: s.last_used)
+        rotate = next(  # the oldest dead buffer of the same allocation site and size
+            (
+                slot
+                for slot in dead
+                if slot.place is not None
+                and (slot.place.where, slot.place.size, slot.place.partitions)
+                == (where, need, rows or 0)
+            ),
+            None,
+        )
+        dead_blocks = {id(s.place): s for s in dead}
+        live = [b for b in pool.blocks if id(b) not in dead_blocks]
+        starts = placement_starts(rows, pool.partitions) if pool.partitions and rows else (0,)
+        offsets = sorted(
+            {0, *(s.place.offset for s in dead if s.place is not None)}
+            | {b.offset + b.size for b in live}
+        )
+        best: tuple[int, int, int] | None = None
+        for start in starts:
+            for offset in offsets:
+                if offset + need > pool.capacity:
+                    break
+                trial = Block(pool.memory, name, offset, need, where, True, start, rows or 0)
+                if any(b.overlaps(trial, pool.partitions) for b in live):
+                    continue
+                covered = [
+                    s
+                    for s in dead
+                    if s.place is not None and s.place.overlaps(trial, pool.partitions)
+                ]
+                key = (max((s.last_used for s in covered), default=-1), offset, start)
+                if best is None or key < best:
+                    best = key
+        if rotate is not None and (best is None or rotate.last_used <= best[0]):
+            old = rotate.place
+            assert old is not None
+            start, offset = old.start_partition, old.offset
+            self._free_dead(rotate)
+            return pool.reserve(name, offset, need, where, rows, start)
+        if best is None:
+            return None
+        _, offset, start = best
+        trial = Block(pool.memory, name, offset, need, where, True, start, rows or 0)
+        for slot in dead:
+            if slot.place is not None and slot.place.overlaps(trial, pool.partitions):
+                self._free_dead(slot)
+        return pool.reserve(name, offset, need, where, rows, start)
 
     def _free_dead(self, slot: TileSlot) -> None:
         self._release(slot)

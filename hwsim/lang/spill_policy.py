@@ -16,14 +16,16 @@ A tile's contents can be brought back three ways, and the planner takes the chea
   contiguous load, before each use that needs it.
 
 Which tile leaves: the one whose next use is farthest (Belady's choice, as a register allocator
-makes it); at equal distance one that needs no store. A load that would push out tiles all needed
+makes it), except that one needing no store goes first when it is not needed before the tile
+that takes its place. A load that would push out tiles all needed
 before its own first use is not issued then (Belady with bypass): it is issued just before that
 use, as the compiler schedules a load it has no buffer for yet.
 
-Compiler-made DMAs (spill stores, reloads and re-reads) are triggered by the Sync engine on the
-kernel's queue rotation, with the hardware DGE where the config has one (the profiler shows
-them on ``qSyncSpillReload`` queues; on NeuronCore-v3 the Sync sequencer drives a DGE block,
-HARDWARE.md §2.5 [S2][S13]) and host-built descriptors elsewhere.
+Compiler-made DMAs (spill stores and reloads) have queues of their own: stores are triggered by
+ScalarE, reloads by Sync (the profiler's ``qScalarSpillReload`` and ``qSyncSpillReload``
+queues, HARDWARE.md §2.5 [S10][S21]), with the hardware DGE where the config has one (on
+NeuronCore-v3 each of the two sequencers drives a DGE block [S2][S13]) and host-built
+descriptors elsewhere. A re-read repeats the kernel's own load (its engine and queue).
 """
 
 from __future__ import annotations
@@ -39,9 +41,11 @@ from hwsim.isa.base import Instruction
 from hwsim.isa.dma_ops import DgeMode, DmaCopy
 from hwsim.lang.allocator import Block
 
-#: The engine that triggers compiler-made DMAs: SP (sync) issues no compute, so they do not
-#: occupy an engine the kernel computes on.
-SPILL_ENGINE = "sync"
+#: The engines that trigger compiler-made DMAs, with the hardware DGE where there is one: spill
+#: stores from ScalarE, reloads and re-reads from Sync (the profiler's qScalarSpillReload and
+#: qSyncSpillReload queues [S10][S21]; a NeuronCore-v3 DGE block per sequencer [S2][S13]), each
+#: on a queue of its own, so a store that waits for the tile's last writer holds up no load.
+STORE_ENGINE, RELOAD_ENGINE = "scalar", "sync"
 
 
 class SpillStore(DmaCopy):
@@ -170,11 +174,15 @@ def backing_of(
     return None
 
 
-def victim(candidates: list[TileSlot]) -> TileSlot | None:
-    """The tile to evict: farthest next use; at equal distance, one that needs no store."""
+def victim(candidates: list[TileSlot], after: float) -> TileSlot | None:
+    """The tile to evict: the farthest next use (Belady); but a tile that needs no store (a
+    copy of an input, a constant, or one whose spill copy is current: it leaves free) goes
+    first if it is not needed before ``after`` (the next use of the tile that needs the room),
+    so a store is paid only where every free choice would come back sooner."""
     if not candidates:
         return None
-    return max(candidates, key=lambda s: (s.next_use, not needs_store(s)))
+    free = [s for s in candidates if not needs_store(s) and s.next_use > after]
+    return max(free or candidates, key=lambda s: (s.next_use, not needs_store(s)))
 
 
 def needs_store(slot: TileSlot) -> bool:
@@ -203,11 +211,14 @@ def remade(backing: Backing, slot: TileSlot, where: str) -> Instruction:
 def spill_dma(
     kind: type[DmaCopy], context: Any, tag: str, *, dst: AccessPattern, src: AccessPattern
 ) -> DmaCopy:
-    """A compiler-made DMA: triggered by the Sync engine, with the hardware DGE where there is
-    one (module docstring)."""
-    mode = DgeMode.none if context.config.dma.hwdge_ns is None else DgeMode.hwdge
-    queue = context.next_queue(SPILL_ENGINE)
-    return kind(engine=SPILL_ENGINE, tag=tag, queue=queue, dst=dst, src=src, dge_mode=mode)
+    """A compiler-made DMA: a store (to HBM) from ScalarE on the last queue, a reload from Sync
+    on the one before it (``STORE_ENGINE``), with the hardware DGE where the config has one."""
+    dma = context.config.dma
+    mode = DgeMode.none if dma.hwdge_ns is None else DgeMode.hwdge
+    store = dst.memory is MemorySpace.HBM
+    engine = STORE_ENGINE if store else RELOAD_ENGINE
+    queue = dma.queues_per_engine - (1 if store else 2)
+    return kind(engine=engine, tag=tag, queue=queue, dst=dst, src=src, dge_mode=mode)
 
 
 def last_fills(

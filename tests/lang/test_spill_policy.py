@@ -197,9 +197,7 @@ def test_a_tile_overwritten_whole_at_its_next_use_leaves_free():
 
 
 @pytest.mark.parametrize(("config", "mode"), [("tiny", DgeMode.hwdge), ("trn1", DgeMode.none)])
-def test_compiler_made_dmas_are_triggered_by_sync_with_the_hardware_dge_where_there_is_one(
-    config, mode
-):
+def test_spill_stores_come_from_scalar_reloads_from_sync_with_the_hardware_dge_if_any(config, mode):
     rows = 32 if config == "tiny" else 128
     width = CHUNK if config == "tiny" else 12 * 1024  # 48 KiB per partition: 4 fit in trn1's 192
     built = big.build(lang.TensorSpec((rows, 6 * width)), config=config)
@@ -210,4 +208,9 @@ def test_compiler_made_dmas_are_triggered_by_sync_with_the_hardware_dge_where_th
         for i in s
         if ":spill:" in i.tag or ":reload:" in i.tag
     ]
-    assert made and all(i.engine == "sync" and i.dge_mode == mode for i in made)
+    queues = built.config.dma.queues_per_engine
+    stores = [i for i in made if ":spill:" in i.tag]
+    reloads = [i for i in made if ":reload:" in i.tag]
+    assert len(stores) == len(reloads) == 3
+    assert all((i.engine, i.queue, i.dge_mode) == ("scalar", queues - 1, mode) for i in stores)
+    assert all((i.engine, i.queue, i.dge_mode) == ("sync", queues - 2, mode) for i in reloads)
