@@ -350,10 +350,14 @@ def allocate(
         ]
         if free:
             return _reuse(st, key, ring, free[0], shape, dt, buffer)
+    # A ring's first buffer is the tile itself; the others are multi-buffering, which the
+    # compiler gives only as memory allows: one that does not fit now is not made while a
+    # buffer of the ring is free again (the loads of the next iteration then wait for this one's
+    # readers instead of pushing live tiles out of SBUF).
+    dead = [i for i, s in enumerate(ring) if s.owner is None or s.owner() is None]
     try:
-        tile = lang_ndarray(shape, dt, buffer, name=name)
+        tile = lang_ndarray(shape, dt, buffer, name=name, defer=not dead)
     except OutOfMemoryError:
-        dead = [i for i, s in enumerate(ring) if s.owner is None or s.owner() is None]
         if not dead:
             raise
         return _reuse(st, key, ring, dead[0], shape, dt, buffer)
