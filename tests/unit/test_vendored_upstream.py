@@ -14,6 +14,8 @@ ROOT = Path(__file__).resolve().parents[2]
 MIRRORS = Path("/work/.mirror")
 SAMPLES = ROOT / "third_party" / "nki-samples-5d97201"
 DOCS = ROOT / "third_party" / "neuron-sdk-docs-db1586c3"
+DMA_DOCS = ROOT / "third_party" / "neuron-sdk-docs-fb4ce106"
+DMA_EXAMPLE = "nki/get-started/about/nki-dma-overview/tensor_exp_kernel_isa.py"
 TUTORIAL = "src/tutorials/matrix_multiplication/matrix_multiplication_nki_kernels.py"
 #: (vendored file, rst lines of its code block) of the kernel-optimization page at db1586c3
 DOC_BLOCKS = {
@@ -93,3 +95,16 @@ def test_the_kernel_optimization_blocks_equal_the_upstream_page():
     for name, line in DOC_BLOCKS.items():
         assert blocks[line] == (DOCS / name).read_text(), name
     assert _show(repo, "db1586c3:LICENSE-SAMPLECODE") == (DOCS / "LICENSE-SAMPLECODE").read_bytes()
+
+
+@pytest.mark.skipif(
+    not (MIRRORS / "aws-neuron+aws-neuron-sdk" / "repo").exists(),
+    reason="no aws-neuron-sdk mirror",
+)
+def test_the_dma_overview_example_equals_the_upstream_page():
+    repo = MIRRORS / "aws-neuron+aws-neuron-sdk" / "repo"
+    page = _show(repo, "fb4ce106:nki/get-started/about/nki-dma-overview.rst").decode()
+    assert code_blocks(page)[111] == (DMA_DOCS / DMA_EXAMPLE).read_text()
+    assert (
+        _show(repo, "fb4ce106:LICENSE-SAMPLECODE") == (DMA_DOCS / "LICENSE-SAMPLECODE").read_bytes()
+    )
