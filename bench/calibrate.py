@@ -271,6 +271,28 @@ def _least_squares(
     return p.rounded(p.from_x(x))
 
 
+#: The comment each written value gets in the presets, by preset (trn3 carries trn2's), by the
+#: config path or, for the efficiency curve, the descriptor size.
+COMMENTS = {
+    "trn1": {
+        "256": "calibrated: V1a, V1b, V1c (256 B and 1 KiB rows), bench/calibrate.py",
+        "1024": "calibrated: V1a, V1b, V1c (256 B and 1 KiB rows), bench/calibrate.py",
+        "4096": '§2.5 ">= 4 KiB per partition saturates" [S11][S12]',
+    },
+    "trn2": {
+        "tensor_engine.access_overhead_cycles": "calibrated: K2-v5's TensorE active time "
+        "(2 MATMULs of 2N per fp32 matmul + this), bench/calibrate.py; v2: ~60 [S1]",
+        "vector_engine.fixed_overhead_cycles": "calibrated: K2-v5's VectorE active time, "
+        "bench/calibrate.py; the part of the ~60-cycle access start [S1] not hidden",
+        "512": "calibrated: K2-v2 (512 B and 2 KiB rows), bench/calibrate.py",
+        "2048": "§2.5 [S12] trn2 DMA throughput figure at 2 KiB/partition (over 32 KiB)",
+        "4096": "§2.5 [S12] trn2 DMA throughput figure at 4 KiB/partition (over 32 KiB)",
+        "8192": "§5 V18: 32 KiB in 4 rows of 8 KiB at 23.1 B/ns, saturated [S12]",
+    },
+}
+COMMENTS["trn3"] = {k: f"{v} (trn2 value, assumed for trn3)" for k, v in COMMENTS["trn2"].items()}
+
+
 # ---- presets ------------------------------------------------------------------------------------
 def preset_overrides(values: dict[str, float]) -> dict[str, dict[str, Any]]:
     """The config values each preset should hold, by preset."""
@@ -310,50 +332,36 @@ def write(values: dict[str, float]) -> list[str]:
         path = ROOT / "configs" / f"{preset}.yaml"
         text = path.read_text()
         for dotted, value in overrides.items():
-            text = _set_yaml(text, dotted, value, preset)
+            text = _set_yaml(text, dotted, value, COMMENTS[preset])
         if text != path.read_text():
             path.write_text(text)
             changed.append(str(path.relative_to(ROOT)))
     return changed
 
 
-def _set_yaml(text: str, dotted: str, value: Any, preset: str) -> str:
+def _set_yaml(text: str, dotted: str, value: Any, comments: dict[str, str]) -> str:
+    """``text`` with ``dotted`` (``section.key``) set to ``value`` (a scalar, or a mapping
+    written as its entries under the key), each line with its comment from ``comments``."""
     section, name = dotted.split(".")
     lines = text.split("\n")
     start = lines.index(f"{section}:")
     i = next(j for j in range(start + 1, len(lines)) if re.match(rf"  {name}:", lines[j]))
     if not isinstance(value, dict):
-        head, comment = _split_comment(lines[i])
-        key = head.split(":")[0]
-        lines[i] = _with_comment(f"{key}: {value}", comment, len(head))
+        lines[i] = _with_comment(f"  {name}: {value}", comments[dotted])
         return "\n".join(lines)
     j = i + 1
-    old: list[str] = []
     while j < len(lines) and lines[j].startswith("    "):
-        old.append(lines[j])
         j += 1
-    note = f"calibrated by bench/calibrate.py ({preset}; docs/fidelity.md)"
-    comments = {}
-    for line in old:
-        head, comment = _split_comment(line)
-        comments[head.split(":")[0].strip().strip('"')] = comment
-    new = []
-    for size, efficiency in value.items():
-        comment = comments.get(size) or note
-        new.append(_with_comment(f'    "{size}": {efficiency}', comment, 34))
-    lines[i + 1 : j] = new
+    lines[i + 1 : j] = [
+        _with_comment(f'    "{size}": {efficiency}', comments[size])
+        for size, efficiency in value.items()
+    ]
     return "\n".join(lines)
 
 
-def _split_comment(line: str) -> tuple[str, str]:
-    head, sep, comment = line.partition(" #")
-    return head.rstrip(), comment.strip() if sep else ""
-
-
-def _with_comment(head: str, comment: str, column: int) -> str:
-    if not comment:
-        return head
-    return f"{head.ljust(max(column, len(head) + 1))}# {comment.lstrip('# ')}"
+def _with_comment(head: str, comment: str) -> str:
+    """A preset line with its comment at the presets' comment column (36)."""
+    return f"{head.ljust(max(35, len(head)))} # {comment}"
 
 
 def main(argv: list[str] | None = None) -> int:
