@@ -8,6 +8,7 @@ import importlib.util
 import math
 import sys
 from pathlib import Path
+from typing import ClassVar
 
 import pytest
 
@@ -88,7 +89,7 @@ def test_least_squares_lands_on_an_affine_figure_in_one_step():
     class Fake:
         """A figure whose time is affine in 1/efficiency, as a DMA-bound kernel's is."""
 
-        cases = {"X": None}
+        cases: ClassVar[dict[str, None]] = {"X": None}
 
         def figure(self, case, figure, values):
             return 10.0 + 30.0 / values["p"]
