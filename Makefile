@@ -13,7 +13,7 @@ $(STAMP): pyproject.toml Makefile
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/pip install -q --disable-pip-version-check torch==2.13.0 2>&1 | grep -v "is ignored" || true
 	$(BIN)/python -c "import torch" 
-	$(BIN)/pip install -q --disable-pip-version-check -e '.[dev,parquet,sweep,dask]' 2>&1 | grep -v "is ignored" || true
+	$(BIN)/pip install -q --disable-pip-version-check -e '.[dev,parquet,sweep,dask,tune,fuzz,mcp]' 2>&1 | grep -v "is ignored" || true
 	$(BIN)/python -c "import hwsim, hwsim.kernels, hwsim.bridge, numba, simpy, ml_dtypes, pytest"
 	touch $(STAMP)
 

@@ -22,11 +22,12 @@ from types import ModuleType
 from typing import Any
 
 from hwsim.config import HardwareConfig, load_config
+from hwsim.cost import CostModel
+from hwsim.cost.dma import SEMAPHORE_WRITE_BYTES
 from hwsim.lang import ActivationFunction, TensorSpec, hbm, kernel, ndarray
 from hwsim.lang import isa as nisa
 from hwsim.library import matmul_block_free, matmul_hoisted, matmul_tiled
 from hwsim.library.tutorial_matmul import matmul_fully_optimized
-from hwsim.machine.dma_plan import SEMAPHORE_WRITE_BYTES, DmaCostModel
 from hwsim.machine.simulator import RunResult, run
 from hwsim.program import Program
 
@@ -122,9 +123,7 @@ def first_engine_packet_ns(result: RunResult, program: Program) -> float:
         (p for p in trace.dma if p.transfer_bytes),
         key=lambda p: (p.start_tick, p.dma_engine),
     )
-    config = trace.config
-    model = DmaCostModel(config.dma, trace.base_mhz, config.hbm.bandwidth_bytes_per_ns_per_stack)
-    semaphore_ns = float(model.descriptor_ns(SEMAPHORE_WRITE_BYTES))
+    semaphore_ns = float(CostModel.for_config(trace.config).dma.descriptor_ns(SEMAPHORE_WRITE_BYTES))
     return trace.ticks_to_ns(load.end_tick - load.start_tick) - semaphore_ns
 
 

@@ -63,17 +63,18 @@ class SimPartition(torch.nn.Module):
         key = layout_key(args)
         if key not in self._lowered:
             try:
+                passes, tiling, tuned = self._choices(args)
                 self._lowered[key] = lower_graph(
                     self.gm,
                     args,
                     config=self.options.config,
                     precision=self.options.precision,
-                    options=self.options.tiling,
+                    options=tiling,
                     name=self.name,
                     memory_plan=self.options.memory_plan,
-                    passes=self.options.passes,
+                    passes=passes,
                 )
-                self._record_pipeline(self._lowered[key], args)
+                self._record_pipeline(self._lowered[key], args, tuned)
             except HwsimError as error:  # Unsupported, or the kernel build failing (OOM, …)
                 problem = as_unsupported(error, self.name)
                 apply_fallback(self.options, problem, self.name)
@@ -81,9 +82,21 @@ class SimPartition(torch.nn.Module):
                 return None
         return self._lowered[key]
 
-    def _record_pipeline(self, lowered: LoweredGraph, args: list[Any]) -> None:
-        """The pass pipeline's log, and (``measure_passes``) each pass's measured effect."""
-        self.report.pipelines.append({"graph": self.name} | lowered.pipeline)
+    def _choices(self, args: list[Any]) -> tuple[Any, Any, dict[str, Any] | None]:
+        """(passes, tiling, what autotune found): the options', or tuned (``bridge.autotune``)."""
+        if not self.options.autotune:
+            return self.options.passes, self.options.tiling, None
+        from hwsim.bridge.autotune import choose
+
+        return choose(self.gm, args, self.options, self.name)
+
+    def _record_pipeline(
+        self, lowered: LoweredGraph, args: list[Any], tuned: dict[str, Any] | None = None
+    ) -> None:
+        """The pass pipeline's log, what autotune chose, and (``measure_passes``) each pass's
+        measured effect."""
+        extra = {"autotune": tuned} if tuned is not None else {}
+        self.report.pipelines.append({"graph": self.name} | lowered.pipeline | extra)
         if self.options.measure_passes:
             from hwsim.bridge.passes.effects import pass_effects
 

@@ -20,6 +20,8 @@
     measure_passes  also lower and time each graph with each pass off and with all off, for the
                report's pass-effects table (default False: it lowers the graph once per pass)
     report     a ``Report`` to append to (default: a new one, see ``bridge.dynamo.last_report``)
+    autotune   tune tile plans and pass choices per graph by simulating candidates (True, or
+               {'trials': 12, 'seed': 0, 'db': PATH}), cached by graph hash (``bridge.autotune``)
     initcheck  raise ``InitCheckError`` when a lowered program reads memory nothing wrote
                (default None: the ``HWSIM_INITCHECK`` environment variable decides, off unset)
 
@@ -33,6 +35,7 @@ import warnings
 from dataclasses import dataclass, field, fields
 from typing import Any
 
+from hwsim.bridge.autotune import parse_autotune
 from hwsim.bridge.context import TilingOptions
 from hwsim.bridge.errors import FallbackError, Unsupported
 from hwsim.bridge.passes import PassSelection
@@ -58,6 +61,7 @@ class BridgeOptions:
     report: Report | None = None
     initcheck: bool | None = None
     force: bool = False
+    autotune: dict[str, Any] | None = None
 
     @classmethod
     def parse(cls, options: dict[str, Any] | None, mode: str = "compile") -> BridgeOptions:
@@ -97,6 +101,7 @@ class BridgeOptions:
             report=given.get("report"),
             initcheck=None if given.get("initcheck") is None else bool(given["initcheck"]),
             force=force,
+            autotune=parse_autotune(given.get("autotune")),
         )
         if options_.report is None:
             options_.report = Report(

@@ -39,18 +39,13 @@ from hwsim.dtypes import DType
 from hwsim.engines import engine_names
 from hwsim.errors import HwsimError, IllegalInstructionError
 from hwsim.isa.ap import AccessPattern, MemorySpace
-from hwsim.isa.base import Instruction
+from hwsim.isa.base import STATIC_TWIN, Instruction
 from hwsim.isa.regions import Region, hbm_interval, region_of
 from hwsim.program import Allocation, CoreProgram, HbmTensorDecl, Program, TensorKind
 
 #: The tracker's identity cache of operand facts is cleared when it reaches this many entries
 #: (a bound on its memory; the by-value cache behind it keeps every fact).
 _MAX_BY_ID = 1 << 16
-
-
-#: Instance attribute (outside the dataclass fields, so equality, hashing, repr and replace()
-#: ignore it) naming an earlier emitted instruction with the same ``static_key()``: the first one.
-STATIC_TWIN = "_static_twin"
 
 
 def engine_semaphore(engine: str) -> str:

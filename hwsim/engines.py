@@ -163,5 +163,7 @@ register_port(
     )
 )
 
-#: The engines this module defines (a test's or plug-in's registrations come after them).
-BUILTIN_ENGINES = frozenset(_ENGINES)
+#: The engines this module defines, in hardware order (a test's or plug-in's registrations come
+#: after them): the one list of engine names (the kernel language's ``tensor_engine``, ... and NKI's
+#: ``nki.isa.engine`` take theirs from it).
+BUILTIN_ENGINES = tuple(_ENGINES)

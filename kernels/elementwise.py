@@ -145,15 +145,24 @@ def _tensor_tensor_jit(a: np.ndarray, b: np.ndarray, op: int, out: np.ndarray) -
         binary_row(a[p], b[p], op, out[p])
 
 
+def tensor_operands(
+    a: np.ndarray, b: np.ndarray, op: int, integer: bool = False
+) -> tuple[np.ndarray, np.ndarray, int]:
+    """``tensor_tensor``'s operands checked: two [P, N] arrays of one shape, f32 with a float ALU
+    op, or int64 (``integer``) with any ``AluOp``."""
+    check = _checks.i64 if integer else _checks.f32
+    a, b = check(a, "a", 2), check(b, "b", 2)
+    _checks.same_shape(a, b, "a and b")
+    op_id = _checks.op_id(op, AluOp, "op") if integer else _checks.float_alu_op(op, "op")
+    return a, b, op_id
+
+
 def tensor_tensor(a: np.ndarray, b: np.ndarray, op: int) -> np.ndarray:
     """VectorE/GpSimdE ``tensor_tensor``: ``a op b`` elementwise on f32[P, N]; returns f32[P, N].
 
     ``op`` is an ``AluOp`` that is not integer-only (those go to ``tensor_tensor_int``).
     """
-    a = _checks.f32(a, "a", 2)
-    b = _checks.f32(b, "b", 2)
-    _checks.same_shape(a, b, "a and b")
-    op = _checks.float_alu_op(op, "op")
+    a, b, op = tensor_operands(a, b, op)
     out = np.empty_like(a)
     _tensor_tensor_jit(a, b, op, out)
     return out
@@ -161,10 +170,7 @@ def tensor_tensor(a: np.ndarray, b: np.ndarray, op: int) -> np.ndarray:
 
 def tensor_tensor_ref(a: np.ndarray, b: np.ndarray, op: int) -> np.ndarray:
     """Reference for ``tensor_tensor``."""
-    a = _checks.f32(a, "a", 2)
-    b = _checks.f32(b, "b", 2)
-    _checks.same_shape(a, b, "a and b")
-    return alu_f32_ref(a, b, _checks.float_alu_op(op, "op"))
+    return alu_f32_ref(*tensor_operands(a, b, op))
 
 
 # ---------------------------------------------------------------------------------------------
@@ -202,6 +208,25 @@ def apply_scalar_ref(
     return alu_ref(v, np.broadcast_to(s, v.shape), op)
 
 
+def scalar_operands(
+    x: np.ndarray, op0: int, s0: np.ndarray | Scalar, op1: int, s1: np.ndarray | Scalar,
+    integer: bool = False,
+) -> tuple[np.ndarray, int, np.ndarray, int, np.ndarray]:  # fmt: skip
+    """``tensor_scalar``'s operands checked, on the fp32 path (f32 data, float ALU ops, f32
+    scalars) or the integer path (int64 data, any ``AluOp``, int64 scalars): x, op0, s0 [P],
+    op1, s1 [P]."""
+    if integer:
+        x = _checks.i64(x, "x", 2)
+        op0, op1 = _checks.op_id(op0, AluOp, "op0"), _checks.op_id(op1, AluOp, "op1")
+        dtype: type = np.int64
+    else:
+        x = _checks.f32(x, "x", 2)
+        op0, op1 = _checks.float_alu_op(op0, "op0"), _checks.float_alu_op(op1, "op1")
+        dtype = np.float32
+    s0 = _checks.per_partition(s0, x.shape[0], "s0", dtype)
+    return x, op0, s0, op1, _checks.per_partition(s1, x.shape[0], "s1", dtype)
+
+
 def tensor_scalar(
     x: np.ndarray,
     op0: int,
@@ -217,33 +242,17 @@ def tensor_scalar(
     unary ops bypass and bitwise_not act on the data-path value and ignore ``reverseK``. The
     intermediate ``x op0 s0`` is an fp32 value. Returns f32[P, N].
     """
-    x = _checks.f32(x, "x", 2)
-    op0 = _checks.float_alu_op(op0, "op0")
-    op1 = _checks.float_alu_op(op1, "op1")
-    s0 = _checks.per_partition(s0, x.shape[0], "s0")
-    s1 = _checks.per_partition(s1, x.shape[0], "s1")
+    x, op0, s0, op1, s1 = scalar_operands(x, op0, s0, op1, s1)
     out = np.empty_like(x)
     _tensor_scalar_jit(x, op0, s0, bool(reverse0), op1, s1, bool(reverse1), out)
     return out
 
 
-def tensor_scalar_ref(
-    x: np.ndarray,
-    op0: int,
-    s0: np.ndarray | Scalar,
-    reverse0: bool = False,
-    op1: int = AluOp.bypass,
-    s1: np.ndarray | Scalar = 0.0,
-    reverse1: bool = False,
-) -> np.ndarray:
-    """Reference for ``tensor_scalar``."""
-    x = _checks.f32(x, "x", 2)
-    op0 = _checks.float_alu_op(op0, "op0")
-    op1 = _checks.float_alu_op(op1, "op1")
-    s0 = _checks.per_partition(s0, x.shape[0], "s0")[:, None]
-    s1 = _checks.per_partition(s1, x.shape[0], "s1")[:, None]
-    v = apply_scalar_ref(x, s0, op0, reverse0, alu_f32_ref)
-    return apply_scalar_ref(v, s1, op1, reverse1, alu_f32_ref)
+def tensor_scalar_ref(x, op0, s0, reverse0=False, op1=AluOp.bypass, s1=0.0, reverse1=False):
+    """Reference for ``tensor_scalar`` (its arguments)."""
+    x, op0, s0, op1, s1 = scalar_operands(x, op0, s0, op1, s1)
+    v = apply_scalar_ref(x, s0[:, None], op0, reverse0, alu_f32_ref)
+    return apply_scalar_ref(v, s1[:, None], op1, reverse1, alu_f32_ref)
 
 
 @numba.njit(cache=True, error_model="numpy")
@@ -290,15 +299,7 @@ def scalar_tensor_tensor(
     return out
 
 
-def scalar_tensor_tensor_ref(
-    x: np.ndarray,
-    op0: int,
-    s0: np.ndarray | Scalar,
-    op1: int,
-    y: np.ndarray,
-    reverse0: bool = False,
-    reverse1: bool = False,
-) -> np.ndarray:
+def scalar_tensor_tensor_ref(x, op0, s0, op1, y, reverse0=False, reverse1=False):
     """Reference for ``scalar_tensor_tensor``."""
     x = _checks.f32(x, "x", 2)
     y = _checks.f32(y, "y", 2)

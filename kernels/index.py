@@ -19,13 +19,6 @@ from .ops import AFFINE_SELECT_CMP_OPS, AluOp
 MAX_FREE_DIMS = 4
 """Free dimensions of an affine pattern (nki.isa ``iota``/``affine_select`` take up to 4)."""
 
-_IS_EQUAL = int(AluOp.is_equal)
-_NOT_EQUAL = int(AluOp.not_equal)
-_IS_GE = int(AluOp.is_ge)
-_IS_GT = int(AluOp.is_gt)
-_IS_LE = int(AluOp.is_le)
-_IS_LT = int(AluOp.is_lt)
-
 
 def _pattern(
     shape: Sequence[int], steps: Sequence[int], what: str
@@ -66,11 +59,11 @@ def _affine_ref(
 
 
 # ---------------------------------------------------------------------------------------------
-# iota
+# the affine expression, iota
 
 
 @numba.njit(cache=True)
-def _iota_jit(offset: int, multiplier: int, steps: np.ndarray, out: np.ndarray) -> None:
+def _affine_jit(offset: int, multiplier: int, steps: np.ndarray, out: np.ndarray) -> None:
     parts, d1, d2, d3, d4 = out.shape
     for p in range(parts):
         base_p = offset + p * multiplier
@@ -81,7 +74,16 @@ def _iota_jit(offset: int, multiplier: int, steps: np.ndarray, out: np.ndarray) 
                 for i3 in range(d3):
                     base_3 = base_2 + i3 * steps[2]
                     for i4 in range(d4):
-                        out[p, i1, i2, i3, i4] = np.int32(base_3 + i4 * steps[3])
+                        out[p, i1, i2, i3, i4] = base_3 + i4 * steps[3]
+
+
+def _affine(
+    shape: tuple[int, ...], dims: np.ndarray, offset: int, multiplier: int, steps: np.ndarray
+) -> np.ndarray:
+    """The affine expression over ``shape`` (free dims padded to ``dims``) as exact int64."""
+    out = np.empty((shape[0], *dims.tolist()), dtype=np.int64)
+    _affine_jit(int(offset), int(multiplier), steps, out)
+    return out.reshape(shape)
 
 
 def iota(
@@ -93,9 +95,7 @@ def iota(
     two's-complement arithmetic (wraps). ``len(steps) == len(shape) - 1 ≤ 4``.
     """
     shape, dims, padded_steps = _pattern(shape, steps, "iota")
-    out = np.empty((shape[0], *dims.tolist()), dtype=np.int32)
-    _iota_jit(int(offset), int(channel_multiplier), padded_steps, out)
-    return out.reshape(shape)
+    return _affine(shape, dims, offset, channel_multiplier, padded_steps).astype(np.int32)
 
 
 def iota_ref(
@@ -109,44 +109,15 @@ def iota_ref(
 # ---------------------------------------------------------------------------------------------
 # affine_select
 
-
-@numba.njit(cache=True)
-def _holds(value: int, cmp_op: int) -> bool:
-    if cmp_op == _IS_GE:
-        return value >= 0
-    if cmp_op == _IS_GT:
-        return value > 0
-    if cmp_op == _IS_LE:
-        return value <= 0
-    if cmp_op == _IS_LT:
-        return value < 0
-    if cmp_op == _IS_EQUAL:
-        return value == 0
-    return value != 0
-
-
-@numba.njit(cache=True)
-def _affine_select_jit(
-    x: np.ndarray,
-    offset: int,
-    multiplier: int,
-    steps: np.ndarray,
-    cmp_op: int,
-    on_false: np.float32,
-    out: np.ndarray,
-) -> None:
-    parts, d1, d2, d3, d4 = x.shape
-    for p in range(parts):
-        base_p = offset + p * multiplier
-        for i1 in range(d1):
-            base_1 = base_p + i1 * steps[0]
-            for i2 in range(d2):
-                base_2 = base_1 + i2 * steps[1]
-                for i3 in range(d3):
-                    base_3 = base_2 + i3 * steps[2]
-                    for i4 in range(d4):
-                        keep = _holds(base_3 + i4 * steps[3], cmp_op)
-                        out[p, i1, i2, i3, i4] = x[p, i1, i2, i3, i4] if keep else on_false
+#: What affine_select's comparison of the expression with 0 is, by op code.
+_HOLDS = {
+    int(AluOp.is_ge): np.greater_equal,
+    int(AluOp.is_gt): np.greater,
+    int(AluOp.is_le): np.less_equal,
+    int(AluOp.is_lt): np.less,
+    int(AluOp.is_equal): np.equal,
+    int(AluOp.not_equal): np.not_equal,
+}
 
 
 def _affine_select_operands(
@@ -180,38 +151,12 @@ def affine_select(
     Causal mask over [q, k]: ``affine_select(x, 0, 1, (-1,), AluOp.is_ge, -inf)`` keeps k ≤ q.
     """
     x, dims, padded_steps, cmp_id = _affine_select_operands(x, steps, cmp_op)
-    x5 = x.reshape((x.shape[0], *dims.tolist()))
-    out = np.empty_like(x5)
-    _affine_select_jit(
-        x5,
-        int(offset),
-        int(channel_multiplier),
-        padded_steps,
-        cmp_id,
-        np.float32(on_false),
-        out,
-    )
-    return out.reshape(x.shape)
+    values = _affine(x.shape, dims, offset, channel_multiplier, padded_steps)
+    return np.where(_HOLDS[cmp_id](values, 0), x, np.float32(on_false))
 
 
-def affine_select_ref(
-    x: np.ndarray,
-    offset: int,
-    channel_multiplier: int,
-    steps: Sequence[int],
-    cmp_op: int,
-    on_false: float,
-) -> np.ndarray:
+def affine_select_ref(x, offset, channel_multiplier, steps, cmp_op, on_false):
     """Reference for ``affine_select``."""
     x, _, _, cmp_id = _affine_select_operands(x, steps, cmp_op)
     expr = _affine_ref(x.shape, offset, channel_multiplier, steps)
-    predicates = {
-        _IS_GE: np.greater_equal,
-        _IS_GT: np.greater,
-        _IS_LE: np.less_equal,
-        _IS_LT: np.less,
-        _IS_EQUAL: np.equal,
-        _NOT_EQUAL: np.not_equal,
-    }
-    keep = predicates[cmp_id](expr, 0)
-    return np.where(keep, x, np.float32(on_false))
+    return np.where(_HOLDS[cmp_id](expr, 0), x, np.float32(on_false))

@@ -10,10 +10,9 @@ from __future__ import annotations
 import numba
 import numpy as np
 
-from . import _checks
 from ._checks import Scalar
 from .alu import alu_i64, alu_i64_ref
-from .elementwise import apply_scalar_ref
+from .elementwise import apply_scalar_ref, scalar_operands, tensor_operands
 from .ops import AluOp
 
 _UNARY_A = int(AluOp.bypass)
@@ -33,10 +32,7 @@ def tensor_tensor_int(a: np.ndarray, b: np.ndarray, op: int) -> np.ndarray:
 
     Returns int64[P, N] whose low 32 bits are the hardware result (``kernels.alu`` semantics).
     """
-    a = _checks.i64(a, "a", 2)
-    b = _checks.i64(b, "b", 2)
-    _checks.same_shape(a, b, "a and b")
-    op = _checks.op_id(op, AluOp, "op")
+    a, b, op = tensor_operands(a, b, op, integer=True)
     out = np.empty_like(a)
     _tensor_tensor_int_jit(a, b, op, out)
     return out
@@ -44,10 +40,7 @@ def tensor_tensor_int(a: np.ndarray, b: np.ndarray, op: int) -> np.ndarray:
 
 def tensor_tensor_int_ref(a: np.ndarray, b: np.ndarray, op: int) -> np.ndarray:
     """Reference for ``tensor_tensor_int``."""
-    a = _checks.i64(a, "a", 2)
-    b = _checks.i64(b, "b", 2)
-    _checks.same_shape(a, b, "a and b")
-    return alu_i64_ref(a, b, _checks.op_id(op, AluOp, "op"))
+    return alu_i64_ref(*tensor_operands(a, b, op, integer=True))
 
 
 @numba.njit(cache=True)
@@ -58,16 +51,7 @@ def _apply_i64(v: np.int64, s: np.int64, op: int, reverse: bool) -> np.int64:
 
 
 @numba.njit(cache=True)
-def _tensor_scalar_int_jit(
-    x: np.ndarray,
-    op0: int,
-    s0: np.ndarray,
-    reverse0: bool,
-    op1: int,
-    s1: np.ndarray,
-    reverse1: bool,
-    out: np.ndarray,
-) -> None:
+def _tensor_scalar_int_jit(x, op0, s0, reverse0, op1, s1, reverse1, out) -> None:
     parts, size = x.shape
     for p in range(parts):
         a = s0[p]
@@ -86,30 +70,14 @@ def tensor_scalar_int(
     reverse1: bool = False,
 ) -> np.ndarray:
     """Integer ``tensor_scalar`` on int64[P, N] with int s0, s1 [P]; any ``AluOp``; int64 out."""
-    x = _checks.i64(x, "x", 2)
-    op0 = _checks.op_id(op0, AluOp, "op0")
-    op1 = _checks.op_id(op1, AluOp, "op1")
-    s0 = _checks.per_partition(s0, x.shape[0], "s0", np.int64)
-    s1 = _checks.per_partition(s1, x.shape[0], "s1", np.int64)
+    x, op0, s0, op1, s1 = scalar_operands(x, op0, s0, op1, s1, integer=True)
     out = np.empty_like(x)
     _tensor_scalar_int_jit(x, op0, s0, bool(reverse0), op1, s1, bool(reverse1), out)
     return out
 
 
-def tensor_scalar_int_ref(
-    x: np.ndarray,
-    op0: int,
-    s0: np.ndarray | Scalar,
-    reverse0: bool = False,
-    op1: int = AluOp.bypass,
-    s1: np.ndarray | Scalar = 0,
-    reverse1: bool = False,
-) -> np.ndarray:
-    """Reference for ``tensor_scalar_int``."""
-    x = _checks.i64(x, "x", 2)
-    op0 = _checks.op_id(op0, AluOp, "op0")
-    op1 = _checks.op_id(op1, AluOp, "op1")
-    s0 = _checks.per_partition(s0, x.shape[0], "s0", np.int64)[:, None]
-    s1 = _checks.per_partition(s1, x.shape[0], "s1", np.int64)[:, None]
-    v = apply_scalar_ref(x, s0, op0, reverse0, alu_i64_ref)
-    return apply_scalar_ref(v, s1, op1, reverse1, alu_i64_ref)
+def tensor_scalar_int_ref(x, op0, s0, reverse0=False, op1=AluOp.bypass, s1=0, reverse1=False):
+    """Reference for ``tensor_scalar_int`` (its arguments)."""
+    x, op0, s0, op1, s1 = scalar_operands(x, op0, s0, op1, s1, integer=True)
+    v = apply_scalar_ref(x, s0[:, None], op0, reverse0, alu_i64_ref)
+    return apply_scalar_ref(v, s1[:, None], op1, reverse1, alu_i64_ref)

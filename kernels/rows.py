@@ -12,23 +12,26 @@ from __future__ import annotations
 import numba
 import numpy as np
 
-from .alu import alu_f32, fmax_f32, fmin_f32
-from .ops import AluOp
+from .alu import (
+    _ADD,
+    _BITWISE_NOT,
+    _BYPASS,
+    _DIVIDE,
+    _IS_EQUAL,
+    _IS_GE,
+    _IS_GT,
+    _IS_LE,
+    _IS_LT,
+    _MAX,
+    _MIN,
+    _MULTIPLY,
+    _NOT_EQUAL,
+    _SUBTRACT,
+    alu_f32,
+    fmax_f32,
+    fmin_f32,
+)
 
-_BYPASS = int(AluOp.bypass)
-_ADD = int(AluOp.add)
-_SUBTRACT = int(AluOp.subtract)
-_MULTIPLY = int(AluOp.multiply)
-_DIVIDE = int(AluOp.divide)
-_MAX = int(AluOp.max)
-_MIN = int(AluOp.min)
-_BITWISE_NOT = int(AluOp.bitwise_not)
-_IS_EQUAL = int(AluOp.is_equal)
-_NOT_EQUAL = int(AluOp.not_equal)
-_IS_GE = int(AluOp.is_ge)
-_IS_GT = int(AluOp.is_gt)
-_IS_LE = int(AluOp.is_le)
-_IS_LT = int(AluOp.is_lt)
 _F1 = np.float32(1.0)
 _F0 = np.float32(0.0)
 

@@ -81,15 +81,7 @@ def tensor_tensor_scan(
     return out
 
 
-def tensor_tensor_scan_ref(
-    a: np.ndarray,
-    b: np.ndarray,
-    initial: np.ndarray | Scalar,
-    op0: int,
-    op1: int,
-    reverse0: bool = False,
-    reverse1: bool = False,
-) -> np.ndarray:
+def tensor_tensor_scan_ref(a, b, initial, op0, op1, reverse0=False, reverse1=False):
     """Reference for ``tensor_tensor_scan``."""
     a, b, r, op0, op1 = _scan_operands(a, b, initial, op0, op1)
     out = np.empty_like(a)

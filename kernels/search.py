@@ -199,15 +199,7 @@ def range_select(
     return out
 
 
-def range_select_ref(
-    x: np.ndarray,
-    bound0: np.ndarray | Scalar,
-    bound1: np.ndarray | Scalar,
-    op0: int,
-    op1: int,
-    range_start: int,
-    on_false: float,
-) -> np.ndarray:
+def range_select_ref(x, bound0, bound1, op0, op1, range_start, on_false):
     """Reference for ``range_select`` (nki.isa's NumPy equivalent [S15])."""
     x, b0, b1, op0, op1 = _range_operands(x, bound0, bound1, op0, op1)
     index = np.broadcast_to((int(range_start) + np.arange(x.shape[1])).astype(np.float32), x.shape)

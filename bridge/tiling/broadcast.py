@@ -8,7 +8,7 @@ What the Neuron compiler does instead, and what ``OperandLoader`` does:
 - **free-dim broadcast:** only the compact part is moved (the repeated free dims of size 1: a
   [P, 1] column, a [P, k, 1, m] block), into a small SBUF tile, and the compute reads it through
   a stride-0 view of the full tile shape (``lang.broadcast_to``); the engines cost the view like
-  any operand of that shape (``hwsim.isa.streaming`` counts elements, not bytes fetched);
+  any operand of that shape (``hwsim.cost.streaming`` counts elements, not bytes fetched);
 - **partition-dim broadcast** (a bias row read by every partition): SBUF cannot repeat a
   partition on chip (each partition is its own lane), so the row still arrives by one DMA with
   partition stride 0, one descriptor per partition row (as efficient per byte as a dense tile;

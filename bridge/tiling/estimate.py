@@ -4,15 +4,15 @@ A plan puts one dim of the iteration space on partitions and the innermost other
 axis. Which dim goes where decides the DMA descriptors: a dim contiguous in HBM kept on the free
 axis makes long runs; a strided one there makes one descriptor per element; few partitions
 leave DMA engines idle (a transfer splits over its partitions, HARDWARE.md §2.5 [S12]) and
-engine lanes too. ``tile_cost`` prices one tile with the simulator's own models, once per
-candidate plan (``space`` multiplies by the number of tiles), never per emitted tile:
+engine lanes too. ``tile_cost`` prices one tile with the cost model's planning questions
+(``hwsim.cost.planning``), once per candidate plan (``space`` multiplies by the number of
+tiles), never per emitted tile:
 
 - each operand's transfer (a load, or the store of the result): the service time of its
-  busiest DMA engine, ``machine.dma_plan.plan_transfer`` on the config being built for (a
-  broadcast operand priced as the compact transfer ``tiling.broadcast`` makes);
-- the compute: one VectorE pass over the tile, ``ceil(P / lanes) x N`` cycles plus the
-  engine's fixed overhead (``hwsim.isa.streaming``'s first rule), for each compute instruction
-  the caller expects per tile.
+  busiest DMA engine (``transfer_service_ns``; a broadcast operand priced as the compact
+  transfer ``tiling.broadcast`` makes);
+- the compute: one VectorE pass over the tile for each compute instruction the caller expects
+  per tile (``streaming_pass_ns``).
 
 The DMA start latency is left out: with rotating buffers transfers overlap it, so it does not
 separate plans of equal descriptors.
@@ -21,38 +21,20 @@ separate plans of equal descriptors.
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
-from fractions import Fraction
 
 from hwsim import lang
 from hwsim.bridge.tiling.broadcast import compact
 from hwsim.bridge.tiling.space import TileRef
 from hwsim.bridge.values import HbmValue
 from hwsim.config import HardwareConfig
-from hwsim.config.timebase import TimeBase
+from hwsim.cost.planning import streaming_pass_ns, transfer_service_ns
 from hwsim.dtypes import DType
 from hwsim.isa.ap import AccessPattern, MemorySpace, contiguous
-from hwsim.isa.dma_ops import TransferSides
-from hwsim.machine.dma_plan import WORK_UNITS_PER_TICK, DmaCostModel, plan_transfer
-
-#: Cost models by config (the kernel being built names its config; models are pure).
-_MODELS: dict[int, tuple[HardwareConfig, DmaCostModel, Fraction]] = {}
-
-
-def _model(config: HardwareConfig) -> tuple[DmaCostModel, Fraction]:
-    found = _MODELS.get(id(config))
-    if found is None or found[0] is not config:
-        base_mhz = TimeBase.from_config(config).base_mhz
-        model = DmaCostModel(config.dma, base_mhz, config.hbm.bandwidth_bytes_per_ns_per_stack)
-        found = _MODELS[id(config)] = (config, model, Fraction(1000, base_mhz))
-    return found[1], found[2]
 
 
 def transfer_ns(config: HardwareConfig, src: AccessPattern, dst: AccessPattern) -> float:
     """Service time of the busiest DMA engine for one transfer (ns)."""
-    model, ns_per_tick = _model(config)
-    plan = plan_transfer(model, config.dma.engines, 0, TransferSides(src, dst))
-    work = max(piece.work for piece in plan.pieces)
-    return float(Fraction(work, WORK_UNITS_PER_TICK) * ns_per_tick)
+    return transfer_service_ns(config, src, dst)
 
 
 def tile_cost(
@@ -65,10 +47,8 @@ def tile_cost(
     """Cost (ns) of one tile: operand 0 is stored from SBUF, the others loaded into SBUF, each
     in its ``dtypes`` entry; ``computes`` VectorE instructions over the tile."""
     config = config or lang.config()
-    vector = config.vector_engine
 
     def cost(tile: TileRef) -> float:
-        free = tile.free_elements
         total = 0.0
         for i, (value, dtype) in enumerate(zip(operands, dtypes, strict=True)):
             hbm = tile.ap(i, value)
@@ -77,9 +57,11 @@ def tile_cost(
                 if found is not None:
                     hbm = found[0]
             sbuf = contiguous(MemorySpace.SBUF, dtype, hbm.partitions, hbm.free_elements)
-            total += transfer_ns(config, sbuf, hbm) if i == 0 else transfer_ns(config, hbm, sbuf)
-        passes = -(-tile.partitions // vector.lanes)
-        cycles = computes * (passes * free + vector.fixed_overhead_cycles)
-        return total + cycles * 1000 / vector.clock_mhz
+            if i == 0:
+                total += transfer_service_ns(config, sbuf, hbm)
+            else:
+                total += transfer_service_ns(config, hbm, sbuf)
+        compute = streaming_pass_ns(config, "vector", tile.partitions, tile.free_elements, computes)
+        return total + compute
 
     return cost

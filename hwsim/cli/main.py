@@ -20,7 +20,11 @@ class OneLineParser(argparse.ArgumentParser):
 
 
 def build_parser(argv: Sequence[str] | None = None) -> argparse.ArgumentParser:
+    from hwsim.advise import cli as advise_cmd
     from hwsim.cli import config_cmd, demo_cmd, plot_cmd, report_cmd, run_cmd, sweep_cmd
+    from hwsim.fuzz import cli as fuzz_cmd
+    from hwsim.mcp import cli as mcp_cmd
+    from hwsim.tune import cli as tune_cmd
 
     parser = OneLineParser(
         prog="hwsim", description="Cycle-level simulator of AWS Trainium NeuronCores."
@@ -28,6 +32,8 @@ def build_parser(argv: Sequence[str] | None = None) -> argparse.ArgumentParser:
     parser.add_argument("--debug", action="store_true", help="show tracebacks on errors")
     commands = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
     for module in (demo_cmd, config_cmd, run_cmd, report_cmd, plot_cmd, sweep_cmd):
+        module.register(commands)
+    for module in (advise_cmd, tune_cmd, fuzz_cmd, mcp_cmd):  # the evaluation loop
         module.register(commands)
     _register_plugins(commands, argv)
     return parser

@@ -49,4 +49,18 @@ def _report(args: argparse.Namespace) -> int:
     with summary_fields_checked(args.path), console.capture() as captured:
         print_summary(summary, console)  # rendered whole first: a bad field prints nothing
     sys.stdout.write(captured.get())
+    _print_advice(args.path, summary)
     return 0
+
+
+def _print_advice(path: str, summary: object) -> None:
+    """The advice section, for a run folder that has its instruction table."""
+    from pathlib import Path
+
+    from hwsim.advise.advice import report_lines
+    from hwsim.advise.evidence import Evidence
+    from hwsim.trace.outputs import TABLES_DIR
+
+    folder = Path(path) if Path(path).is_dir() else Path(path).parent
+    if (folder / TABLES_DIR / "Instruction.csv").is_file():
+        print("\n".join(report_lines(summary, Evidence.from_run_dir(folder))))

@@ -5,18 +5,17 @@ from __future__ import annotations
 import difflib
 import hashlib
 import json
-import typing
 from collections.abc import Iterable, Mapping
 from importlib import resources
 from importlib.resources.abc import Traversable
 from pathlib import Path
-from typing import Any, get_args
+from typing import Any
 
 import yaml
-from pydantic import BaseModel, ValidationError
-from pydantic.fields import FieldInfo
+from pydantic import ValidationError
 
 from hwsim.config.schema import HardwareConfig
+from hwsim.config.validation_errors import describe_validation_error
 from hwsim.config.yaml_compose import describe_value
 from hwsim.config.yaml_safe import load_yaml, read_yaml_file
 from hwsim.errors import ConfigError
@@ -114,14 +113,14 @@ def validate_config(data: Mapping[str, Any], source: str = "<config>") -> Hardwa
     try:
         config = HardwareConfig.model_validate(data)
     except ValidationError as exc:
-        lines = [_describe_error(err) for err in exc.errors()]
+        lines = [describe_validation_error(err, HardwareConfig) for err in exc.errors()]
         raise ConfigError(f"{source}: " + "; ".join(lines)) from None
     _check_registered_names(config, source)
     return config
 
 
 def _check_registered_names(config: HardwareConfig, source: str) -> None:
-    from hwsim.timing.tensor_models import TENSOR_TIMING_MODELS
+    from hwsim.cost.tensor_models import TENSOR_TIMING_MODELS
 
     name = config.tensor_engine.timing_model
     if name not in TENSOR_TIMING_MODELS:
@@ -143,93 +142,3 @@ def config_hash(config: HardwareConfig) -> str:
 def config_to_yaml(config: HardwareConfig) -> str:
     """The effective config as YAML (sections in schema order)."""
     return yaml.safe_dump(config.model_dump(mode="json"), sort_keys=False)
-
-
-# ---- error formatting -------------------------------------------------------------------------
-
-
-def _describe_error(err: Mapping[str, Any]) -> str:
-    loc = tuple(str(p) for p in err["loc"])
-    kind = err["type"]
-    if kind == "extra_forbidden":
-        return _unknown_key_message(loc)
-    path = ".".join(loc) if loc else "<top>"
-    if kind == "missing":
-        return f"{path}: missing required key"
-    if kind == "literal_error" and loc and loc[-1] == "[key]":
-        bad = err.get("input")
-        dict_path = ".".join(loc[:-2])
-        expected = err.get("ctx", {}).get("expected", "")
-        return f"{dict_path}: unknown key '{bad}' (allowed: {expected})"
-    if kind == "value_error":
-        message = err["msg"].removeprefix("Value error, ")
-        # a model-level (cross-field) check names its own dotted paths
-        return f"{path}: {message}" if loc else message
-    field = _field_at(loc)
-    # a literal_error message already lists the allowed values
-    allowed = _allowed_range(field) if field is not None and kind != "literal_error" else ""
-    got = err.get("input")
-    detail = err["msg"][:1].lower() + err["msg"][1:]
-    return f"{path}: {detail}, got {got!r}{allowed}"
-
-
-def _unknown_key_message(loc: tuple[str, ...]) -> str:
-    path = ".".join(loc)
-    parent = _model_at(loc[:-1])
-    valid = sorted(parent.model_fields) if parent is not None else []
-    close = difflib.get_close_matches(loc[-1], valid, n=1, cutoff=0.5)
-    if close:
-        return f"{path}: unknown key (did you mean '{close[0]}'?)"
-    return f"{path}: unknown key (valid keys: {', '.join(valid)})"
-
-
-def _model_at(loc: tuple[str, ...]) -> type[BaseModel] | None:
-    model: type[BaseModel] = HardwareConfig
-    for part in loc:
-        field = model.model_fields.get(part)
-        annotation = field.annotation if field is not None else None
-        if not (isinstance(annotation, type) and issubclass(annotation, BaseModel)):
-            return None
-        model = annotation
-    return model
-
-
-def _field_at(loc: tuple[str, ...]) -> FieldInfo | None:
-    for cut in range(len(loc), 0, -1):
-        parent = _model_at(loc[: cut - 1])
-        if parent is not None and loc[cut - 1] in parent.model_fields:
-            field = parent.model_fields[loc[cut - 1]]
-            value_type = get_args(field.annotation)
-            if cut < len(loc) and len(value_type) == 2:
-                # an entry of a per-dtype table: the bounds are on the table's value type
-                return FieldInfo.from_annotation(value_type[1])
-            return field
-    return None
-
-
-def _bound_metadata(field: FieldInfo) -> list[Any]:
-    """A field's constraint objects, also those inside an optional (``X | None``) annotation."""
-    found = list(field.metadata)
-    for arg in typing.get_args(field.annotation):
-        for meta in getattr(arg, "__metadata__", ()):
-            found.extend(getattr(meta, "metadata", [meta]))
-    return found
-
-
-def _allowed_range(field: FieldInfo) -> str:
-    bounds: dict[str, Any] = {}
-    for meta in _bound_metadata(field):
-        for name in ("ge", "gt", "le", "lt"):
-            value = getattr(meta, name, None)
-            if value is not None:
-                bounds.setdefault(name, value)
-    if not bounds:
-        annotation = getattr(field.annotation, "__name__", str(field.annotation))
-        return f" (expected {annotation})"
-    low = (
-        f"{bounds['ge']} <= " if "ge" in bounds else f"{bounds['gt']} < " if "gt" in bounds else ""
-    )
-    high = (
-        f" <= {bounds['le']}" if "le" in bounds else f" < {bounds['lt']}" if "lt" in bounds else ""
-    )
-    return f" (allowed: {low}value{high})"

@@ -21,12 +21,11 @@ from hwsim.isa import (  # noqa: F401  (register instructions)
     vector_ops,
 )
 from hwsim.isa.ap import AccessPattern, MemorySpace, contiguous
-from hwsim.isa.base import ISA, Cost, Instruction, MachineSpec, register
+from hwsim.isa.base import ISA, Instruction, MachineSpec, register
 
 __all__ = [
     "ISA",
     "AccessPattern",
-    "Cost",
     "Instruction",
     "MachineSpec",
     "MemorySpace",

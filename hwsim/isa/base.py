@@ -1,9 +1,10 @@
 """The instruction contract and the ISA registry.
 
 An instruction is a frozen value that owns, in one place: the engines that may run it, its operands
-(access patterns), what it reads and writes, its legality check against the hardware, its static
-cost, and its semantics (a call into ``kernels``). The registry maps opcode names to classes, so new
-instructions plug in without touching the simulator.
+(access patterns), what it reads and writes, its legality check against the hardware, and its
+semantics (a call into ``kernels``). What it costs is its rule in ``hwsim.cost`` (registered by
+instruction type). The registry maps opcode names to classes, so new instructions plug in without
+touching the simulator.
 """
 
 from __future__ import annotations
@@ -19,35 +20,26 @@ from hwsim.config.timebase import TimeBase
 from hwsim.engines import engine_names, engine_spec
 from hwsim.errors import IllegalInstructionError, MemoryAccessError
 from hwsim.isa.ap import MAX_FREE_DIMS, AccessPattern, MemorySpace
+from hwsim.isa.operands import derive_operand_methods, written_fields
 
 if TYPE_CHECKING:
     from hwsim.machine.state import CoreState
 
 
-@dataclass(frozen=True, slots=True)
-class Cost:
-    """Static cost of one instruction, in ticks of the run's time base.
-
-    issue_ticks: the engine is busy this long; the next instruction may issue after it.
-    latency_ticks: from start until results are visible and completion semaphores update (what
-        another engine's dependent instruction waits for).
-    chain_ticks: from start until a dependent instruction on the *same* engine may start: the
-        engine streams it behind its producer (in order, no semaphore), so only the pipeline
-        fill shows (``MachineSpec.compute_cost``). None: the latency.
-    """
-
-    issue_ticks: int
-    latency_ticks: int
-    chain_ticks: int | None = None
+#: Instance attribute (outside the dataclass fields, so equality, hashing, repr and replace()
+#: ignore it) naming an earlier emitted instruction with the same ``static_key()``: the first one.
+#: The builder sets it; the cost model finds a program's costs by the twin's identity.
+STATIC_TWIN = "_static_twin"
 
 
 class MachineSpec:
-    """What instructions need from the config, derived once per config (not per instruction)."""
+    """What legality checks need from the config, derived once per config (not per
+    instruction)."""
 
     def __init__(self, config: HardwareConfig) -> None:
         self.config = config
         self.timebase = TimeBase.from_config(config)
-        #: Compute engines' config sections (their cost rules), by engine name.
+        #: Compute engines' config sections, by engine name.
         self.engine_configs: dict[str, ComputeEngineConfig] = {
             name: getattr(config, spec.cost_section)
             for name in engine_names()
@@ -62,43 +54,6 @@ class MachineSpec:
         if memory is MemorySpace.PSUM:
             return self.config.psum.partitions, self.config.psum.bytes_per_partition
         raise ValueError("HBM has no fixed partition geometry")
-
-    def cycles(self, engine: str, cycles: int) -> int:
-        """Engine cycles as ticks (each engine's clock: ``EngineSpec.clock_section``)."""
-        return cycles * self.timebase.ticks_per_cycle[engine]
-
-    def compute_cost(
-        self,
-        engine: str,
-        work_cycles: int,
-        *,
-        floor: bool = True,
-        extra_cycles: int = 0,
-        fixed: bool = True,
-    ) -> Cost:
-        """The VectorE/ScalarE/GpSimdE rule: fixed + max(MIN_II, work) (+ extra), plus latency.
-
-        ``floor=False`` drops the MIN_II floor, ``fixed=False`` the engine's fixed start cost
-        (for a documented formula that gives the whole cost, such as ``topk``'s).
-
-        Latency (HARDWARE.md §2.2 [S1][S10]): results are visible to other engines
-        ``pipeline_latency_cycles`` after the issue interval. A dependent instruction on the same
-        engine streams behind its producer: it reads element i after the producer wrote it, so it
-        may start ``min_ii + pipeline_latency`` cycles after the producer (the pipeline fill), or
-        when the producer's issue interval ends if that is later. A chain of tiny dependent
-        instructions then runs at MIN_II + L each (ScalarE: 64 + 200 = 264 cycles, as measured
-        [S10]); long dependent instructions run back to back at ~N cycles each, as [S1]'s
-        per-instruction rules say.
-        """
-        eng = self.engine_configs[engine]
-        busy = (eng.fixed_overhead_cycles if fixed else 0) + (
-            max(eng.min_ii_cycles, work_cycles) if floor else work_cycles
-        )
-        busy += extra_cycles
-        issue = self.cycles(engine, busy)
-        latency = self.cycles(engine, eng.pipeline_latency_cycles)
-        fill = self.cycles(engine, eng.min_ii_cycles) + latency
-        return Cost(issue, issue + latency, max(issue, fill))
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -121,6 +76,10 @@ class Instruction:
     #: Instructions naming the same state on one engine must keep their program order: no
     #: operand dependency orders them.
     ENGINE_STATE: ClassVar[str] = ""
+    #: The parameters of its kernel-language call (``hwsim.lang.calls``) by their nki.isa names,
+    #: in nki.isa's order ("*": keyword-only from there on), when not the default order (fields
+    #: without a default first, then keyword-only those with one).
+    NKI_ARGS: ClassVar[str] = ""
 
     engine: str
     waits: tuple[tuple[str, int], ...] = ()
@@ -190,9 +149,9 @@ class Instruction:
         allowed = self.allowed_engines()
         if self.engine not in allowed:
             self.fail(f"cannot run on engine '{self.engine}'; it runs on {', '.join(allowed)}")
-        written = {id(ap) for ap in self.writes()}
+        written = written_fields(type(self))
         for name, ap in self.operand_names().items():
-            self.check_operand(spec, name, ap, is_write=id(ap) in written)
+            self.check_operand(spec, name, ap, is_write=name in written)
 
     def check_operand(
         self, spec: MachineSpec, name: str, ap: AccessPattern, *, is_write: bool
@@ -244,10 +203,7 @@ class Instruction:
         where = f" ({self.tag})" if self.tag else ""
         return f"{self.OPCODE} on {self.engine}{where}"
 
-    # ---- cost, work, semantics ------------------------------------------------------------------
-    def cost(self, spec: MachineSpec) -> Cost:
-        raise NotImplementedError
-
+    # ---- work, semantics ----------------------------------------------------------------------
     def flops(self) -> int:
         """Floating-point operations (a multiply-add counts 2), for MFU/HFU."""
         return 0
@@ -298,17 +254,30 @@ InstructionT = TypeVar("InstructionT", bound=type[Instruction])
 ISA: dict[str, type[Instruction]] = {}
 
 
-def register(cls: InstructionT) -> InstructionT:
-    """Class decorator adding an instruction to the ISA registry; duplicate opcodes are errors."""
-    if not cls.OPCODE or not cls.ENGINES:
-        raise TypeError(f"{cls.__name__} must set OPCODE and ENGINES")
-    if cls.OPCODE in ISA:
-        raise ValueError(
-            f"opcode '{cls.OPCODE}' is already registered by {ISA[cls.OPCODE].__name__}"
-        )
-    ISA[cls.OPCODE] = cls
-    _fill_dict_init(cls)
-    return cls
+def register(
+    opcode: str, *, engines: tuple[str, ...] | None = None, profiler: str = ""
+) -> Callable[[InstructionT], InstructionT]:
+    """Class decorator adding an instruction to the ISA registry as ``opcode``, on ``engines``
+    (default: the class's ``ENGINES``), named ``profiler`` in hardware profiles (default: the
+    class's ``PROFILER_OPCODE``), with its ``reads``/``writes`` from its operand fields' roles
+    (``hwsim.isa.operands``); a duplicate opcode is an error."""
+
+    def decorate(cls: InstructionT) -> InstructionT:
+        cls.OPCODE = opcode
+        if engines is not None:
+            cls.ENGINES = engines
+        if profiler:
+            cls.PROFILER_OPCODE = profiler
+        if not cls.ENGINES:
+            raise TypeError(f"{cls.__name__} must name its ENGINES")
+        if opcode in ISA:
+            raise ValueError(f"opcode '{opcode}' is already registered by {ISA[opcode].__name__}")
+        ISA[opcode] = cls
+        derive_operand_methods(cls)
+        _fill_dict_init(cls)
+        return cls
+
+    return decorate
 
 
 def _fill_dict_init(cls: type) -> None:

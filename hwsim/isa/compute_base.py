@@ -16,8 +16,8 @@ import numpy as np
 from hwsim.dtypes import DType, cast
 from hwsim.isa.ap import AccessPattern, MemorySpace
 from hwsim.isa.base import Instruction, MachineSpec
+from hwsim.isa.operands import READ, WRITE, operand
 from hwsim.isa.tensor_ops import as_2d
-from hwsim.kernels import AluOp
 
 if TYPE_CHECKING:
     from hwsim.machine.state import CoreState
@@ -27,8 +27,6 @@ if TYPE_CHECKING:
 FREE_MAX_ELEMENTS = {MemorySpace.SBUF: 64 * 1024, MemorySpace.PSUM: 4 * 1024}
 #: ``bn_stats_fmax``: most elements per partition one bn_stats reads (HARDWARE.md §3 [S16][S17]).
 BN_STATS_FMAX = 512
-#: Ops of the documented fast tensor_tensor case (bf16, both inputs in SBUF) [S16].
-FAST_BF16_OPS = frozenset({AluOp.add, AluOp.multiply, AluOp.subtract})
 
 #: An immediate (compile-time constant) or a per-partition [P, 1] operand.
 Scalar = float | AccessPattern
@@ -147,17 +145,7 @@ def scalar_bits(value: float, ap: AccessPattern) -> int:
     return int(stored.view(BITS_DTYPES[ap.dtype.itemsize])[0])
 
 
-def scalar_aps(*values: Scalar | None) -> tuple[AccessPattern, ...]:
-    return tuple(v for v in values if isinstance(v, AccessPattern))
-
-
 @dataclass(frozen=True, kw_only=True)
 class UnaryCompute(ComputeInstruction):
-    dst: AccessPattern
-    src: AccessPattern
-
-    def reads(self) -> tuple[AccessPattern, ...]:
-        return (self.src,)
-
-    def writes(self) -> tuple[AccessPattern, ...]:
-        return (self.dst,)
+    dst: AccessPattern = operand(WRITE)
+    src: AccessPattern = operand(READ, nki="data")

@@ -1,7 +1,7 @@
 """``tensor_copy`` (with dtype conversion, on VectorE, ScalarE or GpSimdE) and VectorE's
 ``tensor_copy_predicated`` (bit for bit, where a predicate says).
 
-tensor_copy: cost max(MIN_II, N) [S16] (one input stream, ``hwsim.isa.streaming``); VectorE
+tensor_copy: cost max(MIN_II, N) [S16] (one input stream, ``hwsim.cost.streaming``); VectorE
 performance mode on v3+ (HARDWARE.md §2.2 [S2]): 4x when input and output are both in SBUF,
 both 16-bit floats, innermost dim contiguous; 2x when one of the SBUF/contiguity conditions
 fails.
@@ -16,16 +16,15 @@ import numpy as np
 
 from hwsim import kernels
 from hwsim.isa.ap import AccessPattern, MemorySpace
-from hwsim.isa.base import Cost, Instruction, MachineSpec, register
+from hwsim.isa.base import Instruction, MachineSpec, register
 from hwsim.isa.compute_base import (
     ComputeInstruction,
     Scalar,
     read_bits,
-    scalar_aps,
     scalar_bits,
     write_bits,
 )
-from hwsim.isa.streaming import performance_mode_factor, streaming_cycles
+from hwsim.isa.operands import READ, WRITE, maybe_operand, operand
 
 if TYPE_CHECKING:
     from hwsim.machine.state import CoreState
@@ -39,34 +38,19 @@ def same_shape(instruction: Instruction, a: AccessPattern, b: AccessPattern, nam
         )
 
 
-@register
+@register("tensor_copy", engines=("vector", "scalar", "gpsimd"), profiler="TENSOR_COPY")
 @dataclass(frozen=True, kw_only=True)
 class TensorCopy(Instruction):
     """dst = src, converting to dst's dtype (RNE); bit-exact when the dtypes match."""
 
-    OPCODE = "tensor_copy"
-    ENGINES = ("vector", "scalar", "gpsimd")
-    PROFILER_OPCODE = "TENSOR_COPY"
-
-    dst: AccessPattern
-    src: AccessPattern
-
-    def reads(self) -> tuple[AccessPattern, ...]:
-        return (self.src,)
-
-    def writes(self) -> tuple[AccessPattern, ...]:
-        return (self.dst,)
+    dst: AccessPattern = operand(WRITE)
+    src: AccessPattern = operand(READ)
 
     def check(self, spec: MachineSpec) -> None:
         super().check(spec)
         same_shape(self, self.src, self.dst, "src/dst")
         if self.engine == "scalar" and spec.config.chip.generation == "v2":
             self.fail("ScalarE has no tensor_copy on NeuronCore-v2; use activation(copy) [S15]")
-
-    def cost(self, spec: MachineSpec) -> Cost:
-        work = streaming_cycles(spec, self.engine, (self.src,), (self.dst,))
-        work = -(-work // performance_mode_factor(spec, self.engine, (self.src, self.dst)))
-        return spec.compute_cost(self.engine, work)
 
     def execute(self, state: CoreState) -> None:
         state.write(self.dst, state.read(self.src).reshape(self.dst.shape))
@@ -76,7 +60,7 @@ class TensorCopy(Instruction):
 COPY_PREDICATE_DTYPES = ("uint8", "uint16", "uint32")
 
 
-@register
+@register("tensor_copy_predicated", engines=("vector",), profiler="COPY_PREDICATED")
 @dataclass(frozen=True, kw_only=True)
 class TensorCopyPredicated(ComputeInstruction):
     """dst = src where predicate (uint8/16/32) is nonzero (zero if ``reverse_pred``); dst's other
@@ -84,25 +68,17 @@ class TensorCopyPredicated(ComputeInstruction):
     or an immediate (rounded to dst's dtype); src and predicate not both in PSUM.
 
     Cost [S16]: max(MIN_II, N) when one of src and predicate is in PSUM, max(MIN_II, 2N) when
-    both are in SBUF: the streaming model's two inputs (``hwsim.isa.streaming``; on v3+ the
+    both are in SBUF: the streaming model's two inputs (``hwsim.cost.streaming``; on v3+ the
     wider SBUF read path makes both-SBUF fp32 N too, as for tensor_tensor). An immediate src is
     no stream. For initcheck it writes only the elements it copies.
     """
 
-    OPCODE = "tensor_copy_predicated"
-    ENGINES = ("vector",)
-    PROFILER_OPCODE = "COPY_PREDICATED"
+    NKI_ARGS = "dst, src, predicate, reverse_pred"
 
-    dst: AccessPattern
-    src: Scalar
-    predicate: AccessPattern
+    dst: AccessPattern = operand(WRITE)
+    src: Scalar = maybe_operand(READ)
+    predicate: AccessPattern = operand(READ)
     reverse_pred: bool = False
-
-    def reads(self) -> tuple[AccessPattern, ...]:
-        return (*scalar_aps(self.src), self.predicate)
-
-    def writes(self) -> tuple[AccessPattern, ...]:
-        return (self.dst,)
 
     def initcheck_writes(self, state: CoreState) -> tuple[tuple[AccessPattern, Any], ...]:
         chosen = (read_bits(state, self.predicate) != 0) != self.reverse_pred
@@ -121,11 +97,6 @@ class TensorCopyPredicated(ComputeInstruction):
                 )
             if self.src.memory is self.predicate.memory is MemorySpace.PSUM:
                 self.fail("src and predicate are both in PSUM; at most one may be [S15]")
-
-    def cost(self, spec: MachineSpec) -> Cost:
-        inputs = (*scalar_aps(self.src), self.predicate)
-        work = streaming_cycles(spec, "vector", inputs, (self.dst,))
-        return spec.compute_cost("vector", work)
 
     def execute(self, state: CoreState) -> None:
         old = read_bits(state, self.dst)

@@ -2,7 +2,7 @@
 indirect ``dma_gather`` (rows of an HBM table picked by an SBUF index tile).
 
 A DMA instruction sits in a triggering engine's stream and names its queue; the transfer itself
-runs on the DMA engines (``hwsim.machine.dma``, costed by ``hwsim.machine.dma_plan``), and the
+runs on the DMA engines (``hwsim.machine.dma``, costed by ``hwsim.cost.dma``), and the
 instruction's semaphores count completed transfers [S12]. Who builds the descriptors is the
 instruction's ``dge_mode`` (HARDWARE.md §2.5 [S13]), which decides what the trigger costs:
 
@@ -24,7 +24,6 @@ The compiler's choice (NKI's ``dge_mode.unknown``) is made when a kernel is buil
 
 from __future__ import annotations
 
-import math
 from dataclasses import dataclass, replace
 from enum import StrEnum
 from typing import TYPE_CHECKING, ClassVar
@@ -35,7 +34,8 @@ from hwsim.dtypes import INT32, to_compute
 from hwsim.engines import engine_names
 from hwsim.errors import MemoryAccessError
 from hwsim.isa.ap import AccessPattern, MemorySpace
-from hwsim.isa.base import Cost, Instruction, MachineSpec, register
+from hwsim.isa.base import Instruction, MachineSpec, register
+from hwsim.isa.operands import READ, WRITE, operand
 from hwsim.isa.tensor_ops import as_2d
 
 if TYPE_CHECKING:
@@ -67,39 +67,13 @@ def dge_trigger_engines(mode: DgeMode) -> tuple[str, ...]:
 
 @dataclass(frozen=True, slots=True)
 class TransferSides:
-    """What the DMA engines move for an instruction (``hwsim.machine.dma_plan``)."""
+    """What the DMA engines move for an instruction (``hwsim.cost.dma``)."""
 
     src: AccessPattern
     dst: AccessPattern
     transpose: bool = False
     partitions: int | None = None  # engine split, when not dst's partitions
     descriptors: int | None = None  # when not derived from the two patterns
-
-
-def run_elements(ap: AccessPattern) -> int:
-    """Elements per contiguous run of an operand, in the transfer's element order."""
-    _, run_bytes = ap.contiguous_runs()
-    return max(1, run_bytes // ap.dtype.itemsize)
-
-
-def descriptor_count(elements: int, src_run: int, dst_run: int) -> int:
-    """Descriptors of a transfer of ``elements`` whose sides have runs of ``src_run`` and
-    ``dst_run`` elements: one per run boundary on either side (shared boundaries once)."""
-    src_run, dst_run = min(src_run, elements), min(dst_run, elements)
-    shared = math.lcm(src_run, dst_run)
-    return -(-elements // src_run) + -(-elements // dst_run) - elements // shared
-
-
-def transfer_descriptors(sides: TransferSides) -> int:
-    """Descriptors of a transfer before long runs are cut (``hwsim.machine.dma_plan``): runs
-    contiguous on both sides; a transpose's element order differs between the sides, so it
-    takes one per run of either side."""
-    if sides.descriptors is not None:
-        return sides.descriptors
-    src, dst = sides.src, sides.dst
-    if sides.transpose:
-        return max(src.contiguous_runs()[0], dst.contiguous_runs()[0])
-    return descriptor_count(dst.elements, run_elements(src), run_elements(dst))
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -111,16 +85,10 @@ class _DmaInstruction(Instruction):
     def allowed_engines(cls) -> tuple[str, ...]:
         return engine_names() if cls.ENGINES == ("any",) else cls.ENGINES
 
-    dst: AccessPattern
-    src: AccessPattern
+    dst: AccessPattern = operand(WRITE)
+    src: AccessPattern = operand(READ)
     queue: int = 0
     dge_mode: DgeMode = DgeMode.none
-
-    def reads(self) -> tuple[AccessPattern, ...]:
-        return (self.src,)
-
-    def writes(self) -> tuple[AccessPattern, ...]:
-        return (self.dst,)
 
     def check(self, spec: MachineSpec) -> None:
         super().check(spec)
@@ -146,39 +114,14 @@ class _DmaInstruction(Instruction):
                 f"{spec.config.chip.name} has none (dma.hwdge_ns is null) [S13]"
             )
 
-    def trigger_cost(self, spec: MachineSpec, descriptors: int) -> tuple[Cost, int, int]:
-        """(the trigger's cost on its engine, ticks from its start until the transfer is
-        submitted to the queues, ticks it holds its DGE block's port or 0); see the module
-        docstring."""
-        dma = spec.config.dma
-        mode = DgeMode(self.dge_mode)
-        doorbell = spec.timebase.ns_to_ticks(dma.trigger_ns)
-        if mode is DgeMode.swdge:
-            work = descriptors * dma.swdge_descriptor_cycles
-            issue = spec.compute_cost("gpsimd", work, floor=False).issue_ticks
-            return Cost(issue, issue), issue, 0
-        if mode is DgeMode.hwdge:
-            assert dma.hwdge_ns is not None  # check() refused it otherwise
-            generate = spec.timebase.ns_to_ticks(dma.hwdge_ns)
-            if self.engine == "scalar":
-                return Cost(doorbell, doorbell), generate, generate
-            return Cost(generate, generate), generate, 0
-        return Cost(doorbell, doorbell), 0, 0
-
-    def cost(self, spec: MachineSpec) -> Cost:
-        return self.trigger_cost(spec, transfer_descriptors(self.transfer()))[0]
-
     def transfer(self) -> TransferSides:
         return TransferSides(self.src, self.dst)
 
 
-@register
+@register("dma_copy", profiler="DMA_DIRECT2D")
 @dataclass(frozen=True, kw_only=True)
 class DmaCopy(_DmaInstruction):
     """dst = src, converting dtype (via fp32, as the DMA engines do [S12][S15])."""
-
-    OPCODE = "dma_copy"
-    PROFILER_OPCODE = "DMA_DIRECT2D"
 
     def check(self, spec: MachineSpec) -> None:
         super().check(spec)
@@ -196,13 +139,10 @@ class DmaCopy(_DmaInstruction):
         state.write(self.dst, values.reshape(self.dst.shape))
 
 
-@register
+@register("dma_transpose", profiler="DMA_TRANSPOSE")
 @dataclass(frozen=True, kw_only=True)
 class DmaTranspose(_DmaInstruction):
     """dst[F, P] = src[P, F] during the copy, at a fraction of DMA bandwidth [S2]."""
-
-    OPCODE = "dma_transpose"
-    PROFILER_OPCODE = "DMA_TRANSPOSE"
 
     def check(self, spec: MachineSpec) -> None:
         super().check(spec)
@@ -220,7 +160,7 @@ class DmaTranspose(_DmaInstruction):
         state.write(self.dst, np.ascontiguousarray(values.T).reshape(self.dst.shape))
 
 
-@register
+@register("dma_gather", engines=("gpsimd",), profiler="DMA_INDIRECT")
 @dataclass(frozen=True, kw_only=True)
 class DmaGather(_DmaInstruction):
     """dst[p, :] = src[indices[p], :] for the P partitions of dst: an indirect (swdge) DMA.
@@ -244,15 +184,8 @@ class DmaGather(_DmaInstruction):
     actually moved.
     """
 
-    OPCODE = "dma_gather"
-    PROFILER_OPCODE = "DMA_INDIRECT"  # assumed: the indirect counterpart of DMA_DIRECT2D
-    ENGINES = ("gpsimd",)
-
-    indices: AccessPattern
+    indices: AccessPattern = operand(READ)
     dge_mode: DgeMode = DgeMode.swdge
-
-    def reads(self) -> tuple[AccessPattern, ...]:
-        return (self.src, self.indices)
 
     def moved_reads(self) -> tuple[AccessPattern, ...]:
         """The P rows moved (as the table's first P rows: only their byte count is used)."""

@@ -14,9 +14,9 @@ from typing import TYPE_CHECKING, Any
 
 from hwsim.errors import MemoryAccessError
 from hwsim.isa.ap import AccessPattern, MemorySpace
-from hwsim.isa.base import Cost, MachineSpec, register
+from hwsim.isa.base import MachineSpec, register
 from hwsim.isa.compute_base import ComputeInstruction
-from hwsim.isa.streaming import streaming_cycles
+from hwsim.isa.operands import READ, WRITE, operand
 
 if TYPE_CHECKING:
     from hwsim.machine.state import CoreState
@@ -30,9 +30,9 @@ class _DynamicCopy(ComputeInstruction):
 
     ENGINES = ("vector", "scalar", "gpsimd")
 
-    dst: AccessPattern
-    src: AccessPattern
-    offset: AccessPattern
+    dst: AccessPattern = operand(WRITE)
+    src: AccessPattern = operand(READ)
+    offset: AccessPattern = operand(READ)
     free_axis: int
 
     def ranged(self) -> AccessPattern:
@@ -84,12 +84,6 @@ class _DynamicCopy(ComputeInstruction):
         """(what is read, what is written) of one copy, the window at offset 0."""
         raise NotImplementedError
 
-    def cost(self, spec: MachineSpec) -> Cost:
-        floor = spec.engine_configs[self.engine].min_ii_dynamic_cycles
-        read, written = self.streams()
-        work = streaming_cycles(spec, self.engine, (read,), (written,))
-        return spec.compute_cost(self.engine, max(floor, work))
-
     def execute(self, state: CoreState) -> None:
         start = self.start(state)
         if start is None:
@@ -105,7 +99,7 @@ class _DynamicCopy(ComputeInstruction):
         raise NotImplementedError
 
 
-@register
+@register("tensor_copy_dynamic_src", profiler="TENSOR_COPY_DYNAMIC")
 @dataclass(frozen=True, kw_only=True)
 class TensorCopyDynamicSrc(_DynamicCopy):
     """dst = src's window at the run-time offset (older nki.isa API [S16]): src is the range the
@@ -114,9 +108,6 @@ class TensorCopyDynamicSrc(_DynamicCopy):
     Cost: max(MIN_II_DYNAMIC, N) cycles [S16] (``min_ii_dynamic_cycles``, ~600), N the window's
     elements per partition streamed in and out, plus the engine's fixed cost (GpSimdE's start).
     """
-
-    OPCODE = "tensor_copy_dynamic_src"
-    PROFILER_OPCODE = "TENSOR_COPY_DYNAMIC"
 
     def ranged(self) -> AccessPattern:
         return self.src
@@ -127,12 +118,6 @@ class TensorCopyDynamicSrc(_DynamicCopy):
     def streams(self) -> tuple[AccessPattern, AccessPattern]:
         return self.window(0), self.dst
 
-    def reads(self) -> tuple[AccessPattern, ...]:
-        return (self.src, self.offset)
-
-    def writes(self) -> tuple[AccessPattern, ...]:
-        return (self.dst,)
-
     def initcheck_reads(self, state: CoreState) -> tuple[AccessPattern, ...]:
         start = self.start(state)
         return (self.offset,) if start is None else (self.offset, self.window(start))
@@ -141,15 +126,12 @@ class TensorCopyDynamicSrc(_DynamicCopy):
         state.write(self.dst, state.read(self.window(start)).reshape(self.dst.shape))
 
 
-@register
+@register("tensor_copy_dynamic_dst", profiler="TENSOR_COPY_DYNAMIC")
 @dataclass(frozen=True, kw_only=True)
 class TensorCopyDynamicDst(_DynamicCopy):
     """dst's window at the run-time offset = src (older nki.isa API [S16]): dst is the range the
     window may take, src the window's shape; converts dtype like tensor_copy. Only the window's
     bytes are written (initcheck marks just those). Cost as tensor_copy_dynamic_src [S16]."""
-
-    OPCODE = "tensor_copy_dynamic_dst"
-    PROFILER_OPCODE = "TENSOR_COPY_DYNAMIC"
 
     def ranged(self) -> AccessPattern:
         return self.dst
@@ -159,12 +141,6 @@ class TensorCopyDynamicDst(_DynamicCopy):
 
     def streams(self) -> tuple[AccessPattern, AccessPattern]:
         return self.src, self.window(0)
-
-    def reads(self) -> tuple[AccessPattern, ...]:
-        return (self.src, self.offset)
-
-    def writes(self) -> tuple[AccessPattern, ...]:
-        return (self.dst,)
 
     def initcheck_writes(self, state: CoreState) -> tuple[tuple[AccessPattern, Any], ...]:
         start = self.start(state)

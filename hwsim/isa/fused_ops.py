@@ -12,25 +12,22 @@ from typing import TYPE_CHECKING
 
 from hwsim import kernels
 from hwsim.isa.ap import AccessPattern
-from hwsim.isa.base import Cost, MachineSpec, register
+from hwsim.isa.base import MachineSpec, register
 from hwsim.isa.compute_base import (
     ComputeInstruction,
     Scalar,
     read_2d,
     read_scalar,
-    scalar_aps,
     write_result,
 )
 from hwsim.isa.copy_ops import same_shape
 from hwsim.isa.engine_state import ReduceCmd, accumulators, check_reduce_cmd
-from hwsim.isa.streaming import streaming_cycles
+from hwsim.isa.operands import READ, WRITE, aps, maybe_operand, operand, param
 from hwsim.kernels import ActivationFunction, AluOp
 
 if TYPE_CHECKING:
     from hwsim.machine.state import CoreState
 
-#: exponential's throughput over ScalarE's activation(exp) [S3].
-EXPONENTIAL_SPEEDUP = 4
 EXPONENTIAL_CMDS = frozenset(
     {ReduceCmd.idle, ReduceCmd.reset_reduce, ReduceCmd.reduce, ReduceCmd.load_reduce}
 )
@@ -50,7 +47,7 @@ ACTIVATE2_OP_PAIRS = frozenset(
 )
 
 
-@register
+@register("exponential", engines=("vector",), profiler="EXPONENTIAL")
 @dataclass(frozen=True, kw_only=True)
 class Exponential(ComputeInstruction):
     """dst = exp(src - max_value), max_value an fp32 immediate or [P, 1] tile; with reduce_cmd
@@ -58,28 +55,20 @@ class Exponential(ComputeInstruction):
     VectorE's accumulators, which reduce_res reads out [S15]. NeuronCore-v4 VectorE.
 
     Cost: 4x the throughput of ScalarE's activation(exp) on the same operands [S3]: the ScalarE
-    streaming time (``hwsim.isa.streaming``) in ticks, divided by 4, in VectorE cycles (rounded
+    streaming time (``hwsim.cost.streaming``) in ticks, divided by 4, in VectorE cycles (rounded
     up), with VectorE's MIN_II floor; plus MIN_II to read the accumulators out when reduce_res
     is given (an assumption, as tensor_scalar_reduce's documented read-out [S16]).
     """
 
-    OPCODE = "exponential"
-    ENGINES = ("vector",)
-    PROFILER_OPCODE = "EXPONENTIAL"
+    NKI_ARGS = "dst, src, max_value, reduce_res, reduce_cmd, reduce_init"
     ENGINE_STATE = "accumulators"
 
-    dst: AccessPattern
-    src: AccessPattern
-    max_value: Scalar = 0.0
-    reduce_res: AccessPattern | None = None
+    dst: AccessPattern = operand(WRITE)
+    src: AccessPattern = operand(READ)
+    max_value: Scalar = maybe_operand(READ, default=0.0)
+    reduce_res: AccessPattern | None = maybe_operand(WRITE, default=None)
     reduce_cmd: ReduceCmd = ReduceCmd.idle
-    reduce_init: Scalar = 0.0
-
-    def reads(self) -> tuple[AccessPattern, ...]:
-        return (self.src, *scalar_aps(self.max_value, self.reduce_init))
-
-    def writes(self) -> tuple[AccessPattern, ...]:
-        return (self.dst,) if self.reduce_res is None else (self.dst, self.reduce_res)
+    reduce_init: Scalar = maybe_operand(READ, default=0.0)
 
     def check(self, spec: MachineSpec) -> None:
         super().check(spec)
@@ -95,14 +84,6 @@ class Exponential(ComputeInstruction):
         ):
             self.fail("reduce_init is read only with reduce_cmd=load_reduce; leave it 0.0 [S15]")
 
-    def cost(self, spec: MachineSpec) -> Cost:
-        scalar_cycles = streaming_cycles(spec, "scalar", (self.src,), (self.dst,))
-        ticks = spec.cycles("scalar", scalar_cycles)
-        per_cycle = spec.timebase.ticks_per_cycle["vector"]
-        work = -(-ticks // (EXPONENTIAL_SPEEDUP * per_cycle))
-        read_out = spec.engine_configs["vector"].min_ii_cycles if self.reduce_res else 0
-        return spec.compute_cost("vector", work, extra_cycles=read_out)
-
     def execute(self, state: CoreState) -> None:
         bias = read_scalar(state, self.max_value, False)
         out = kernels.activation(
@@ -117,7 +98,7 @@ class Exponential(ComputeInstruction):
             write_result(state, self.reduce_res, registers, False)
 
 
-@register
+@register("activate2", engines=("scalar",), profiler="ACTIVATE2")
 @dataclass(frozen=True, kw_only=True)
 class Activate2(ComputeInstruction):
     """dst = func((src op0 imm0) op1 imm1) with one of six (op0, op1) pairs [S15], reverse0 /
@@ -132,31 +113,26 @@ class Activate2(ComputeInstruction):
     accumulators out when reduce_res is given (activation_reduce's ActReadAccumulator [S1][S16]).
     """
 
-    OPCODE = "activate2"
-    ENGINES = ("scalar",)
-    PROFILER_OPCODE = "ACTIVATE2"
+    NKI_ARGS = (
+        "dst, op, data, imm0, imm1, op0, op1, relu_param, reverse0, reverse1, reduce_op, "
+        "reduce_res, reduce_cmd"
+    )
     ENGINE_STATE = "accumulators"
     FLOPS_PER_ELEMENT = 3
 
-    dst: AccessPattern
-    src: AccessPattern
-    func: ActivationFunction
-    imm0: Scalar = 0.0
-    imm1: Scalar = 0.0
+    dst: AccessPattern = operand(WRITE)
+    src: AccessPattern = operand(READ, nki="data")
+    func: ActivationFunction = param(nki="op")
+    imm0: Scalar = maybe_operand(READ, default=0.0)
+    imm1: Scalar = maybe_operand(READ, default=0.0)
     op0: AluOp = AluOp.bypass
     op1: AluOp = AluOp.bypass
     relu_param: float = 0.0
     reverse0: bool = False
     reverse1: bool = False
     reduce_op: AluOp = AluOp.add
-    reduce_res: AccessPattern | None = None
+    reduce_res: AccessPattern | None = maybe_operand(WRITE, default=None)
     reduce_cmd: ReduceCmd = ReduceCmd.idle
-
-    def reads(self) -> tuple[AccessPattern, ...]:
-        return (self.src, *scalar_aps(self.imm0, self.imm1))
-
-    def writes(self) -> tuple[AccessPattern, ...]:
-        return (self.dst,) if self.reduce_res is None else (self.dst, self.reduce_res)
 
     def check(self, spec: MachineSpec) -> None:
         super().check(spec)
@@ -171,7 +147,7 @@ class Activate2(ComputeInstruction):
                 self.fail(f"reverse{name} needs op{name} set (it is bypass) [S15]")
         self.check_scalar("imm0", self.imm0, self.src)
         self.check_scalar("imm1", self.imm1, self.src)
-        tiles = scalar_aps(self.imm0, self.imm1)
+        tiles = aps(self.imm0, self.imm1)
         if len(tiles) == 2 and tiles[0].dtype != tiles[1].dtype:
             self.fail("imm0 and imm1 tiles must share a dtype [S15]")
         if self.relu_param != 0.0:
@@ -183,11 +159,6 @@ class Activate2(ComputeInstruction):
             valid = ", ".join(sorted(o.name for o in kernels.ACCUMULATE_OPS))
             self.fail(f"reduce_op={AluOp(self.reduce_op).name}; valid: {valid}")
         check_reduce_cmd(self, self.reduce_cmd, ACTIVATE2_CMDS, self.reduce_res, self.src)
-
-    def cost(self, spec: MachineSpec) -> Cost:
-        work = streaming_cycles(spec, "scalar", (self.src,), (self.dst,))
-        read_out = spec.engine_configs["scalar"].min_ii_cycles if self.reduce_res else 0
-        return spec.compute_cost("scalar", work, extra_cycles=read_out)
 
     def execute(self, state: CoreState) -> None:
         staged = kernels.tensor_scalar(

@@ -8,7 +8,6 @@ Elements move bit for bit (``kernels.gather``). An index outside its table is a
 from __future__ import annotations
 
 from dataclasses import dataclass, replace
-from fractions import Fraction
 from typing import TYPE_CHECKING
 
 import numpy as np
@@ -16,9 +15,9 @@ import numpy as np
 from hwsim import kernels
 from hwsim.errors import MemoryAccessError
 from hwsim.isa.ap import AccessPattern
-from hwsim.isa.base import Cost, MachineSpec, register
+from hwsim.isa.base import MachineSpec, register
 from hwsim.isa.compute_base import ComputeInstruction, read_bits, write_bits
-from hwsim.isa.streaming import streaming_cycles
+from hwsim.isa.operands import READ, WRITE, operand
 
 if TYPE_CHECKING:
     from hwsim.machine.state import CoreState
@@ -27,13 +26,6 @@ GROUP = kernels.GPSIMD_GROUP
 #: local_gather's elements per index [S15] and most indices per GpSimd core [S15].
 LOCAL_GATHER_ELEMENTS = (1, 2, 4, 8, 16, 32)
 LOCAL_GATHER_MAX_INDICES = 4096
-#: local_gather's cost constants [S16]: 28 cycles per batch of t = 4 indices ("t is a constant
-#: 4, subject to change"), on a 4-byte-per-lane data path.
-LOCAL_GATHER_BATCH_CYCLES = 28
-LOCAL_GATHER_BATCH_INDICES = 4
-LOCAL_GATHER_PATH_BYTES = 4
-#: nc_n_gather lowers to one ISA instruction per this many elements per partition [S15].
-N_GATHER_ELEMENTS_PER_INSTRUCTION = 512
 #: nc_stream_shuffle: partitions of a quadrant, and the mask value that leaves one unmodified.
 QUADRANT = 32
 SHUFFLE_KEEP = 255
@@ -78,7 +70,7 @@ def check_gpsimd_groups(instruction: ComputeInstruction, **operands: AccessPatte
         )
 
 
-@register
+@register("local_gather", engines=("gpsimd",), profiler="LOCAL_GATHER")
 @dataclass(frozen=True, kw_only=True)
 class LocalGather(ComputeInstruction):
     """Per 16-partition GpSimd core: the core flattens its 16 partitions of ``index`` (uint16,
@@ -94,21 +86,13 @@ class LocalGather(ComputeInstruction):
     lane path), so it multiplies: the simulator's reading (docs/fidelity.md). Rounded up.
     """
 
-    OPCODE = "local_gather"
-    ENGINES = ("gpsimd",)
-    PROFILER_OPCODE = "LOCAL_GATHER"
+    NKI_ARGS = "dst, src_buffer, index, num_elem_per_idx, num_valid_indices"
 
-    dst: AccessPattern
-    src_buffer: AccessPattern
-    index: AccessPattern
+    dst: AccessPattern = operand(WRITE)
+    src_buffer: AccessPattern = operand(READ)
+    index: AccessPattern = operand(READ)
     num_elem_per_idx: int = 1
     num_valid_indices: int | None = None
-
-    def reads(self) -> tuple[AccessPattern, ...]:
-        return (self.src_buffer, self.index)
-
-    def writes(self) -> tuple[AccessPattern, ...]:
-        return (self.dst,)
 
     def valid_indices(self) -> int:
         default = GROUP * self.index.free_elements
@@ -135,14 +119,6 @@ class LocalGather(ComputeInstruction):
         if self.dst.dtype != self.src_buffer.dtype:
             self.fail("dst and src_buffer must share a dtype: local_gather converts nothing [S15]")
 
-    def cost(self, spec: MachineSpec) -> Cost:
-        e = self.num_elem_per_idx
-        t = LOCAL_GATHER_BATCH_INDICES
-        lane = min(Fraction(LOCAL_GATHER_PATH_BYTES, self.src_buffer.dtype.itemsize), Fraction(e))
-        per_element = Fraction(LOCAL_GATHER_BATCH_CYCLES + t * e, t * e) / lane
-        cycles = -(-(self.valid_indices() * e * per_element) // 1)
-        return spec.compute_cost("gpsimd", int(cycles), floor=False)
-
     def execute(self, state: CoreState) -> None:
         index = read_bits(state, self.index)
         try:
@@ -157,7 +133,7 @@ class LocalGather(ComputeInstruction):
         write_bits(state, self.dst, out)
 
 
-@register
+@register("nc_n_gather", engines=("gpsimd",), profiler="N_GATHER")
 @dataclass(frozen=True, kw_only=True)
 class NcNGather(ComputeInstruction):
     """dst[p, i] = data[p, indices[p, i]], each partition gathering from its own flattened
@@ -169,19 +145,9 @@ class NcNGather(ComputeInstruction):
     the M indices in and M results out; the table reads are random accesses, not a stream.
     """
 
-    OPCODE = "nc_n_gather"
-    ENGINES = ("gpsimd",)
-    PROFILER_OPCODE = "N_GATHER"
-
-    dst: AccessPattern
-    data: AccessPattern
-    indices: AccessPattern
-
-    def reads(self) -> tuple[AccessPattern, ...]:
-        return (self.data, self.indices)
-
-    def writes(self) -> tuple[AccessPattern, ...]:
-        return (self.dst,)
+    dst: AccessPattern = operand(WRITE)
+    data: AccessPattern = operand(READ)
+    indices: AccessPattern = operand(READ)
 
     def check(self, spec: MachineSpec) -> None:
         super().check(spec)
@@ -201,12 +167,6 @@ class NcNGather(ComputeInstruction):
         if self.dst.dtype != self.data.dtype:
             self.fail("dst must have data's dtype: nc_n_gather converts nothing [S15]")
 
-    def cost(self, spec: MachineSpec) -> Cost:
-        instructions = -(-self.dst.free_elements // N_GATHER_ELEMENTS_PER_INSTRUCTION)
-        start = spec.engine_configs["gpsimd"].fixed_overhead_cycles
-        work = streaming_cycles(spec, "gpsimd", (self.indices,), (self.dst,))
-        return spec.compute_cost("gpsimd", work, extra_cycles=(instructions - 1) * start)
-
     def execute(self, state: CoreState) -> None:
         try:
             out = kernels.n_gather(read_bits(state, self.data), read_bits(state, self.indices))
@@ -215,7 +175,7 @@ class NcNGather(ComputeInstruction):
         write_bits(state, self.dst, out)
 
 
-@register
+@register("nc_stream_shuffle", engines=("vector",), profiler="STREAM_SHUFFLE")
 @dataclass(frozen=True, kw_only=True)
 class NcStreamShuffle(ComputeInstruction):
     """Within each 32-partition quadrant, dst partition i = src partition shuffle_mask[i] (255:
@@ -227,12 +187,8 @@ class NcStreamShuffle(ComputeInstruction):
     Cost: max(MIN_II, N) VectorE cycles [S16], N = src's elements per partition.
     """
 
-    OPCODE = "nc_stream_shuffle"
-    ENGINES = ("vector",)
-    PROFILER_OPCODE = "STREAM_SHUFFLE"
-
-    dst: AccessPattern
-    src: AccessPattern
+    dst: AccessPattern = operand(WRITE)
+    src: AccessPattern = operand(READ)
     shuffle_mask: tuple[int, ...]
 
     def __post_init__(self) -> None:
@@ -278,10 +234,6 @@ class NcStreamShuffle(ComputeInstruction):
                     f"shuffle_mask sends src partition {s} to dst partition {d}, but src has "
                     f"{self.src.partitions} partitions"
                 )
-
-    def cost(self, spec: MachineSpec) -> Cost:
-        work = streaming_cycles(spec, "vector", (self.src,), (self.dst,))
-        return spec.compute_cost("vector", work)
 
     def execute(self, state: CoreState) -> None:
         moves = self.moves()

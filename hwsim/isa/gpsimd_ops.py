@@ -1,8 +1,8 @@
 """GpSimdE instructions: ``iota``, ``affine_select`` and ``tensor_partition_reduce``.
 
 Costs are GPSIMD_START + N GpSimdE cycles [S16] (HARDWARE.md §2.4): N is the streaming time of
-``hwsim.isa.streaming`` (one 32-bit stream per partition per cycle, §1.3 [S1][S3]) and
-``compute_cost('gpsimd', N)`` adds the preset's ``fixed_overhead_cycles`` (GPSIMD_START, 150 on
+``hwsim.cost.streaming`` (one 32-bit stream per partition per cycle, §1.3 [S1][S3]) and
+``CostModel.compute('gpsimd', N)`` adds the preset's ``fixed_overhead_cycles`` (GPSIMD_START, 150 on
 real chips) with no MIN_II floor.
 The affine expression is ``offset + p * channel_multiplier + Σ_k i_k * steps[k]`` over the
 partition index p (0 at the operand's first partition) and the operand's free indices i_k.
@@ -10,15 +10,14 @@ partition index p (0 at the operand's first partition) and the operand's free in
 
 from __future__ import annotations
 
-import math
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from hwsim import kernels
 from hwsim.isa.ap import AccessPattern, MemorySpace
-from hwsim.isa.base import Cost, MachineSpec, register
+from hwsim.isa.base import MachineSpec, register
 from hwsim.isa.compute_base import ComputeInstruction, read_2d, write_result
-from hwsim.isa.streaming import streaming_cycles
+from hwsim.isa.operands import READ, WRITE, operand, param
 from hwsim.kernels import AluOp, ReduceOp
 
 if TYPE_CHECKING:
@@ -31,7 +30,7 @@ class _AffinePattern(ComputeInstruction):
 
     ENGINES = ("gpsimd",)
 
-    dst: AccessPattern
+    dst: AccessPattern = operand(WRITE)
     offset: int = 0
     channel_multiplier: int = 0
     steps: tuple[int, ...] = ()
@@ -39,9 +38,6 @@ class _AffinePattern(ComputeInstruction):
     def __post_init__(self) -> None:
         # A tuple of ints whatever the caller passed (a list would not hash for static_key).
         object.__setattr__(self, "steps", tuple(int(s) for s in self.steps))
-
-    def writes(self) -> tuple[AccessPattern, ...]:
-        return (self.dst,)
 
     def check(self, spec: MachineSpec) -> None:
         super().check(spec)
@@ -54,12 +50,8 @@ class _AffinePattern(ComputeInstruction):
                 f"({dims} of them)"
             )
 
-    def cost(self, spec: MachineSpec) -> Cost:
-        work = streaming_cycles(spec, "gpsimd", self.reads(), (self.dst,))
-        return spec.compute_cost("gpsimd", work)
 
-
-@register
+@register("iota", profiler="IOTA")
 @dataclass(frozen=True, kw_only=True)
 class Iota(_AffinePattern):
     """dst[p, i...] = the affine expression in 32-bit integer math, cast to dst's dtype [S15].
@@ -67,15 +59,14 @@ class Iota(_AffinePattern):
     Cost GPSIMD_START + N [S16].
     """
 
-    OPCODE = "iota"
-    PROFILER_OPCODE = "IOTA"
+    NKI_ARGS = "dst, *, steps, offset, channel_multiplier"
 
     def execute(self, state: CoreState) -> None:
         values = kernels.iota(self.dst.shape, self.offset, self.channel_multiplier, self.steps)
         state.write(self.dst, values)
 
 
-@register
+@register("affine_select", profiler="AFFINE_SELECT")
 @dataclass(frozen=True, kw_only=True)
 class AffineSelect(_AffinePattern):
     """dst = src where (affine expression cmp_op 0) holds, else on_false (e.g. causal masks).
@@ -83,15 +74,11 @@ class AffineSelect(_AffinePattern):
     src has dst's shape; values pass through fp32. Cost GPSIMD_START + N [S16].
     """
 
-    OPCODE = "affine_select"
-    PROFILER_OPCODE = "AFFINE_SELECT"
+    NKI_ARGS = "dst, on_true_tile, on_false_value, cmp_op, *, steps, offset, channel_multiplier"
 
-    src: AccessPattern
+    src: AccessPattern = operand(READ, nki="on_true_tile")
     cmp_op: AluOp
-    on_false: float
-
-    def reads(self) -> tuple[AccessPattern, ...]:
-        return (self.src,)
+    on_false: float = param(nki="on_false_value")
 
     def check(self, spec: MachineSpec) -> None:
         super().check(spec)
@@ -115,7 +102,7 @@ PARTITION_REDUCE_OPS = frozenset(
 )
 
 
-@register
+@register("tensor_partition_reduce", engines=("gpsimd",), profiler="PARTITION_REDUCE")
 @dataclass(frozen=True, kw_only=True)
 class TensorPartitionReduce(ComputeInstruction):
     """dst[1, N] = reduce of src[P, N] across its partitions (partition 0 first).
@@ -130,20 +117,12 @@ class TensorPartitionReduce(ComputeInstruction):
     iota's N term; P = 1 is one pass (a copy).
     """
 
-    OPCODE = "tensor_partition_reduce"
-    ENGINES = ("gpsimd",)
-    PROFILER_OPCODE = "PARTITION_REDUCE"
+    NKI_ARGS = "dst, op, data"
     FLOPS_PER_ELEMENT = 1
 
-    dst: AccessPattern
-    src: AccessPattern
+    dst: AccessPattern = operand(WRITE)
+    src: AccessPattern = operand(READ, nki="data")
     op: ReduceOp
-
-    def reads(self) -> tuple[AccessPattern, ...]:
-        return (self.src,)
-
-    def writes(self) -> tuple[AccessPattern, ...]:
-        return (self.dst,)
 
     def _bitvec(self) -> bool:
         return ReduceOp(self.op) in kernels.INTEGER_ONLY_REDUCE_OPS
@@ -161,10 +140,6 @@ class TensorPartitionReduce(ComputeInstruction):
             )
         if self._bitvec():
             self.check_integer(f"op={op.name}", {"src": self.src, "dst": self.dst})
-
-    def cost(self, spec: MachineSpec) -> Cost:
-        levels = max(1, math.ceil(math.log2(self.src.partitions)))
-        return spec.compute_cost("gpsimd", self.src.free_elements * levels)
 
     def execute(self, state: CoreState) -> None:
         integer = self.integer_path(self._bitvec(), (self.src, self.dst))

@@ -13,18 +13,16 @@ from typing import TYPE_CHECKING
 
 from hwsim import kernels
 from hwsim.isa.ap import AccessPattern
-from hwsim.isa.base import Cost, MachineSpec, register
+from hwsim.isa.base import MachineSpec, register
 from hwsim.isa.compute_base import ComputeInstruction, read_2d, write_result
 from hwsim.isa.gather_ops import GROUP, check_gpsimd_groups, partition_runs
-from hwsim.isa.streaming import streaming_cycles
+from hwsim.isa.operands import READ, WRITE, operand
 
 if TYPE_CHECKING:
     from hwsim.machine.state import CoreState
 
 #: topk's limits [S15]: 8 <= n < 65536 snake elements, 1 <= K < 32768.
 TOPK_MIN_N, TOPK_MAX_N, TOPK_MAX_K = 8, 65536, 32768
-#: topk's documented cost per partition: 4 cycles per snake element plus 1 per result [S15].
-TOPK_CYCLES_PER_ELEMENT = 4
 INT32_RANGE = (-(2**31), 2**31 - 1)
 
 
@@ -35,7 +33,7 @@ def _columns(ap: AccessPattern, first: int, count: int) -> AccessPattern:
     return replace(ap, free_sizes=(count,), offset_bytes=ap.offset_bytes + shift)
 
 
-@register
+@register("topk", engines=("gpsimd",), profiler="TOPK")
 @dataclass(frozen=True, kw_only=True)
 class TopK(ComputeInstruction):
     """The K largest values of each 16-partition group's snake and their indices [S15].
@@ -52,13 +50,9 @@ class TopK(ComputeInstruction):
     Cost: 4 * n + K GpSimdE cycles [S15], the whole cost (no separate GPSIMD_START).
     """
 
-    OPCODE = "topk"
-    ENGINES = ("gpsimd",)
-    PROFILER_OPCODE = "TOPK"
-
-    val_dst: AccessPattern
-    idx_dst: AccessPattern
-    src: AccessPattern
+    val_dst: AccessPattern = operand(WRITE)
+    idx_dst: AccessPattern = operand(WRITE)
+    src: AccessPattern = operand(READ)
     n: int
 
     @property
@@ -98,10 +92,6 @@ class TopK(ComputeInstruction):
         if self.src.free_elements * GROUP < self.n:
             self.fail(f"src has {self.src.free_elements} columns; n={self.n} needs ceil(n/16)")
 
-    def cost(self, spec: MachineSpec) -> Cost:
-        cycles = TOPK_CYCLES_PER_ELEMENT * self.n + self.k
-        return spec.compute_cost("gpsimd", cycles, floor=False, fixed=False)
-
     def execute(self, state: CoreState) -> None:
         values, indices = kernels.topk(read_2d(state, self.src, False), self.n, self.k)
         val_out, idx_out = self.writes()
@@ -109,7 +99,7 @@ class TopK(ComputeInstruction):
         write_result(state, idx_out, indices, True)
 
 
-@register
+@register("nonzero_with_count", engines=("gpsimd",), profiler="NONZERO_WITH_COUNT")
 @dataclass(frozen=True, kw_only=True)
 class NonzeroWithCount(ComputeInstruction):
     """On the first partition of each GpSimd core's group (partitions 0, 16, .. 112): dst's row
@@ -121,12 +111,10 @@ class NonzeroWithCount(ComputeInstruction):
     streamed in and out (T + 1 cycles: the cores work in parallel, one row each).
     """
 
-    OPCODE = "nonzero_with_count"
-    ENGINES = ("gpsimd",)
-    PROFILER_OPCODE = "NONZERO_WITH_COUNT"
+    NKI_ARGS = "dst, src, index_offset, padding_val"
 
-    dst: AccessPattern
-    src: AccessPattern
+    dst: AccessPattern = operand(WRITE)
+    src: AccessPattern = operand(READ)
     index_offset: int = 0
     padding_val: int = -1
 
@@ -169,10 +157,6 @@ class NonzeroWithCount(ComputeInstruction):
             if not INT32_RANGE[0] <= getattr(self, name) <= INT32_RANGE[1]:
                 self.fail(f"{name}={getattr(self, name)} is not an int32 [S15]")
 
-    def cost(self, spec: MachineSpec) -> Cost:
-        row_in, row_out = self.reads()[0], self.writes()[0]
-        return spec.compute_cost("gpsimd", streaming_cycles(spec, "gpsimd", (row_in,), (row_out,)))
-
     def execute(self, state: CoreState) -> None:
         integer = not self.src.dtype.is_float
         for row_in, row_out in zip(self.reads(), self.writes(), strict=True):
@@ -182,7 +166,7 @@ class NonzeroWithCount(ComputeInstruction):
             write_result(state, row_out, out, True)
 
 
-@register
+@register("sequence_bounds", engines=("gpsimd",), profiler="SEQUENCE_BOUNDS")
 @dataclass(frozen=True, kw_only=True)
 class SequenceBounds(ComputeInstruction):
     """For each element of segment_ids [1, N] (non-negative; 0 marks padding), the start and the
@@ -194,18 +178,8 @@ class SequenceBounds(ComputeInstruction):
     of N ids in and 2N bounds out (2N cycles: the forward and backward passes).
     """
 
-    OPCODE = "sequence_bounds"
-    ENGINES = ("gpsimd",)
-    PROFILER_OPCODE = "SEQUENCE_BOUNDS"
-
-    dst: AccessPattern
-    segment_ids: AccessPattern
-
-    def reads(self) -> tuple[AccessPattern, ...]:
-        return (self.segment_ids,)
-
-    def writes(self) -> tuple[AccessPattern, ...]:
-        return (self.dst,)
+    dst: AccessPattern = operand(WRITE)
+    segment_ids: AccessPattern = operand(READ)
 
     def check(self, spec: MachineSpec) -> None:
         super().check(spec)
@@ -218,10 +192,6 @@ class SequenceBounds(ComputeInstruction):
                 f"dst has {self.dst.free_elements} elements; it must be [1, 2, "
                 f"{self.segment_ids.free_elements}] (start and end of each element) [S15]"
             )
-
-    def cost(self, spec: MachineSpec) -> Cost:
-        work = streaming_cycles(spec, "gpsimd", (self.segment_ids,), (self.dst,))
-        return spec.compute_cost("gpsimd", work)
 
     def execute(self, state: CoreState) -> None:
         ids = read_2d(state, self.segment_ids, not self.segment_ids.dtype.is_float)[0]

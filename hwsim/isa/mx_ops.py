@@ -19,10 +19,10 @@ import numpy as np
 
 from hwsim import kernels
 from hwsim.isa.ap import AccessPattern, MemorySpace
-from hwsim.isa.base import Cost, Instruction, MachineSpec, register
+from hwsim.isa.base import Instruction, MachineSpec, register
 from hwsim.isa.compute_base import ComputeInstruction, read_2d, read_bits, write_bits, write_result
-from hwsim.isa.tensor_ops import as_2d, matmul_cost
-from hwsim.timing.tensor_models import MatmulShape
+from hwsim.isa.operands import READ, WRITE, operand
+from hwsim.isa.tensor_ops import as_2d
 
 if TYPE_CHECKING:
     from hwsim.machine.state import CoreState
@@ -30,8 +30,6 @@ if TYPE_CHECKING:
 QUADRANT = 32
 #: Scale partitions per data quadrant (32 / 8 partitions per group).
 SCALES_PER_QUADRANT = QUADRANT // kernels.MX_GROUP_PARTITIONS
-#: quantize_mx's rate: 4 input elements per partition per cycle [S3].
-QUANTIZE_MX_ELEMENTS_PER_CYCLE = 4
 QUANTIZE_DTYPES = ("fp8_e5m2_x4", "fp8_e4m3fn_x4")
 MATMUL_MX_DTYPES = ("fp8_e5m2_x4", "fp8_e4m3fn_x4", "fp4_e2m1fn_x4")
 
@@ -89,7 +87,7 @@ def read_scales(state: CoreState, scale: AccessPattern, data: AccessPattern) -> 
     return np.concatenate([read_bits(state, q) for q in scale_quadrants(scale, data)], axis=0)
 
 
-@register
+@register("quantize_mx", engines=("vector",), profiler="QUANTIZE_MX")
 @dataclass(frozen=True, kw_only=True)
 class QuantizeMx(ComputeInstruction):
     """Quantize src [P, F] (fp16/bf16) to MXFP8: dst [P, F / 4] fp8_e5m2_x4 / fp8_e4m3fn_x4
@@ -102,16 +100,9 @@ class QuantizeMx(ComputeInstruction):
     cycles (times the passes over the lanes).
     """
 
-    OPCODE = "quantize_mx"
-    ENGINES = ("vector",)
-    PROFILER_OPCODE = "QUANTIZE_MX"
-
-    dst: AccessPattern
-    src: AccessPattern
-    dst_scale: AccessPattern
-
-    def reads(self) -> tuple[AccessPattern, ...]:
-        return (self.src,)
+    dst: AccessPattern = operand(WRITE)
+    src: AccessPattern = operand(READ)
+    dst_scale: AccessPattern = operand(WRITE)
 
     def writes(self) -> tuple[AccessPattern, ...]:
         return (self.dst, *scale_quadrants(self.dst_scale, self.dst))
@@ -138,12 +129,6 @@ class QuantizeMx(ComputeInstruction):
             )
         check_scale_tile(self, "dst_scale", self.dst_scale, self.dst)
 
-    def cost(self, spec: MachineSpec) -> Cost:
-        lanes = spec.engine_configs["vector"].lanes
-        passes = -(-self.src.partitions // lanes)
-        cycles = -(-self.src.free_elements // QUANTIZE_MX_ELEMENTS_PER_CYCLE) * passes
-        return spec.compute_cost("vector", cycles)
-
     def execute(self, state: CoreState) -> None:
         codes, scales = kernels.quantize_mx(
             read_2d(state, self.src, False), self.dst.dtype.lane_format
@@ -155,7 +140,7 @@ class QuantizeMx(ComputeInstruction):
             write_result(state, piece, rows, True)
 
 
-@register
+@register("nc_matmul_mx", engines=("tensor",), profiler="MATMUL")
 @dataclass(frozen=True, kw_only=True)
 class NcMatmulMx(Instruction):
     """dst[M, N] (+)= dequant(stationary)[K, M].T @ dequant(moving)[K, N], K = 4 x partitions
@@ -169,15 +154,11 @@ class NcMatmulMx(Instruction):
     per PE row (``MatmulShape.row_packing``), i.e. the time of a BF16 matmul with K = P.
     """
 
-    OPCODE = "nc_matmul_mx"
-    ENGINES = ("tensor",)
-    PROFILER_OPCODE = "MATMUL"
-
-    dst: AccessPattern
-    stationary: AccessPattern
-    moving: AccessPattern
-    stationary_scale: AccessPattern
-    moving_scale: AccessPattern
+    dst: AccessPattern = operand(WRITE)
+    stationary: AccessPattern = operand(READ)
+    moving: AccessPattern = operand(READ)
+    stationary_scale: AccessPattern = operand(READ)
+    moving_scale: AccessPattern = operand(READ)
     accumulate: bool = False
 
     def reads(self) -> tuple[AccessPattern, ...]:
@@ -187,15 +168,6 @@ class NcMatmulMx(Instruction):
         )
         own = (self.dst,) if self.accumulate else ()
         return (self.stationary, self.moving, *scales, *own)
-
-    def writes(self) -> tuple[AccessPattern, ...]:
-        return (self.dst,)
-
-    def check_operand(
-        self, spec: MachineSpec, name: str, ap: AccessPattern, *, is_write: bool
-    ) -> None:
-        # dst is read too when accumulating: TensorE's near-memory accumulate, as nc_matmul's.
-        super().check_operand(spec, name, ap, is_write=is_write or name == "dst")
 
     def check(self, spec: MachineSpec) -> None:
         super().check(spec)
@@ -241,21 +213,9 @@ class NcMatmulMx(Instruction):
         if first // bank != (last - 1) // bank:
             self.fail(f"dst bytes [{first}, {last}) cross a PSUM bank boundary ({bank} B banks)")
 
-    def timing_shape(self) -> MatmulShape:
-        return MatmulShape(
-            kernels.MX_LANES * self.stationary.partitions,
-            self.stationary.free_elements,
-            self.moving.free_elements,
-            self.stationary.dtype.name,
-            row_packing=kernels.MX_LANES,
-        )
-
-    def cost(self, spec: MachineSpec) -> Cost:
-        return matmul_cost(spec, self.timing_shape())
-
     def flops(self) -> int:
-        shape = self.timing_shape()
-        return 2 * shape.k_rows * shape.m_stationary * shape.n_moving
+        k_rows = kernels.MX_LANES * self.stationary.partitions
+        return 2 * k_rows * self.stationary.free_elements * self.moving.free_elements
 
     def execute(self, state: CoreState) -> None:
         from hwsim.kernels.matmul import matmul_accumulate

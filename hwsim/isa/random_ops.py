@@ -20,32 +20,25 @@ import numpy as np
 
 from hwsim import kernels
 from hwsim.isa.ap import AccessPattern, MemorySpace
-from hwsim.isa.base import Cost, MachineSpec, register
+from hwsim.isa.base import MachineSpec, register
 from hwsim.isa.compute_base import (
     ComputeInstruction,
     Scalar,
     read_2d,
     read_bits,
     read_scalar,
-    scalar_aps,
     write_bits,
     write_result,
 )
 from hwsim.isa.copy_ops import same_shape
 from hwsim.isa.engine_state import PRNG_GENERATORS, draw, prng_state
-from hwsim.isa.streaming import lane_cycles, streaming_cycles
+from hwsim.isa.operands import READ, WRITE, aps, maybe_operand, operand
 
 if TYPE_CHECKING:
     from hwsim.machine.state import CoreState
 
 RNG_DTYPES = ("int8", "int16", "int32", "uint8", "uint16", "uint32")
 RAND2_DTYPES = ("fp8_e4m3", "fp8_e5m2", "fp16", "bf16", "fp32", *RNG_DTYPES)
-
-
-def _prng_cost(spec: MachineSpec, engine: str, ap: AccessPattern) -> Cost:
-    """max(MIN_II, ceil(N / rate)) cycles (+ the engine's fixed cost): the generators' rate."""
-    rate = spec.engine_configs[engine].prng_values_per_cycle_per_lane
-    return spec.compute_cost(engine, -(-lane_cycles(spec, engine, ap) // rate))
 
 
 def _truncate(bits: np.ndarray, ap: AccessPattern) -> np.ndarray:
@@ -58,7 +51,7 @@ def _truncate(bits: np.ndarray, ap: AccessPattern) -> np.ndarray:
     return low
 
 
-@register
+@register("rng", engines=("vector", "gpsimd"), profiler="RNG")
 @dataclass(frozen=True, kw_only=True)
 class Rng(ComputeInstruction):
     """dst = 32 random bits per element, truncated to dst's integer dtype's least significant
@@ -69,15 +62,10 @@ class Rng(ComputeInstruction):
     stream is not modelled separately ([S3]'s figure is the generation rate).
     """
 
-    OPCODE = "rng"
-    ENGINES = ("vector", "gpsimd")
-    PROFILER_OPCODE = "RNG"
+    NKI_ARGS = "dst, engine"
     ENGINE_STATE = "prng"
 
-    dst: AccessPattern
-
-    def writes(self) -> tuple[AccessPattern, ...]:
-        return (self.dst,)
+    dst: AccessPattern = operand(WRITE)
 
     def check(self, spec: MachineSpec) -> None:
         super().check(spec)
@@ -85,16 +73,13 @@ class Rng(ComputeInstruction):
         if self.engine == "gpsimd":
             self.require_generation(spec, "v3", "v4")
 
-    def cost(self, spec: MachineSpec) -> Cost:
-        return _prng_cost(spec, self.engine, self.dst)
-
     def execute(self, state: CoreState) -> None:
         dst = self.dst
         bits = draw(state, self.engine, dst.start_partition, dst.partitions, dst.free_elements)
         state.write(dst, _truncate(bits, dst).reshape(dst.shape))
 
 
-@register
+@register("rand2", engines=("vector",), profiler="RAND2")
 @dataclass(frozen=True, kw_only=True)
 class Rand2(ComputeInstruction):
     """dst = uniform random values in [min, max] (fp32, then cast to dst's dtype with RNE and
@@ -105,20 +90,11 @@ class Rand2(ComputeInstruction):
     Cost: as rng (v4 VectorE: 4 values per lane per cycle [S3]).
     """
 
-    OPCODE = "rand2"
-    ENGINES = ("vector",)
-    PROFILER_OPCODE = "RAND2"
     ENGINE_STATE = "prng"
 
-    dst: AccessPattern
-    min: Scalar
-    max: Scalar
-
-    def reads(self) -> tuple[AccessPattern, ...]:
-        return scalar_aps(self.min, self.max)
-
-    def writes(self) -> tuple[AccessPattern, ...]:
-        return (self.dst,)
+    dst: AccessPattern = operand(WRITE)
+    min: Scalar = maybe_operand(READ)
+    max: Scalar = maybe_operand(READ)
 
     def check(self, spec: MachineSpec) -> None:
         super().check(spec)
@@ -128,12 +104,9 @@ class Rand2(ComputeInstruction):
             self.check_scalar(name, bound, self.dst)
             if isinstance(bound, AccessPattern):
                 self.check_dtype(name, bound, ("fp32",))
-        immediates = not scalar_aps(self.min, self.max)
+        immediates = not aps(self.min, self.max)
         if immediates and not float(self.min) < float(self.max):  # type: ignore[arg-type]
             self.fail(f"min={self.min!r} must be less than max={self.max!r} [S15]")
-
-    def cost(self, spec: MachineSpec) -> Cost:
-        return _prng_cost(spec, "vector", self.dst)
 
     def execute(self, state: CoreState) -> None:
         shape = (self.dst.partitions,)
@@ -147,7 +120,7 @@ class Rand2(ComputeInstruction):
         write_result(state, dst, kernels.uniform(bits, low, high), False)
 
 
-@register
+@register("dropout", engines=("vector",), profiler="DROPOUT")
 @dataclass(frozen=True, kw_only=True)
 class Dropout(ComputeInstruction):
     """dst = data with each element replaced by 0 with probability prob (an immediate or a [P,
@@ -155,24 +128,15 @@ class Dropout(ComputeInstruction):
     drops all and 0 none [S15]. dst has data's dtype [S15]; an integer data's tile prob must be
     fp32 [S15]. No rescaling. VectorE.
 
-    Cost: max(MIN_II, N) [S16]: data in and dst out (``hwsim.isa.streaming``), or the
+    Cost: max(MIN_II, N) [S16]: data in and dst out (``hwsim.cost.streaming``), or the
     generators' rate if that is slower.
     """
 
-    OPCODE = "dropout"
-    ENGINES = ("vector",)
-    PROFILER_OPCODE = "DROPOUT"
     ENGINE_STATE = "prng"
 
-    dst: AccessPattern
-    data: AccessPattern
-    prob: Scalar
-
-    def reads(self) -> tuple[AccessPattern, ...]:
-        return (self.data, *scalar_aps(self.prob))
-
-    def writes(self) -> tuple[AccessPattern, ...]:
-        return (self.dst,)
+    dst: AccessPattern = operand(WRITE)
+    data: AccessPattern = operand(READ)
+    prob: Scalar = maybe_operand(READ)
 
     def check(self, spec: MachineSpec) -> None:
         super().check(spec)
@@ -186,12 +150,6 @@ class Dropout(ComputeInstruction):
             if not self.data.dtype.is_float and self.prob.dtype.name != "fp32":
                 self.fail("an integer data's prob must be fp32 [S15]")
 
-    def cost(self, spec: MachineSpec) -> Cost:
-        rate = spec.engine_configs["vector"].prng_values_per_cycle_per_lane
-        draws = -(-lane_cycles(spec, "vector", self.data) // rate)
-        streams = streaming_cycles(spec, "vector", (self.data,), (self.dst,))
-        return spec.compute_cost("vector", max(draws, streams))
-
     def execute(self, state: CoreState) -> None:
         integer = not self.data.dtype.is_float
         data = read_2d(state, self.data, integer)
@@ -201,7 +159,7 @@ class Dropout(ComputeInstruction):
         write_result(state, dst, out, integer)
 
 
-@register
+@register("set_rng_seed", engines=("vector",), profiler="SET_RNG_SEED")
 @dataclass(frozen=True, kw_only=True)
 class SetRngSeed(ComputeInstruction):
     """Seed every lane of VectorE's generators from one 32-bit value (src_seeds: a [1, 1] 32-bit
@@ -212,15 +170,9 @@ class SetRngSeed(ComputeInstruction):
     Cost: no published figure. Assumption: one element read, so the MIN_II floor.
     """
 
-    OPCODE = "set_rng_seed"
-    ENGINES = ("vector",)
-    PROFILER_OPCODE = "SET_RNG_SEED"
     ENGINE_STATE = "prng"
 
-    src_seeds: AccessPattern
-
-    def reads(self) -> tuple[AccessPattern, ...]:
-        return (self.src_seeds,)
+    src_seeds: AccessPattern = operand(READ)
 
     def check(self, spec: MachineSpec) -> None:
         super().check(spec)
@@ -228,9 +180,6 @@ class SetRngSeed(ComputeInstruction):
             self.fail(f"operand 'src_seeds' has shape {self.src_seeds.shape}; it must be [1, 1]")
         if self.src_seeds.dtype.itemsize != 4:
             self.fail(f"operand 'src_seeds' is {self.src_seeds.dtype.name}; it must be 32-bit")
-
-    def cost(self, spec: MachineSpec) -> Cost:
-        return spec.compute_cost("vector", streaming_cycles(spec, "vector", (self.src_seeds,)))
 
     def execute(self, state: CoreState) -> None:
         seed = int(read_bits(state, self.src_seeds)[0, 0])
@@ -261,16 +210,13 @@ class _PrngStateTile(ComputeInstruction):
                 f"{self.engine}'s xorwow state is {words} uint32 per lane [S15]"
             )
 
-    def cost(self, spec: MachineSpec) -> Cost:
-        return spec.compute_cost(self.engine, streaming_cycles(spec, self.engine, (self.tile(),)))
-
     def lanes(self, state: CoreState) -> np.ndarray:
         tile = self.tile()
         generators = prng_state(state, self.engine)
         return generators[tile.start_partition : tile.end_partition]
 
 
-@register
+@register("rand_set_state", profiler="RAND_SET_STATE")
 @dataclass(frozen=True, kw_only=True)
 class RandSetState(_PrngStateTile):
     """Load the generators of the lanes of src_seeds' partitions (uint32 [P, 24] for VectorE,
@@ -280,16 +226,12 @@ class RandSetState(_PrngStateTile):
     GPSIMD_START + 6 on GpSimdE).
     """
 
-    OPCODE = "rand_set_state"
-    PROFILER_OPCODE = "RAND_SET_STATE"
+    NKI_ARGS = "src_seeds, engine=gpsimd"
 
-    src_seeds: AccessPattern
+    src_seeds: AccessPattern = operand(READ)
 
     def tile(self) -> AccessPattern:
         return self.src_seeds
-
-    def reads(self) -> tuple[AccessPattern, ...]:
-        return (self.src_seeds,)
 
     def check(self, spec: MachineSpec) -> None:
         super().check(spec)
@@ -301,7 +243,7 @@ class RandSetState(_PrngStateTile):
         lanes[...] = words.reshape(lanes.shape)
 
 
-@register
+@register("rand_get_state", profiler="RAND_GET_STATE")
 @dataclass(frozen=True, kw_only=True)
 class RandGetState(_PrngStateTile):
     """Store the generators of the lanes of dst's partitions into dst (uint32 [P, 24] VectorE,
@@ -310,16 +252,12 @@ class RandGetState(_PrngStateTile):
     Cost: assumption as rand_set_state (the tile streamed out).
     """
 
-    OPCODE = "rand_get_state"
-    PROFILER_OPCODE = "RAND_GET_STATE"
+    NKI_ARGS = "dst, engine=gpsimd"
 
-    dst: AccessPattern
+    dst: AccessPattern = operand(WRITE)
 
     def tile(self) -> AccessPattern:
         return self.dst
-
-    def writes(self) -> tuple[AccessPattern, ...]:
-        return (self.dst,)
 
     def execute(self, state: CoreState) -> None:
         write_bits(state, self.dst, self.lanes(state).reshape(self.dst.partitions, -1))

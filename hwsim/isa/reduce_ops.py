@@ -1,5 +1,5 @@
 """VectorE reductions and statistics: tensor_reduce, bn_stats, bn_aggr (costs [S16] over the
-streaming model of ``hwsim.isa.streaming``, as in ``vector_ops``)."""
+streaming model of ``hwsim.cost.streaming``, as in ``vector_ops``)."""
 
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ from typing import TYPE_CHECKING
 
 from hwsim import kernels
 from hwsim.isa.ap import AccessPattern
-from hwsim.isa.base import Cost, MachineSpec, register
+from hwsim.isa.base import MachineSpec, register
 from hwsim.isa.compute_base import (
     BN_STATS_FMAX,
     ComputeInstruction,
@@ -17,14 +17,14 @@ from hwsim.isa.compute_base import (
     read_2d,
     write_result,
 )
-from hwsim.isa.streaming import lane_cycles, streaming_cycles
+from hwsim.isa.operands import READ, WRITE, operand
 from hwsim.kernels import ReduceOp
 
 if TYPE_CHECKING:
     from hwsim.machine.state import CoreState
 
 
-@register
+@register("tensor_reduce", engines=("vector",), profiler="REDUCE")
 @dataclass(frozen=True, kw_only=True)
 class TensorReduce(ComputeInstruction):
     """dst[P, kept] = reduce of src over its ``axes`` innermost free dims (1..4), optionally
@@ -33,22 +33,14 @@ class TensorReduce(ComputeInstruction):
     Cost [S16]: N/2 if src and dst are bf16 and op is add or max, else N; MIN_II floor.
     """
 
-    OPCODE = "tensor_reduce"
-    ENGINES = ("vector",)
-    PROFILER_OPCODE = "REDUCE"
+    NKI_ARGS = "dst, op, data, *, axes, negate"
     FLOPS_PER_ELEMENT = 1
 
-    dst: AccessPattern
-    src: AccessPattern
+    dst: AccessPattern = operand(WRITE)
+    src: AccessPattern = operand(READ, nki="data")
     op: ReduceOp
     axes: int = 1
     negate: bool = False
-
-    def reads(self) -> tuple[AccessPattern, ...]:
-        return (self.src,)
-
-    def writes(self) -> tuple[AccessPattern, ...]:
-        return (self.dst,)
 
     def _bitvec(self) -> bool:
         return ReduceOp(self.op) in kernels.INTEGER_ONLY_REDUCE_OPS
@@ -73,16 +65,6 @@ class TensorReduce(ComputeInstruction):
             if self.negate:
                 self.fail("negate applies to arithmetic reductions only, not bitvec ops [S15]")
 
-    def cost(self, spec: MachineSpec) -> Cost:
-        work = streaming_cycles(spec, "vector", (self.src,), (self.dst,))
-        if (
-            self.src.dtype.name == "bf16"
-            and self.dst.dtype.name == "bf16"
-            and ReduceOp(self.op) in (ReduceOp.add, ReduceOp.max)
-        ):
-            work = -(-work // 2)
-        return spec.compute_cost("vector", work)
-
     def execute(self, state: CoreState) -> None:
         integer = self._bitvec()
         reduced = math.prod(self.src.free_sizes[len(self.src.free_sizes) - self.axes :])
@@ -90,17 +72,13 @@ class TensorReduce(ComputeInstruction):
         write_result(state, self.dst, kernels.tensor_reduce(x, self.op, self.negate), integer)
 
 
-@register
+@register("bn_stats", engines=("vector",), profiler="BN_STATS")
 @dataclass(frozen=True, kw_only=True)
 class BnStats(UnaryCompute):
     """dst[P, 6] = (count, mean, M2) of the even then odd elements of src[P, N], N <= 512.
 
     Cost max(MIN_II, N) [S16].
     """
-
-    OPCODE = "bn_stats"
-    ENGINES = ("vector",)
-    PROFILER_OPCODE = "BN_STATS"
 
     def check(self, spec: MachineSpec) -> None:
         super().check(spec)
@@ -115,19 +93,11 @@ class BnStats(UnaryCompute):
         if not self.dst.dtype.is_float:
             self.fail(f"dst dtype {self.dst.dtype.name} cannot hold statistics; use fp32")
 
-    def cost(self, spec: MachineSpec) -> Cost:
-        work = streaming_cycles(spec, "vector", (self.src,), (self.dst,))
-        return spec.compute_cost("vector", work)
-
     def execute(self, state: CoreState) -> None:
         write_result(state, self.dst, kernels.bn_stats(read_2d(state, self.src, False)), False)
 
 
-#: bn_aggr's documented cost per (count, mean, M2) group, VectorE cycles: 13 * (N / 3) [S16].
-BN_AGGR_CYCLES_PER_GROUP = 13
-
-
-@register
+@register("bn_aggr", engines=("vector",), profiler="BN_AGGR")
 @dataclass(frozen=True, kw_only=True)
 class BnAggr(UnaryCompute):
     """dst[P, 2] = (mean, variance) combined from src[P, 3k] (count, mean, M2) groups.
@@ -135,10 +105,6 @@ class BnAggr(UnaryCompute):
     Cost max(MIN_II, 13 * N / 3) [S16]: 13 lane cycles per (count, mean, M2) group, which hides
     the operand streams unless they are slower.
     """
-
-    OPCODE = "bn_aggr"
-    ENGINES = ("vector",)
-    PROFILER_OPCODE = "BN_AGGR"
 
     def check(self, spec: MachineSpec) -> None:
         super().check(spec)
@@ -152,12 +118,6 @@ class BnAggr(UnaryCompute):
             self.fail(f"dst shape {self.dst.shape} must be [{self.src.partitions}, 2]")
         if not self.dst.dtype.is_float:
             self.fail(f"dst dtype {self.dst.dtype.name} cannot hold mean/variance; use fp32")
-
-    def cost(self, spec: MachineSpec) -> Cost:
-        groups_cycles = -(-lane_cycles(spec, "vector", self.src) // kernels.BN_GROUP_WIDTH)
-        compute = BN_AGGR_CYCLES_PER_GROUP * groups_cycles
-        work = max(compute, streaming_cycles(spec, "vector", (self.src,), (self.dst,)))
-        return spec.compute_cost("vector", work)
 
     def execute(self, state: CoreState) -> None:
         write_result(state, self.dst, kernels.bn_aggr(read_2d(state, self.src, False)), False)

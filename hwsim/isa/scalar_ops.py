@@ -9,11 +9,11 @@ import numpy as np
 
 from hwsim import kernels
 from hwsim.isa.ap import AccessPattern
-from hwsim.isa.base import Cost, MachineSpec, register
+from hwsim.isa.base import MachineSpec, register
 from hwsim.isa.compute_base import ComputeInstruction, Scalar, read_2d, read_scalar, write_result
 from hwsim.isa.copy_ops import same_shape
 from hwsim.isa.engine_state import accumulators
-from hwsim.isa.streaming import streaming_cycles
+from hwsim.isa.operands import READ, WRITE, maybe_operand, operand, param
 from hwsim.kernels import ActivationFunction
 
 if TYPE_CHECKING:
@@ -22,34 +22,25 @@ if TYPE_CHECKING:
 PerPartition = np.ndarray | float | int
 
 
-@register
+@register("activation", engines=("scalar",), profiler="ACTIVATE")
 @dataclass(frozen=True, kw_only=True)
 class Activation(ComputeInstruction):
     """dst = func(src * scale + bias), computed in fp32 [S15].
 
     scale: an immediate or a [P, 1] tile; bias: a [P, 1] tile or None (0). Cost max(MIN_II, N)
     ScalarE cycles [S16], the same with or without scale and bias [S1]; N is the streaming time
-    of src in and dst out (``hwsim.isa.streaming``: per-dtype rates, e.g. 2 bf16 elements per
+    of src in and dst out (``hwsim.cost.streaming``: per-dtype rates, e.g. 2 bf16 elements per
     lane per cycle on v4 [S3], and the strided-access rule [S1]).
     """
 
-    OPCODE = "activation"
-    ENGINES = ("scalar",)
-    PROFILER_OPCODE = "ACTIVATE"
+    NKI_ARGS = "dst, op, data, *, bias, scale"
     FLOPS_PER_ELEMENT = 3  # multiply by scale, add bias, apply the function
 
-    dst: AccessPattern
-    src: AccessPattern
-    func: ActivationFunction
-    bias: AccessPattern | None = None
-    scale: Scalar = 1.0
-
-    def reads(self) -> tuple[AccessPattern, ...]:
-        extra = tuple(v for v in (self.bias, self.scale) if isinstance(v, AccessPattern))
-        return (self.src, *extra)
-
-    def writes(self) -> tuple[AccessPattern, ...]:
-        return (self.dst,)
+    dst: AccessPattern = operand(WRITE)
+    src: AccessPattern = operand(READ, nki="data")
+    func: ActivationFunction = param(nki="op")
+    bias: AccessPattern | None = maybe_operand(READ, default=None)
+    scale: Scalar = maybe_operand(READ, default=1.0)
 
     def check(self, spec: MachineSpec) -> None:
         super().check(spec)
@@ -57,10 +48,6 @@ class Activation(ComputeInstruction):
         if self.bias is not None:
             self.check_scalar("bias", self.bias, self.src)
         self.check_scalar("scale", self.scale, self.src)
-
-    def cost(self, spec: MachineSpec) -> Cost:
-        work = streaming_cycles(spec, "scalar", (self.src,), (self.dst,))
-        return spec.compute_cost("scalar", work)
 
     def evaluate(self, state: CoreState) -> tuple[np.ndarray, PerPartition, PerPartition]:
         """(src [P, N] fp32, scale, bias) as the activation kernels take them."""
@@ -73,7 +60,7 @@ class Activation(ComputeInstruction):
         write_result(state, self.dst, out, False)
 
 
-@register
+@register("activation_reduce")
 @dataclass(frozen=True, kw_only=True)
 class ActivationReduce(Activation):
     """``activation`` plus reduce_dst[P, 1] = add-reduce of the fp32 activation output.
@@ -82,13 +69,10 @@ class ActivationReduce(Activation):
     max(MIN_II, N) + MIN_II ScalarE cycles: Activate plus ActReadAccumulator [S1][S16].
     """
 
-    OPCODE = "activation_reduce"
+    NKI_ARGS = "dst, op, data, *, reduce_res, bias, scale"
     ENGINE_STATE = "accumulators"
 
-    reduce_dst: AccessPattern
-
-    def writes(self) -> tuple[AccessPattern, ...]:
-        return (self.dst, self.reduce_dst)
+    reduce_dst: AccessPattern = operand(WRITE, nki="reduce_res")
 
     def check(self, spec: MachineSpec) -> None:
         super().check(spec)
@@ -97,11 +81,6 @@ class ActivationReduce(Activation):
                 f"operand 'reduce_dst' has shape {self.reduce_dst.shape}; it must be "
                 f"[{self.src.partitions}, 1] (one sum per partition of src)"
             )
-
-    def cost(self, spec: MachineSpec) -> Cost:
-        read_accumulator = spec.engine_configs["scalar"].min_ii_cycles
-        work = streaming_cycles(spec, "scalar", (self.src,), (self.dst,))
-        return spec.compute_cost("scalar", work, extra_cycles=read_accumulator)
 
     def execute(self, state: CoreState) -> None:
         x, scale, bias = self.evaluate(state)

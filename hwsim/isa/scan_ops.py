@@ -2,8 +2,8 @@
 tensor_scalar_cumulative.
 
 Semantics follow nki.isa [S15][S16] (HARDWARE.md §3), computed in fp32 (``kernels.scan``); costs
-are the documented formulas over the streaming model of ``hwsim.isa.streaming``, with MIN_II and
-fixed costs from ``MachineSpec.compute_cost``.
+are the documented formulas over the streaming model of ``hwsim.cost.streaming``, with MIN_II and
+fixed costs from ``CostModel.compute``.
 """
 
 from __future__ import annotations
@@ -13,19 +13,18 @@ from typing import TYPE_CHECKING
 
 from hwsim import kernels
 from hwsim.isa.ap import AccessPattern, MemorySpace
-from hwsim.isa.base import Cost, MachineSpec, register
+from hwsim.isa.base import MachineSpec, register
 from hwsim.isa.compute_base import (
     ComputeInstruction,
     Scalar,
     int32_family,
     read_2d,
     read_scalar,
-    scalar_aps,
     write_result,
 )
 from hwsim.isa.copy_ops import same_shape
 from hwsim.isa.engine_state import ReduceCmd, accumulators
-from hwsim.isa.streaming import streaming_cycles
+from hwsim.isa.operands import READ, WRITE, maybe_operand, operand
 from hwsim.kernels import AluOp, ReduceOp
 
 if TYPE_CHECKING:
@@ -45,7 +44,7 @@ def check_arithmetic(instruction: ComputeInstruction, **ops: AluOp) -> None:
             )
 
 
-@register
+@register("tensor_tensor_scan", engines=("vector",), profiler="TENSOR_TENSOR_SCAN")
 @dataclass(frozen=True, kw_only=True)
 class TensorTensorScan(ComputeInstruction):
     """Per partition: dst[i] = op1(op0(src0[i], dst[i-1]), src1[i]), dst[-1] = initial.
@@ -54,32 +53,24 @@ class TensorTensorScan(ComputeInstruction):
     reverse1 makes src1[i] op1's left operand [S16]. Arithmetic ops, fp32 throughout (the running
     value is carried in fp32).
 
-    Cost max(MIN_II, 2N) [S16]: two input streams (``hwsim.isa.streaming``). [S16] gives no PSUM
+    Cost max(MIN_II, 2N) [S16]: two input streams (``hwsim.cost.streaming``). [S16] gives no PSUM
     case (its tensor_tensor entry, in the same document, does), so the two inputs share the SBUF
     interface's streams wherever they are: 2N on v2; on v3+ the wider SBUF read path streams two
     4-byte (or four 16-bit) inputs at once (``sbuf_input_streams_by_dtype``), N, the same rule as
     tensor_tensor (reading in docs/fidelity.md).
     """
 
-    OPCODE = "tensor_tensor_scan"
-    ENGINES = ("vector",)
-    PROFILER_OPCODE = "TENSOR_TENSOR_SCAN"
+    NKI_ARGS = "dst, data0, data1, initial, op0, op1, reverse0, reverse1"
     FLOPS_PER_ELEMENT = 2
 
-    dst: AccessPattern
-    src0: AccessPattern
-    src1: AccessPattern
-    initial: Scalar
+    dst: AccessPattern = operand(WRITE)
+    src0: AccessPattern = operand(READ, nki="data0")
+    src1: AccessPattern = operand(READ, nki="data1")
+    initial: Scalar = maybe_operand(READ)
     op0: AluOp
     op1: AluOp
     reverse0: bool = False
     reverse1: bool = False
-
-    def reads(self) -> tuple[AccessPattern, ...]:
-        return (self.src0, self.src1, *scalar_aps(self.initial))
-
-    def writes(self) -> tuple[AccessPattern, ...]:
-        return (self.dst,)
 
     def check(self, spec: MachineSpec) -> None:
         super().check(spec)
@@ -89,12 +80,6 @@ class TensorTensorScan(ComputeInstruction):
         if self.src0.memory is MemorySpace.PSUM and self.src1.memory is MemorySpace.PSUM:
             self.fail("src0 and src1 are both in PSUM; at most one input may be in PSUM [S16]")
         check_arithmetic(self, op0=self.op0, op1=self.op1)
-
-    def cost(self, spec: MachineSpec) -> Cost:
-        work = streaming_cycles(
-            spec, "vector", (self.src0, self.src1), (self.dst,), psum_own_port=False
-        )
-        return spec.compute_cost("vector", work)
 
     def execute(self, state: CoreState) -> None:
         out = kernels.tensor_tensor_scan(
@@ -109,7 +94,7 @@ class TensorTensorScan(ComputeInstruction):
         write_result(state, self.dst, out, False)
 
 
-@register
+@register("tensor_scalar_reduce", engines=("vector",), profiler="TENSOR_SCALAR_REDUCE")
 @dataclass(frozen=True, kw_only=True)
 class TensorScalarReduce(ComputeInstruction):
     """dst = src op0 scalar0 (scalar0 op0 src if reverse0), and reduce_dst[P, 1] = reduce_op over
@@ -121,25 +106,17 @@ class TensorScalarReduce(ComputeInstruction):
     tensor_copy only [S2], so it does not apply here.
     """
 
-    OPCODE = "tensor_scalar_reduce"
-    ENGINES = ("vector",)
     ENGINE_STATE = "accumulators"
-    PROFILER_OPCODE = "TENSOR_SCALAR_REDUCE"
+    NKI_ARGS = "dst, data, op0, operand0, reduce_op, reduce_res, reverse0"
     FLOPS_PER_ELEMENT = 2
 
-    dst: AccessPattern
-    src: AccessPattern
+    dst: AccessPattern = operand(WRITE)
+    src: AccessPattern = operand(READ, nki="data")
     op0: AluOp
-    scalar0: Scalar
+    scalar0: Scalar = maybe_operand(READ, nki="operand0")
     reduce_op: ReduceOp
-    reduce_dst: AccessPattern
+    reduce_dst: AccessPattern = operand(WRITE, nki="reduce_res")
     reverse0: bool = False
-
-    def reads(self) -> tuple[AccessPattern, ...]:
-        return (self.src, *scalar_aps(self.scalar0))
-
-    def writes(self) -> tuple[AccessPattern, ...]:
-        return (self.dst, self.reduce_dst)
 
     def check(self, spec: MachineSpec) -> None:
         super().check(spec)
@@ -155,11 +132,6 @@ class TensorScalarReduce(ComputeInstruction):
         if ReduceOp(self.reduce_op) not in TENSOR_SCALAR_REDUCE_OPS:
             valid = ", ".join(sorted(op.name for op in TENSOR_SCALAR_REDUCE_OPS))
             self.fail(f"reduce_op={ReduceOp(self.reduce_op).name} is not allowed; valid: {valid}")
-
-    def cost(self, spec: MachineSpec) -> Cost:
-        read_accumulator = spec.engine_configs["vector"].min_ii_cycles
-        work = streaming_cycles(spec, "vector", (self.src,), (self.dst,))
-        return spec.compute_cost("vector", work, extra_cycles=read_accumulator)
 
     def execute(self, state: CoreState) -> None:
         out, red = kernels.tensor_scalar_reduce(
@@ -184,7 +156,7 @@ RESET_VALUES = {
 }
 
 
-@register
+@register("tensor_scalar_cumulative", engines=("vector",), profiler="TENSOR_SCALAR_CUMULATIVE")
 @dataclass(frozen=True, kw_only=True)
 class TensorScalarCumulative(ComputeInstruction):
     """Per partition: reg = op1(op0(src[i], imm0), reg); dst[i] = reg [S15].
@@ -197,29 +169,21 @@ class TensorScalarCumulative(ComputeInstruction):
     op1 add, subtract, multiply, max or min; no int32/uint32 tensors [S15].
 
     Cost: no published figure (HARDWARE.md §3 "n/a"). Assumption: max(MIN_II, N), one input
-    stream in and one out (``hwsim.isa.streaming``) like tensor_scalar, without its performance
+    stream in and one out (``hwsim.cost.streaming``) like tensor_scalar, without its performance
     mode (documented for tensor_scalar and tensor_copy only [S2]).
     """
 
-    OPCODE = "tensor_scalar_cumulative"
-    ENGINES = ("vector",)
     ENGINE_STATE = "accumulators"
-    PROFILER_OPCODE = "TENSOR_SCALAR_CUMULATIVE"
+    NKI_ARGS = "dst, src, op0, op1, imm0, imm1, reduce_cmd"
     FLOPS_PER_ELEMENT = 2
 
-    dst: AccessPattern
-    src: AccessPattern
+    dst: AccessPattern = operand(WRITE)
+    src: AccessPattern = operand(READ)
     op0: AluOp
     op1: AluOp
-    imm0: Scalar
-    imm1: Scalar | None = None
+    imm0: Scalar = maybe_operand(READ)
+    imm1: Scalar | None = maybe_operand(READ, default=None)
     reduce_cmd: ReduceCmd = ReduceCmd.reset_reduce
-
-    def reads(self) -> tuple[AccessPattern, ...]:
-        return (self.src, *scalar_aps(self.imm0, self.imm1))
-
-    def writes(self) -> tuple[AccessPattern, ...]:
-        return (self.dst,)
 
     def check(self, spec: MachineSpec) -> None:
         super().check(spec)
@@ -250,10 +214,6 @@ class TensorScalarCumulative(ComputeInstruction):
                 "instructions); use reset_reduce, or load_reduce with imm1 = the previous "
                 "result's last column"
             )
-
-    def cost(self, spec: MachineSpec) -> Cost:
-        work = streaming_cycles(spec, "vector", (self.src,), (self.dst,))
-        return spec.compute_cost("vector", work)
 
     def execute(self, state: CoreState) -> None:
         if ReduceCmd(self.reduce_cmd) is ReduceCmd.load_reduce and self.imm1 is not None:

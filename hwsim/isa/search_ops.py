@@ -2,8 +2,8 @@
 select_reduce.
 
 Semantics are nki.isa's [S15] (HARDWARE.md §3), values compared in fp32 (``kernels.search``);
-costs are the documented estimates [S16] over the streaming model of ``hwsim.isa.streaming``
-(``MachineSpec.compute_cost`` adds MIN_II and fixed costs). Where nki.isa calls a behaviour
+costs are the documented estimates [S16] over the streaming model of ``hwsim.cost.streaming``
+(``CostModel.compute`` adds MIN_II and fixed costs). Where nki.isa calls a behaviour
 undefined (a value to find that does not occur), the simulator raises an error naming the
 instruction, the partition and the value.
 """
@@ -17,18 +17,17 @@ import numpy as np
 
 from hwsim import kernels
 from hwsim.isa.ap import AccessPattern, MemorySpace
-from hwsim.isa.base import Cost, MachineSpec, register
+from hwsim.isa.base import MachineSpec, register
 from hwsim.isa.compute_base import (
     ComputeInstruction,
     Scalar,
     read_2d,
     read_scalar,
-    scalar_aps,
     write_result,
 )
 from hwsim.isa.copy_ops import same_shape
 from hwsim.isa.engine_state import ReduceCmd, accumulators, check_reduce_cmd
-from hwsim.isa.streaming import streaming_cycles
+from hwsim.isa.operands import READ, WRITE, maybe_operand, operand
 from hwsim.kernels import AluOp
 
 if TYPE_CHECKING:
@@ -70,13 +69,7 @@ def _fail_missing(
     )
 
 
-def _one_pass(
-    spec: MachineSpec, inputs: tuple[AccessPattern, ...], outputs: tuple[AccessPattern, ...]
-) -> Cost:
-    return spec.compute_cost("vector", streaming_cycles(spec, "vector", inputs, outputs))
-
-
-@register
+@register("max8", engines=("vector",), profiler="MAX8")
 @dataclass(frozen=True, kw_only=True)
 class Max8(ComputeInstruction):
     """dst[P, 8] = the 8 largest values of each partition of src, descending, via fp32 [S15]
@@ -86,32 +79,19 @@ class Max8(ComputeInstruction):
     the MIN_II floor every VectorE instruction has (HARDWARE.md §2.2; [S16] omits it).
     """
 
-    OPCODE = "max8"
-    ENGINES = ("vector",)
-    PROFILER_OPCODE = "MAX8"
-
-    dst: AccessPattern
-    src: AccessPattern
-
-    def reads(self) -> tuple[AccessPattern, ...]:
-        return (self.src,)
-
-    def writes(self) -> tuple[AccessPattern, ...]:
-        return (self.dst,)
+    dst: AccessPattern = operand(WRITE)
+    src: AccessPattern = operand(READ)
 
     def check(self, spec: MachineSpec) -> None:
         super().check(spec)
         _check_search_size(self, "src", self.src, kernels.TOP8)
         self.check_rows("dst", self.dst, self.src, kernels.TOP8)
 
-    def cost(self, spec: MachineSpec) -> Cost:
-        return _one_pass(spec, (self.src,), (self.dst,))
-
     def execute(self, state: CoreState) -> None:
         write_result(state, self.dst, kernels.max8(read_2d(state, self.src, False)), False)
 
 
-@register
+@register("nc_find_index8", engines=("vector",), profiler="FIND_INDEX8")
 @dataclass(frozen=True, kw_only=True)
 class NcFindIndex8(ComputeInstruction):
     """dst[P, 8] (uint16/uint32) = the index of the first element of data equal (in fp32) to
@@ -122,19 +102,9 @@ class NcFindIndex8(ComputeInstruction):
     and are not a stream), MIN_II floor as for every VectorE instruction.
     """
 
-    OPCODE = "nc_find_index8"
-    ENGINES = ("vector",)
-    PROFILER_OPCODE = "FIND_INDEX8"
-
-    dst: AccessPattern
-    data: AccessPattern
-    vals: AccessPattern
-
-    def reads(self) -> tuple[AccessPattern, ...]:
-        return (self.data, self.vals)
-
-    def writes(self) -> tuple[AccessPattern, ...]:
-        return (self.dst,)
+    dst: AccessPattern = operand(WRITE)
+    data: AccessPattern = operand(READ)
+    vals: AccessPattern = operand(READ)
 
     def check(self, spec: MachineSpec) -> None:
         super().check(spec)
@@ -142,9 +112,6 @@ class NcFindIndex8(ComputeInstruction):
         self.check_rows("vals", self.vals, self.data, kernels.TOP8)
         self.check_rows("dst", self.dst, self.data, kernels.TOP8)
         self.check_dtype("dst", self.dst, INDEX_DTYPES)
-
-    def cost(self, spec: MachineSpec) -> Cost:
-        return _one_pass(spec, (self.data,), (self.dst,))
 
     def execute(self, state: CoreState) -> None:
         vals = read_2d(state, self.vals, False)
@@ -154,7 +121,7 @@ class NcFindIndex8(ComputeInstruction):
         write_result(state, self.dst, found, True)
 
 
-@register
+@register("nc_match_replace8", engines=("vector",), profiler="MATCH_REPLACE8")
 @dataclass(frozen=True, kw_only=True)
 class NcMatchReplace8(ComputeInstruction):
     """dst = data with the first occurrence of each of the 8 values of vals[P, 8] replaced by
@@ -166,21 +133,13 @@ class NcMatchReplace8(ComputeInstruction):
     estimate (HARDWARE.md §9.7); N = data's elements per partition.
     """
 
-    OPCODE = "nc_match_replace8"
-    ENGINES = ("vector",)
-    PROFILER_OPCODE = "MATCH_REPLACE8"
+    NKI_ARGS = "dst, data, vals, imm, dst_idx"
 
-    dst: AccessPattern
-    data: AccessPattern
-    vals: AccessPattern
+    dst: AccessPattern = operand(WRITE)
+    data: AccessPattern = operand(READ)
+    vals: AccessPattern = operand(READ)
     imm: float
-    dst_idx: AccessPattern | None = None
-
-    def reads(self) -> tuple[AccessPattern, ...]:
-        return (self.data, self.vals)
-
-    def writes(self) -> tuple[AccessPattern, ...]:
-        return (self.dst,) if self.dst_idx is None else (self.dst, self.dst_idx)
+    dst_idx: AccessPattern | None = maybe_operand(WRITE, default=None)
 
     def check(self, spec: MachineSpec) -> None:
         super().check(spec)
@@ -190,9 +149,6 @@ class NcMatchReplace8(ComputeInstruction):
         if self.dst_idx is not None:
             self.check_rows("dst_idx", self.dst_idx, self.data, kernels.TOP8)
             self.check_dtype("dst_idx", self.dst_idx, INDEX_DTYPES)
-
-    def cost(self, spec: MachineSpec) -> Cost:
-        return _one_pass(spec, (self.data,), self.writes())
 
     def execute(self, state: CoreState) -> None:
         vals = read_2d(state, self.vals, False)
@@ -220,7 +176,7 @@ def _accumulate_into(
         write_result(state, reduce_res, registers, False)
 
 
-@register
+@register("range_select", engines=("vector",), profiler="RANGE_SELECT")
 @dataclass(frozen=True, kw_only=True)
 class RangeSelect(ComputeInstruction):
     """dst[p, i] = on_true[p, i] where ``comp_op0(range_start + i, bound0[p])`` and
@@ -233,28 +189,23 @@ class RangeSelect(ComputeInstruction):
     Cost: max(MIN_II, N) VectorE cycles [S16], N = on_true's elements per partition.
     """
 
-    OPCODE = "range_select"
-    ENGINES = ("vector",)
-    PROFILER_OPCODE = "RANGE_SELECT"
+    NKI_ARGS = (
+        "dst, on_true_tile, comp_op0, comp_op1, bound0, bound1, reduce_cmd, reduce_res, "
+        "reduce_op, range_start, on_false_value"
+    )
     ENGINE_STATE = "accumulators"
 
-    dst: AccessPattern
-    on_true: AccessPattern
+    dst: AccessPattern = operand(WRITE)
+    on_true: AccessPattern = operand(READ, nki="on_true_tile")
     comp_op0: AluOp
     comp_op1: AluOp
-    bound0: AccessPattern
-    bound1: AccessPattern
+    bound0: AccessPattern = operand(READ)
+    bound1: AccessPattern = operand(READ)
     reduce_cmd: ReduceCmd = ReduceCmd.reset_reduce
-    reduce_res: AccessPattern | None = None
+    reduce_res: AccessPattern | None = maybe_operand(WRITE, default=None)
     reduce_op: AluOp = AluOp.max
     range_start: int = 0
     on_false_value: float = FP32_MIN
-
-    def reads(self) -> tuple[AccessPattern, ...]:
-        return (self.on_true, self.bound0, self.bound1)
-
-    def writes(self) -> tuple[AccessPattern, ...]:
-        return (self.dst,) if self.reduce_res is None else (self.dst, self.reduce_res)
 
     def check(self, spec: MachineSpec) -> None:
         super().check(spec)
@@ -284,9 +235,6 @@ class RangeSelect(ComputeInstruction):
             )
         check_reduce_cmd(self, self.reduce_cmd, SELECT_REDUCE_CMDS, self.reduce_res, self.on_true)
 
-    def cost(self, spec: MachineSpec) -> Cost:
-        return _one_pass(spec, (self.on_true,), (self.dst,))
-
     def execute(self, state: CoreState) -> None:
         out = kernels.range_select(
             read_2d(state, self.on_true, False),
@@ -303,7 +251,7 @@ class RangeSelect(ComputeInstruction):
         write_result(state, self.dst, out, False)
 
 
-@register
+@register("select_reduce", engines=("vector",), profiler="SELECT_REDUCE")
 @dataclass(frozen=True, kw_only=True)
 class SelectReduce(ComputeInstruction):
     """dst = on_true where predicate is nonzero (zero if ``reverse_pred``) else on_false (an
@@ -317,25 +265,17 @@ class SelectReduce(ComputeInstruction):
     inputs (N with one of them in PSUM, 2N with both in SBUF on a one-stream SBUF interface).
     """
 
-    OPCODE = "select_reduce"
-    ENGINES = ("vector",)
-    PROFILER_OPCODE = "SELECT_REDUCE"
+    NKI_ARGS = "dst, predicate, on_true, on_false, reduce_res, reduce_cmd, reduce_op, reverse_pred"
     ENGINE_STATE = "accumulators"
 
-    dst: AccessPattern
-    predicate: AccessPattern
-    on_true: AccessPattern
-    on_false: Scalar
-    reduce_res: AccessPattern | None = None
+    dst: AccessPattern = operand(WRITE)
+    predicate: AccessPattern = operand(READ)
+    on_true: AccessPattern = operand(READ)
+    on_false: Scalar = maybe_operand(READ)
+    reduce_res: AccessPattern | None = maybe_operand(WRITE, default=None)
     reduce_cmd: ReduceCmd = ReduceCmd.idle
     reduce_op: AluOp = AluOp.max
     reverse_pred: bool = False
-
-    def reads(self) -> tuple[AccessPattern, ...]:
-        return (self.predicate, self.on_true, *scalar_aps(self.on_false))
-
-    def writes(self) -> tuple[AccessPattern, ...]:
-        return (self.dst,) if self.reduce_res is None else (self.dst, self.reduce_res)
 
     def check(self, spec: MachineSpec) -> None:
         super().check(spec)
@@ -350,9 +290,6 @@ class SelectReduce(ComputeInstruction):
         if AluOp(self.reduce_op) is not AluOp.max:
             self.fail(f"reduce_op={AluOp(self.reduce_op).name}: only max is supported [S15]")
         check_reduce_cmd(self, self.reduce_cmd, SELECT_REDUCE_CMDS, self.reduce_res, self.on_true)
-
-    def cost(self, spec: MachineSpec) -> Cost:
-        return _one_pass(spec, (self.predicate, self.on_true), (self.dst,))
 
     def execute(self, state: CoreState) -> None:
         out = kernels.select_reduce(

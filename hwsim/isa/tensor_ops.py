@@ -1,6 +1,6 @@
 """TensorE instructions: ``nc_matmul`` and the TensorE form of ``nc_transpose``.
 
-Costs come from the configured TensorE timing model (``hwsim.timing.tensor_models``); legality
+Costs come from the configured TensorE timing model (``hwsim.cost.tensor_models``); legality
 follows HARDWARE.md §2.1 and §3: stationary [K, M] and moving [K, N] in SBUF, K <= rows,
 M <= stationary_free_max, N <= moving_free_max, dst [M, N] fp32 in one PSUM bank (v2/v3).
 """
@@ -14,9 +14,8 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 from hwsim.isa.ap import AccessPattern, MemorySpace
-from hwsim.isa.base import Cost, Instruction, MachineSpec, register
-from hwsim.isa.streaming import streaming_cycles
-from hwsim.timing.tensor_models import TENSOR_TIMING_MODELS, MatmulShape
+from hwsim.isa.base import Instruction, MachineSpec, register
+from hwsim.isa.operands import READ, WRITE, operand
 
 if TYPE_CHECKING:
     from hwsim.machine.state import CoreState
@@ -53,22 +52,7 @@ def check_fits_psum_bank(
         )
 
 
-def matmul_cost(spec: MachineSpec, shape: MatmulShape) -> Cost:
-    """The cost of one matmul of ``shape`` on the configured TensorE timing model.
-
-    A matmul accumulating onto the previous one's result (the next K tile of a group) issues
-    right behind it: accumulation is near-memory in PSUM as results stream out, and
-    back-to-back accumulating matmuls run at the documented max(N, 64) [S1][S16]; only other
-    engines wait for the result latency.
-    """
-    te = spec.config.tensor_engine
-    timing = TENSOR_TIMING_MODELS[te.timing_model](te, shape)
-    issue = max(timing.issue_interval_cycles, timing.load_stationary_cycles)
-    ticks = spec.cycles("tensor", issue)
-    return Cost(ticks, spec.cycles("tensor", timing.latency_cycles), chain_ticks=ticks)
-
-
-@register
+@register("nc_matmul", engines=("tensor",), profiler="MATMUL")
 @dataclass(frozen=True, kw_only=True)
 class NcMatmul(Instruction):
     """dst[M, N] (+)= stationary[K, M].T @ moving[K, N], accumulated in fp32 in PSUM.
@@ -88,13 +72,14 @@ class NcMatmul(Instruction):
     every timing model (``MatmulShape.row_packing``).
     """
 
-    OPCODE = "nc_matmul"
-    ENGINES = ("tensor",)
-    PROFILER_OPCODE = "MATMUL"
+    NKI_ARGS = (
+        "dst, stationary, moving, is_stationary_onezero, is_moving_onezero, *, accumulate, "
+        "perf_mode"
+    )
 
-    dst: AccessPattern
-    stationary: AccessPattern
-    moving: AccessPattern
+    dst: AccessPattern = operand(WRITE)
+    stationary: AccessPattern = operand(READ)
+    moving: AccessPattern = operand(READ)
     accumulate: bool = False
     is_stationary_onezero: bool = False
     is_moving_onezero: bool = False
@@ -122,16 +107,6 @@ class NcMatmul(Instruction):
                 self.moving,
             )
         )
-
-    def writes(self) -> tuple[AccessPattern, ...]:
-        return (self.dst,)
-
-    def check_operand(
-        self, spec: MachineSpec, name: str, ap: AccessPattern, *, is_write: bool
-    ) -> None:
-        # dst is both read and written when accumulating; TensorE's near-memory accumulate
-        # reads PSUM, which the generic read rule (SBUF only) does not know.
-        super().check_operand(spec, name, ap, is_write=is_write or name == "dst")
 
     def check(self, spec: MachineSpec) -> None:
         super().check(spec)
@@ -198,20 +173,6 @@ class NcMatmul(Instruction):
                     f"which must be 2 [S15]; operand '{name}' has shape {ap.shape}"
                 )
 
-    def timing_shape(self) -> MatmulShape:
-        k, m, n = self.dims()
-        return MatmulShape(
-            k,
-            m,
-            n,
-            self.stationary.dtype.name,
-            self.is_stationary_onezero or self.is_moving_onezero,
-            self.packing(),
-        )
-
-    def cost(self, spec: MachineSpec) -> Cost:
-        return matmul_cost(spec, self.timing_shape())
-
     def flops(self) -> int:
         k, m, n = self.dims()
         return 2 * k * m * n
@@ -246,24 +207,14 @@ class NcMatmul(Instruction):
             )
 
 
-@register
+@register("nc_transpose", engines=("tensor", "vector"), profiler="TRANSPOSE")
 @dataclass(frozen=True, kw_only=True)
 class NcTranspose(Instruction):
     """dst[F, P] = src[P, F]: on TensorE (<= [128, 128], SBUF -> PSUM, via the PE array) or on
     VectorE (<= [32, 32] blocks, SBUF/PSUM) [S15][S16]."""
 
-    OPCODE = "nc_transpose"
-    ENGINES = ("tensor", "vector")
-    PROFILER_OPCODE = "TRANSPOSE"
-
-    dst: AccessPattern
-    src: AccessPattern
-
-    def reads(self) -> tuple[AccessPattern, ...]:
-        return (self.src,)
-
-    def writes(self) -> tuple[AccessPattern, ...]:
-        return (self.dst,)
+    dst: AccessPattern = operand(WRITE)
+    src: AccessPattern = operand(READ, nki="data")
 
     def check(self, spec: MachineSpec) -> None:
         super().check(spec)
@@ -283,18 +234,6 @@ class NcTranspose(Instruction):
                 self.fail(
                     f"TensorE transpose writes fp32 or the input dtype, not {self.dst.dtype.name}"
                 )
-
-    def cost(self, spec: MachineSpec) -> Cost:
-        p, f = self.src.partitions, self.src.free_elements
-        if self.engine == "tensor":
-            te = spec.config.tensor_engine
-            # [S16] max(P, min(64, F)) plus the tensor-access overhead, as for matmuls [S1]
-            cycles = max(p, min(te.min_ii_cycles, f)) + te.access_overhead_cycles
-            latency = cycles + spec.config.tensor_engine.result_latency_cycles
-            return Cost(spec.cycles("tensor", cycles), spec.cycles("tensor", latency))
-        # max(MIN_II, N) [S16], N streamed in and out as every VectorE operand
-        work = streaming_cycles(spec, "vector", (self.src,), (self.dst,))
-        return spec.compute_cost("vector", work)
 
     def execute(self, state: CoreState) -> None:
         values = as_2d(state.read(self.src))

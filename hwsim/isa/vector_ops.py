@@ -2,8 +2,8 @@
 reciprocal, memset, select.
 
 Costs are the documented per-instruction estimates of HARDWARE.md §3 [S16] in engine cycles, with
-the MIN_II floor and fixed overhead applied by ``MachineSpec.compute_cost``; the N (and 2N) of
-the formulas is the data-path model of ``hwsim.isa.streaming`` (operand streams over the SBUF and
+the MIN_II floor and fixed overhead applied by ``CostModel.compute``; the N (and 2N) of
+the formulas is the data-path model of ``hwsim.cost.streaming`` (operand streams over the SBUF and
 PSUM interfaces, per-dtype rates and stream counts from the config).
 """
 
@@ -16,24 +16,17 @@ import numpy as np
 
 from hwsim import kernels
 from hwsim.isa.ap import AccessPattern, MemorySpace
-from hwsim.isa.base import Cost, MachineSpec, register
+from hwsim.isa.base import MachineSpec, register
 from hwsim.isa.compute_base import (
-    FAST_BF16_OPS,
     ComputeInstruction,
     Scalar,
     UnaryCompute,
     read_2d,
     read_scalar,
-    scalar_aps,
     write_result,
 )
 from hwsim.isa.copy_ops import same_shape
-from hwsim.isa.streaming import (
-    is_contiguous,
-    lane_cycles,
-    performance_mode_factor,
-    streaming_cycles,
-)
+from hwsim.isa.operands import READ, WRITE, maybe_operand, operand
 from hwsim.isa.tensor_ops import as_2d
 from hwsim.kernels import AluOp
 
@@ -41,14 +34,14 @@ if TYPE_CHECKING:
     from hwsim.machine.state import CoreState
 
 
-@register
+@register("tensor_tensor", engines=("vector", "gpsimd"), profiler="TENSOR_TENSOR")
 @dataclass(frozen=True, kw_only=True)
 class TensorTensor(ComputeInstruction):
     """dst = src0 op src1, elementwise (same partitions and elements per partition).
 
     Cost on VectorE [S16]: max(MIN_II, N) when one input is in PSUM, or when both are in SBUF,
     every tensor is bf16, op is add/multiply/subtract and all are contiguous; else
-    max(MIN_II, 2N). Both fast cases are the streaming model (``hwsim.isa.streaming``): a PSUM
+    max(MIN_II, 2N). Both fast cases are the streaming model (``hwsim.cost.streaming``): a PSUM
     input has its own read interface, and the bf16 case is a documented exception where the two
     SBUF inputs stream at once. On v3+ the SBUF read path carries two 4-byte or four 16-bit
     streams (``sbuf_input_streams_by_dtype``, HARDWARE.md §1.3 [S2][S3]), so two SBUF inputs
@@ -57,21 +50,12 @@ class TensorTensor(ComputeInstruction):
     per cycle); cases never compound. On GpSimdE: GPSIMD_START + the same streaming time.
     """
 
-    OPCODE = "tensor_tensor"
-    ENGINES = ("vector", "gpsimd")
-    PROFILER_OPCODE = "TENSOR_TENSOR"
     FLOPS_PER_ELEMENT = 1
 
-    dst: AccessPattern
-    src0: AccessPattern
-    src1: AccessPattern
+    dst: AccessPattern = operand(WRITE)
+    src0: AccessPattern = operand(READ, nki="data1")
+    src1: AccessPattern = operand(READ, nki="data2")
     op: AluOp
-
-    def reads(self) -> tuple[AccessPattern, ...]:
-        return (self.src0, self.src1)
-
-    def writes(self) -> tuple[AccessPattern, ...]:
-        return (self.dst,)
 
     def _bitvec(self) -> bool:
         return AluOp(self.op) in kernels.INTEGER_ONLY_OPS
@@ -89,26 +73,6 @@ class TensorTensor(ComputeInstruction):
                 f"op={AluOp(self.op).name}", {"src0": self.src0, "src1": self.src1, "dst": self.dst}
             )
 
-    def bf16_streams_at_once(self) -> bool:
-        """The documented bf16 case: both inputs in SBUF stream at once [S16]."""
-        tensors = (self.src0, self.src1, self.dst)
-        return (
-            self.engine == "vector"
-            and all(ap.dtype.name == "bf16" and is_contiguous(ap) for ap in tensors)
-            and self.src0.memory is self.src1.memory is MemorySpace.SBUF
-            and AluOp(self.op) in FAST_BF16_OPS
-        )
-
-    def cost(self, spec: MachineSpec) -> Cost:
-        work = streaming_cycles(
-            spec,
-            self.engine,
-            (self.src0, self.src1),
-            (self.dst,),
-            min_sbuf_streams=2 if self.bf16_streams_at_once() else 1,
-        )
-        return spec.compute_cost(self.engine, work)
-
     def execute(self, state: CoreState) -> None:
         integer = self.integer_path(self._bitvec(), (self.src0, self.src1, self.dst))
         a = read_2d(state, self.src0, integer)
@@ -125,35 +89,25 @@ SCALAR_ENGINE_OP_PAIRS = frozenset(
 )
 
 
-@register
+@register("tensor_scalar", engines=("vector", "scalar", "gpsimd"), profiler="TENSOR_SCALAR")
 @dataclass(frozen=True, kw_only=True)
 class TensorScalar(ComputeInstruction):
     """dst = (src op0 scalar0) op1 scalar1; scalars are immediates or [P, 1] tiles; op1 may be
     bypass (one op). ``reverseK`` swaps opK's operands (scalar opK value).
 
-    Cost max(MIN_II, N) whether one or two ops [S16] (one input stream, ``hwsim.isa.streaming``;
+    Cost max(MIN_II, N) whether one or two ops [S16] (one input stream, ``hwsim.cost.streaming``;
     [P, 1] scalar operands are register loads, not streams), with VectorE performance mode as
     ``tensor_copy`` (4x/2x on v3+ for 16-bit float data and dst) [S2].
     """
 
-    OPCODE = "tensor_scalar"
-    ENGINES = ("vector", "scalar", "gpsimd")
-    PROFILER_OPCODE = "TENSOR_SCALAR"
-
-    dst: AccessPattern
-    src: AccessPattern
+    dst: AccessPattern = operand(WRITE)
+    src: AccessPattern = operand(READ, nki="data")
     op0: AluOp
-    scalar0: Scalar
+    scalar0: Scalar = maybe_operand(READ, nki="operand0")
     reverse0: bool = False
     op1: AluOp = AluOp.bypass
-    scalar1: Scalar = 0.0
+    scalar1: Scalar = maybe_operand(READ, default=0.0, nki="operand1")
     reverse1: bool = False
-
-    def reads(self) -> tuple[AccessPattern, ...]:
-        return (self.src, *scalar_aps(self.scalar0, self.scalar1))
-
-    def writes(self) -> tuple[AccessPattern, ...]:
-        return (self.dst,)
 
     def _bitvec(self) -> bool:
         return bool({AluOp(self.op0), AluOp(self.op1)} & kernels.INTEGER_ONLY_OPS)
@@ -192,11 +146,6 @@ class TensorScalar(ComputeInstruction):
                 f"[S16], not op0={op0.name}, op1={op1.name}; use engine='vector'"
             )
 
-    def cost(self, spec: MachineSpec) -> Cost:
-        work = streaming_cycles(spec, self.engine, (self.src,), (self.dst,))
-        work = -(-work // performance_mode_factor(spec, self.engine, (self.src, self.dst)))
-        return spec.compute_cost(self.engine, work)
-
     def execute(self, state: CoreState) -> None:
         integer = self._bitvec()
         x = read_2d(state, self.src, integer)
@@ -207,38 +156,29 @@ class TensorScalar(ComputeInstruction):
         write_result(state, self.dst, out, integer)
 
 
-@register
+@register("scalar_tensor_tensor", engines=("vector",), profiler="SCALAR_TENSOR_TENSOR")
 @dataclass(frozen=True, kw_only=True)
 class ScalarTensorTensor(ComputeInstruction):
     """dst = (src0 op0 scalar0) op1 src1, with src1 shaped like src0; arithmetic ops, in fp32.
 
     Cost [S16]: N if every tensor is bf16, op0 is subtract, op1 is multiply and N is even; else
-    2N: two input streams (``hwsim.isa.streaming``). [S16] gives no PSUM case (unlike
+    2N: two input streams (``hwsim.cost.streaming``). [S16] gives no PSUM case (unlike
     tensor_tensor's in the same document), so the inputs share the SBUF interface's streams
     wherever they are; the bf16 case streams both at once, and on v3+ the wider read path does
     (``sbuf_input_streams_by_dtype``). The MIN_II floor applies as to every VectorE instruction
     (HARDWARE.md §2.2 [S1]); the [S16] formula omits it.
     """
 
-    OPCODE = "scalar_tensor_tensor"
-    ENGINES = ("vector",)
-    PROFILER_OPCODE = "SCALAR_TENSOR_TENSOR"
     FLOPS_PER_ELEMENT = 2
 
-    dst: AccessPattern
-    src0: AccessPattern
+    dst: AccessPattern = operand(WRITE)
+    src0: AccessPattern = operand(READ, nki="data")
     op0: AluOp
-    scalar0: Scalar
+    scalar0: Scalar = maybe_operand(READ, nki="operand0")
     op1: AluOp
-    src1: AccessPattern
+    src1: AccessPattern = operand(READ, nki="operand1")
     reverse0: bool = False
     reverse1: bool = False
-
-    def reads(self) -> tuple[AccessPattern, ...]:
-        return (self.src0, self.src1, *scalar_aps(self.scalar0))
-
-    def writes(self) -> tuple[AccessPattern, ...]:
-        return (self.dst,)
 
     def check(self, spec: MachineSpec) -> None:
         super().check(spec)
@@ -254,22 +194,6 @@ class ScalarTensorTensor(ComputeInstruction):
                     "arithmetic ops (use tensor_scalar/tensor_tensor for bitvec ops)"
                 )
 
-    def cost(self, spec: MachineSpec) -> Cost:
-        fast = (
-            all(ap.dtype.name == "bf16" for ap in (self.src0, self.src1, self.dst))
-            and (AluOp(self.op0), AluOp(self.op1)) == (AluOp.subtract, AluOp.multiply)
-            and self.src0.free_elements % 2 == 0
-        )
-        work = streaming_cycles(
-            spec,
-            "vector",
-            (self.src0, self.src1),
-            (self.dst,),
-            psum_own_port=False,
-            min_sbuf_streams=2 if fast else 1,
-        )
-        return spec.compute_cost("vector", work)
-
     def execute(self, state: CoreState) -> None:
         out = kernels.scalar_tensor_tensor(
             read_2d(state, self.src0, False),
@@ -283,49 +207,30 @@ class ScalarTensorTensor(ComputeInstruction):
         write_result(state, self.dst, out, False)
 
 
-#: reciprocal's documented cost per element, VectorE cycles (HARDWARE.md §3 [S16]).
-RECIPROCAL_CYCLES_PER_ELEMENT = 8
-
-
-@register
+@register("reciprocal", engines=("vector",), profiler="RECIPROCAL")
 @dataclass(frozen=True, kw_only=True)
 class Reciprocal(UnaryCompute):
     """dst = 1 / src in fp32. Cost max(MIN_II, 8N) [S16]: 8 lane cycles per element, which hides
-    the operand streams (``hwsim.isa.streaming``) unless they are slower."""
+    the operand streams (``hwsim.cost.streaming``) unless they are slower."""
 
-    OPCODE = "reciprocal"
-    ENGINES = ("vector",)
-    PROFILER_OPCODE = "RECIPROCAL"
     FLOPS_PER_ELEMENT = 1
 
     def check(self, spec: MachineSpec) -> None:
         super().check(spec)
         same_shape(self, self.src, self.dst, "src/dst")
 
-    def cost(self, spec: MachineSpec) -> Cost:
-        compute = RECIPROCAL_CYCLES_PER_ELEMENT * lane_cycles(spec, "vector", self.src)
-        work = max(compute, streaming_cycles(spec, "vector", (self.src,), (self.dst,)))
-        return spec.compute_cost("vector", work)
-
     def execute(self, state: CoreState) -> None:
         write_result(state, self.dst, kernels.reciprocal(read_2d(state, self.src, False)), False)
 
 
-@register
+@register("memset", engines=("vector", "gpsimd"), profiler="MEMSET")
 @dataclass(frozen=True, kw_only=True)
 class Memset(ComputeInstruction):
     """dst = value everywhere (rounded to dst's dtype). Cost [S16]: max(MIN_II, N/2) for 0 into
-    bf16/fp16, else max(MIN_II, N), N the write stream (``hwsim.isa.streaming``)."""
+    bf16/fp16, else max(MIN_II, N), N the write stream (``hwsim.cost.streaming``)."""
 
-    OPCODE = "memset"
-    ENGINES = ("vector", "gpsimd")
-    PROFILER_OPCODE = "MEMSET"
-
-    dst: AccessPattern
+    dst: AccessPattern = operand(WRITE)
     value: float
-
-    def writes(self) -> tuple[AccessPattern, ...]:
-        return (self.dst,)
 
     def check(self, spec: MachineSpec) -> None:
         super().check(spec)
@@ -337,22 +242,16 @@ class Memset(ComputeInstruction):
                     f"{self.dst.dtype.name} (integers {info.min}..{info.max})"
                 )
 
-    def cost(self, spec: MachineSpec) -> Cost:
-        work = streaming_cycles(spec, self.engine, (), (self.dst,))
-        if self.value == 0 and self.dst.dtype.name in ("bf16", "fp16"):
-            work = -(-work // 2)
-        return spec.compute_cost(self.engine, work)
-
     def execute(self, state: CoreState) -> None:
         state.write(self.dst, np.full(self.dst.shape, self.value))
 
 
-@register
+@register("select", engines=("vector",), profiler="SELECT")
 @dataclass(frozen=True, kw_only=True)
 class Select(ComputeInstruction):
     """dst = on_true where pred != 0, else on_false (all the same shape; values via fp32).
 
-    No documented cost; derived from the streaming model (``hwsim.isa.streaming``) with its
+    No documented cost; derived from the streaming model (``hwsim.cost.streaming``) with its
     three input streams. The model reproduces the two-input rule documented for
     ``tensor_copy_predicated`` [S16] (N when one input is in PSUM, 2N when both are in SBUF);
     with three inputs on v2 that is 3N in SBUF, 2N when one is in PSUM; on v3+ the wider SBUF
@@ -360,20 +259,10 @@ class Select(ComputeInstruction):
     PSUM, as for the other multi-input VectorE instructions [S16].
     """
 
-    OPCODE = "select"
-    ENGINES = ("vector",)
-    PROFILER_OPCODE = "SELECT"
-
-    dst: AccessPattern
-    pred: AccessPattern
-    on_true: AccessPattern
-    on_false: AccessPattern
-
-    def reads(self) -> tuple[AccessPattern, ...]:
-        return (self.pred, self.on_true, self.on_false)
-
-    def writes(self) -> tuple[AccessPattern, ...]:
-        return (self.dst,)
+    dst: AccessPattern = operand(WRITE)
+    pred: AccessPattern = operand(READ, nki="predicate")
+    on_true: AccessPattern = operand(READ)
+    on_false: AccessPattern = operand(READ)
 
     def check(self, spec: MachineSpec) -> None:
         super().check(spec)
@@ -385,10 +274,6 @@ class Select(ComputeInstruction):
         ]
         if len(in_psum) > 1:
             self.fail(f"{' and '.join(in_psum)} are in PSUM; at most one input may be in PSUM")
-
-    def cost(self, spec: MachineSpec) -> Cost:
-        work = streaming_cycles(spec, "vector", self.reads(), (self.dst,))
-        return spec.compute_cost("vector", work)
 
     def execute(self, state: CoreState) -> None:
         pred = as_2d(state.read(self.pred))

@@ -11,6 +11,7 @@ from __future__ import annotations
 from enum import Enum
 from typing import Any, TypeVar
 
+from hwsim.engines import BUILTIN_ENGINES
 from hwsim.errors import IllegalInstructionError
 from hwsim.isa.ap import AccessPattern, MemorySpace
 from hwsim.isa.base import ISA, Instruction
@@ -19,14 +20,8 @@ from hwsim.lang.kernel import current, source_location
 from hwsim.lang.replay import keyable
 from hwsim.lang.tiles import Tile, View
 
-#: Engine names (NKI: ``nki.isa.engine``).
-tensor_engine, vector_engine, scalar_engine, gpsimd_engine, sync_engine = (
-    "tensor",
-    "vector",
-    "scalar",
-    "gpsimd",
-    "sync",
-)
+#: Engine names (NKI: ``nki.isa.engine``): the built-in engines, in hardware order.
+tensor_engine, vector_engine, scalar_engine, gpsimd_engine, sync_engine = BUILTIN_ENGINES
 
 
 def emit(opcode: str, engine: str, **fields: Any) -> Instruction:

@@ -12,6 +12,7 @@ from dataclasses import dataclass
 
 from hwsim import lang
 from hwsim.config import HardwareConfig
+from hwsim.cost.planning import dma_transpose_is_faster as transpose_faster
 from hwsim.dtypes import DType
 from hwsim.dtypes import dtype as lookup_dtype
 from hwsim.errors import HwsimError
@@ -260,25 +261,14 @@ def row_tiles(
 def dma_transpose_is_faster(
     rows: int, cols: int, dtype: DType, config: HardwareConfig | None = None
 ) -> bool:
-    """Whether a transposing DMA beats a plain DMA plus TensorE transposes on this config.
-
-    A transposing DMA streams at ``transpose_bandwidth_fraction_by_source['hbm']`` of the DMA
-    bandwidth [S2];
-    the TensorE path loads at full bandwidth, transposes each [128, 128] block on the PE array
-    (max(P, min(64, F)) cycles [S16]) and copies PSUM to SBUF on VectorE (max(MIN_II, N) [S16]).
-    Only 2-byte dtypes can be DMA-transposed [S15].
-    """
+    """Whether a transposing DMA beats a plain DMA plus TensorE transposes on this config (the
+    cost model's estimate, ``hwsim.cost.planning.dma_transpose_is_faster``). Only 2-byte dtypes
+    can be DMA-transposed [S15]."""
     if dtype.itemsize != 2:
         return False
     config = config or lang.config()
-    bandwidth = config.dma.engines * config.dma.bandwidth_bytes_per_ns  # B/ns
-    nbytes = rows * cols * dtype.itemsize
-    dma_ns = nbytes / (bandwidth * config.dma.transpose_bandwidth_fraction_by_source["hbm"])
     lim = limits(config)
-    blocks = cdiv(rows, lim.tile_m) * cdiv(cols, lim.tile_k)
-    pe_ns = blocks * max(lim.tile_m, lim.tile_k) * 1000 / config.tensor_engine.clock_mhz
-    copy_ns = blocks * max(64, lim.tile_m) * 1000 / config.vector_engine.clock_mhz
-    return dma_ns <= nbytes / bandwidth + max(pe_ns, copy_ns)
+    return transpose_faster(config, rows, cols, dtype.itemsize, lim.tile_m, lim.tile_k)
 
 
 class TransposedLoader:

@@ -1,6 +1,6 @@
 """The DMA engines and queues of the NeuronCores, and the HBM bandwidth their stack shares.
 
-A triggered transfer (``hwsim.machine.dma_plan``: one piece per DMA engine of its core) arrives
+A triggered transfer (``hwsim.cost.dma``: one piece per DMA engine of its core) arrives
 on its engines ``start_latency`` after the trigger [S11] and joins its queue ID on each of them.
 Per engine, a queue's transfers run in order (FIFO [S12]); the heads of the non-empty queues are
 served round-robin at descriptor granularity [S12], modelled in its fluid limit: k queues with a
@@ -20,7 +20,8 @@ splits the groups it touches (their state is copied); idle groups merge again. T
 has one record per engine and piece.
 
 Events: one SimPy callback per arrival tick of a transfer and per tick at which some group has a
-piece to finish, never per descriptor.
+piece to finish, never per descriptor. They are scheduled at absolute ticks (an engine that submits
+a transfer runs ahead of SimPy's clock, ``hwsim.machine.process``).
 """
 
 from __future__ import annotations
@@ -33,9 +34,8 @@ from typing import Any
 
 import numpy as np
 import simpy
-from simpy.events import NORMAL
 
-from hwsim.machine.dma_plan import WORK_UNITS_PER_TICK, Piece, TransferPlan
+from hwsim.cost.dma import WORK_UNITS_PER_TICK, Piece, TransferPlan
 from hwsim.trace.columns import DmaRecordColumns, int_array
 
 
@@ -132,16 +132,17 @@ class DmaSystem:
         self.groups: list[list[_Group]] = [[_Group(c, list(range(engines)))] for c in range(cores)]
 
     # ---- arrivals -----------------------------------------------------------------------------
-    def submit(self, transfer: DmaTransfer, plan: TransferPlan, trigger_tick: int) -> None:
-        """Queue a transfer: it reaches its engines ``start_latency`` after ``trigger_tick``."""
+    def submit(
+        self, transfer: DmaTransfer, plan: TransferPlan, trigger_tick: int, now: int
+    ) -> None:
+        """Queue a transfer at ``now`` (the submitting engine's clock): it reaches its engines
+        ``start_latency`` after ``trigger_tick``."""
         transfer.remaining = len(plan.pieces)
         arrival = trigger_tick + self.start_latency_ticks
-        now = int(self.env.now)
         if arrival <= now:
             self._arrive(transfer, plan, now)
             return
-        call = _Call(self._arrive, (transfer, plan, arrival))
-        self.env.schedule(call, NORMAL, arrival - now)  # type: ignore[arg-type]  # see _Call
+        _TimedCall(self.env, arrival, self._arrive, (transfer, plan, arrival))
 
     def _arrive(self, transfer: DmaTransfer, plan: TransferPlan, now: int) -> None:
         groups = self.groups[transfer.core]
@@ -263,8 +264,7 @@ class DmaSystem:
         if wake < 0 or (0 <= group.wake_tick <= wake and group.wake_tick > now):
             return  # nothing to do, or an earlier callback is pending already
         group.wake_tick = wake
-        call = _Call(self._wake, (group, wake))
-        self.env.schedule(call, NORMAL, wake - now)  # type: ignore[arg-type]  # see _Call
+        _TimedCall(self.env, wake, self._wake, (group, wake))
 
     def _wake(self, group: _Group, tick: int) -> None:
         if group.wake_tick != tick or group not in self.groups[group.core]:
@@ -301,29 +301,25 @@ class DmaSystem:
         ]
 
 
-class _Call:
-    """``fn(*args)``, called when SimPy's loop processes this: in place of ``env.timeout(delay)``
-    with a closure as its callback, scheduled with the same heap entry (``env.schedule(call,
-    NORMAL, delay)``, as a Timeout schedules itself), so it runs at the same tick in the same
-    order, without building a Timeout, its callbacks list and a closure per call.
+class _TimedCall(simpy.Timeout):
+    """``fn(*args)``, called when SimPy processes it at ``tick``: a ``Timeout`` scheduled for the
+    absolute tick (SimPy's clock may lag the caller's), whose callbacks are the one shared list
+    ``_CALL`` (SimPy's loop calls each with the event and sets the attribute to None, never
+    changing the list), so no closure or list is built per call."""
 
-    Of an event, SimPy's loop reads ``callbacks`` (calls each with the event, then sets the
-    attribute to None: the shared list ``_CALL`` is never changed) and ``_ok`` (True: it did not
-    fail); nothing else sees these.
-    """
-
-    __slots__ = ("args", "callbacks", "fn")
-    _ok = True
-
-    def __init__(self, fn: Callable[..., None], args: tuple[Any, ...]) -> None:
-        self.fn, self.args, self.callbacks = fn, args, _CALL
+    def __init__(
+        self, env: simpy.Environment, tick: int, fn: Callable[..., None], args: tuple[Any, ...]
+    ) -> None:
+        super().__init__(env, tick - env.now)
+        self.callbacks = _CALL
+        self.fn, self.args = fn, args
 
 
-def _call(call: _Call) -> None:
+def _call(call: _TimedCall) -> None:
     call.fn(*call.args)
 
 
-_CALL: list[Callable[[_Call], None]] = [_call]
+_CALL: list[Callable[[Any], None]] = [_call]
 
 
 def _queue_of(item: _Item) -> int:

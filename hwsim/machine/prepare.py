@@ -5,8 +5,9 @@ Two layers, kept on the program (``Program.run_cache``) for its next run:
 - per core, whatever the config: each stream's instructions with their semaphore waits and
   signals as indices into the core's bank, and the *chain* of a same-engine dependency (the pc
   of the producer it streams behind, ``Cost.chain_ticks``);
-- per core and config: each instruction's legality and cost facts (``Facts``), worked out once
-  per distinct instruction (the builder names each instruction's static twin).
+- per core and config: each instruction's cost (``hwsim.cost.InstructionCost``, from the config's
+  ``CostModel``, which also checks legality), and each HBM operand against the declared tensors,
+  once per distinct instruction (the builder names each instruction's static twin).
 
 A cached layer is used only for the very streams it was made from: it holds their instructions
 and is checked against the streams' instructions by identity (``PreparedCore.made_from``), so a
@@ -23,24 +24,19 @@ from typing import Any
 
 import numpy as np
 
-from hwsim.builder import STATIC_TWIN, engine_semaphore
-from hwsim.config import config_hash
-from hwsim.engines import engine_names, shared_ports
+from hwsim.builder import engine_semaphore
+from hwsim.cost import CostModel, InstructionCost
+from hwsim.engines import engine_names
 from hwsim.errors import MemoryAccessError
 from hwsim.isa.ap import MemorySpace
-from hwsim.isa.base import Instruction, MachineSpec
-from hwsim.machine.dma_plan import DmaCostModel, TransferPlan, plan_transfer
+from hwsim.isa.base import Instruction
 from hwsim.program import CoreProgram, Program
 from hwsim.trace.facts import summary_keys
 
-#: What an instruction costs, computed once per distinct instruction and config: (issue ticks,
-#: latency ticks, chain ticks (a same-engine dependent may start), shared ports used, ticks it
-#: holds them, DMA plan or None, ticks from start until the transfer is submitted).
-Facts = tuple[int, int, int, tuple[int, ...], int, TransferPlan | None, int]
 #: Semaphore waits or signals of one instruction, as (semaphore index, value or amount).
 SemaphoreSteps = tuple[tuple[int, int], ...]
 
-#: Configs whose facts a program keeps (a sweep moves on; a repeated run or a benchmark does not).
+#: Configs whose costs a program keeps (a sweep moves on; a repeated run or a benchmark does not).
 KEPT_CONFIGS = 4
 
 
@@ -60,7 +56,8 @@ class StaticSteps:
 @dataclass
 class Durations:
     """One stream's ticks per pc as int64 arrays, for building its trace columns at the end of
-    a run instead of recording them per instruction: issue, latency and chain (``Facts``)."""
+    a run instead of recording them per instruction: issue, latency and chain
+    (``InstructionCost``)."""
 
     issue: np.ndarray
     latency: np.ndarray
@@ -68,10 +65,11 @@ class Durations:
 
 
 @dataclass
-class CoreFacts:
-    """Per engine: the facts of each pc, and the same ticks as arrays."""
+class CoreCosts:
+    """Per engine: the cost of each pc on ``model``'s config, and the same ticks as arrays."""
 
-    facts: dict[str, list[Facts]]
+    model: CostModel
+    costs: dict[str, list[InstructionCost]]
     durations: dict[str, Durations]
 
 
@@ -79,11 +77,11 @@ class CoreFacts:
 class PreparedCore:
     """One core's streams, prepared: the bank's semaphore names in index order, and per engine
     (with a non-empty stream) its static steps, its summary keys (``summary_keys``) and, per
-    config key, its facts."""
+    config key, its costs."""
 
     semaphore_names: list[str]
     static: dict[str, StaticSteps]
-    facts: dict[tuple[Any, ...], CoreFacts]
+    costs: dict[tuple[Any, ...], CoreCosts]
     summary_keys: dict[str, tuple[np.ndarray, list[Any], list[Instruction]]]
 
     @property
@@ -122,42 +120,27 @@ def prepare_core(program: Program, core: int) -> PreparedCore:
     return prepared
 
 
-def facts_of_core(
-    program: Program, prepared: PreparedCore, spec: MachineSpec, ports: dict[str, int]
-) -> CoreFacts:
-    """Each engine's facts per pc on ``spec``'s config (cached on the prepared core)."""
-    key = (config_hash(spec.config), _hbm_key(program))
-    found = prepared.facts.get(key)
-    if found is not None:
+def costs_of_core(program: Program, prepared: PreparedCore, model: CostModel) -> CoreCosts:
+    """Each engine's costs per pc on ``model``'s config (cached on the prepared core), every
+    distinct instruction checked (legality by the model, HBM operands here) on first meeting."""
+    key = (id(model), _hbm_key(program))
+    found = prepared.costs.get(key)
+    if found is not None and found.model is model:
         return found
-    dma = DmaCostModel(
-        spec.config.dma, spec.timebase.base_mhz, spec.config.hbm.bandwidth_bytes_per_ns_per_stack
-    )
-    cache = _FactsCache(spec, dma, program, ports)
-    facts = {
-        engine: [cache.of(instruction) for instruction in steps.instructions]
-        for engine, steps in prepared.static.items()
-    }
-    durations = {engine: _durations(of) for engine, of in facts.items()}
-    while len(prepared.facts) >= KEPT_CONFIGS:
-        del prepared.facts[next(iter(prepared.facts))]
-    found = prepared.facts[key] = CoreFacts(facts, durations)
+    streams = {engine: steps.instructions for engine, steps in prepared.static.items()}
+    costs = model.streams_costs(streams, lambda i: _check_hbm_operands(i, program))
+    durations = {engine: _durations(of) for engine, of in costs.items()}
+    while len(prepared.costs) >= KEPT_CONFIGS:
+        del prepared.costs[next(iter(prepared.costs))]
+    found = prepared.costs[key] = CoreCosts(model, costs, durations)
     return found
 
 
-def _durations(facts: list[Facts]) -> Durations:
+def _durations(costs: list[InstructionCost]) -> Durations:
     def column(field: int) -> np.ndarray:
-        return np.fromiter((f[field] for f in facts), np.int64, len(facts))
+        return np.fromiter((cost[field] for cost in costs), np.int64, len(costs))
 
     return Durations(column(0), column(1), column(2))
-
-
-def port_indices(spec: MachineSpec) -> dict[str, int]:
-    """Index of each shared port a run has (``CoreState.shared_port_free_tick``): the registered
-    memory ports the config turns on (``hwsim.engines.SharedPort``), then the hardware DGE blocks,
-    one per triggering sequencer (§2.5 [S13])."""
-    names = [port.name for port in shared_ports() if port.active(spec.config)]
-    return {name: i for i, name in enumerate([*names, "dge.sync", "dge.scalar"])}
 
 
 def _streams(core_program: CoreProgram) -> list[tuple[str, list[Instruction]]]:
@@ -243,66 +226,6 @@ class _SignalsMemo:
         return found
 
 
-class _FactsCache:
-    """Legality and cost of each distinct instruction, worked out once.
-
-    Instructions from the builder name their twin (``STATIC_TWIN``: the first instruction emitted
-    with the same static key) and are found by its identity; others by ``static_key()``, which
-    costs hashing and comparing their operands.
-    """
-
-    def __init__(
-        self, spec: MachineSpec, dma: DmaCostModel, program: Program, ports: dict[str, int]
-    ) -> None:
-        self.spec, self.dma, self.program, self.ports = spec, dma, program, ports
-        self._by_twin: dict[int, Facts] = {}  # twins live as long as the program: ids are stable
-        self._by_key: dict[tuple[Any, ...], Facts] = {}
-
-    def of(self, instruction: Instruction) -> Facts:
-        twin = instruction.__dict__.get(STATIC_TWIN)
-        if twin is None:
-            return self._by_static_key(instruction)
-        facts = self._by_twin.get(id(twin))
-        if facts is None:
-            facts = self._by_twin[id(twin)] = self._by_static_key(instruction)
-        return facts
-
-    def _by_static_key(self, instruction: Instruction) -> Facts:
-        key = instruction.static_key()
-        facts = self._by_key.get(key)
-        if facts is None:
-            facts = self._by_key[key] = _work_out(
-                instruction, self.spec, self.dma, self.program, self.ports
-            )
-        return facts
-
-
-def _work_out(
-    instruction: Instruction,
-    spec: MachineSpec,
-    dma: DmaCostModel,
-    program: Program,
-    indices: dict[str, int],
-) -> Facts:
-    """Legality checks, then the instruction's static facts (``Facts``)."""
-    instruction.check(spec)
-    _check_hbm_operands(instruction, program)
-    plan = None
-    submit = hold = 0
-    if instruction.IS_DMA:
-        sides = instruction.transfer()  # type: ignore[attr-defined]
-        plan = plan_transfer(dma, spec.config.dma.engines, instruction.queue, sides)  # type: ignore[attr-defined]
-        cost, submit, hold = instruction.trigger_cost(spec, sum(p.descriptors for p in plan.pieces))  # type: ignore[attr-defined]
-    else:
-        cost = instruction.cost(spec)
-    latency = max(cost.latency_ticks, cost.issue_ticks)
-    chain = latency if cost.chain_ticks is None else min(latency, cost.chain_ticks)
-    ports = _ports_used(instruction, spec, indices)
-    if hold:
-        ports = (*ports, indices[_dge_port(instruction.engine)])
-    return cost.issue_ticks, latency, chain, ports, hold or cost.issue_ticks, plan, submit
-
-
 def _check_hbm_operands(instruction: Instruction, program: Program) -> None:
     """HBM operands must name a declared tensor and stay inside it."""
     for name, ap in instruction.operand_names().items():
@@ -321,20 +244,3 @@ def _check_hbm_operands(instruction: Instruction, program: Program) -> None:
                 f"{instruction.label()}: operand '{name}' bytes [{first}, {last}) fall outside HBM "
                 f"tensor '{ap.tensor}' ({decl.nbytes} bytes, shape {decl.shape})"
             )
-
-
-def _dge_port(engine: str) -> str:
-    return "dge.scalar" if engine == "scalar" else "dge.sync"
-
-
-def _ports_used(
-    instruction: Instruction, spec: MachineSpec, indices: dict[str, int]
-) -> tuple[int, ...]:
-    if instruction.IS_DMA:
-        return ()
-    memories = {ap.memory for ap in (*instruction.reads(), *instruction.writes())}
-    return tuple(
-        indices[port.name]
-        for port in shared_ports()
-        if port.name in indices and instruction.engine in port.engines and port.memory in memories
-    )

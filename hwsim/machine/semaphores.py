@@ -12,6 +12,7 @@ import struct
 from array import array
 from bisect import bisect_left, insort
 from collections.abc import Callable, Iterable
+from typing import Protocol
 
 import numpy as np
 import simpy
@@ -20,6 +21,13 @@ from hwsim.trace.columns import SemaphoreColumns
 
 #: A vector clock (race checker), or None when race checking is off.
 Clock = dict[str, int] | None
+
+
+class Waiter(Protocol):
+    """What waits for a semaphore: resumed with the tick the semaphore reaches its value at
+    (an engine loop's ``process.Wakeup``)."""
+
+    def wake(self, tick: int) -> None: ...
 
 
 #: What the bank logs per update, in order.
@@ -46,7 +54,7 @@ class _Semaphore:
         self.ticks: list[int] = [0]
         self.totals: list[int] = [0]
         self.clocks: list[Clock] = [None]
-        self.waiters: list[tuple[int, simpy.Event]] = []
+        self.waiters: list[tuple[int, Waiter]] = []
 
     @property
     def scheduled_total(self) -> int:
@@ -130,13 +138,13 @@ class SemaphoreBank:
         state = self._sems[sem]
         return state.clocks[1 : bisect_left(state.totals, value) + 1]  # past the 0 entry
 
-    def wait_for(self, sem: int, value: int, event: simpy.Event) -> None:
-        """Have ``event`` succeed (with the reaching tick) once increments reaching ``value``
-        are scheduled: the waiting process's own reused event (``process.Wakeup``)."""
+    def wait_for(self, sem: int, value: int, waiter: Waiter) -> None:
+        """Wake ``waiter`` (with the reaching tick) once increments reaching ``value`` are
+        scheduled."""
         state = self._sems[sem]
         if not state.waiters or value < self.lowest_waiting[sem]:
             self.lowest_waiting[sem] = value
-        state.waiters.append((value, event))
+        state.waiters.append((value, waiter))
 
     def source_code(self, source: str) -> int:
         """The code ``schedule`` takes for a signalling engine (or ``"dma"``)."""
@@ -180,11 +188,11 @@ class SemaphoreBank:
         ticks, totals = state.ticks, state.totals
         total = totals[-1]
         still = []
-        for needed, event in state.waiters:
+        for needed, waiter in state.waiters:
             if needed <= total:  # time_reaching, inlined
-                event.succeed(ticks[bisect_left(totals, needed)])
+                waiter.wake(ticks[bisect_left(totals, needed)])
             else:
-                still.append((needed, event))
+                still.append((needed, waiter))
         state.waiters = still
         self.lowest_waiting[sem] = min((needed for needed, _ in still), default=0)
 
@@ -207,9 +215,6 @@ class SemaphoreBank:
             "source_engine": (field["source_engine"], list(self._source_codes)),
         }
         return SemaphoreColumns(ints, strings, {})
-
-    def value_now(self, sem: int) -> int:
-        return self._sems[sem].value_at(int(self.env.now))
 
     def scheduled_total(self, sem: int) -> int:
         """The value once every increment scheduled so far has happened."""

@@ -4,8 +4,8 @@ Each engine runs its in-order stream: wait until its semaphores reach their valu
 access port if the config has one (NeuronCore-v2 sharing rules), start, occupy the engine for the
 issue interval, and schedule its semaphore increments at start + latency. Everything static (costs,
 semaphore indices, port use, DMA splits) is computed once per program before the clock starts.
-How an engine sits on SimPy (one reused wake-up event, its loop resumed by SimPy's loop
-directly, the clock moved by hand when nothing else is due) is ``hwsim.machine.process``.
+How an engine sits on SimPy (its own clock ahead of SimPy's while nothing else is due, one
+reused wake-up event, its loop resumed by SimPy's loop directly) is ``hwsim.machine.process``.
 """
 
 from __future__ import annotations
@@ -15,8 +15,6 @@ from array import array
 from bisect import bisect_left
 from collections.abc import Generator
 from dataclasses import dataclass, field
-from fractions import Fraction
-from heapq import heappush
 from itertools import count
 from typing import Any
 
@@ -25,6 +23,8 @@ import simpy
 from simpy.events import NORMAL
 
 from hwsim.config import HardwareConfig, config_hash, load_config
+from hwsim.cost import CostModel, InstructionCost, RuleConstants
+from hwsim.cost.dma import TransferPlan
 from hwsim.errors import (
     ConfigError,
     DeadlockError,
@@ -34,19 +34,16 @@ from hwsim.errors import (
 from hwsim.isa.ap import MemorySpace
 from hwsim.isa.base import Instruction, MachineSpec
 from hwsim.machine.dma import DmaSystem, DmaTransfer
-from hwsim.machine.dma_plan import TransferPlan
 from hwsim.machine.initcheck import InitChecker, size_mirrors
 from hwsim.machine.initcheck import enabled as initcheck_enabled
 from hwsim.machine.prepare import (
     Durations,
-    Facts,
     PreparedCore,
     StaticSteps,
-    facts_of_core,
-    port_indices,
+    costs_of_core,
     prepare_core,
 )
-from hwsim.machine.process import EngineProcess, Wakeup
+from hwsim.machine.process import Wakeup
 from hwsim.machine.race import RaceChecker
 from hwsim.machine.semaphores import LOG_ENTRY, SemaphoreBank
 from hwsim.machine.state import CoreState, Hbm
@@ -80,6 +77,7 @@ def run(
     race_check: bool = False,
     initcheck: bool | None = None,
     summarize: bool = True,
+    rules: RuleConstants | None = None,
 ) -> RunResult:
     """Simulate ``program`` on ``config``.
 
@@ -87,10 +85,12 @@ def run(
     race_check=True reports unordered conflicting accesses by different engines (RaceError).
     initcheck=True reports every read of never-written memory (InitCheckError, at the end of
     the run; ``hwsim.machine.initcheck``); None takes it from ``HWSIM_INITCHECK`` (0 or 1).
+    rules: the cost rule constants (``hwsim.cost.parameters``); default: the config generation's.
     """
     if isinstance(config, str):
         config = load_config(config)
-    spec = MachineSpec(config)
+    model = CostModel.for_config(config, rules)
+    spec = model.spec
     if len(program.cores) > config.chip.cores_per_chip:
         raise IllegalInstructionError(
             f"program uses {len(program.cores)} cores; {config.chip.name} has "
@@ -116,7 +116,7 @@ def run(
     init = InitChecker() if initcheck_enabled(initcheck, numerics) else None
     with cyclic_gc_paused():
         try:
-            runners, banks = _simulate(env, spec, program, hbm, trace, numerics, race, init)
+            runners, banks = _simulate(env, model, program, hbm, trace, numerics, race, init)
         except HwsimError as error:  # uninitialised reads before it may be what went wrong
             if init is not None:
                 init.raise_if_findings(stopped_by=error)
@@ -125,9 +125,10 @@ def run(
             raise ConfigError(_past_int64(config, spec, stop.tick, stopped=True)) from None
         except OverflowError:  # the same, met by a DMA completion
             raise ConfigError(_past_int64(config, spec, int(env.now), stopped=True)) from None
-        if env.now > MAX_TRACE_TICK:
-            raise ConfigError(_past_int64(config, spec, int(env.now)))
-        blocked = [runner for runner in runners if runner.proc is not None and runner.proc.is_alive]
+        last_tick = max([int(env.now), *(runner.end_tick for runner in runners)])
+        if last_tick > MAX_TRACE_TICK:
+            raise ConfigError(_past_int64(config, spec, last_tick))
+        blocked = [runner for runner in runners if not runner.finished]
         if blocked:
             raise DeadlockError(_deadlock_message(blocked))
         if race is not None:
@@ -170,7 +171,7 @@ def _past_int64(config: HardwareConfig, spec: MachineSpec, tick: int, stopped: b
 
 def _simulate(
     env: simpy.Environment,
-    spec: MachineSpec,
+    model: CostModel,
     program: Program,
     hbm: Hbm,
     trace: Trace,
@@ -179,20 +180,20 @@ def _simulate(
     init: InitChecker | None,
 ) -> tuple[list[_EngineRunner], list[SemaphoreBank]]:
     """Prepare every engine's stream, run the clock until nothing is left to do."""
-    dma = _make_dma_system(env, spec, len(program.cores))
+    spec = model.spec
+    dma = _make_dma_system(env, model, len(program.cores))
     runners: list[_EngineRunner] = []
     banks: list[SemaphoreBank] = []
-    ports = port_indices(spec)
     for core in range(len(program.cores)):
         prepared = prepare_core(program, core)
-        facts = facts_of_core(program, prepared, spec, ports)
+        costs = costs_of_core(program, prepared, model)
         state = CoreState(
             spec.memory_capacity(MemorySpace.SBUF),
             spec.memory_capacity(MemorySpace.PSUM),
             hbm,
             core,
         )
-        state.shared_port_free_tick = [0] * len(ports)
+        state.shared_port_free_tick = [0] * len(model.port_names)
         core_program = program.cores[core]
         if init is not None:
             size_mirrors(state, core_program.streams)
@@ -200,29 +201,25 @@ def _simulate(
         banks.append(sems)
         for engine, static in prepared.static.items():
             runner = _EngineRunner(
-                env, core, engine, core_program.streams[engine], static, facts.facts[engine],
+                env, core, engine, core_program.streams[engine], static, costs.costs[engine],
                 sems, dma, state, numerics, race, init,
             )  # fmt: skip
-            runner.durations, runner.prepared = facts.durations[engine], prepared
-            runner.proc = EngineProcess(env, runner.steps)
+            runner.durations, runner.prepared = costs.durations[engine], prepared
+            runner.start()
             runners.append(runner)
     env.run()
     trace.dma = dma.records()
     return runners, banks
 
 
-def _make_dma_system(env: simpy.Environment, spec: MachineSpec, cores: int) -> DmaSystem:
-    config = spec.config
-    hbm_ticks_per_byte = Fraction(spec.timebase.base_mhz, 1000) / Fraction(
-        str(config.hbm.bandwidth_bytes_per_ns_per_stack)
-    )
+def _make_dma_system(env: simpy.Environment, model: CostModel, cores: int) -> DmaSystem:
     return DmaSystem(
         env,
         cores=cores,
-        engines=config.dma.engines,
-        start_latency_ticks=spec.timebase.ns_to_ticks(config.dma.start_latency_ns),
-        hbm_denominator=hbm_ticks_per_byte.denominator,
-        cores_per_stack=config.hbm.cores_per_stack,
+        engines=model.dma.engines,
+        start_latency_ticks=model.dma.start_latency_ticks,
+        hbm_denominator=model.dma.hbm_ticks_per_byte.denominator,
+        cores_per_stack=model.config.hbm.cores_per_stack,
     )
 
 
@@ -285,7 +282,7 @@ class _EngineRunner:
         engine: str,
         stream: list[Instruction],
         static: StaticSteps,
-        facts: list[Facts],
+        costs: list[InstructionCost],
         sems: SemaphoreBank,
         dma: DmaSystem,
         state: CoreState,
@@ -294,7 +291,7 @@ class _EngineRunner:
         init: InitChecker | None,
     ) -> None:
         self.env, self.core, self.engine, self.stream = env, core, engine, stream
-        self.static, self.facts = static, facts
+        self.static, self.costs = static, costs
         self.sems, self.dma, self.state = sems, dma, state
         self.numerics, self.race, self.init = numerics, race, init
         self.blocked_on: tuple[int, int] | None = None
@@ -305,19 +302,27 @@ class _EngineRunner:
         self.chain_ready = array("q")
         self.durations: Durations
         self.prepared: PreparedCore
-        self.proc: EngineProcess | None = None
+        self.wakeup: Wakeup
+        #: Whether the loop ran to its end, and the last tick it reached.
+        self.finished = False
+        self.end_tick = 0
 
     @property
     def pc(self) -> int:
         """The instruction the engine is at: the first not yet started."""
         return len(self.chain_ready)
 
-    def steps(self, process: EngineProcess) -> Generator[None, Wakeup | None, None]:
-        """The engine's loop, run by ``process`` (``EngineProcess``: it ends by telling the
-        process, and yields only once it has queued its ``Wakeup`` to be resumed by)."""
-        env, sems, static = self.env, self.sems, self.static
-        resumes, queue, eid = process.resumes, env._queue, env._eid  # as Wakeup uses them
-        wakeup = Wakeup(env, resumes)
+    def start(self) -> None:
+        """Make the engine's loop and the ``Wakeup`` that starts it at tick 0 and resumes it."""
+        self.wakeup = Wakeup(self.env, self.steps())
+
+    def steps(self) -> Generator[None, Any, None]:
+        """The engine's loop, started and resumed by its ``Wakeup`` (``hwsim.machine.process``):
+        it keeps its own clock (``now``) ahead of SimPy's (``base``, the tick it was last
+        resumed at), and yields only once it has scheduled the wake-up or handed it to a
+        semaphore, whenever another event is due (``due``) at or before the tick it goes to."""
+        env, sems, static, wakeup = self.env, self.sems, self.static, self.wakeup
+        resumes, schedule_event, peek = wakeup.resumes, env.schedule, env.peek
         schedule, source = sems.schedule, sems.source_code(self.engine)
         ticks_of, totals_of = sems.tick_lists(), sems.total_lists()
         lowest_waiting, log_add, entry = sems.lowest_waiting, sems.log.frombytes, LOG_ENTRY.pack
@@ -327,32 +332,44 @@ class _EngineRunner:
         chain_ready, chain_append = self.chain_ready, self.chain_ready.append
         last_done = end = 0  # end: the previous instruction's end, when the engine reaches the
         #                      next (it starts at tick 0; each instruction resumes it at its end)
+        base, due = 0, peek()  # SimPy's clock, and when its next event is due (refreshed
+        #                        whenever the loop may have added one, or was resumed)
         clock = None
         try:
             for pc, waits, chain, signals, (
                 issue, latency, chain_ticks, ports_used, hold, plan, submit,
-            ) in zip(count(), static.waits, static.chains, static.signals, self.facts):  # fmt: skip
+            ) in zip(count(), static.waits, static.chains, static.signals, self.costs):  # fmt: skip
                 now = end
                 if chain >= 0 and chain_ready[chain] > now:  # streams behind its producer
                     now = chain_ready[chain]
-                    if wakeup.sleeps_until(now):
+                    if due <= now:  # sleep until now
+                        wakeup.callbacks = resumes
+                        schedule_event(wakeup, NORMAL, now - base)
                         yield
+                        base, due = now, peek()
                 for sem, value in waits:
                     totals = totals_of[sem]  # time_reaching, inlined: once per wait of a program
                     if totals[-1] >= value:
                         reach = ticks_of[sem][bisect_left(totals, value)]
                     else:  # not scheduled yet: sleep until it is
-                        reach, now = yield from self._blocked(sem, value, wakeup)
+                        reach, now = yield from self._blocked(sem, value)
+                        base, due = now, peek()
                     if reach > now:
                         now = reach
-                        if wakeup.sleeps_until(now):
+                        if due <= now:  # sleep until now
+                            wakeup.callbacks = resumes
+                            schedule_event(wakeup, NORMAL, now - base)
                             yield
+                            base, due = now, peek()
                 if ports_used:
                     for port in ports_used:
                         if ports[port] > now:
                             now = ports[port]
-                            if wakeup.sleeps_until(now):
+                            if due <= now:  # sleep until now
+                                wakeup.callbacks = resumes
+                                schedule_event(wakeup, NORMAL, now - base)
                                 yield
+                                base, due = now, peek()
                     for port in ports_used:
                         ports[port] = now + hold
                 start = now
@@ -375,35 +392,37 @@ class _EngineRunner:
                             lowest = lowest_waiting[sem]
                             if lowest and value >= lowest:
                                 sems.wake(sem)
+                                due = base  # the woken loops resume at SimPy's clock
                         else:
                             schedule(sem, done, amount, source, pc, clock)
+                            due = peek()
                 else:  # a DMA trigger: its semaphores count completed transfers
-                    self._submit_dma(pc, plan, signals, start + submit, clock)
+                    self._submit_dma(pc, plan, signals, start + submit, start, clock)
+                    due = peek()
                 end = start + issue
-                if queue and queue[0][0] <= end:  # wakeup.sleeps_until(end), inlined
+                if due <= end:  # sleep until the instruction's end
                     wakeup.callbacks = resumes
-                    heappush(queue, (end, NORMAL, next(eid), wakeup))
+                    schedule_event(wakeup, NORMAL, end - base)
                     yield
-                else:
-                    env._now = end
+                    base, due = end, peek()
         except (OverflowError, struct.error):  # a tick past int64: the logs hold int64 ticks
-            process.fail(_TickOverflow(max(now + latency, last_done)))  # the tick it met
+            env.event().fail(_TickOverflow(max(now + latency, last_done)))  # the tick it met
         except Exception as error:
-            process.fail(error)
+            env.event().fail(error)  # SimPy raises it from env.run
         else:
-            process.finish()
-        yield  # for good: nothing queues the wake-up again, so SimPy's loop never resumes it
+            self.finished = True
+            self.end_tick = max(end, last_done)
+        wakeup.let_go()
+        yield  # for good: nothing schedules the wake-up again, so SimPy never resumes it
 
-    def _blocked(
-        self, sem: int, value: int, wakeup: Wakeup
-    ) -> Generator[None, Any, tuple[int, int]]:
+    def _blocked(self, sem: int, value: int) -> Generator[None, Any, tuple[int, int]]:
         """Sleep until increments of ``sem`` reaching ``value`` are scheduled (``SemaphoreBank.
-        wake``); (the tick they reach it, now)."""
+        wake``); (the tick they reach it, SimPy's clock when woken)."""
         self.blocked_on = (sem, value)
-        self.sems.wait_for(sem, value, wakeup)
+        self.sems.wait_for(sem, value, self.wakeup)
         yield
         self.blocked_on = None
-        return wakeup._value, int(self.env._now)  # the tick SemaphoreBank.wake gave succeed
+        return self.wakeup.reached, int(self.env.now)
 
     def _begin(self, pc: int, waits: tuple[tuple[int, int], ...]) -> Any:
         """What an instruction does as it starts when checking races or computing values: the
@@ -424,7 +443,8 @@ class _EngineRunner:
         pc: int,
         plan: TransferPlan,
         completion_signals: tuple[tuple[int, int], ...],
-        start: int,
+        submit: int,
+        now: int,
         clock: Any,
     ) -> None:
         schedule, dma = self.sems.schedule, self.sems.source_code("dma")
@@ -436,7 +456,7 @@ class _EngineRunner:
                 schedule(sem, tick, amount, dma, pc, clock)
 
         transfer = DmaTransfer(self.core, plan.queue, self.engine, pc, complete)
-        self.dma.submit(transfer, plan, start)
+        self.dma.submit(transfer, plan, submit, now)
 
 
 def _deadlock_message(blocked: list[_EngineRunner]) -> str:

@@ -138,7 +138,7 @@ class CoreState:
         self.sbuf_geometry = sbuf_geometry
         self.psum_geometry = psum_geometry
         self.hbm = hbm
-        #: When each shared port is next free (the simulator sizes it: ``prepare.port_indices``).
+        #: When each shared port is next free (the simulator sizes it: ``CostModel.port_names``).
         self.shared_port_free_tick: list[int] = []
         #: Bytes per partition the initcheck mirrors of (SBUF, PSUM) cover: no operand reaches
         #: further (``initcheck.size_mirrors``), and a small program should not pay for 24 MiB.

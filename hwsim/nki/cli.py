@@ -3,8 +3,9 @@
 The file is imported with ``hwsim.nki.install()`` active (so ``import nki`` and
 ``neuronxcc.nki`` work). Its inputs come from, in order:
 
-1. a function ``KERNEL_inputs()`` or ``inputs()`` in the file, returning the arguments (a tuple,
-   a dict by parameter name, or one array);
+1. a function ``KERNEL_inputs()`` in the file, returning the arguments (a tuple, a dict by
+   parameter name, or one array), as ``hwsim run FILE.py:KERNEL`` takes them
+   (``hwsim.workloads.pyfile.kernel_helpers``);
 2. ``--shape NAME=128x512[:dtype]`` flags (seeded random data);
 3. ``nki.typing`` annotations with shapes (``a: nt.tensor[(128, 512), nl.float32]``).
 
@@ -15,16 +16,15 @@ outputs are compared and the max error printed. Prints the latency; writes the t
 from __future__ import annotations
 
 import argparse
-import importlib.util
 import inspect
 import math
-import sys
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
 from hwsim.errors import HwsimError
+from hwsim.workloads.pyfile import call_inputs, import_python_file, inputs_hint, kernel_helpers
 
 
 def register(commands: argparse._SubParsersAction) -> None:
@@ -48,10 +48,7 @@ def load_kernel_file(path: Path, name: str, force: bool = False) -> tuple[Any, A
     if not path.is_file():
         raise HwsimError(f"{path}: no such file")
     install(force=force)
-    spec = importlib.util.spec_from_file_location(f"hwsim_nki_file_{path.stem}", path)
-    module = importlib.util.module_from_spec(spec)  # type: ignore[arg-type]
-    sys.modules[spec.name] = module  # type: ignore[union-attr]
-    spec.loader.exec_module(module)  # type: ignore[union-attr]
+    module = import_python_file(path, "hwsim_nki_file", str(path))
     kernel = getattr(module, name, None)
     if kernel is None:
         found = [k for k, v in vars(module).items() if type(v).__name__ == "NkiKernel"]
@@ -111,19 +108,16 @@ def _random(shape: tuple[int, ...], dtype: Any, rng: np.random.Generator) -> np.
 def kernel_inputs(kernel: Any, module: Any, name: str, shapes: list[str]) -> tuple[Any, ...]:
     """The kernel's arguments by the convention in the module docstring."""
     given = _given_shapes(kernel, name, shapes)
-    for helper in (f"{name}_inputs", "inputs"):
-        fn = getattr(module, helper, None)
-        if callable(fn):
-            if given:
-                raise HwsimError(
-                    f"--shape: the file makes {name}'s inputs ({helper}()); drop --shape, or "
-                    "run a kernel without an inputs function"
-                )
-            made = fn()
-            if isinstance(made, dict):
-                params = list(inspect.signature(kernel.fn).parameters)
-                return tuple(made[p] for p in params if p in made)
-            return made if isinstance(made, tuple) else (made,)
+    inputs, _ = kernel_helpers(vars(module), name, name)
+    if inputs is not None:
+        if given:
+            raise HwsimError(
+                f"--shape: the file makes {name}'s inputs ({name}_inputs()); drop --shape, or "
+                "run a kernel without an inputs function"
+            )
+        made, by_name = call_inputs(inputs, name, name)
+        params = list(inspect.signature(kernel.fn).parameters)
+        return made + tuple(by_name[p] for p in params if p in by_name)
     rng = np.random.default_rng(0)
     args = []
     for param in inspect.signature(kernel.fn).parameters.values():
@@ -139,7 +133,7 @@ def kernel_inputs(kernel: Any, module: Any, name: str, shapes: list[str]) -> tup
             raise HwsimError(
                 f"kernel {name}: no inputs for '{param.name}': give the file a {name}_inputs() "
                 f"function, pass --shape {param.name}=128x512:float32, or annotate it with "
-                "nki.typing.tensor[(shape), dtype]"
+                f"nki.typing.tensor[(shape), dtype]{inputs_hint(vars(module), name)}"
             )
     return tuple(args)
 
@@ -164,8 +158,8 @@ def main(args: argparse.Namespace) -> int:
     for note in result.notes:
         print(f"note: {note}")
     ok = True
-    reference = getattr(module, f"{name}_reference", None)
-    if callable(reference):
+    _, reference = kernel_helpers(vars(module), name, name)
+    if reference is not None:
         expected = reference(*[np.asarray(a, np.float64) for a in inputs])
         expected = expected if isinstance(expected, tuple) else (expected,)
         err = max(

@@ -18,6 +18,8 @@ import itertools
 from dataclasses import dataclass, replace
 from typing import Any
 
+import numpy as np
+
 from hwsim.errors import IllegalInstructionError
 
 _IDS = itertools.count()
@@ -70,18 +72,28 @@ class IndexExpr:
     def _affine(self, scale: int, offset: int) -> IndexExpr:
         return replace(self, scale=self.scale * scale, offset=self.offset * scale + offset)
 
-    def __add__(self, other: Any) -> IndexExpr:
+    def __add__(self, other: Any) -> Any:
+        if isinstance(other, (IndexExpr, IndexSum)):
+            return IndexSum.of(self) + other
         return replace(self, offset=self.offset + _int(other, "+"))
 
     __radd__ = __add__
 
-    def __sub__(self, other: Any) -> IndexExpr:
+    def __sub__(self, other: Any) -> Any:
+        if isinstance(other, (IndexExpr, IndexSum)):
+            return IndexSum.of(self) + other * -1
         return replace(self, offset=self.offset - _int(other, "-"))
+
+    def __rsub__(self, other: Any) -> IndexExpr:
+        return self._affine(-1, _int(other, "-"))
 
     def __mul__(self, other: Any) -> IndexExpr:
         return self._affine(_int(other, "*"), 0)
 
     __rmul__ = __mul__
+
+    def __neg__(self) -> IndexExpr:
+        return self._affine(-1, 0)
 
     # Comparisons give the kept range of the iterator (the mask).
     def __lt__(self, other: Any) -> Mask:
@@ -96,12 +108,9 @@ class IndexExpr:
     def __ge__(self, other: Any) -> Mask:
         return self._bound(other, ">=")
 
-    def _bound(self, other: Any, op: str) -> Mask:
-        if isinstance(other, IndexExpr):
-            raise IllegalInstructionError(
-                f"{_where()}: mask comparing two index expressions ({op}) is not a range of one "
-                "iterator; build triangular masks with nisa.affine_select"
-            )
+    def _bound(self, other: Any, op: str) -> Any:
+        if isinstance(other, (IndexExpr, IndexSum)):
+            return Affine.compare(self, other, op)
         bound = _int(other, op)
         if self.scale < 1:
             raise IllegalInstructionError(f"{_where()}: mask on a non-increasing expression")
@@ -120,6 +129,155 @@ class IndexExpr:
 
 
 @dataclass(frozen=True)
+class IndexSum:
+    """A sum of index expressions of different iterators and a constant (``2 * i + j``,
+    ``512 * i_p + i_f``): indexes one tensor axis with several grid dimensions
+    (``hwsim.nki.pattern``)."""
+
+    terms: tuple[IndexExpr, ...]
+    offset: int = 0
+
+    @staticmethod
+    def of(expr: IndexExpr) -> IndexSum:
+        return IndexSum((replace(expr, offset=0),), expr.offset)
+
+    @property
+    def ndim(self) -> int:
+        return max(t.ndim for t in self.terms)
+
+    def __add__(self, other: Any) -> IndexSum:
+        if isinstance(other, IndexExpr):
+            other = IndexSum.of(other)
+        if isinstance(other, IndexSum):
+            merged = list(self.terms)
+            for term in other.terms:
+                same = next((i for i, t in enumerate(merged) if t.var == term.var), None)
+                if same is None:
+                    merged.append(term)
+                else:
+                    merged[same] = replace(merged[same], scale=merged[same].scale + term.scale)
+            return IndexSum(tuple(merged), self.offset + other.offset)
+        return IndexSum(self.terms, self.offset + _int(other, "+"))
+
+    __radd__ = __add__
+
+    def __sub__(self, other: Any) -> IndexSum:
+        return self + (
+            other * -1 if isinstance(other, (IndexExpr, IndexSum)) else -_int(other, "-")
+        )
+
+    def __rsub__(self, other: Any) -> IndexSum:
+        return self * -1 + _int(other, "-")
+
+    def __mul__(self, other: Any) -> IndexSum:
+        k = _int(other, "*")
+        return IndexSum(tuple(replace(t, scale=t.scale * k) for t in self.terms), self.offset * k)
+
+    __rmul__ = __mul__
+
+    def __lt__(self, other: Any) -> Any:
+        if isinstance(other, (IndexExpr, IndexSum)):
+            return Affine.compare(self, other, "<")
+        return _sum_mask(self, _int(other, "<"), lambda value, bound: value < bound)
+
+    def __le__(self, other: Any) -> Any:
+        if isinstance(other, (IndexExpr, IndexSum)):
+            return Affine.compare(self, other, "<=")
+        return _sum_mask(self, _int(other, "<="), lambda value, bound: value <= bound)
+
+    def __gt__(self, other: Any) -> Any:
+        if isinstance(other, (IndexExpr, IndexSum)):
+            return Affine.compare(self, other, ">")
+        return _sum_mask(self, _int(other, ">"), lambda value, bound: value > bound)
+
+    def __ge__(self, other: Any) -> Any:
+        if isinstance(other, (IndexExpr, IndexSum)):
+            return Affine.compare(self, other, ">=")
+        return _sum_mask(self, _int(other, ">="), lambda value, bound: value >= bound)
+
+
+@dataclass(frozen=True)
+class Affine:
+    """A comparison of index expressions of several iterators (``q_pos >= k_pos``): not a box,
+    so not a mask here, but the predicate of ``nisa.affine_select`` (``pred=``), which GpSimdE
+    evaluates per element as ``offset + p * channel_multiplier + sum(i_k * steps[k]) OP 0``."""
+
+    expr: IndexSum
+    op: str
+
+    @staticmethod
+    def compare(left: Any, right: Any, op: str) -> Affine:
+        as_sum = IndexSum.of(left) if isinstance(left, IndexExpr) else left
+        return Affine(as_sum - right, op)
+
+    def select_args(self, shape: tuple[int, ...]) -> dict[str, Any]:
+        """``affine_select``'s (offset, channel_multiplier, steps, cmp_op) over a tile of
+        ``shape`` indexed by the predicate's grid (position 0 the partitions)."""
+        from hwsim.kernels.ops import AluOp
+
+        steps = [0] * (len(shape) - 1)
+        multiplier, offset = 0, self.expr.offset
+        for t in self.expr.terms:
+            offset += t.scale * t.offset
+            if t.position == 0:
+                multiplier += t.scale
+            elif t.position - 1 < len(steps):
+                steps[t.position - 1] += t.scale
+            else:
+                raise IllegalInstructionError(
+                    f"{_where()}: predicate over grid position {t.position} of a "
+                    f"{len(shape)}-D tile"
+                )
+        ops = {"<": AluOp.is_lt, "<=": AluOp.is_le, ">": AluOp.is_gt, ">=": AluOp.is_ge}
+        return {
+            "offset": offset,
+            "channel_multiplier": multiplier,
+            "steps": tuple(steps),
+            "cmp_op": ops[self.op],
+        }
+
+    def __and__(self, other: Any) -> Any:
+        raise IllegalInstructionError(
+            f"{_where()}: & of a two-iterator predicate: apply the predicates one after another"
+        )
+
+
+def _sum_mask(total: IndexSum, bound: int, keep: Any) -> Mask:
+    """The mask ``total OP bound`` when what it keeps is a range of the outermost iterator (the
+    one of largest step) with every value of the others: a box, as masks are here."""
+    terms = sorted(total.terms, key=lambda t: abs(t.scale), reverse=True)
+    outer, rest = terms[0], terms[1:]
+    rest_lo = sum(min(0, t.scale * (t.count - 1)) for t in rest)
+    rest_hi = sum(max(0, t.scale * (t.count - 1)) for t in rest)
+    kept = []
+    for v in range(outer.count):
+        base = total.offset + outer.scale * v
+        lo, hi = base + rest_lo, base + rest_hi
+        low_in, high_in = keep(lo, bound), keep(hi, bound)
+        if low_in != high_in:
+            raise IllegalInstructionError(
+                f"{_where()}: the mask keeps part of the range of iteration {v} of the outer "
+                "iterator: masks over several iterators must keep whole rows (a box)"
+            )
+        if low_in:
+            kept.append(v)
+    if kept and kept != list(range(kept[0], kept[-1] + 1)):
+        raise IllegalInstructionError(f"{_where()}: the mask keeps a non-contiguous range")
+    lo, hi = (kept[0], kept[-1] + 1) if kept else (0, 0)
+    return Mask({outer.var: (lo, hi)}, {outer.var: (outer.position, outer.count)})
+
+
+def terms_of(item: Any) -> tuple[int, list[tuple[int, int, int, int, int]]]:
+    """(constant, [(iterator, scale, count, grid position, grid ndim)]) of an index item."""
+    if isinstance(item, IndexExpr):
+        item = IndexSum.of(item)
+    if isinstance(item, IndexSum):
+        terms = [(t.var, t.scale, t.count, t.position, t.ndim) for t in item.terms if t.scale]
+        return item.offset, terms
+    return _int(item, "index"), []
+
+
+@dataclass(frozen=True)
 class Mask:
     """The kept range [lo, hi) of each masked iterator; ``&`` intersects."""
 
@@ -128,7 +286,9 @@ class Mask:
     #: (tiles allocated by the kernel) are narrowed on that grid position when it has that size.
     places: dict[int, tuple[int, int]]
 
-    def __and__(self, other: Mask) -> Mask:
+    def __and__(self, other: Any) -> Any:
+        if isinstance(other, bool | np.bool_):  # a constant comparison: all or nothing
+            return self if other else False
         if not isinstance(other, Mask):
             raise IllegalInstructionError(f"{_where()}: mask & {type(other).__name__}")
         merged = dict(self.ranges)
@@ -136,6 +296,8 @@ class Mask:
             old = merged.get(var, (lo, hi))
             merged[var] = (max(old[0], lo), min(old[1], hi))
         return Mask(merged, {**self.places, **other.places})
+
+    __rand__ = __and__
 
     def narrowed(self, expr: IndexExpr) -> IndexExpr:
         """``expr`` over the kept range of its iterator."""
@@ -178,7 +340,7 @@ def arange(*args: int) -> IndexExpr:
 
 class Grid(tuple):
     """What ``nl.mgrid[...]`` gives: a tuple of index expressions, also as ``.p`` (the
-    partition index) and ``.x`` (the first free index), as NKI kernels write them."""
+    partition index) and ``.x``, ``.y``, ``.z`` (the free indices), as NKI kernels write them."""
 
     @property
     def p(self) -> IndexExpr:
@@ -187,6 +349,14 @@ class Grid(tuple):
     @property
     def x(self) -> IndexExpr:
         return self[1]
+
+    @property
+    def y(self) -> IndexExpr:
+        return self[2]
+
+    @property
+    def z(self) -> IndexExpr:
+        return self[3]
 
 
 class _MGrid:
@@ -210,6 +380,20 @@ mgrid = _MGrid()
 def ds(start: int, size: int) -> slice:
     """``nl.ds(start, size)``: the dynamic slice start:start+size (a compile-time int here)."""
     return slice(int(start), int(start) + int(size))
+
+
+def needs_pattern(items: tuple[Any, ...]) -> bool:
+    """Whether an index needs an access-pattern view (``hwsim.nki.pattern``): a sum of index
+    expressions, a negative step, two expressions at one grid position, or expressions whose
+    grid positions are not in the order of the axes they index (a transposed view)."""
+    if any(isinstance(i, IndexSum) for i in items):
+        return True
+    exprs = [i for i in items if isinstance(i, IndexExpr)]
+    if any(e.scale < 1 for e in exprs):
+        return True
+    positions = [e.position for e in exprs]
+    # positions out of axis order transpose the view (x[i_f, i_p]): a pattern's dimensions
+    return positions != sorted(set(positions))
 
 
 def resolve(shape: tuple[int, ...], key: Any) -> tuple[tuple[Any, ...], tuple[int | None, ...]]:

@@ -46,6 +46,8 @@ def _target(fullname: str) -> str | None:
             return real
         if fullname.startswith(alias + "."):
             rest = fullname[len(alias) + 1 :]
+            if rest.startswith(("compiler.backends", "language.constants")):
+                return f"{real}.backends"  # the compiler internals kernels import names from
             if rest.split(".")[0] in _SUBMODULES:
                 return f"{real}.{rest}"
     return None

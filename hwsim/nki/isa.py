@@ -4,6 +4,7 @@ in the newer (``dst=``) and the older (tile-returning) form (``hwsim.nki.isa_ops
 from __future__ import annotations
 
 import enum
+import math
 from typing import Any
 
 from hwsim.isa.ap import MemorySpace
@@ -40,6 +41,11 @@ class oob_mode:
 
 class matmul_perf_mode:
     none, double_row = "none", "double_row"
+    double_row_gen3 = "double_row"  # the older NKI name (NeuronCore-v3's double-row mode)
+
+
+#: perf_mode spellings of the NKI releases -> the simulator's.
+_PERF_MODES = {"double_row_gen3": "double_row"}
 
 
 class nc_version(enum.IntEnum):
@@ -76,13 +82,83 @@ tensor_scalar_reduce = _generic(
 tensor_scalar_cumulative = _generic("tensor_scalar_cumulative", "src", "op0", "op1", "imm0")
 tensor_copy = _generic("tensor_copy", "src")
 reciprocal = _generic("reciprocal", "data")
-activation = _generic("activation", "op", "data")
-activation_reduce = _generic("activation_reduce", "op", "data", "reduce_res")
+_activation = _generic("activation", "op", "data")
+
+
+def activation(*args: Any, **kwargs: Any) -> Any:
+    """``activation(op, data, bias=, scale=)`` (either API generation); with
+    ``reduce_res=`` (and ``reduce_op=nl.add``, ``reduce_cmd=reset_reduce``) it also sums each
+    partition's results into ``reduce_res``: ScalarE's ``activation_reduce``."""
+    if kwargs.get("reduce_res") is None:
+        for key in ("reduce_op", "reduce_res", "reduce_cmd"):
+            kwargs.pop(key, None)
+        return _activation(*args, **kwargs)
+    command = kwargs.pop("reduce_cmd", None)
+    name = str(getattr(command, "name", command or "reset_reduce"))
+    if name != "reset_reduce":
+        raise nt.fail(
+            "nisa.activation",
+            f"reduce_cmd={name}: only reset_reduce (a fresh sum per instruction) is modelled "
+            "(docs/nki-support.md)",
+        )
+    return activation_reduce(*args, **kwargs)
+
+
+activation.required = _activation.required  # type: ignore[attr-defined]
+_activation_reduce = _generic("activation_reduce", "op", "data", "reduce_res")
+
+
+def activation_reduce(*args: Any, **kwargs: Any) -> Any:
+    """``activation_reduce(..., reduce_op=nl.add, reduce_res=...)`` (either API generation):
+    the activation, and its sum along the free axis into ``reduce_res`` (the only reduction
+    the instruction has, as the NKI docs say)."""
+    from hwsim.nki.isa_ops import reduce_op
+
+    given = kwargs.pop("reduce_op", None)
+    if given is not None and reduce_op(given, "nisa.activation_reduce").name != "add":
+        raise nt.fail("nisa.activation_reduce", f"reduce_op={given!r}: the reduction is add")
+    return _activation_reduce(*args, **kwargs)
+
+
+activation_reduce.required = _activation_reduce.required  # type: ignore[attr-defined]
 tensor_partition_reduce = _generic("tensor_partition_reduce", "op", "data")
 bn_stats = _generic("bn_stats", "data")
 bn_aggr = _generic("bn_aggr", "data")
 select = _generic("select", "predicate", "on_true", "on_false")
-affine_select = _generic("affine_select", "on_true_tile", "on_false_value", "cmp_op")
+_affine_select = _generic("affine_select", "on_true_tile", "on_false_value", "cmp_op")
+
+
+def affine_select(*args: Any, **kwargs: Any) -> Any:
+    """``affine_select(pred=q_pos >= k_pos, on_true_tile=t, on_false_value=v)`` (older: the
+    predicate a comparison of index expressions, ``hwsim.nki.index.Affine``), or the
+    kernel language's explicit form (``dst``, ``cmp_op``, ``steps``, ``offset``,
+    ``channel_multiplier``); GpSimdE."""
+    from hwsim.nki.index import Affine
+
+    pred = kwargs.pop("pred", None)
+    if pred is None:
+        return _affine_select(*args, **kwargs)
+    if not isinstance(pred, Affine):
+        raise nt.fail("nisa.affine_select", f"pred= must compare index expressions, got {pred!r}")
+    if kwargs.pop("mask", None) is not None:
+        raise nt.fail("nisa.affine_select", "pred= with mask= is not supported")
+    on_true = nt.as_tensor(kwargs.pop("on_true_tile"), "nisa.affine_select")
+    on_false = float(kwargs.pop("on_false_value"))
+    dtype = kwargs.pop("dtype", None)
+    target = kwargs.pop("dst", None)
+    if kwargs or args:
+        raise nt.fail("nisa.affine_select", f"unknown arguments {sorted(kwargs) or args}")
+    if target is None:
+        target = nt.allocate(on_true.shape, on_true.dtype if dtype is None else dtype, sbuf)
+    if on_true.memory is MemorySpace.PSUM:  # GpSimdE reads SBUF: the compiler copies it there
+        on_true = pd.PendingCopy(on_true, on_true.hw_dtype, None).materialize()
+    select = pred.select_args(on_true.shape)
+    cmp_op = select.pop("cmp_op")
+    lisa.affine_select(nt.dst(target), nt.src(on_true), on_false, cmp_op, **select)
+    return target
+
+
+affine_select.required = _affine_select.required  # type: ignore[attr-defined]
 max8 = _generic("max8", "src")
 nc_find_index8 = _generic("nc_find_index8", "data", "vals")
 nc_match_replace8 = _generic("nc_match_replace8", "data", "vals", "imm")
@@ -133,7 +209,7 @@ def nc_matmul(*args: Any, **kwargs: Any) -> Any:
         if kwargs.pop(key, None) not in (None, (), ""):
             state().note(f"nisa.nc_matmul({key}=...): accepted, no effect (no PE tiling model)")
     if kwargs.pop("is_transpose", False):
-        raise nt.fail("nisa.nc_matmul", "is_transpose=True: use nisa.nc_transpose")
+        kwargs["is_transpose"] = True  # the PE passes stationary through: its transpose
     accumulate = kwargs.pop("accumulate", None)
     newer = "dst" in kwargs or len(args) + sum(k in kwargs for k in ("stationary", "moving")) >= 3
     names = ("dst", "stationary", "moving") if newer else ("stationary", "moving")
@@ -142,7 +218,8 @@ def nc_matmul(*args: Any, **kwargs: Any) -> Any:
     if kwargs:
         raise nt.fail("nisa.nc_matmul", f"unknown arguments {sorted(kwargs)}")
     if "perf_mode" in flags:
-        flags["perf_mode"] = str(getattr(flags["perf_mode"], "name", flags["perf_mode"]))
+        mode = str(getattr(flags["perf_mode"], "name", flags["perf_mode"]))
+        flags["perf_mode"] = _PERF_MODES.get(mode, mode)
     pending = pd.PendingMatmul(bound["stationary"], bound["moving"], mask, flags)
     if not newer:
         return pending
@@ -151,7 +228,7 @@ def nc_matmul(*args: Any, **kwargs: Any) -> Any:
     return target
 
 
-_MATMUL_FLAGS = ("is_stationary_onezero", "is_moving_onezero", "perf_mode")
+_MATMUL_FLAGS = ("is_stationary_onezero", "is_moving_onezero", "perf_mode", "is_transpose")
 
 
 def nc_matmul_mx(*args: Any, **kwargs: Any) -> Any:
@@ -176,7 +253,8 @@ def tensor_reduce(*args: Any, **kwargs: Any) -> Any:
     if not newer:
         kept = data.shape[: data.ndim - len(axes)]
         shape = (*kept, *([1] * len(axes))) if keep else (*kept, 1)
-        bound["dst"] = nt.allocate(shape, bound.pop("dtype", None) or data.dtype, sbuf)
+        given = bound.pop("dtype", None)
+        bound["dst"] = nt.allocate(shape, data.dtype if given is None else given, sbuf)
     bound.pop("dtype", None)
     mask = bound.pop("mask", None)
     from hwsim.nki.isa_ops import reduce_op
@@ -198,8 +276,8 @@ def memset(*args: Any, **kwargs: Any) -> Any:
     engine = _engine(kwargs.pop("engine", None)) or "vector"
     mask = kwargs.pop("mask", None)
     if "dst" in kwargs or (args and isinstance(args[0], nt.NkiTensor)):
-        target = kwargs.pop("dst") if "dst" in kwargs else args[0]
-        value = kwargs.pop("value", args[1] if len(args) > 1 else None)
+        target, rest = (kwargs.pop("dst"), args) if "dst" in kwargs else (args[0], args[1:])
+        value = kwargs.pop("value", rest[0] if rest else None)
         lisa.memset(nt.dst(target, mask), float(value), engine=engine)
         return target
     names = ("shape", "value", "dtype")
@@ -235,6 +313,7 @@ def dma_copy(*args: Any, **kwargs: Any) -> Any:
         bound.pop(key, None)
     target = nt.as_tensor(bound.pop("dst"), "nisa.dma_copy")
     source = nt.as_tensor(bound.pop("src"), "nisa.dma_copy")
+    target, source = _same_shapes(target, source)
     if bound:
         raise nt.fail("nisa.dma_copy", f"unknown arguments {sorted(bound)}")
     st = state()
@@ -248,9 +327,43 @@ def dma_copy(*args: Any, **kwargs: Any) -> Any:
     return target
 
 
+def _same_shapes(target: nt.NkiTensor, source: nt.NkiTensor) -> tuple[Any, Any]:
+    """A 1-D HBM side of a DMA viewed as the other side's shape (``a_vec`` [128] to an SBUF
+    [128, 1] column and back: the same elements in order, NKI's DMA between them)."""
+    from hwsim.nki.views import reshape
+
+    if target.shape == source.shape or math.prod(target.shape) != math.prod(source.shape):
+        return target, source
+    if source.memory is MemorySpace.HBM and source.ndim == 1:
+        return target, reshape(source, target.shape)
+    if target.memory is MemorySpace.HBM and target.ndim == 1:
+        return reshape(target, source.shape), source
+    return target, source
+
+
 def dma_transpose(*args: Any, **kwargs: Any) -> Any:
     return call("dma_transpose", ("dst", "src"), args, kwargs)
 
+
+def _honour_constant_masks() -> None:
+    """Every nisa call takes ``mask=True`` / ``mask=False`` (``hwsim.nki.masking``)."""
+    from types import FunctionType
+
+    from hwsim.nki.masking import honours_constant_mask
+
+    for name, value in list(globals().items()):
+        if (
+            isinstance(value, FunctionType)
+            and not name.startswith("_")
+            and name != "get_nc_version"
+        ):
+            wrapped = honours_constant_mask(value)
+            if hasattr(value, "required"):
+                wrapped.required = value.required  # type: ignore[attr-defined]
+            globals()[name] = wrapped
+
+
+_honour_constant_masks()
 
 #: nki.isa names of the public docs that this simulator does not implement, and why.
 UNSUPPORTED = {
@@ -268,7 +381,10 @@ def __getattr__(name: str) -> Any:
     if name in UNSUPPORTED:
 
         def unsupported(*args: Any, **kwargs: Any) -> Any:
-            raise nt.fail(f"nisa.{name}", f"not supported by hwsim.nki: {UNSUPPORTED[name]}")
+            raise nt.fail(
+                f"nisa.{name}",
+                f"not supported by hwsim.nki: {UNSUPPORTED[name]} (docs/nki-support.md)",
+            )
 
         return unsupported
     raise AttributeError(f"hwsim.nki.isa has no '{name}' (docs/nki-support.md lists names)")

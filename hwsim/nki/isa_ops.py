@@ -14,6 +14,7 @@ from typing import Any
 
 import numpy as np
 
+from hwsim.engines import engine_names
 from hwsim.kernels.ops import ActivationFunction, AluOp, ReduceOp
 from hwsim.lang.tiles import psum, sbuf
 from hwsim.nki import pending as pd
@@ -37,6 +38,8 @@ _ALU_NAMES = {
     "greater_equal": "is_ge", "less": "is_lt", "less_equal": "is_le",
     "left_shift": "logical_shift_left", "right_shift": "logical_shift_right", "sum": "add",
     "prod": "multiply", "copy": "bypass", "bypass": "bypass",
+    # nl.abs as an ALU op (tensor_scalar(op0=nl.abs, operand0=0.0)): max(|x|, |0|) = |x|
+    "abs": "abs_max",
 }  # fmt: skip
 
 
@@ -78,7 +81,6 @@ def reduce_op(op: Any, call: str) -> ReduceOp:
 
 #: Parameters whose value is an operator, and its kind.
 _OP_PARAMS = {"op": alu_op, "op0": alu_op, "op1": alu_op, "cmp_op": alu_op}
-_ENGINES = {"tensor", "vector", "scalar", "gpsimd", "sync", "unknown"}
 #: Arguments accepted everywhere and applied by this layer, or without effect here.
 _DROPPED = ("name",)
 
@@ -87,7 +89,7 @@ def _engine(value: Any) -> str | None:
     if value is None:
         return None
     text = str(getattr(value, "name", value)).replace("_engine", "").replace("engine.", "")
-    if text not in _ENGINES:
+    if text != "unknown" and text not in engine_names():
         raise nt.fail("engine=", f"{value!r}; valid: nisa.vector_engine, scalar_engine, ...")
     return None if text == "unknown" else text
 
@@ -121,7 +123,26 @@ def convert(name: str, fn: Callable[..., Any], args: tuple, kwargs: dict, mask: 
         out["op"] = reduce_op(bound.arguments["op"], call)
     if "reduce_op" in out and name in ("tensor_scalar_reduce",):
         out["reduce_op"] = reduce_op(bound.arguments["reduce_op"], call)
+    if name == "tensor_tensor":
+        _broadcast_operands(out, ("data1", "data2"))
     return (), out
+
+
+def _broadcast_operands(out: dict[str, Any], names: tuple[str, ...]) -> None:
+    """Operands whose free dimensions of size 1 repeat to the others' (a [P, 1] column against
+    a [P, N] tile): a stride-0 read, as the access pattern of a VectorE operand allows."""
+    from hwsim.nki.pattern import broadcast
+
+    shapes = [tuple(out[n].shape) for n in names if hasattr(out.get(n), "shape")]
+    if len(shapes) != len(names) or len(set(shapes)) == 1 or len({len(s) for s in shapes}) != 1:
+        return
+    wide = tuple(max(dims) for dims in zip(*shapes, strict=True))
+    for n in names:
+        view = out[n]
+        if tuple(view.shape) != wide and all(
+            a in (b, 1) for a, b in zip(view.shape, wide, strict=True)
+        ):
+            out[n] = broadcast(view, (), wide)
 
 
 def _operand(value: Any, mask: Any) -> Any:
@@ -189,7 +210,8 @@ def call(name: str, new_required: tuple[str, ...], args: tuple, kwargs: dict) ->
     shape, default_dtype, buffer = result_shape(name, inputs)
     for key in ("axis", "keepdims"):
         inputs.pop(key, None)
-    out = nt.allocate(shape, dtype or default_dtype, buffer)
+    out = nt.allocate(shape, (default_dtype if dtype is None else dtype), buffer)
     _, bound = convert(name, fn, (), {**inputs, "dst": out}, mask)
     fn(**bound)
+    out.written_mask = mask  # only the masked part is written: an assignment copies that
     return out

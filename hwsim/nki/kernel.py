@@ -51,7 +51,12 @@ class NkiKernel:
         return NkiKernel(self.fn, grid, self.options)
 
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
-        return run(self, *args, **kwargs).result()
+        """Inside a running kernel, a call of another ``@nki.jit`` function is part of that
+        kernel (NKI traces it inline, ``mode='trace'``); at the top level it runs the kernel."""
+        if st.active() is not None:
+            return self.fn(*args, **kwargs)
+        options, kwargs = split_options(self, kwargs)
+        return _run(self, args, kwargs, **options).result()
 
     def lang_kernel(self, notes: list[str], extra: dict[str, Any]) -> Kernel:
         """The kernel-language kernel that builds this one (grid instances in order)."""
@@ -76,23 +81,39 @@ class NkiKernel:
             token = st.enter(nki_state)
             _flush_copies_before_emission(nki_state)
             try:
-                wrapped = {k: _wrap(v) for k, v in call_args.items()}
+                wrapped = {_ORIGINAL.get(k, k): _wrap(v) for k, v in call_args.items()}
                 returned = None
                 for ids in itertools.product(*(range(n) for n in grid_sizes)):
                     nki_state.program_ids, nki_state.grid = ids, grid_sizes
+                    nki_state.grid_ndim = len(self.grid)
                     nki_state.shared_hbm_seen = 0
                     returned = fn(**wrapped)
                     nki_state.flush_copy()
                 notes.extend(nki_state.notes)
                 extra["no_reorder"] = nki_state.no_reorder
                 extra["sequential_range"] = nki_state.sequential
-                return _unwrap(returned, fn.__name__)
+                tiles = _unwrap(returned, fn.__name__)
+                flat = () if tiles is None else tiles if isinstance(tiles, tuple) else (tiles,)
+                extra["output_views"] = [(t.offset_bytes, t.shape) for t in flat]
+                return tiles
             finally:
                 st.leave(token)
 
-        body.__signature__ = inspect.signature(fn)  # type: ignore[attr-defined]
+        body.__signature__ = _build_signature(fn)  # type: ignore[attr-defined]
         body.__name__ = fn.__name__
         return Kernel(body)
+
+
+#: Kernel parameters whose names the kernel language's ``build`` keeps for itself, and what
+#: they are called while building (a kernel's own ``config`` is nki-samples' FlashConfig).
+_RENAMED = {"config": "config__nki", "schedule": "schedule__nki"}
+_ORIGINAL = {v: k for k, v in _RENAMED.items()}
+
+
+def _build_signature(fn: Callable[..., Any]) -> inspect.Signature:
+    sig = inspect.signature(fn)
+    params = [p.replace(name=_RENAMED.get(p.name, p.name)) for p in sig.parameters.values()]
+    return sig.replace(parameters=params)
 
 
 def _flush_copies_before_emission(nki_state: st.NkiState) -> None:
@@ -107,7 +128,7 @@ def _wrap(value: Any) -> Any:
 
 
 def _unwrap(returned: Any, name: str) -> Any:
-    if returned is None:  # the older convention: outputs are arguments it writes (``run``)
+    if returned is None:  # the older convention: outputs are arguments it writes (``_run``)
         return None
     items = returned if isinstance(returned, (tuple, list)) else (returned,)
     out = []
@@ -140,6 +161,15 @@ def _written_arguments(program: Any, name: str) -> list[str]:
     for n in names:
         program.hbm[n].kind = "output"
     return names
+
+
+def _as_returned(array: np.ndarray, offset_bytes: int, shape: tuple[int, ...]) -> np.ndarray:
+    """An output as the kernel returned it: a reshaped view of an HBM tensor (``out.reshape``)
+    is that view of the tensor's values."""
+    if offset_bytes == 0 and array.shape == shape:
+        return array
+    start = offset_bytes // array.dtype.itemsize
+    return array.reshape(-1)[start : start + int(np.prod(shape))].reshape(shape)
 
 
 def jit(fn: Callable[..., Any] | None = None, **options: Any) -> Any:
@@ -180,36 +210,51 @@ class NkiRun:
         return write_run_outputs(self.trace, Path(directory), summary=self.summary, force=force)
 
 
-def run(
-    kernel: Any,
-    *args: Any,
+def run(kernel: Any, *args: Any, **kwargs: Any) -> NkiRun:
+    """Build and simulate an NKI kernel: ``run(kernel, *args, config="trn2", numerics=True,
+    race_check=False, initcheck=None, schedule=None, **kernel_kwargs)``.
+
+    ``config``: trn1, trn2, trn3, tiny, a YAML path or a HardwareConfig (``hw_config=`` when the
+    kernel has a parameter named ``config`` of its own); ``schedule``: the instruction order
+    (``hwsim.schedule``: ``program``, ``list``, ``best``; None: the kernel language's default),
+    honouring ``no_reorder`` and ``sequential_range``. Other keywords are the kernel's."""
+    options, kwargs = split_options(kernel, dict(kwargs))
+    return _run(_kernel(kernel), args, kwargs, **options)
+
+
+def _run(
+    nk: NkiKernel,
+    args: tuple[Any, ...],
+    kwargs: dict[str, Any],
     config: str | HardwareConfig = "trn2",
     numerics: bool = True,
     race_check: bool = False,
     initcheck: bool | None = None,
     schedule: str | None = None,
-    **kwargs: Any,
 ) -> NkiRun:
-    """Build and simulate an NKI kernel on ``config`` (trn1, trn2, trn3, tiny or a path).
-    ``schedule``: the instruction order (``hwsim.schedule``: ``program``, ``list``, ``best``;
-    None: the kernel language's default), honouring ``no_reorder`` and ``sequential_range``."""
     from hwsim.kernels import warm_up
     from hwsim.machine.simulator import run as simulate_program
 
-    nk = _kernel(kernel)
     notes: list[str] = []
     extra: dict[str, Any] = {}
     hw = load_config(config) if isinstance(config, str) else config
     warm_up()
+    kwargs = {_RENAMED.get(k, k): v for k, v in kwargs.items()}
     built = nk.lang_kernel(notes, extra).build(*args, config=hw, schedule=schedule, **kwargs)
     if not built.outputs:
         built.outputs = _written_arguments(built.program, nk.fn.__name__)
+        extra["output_views"] = [(0, tuple(built.program.hbm[n].shape)) for n in built.outputs]
     built.program.meta["nki_no_reorder"] = extra.get("no_reorder", [])
     built.program.meta["nki_sequential_range"] = extra.get("sequential_range", [])
     result = simulate_program(
         built.program, hw, numerics=numerics, race_check=race_check, initcheck=initcheck
     )
-    outputs = tuple(result.outputs[n] for n in built.outputs) if numerics else ()
+    outputs: tuple[np.ndarray, ...] = ()
+    if numerics:
+        views = extra["output_views"]
+        outputs = tuple(
+            _as_returned(result.outputs[n], *v) for n, v in zip(built.outputs, views, strict=True)
+        )
     # the compiler options without effect here travel with the summary (``summary.json``)
     summary = dataclasses.replace(
         result.summary, extras={**result.summary.extras, "nki_notes": notes}
@@ -225,19 +270,47 @@ def run(
     )
 
 
+#: Options of a simulated run (``run``'s keywords), as opposed to the kernel's own arguments.
+RUN_OPTIONS = ("config", "numerics", "race_check", "initcheck", "schedule")
+
+
+def split_options(kernel: Any, kwargs: dict[str, Any]) -> tuple[dict[str, Any], dict[str, Any]]:
+    """(run options, kernel arguments) of a call's keywords: a keyword that names a parameter of
+    the kernel is the kernel's (nki-samples' ``flash_fwd(..., config=FlashConfig(...))``), the
+    others of ``RUN_OPTIONS`` are the run's; ``hw_config=`` is always the hardware."""
+    params = inspect.signature(_kernel(kernel).fn).parameters
+    options = {k: kwargs.pop(k) for k in list(kwargs) if k in RUN_OPTIONS and k not in params}
+    if "hw_config" in kwargs:
+        options["config"] = kwargs.pop("hw_config")
+    return options, kwargs
+
+
+class Launch:
+    """What ``nki.baremetal(kernel)`` / ``nki.simulate(kernel)`` give: callable with the
+    kernel's arguments (numpy outputs), ``launch[grid]`` the same on an SPMD grid, accepted by
+    ``nki.simulate_kernel``. ``options``: the run's (``config=`` ...), fixed at creation."""
+
+    def __init__(self, kernel: Any, options: dict[str, Any]) -> None:
+        self.kernel = _kernel(kernel)
+        self.options = options
+        functools.update_wrapper(self, self.kernel.fn)
+
+    def __getitem__(self, grid: Any) -> Launch:
+        return Launch(self.kernel[grid], self.options)
+
+    def __call__(self, *args: Any, **kwargs: Any) -> Any:
+        global _LAST
+        options, kwargs = split_options(self.kernel, kwargs)
+        _LAST = _run(self.kernel, args, kwargs, **{**self.options, **options})
+        return _LAST.result()
+
+
 def simulate(kernel: Any = None, **options: Any) -> Any:
     """``nki.simulate(kernel)(*arrays)``: the outputs (numpy), like AWS's; also timed here
     (``hwsim.nki.last_run()`` has the run). ``config=`` picks the hardware (default trn2)."""
-
-    def runner(k: Any) -> Callable[..., Any]:
-        def simulated(*args: Any, **kwargs: Any) -> Any:
-            global _LAST
-            _LAST = run(k, *args, **options, **kwargs)
-            return _LAST.result()
-
-        return simulated
-
-    return runner if kernel is None else runner(kernel)
+    if kernel is None:
+        return lambda k: Launch(k, options)
+    return Launch(kernel.kernel if isinstance(kernel, Launch) else kernel, options)
 
 
 _LAST: NkiRun | None = None
@@ -248,11 +321,30 @@ def last_run() -> NkiRun | None:
 
 
 def simulate_kernel(kernel: Any, *args: Any, **kwargs: Any) -> Any:
-    """The older ``nki.simulate_kernel(kernel, *args)``."""
+    """The older ``nki.simulate_kernel(kernel, *args)``; ``kernel`` may be a launch on a grid
+    (``simulate_kernel(nki.baremetal(k)[bs], ...)``)."""
     return simulate(kernel)(*args, **kwargs)
 
 
-baremetal = simulate
+def baremetal(kernel: Any = None, **options: Any) -> Any:
+    """``nki.baremetal(kernel)``: run on the (simulated) device; the outputs (numpy).
+    Compiler options (``save_neff_name``, ``additional_compile_opt`` ...) are accepted."""
+    for key in _COMPILE_OPTIONS:
+        options.pop(key, None)
+    return simulate(kernel, **options)
+
+
+#: Options of nki.baremetal / benchmark / profile that concern the compiler or the device
+#: runtime: accepted, without effect (no NEFF is made).
+_COMPILE_OPTIONS = (
+    "save_neff_name",
+    "additional_compile_opt",
+    "device_count",
+    "artifacts_dir",
+    "debug_kernel",
+    "show_compiler_tb",
+    "platform_target",
+)
 
 
 class LatencyStats:
@@ -277,35 +369,48 @@ class BenchmarkResult:
     run: NkiRun
 
 
+class Benchmarked:
+    """``nki.benchmark(...)(kernel)``: calling it simulates once and sets
+    ``benchmark_result``; ``bench[grid]`` is the same on an SPMD grid (a benchmark of its own)."""
+
+    def __init__(self, kernel: Any, iters: int, trace_dir: Any, options: dict[str, Any]):
+        self.kernel = _kernel(kernel)
+        self.iters, self.trace_dir, self.options = iters, trace_dir, options
+        self.benchmark_result: BenchmarkResult | None = None
+        functools.update_wrapper(self, self.kernel.fn)
+
+    def __getitem__(self, grid: Any) -> Benchmarked:
+        return Benchmarked(self.kernel[grid], self.iters, self.trace_dir, self.options)
+
+    def __call__(self, *args: Any, **kwargs: Any) -> Any:
+        global _LAST
+        options, kwargs = split_options(self.kernel, kwargs)
+        result = _run(self.kernel, args, kwargs, **{**self.options, **options})
+        _LAST = result
+        latency = LatencyStats(result.latency_ns / 1000.0, self.iters)
+        self.benchmark_result = BenchmarkResult(latency, result)
+        print(f"nki.benchmark (hwsim): latency {result.latency_ns / 1000.0:.3f} us")
+        if self.trace_dir:
+            result.write(Path(str(self.trace_dir)).with_suffix(""), force=True)
+        return result.result()
+
+
 def benchmark(kernel: Any = None, *, warmup: int = 5, iters: int = 10, **options: Any) -> Any:
-    """``nki.benchmark(warmup=, iters=)(kernel)``: calling it simulates once and sets
-    ``.benchmark_result.nc_latency`` (``get_latency_percentile(p)`` in µs). ``save_neff_name``,
-    ``save_trace_name`` (the trace goes to that folder's name) and compiler options are accepted."""
+    """``nki.benchmark(warmup=, iters=)(kernel)`` or ``nki.benchmark(kernel, warmup=, ...)``:
+    calling it simulates once and sets ``.benchmark_result.nc_latency``
+    (``get_latency_percentile(p)`` in µs). ``save_trace_name`` names the folder the trace goes
+    to; ``save_neff_name`` and the compiler options are accepted without effect."""
     trace_dir = options.pop("save_trace_name", None)
-    for key in ("save_neff_name", "additional_compile_opt", "device_count"):
+    for key in _COMPILE_OPTIONS:
         options.pop(key, None)
-
-    class Benchmarked:
-        def __init__(self, k: Any) -> None:
-            self.kernel = k
-            self.benchmark_result: BenchmarkResult | None = None
-
-        def __call__(self, *args: Any, **kwargs: Any) -> Any:
-            result = run(self.kernel, *args, **options, **kwargs)
-            self.benchmark_result = BenchmarkResult(
-                LatencyStats(result.latency_ns / 1000.0, iters), result
-            )
-            print(f"nki.benchmark (hwsim): latency {result.latency_ns / 1000.0:.3f} us")
-            if trace_dir:
-                result.write(Path(str(trace_dir)).with_suffix(""), force=True)
-            return result.result()
-
-    return Benchmarked if kernel is None else Benchmarked(kernel)
+    if kernel is None:
+        return lambda k: Benchmarked(k, iters, trace_dir, options)
+    return Benchmarked(kernel, iters, trace_dir, options)
 
 
 def profile(kernel: Any = None, *, working_directory: str | None = None, **options: Any) -> Any:
     """``nki.profile``: runs the kernel and writes the trace (to ``working_directory``)."""
-    for key in ("save_neff_name", "save_trace_name", "overwrite", "profile_nth", "num_execs"):
+    for key in ("save_trace_name", "overwrite", "profile_nth", "num_execs", *_COMPILE_OPTIONS):
         options.pop(key, None)
 
     def wrap(k: Any) -> Callable[..., Any]:

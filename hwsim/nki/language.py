@@ -14,21 +14,39 @@ from typing import Any
 
 import numpy as np
 
+from hwsim.isa.ap import MemorySpace
 from hwsim.lang import isa as lisa
 from hwsim.lang.kernel import current
 from hwsim.lang.tiles import Buffer, Tile, hbm, psum, sbuf
 from hwsim.nki import language_ops as ops
+
+# ---- dtypes (numpy scalar types, as NKI's: hwsim.nki.dtypes) -------------------------------
+from hwsim.nki.dtypes import (  # noqa: F401 (nl names)
+    bfloat16,
+    bool_,
+    finfo,
+    float4_e2m1fn_x4,
+    float8_e4m3,
+    float8_e4m3fn_x4,
+    float8_e5m2,
+    float8_e5m2_x4,
+    float16,
+    float32,
+    iinfo,
+    int8,
+    int16,
+    int32,
+    static_cast,
+    tfloat32,
+    uint8,
+    uint16,
+    uint32,
+)
 from hwsim.nki.index import arange, ds, mgrid
+from hwsim.nki.masking import honours_constant_mask
 from hwsim.nki.pending import PendingMatmul
 from hwsim.nki.state import state
 from hwsim.nki.tensor import NkiTensor, allocate, fail
-
-# ---- dtypes (NKI names; values are hwsim dtype names) ---------------------------------------
-float32, bfloat16, float16, tfloat32 = "fp32", "bf16", "fp16", "fp32"
-float8_e4m3, float8_e5m2 = "fp8_e4m3", "fp8_e5m2"
-float8_e5m2_x4, float8_e4m3fn_x4, float4_e2m1fn_x4 = "fp8_e5m2_x4", "fp8_e4m3fn_x4", "fp4_e2m1fn_x4"
-int8, int16, int32, uint8, uint16, uint32 = "int8", "int16", "int32", "uint8", "uint16", "uint32"
-bool_ = "uint8"
 
 # ---- buffers --------------------------------------------------------------------------------
 shared_hbm = private_hbm = hbm
@@ -89,13 +107,16 @@ def _blocks(shape: Any) -> int:
 
 def _tensor(shape: Any, dtype: Any, buffer: Buffer) -> Any:
     """A tile, or a BlockTensor when block dimensions come before par_dim."""
-    from hwsim.dtypes import dtype as lookup
     from hwsim.nki.blocks import BlockTensor
+    from hwsim.nki.direct import DirectBuffer, direct_tile
+    from hwsim.nki.dtypes import hw_dtype
 
     dims = _shape(shape)
     count = _blocks(shape)
     if count:
-        return BlockTensor(dims[:count], dims[count:], lookup(dtype), buffer)
+        return BlockTensor(dims[:count], dims[count:], hw_dtype(dtype), buffer)
+    if isinstance(buffer, DirectBuffer):
+        return direct_tile(dims, hw_dtype(dtype), buffer, ())
     return allocate(dims, dtype, buffer)
 
 
@@ -130,13 +151,13 @@ def zeros(shape: Any, dtype: Any, *, buffer: Buffer = sbuf, name: str = "", **kw
         blocked = _tensor(shape, dtype, buffer)
         blocked.fill_on_first_use(0.0)
         return blocked
-    t = allocate(_shape(shape), dtype, buffer)
-    if buffer is psum:
+    t = _tensor(shape, dtype, buffer)
+    if t.memory is MemorySpace.PSUM:
         from hwsim.nki.tensor import psum_group
 
         psum_group(t).zero_pending = True
     else:
-        lisa.memset(t.view, 0.0)
+        lisa.memset(t.lang_view, 0.0)
     return t
 
 
@@ -145,8 +166,8 @@ def full(shape: Any, fill_value: float, dtype: Any, *, buffer: Buffer = sbuf, **
         blocked = _tensor(shape, dtype, buffer)
         blocked.fill_on_first_use(float(fill_value))
         return blocked
-    t = allocate(_shape(shape), dtype, buffer)
-    lisa.memset(t.view, float(fill_value))
+    t = _tensor(shape, dtype, buffer)
+    lisa.memset(t.lang_view, float(fill_value))
     return t
 
 
@@ -155,11 +176,11 @@ def ones(shape: Any, dtype: Any, *, buffer: Buffer = sbuf, **kw: Any) -> Any:
 
 
 def zeros_like(a: Any, dtype: Any = None, *, buffer: Buffer = sbuf, **kw: Any) -> Any:
-    return zeros(a.shape, dtype or a.dtype, buffer=buffer)
+    return zeros(a.shape, (a.dtype if dtype is None else dtype), buffer=buffer)
 
 
 def ndarray_like(a: Any, dtype: Any = None, *, buffer: Buffer = sbuf, **kw: Any) -> Any:
-    return ndarray(a.shape, dtype or a.dtype, buffer=buffer)
+    return ndarray(a.shape, (a.dtype if dtype is None else dtype), buffer=buffer)
 
 
 empty_like = ndarray_like
@@ -167,12 +188,12 @@ empty_like = ndarray_like
 
 def shared_constant(constant: Any, dtype: Any = None, **kw: Any) -> NkiTensor:
     """A constant array as an HBM input tensor (NKI: folded into the NEFF)."""
-    from hwsim.dtypes import dtype as lookup
+    from hwsim.nki.dtypes import hw_dtype
 
     array = np.asarray(constant)
-    dt = lookup(
-        dtype or {"float32": "fp32", "float16": "fp16"}.get(array.dtype.name, array.dtype.name)
-    )
+    if dtype is None:  # Python floats and ints are float64 / int64 arrays: the 32-bit ones
+        dtype = {"float64": np.float32, "int64": np.int32}.get(array.dtype.name, array.dtype)
+    dt = hw_dtype(dtype)
     context = current()
     name = context.fresh_name("const")
     context.builder.hbm_tensor(name, array.shape, dt, "input", array.astype(dt.numpy))
@@ -194,14 +215,14 @@ def iota(expr: Any, dtype: Any, *, mask: Any = None, **kw: Any) -> NkiTensor:
     position = expr.position if expr.ndim > 1 else 1
     if position == 0:
         lisa.iota(
-            out.view,
+            out.lang_view,
             steps=(0,) * (len(shape) - 1),
             offset=expr.offset,
             channel_multiplier=expr.scale,
         )
     else:
         steps = tuple(expr.scale if d == position else 0 for d in _b.range(1, len(shape)))
-        lisa.iota(out.view, steps=steps, offset=expr.offset)
+        lisa.iota(out.lang_view, steps=steps, offset=expr.offset)
     return out
 
 
@@ -214,38 +235,55 @@ def store(dst: Any, value: Any, *, mask: Any = None, **kw: Any) -> None:
 
 
 def load_transpose2d(src: Any, *, mask: Any = None, dtype: Any = None) -> NkiTensor:
-    """HBM [P, F] -> SBUF [F, P] by a transposing DMA (2-byte dtypes)."""
+    """HBM [P, F] -> SBUF [F, P]: a transposing DMA (DmaTranspose) for 2-byte dtypes; other
+    dtypes move as a DMA whose source pattern walks the tensor transposed (one element per
+    descriptor run, as slow as such a DMA is)."""
+    from dataclasses import replace
+
+    from hwsim.nki.pattern import PatternView, of_view
     from hwsim.nki.tensor import as_tensor
 
     t = as_tensor(src, "nl.load_transpose2d")
     view = t.masked(mask)
-    out = allocate((view.shape[1], view.shape[0]), dtype or t.dtype, sbuf)
-    lisa.dma_transpose(out.view, view, engine="sync", queue=state().next_load_queue())
+    out = allocate((view.shape[1], view.shape[0]), (t.dtype if dtype is None else dtype), sbuf)
+    queue = state().next_load_queue()
+    if t.hw_dtype.itemsize == 2:
+        lisa.dma_transpose(out.lang_view, view, engine="sync", queue=queue)
+        return out
+    pattern = of_view(view)
+    base = view if isinstance(view, Tile) else view.tile
+    transposed = PatternView(base, replace(pattern, dims=pattern.dims[::-1]))
+    lisa.dma_copy(out.lang_view, transposed, engine="sync", queue=queue)
     return out
 
 
 # ---- loops, SPMD ----------------------------------------------------------------------------
-def _range(kind: str, args: tuple[int, ...]) -> Iterator[int]:
-    return state().loop(kind, _b.range(*[int(a) for a in args]))
+def _range(kind: str, args: tuple[int, ...], directives: Any = None) -> Iterator[int]:
+    """The loop; ``directives``: ``ncc.multi_buffer(k)`` sets the body's ring depth."""
+    from hwsim.nki.compiler import multi_buffer
+
+    given = directives if isinstance(directives, (list, tuple)) else [directives]
+    depth = next((d.depth for d in given if isinstance(d, multi_buffer)), None)
+    return state().loop(kind, _b.range(*[int(a) for a in args]), depth)
 
 
-def affine_range(*args: int, **kw: Any) -> Iterator[int]:
+def affine_range(*args: int, directives: Any = None, **kw: Any) -> Iterator[int]:
     """Iterations without loop-carried dependencies (tiles in the body are multi-buffered)."""
-    return _range("affine_range", args)
+    return _range("affine_range", args, directives)
 
 
-def sequential_range(*args: int, **kw: Any) -> Iterator[int]:
+def sequential_range(*args: int, directives: Any = None, **kw: Any) -> Iterator[int]:
     """Iterations in order: a scheduler barrier between iterations (the kernel language's
     sequential_range), and the region recorded in the program's meta."""
-    return _range("sequential_range", args)
+    return _range("sequential_range", args, directives)
 
 
-def static_range(*args: int, **kw: Any) -> Iterator[int]:
-    return _range("static_range", args)
+def static_range(*args: int, directives: Any = None, **kw: Any) -> Iterator[int]:
+    return _range("static_range", args, directives)
 
 
-def range(*args: int, **kw: Any) -> Iterator[int]:
-    return _range("range", args)
+def range(*args: int, directives: Any = None, **kw: Any) -> Iterator[int]:
+    return _range("range", args, directives)
 
 
 def program_id(axis: int = 0) -> int:
@@ -265,7 +303,8 @@ def num_programs(axes: Any = None) -> Any:
 
 
 def program_ndim() -> int:
-    return len(state().grid)
+    """Dimensions of the launch grid (0 for a kernel launched without one, as NKI)."""
+    return state().grid_ndim
 
 
 class spmd_dim:
@@ -316,6 +355,7 @@ class NlOp:
     def __repr__(self) -> str:
         return f"nl.{self.name}"
 
+    @honours_constant_mask
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
         kwargs.pop("engine", None)
         if self.kind == "binary":
@@ -342,17 +382,37 @@ all = _OPS["all"]
 any = _OPS["any"]
 sum = _OPS["sum"]
 
-negative = ops.negative
-reciprocal = ops.reciprocal
-mean = ops.mean
-copy = ops.copy
-matmul = ops.matmul
-transpose = ops.transpose
-softmax = ops.softmax
+negative = honours_constant_mask(ops.negative)
+
+
+def floor(x: Any, *, dtype: Any = None, mask: Any = None, **kw: Any) -> NkiTensor:
+    """Largest integer <= x, elementwise (VectorE: ``hwsim.nki.language_ops.rounding``)."""
+    return ops.rounding("floor", x, dtype=dtype, mask=mask)
+
+
+def ceil(x: Any, *, dtype: Any = None, mask: Any = None, **kw: Any) -> NkiTensor:
+    """Smallest integer >= x, elementwise (VectorE: ``hwsim.nki.language_ops.rounding``)."""
+    return ops.rounding("ceil", x, dtype=dtype, mask=mask)
+
+
+def trunc(x: Any, *, dtype: Any = None, mask: Any = None, **kw: Any) -> NkiTensor:
+    """x rounded toward 0, elementwise (VectorE: ``hwsim.nki.language_ops.rounding``)."""
+    return ops.rounding("trunc", x, dtype=dtype, mask=mask)
+
+
+floor, ceil, trunc = map(honours_constant_mask, (floor, ceil, trunc))
+reciprocal = honours_constant_mask(ops.reciprocal)
+mean = honours_constant_mask(ops.mean)
+copy = honours_constant_mask(ops.copy)
+matmul = honours_constant_mask(ops.matmul)
+transpose = honours_constant_mask(ops.transpose)
+softmax = honours_constant_mask(ops.softmax)
 broadcast_to = ops.broadcast_to
-
-
-loop_reduce = ops.loop_reduce
+loop_reduce = honours_constant_mask(ops.loop_reduce)
+load = honours_constant_mask(load)
+store = honours_constant_mask(store)
+load_transpose2d = honours_constant_mask(load_transpose2d)
+iota = honours_constant_mask(iota)
 _EXPORTED = (PendingMatmul, arange, ds, mgrid)  # re-exported nl names
 
 
@@ -364,10 +424,6 @@ UNSUPPORTED = {
     "dropout": "use nisa.dropout",
     "atomic_rmw": "atomic HBM read-modify-write is not modelled",
     "invert": "use nl.bitwise_xor(x, -1)",
-    "fmod": "AluOp.mod via nisa.tensor_scalar(op0=np.mod)",
-    "floor": "no ScalarE floor activation is modelled",
-    "ceil": "no ScalarE ceil activation is modelled",
-    "trunc": "no ScalarE trunc activation is modelled",
     "expand_dims": "tiles cannot be reshaped here",
     "where": "use nisa.select",
     "var": "use nisa.bn_stats / nisa.bn_aggr",
@@ -380,7 +436,10 @@ def __getattr__(name: str) -> Any:
     if name in UNSUPPORTED:
 
         def unsupported(*args: Any, **kwargs: Any) -> Any:
-            raise fail(f"nl.{name}", f"not supported by hwsim.nki: {UNSUPPORTED[name]}")
+            raise fail(
+                f"nl.{name}",
+                f"not supported by hwsim.nki: {UNSUPPORTED[name]} (docs/nki-support.md)",
+            )
 
         return unsupported
     raise AttributeError(f"hwsim.nki.language has no '{name}' (docs/nki-support.md lists names)")

@@ -18,11 +18,11 @@ from typing import Any
 
 import numpy as np
 
-from hwsim.dtypes import dtype as lookup_dtype
 from hwsim.isa.ap import MemorySpace
 from hwsim.kernels.ops import ActivationFunction, AluOp, ReduceOp
 from hwsim.lang import isa as lisa
-from hwsim.lang.tiles import psum, sbuf
+from hwsim.lang.tiles import View, psum, sbuf
+from hwsim.nki.dtypes import hw_dtype, promote
 from hwsim.nki.pending import Pending, PendingCopy, PendingLoad, PendingMatmul
 from hwsim.nki.tensor import (
     Indirect,
@@ -56,6 +56,9 @@ BINARY = {
     "bitwise_xor": AluOp.bitwise_xor,
     "left_shift": AluOp.logical_shift_left,
     "right_shift": AluOp.logical_shift_right,
+    # the ALU's remainder has the sign of x (C fmod); for x, y >= 0 it is also numpy's mod
+    "mod": AluOp.mod,
+    "fmod": AluOp.mod,
 }
 
 UNARY = {
@@ -94,7 +97,7 @@ REDUCE = {
 
 
 def _result(shape: tuple[int, ...], dtype: Any, like: NkiTensor) -> NkiTensor:
-    return allocate(shape, dtype or like.dtype, sbuf)
+    return allocate(shape, (like.dtype if dtype is None else dtype), sbuf)
 
 
 def _column(t: NkiTensor) -> bool:
@@ -109,10 +112,16 @@ def _scalar(value: Any) -> bool:
 def binary(
     name: str, x: Any, y: Any, *, dtype: Any = None, mask: Any = None, dst: Any = None
 ) -> NkiTensor:
-    """``nl.<name>(x, y)``: elementwise with NKI broadcasting (scalar, [P, 1] column)."""
+    """``nl.<name>(x, y)``: elementwise with NKI broadcasting (scalar, [P, 1] column).
+    ``divide`` of integer operands is true division: float32 unless ``dtype`` says otherwise
+    (``pos / 38`` then ``nl.floor``, as nki-samples' resize kernel computes rows)."""
     op = BINARY[name]
     if _scalar(x) and _scalar(y):
         raise fail(f"nl.{name}", "both operands are Python numbers; compute them in Python")
+    if name == "divide" and dtype is None and dst is None and _all_int(x, y):
+        dtype = "fp32"
+    if dtype is None and dst is None:
+        dtype = promote(x, y)
     if _scalar(x):
         t = as_tensor(y, f"nl.{name}")
         out = dst if dst is not None else _result(t.shape, dtype, t)
@@ -138,6 +147,11 @@ def binary(
         return out
     if t.shape[0] == 1 and u.shape[1:] == t.shape[1:]:
         return binary(name, broadcast_to(t, u.shape), u, dtype=dtype, mask=mask, dst=dst)
+    if _free_broadcast(t, u) or _free_broadcast(u, t):
+        shape = tuple(max(a, b) for a, b in zip(t.shape, u.shape, strict=True))
+        out = dst if dst is not None else _result(shape, dtype, t)
+        lisa.tensor_tensor(_dst(out, mask), _wide(t, shape, mask), _wide(u, shape, mask), op)
+        return out
     if u.shape[0] == 1 and t.shape[1:] == u.shape[1:]:
         return binary(name, t, broadcast_to(u, t.shape), dtype=dtype, mask=mask, dst=dst)
     raise fail(
@@ -145,6 +159,34 @@ def binary(
         f"shapes {list(t.shape)} and {list(u.shape)} do not broadcast (NKI broadcasts a scalar, "
         "a [P, 1] column along the free axis, or a [1, N] row across partitions)",
     )
+
+
+def _all_int(*values: Any) -> bool:
+    """Whether every operand is an int tile or a Python int."""
+    for v in values:
+        if isinstance(v, (NkiTensor, Pending)):
+            if as_tensor(v, "operand").hw_dtype.is_float:
+                return False
+        elif not isinstance(v, (int, np.integer)):
+            return False
+    return True
+
+
+def _free_broadcast(a: NkiTensor, b: NkiTensor) -> bool:
+    """Same rank and partitions, every free dimension of ``a`` equal to ``b``'s or 1."""
+    return (
+        a.ndim == b.ndim
+        and a.shape[0] == b.shape[0]
+        and all(x in (y, 1) for x, y in zip(a.shape[1:], b.shape[1:], strict=True))
+    )
+
+
+def _wide(t: NkiTensor, shape: tuple[int, ...], mask: Any) -> Any:
+    """``t`` as an operand of ``shape``: free dimensions of size 1 repeat (a stride-0 read)."""
+    from hwsim.nki.pattern import broadcast
+
+    view = src(t, mask)
+    return view if tuple(view.shape) == shape else broadcast(view, t.axis_vars, shape)
 
 
 def _dst(out: Any, mask: Any) -> Any:
@@ -156,6 +198,25 @@ def unary(name: str, x: Any, *, dtype: Any = None, mask: Any = None) -> NkiTenso
     t = as_tensor(x, f"nl.{name}")
     out = _result(t.shape, dtype, t)
     lisa.activation(dst(out, mask), UNARY[name], src(t, mask))
+    return out
+
+
+def rounding(name: str, x: Any, *, dtype: Any = None, mask: Any = None) -> NkiTensor:
+    """``nl.floor`` / ``nl.ceil`` / ``nl.trunc``: four VectorE ALU steps in fp32 (no engine
+    has a rounding activation): r = fmod(x, 1) (the sign of x), t = x - r (x truncated), then
+    floor = t - (r < 0), ceil = t + (r > 0); the result is cast to ``dtype``."""
+    t = as_tensor(x, f"nl.{name}")
+    part, whole = _result(t.shape, "fp32", t), _result(t.shape, "fp32", t)
+    lisa.tensor_scalar(dst(part, mask), src(t, mask), AluOp.mod, 1.0)
+    lisa.tensor_tensor(dst(whole, mask), src(t, mask), src(part, mask), AluOp.subtract)
+    out = _result(t.shape, dtype, t)
+    if name == "trunc":
+        lisa.tensor_copy(dst(out, mask), src(whole, mask))
+        return out
+    side = AluOp.is_lt if name == "floor" else AluOp.is_gt
+    lisa.tensor_scalar(dst(part, mask), src(part, mask), side, 0.0)
+    step = AluOp.subtract if name == "floor" else AluOp.add
+    lisa.tensor_tensor(dst(out, mask), src(whole, mask), src(part, mask), step)
     return out
 
 
@@ -180,10 +241,29 @@ def _free_axes(name: str, t: NkiTensor, axis: Any) -> int:
     return len(axes)
 
 
+def reduced_last(name: str, t: NkiTensor, axis: Any, keepdims: bool) -> tuple[NkiTensor, Any]:
+    """``t`` viewed with the reduced free axes innermost (an access-pattern view, no copy), and
+    the axis argument for it: a reduction over free axes that are not the innermost ones
+    (``nl.sum(t[i0, 2 * i1 + i2, 2 * i3 + i4], axis=[2, 4])``) reads them in that order."""
+    from hwsim.nki.pattern import PatternView, of_view
+
+    axes = sorted({a % t.ndim for a in ((axis,) if isinstance(axis, int) else tuple(axis))})
+    if 0 in axes or axes == list(range(t.ndim - len(axes), t.ndim)):
+        return t, axis
+    if keepdims:
+        raise fail(f"nl.{name}", f"axis={axis} with keepdims: reduce the innermost free axes")
+    order = tuple(a for a in range(t.ndim) if a not in axes) + tuple(axes)
+    pattern = of_view(t.lang_view, t.axis_vars).permuted(order)
+    view = NkiTensor(PatternView(t.tile, pattern), t.owner, pattern.dims)
+    view.deferred = t.deferred
+    return view, tuple(range(t.ndim - len(axes), t.ndim))
+
+
 def reduce(
     name: str, x: Any, axis: Any, *, dtype: Any = None, keepdims: bool = False, mask: Any = None
 ) -> NkiTensor:
     t = as_tensor(x, f"nl.{name}")
+    t, axis = reduced_last(name, t, axis, keepdims)
     if axis == 0 or axis == (0,):
         out = _result((1, *t.shape[1:]), dtype, t)
         lisa.tensor_partition_reduce(dst(out, mask), REDUCE[name], src(t, mask))
@@ -199,9 +279,11 @@ def reduce(
 def mean(x: Any, axis: Any, *, dtype: Any = None, keepdims: bool = False, mask: Any = None) -> Any:
     """``nl.mean``: a VectorE sum, then a VectorE multiply by 1/n."""
     t = as_tensor(x, "nl.mean")
-    total = reduce("sum", t, axis, dtype=dtype or "fp32", keepdims=keepdims, mask=mask)
+    total = reduce(
+        "sum", t, axis, dtype=("fp32" if dtype is None else dtype), keepdims=keepdims, mask=mask
+    )
     count = int(np.prod([t.shape[a] for a in ((axis,) if isinstance(axis, int) else axis)]))
-    lisa.tensor_scalar(total.view, total.view, AluOp.multiply, 1.0 / count)
+    lisa.tensor_scalar(total.lang_view, total.lang_view, AluOp.multiply, 1.0 / count)
     return total
 
 
@@ -209,7 +291,7 @@ def copy(x: Any, *, dtype: Any = None, mask: Any = None) -> PendingCopy:
     """``nl.copy``: VectorE tensor_copy (the PSUM -> SBUF evacuation); ``t[...] = nl.copy(x)``
     is one copy into ``t`` (``PendingCopy``)."""
     t = as_tensor(x, "nl.copy")
-    return PendingCopy(t, lookup_dtype(dtype or t.dtype), mask)
+    return PendingCopy(t, hw_dtype(dtype if dtype is not None else t.dtype), mask)
 
 
 def assign(target: NkiTensor, value: Any) -> None:
@@ -220,16 +302,25 @@ def assign(target: NkiTensor, value: Any) -> None:
     if isinstance(value, Pending):
         value.into_tile(target)
         return
-    lisa.tensor_copy(dst(target), src(value))
+    mask = getattr(value, "written_mask", None)  # a result computed under a mask: copy that
+    if mask is False:
+        return  # the result of a call masked off entirely (``hwsim.nki.masking``)
+    lisa.tensor_copy(dst(target, mask), src(value, mask))
 
 
 def matmul(x: Any, y: Any, *, transpose_x: bool = False, mask: Any = None) -> PendingMatmul:
     """``nl.matmul``: x @ y (or x.T @ y with transpose_x=True) into an implicit PSUM tile; without
-    transpose_x, x is transposed first on TensorE (as the compiler inserts)."""
-    stationary = as_tensor(x, "nl.matmul")
+    transpose_x, x is transposed first on TensorE (as the compiler inserts). An operand in PSUM
+    (an earlier matmul's or transpose's result) is copied to SBUF first (VectorE), as the
+    compiler does: TensorE reads SBUF only."""
+    stationary = _in_sbuf(as_tensor(x, "nl.matmul"))
     if not transpose_x:
         stationary = copy(transpose(stationary, mask=mask)).materialize()
-    return PendingMatmul(stationary, as_tensor(y, "nl.matmul"), mask, {})
+    return PendingMatmul(stationary, _in_sbuf(as_tensor(y, "nl.matmul")), mask, {})
+
+
+def _in_sbuf(t: NkiTensor) -> NkiTensor:
+    return copy(t).materialize() if t.memory is MemorySpace.PSUM else t
 
 
 def transpose(x: Any, *, dtype: Any = None, mask: Any = None) -> NkiTensor:
@@ -237,7 +328,7 @@ def transpose(x: Any, *, dtype: Any = None, mask: Any = None) -> NkiTensor:
     t = as_tensor(x, "nl.transpose")
     if t.ndim != 2:
         raise fail("nl.transpose", f"a 2-D tile, got {list(t.shape)}")
-    out = allocate((t.shape[1], t.shape[0]), dtype or t.dtype, psum)
+    out = allocate((t.shape[1], t.shape[0]), (t.dtype if dtype is None else dtype), psum)
     lisa.nc_transpose(dst(out), src(t, mask))
     return out
 
@@ -249,14 +340,18 @@ def softmax(x: Any, axis: Any = -1, *, dtype: Any = None, mask: Any = None) -> N
     _free_axes("softmax", t, axis)
     rows = t.shape[0]
     peak = allocate((rows, 1), "fp32", sbuf)
-    lisa.tensor_reduce(peak.view, ReduceOp.max, src(t, mask), axes=t.ndim - 1, negate=True)
+    lisa.tensor_reduce(peak.lang_view, ReduceOp.max, src(t, mask), axes=t.ndim - 1, negate=True)
     out = _result(t.shape, dtype, t)
     total = allocate((rows, 1), "fp32", sbuf)
     lisa.activation_reduce(
-        dst(out, mask), ActivationFunction.exp, src(t, mask), reduce_res=total.view, bias=peak.view
+        dst(out, mask),
+        ActivationFunction.exp,
+        src(t, mask),
+        reduce_res=total.lang_view,
+        bias=peak.lang_view,
     )
-    lisa.reciprocal(total.view, total.view)
-    lisa.tensor_scalar(dst(out, mask), src(out, mask), AluOp.multiply, total.view)
+    lisa.reciprocal(total.lang_view, total.lang_view)
+    lisa.tensor_scalar(dst(out, mask), src(out, mask), AluOp.multiply, total.lang_view)
     return out
 
 
@@ -268,14 +363,14 @@ def broadcast_to(x: Any, shape: Any) -> NkiTensor:
         return t
     if t.ndim == 2 and t.shape[0] == 1 and t.shape[1] == shape[1]:
         ones = allocate((1, shape[0]), t.dtype, sbuf)
-        lisa.memset(ones.view, 1.0)
+        lisa.memset(ones.lang_view, 1.0)
         acc = allocate(shape, "fp32", psum)
-        lisa.nc_matmul(acc.view, ones.view, src(t), is_stationary_onezero=True)
+        lisa.nc_matmul(acc.lang_view, ones.lang_view, src(t), is_stationary_onezero=True)
         return copy(acc, dtype=t.dtype).materialize()
     if _column(t) and t.shape[0] == shape[0]:
         out = allocate(shape, t.dtype, sbuf)
-        lisa.memset(out.view, 0.0)
-        lisa.tensor_scalar(out.view, out.view, AluOp.add, src(t))
+        lisa.memset(out.lang_view, 0.0)
+        lisa.tensor_scalar(out.lang_view, out.lang_view, AluOp.add, src(t))
         return out
     raise fail("nl.broadcast_to", f"cannot broadcast {list(t.shape)} to {list(shape)}")
 
@@ -285,20 +380,51 @@ def load(src_: Any, *, mask: Any = None, dtype: Any = None) -> PendingLoad | Nki
     emitted at first use, or straight into the tile it is assigned to."""
 
     if isinstance(src_, Indirect):
-        return _gather(src_, dtype)
+        return _gather(src_, dtype, mask)
     t = as_tensor(src_, "nl.load")
     if t.memory is not MemorySpace.HBM:
         raise fail("nl.load", f"{t.tile.name} is in {t.buffer}; nl.load reads HBM")
     view = t.masked(mask)
-    shape = tuple(view.shape) if len(view.shape) > 1 else (1, view.shape[0])
-    return PendingLoad(view, lookup_dtype(dtype or t.dtype), shape, t.axis_vars)
+    shape = tuple(t.shape) if len(t.shape) > 1 else _one_dim(t)
+    if len(view.shape) == 1:
+        view = view if len(shape) == 1 else _as_2d(t, view, shape)
+    return PendingLoad(
+        view, hw_dtype(dtype if dtype is not None else t.dtype), shape, t.axis_vars, mask
+    )
 
 
-def _gather(rows: Indirect, dtype: Any) -> NkiTensor:
+def _one_dim(t: NkiTensor) -> tuple[int, int]:
+    """The tile a 1-D HBM view loads into: [n, 1] when it keeps a leading axis of its tensor
+    and an int picked a later one (``A[0:128, i]``: a column, the partition axis kept, as
+    NKI), else one row [1, n] (``A[i, 0:512]``, a 1-D tensor)."""
+    view = t.lang_view
+    n = t.shape[0]
+    if (
+        isinstance(view, View)
+        and view.tile.ndim > 1
+        and view.kept
+        and view.kept[0] < view.tile.ndim - 1
+    ):
+        return (n, 1)
+    return (1, n)
+
+
+def _as_2d(t: NkiTensor, view: Any, shape: tuple[int, ...]) -> Any:
+    """A 1-D HBM view as the [n, 1] column or [1, n] row it loads into (a pattern view)."""
+    from dataclasses import replace
+
+    from hwsim.nki.pattern import PatternView, of_view
+
+    pattern = of_view(view)
+    dims = (*pattern.dims, None) if shape[1] == 1 else (None, *pattern.dims)
+    return PatternView(view.tile, replace(pattern, dims=dims))
+
+
+def _gather(rows: Indirect, dtype: Any, mask: Any = None) -> NkiTensor:
     """``nl.load(table[idx, :])``: an indirect DMA, hwsim's ``dma_gather`` (software DGE on
     GpSimdE, as the compiler lowers it; docs/kernel-language.md)."""
-    out = allocate(rows.shape, dtype or rows.dtype, sbuf)
-    lisa.dma_gather(out.view, rows.table.view, src(rows.indices))
+    out = allocate(rows.shape, (rows.dtype if dtype is None else dtype), sbuf)
+    lisa.dma_gather(dst(out, mask), rows.table.lang_view, src(rows.indices, mask))
     return out
 
 

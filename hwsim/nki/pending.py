@@ -13,6 +13,7 @@ past the next instruction: the kernel's next emission writes it out first
 
 from __future__ import annotations
 
+import functools
 from typing import Any
 
 from hwsim.dtypes import DType
@@ -21,16 +22,42 @@ from hwsim.isa.ap import MemorySpace
 from hwsim.lang import isa as lisa
 from hwsim.lang.tiles import psum
 from hwsim.lang.tiles import sbuf as _sbuf
+from hwsim.nki.dtypes import hw_dtype
+from hwsim.nki.masking import emitting
 from hwsim.nki.state import state, user_site
 from hwsim.nki.tensor import NkiTensor, allocate, dst, fail, psum_group, src, touch
 
 
+def _emitting_as_made(method: Any) -> Any:
+    """``method`` emitting as the call that made the result did (dropped if masked off)."""
+
+    @functools.wraps(method)
+    def run(self: Pending, *args: Any) -> Any:
+        with emitting(self.dropped):
+            return method(self, *args)
+
+    return run
+
+
 class Pending:
     """A result not yet emitted: materialised at its first use, or written straight into the
-    tile it is assigned to (``t[...] = nl.load(x)`` is one DMA into ``t``, as NKI compiles it)."""
+    tile it is assigned to (``t[...] = nl.load(x)`` is one DMA into ``t``, as NKI compiles it).
+    One made by a call masked off (``hwsim.nki.masking``) emits nothing when it is used."""
 
     shape: tuple[int, ...]
     _result: NkiTensor | None = None
+    dropped: bool = False
+
+    def __new__(cls, *args: Any, **kwargs: Any) -> Pending:
+        made = super().__new__(cls)
+        made.dropped = state().dropping
+        return made
+
+    def __init_subclass__(cls, **kwargs: Any) -> None:
+        super().__init_subclass__(**kwargs)
+        for name in ("materialize", "into_tile", "into"):
+            if name in cls.__dict__:
+                setattr(cls, name, _emitting_as_made(cls.__dict__[name]))
 
     def materialize(self) -> NkiTensor:
         raise NotImplementedError
@@ -82,29 +109,47 @@ class Pending:
 class PendingLoad(Pending):
     """``nl.load(src)``: HBM -> SBUF, triggered by the Sync engine on the rotating queues."""
 
-    def __init__(self, view: Any, dtype: DType, shape: tuple[int, ...], axis_vars: Any) -> None:
+    def __init__(
+        self, view: Any, dtype: DType, shape: tuple[int, ...], axis_vars: Any, mask: Any = None
+    ) -> None:
         self.source, self.dtype, self.shape, self.axis_vars = view, dtype, shape, axis_vars
+        self.mask = mask
         self.site = user_site()
         self._result = None
+        # Not assigned at once (``t[...] = nl.load(x)``), it is a load into a new tile at its
+        # line: written out before the kernel's next instruction, like a pending copy (a load
+        # kept in a list for later is still issued where the kernel wrote it).
+        st = state()
+        st.flush_copy()
+        self.ring_key = st.ring_key(self.site)
+        st.pending_copy = self
 
-    def _dma(self, target: Any) -> None:
-        lisa.dma_copy(target, self.source, engine="sync", queue=state().next_load_queue())
+    def _dma(self, target: NkiTensor) -> None:
+        """Into ``target`` where the mask keeps (all of it without a mask): NKI's masked load
+        writes the kept part of a tile of the index's whole shape."""
+        lisa.dma_copy(
+            dst(target, self.mask), self.source, engine="sync", queue=state().next_load_queue()
+        )
 
     def materialize(self) -> NkiTensor:
         if self._result is None:
-            out = allocate(self.shape, self.dtype, _sbuf, site=self.site)
+            state().forget_copy(self)
+            out = allocate(self.shape, self.dtype, _sbuf, ring_key=self.ring_key)
             if len(self.axis_vars) == len(self.shape):
                 out.axis_vars = self.axis_vars
-            self._dma(out.view)
+            self._dma(out)
             self._result = out
         return self._result
 
     def into_tile(self, target: NkiTensor) -> None:
+        state().forget_copy(self)
         if self._result is not None or tuple(target.shape) != tuple(self.shape):
             target_view = dst(target)
             lisa.tensor_copy(target_view, src(self.materialize()))
             return
-        self._dma(dst(target))
+        if self.mask is not None and len(self.axis_vars) == len(target.shape):
+            target = NkiTensor(target.lang_view, target.owner, self.axis_vars)
+        self._dma(target)
         self._result = target
 
 
@@ -133,7 +178,7 @@ class PendingCopy(Pending):
         return self._result  # type: ignore[return-value]
 
     def into_tile(self, target: NkiTensor) -> None:
-        direct = tuple(target.shape) == self.shape and target.dtype == self.dtype
+        direct = tuple(target.shape) == self.shape and target.hw_dtype == self.dtype
         if self._result is None and direct:
             self._emit(target)
             return
@@ -154,7 +199,7 @@ class PendingLoopReduce(Pending):
 
     def __init__(self, source: NkiTensor, op: Any, loops: tuple[Any, ...], dtype: Any, mask: Any):
         self.source, self.op, self.mask = source, op, mask
-        self.dtype = dtype if dtype is not None else source.dtype
+        self.dtype = hw_dtype(dtype if dtype is not None else source.dtype)
         self.shape = tuple(source.shape)
         self.site = user_site()
         self._result = None
@@ -163,7 +208,9 @@ class PendingLoopReduce(Pending):
         # The key is fixed here, at the call: the loops' iterations are the call's.
         reduced = {id(frame) for frame in loops}
         kept = tuple((frame.site, frame.step) for frame in st.loops if id(frame) not in reduced)
-        self.key = ("loop_reduce", tuple(f.site for f in st.loops), self.site, kept)
+        # an SPMD instance is an outer loop too: instances never share an accumulator
+        instance = st.program_ids
+        self.key = ("loop_reduce", tuple(f.site for f in st.loops), self.site, kept, instance)
         st.pending_copy = self
 
     def materialize(self) -> NkiTensor:
@@ -175,9 +222,9 @@ class PendingLoopReduce(Pending):
         if acc is None:
             acc = allocate(self.shape, self.dtype, _sbuf, site=self.site)
             st.reductions[self.key] = acc
-            lisa.tensor_copy(acc.view, src(self.source, self.mask))
+            lisa.tensor_copy(acc.lang_view, src(self.source, self.mask))
         else:
-            lisa.tensor_tensor(acc.view, acc.view, src(self.source, self.mask), self.op)
+            lisa.tensor_tensor(acc.lang_view, acc.lang_view, src(self.source, self.mask), self.op)
         self._result = acc
         return acc
 
@@ -234,6 +281,12 @@ def emit_matmul(
 ) -> None:
     """nc_matmul into ``dst``; ``accumulate=None`` is the compiler's choice: overwrite when
     ``dst`` has no open accumulation group, else add to it."""
+    if flags.get("is_transpose"):
+        _transpose_matmul(dst, stationary, moving, mask)
+        return
+    if state().dropping:
+        return  # a masked-off matmul: the accumulation group is as it was
+    stationary, moving = _in_sbuf(stationary), _in_sbuf(moving)
     group = psum_group(dst)
     acc = group.open if accumulate is None else accumulate
     if acc and not group.open and group.zero_pending:
@@ -243,3 +296,28 @@ def emit_matmul(
         dst.masked(mask), src(stationary, mask), src(moving, mask), accumulate=acc, **flags
     )
     group.open = True
+
+
+def _in_sbuf(operand: Any) -> Any:
+    """A matmul operand in PSUM (a transpose's or an earlier matmul's tile the kernel feeds on)
+    copied to SBUF first (VectorE), as the compiler does: TensorE reads SBUF only."""
+    from hwsim.nki.tensor import as_tensor
+
+    t = as_tensor(operand, "nc_matmul operand")
+    if t.memory is not MemorySpace.PSUM:
+        return operand
+    return PendingCopy(t, t.hw_dtype, None).materialize()
+
+
+def _transpose_matmul(dst: NkiTensor, stationary: Any, moving: Any, mask: Any) -> None:
+    """``nc_matmul(..., is_transpose=True)``: with an identity as moving, the PE array writes
+    the stationary tile transposed, in its own dtype (TensorE's transpose, ``nc_transpose``)."""
+    moving_t = src(moving, mask)
+    size = stationary.shape[0]
+    if tuple(moving_t.shape) != (size, size):
+        raise fail(
+            "nisa.nc_matmul(is_transpose=True)",
+            f"moving {list(moving_t.shape)} must be the [{size}, {size}] identity",
+        )
+    touch(dst)
+    lisa.nc_transpose(dst.masked(mask), src(stationary, mask))

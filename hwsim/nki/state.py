@@ -71,6 +71,8 @@ class LoopFrame:
     occurrences: dict[tuple[str, int], int] = field(default_factory=dict)
     step: int = 0  # iterations done before the current one
     value: int = 0  # the loop variable's current value
+    #: Ring depth of the tiles allocated in the body (``ncc.multi_buffer``); None: the kernel's.
+    buffers: int | None = None
 
 
 class LoopIndex(int):
@@ -101,9 +103,13 @@ class NkiState:
         self.loops: list[LoopFrame] = []
         self.rings: dict[tuple[Any, ...], list[Slot]] = {}
         self.ring_next: dict[tuple[Any, ...], int] = {}
+        #: Most slots of each ring alive at once (the size of one buffered set).
+        self.ring_live: dict[tuple[Any, ...], int] = {}
         self.psum: dict[str, PsumGroup] = {}
         self.program_ids: tuple[int, ...] = (0,)
         self.grid: tuple[int, ...] = (1,)
+        #: Dimensions of the launch grid as given (0: launched without one).
+        self.grid_ndim = 0
         self.shared_hbm: list[Any] = []
         self.shared_hbm_seen = 0
         #: Regions a scheduler must keep in program order: per engine, the [start, end) pcs of
@@ -117,6 +123,13 @@ class NkiState:
         #: An ``nl.copy`` not yet emitted (``hwsim.nki.pending.PendingCopy``): written out
         #: before the next instruction, so it can still become a copy into an assigned tile.
         self.pending_copy: Any = None
+        #: Directly allocated tiles by place (``hwsim.nki.direct``) and the bytes placements
+        #: took from each memory's pool.
+        self.direct_tiles: dict[tuple[Any, ...], Any] = {}
+        self.direct_places: set[tuple[Any, ...]] = set()
+        #: Inside a call masked off by a constant False mask (``hwsim.nki.masking``).
+        self.dropping = False
+        self.direct_bytes: dict[Any, list[tuple[int, int]]] = {}
         self._load_queue = itertools.count()
         dma = current().config.dma
         self.load_queues = max(1, min(LOAD_QUEUES, dma.queues_per_engine - 2))
@@ -152,8 +165,8 @@ class NkiState:
         return {"line": line, "pcs": spans}
 
     # ---- loops ----------------------------------------------------------------------------
-    def loop(self, kind: str, values: range) -> Iterator[int]:
-        frame = LoopFrame(user_site(), kind)
+    def loop(self, kind: str, values: range, buffers: int | None = None) -> Iterator[int]:
+        frame = LoopFrame(user_site(), kind, buffers=buffers)
         self.flush_copy()  # a copy before the loop stays out of its regions
         self.loops.append(frame)
         first = self.stream_marks()
@@ -162,6 +175,8 @@ class NkiState:
         try:
             for step, value in enumerate(values):
                 self.flush_copy()  # an iteration's copy stays in its iteration
+                if step:
+                    self.count_live(frame)
                 frame.occurrences.clear()
                 frame.step, frame.value = step, value
                 if step and kind == "sequential_range":
@@ -169,11 +184,24 @@ class NkiState:
                 yield LoopIndex(value, frame)
         finally:
             self.flush_copy()
+            self.count_live(frame)
             if self.loops and self.loops[-1] is frame:
                 self.loops.pop()
             if kind == "sequential_range":
                 line = f"{frame.site[0].rsplit('/', 1)[-1]}:{frame.site[1]}"
                 self.sequential.append(self.region(first, line))
+
+    def count_live(self, frame: LoopFrame) -> None:
+        """At the end of an iteration of ``frame``: how many tiles of each of its rings are
+        still alive (the set one iteration keeps, which the ring holds ``buffers`` of)."""
+        sites = tuple(f.site for f in self.loops)
+        if not self.loops or self.loops[-1] is not frame:
+            return
+        for key, ring in self.rings.items():
+            if key[0] == sites:
+                live = sum(1 for s in ring if s.owner is not None and s.owner() is not None)
+                if live > self.ring_live.get(key, 1):
+                    self.ring_live[key] = live
 
     # ---- allocation -----------------------------------------------------------------------
     def ring_key(self, site: tuple[str, int]) -> tuple[Any, ...] | None:
@@ -193,6 +221,11 @@ def state() -> NkiState:
             "with @nki.jit, run with nki.simulate(kernel)(...), hwsim.nki.run or `hwsim nki`)"
         )
     return found
+
+
+def active() -> NkiState | None:
+    """The state of the NKI kernel being built, or None outside one."""
+    return _STATE.get()
 
 
 def enter(new: NkiState) -> contextvars.Token[NkiState | None]:

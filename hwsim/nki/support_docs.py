@@ -21,6 +21,8 @@ from hwsim.nki import isa, language
 from hwsim.nki.language import NlOp
 
 DOC = Path(__file__).resolve().parents[2] / "docs" / "nki-support.md"
+#: The last recorded conformance runs (tests/nki_upstream: harness and unit_tests --record).
+CONFORMANCE = DOC.with_name("nki-conformance.json")
 
 _KIND = {
     "binary": "VectorE tensor_tensor (two tiles) / tensor_scalar (number or [P, 1] column)",
@@ -101,7 +103,65 @@ def render() -> str:
         "| `nki.compiler` | decorators accepted without effect; `no_reorder` recorded |",
         "",
     ]
+    lines += conformance_section()
     return "\n".join(lines)
+
+
+def _rate(outcomes: list[dict[str, Any]], ok: str) -> str:
+    passed = sum(o["status"] == ok for o in outcomes)
+    return f"{passed} / {len(outcomes)}"
+
+
+def conformance_section() -> list[str]:
+    """Pass rates per upstream file, from docs/nki-conformance.json (when recorded)."""
+    import json
+
+    if not CONFORMANCE.exists():
+        return []
+    data = json.loads(CONFORMANCE.read_text())
+    lines = [
+        "## Public NKI code, unmodified",
+        "",
+        "Recorded by `python -m tests.nki_upstream.harness --record` (the public kernels, each",
+        "checked against a numpy reference, the file's own where it has one) and",
+        "`python -m tests.nki_upstream.unit_tests --record` (nki-samples' own unit tests at",
+        "7af4e4d, `--simulation-only`). Sources: `third_party/*/SOURCE.md`.",
+        "",
+    ]
+    kernels = data.get("kernels", {})
+    if kernels:
+        by_file: dict[str, list[dict[str, Any]]] = {}
+        for outcome in kernels.values():
+            by_file.setdefault(outcome["file"], []).append(outcome)
+        lines += ["### Kernels", "", "| File | Run with correct numbers |", "|---|---|"]
+        lines += [f"| `{f}` | {_rate(o, 'pass')} |" for f, o in sorted(by_file.items())]
+        total = list(kernels.values())
+        lines += ["", f"All: {_rate(total, 'pass')}.", ""]
+        failing = {k: o for k, o in kernels.items() if o["status"] != "pass"}
+        if failing:
+            lines += ["| Kernel | Outcome | Why |", "|---|---|---|"]
+            lines += [
+                f"| `{k}` | {o['status']} | {o['reason'].replace('|', '/')} |"
+                for k, o in sorted(failing.items())
+            ]
+            lines.append("")
+    tests = data.get("unit_tests", {})
+    if tests:
+        by_file = {}
+        for test, outcome in tests.items():
+            by_file.setdefault(test.split("::")[0], []).append(outcome)
+        lines += ["### nki-samples unit tests", "", "| File | Pass |", "|---|---|"]
+        lines += [f"| `{f}` | {_rate(o, 'passed')} |" for f, o in sorted(by_file.items())]
+        lines += ["", f"All: {_rate(list(tests.values()), 'passed')}.", ""]
+        failing = {k: o for k, o in tests.items() if o["status"] != "passed"}
+        if failing:
+            lines += ["| Test | Outcome | Why |", "|---|---|---|"]
+            lines += [
+                f"| `{k}` | {o['status']} | {o['reason'].replace('|', '/')} |"
+                for k, o in sorted(failing.items())
+            ]
+            lines.append("")
+    return lines
 
 
 def main(argv: list[str] | None = None) -> int:

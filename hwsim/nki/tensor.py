@@ -10,19 +10,22 @@ with ``accumulate=False``), and any other use puts it in a fresh PSUM tile.
 
 from __future__ import annotations
 
+import math
 import weakref
 from typing import Any
 
+import numpy as np
+
 from hwsim.dtypes import DType
-from hwsim.dtypes import dtype as lookup_dtype
 from hwsim.errors import IllegalInstructionError
 from hwsim.isa.ap import MemorySpace
 from hwsim.lang import isa as lisa
 from hwsim.lang.allocator import OutOfMemoryError
+from hwsim.lang.kernel import current, source_location
 from hwsim.lang.kernel import ndarray as lang_ndarray
-from hwsim.lang.kernel import source_location
 from hwsim.lang.tiles import Buffer, IndexingError, Tile, View, hbm
 from hwsim.nki import index as ix
+from hwsim.nki.dtypes import hw_dtype, nki_dtype
 from hwsim.nki.state import Allocation, PsumGroup, Slot, state, user_site
 
 
@@ -41,24 +44,32 @@ class NkiTensor:
         owner: Allocation | None = None,
         axis_vars: tuple[int | None, ...] | None = None,
     ) -> None:
-        self.view = view
+        self.lang_view = view
         self.owner = owner
         self.axis_vars = axis_vars if axis_vars is not None else (None,) * len(view.shape)
         #: (tensor, key) of an index that is in bounds only once masked (NKI's masked edge
         #: tiles: ``x[k * 128 + i_p, i_f]`` with ``mask=(k * 128 + i_p < rows)``).
         self.deferred: tuple[NkiTensor, Any, IndexingError] | None = None
+        #: The mask the instruction that made this tile wrote it under (only that part holds
+        #: values): ``t[idx] = nisa.op(..., mask=m)`` copies that part.
+        self.written_mask: Any = None
 
     @property
     def tile(self) -> Tile:
-        return self.view if isinstance(self.view, Tile) else self.view.tile
+        return self.lang_view if isinstance(self.lang_view, Tile) else self.lang_view.tile
 
     @property
     def shape(self) -> tuple[int, ...]:
-        return tuple(self.view.shape)
+        return tuple(self.lang_view.shape)
 
     @property
-    def dtype(self) -> DType:
-        return self.view.dtype
+    def dtype(self) -> Any:
+        """The NKI dtype: a numpy dtype (``== nl.bfloat16`` ...); ``hw_dtype`` is hwsim's."""
+        return nki_dtype(self.lang_view.dtype)
+
+    @property
+    def hw_dtype(self) -> DType:
+        return self.lang_view.dtype
 
     @property
     def buffer(self) -> Buffer:
@@ -78,24 +89,44 @@ class NkiTensor:
     def __getitem__(self, key: Any) -> Any:
         from hwsim.nki.pending import Pending
 
+        if isinstance(key, ix.Mask | bool | np.bool_):  # t[index][mask]: the view masked
+            return NkiTensor(self.masked(key), self.owner, self.axis_vars)
         items = key if isinstance(key, tuple) else (key,)
-        if items and isinstance(items[0], (NkiTensor, Pending)):
-            return self._indirect((as_tensor(items[0], "indirect index"), *items[1:]))
+        if any(isinstance(i, (NkiTensor, Pending)) for i in items):
+            return self._indirect(items)
+        if ix.needs_pattern(items):
+            return self._pattern(items)
         plain, axis_vars = ix.resolve(self.shape, key)
+        plain = self._keep_partition_column(plain)
         try:
-            view = self.view[plain] if plain else self.view
+            view = self.lang_view[plain] if plain else self.lang_view
         except IndexingError as error:
             items = key if isinstance(key, tuple) else (key,)
             if not any(isinstance(item, ix.IndexExpr) for item in items):
                 raise
             shape = _grid_shape(items)
-            out = NkiTensor(_Unresolved(shape, self.dtype, self.view), self.owner, axis_vars)  # type: ignore[arg-type]
+            unresolved: Any = _Unresolved(shape, self.hw_dtype, self.lang_view)
+            out = NkiTensor(unresolved, self.owner, axis_vars)
             out.deferred = (self, key, error)
             return out
         if len(axis_vars) != len(view.shape):  # ints dropped axes with no iterator
             axis_vars = tuple(v for v in axis_vars if v is not None)
             axis_vars = (None,) * (len(view.shape) - len(axis_vars)) + axis_vars
         return NkiTensor(view, self.owner, axis_vars)
+
+    def _keep_partition_column(self, plain: tuple[Any, ...]) -> tuple[Any, ...]:
+        """On chip, ``t[:, 0]`` keeps a free dimension: it is the [P, 1] column (NKI's tiles
+        have a partition dimension and at least one free one), not a 1-D [P]."""
+        if self.memory is MemorySpace.HBM or self.ndim < 2 or not plain:
+            return plain
+        if not isinstance(plain[0], slice) or len(plain) < self.ndim:
+            return plain
+        ints = [i for i, item in enumerate(plain[1:], 1) if not isinstance(item, slice)]
+        if len(ints) != self.ndim - 1 or not all(isinstance(plain[i], int) for i in ints):
+            return plain
+        last = ints[-1]
+        value = plain[last] + self.shape[last] if plain[last] < 0 else plain[last]
+        return (*plain[:last], slice(value, value + 1), *plain[last + 1 :])
 
     def __setitem__(self, key: Any, value: Any) -> None:
         """``t[...] = value``: a copy into the indexed part (the result of ``t[...] += x`` lands
@@ -106,22 +137,67 @@ class NkiTensor:
         if isinstance(value, Pending):
             value.into_tile(target)
             return
-        if isinstance(value, NkiTensor) and _same_place(value.view, target.view):
+        if isinstance(value, NkiTensor) and _same_place(value.lang_view, target.lang_view):
             return  # t[...] += x already wrote in place; nothing to copy
         from hwsim.nki import language_ops
 
         language_ops.assign(target, value)
 
     def _indirect(self, items: tuple[Any, ...]) -> Indirect:
-        """``table[idx_tile, cols]``: rows picked by an int32 SBUF tile (for ``nl.load``)."""
+        """``table[idx_tile, cols]`` / ``table[b, idx_tile, cols]``: rows picked by an int32
+        SBUF tile (for ``nl.load``); ints before the tile pick the table."""
+        from hwsim.nki.pending import Pending
+
         if self.memory is not MemorySpace.HBM:
             raise fail("indirect index", f"{self.tile.name} is on chip; index HBM tables so")
-        rest = self[(slice(None), *items[1:])] if len(items) > 1 else self
-        return Indirect(rest, items[0])
+        at = next(i for i, item in enumerate(items) if isinstance(item, (NkiTensor, Pending)))
+        if any(not isinstance(i, int) for i in items[:at]):
+            raise fail("indirect index", "only ints may come before the index tile")
+        table = self[tuple(items[:at])] if at else self
+        rest = items[at + 1 :]
+        if rest and any(isinstance(i, ix.IndexExpr) for i in rest):
+            rest = tuple(slice(None) if isinstance(i, ix.IndexExpr) else i for i in rest)
+        rows = table[(slice(None), *rest)] if rest else table
+        return Indirect(rows, as_tensor(items[at], "indirect index"))
 
-    def masked(self, mask: ix.Mask | None) -> Tile | View:
+    def _pattern(self, items: tuple[Any, ...]) -> NkiTensor:
+        """An index with sums of index expressions (``hwsim.nki.pattern``)."""
+        from hwsim.nki.pattern import PatternView, from_index
+
+        if not isinstance(self.lang_view, Tile) and self.lang_view is not self.tile:
+            full = _same_place(self.lang_view, self.tile.full())
+            if not full:
+                raise fail("index", "index arithmetic on a view: index the whole tensor")
+        pattern = from_index(self.tile, items)
+        out = NkiTensor(PatternView(self.tile, pattern), self.owner, pattern.dims)
+        problem = pattern.out_of_bounds()
+        if problem is not None:
+            out.deferred = (self, items, IndexingError(f"{source_location()}: {problem}"))
+        return out
+
+    def masked(self, mask: Any) -> Tile | View:
         """The view narrowed by ``mask``: on each axis its iterator indexes, or, for an axis with
         no iterator, on the masked iterator's grid position when the sizes agree."""
+        from hwsim.nki.pattern import PatternView
+
+        if isinstance(mask, bool | np.bool_):  # a comparison of ints: the kernel's constant
+            if not mask and not state().dropping:
+                raise fail("mask", "a False mask reached an instruction not masked off")
+            mask = None
+        if self.deferred is not None and state().dropping:
+            return self._stand_in()  # out of bounds in a call that emits nothing: its shape
+        if isinstance(self.lang_view, PatternView):
+            if mask is None:
+                if self.deferred is not None:
+                    raise self.deferred[2]
+                return self.lang_view
+            pattern = self.lang_view.pattern.narrowed(mask)
+            if 0 in pattern.shape:
+                raise fail("mask", "the mask keeps no element (the instruction would do nothing)")
+            problem = pattern.out_of_bounds()
+            if problem is not None:
+                raise fail("index", f"{problem}, even where the mask keeps it")
+            return PatternView(self.tile, pattern)
         if self.deferred is not None:
             base, key, error = self.deferred
             if mask is None:
@@ -130,9 +206,9 @@ class NkiTensor:
             items = tuple(mask.narrowed(i) if isinstance(i, ix.IndexExpr) else i for i in items)
             if any(isinstance(i, ix.IndexExpr) and i.count < 1 for i in items):
                 raise fail("mask", "the mask keeps no element (the instruction would do nothing)")
-            return base[items].view
+            return base[items].lang_view
         if mask is None:
-            return self.view
+            return self.lang_view
         key = []
         for axis, var in enumerate(self.axis_vars):
             if var in mask.ranges:
@@ -148,14 +224,47 @@ class NkiTensor:
             )
             key.append(slice(*mask.ranges[hit]) if hit is not None else slice(None))
         if all(k == slice(None) for k in key):
-            return self.view
+            return self.lang_view
         if any(k.start >= k.stop for k in key if k != slice(None)):
             raise fail("mask", "the mask keeps no element (the instruction would do nothing)")
-        return self.view[tuple(key)]
+        return self.lang_view[tuple(key)]
+
+    def _stand_in(self) -> Tile:
+        """A tile of this view's shape at no place, for a call whose instructions are dropped
+        (``hwsim.nki.masking``): its operands need shapes only."""
+        return Tile(f"{self.tile.name}.masked_off", self.shape, self.hw_dtype, self.buffer)
 
     # ---- unsupported numpy-isms: one clear error each -------------------------------------
-    def reshape(self, *shape: Any) -> NkiTensor:
-        raise fail("reshape", "tiles cannot be reshaped here; index the HBM tensor instead")
+    def reshape(self, *args: Any, shape: Any = None) -> NkiTensor:
+        """The same elements as ``shape`` (a view: nothing is copied; ``hwsim.nki.views``)."""
+        from hwsim.nki import views
+
+        return views.reshape(self, *args, shape=shape)
+
+    def view(self, dtype: Any) -> NkiTensor:
+        """The same bytes as ``dtype`` (a bitcast view)."""
+        from hwsim.nki import views
+
+        return views.bitcast(self, dtype)
+
+    def ap(self, pattern: Any, offset: int = 0, **kwargs: Any) -> NkiTensor:
+        """``tile.ap([[step, num], ...], offset)``: an explicit access pattern over this tensor
+        (``hwsim.nki.pattern.explicit``; the tensor indexed as a whole)."""
+        from hwsim.nki.pattern import PatternView, explicit
+
+        if kwargs:
+            raise fail("ap", f"unknown arguments {sorted(kwargs)}")
+        view = explicit(self.tile, list(pattern), offset)
+        problem = view.out_of_bounds()
+        if problem is not None:
+            raise fail("ap", problem)
+        return NkiTensor(PatternView(self.tile, view), self.owner, view.dims)
+
+    def broadcast_to(self, shape: Any) -> NkiTensor:
+        """``nl.broadcast_to(self, shape)``."""
+        from hwsim.nki import language_ops
+
+        return language_ops.broadcast_to(self, shape)
 
     @property
     def T(self) -> NkiTensor:
@@ -296,6 +405,8 @@ def touch(t: NkiTensor) -> None:
     if t.memory is not MemorySpace.PSUM:
         return
     group = psum_group(t)
+    if state().dropping:
+        return  # a masked-off call: nothing happens to the tile
     if group.zero_pending:
         group.zero_pending = False
         lisa.memset(t.tile, 0.0)
@@ -330,16 +441,34 @@ def allocate(
     ``ring_key``: the ring, when it was worked out earlier (``state().ring_key`` at the call
     that asked for the tensor; None: outside NKI loops)."""
     shape = tuple(int(n) for n in shape)
-    dt = lookup_dtype(dtype)
+    dt = hw_dtype(dtype)
     if buffer is hbm or buffer.memory is MemorySpace.HBM:
         return NkiTensor(lang_ndarray(shape, dt, hbm, name=name))
     st = state()
     key = st.ring_key(site or user_site()) if ring_key is False else ring_key
+    if key is not None and buffer.memory is MemorySpace.PSUM and current().planner is not None:
+        # PSUM over-allocated: the memory planner places PSUM tiles by their uses, which a
+        # ring slot (one tile reused every iteration) would stretch over the whole loop
+        key = None
     if key is None:
-        tile = lang_ndarray(shape, dt, buffer, name=name)
+        try:
+            tile = lang_ndarray(shape, dt, buffer, name=name)
+        except OutOfMemoryError:
+            if not _release_dead_slots(st, buffer.memory):
+                raise
+            tile = lang_ndarray(shape, dt, buffer, name=name)
         return _owned(tile, shape)
     ring = st.rings.setdefault(key, [])
-    want = len(ring) < st.buffers
+    depth = st.loops[-1].buffers if st.loops and st.loops[-1].buffers else st.buffers
+    # ``depth`` sets of what the loop keeps alive at the end of an iteration: tiles kept past
+    # their own iteration (V1b's K/128 rhs tiles, appended to a list in the K loop) are one
+    # set, buffered as one (``NkiState.count_live``)
+    want = len(ring) < depth * st.ring_live.get(key, 1)
+    if want and ring and buffer.memory is MemorySpace.PSUM and not _psum_room(st, shape, dt):
+        want = False  # the rings' PSUM tiles fill PSUM: this ring stops growing
+        if not any(s.owner is None or s.owner() is None for s in ring):
+            _release_dead_slots(st, MemorySpace.PSUM)
+            want = True
     if not want:
         start = st.ring_next.get(key, 0)
         free = [
@@ -350,19 +479,50 @@ def allocate(
         ]
         if free:
             return _reuse(st, key, ring, free[0], shape, dt, buffer)
-    # A ring's first buffer is the tile itself; the others are multi-buffering, which the
-    # compiler gives only as memory allows: one that does not fit now is not made while a
-    # buffer of the ring is free again (the loads of the next iteration then wait for this one's
-    # readers instead of pushing live tiles out of SBUF).
-    dead = [i for i, s in enumerate(ring) if s.owner is None or s.owner() is None]
     try:
-        tile = lang_ndarray(shape, dt, buffer, name=name, defer=not dead)
+        tile = lang_ndarray(shape, dt, buffer, name=name)
     except OutOfMemoryError:
-        if not dead:
+        dead = [i for i, s in enumerate(ring) if s.owner is None or s.owner() is None]
+        if dead:
+            return _reuse(st, key, ring, dead[0], shape, dt, buffer)
+        if not _release_dead_slots(st, buffer.memory):
             raise
-        return _reuse(st, key, ring, dead[0], shape, dt, buffer)
+        tile = lang_ndarray(shape, dt, buffer, name=name)  # the compiler places what fits
     ring.append(Slot(tile))
     return _claim(ring[-1], shape)
+
+
+def _psum_room(st: Any, shape: tuple[int, ...], dt: DType) -> bool:
+    """Whether one more PSUM tile fits beside every ring's PSUM tiles (bank granules), with
+    a bank left for tiles outside rings: the compiler multi-buffers PSUM only as far as its 8
+    banks (trn2) go, and a kernel with several PSUM sites in a loop gets fewer buffers each."""
+    config = current().config.psum
+    bank = config.bank_bytes
+
+    def banks(nbytes: int) -> int:
+        return -(-nbytes // bank)
+
+    used = sum(
+        banks(math.prod(slot.tile.shape[1:]) * slot.tile.dtype.itemsize)
+        for ring in st.rings.values()
+        for slot in ring
+        if slot.tile.memory is MemorySpace.PSUM
+    )
+    return used + banks(math.prod(shape[1:]) * dt.itemsize) <= config.banks - 1
+
+
+def _release_dead_slots(st: Any, memory: MemorySpace) -> bool:
+    """Drop every ring's slots in ``memory`` whose tensors are all dead, so their memory can
+    hold a new tile: what the compiler does when the multi-buffering it would like does not
+    fit (fewer buffers). Whether any was dropped."""
+    dropped = False
+    for key, ring in st.rings.items():
+        alive = [s for s in ring if s.owner is not None and s.owner() is not None]
+        if len(alive) < len(ring) and ring[0].tile.memory is memory:
+            ring[:] = alive
+            st.ring_next[key] = 0
+            dropped = True
+    return dropped
 
 
 def _reuse(st: Any, key: Any, ring: list[Slot], i: int, shape: Any, dt: DType, buf: Buffer) -> Any:

@@ -4,7 +4,7 @@ Units are in the names: FLOP/s, elements/s, bytes, bytes/ns (= GB/s). "Per core"
 NeuronCore; "per chip" multiplies by ``chip.cores_per_chip``. These are the denominators of
 utilisation stats (MFU needs ``peak_flops_per_s``), so they must agree with the cost models: a
 dtype missing from a per-dtype table costs like the documented default (multiplier 1, packing 1,
-the fp32 element rate), as in ``hwsim.timing.tensor_models.closed_form``.
+the fp32 element rate), as in ``hwsim.cost.tensor_models.closed_form``.
 """
 
 from __future__ import annotations

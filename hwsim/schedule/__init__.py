@@ -32,7 +32,6 @@ from hwsim.config import HardwareConfig
 from hwsim.errors import HwsimError
 from hwsim.isa.base import Instruction
 from hwsim.schedule.choose import candidate_orders, estimated_best, simulated_best
-from hwsim.schedule.costs import CostEstimator, Estimate
 from hwsim.schedule.dag import DependencyGraph, build_graph, check_order
 from hwsim.schedule.list_scheduler import estimate_order, list_schedule
 from hwsim.schedule.stream import Barrier, InstructionStream, Item, PlaceHbm, replay
@@ -94,9 +93,7 @@ __all__ = [
     "SCHEDULES",
     "SCHEDULE_ENV",
     "Barrier",
-    "CostEstimator",
     "DependencyGraph",
-    "Estimate",
     "InstructionStream",
     "Item",
     "PlaceHbm",

@@ -13,8 +13,8 @@ from collections.abc import Sequence
 
 from hwsim.builder import ProgramBuilder
 from hwsim.config import HardwareConfig
+from hwsim.cost import CostModel
 from hwsim.isa.base import Instruction
-from hwsim.schedule.costs import CostEstimator
 from hwsim.schedule.dag import build_graph, check_order
 from hwsim.schedule.list_scheduler import estimate_order, list_schedule
 from hwsim.schedule.stream import InstructionStream, replay
@@ -26,9 +26,11 @@ def candidate_orders(
     """(order, estimated end tick) of program order, then of each distinct list schedule
     (without and with lookahead)."""
     graph = build_graph(stream, keep_queue_order=keep_queue_order)
-    estimator = CostEstimator(config)
+    # A model of its own, not CostModel.for_config's (which finds models by the config's content):
+    # a build reads only the config fields it depends on (a sweep's program cache keys on them).
+    model = CostModel(config)
     estimates = [
-        estimator.of(item) if isinstance(item, Instruction) else None for item in stream.items
+        model.estimate(item) if isinstance(item, Instruction) else None for item in stream.items
     ]
     program = list(range(len(stream)))
     found = [(program, estimate_order(graph, estimates, program))]

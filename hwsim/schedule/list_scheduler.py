@@ -27,8 +27,8 @@ from __future__ import annotations
 import heapq
 from collections.abc import Sequence
 
+from hwsim.cost import Estimate
 from hwsim.engines import engine_names
-from hwsim.schedule.costs import Estimate
 from hwsim.schedule.dag import AFTER, ORDER, RAW, DependencyGraph
 
 _NO_COST = Estimate(0, 0, 0)

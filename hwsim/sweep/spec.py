@@ -34,10 +34,11 @@ from hwsim.config.loader import (
     resolve_config_path,
     validate_config,
 )
+from hwsim.config.validation_errors import describe_validation_error
 from hwsim.config.yaml_safe import load_yaml, read_text_file
 from hwsim.errors import ConfigError, WorkloadError
 from hwsim.sweep import expand
-from hwsim.sweep.errors import SpecError, describe_validation_error
+from hwsim.sweep.errors import SpecError
 from hwsim.sweep.metrics import DEFAULT_METRICS, check_metric
 from hwsim.sweep.paths import check_path, is_integer_field
 from hwsim.sweep.workloads import SweepWorkload, check_workloads_fit, parse_workload

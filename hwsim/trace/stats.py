@@ -393,14 +393,13 @@ def _dma_efficiency(
     moving = (nbytes > 0) & (descriptors > 0)
     if trace.config is None or not moving.any():
         return 100.0, 0.0
-    from hwsim.machine.dma_plan import DmaCostModel
+    from hwsim.cost import CostModel
 
-    config = trace.config
-    model = DmaCostModel(config.dma, trace.base_mhz, config.hbm.bandwidth_bytes_per_ns_per_stack)
+    dma = CostModel.for_config(trace.config).dma
     size = nbytes[moving] // descriptors[moving]
     weight = nbytes[moving].astype(np.float64)
     sizes, inverse = np.unique(size, return_inverse=True)
-    curve = np.array([float(model.efficiency_at(int(s))) for s in sizes])[inverse]
+    curve = np.array([float(dma.efficiency_at(int(s))) for s in sizes])[inverse]
     total = float(weight.sum())
     return 100.0 * float((curve * weight).sum()) / total, float((size * weight).sum()) / total
 

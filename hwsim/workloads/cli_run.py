@@ -83,6 +83,7 @@ def run_from_cli(args: argparse.Namespace) -> int:
         print(json.dumps(summary.to_dict(), indent=None, default=str))
     else:
         _print_summary(summary)
+        _print_advice(result.trace, summary)
     return 0 if summary.numerics_ok is not False else 1
 
 
@@ -93,6 +94,13 @@ def _write_outputs(result: Any, summary: RunSummary, out: str | None, force: boo
     paths = write_run_outputs(result.trace, out_dir, summary=summary, force=force)
     summary.out_dir = str(out_dir)
     summary.files = sorted(str(p) for p in paths.values())
+
+
+def _print_advice(trace: Any, summary: RunSummary) -> None:
+    from hwsim.advise.advice import report_lines
+    from hwsim.advise.evidence import Evidence
+
+    print("\n".join(report_lines(summary, Evidence.from_trace(trace, summary))))
 
 
 def _print_summary(summary: RunSummary) -> None:

@@ -40,7 +40,13 @@ from hwsim.lang import Kernel, TensorSpec
 from hwsim.library.workloads import LibraryWorkload
 from hwsim.program import Program
 from hwsim.workloads.bounds import check_hbm_fits
-from hwsim.workloads.pyfile import import_python_file, lookup_attribute
+from hwsim.workloads.pyfile import (
+    call_inputs,
+    import_python_file,
+    inputs_hint,
+    kernel_helpers,
+    lookup_attribute,
+)
 from hwsim.workloads.registry import Workload
 
 #: Entry-point group of workload kinds other packages add; ``torch`` runs model factories.
@@ -150,19 +156,13 @@ def _model_workload(factory: Callable[[], Any], text: str) -> Workload:
 def kernel_workload(kernel: Kernel, helpers: dict[str, Any], name: str, text: str) -> Workload:
     """A kernel as a workload: arguments from ``NAME_inputs`` or its ``TensorSpec`` defaults, and
     a check against ``NAME_reference`` if ``helpers`` (the kernel's module) has one."""
-    inputs = helpers.get(f"{name}_inputs")
-    reference = helpers.get(f"{name}_reference")
-    for label, helper in (("inputs", inputs), ("reference", reference)):
-        if helper is not None and not callable(helper):
-            raise WorkloadError(
-                f"{text}: {name}_{label} is a {type(helper).__name__}, not a function"
-            )
+    inputs, reference = kernel_helpers(helpers, name, text)
     specs: dict[str, TensorSpec] = {}
     if inputs is None:
-        specs = _tensor_spec_defaults(kernel, name, text)
+        specs = _tensor_spec_defaults(kernel, name, text, inputs_hint(helpers, name))
         make_arguments = functools.partial(_random_arguments, specs)
     else:
-        make_arguments = functools.partial(_call_inputs, inputs, name, text)
+        make_arguments = functools.partial(call_inputs, inputs, name, text)
     arguments = functools.cache(make_arguments)
     output_names: list[str] = []
 
@@ -191,14 +191,16 @@ def kernel_workload(kernel: Kernel, helpers: dict[str, Any], name: str, text: st
     )
 
 
-def _tensor_spec_defaults(kernel: Kernel, name: str, text: str) -> dict[str, TensorSpec]:
+def _tensor_spec_defaults(
+    kernel: Kernel, name: str, text: str, hint: str = ""
+) -> dict[str, TensorSpec]:
     specs = {}
     for param in kernel.signature.parameters.values():
         if param.default is param.empty:
             raise WorkloadError(
                 f"{text}: kernel parameter '{param.name}' has no value: define {name}_inputs() "
                 "in the file, returning the kernel's arguments (a tuple, or a dict by name), or "
-                f"give '{param.name}' a TensorSpec(shape, dtype) default"
+                f"give '{param.name}' a TensorSpec(shape, dtype) default{hint}"
             )
         if isinstance(param.default, TensorSpec):
             spec = param.default
@@ -234,25 +236,6 @@ def _random(rng: np.random.Generator, spec: TensorSpec) -> np.ndarray:
         return rng.standard_normal(shape, dtype=np.float32).astype(dt.numpy)
     low = -8 if dt.is_signed_int else 0
     return rng.integers(low, 8 if dt.is_signed_int else 16, size=shape).astype(dt.numpy)
-
-
-def _call_inputs(
-    inputs: Callable[[], Any], name: str, text: str
-) -> tuple[tuple[Any, ...], dict[str, Any]]:
-    try:
-        made = inputs()
-    except Exception as exc:  # user code: any exception, chained for --debug
-        raise WorkloadError(f"{text}: {name}_inputs() raised {type(exc).__name__}: {exc}") from exc
-    if isinstance(made, dict):
-        return (), dict(made)
-    if isinstance(made, (tuple, list)):
-        return tuple(made), {}
-    if isinstance(made, np.ndarray):
-        return (made,), {}
-    raise WorkloadError(
-        f"{text}: {name}_inputs() returned {type(made).__name__}; expected the kernel's "
-        "arguments as a tuple, a dict by parameter name, or one array"
-    )
 
 
 def _build(

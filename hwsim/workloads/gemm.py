@@ -48,7 +48,7 @@ RHS_BUFFERS = 4
 #: [S11][S12]; larger DMAs would delay the first matmuls.
 DMA_TARGET_BYTES = 2048
 #: Contiguous bytes per row a B load aims for: DMA descriptors saturate the engines from 4 KiB
-#: [S11][S12] (``hwsim.machine.dma_plan``), so B's N block is made that wide when N allows.
+#: [S11][S12] (``hwsim.cost.dma``), so B's N block is made that wide when N allows.
 DESCRIPTOR_TARGET_BYTES = 4096
 #: Share of SBUF kept free of the blocking's tiles (allocation granules, fragmentation).
 SBUF_MARGIN_SHARE = 1 / 16

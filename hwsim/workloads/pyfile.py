@@ -1,5 +1,10 @@
 """Import a user's Python file and look a name up in it: ``FILE.py:NAME`` workloads (``hwsim run``,
-sweeps) and ``hwsim export FILE.py:FACTORY``. Importing the file runs its code, by design."""
+sweeps), ``hwsim nki FILE.py:KERNEL`` and ``hwsim export FILE.py:FACTORY``. Importing the file
+runs its code, by design.
+
+A kernel's file gives its arguments and expected outputs one way for ``hwsim run`` and
+``hwsim nki`` alike (``kernel_helpers``): ``NAME_inputs()`` returns the arguments (a tuple, a dict
+by parameter name, or one array), ``NAME_reference(*args, **kwargs)`` the expected outputs."""
 
 from __future__ import annotations
 
@@ -7,9 +12,12 @@ import difflib
 import hashlib
 import importlib.util
 import sys
+from collections.abc import Callable, Mapping
 from pathlib import Path
 from types import ModuleType
 from typing import Any
+
+import numpy as np
 
 from hwsim.errors import WorkloadError
 
@@ -52,3 +60,48 @@ def lookup_attribute(module: ModuleType, name: str, path: Path, text: str) -> An
     hint = f" (did you mean {', '.join(repr(c) for c in close)}?)" if close else ""
     shown = ", ".join(names[:12]) + (", ..." if len(names) > 12 else "")
     raise WorkloadError(f"{text}: {path.name} defines no '{name}'{hint}; it defines {shown}")
+
+
+def kernel_helpers(
+    helpers: Mapping[str, Any], name: str, text: str
+) -> tuple[Callable[[], Any] | None, Callable[..., Any] | None]:
+    """A kernel's ``NAME_inputs`` and ``NAME_reference`` in its file's names ``helpers``, each
+    None when the file has none; one that is not a function is an error."""
+    found = []
+    for label in ("inputs", "reference"):
+        helper = helpers.get(f"{name}_{label}")
+        if helper is not None and not callable(helper):
+            raise WorkloadError(
+                f"{text}: {name}_{label} is a {type(helper).__name__}, not a function"
+            )
+        found.append(helper)
+    return found[0], found[1]
+
+
+def inputs_hint(helpers: Mapping[str, Any], name: str) -> str:
+    """What to say when a kernel has no inputs and its file defines ``inputs()``, which no
+    command reads (they read ``NAME_inputs()``)."""
+    if callable(helpers.get("inputs")):
+        return f" (the file's inputs() is not read: name it {name}_inputs())"
+    return ""
+
+
+def call_inputs(
+    inputs: Callable[[], Any], name: str, text: str
+) -> tuple[tuple[Any, ...], dict[str, Any]]:
+    """(positional, keyword) arguments ``NAME_inputs()`` returns: a tuple or list, a dict by
+    parameter name, or one array."""
+    try:
+        made = inputs()
+    except Exception as exc:  # user code: any exception, chained for --debug
+        raise WorkloadError(f"{text}: {name}_inputs() raised {type(exc).__name__}: {exc}") from exc
+    if isinstance(made, dict):
+        return (), dict(made)
+    if isinstance(made, (tuple, list)):
+        return tuple(made), {}
+    if isinstance(made, np.ndarray):
+        return (made,), {}
+    raise WorkloadError(
+        f"{text}: {name}_inputs() returned {type(made).__name__}; expected the kernel's "
+        "arguments as a tuple, a dict by parameter name, or one array"
+    )

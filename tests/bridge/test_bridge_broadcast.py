@@ -14,9 +14,10 @@ from hwsim.bridge.graph_lowering import lower_graph
 from hwsim.bridge.passes import PassSelection
 from hwsim.config import load_config
 from hwsim.config.timebase import TimeBase
+from hwsim.cost import CostModel
+from hwsim.cost.dma import WORK_UNITS_PER_TICK, transfer_descriptors
 from hwsim.isa import MemorySpace
-from hwsim.isa.dma_ops import TransferSides, transfer_descriptors
-from hwsim.machine.dma_plan import WORK_UNITS_PER_TICK, DmaCostModel, plan_transfer
+from hwsim.isa.dma_ops import TransferSides
 from tests.bridge.helpers import check_op
 
 #: HBM made abundant so a lone DMA's ticks are its engines' service time alone.
@@ -93,12 +94,8 @@ def test_the_broadcast_load_is_one_column_dma_costed_by_the_dma_formula():
     assert (load.dst.partitions, load.dst.free_sizes) == (16, (1,))
     sides = TransferSides(load.src, load.dst)
     assert transfer_descriptors(sides) == 16  # one run of 64 B in HBM, 16 of 4 B in SBUF
-    model = DmaCostModel(
-        config.dma,
-        TimeBase.from_config(config).base_mhz,
-        config.hbm.bandwidth_bytes_per_ns_per_stack,
-    )
-    plan = plan_transfer(model, config.dma.engines, load.queue, sides)
+    model = CostModel.for_config(config).dma
+    plan = model.plan(load.queue, sides)
     ns_per_tick = 1000 / TimeBase.from_config(config).base_mhz
     service_ns = 4 * model.descriptor_ns(4) + model.descriptor_ns(4)  # 4 data + the semaphore
     expected_ticks = math.ceil(service_ns / ns_per_tick)

@@ -21,6 +21,8 @@ def test_committed_support_doc_is_current():
 def test_every_generic_nisa_call_names_a_kernel_language_instruction():
     checked = 0
     for name, value in vars(nisa).items():
+        if name.startswith("_"):  # the generic calls public wrappers build on
+            continue
         if inspect.isfunction(value) and value.__doc__ and "either API generation" in value.__doc__:
             params = inspect.signature(getattr(lisa, name)).parameters
             assert set(value.required) <= set(params), (name, value.required, list(params))

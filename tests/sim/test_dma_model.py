@@ -16,11 +16,12 @@ import pytest
 from hwsim import lang
 from hwsim.builder import ProgramBuilder
 from hwsim.config import load_config
+from hwsim.cost import CostModel
+from hwsim.cost.dma import DmaCosts, descriptor_count
 from hwsim.dtypes import BF16, FP32
 from hwsim.isa import AccessPattern, MemorySpace, contiguous
-from hwsim.isa.dma_ops import DgeMode, DmaCopy, TransferSides, descriptor_count
+from hwsim.isa.dma_ops import DgeMode, DmaCopy, TransferSides
 from hwsim.lang import isa as nisa
-from hwsim.machine.dma_plan import DmaCostModel, plan_transfer
 from hwsim.machine.simulator import run
 
 from .helpers import check_illegal
@@ -29,12 +30,9 @@ SBUF, HBM = MemorySpace.SBUF, MemorySpace.HBM
 FAST_HBM = {"hbm.bandwidth_bytes_per_ns_per_stack": 10_000}
 
 
-def model_of(config_name: str, **overrides) -> tuple[DmaCostModel, int]:
-    config = load_config(config_name, overrides)
-    from hwsim.config.timebase import TimeBase
-
-    base = TimeBase.from_config(config).base_mhz
-    return DmaCostModel(config.dma, base, config.hbm.bandwidth_bytes_per_ns_per_stack), base
+def model_of(config_name: str, **overrides) -> tuple[DmaCosts, int]:
+    model = CostModel.for_config(load_config(config_name, overrides))
+    return model.dma, model.timebase.base_mhz
 
 
 # ---- descriptors --------------------------------------------------------------------------------
@@ -48,7 +46,7 @@ def test_a_tile_of_a_wider_matrix_is_one_descriptor_per_row():
     src = tile_of(128, 512, 8192)
     dst = contiguous(SBUF, BF16, 128, 512)
     model, _ = model_of("trn1")
-    plan = plan_transfer(model, 16, 0, TransferSides(src, dst))
+    plan = model.plan(0, TransferSides(src, dst))
     assert plan.descriptor_bytes == 1024
     assert [(p.nbytes, p.descriptors) for p in plan.pieces] == [(8192, 8)] * 16
     assert plan.symmetric
@@ -60,7 +58,7 @@ def test_descriptors_break_at_either_sides_runs():
     src = contiguous(HBM, BF16, 128, 128, tensor="m")
     dst = contiguous(SBUF, BF16, 128, 128)
     model, _ = model_of("trn1")
-    assert plan_transfer(model, 16, 0, TransferSides(src, dst)).descriptor_bytes == 256
+    assert model.plan(0, TransferSides(src, dst)).descriptor_bytes == 256
     # runs of 3 and 2 elements: boundaries at multiples of 2 and 3 over 12 elements
     assert descriptor_count(12, 3, 2) == 4 + 6 - 2
 
@@ -69,7 +67,7 @@ def test_runs_longer_than_the_descriptor_limit_take_several():
     src = contiguous(HBM, FP32, 1, 32768, tensor="m")  # 128 KiB in one partition
     dst = contiguous(SBUF, FP32, 1, 32768)
     model, _ = model_of("trn1")  # max 64 KiB per descriptor
-    plan = plan_transfer(model, 16, 0, TransferSides(src, dst))
+    plan = model.plan(0, TransferSides(src, dst))
     assert plan.pieces[0].descriptors == 2 and plan.descriptor_bytes == 65536
     # one partition: one engine moves the data, the other 15 only write the semaphore
     assert [p.nbytes for p in plan.pieces[1:]] == [0] * 15 and not plan.symmetric

@@ -1,5 +1,5 @@
 """Exact issue ticks of the VectorE/ScalarE/GpSimdE cost rules per dtype x source memory x access
-pattern x generation (docs/fidelity.md, "Engine cost rules"; ``hwsim.isa.streaming``).
+pattern x generation (docs/fidelity.md, "Engine cost rules"; ``hwsim.cost.streaming``).
 
 Each case runs one instruction on trn1 (NeuronCore-v2) and on trn2 (v3) with P = 4 partitions and
 N = 512 elements per partition, and gives the hand-derived engine cycles on each: v2 reads one
@@ -21,14 +21,15 @@ from dataclasses import dataclass
 import numpy as np
 import pytest
 
+from hwsim.cost import CostModel
+from hwsim.cost.streaming import stream_cycles, streaming_cycles
 from hwsim.dtypes import BF16, FP16, FP32, INT16, INT32, UINT8, DType
-from hwsim.isa import AccessPattern, Instruction, MachineSpec
+from hwsim.isa import AccessPattern, Instruction
 from hwsim.isa.copy_ops import TensorCopy
 from hwsim.isa.gpsimd_ops import AffineSelect, Iota
 from hwsim.isa.reduce_ops import BnAggr, BnStats, TensorReduce
 from hwsim.isa.scalar_ops import Activation, ActivationReduce
 from hwsim.isa.scan_ops import TensorScalarCumulative, TensorScalarReduce, TensorTensorScan
-from hwsim.isa.streaming import stream_cycles, streaming_cycles
 from hwsim.isa.vector_ops import (
     Memset,
     Reciprocal,
@@ -331,19 +332,19 @@ def test_v4_scalar_engine_16_bit_rate(src: DType, dst: DType, cycles: int) -> No
 
 
 def test_a_trailing_size_one_dim_does_not_hide_an_innermost_stride():
-    spec = MachineSpec(as_config("trn1"))
+    model = CostModel.for_config(as_config("trn1"))
     plain = AccessPattern(SBUF, FP32, 0, P, 0, (N,), (1,))
     strided = dataclasses.replace(plain, free_sizes=(N, 1), free_strides=(8, 1))  # 32 B apart
     sixteen = dataclasses.replace(plain, free_sizes=(N,), free_strides=(4,))  # exactly 16 B
-    assert stream_cycles(spec, "vector", plain) == N
-    assert stream_cycles(spec, "vector", strided) == 2 * N
-    assert stream_cycles(spec, "vector", sixteen) == N  # "exceeds 16 bytes" halves [S1]
+    assert stream_cycles(model, "vector", plain) == N
+    assert stream_cycles(model, "vector", strided) == 2 * N
+    assert stream_cycles(model, "vector", sixteen) == N  # "exceeds 16 bytes" halves [S1]
 
 
 def test_mixed_dtype_inputs_use_the_fewest_streams():
-    spec = MachineSpec(as_config("trn2"))  # VectorE: fp32 2 streams, bf16 4
+    model = CostModel.for_config(as_config("trn2"))  # VectorE: fp32 2 streams, bf16 4
     bf16 = AccessPattern(SBUF, BF16, 0, P, 0, (N,), (1,))
     fp32 = dataclasses.replace(bf16, dtype=FP32)
     three_bf16 = (bf16, bf16, bf16)
-    assert streaming_cycles(spec, "vector", three_bf16) == N  # ceil(3N / 4) < N
-    assert streaming_cycles(spec, "vector", (bf16, bf16, fp32)) == 3 * N // 2  # 2 streams
+    assert streaming_cycles(model, "vector", three_bf16) == N  # ceil(3N / 4) < N
+    assert streaming_cycles(model, "vector", (bf16, bf16, fp32)) == 3 * N // 2  # 2 streams

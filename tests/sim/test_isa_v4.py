@@ -13,6 +13,7 @@ import numpy as np
 import pytest
 
 from hwsim.config import load_config
+from hwsim.cost import CostModel
 from hwsim.dtypes import (
     BF16,
     FP4_E2M1FN_X4,
@@ -329,7 +330,7 @@ def test_matmul_mx_numerics(stationary_dtype, moving_dtype, dst_dtype):
 
 def test_matmul_mx_costs_a_bf16_matmul_with_k_equal_to_its_partitions():
     """4x BF16 throughput [S3]: K = 4 x 32 = 128 values at the time of a K = 32 BF16 matmul."""
-    spec = MachineSpec(V4)
+    model = CostModel.for_config(V4)
     mx = NcMatmulMx(
         engine="tensor",
         dst=ap(8, 40, PSUM),
@@ -344,17 +345,17 @@ def test_matmul_mx_costs_a_bf16_matmul_with_k_equal_to_its_partitions():
         stationary=ap(32, 8, dtype=BF16),
         moving=ap(32, 40, dtype=BF16, offset_bytes=64),
     )
-    mx.check(spec)
-    assert mx.cost(spec) == bf16.cost(spec)
+    mx.check(model.spec)
+    assert model.of(mx) == model.of(bf16)
     # closed form on tiny: MM max(min(16, 8), 40) = 40 ticks, + 32 result latency
-    assert (mx.cost(spec).issue_ticks, mx.cost(spec).latency_ticks) == (40, 72)
+    assert (model.of(mx).issue_ticks, model.of(mx).latency_ticks) == (40, 72)
     assert mx.flops() == 2 * 128 * 8 * 40
-    systolic = MachineSpec(
+    systolic = CostModel.for_config(
         load_config(
             "tiny", {"chip.generation": "v4", "tensor_engine.timing_model": "systolic_cycle"}
         )
     )
-    assert mx.cost(systolic) == bf16.cost(systolic)
+    assert systolic.of(mx) == systolic.of(bf16)
 
 
 # ---- nc_matmul double row ------------------------------------------------------------------
@@ -385,7 +386,7 @@ def test_double_row_costs_a_bf16_matmul_of_half_the_contraction(config_name, mod
     """K = 256 (trn2) in FP8 double row at the time of BF16 K = 128 [S2], in every model."""
     config = load_config(config_name, {"tensor_engine.timing_model": model})
     rows = config.tensor_engine.rows
-    spec = MachineSpec(config)
+    model = CostModel.for_config(config)
     fp8 = NcMatmul(
         engine="tensor",
         dst=ap(32, 128, PSUM),
@@ -399,8 +400,8 @@ def test_double_row_costs_a_bf16_matmul_of_half_the_contraction(config_name, mod
         stationary=ap(rows, 32, dtype=BF16),
         moving=ap(rows, 128, dtype=BF16, offset_bytes=128),
     )
-    fp8.check(spec)
-    assert fp8.cost(spec) == bf16.cost(spec)
+    fp8.check(model.spec)
+    assert model.of(fp8) == model.of(bf16)
     assert fp8.flops() == 2 * bf16.flops()
 
 

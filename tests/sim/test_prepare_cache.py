@@ -5,6 +5,7 @@ from __future__ import annotations
 import dataclasses
 
 from hwsim.config import load_config
+from hwsim.cost import CostModel
 from hwsim.lang import TensorSpec
 from hwsim.library import matmul_optimized
 from hwsim.machine import prepare
@@ -27,13 +28,13 @@ def test_second_run_reuses_preparation_and_times_alike(monkeypatch) -> None:
     first = run(program, config, numerics=False, summarize=False)
     calls = []
     monkeypatch.setattr(prepare, "_static_steps", lambda *a: calls.append(a) or [])
-    monkeypatch.setattr(prepare, "_work_out", lambda *a: calls.append(a))
+    monkeypatch.setattr(CostModel, "streams_costs", lambda *a: calls.append(a))
     second = run(program, config, numerics=False, summarize=False)
     assert calls == []
     assert _timeline(second.trace) == _timeline(first.trace)
 
 
-def test_other_config_gets_its_own_facts() -> None:
+def test_other_config_gets_its_own_costs() -> None:
     program = _program()
     trn1, trn2 = load_config("trn1"), load_config("trn2")
     on_trn1 = run(program, trn1, numerics=False, summarize=False)
@@ -65,4 +66,4 @@ def test_kept_configs_are_bounded() -> None:
     for ns in range(prepare.KEPT_CONFIGS + 3):
         config = load_config("trn1", {"dma.start_latency_ns": latency_ns + ns})
         run(program, config, numerics=False, summarize=False)
-    assert len(program.run_cache[("core", 0)].facts) == prepare.KEPT_CONFIGS
+    assert len(program.run_cache[("core", 0)].costs) == prepare.KEPT_CONFIGS

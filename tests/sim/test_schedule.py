@@ -13,6 +13,7 @@ import pytest
 
 from hwsim.builder import ProgramBuilder
 from hwsim.config import load_config
+from hwsim.cost import CostModel
 from hwsim.dtypes import BF16, FP32
 from hwsim.errors import HwsimError
 from hwsim.isa import MemorySpace, contiguous
@@ -21,7 +22,6 @@ from hwsim.isa.dma_ops import DmaCopy
 from hwsim.isa.tensor_ops import NcMatmul
 from hwsim.machine.simulator import run
 from hwsim.schedule import (
-    CostEstimator,
     InstructionStream,
     build_graph,
     check_order,
@@ -115,7 +115,7 @@ def test_already_good_order_is_kept():
     # program order is returned as it was).
     stream = stream_of(copy(0, 512), copy(1024, 1536), copy(2048, 2560, engine="scalar"))
     graph = build_graph(stream)
-    estimates = [CostEstimator(TINY).of(item) for item in stream.items]
+    estimates = [CostModel.for_config(TINY).estimate(item) for item in stream.items]
     assert list_schedule(graph, estimates) == ([0, 2, 1], 532)
     assert schedule_order(stream, TINY, "list") == [0, 1, 2]
     assert streams(stream, "list") == streams(stream, "program")
@@ -124,7 +124,7 @@ def test_already_good_order_is_kept():
 def test_the_estimate_times_a_compute_only_program_as_the_simulator_does():
     stream = stream_of(matmul(), evacuate(512), copy(1024, 1536))
     graph = build_graph(stream)
-    estimates = [CostEstimator(TINY).of(item) for item in stream.items]
+    estimates = [CostModel.for_config(TINY).estimate(item) for item in stream.items]
     assert estimate_order(graph, estimates, [0, 1, 2]) == 692  # simulated: 692 (above)
     assert list_schedule(graph, estimates) == ([0, 2, 1], 532)  # simulated: 532
 

@@ -1,6 +1,7 @@
-"""Engines are data: a toy engine is one registration (plus an instruction that runs on it), and
-the time base, legality, the simulator, the trace, the summary, Chrome export and the profiler
-tables all pick it up with no edit anywhere else."""
+"""Engines are data: a toy engine is one registration (plus an instruction that runs on it, and
+that instruction's cost rule), and the time base, legality, the cost model, the simulator, the
+trace, the summary, Chrome export and the profiler tables all pick it up with no edit anywhere
+else."""
 
 from __future__ import annotations
 
@@ -12,10 +13,12 @@ import pytest
 from hwsim.builder import ProgramBuilder
 from hwsim.config import load_config
 from hwsim.config.timebase import TimeBase
+from hwsim.cost import Cost, CostModel, cost_rule
+from hwsim.cost.rules import unregister_rule
 from hwsim.dtypes import FP32
 from hwsim.engines import EngineSpec, engine_names, register_engine, unregister_engine
 from hwsim.isa import MemorySpace, contiguous
-from hwsim.isa.base import ISA, Cost, Instruction, MachineSpec, register
+from hwsim.isa.base import ISA, Instruction, MachineSpec, register
 from hwsim.isa.copy_ops import TensorCopy
 from hwsim.machine.simulator import run
 from hwsim.trace.chrome import iter_events, write_chrome_trace
@@ -28,10 +31,6 @@ SBUF = MemorySpace.SBUF
 class ToyCopy(Instruction):
     """dst = src on the toy engine, costed like a VectorE copy (its config section)."""
 
-    OPCODE = "toy_copy"
-    ENGINES = ("toy",)
-    PROFILER_OPCODE = "TOY_COPY"
-
     dst: object
     src: object
 
@@ -41,11 +40,12 @@ class ToyCopy(Instruction):
     def writes(self):
         return (self.dst,)
 
-    def cost(self, spec: MachineSpec) -> Cost:
-        return spec.compute_cost("toy", self.src.free_elements)
-
     def execute(self, state) -> None:
         state.write(self.dst, state.read(self.src))
+
+
+def toy_copy_cost(model: CostModel, instruction: ToyCopy) -> Cost:
+    return model.compute("toy", instruction.src.free_elements)
 
 
 @pytest.fixture
@@ -62,8 +62,10 @@ def toy_engine():
             profiler_name="Toy",
         )
     )
-    register(ToyCopy)
+    register("toy_copy", engines=("toy",), profiler="TOY_COPY")(ToyCopy)
+    cost_rule(ToyCopy)(toy_copy_cost)
     yield
+    unregister_rule(ToyCopy)
     del ISA["toy_copy"]
     unregister_engine("toy")
 

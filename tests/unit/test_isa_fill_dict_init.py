@@ -89,11 +89,9 @@ def test_a_hand_written_init_and_a_default_factory_are_left_alone():
 def test_a_new_registered_class_gets_it_with_its_defaults(monkeypatch):
     monkeypatch.setattr("hwsim.isa.base.ISA", dict(ISA))
 
-    @register
+    @register("test_toy_init", engines=("vector",))
     @dataclasses.dataclass(frozen=True, kw_only=True)
     class Toy(Instruction):
-        OPCODE: ClassVar[str] = "test_toy_init"
-        ENGINES: ClassVar[tuple[str, ...]] = ("vector",)
         dst: AccessPattern
         scale: float = 2.0
 

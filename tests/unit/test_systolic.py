@@ -10,9 +10,9 @@ import pytest
 
 from hwsim.config import load_config
 from hwsim.config.schema import HardwareConfig
+from hwsim.cost.systolic_models import scalesim_ws_total_cycles
+from hwsim.cost.tensor_models import TENSOR_TIMING_MODELS, MatmulShape
 from hwsim.kernels.systolic import SystolicArray
-from hwsim.timing.systolic_models import scalesim_ws_total_cycles
-from hwsim.timing.tensor_models import TENSOR_TIMING_MODELS, MatmulShape
 
 SIZES = (1, 7, 32, 64, 100, 128)
 MOVING_SIZES = (1, 64, 128, 512)

@@ -1,0 +1,127 @@
+"""The tuner's results, in SQLite: one row per (kernel, space point, config hash).
+
+A candidate simulated once is never simulated again for the same kernel source, inputs and
+effective config, in this run or a later one (an interrupted ``hwsim tune`` resumes where it
+stopped). Rows are written as each candidate finishes. The file is data: a database that is not
+a tuner cache of this hwsim is refused in one line, and nothing in one is ever evaluated.
+"""
+
+from __future__ import annotations
+
+import json
+import sqlite3
+import time
+from dataclasses import asdict, dataclass
+from pathlib import Path
+from typing import Any
+
+from hwsim.tune.space import TuneError
+
+SCHEMA = "hwsim.tune/1"
+#: Seconds a writer waits for another process's transaction (several tuners may share a file).
+BUSY_TIMEOUT_S = 30
+
+
+@dataclass(frozen=True)
+class Outcome:
+    """What simulating one candidate gave: ``ok`` with its time, or ``infeasible`` (the kernel
+    refused the point: it does not fit, an illegal instruction) with the reason."""
+
+    status: str  # "ok" | "infeasible"
+    total_ns: float | None = None
+    bottleneck: str = ""
+    error: str = ""
+    wall_s: float = 0.0
+    instructions: int = 0
+
+    @property
+    def ok(self) -> bool:
+        return self.status == "ok"
+
+
+class TuneCache:
+    """Open (or create) a cache file; ``None`` keeps results in memory only."""
+
+    def __init__(self, path: str | Path | None) -> None:
+        self.path = Path(path) if path is not None else None
+        where = ":memory:" if self.path is None else str(self.path)
+        if self.path is not None:
+            self.path.parent.mkdir(parents=True, exist_ok=True)
+        try:
+            self.db = sqlite3.connect(where, timeout=BUSY_TIMEOUT_S)
+            self._init()
+        except sqlite3.DatabaseError as exc:
+            raise TuneError(f"{where}: not a tuner cache database ({exc})") from None
+
+    def _init(self) -> None:
+        with self.db:
+            tables = {r[0] for r in self.db.execute("SELECT name FROM sqlite_master")}
+            if tables and "tune_meta" not in tables:
+                raise TuneError(f"{self.path}: an SQLite file, but not a tuner cache of hwsim")
+            self.db.execute("CREATE TABLE IF NOT EXISTS tune_meta (key TEXT PRIMARY KEY, value)")
+            self.db.execute(
+                "CREATE TABLE IF NOT EXISTS candidates (kernel TEXT, point TEXT, "
+                "config_hash TEXT, status TEXT, total_ns REAL, bottleneck TEXT, error TEXT, "
+                "wall_s REAL, instructions INTEGER, created REAL, "
+                "PRIMARY KEY (kernel, point, config_hash))"
+            )
+            row = self.db.execute("SELECT value FROM tune_meta WHERE key='schema'").fetchone()
+            if row is None:
+                self.db.execute("INSERT INTO tune_meta VALUES ('schema', ?)", (SCHEMA,))
+            elif row[0] != SCHEMA:
+                raise TuneError(
+                    f"{self.path}: a tuner cache of another hwsim (schema {str(row[0])[:40]!r}, "
+                    f"this one reads {SCHEMA!r}); use a new --db"
+                )
+
+    def get(self, kernel: str, point: str, config_hash: str) -> Outcome | None:
+        row = self.db.execute(
+            "SELECT status, total_ns, bottleneck, error, wall_s, instructions FROM candidates "
+            "WHERE kernel=? AND point=? AND config_hash=?",
+            (kernel, point, config_hash),
+        ).fetchone()
+        if row is None:
+            return None
+        status, total_ns, bottleneck, error, wall_s, instructions = row
+        if status not in ("ok", "infeasible") or (status == "ok" and total_ns is None):
+            raise TuneError(f"{self.path}: a damaged candidate row ({kernel} {point}); delete it")
+        return Outcome(
+            status, total_ns, bottleneck or "", error or "", wall_s or 0.0, int(instructions or 0)
+        )
+
+    def put(self, kernel: str, point: str, config_hash: str, outcome: Outcome) -> None:
+        with self.db:
+            self.db.execute(
+                "INSERT OR REPLACE INTO candidates VALUES (?,?,?,?,?,?,?,?,?,?)",
+                (
+                    kernel,
+                    point,
+                    config_hash,
+                    outcome.status,
+                    outcome.total_ns,
+                    outcome.bottleneck,
+                    outcome.error,
+                    outcome.wall_s,
+                    outcome.instructions,
+                    time.time(),
+                ),
+            )
+
+    def rows(self, kernel: str, config_hash: str) -> list[dict[str, Any]]:
+        """Every cached candidate of a kernel on a config, oldest first."""
+        cursor = self.db.execute(
+            "SELECT point, status, total_ns, bottleneck, error FROM candidates "
+            "WHERE kernel=? AND config_hash=? ORDER BY created",
+            (kernel, config_hash),
+        )
+        return [
+            {"point": json.loads(p), "status": s, "total_ns": t, "bottleneck": b, "error": e}
+            for p, s, t, b, e in cursor
+        ]
+
+    def close(self) -> None:
+        self.db.close()
+
+
+def outcome_dict(outcome: Outcome) -> dict[str, Any]:
+    return asdict(outcome)

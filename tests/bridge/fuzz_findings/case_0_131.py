@@ -1,0 +1,45 @@
+"""A graph hwsim fuzz found failing (graph case 131 of seed 0), shrunk; run it: python THIS_FILE.
+
+The module below is the case; the checks (hwsim.bridge.fuzz_graphs.check_case) compile the same
+graph from SPEC with torch.compile(backend="hwsim") on trn2 and compare it with eager
+PyTorch, across two calls, against its roofline floor and with each graph pass off; it prints
+what fails and exits 1 while anything does.
+"""
+# Failures when it was found:
+#   passes: graph3 pass residency: 13,883.5 ns with it, 11,705.0 ns without
+
+import torch
+
+SPEC = {
+    "dtype": "bfloat16",
+    "train": False,
+    "inputs": [[2, 8, 32], [64, 8, 1]],
+    "ops": [["layer_norm", 1], ["neg", 0], ["exp", 2]],
+    "outputs": [3, 4],
+}
+CONFIG = "trn2"
+
+
+class Case(torch.nn.Module):
+    def forward(self, v0, v1):
+        v2 = torch.nn.functional.layer_norm(v1, v1.shape[-1:])
+        v3 = -v0
+        v4 = torch.exp(torch.tanh(v2))
+        return (
+            v3,
+            v4,
+        )
+
+
+if __name__ == "__main__":
+    import sys
+
+    from hwsim.bridge.fuzz_graphs import check_case, inputs_of
+
+    compiled = torch.compile(Case(), backend="hwsim", options={"config": CONFIG})
+    print([tuple(o.shape) for o in compiled(*inputs_of(SPEC))])
+    failures = check_case(SPEC, CONFIG)
+    for failure in failures:
+        print(f"FAIL {failure.check}: {failure.message}")
+    print("no check fails" if not failures else f"{len(failures)} check(s) fail")
+    sys.exit(1 if failures else 0)

@@ -1,0 +1,41 @@
+"""A graph hwsim fuzz found failing (graph case 99 of seed 0), shrunk; run it: python THIS_FILE.
+
+The module below is the case; the checks (hwsim.bridge.fuzz_graphs.check_case) compile the same
+graph from SPEC with torch.compile(backend="hwsim") on trn2 and compare it with eager
+PyTorch, across two calls, against its roofline floor and with each graph pass off; it prints
+what fails and exits 1 while anything does.
+"""
+# Failures when it was found:
+#   passes: graph2 pass fusion: 3,289.6 ns with it, 3,181.7 ns without
+
+import torch
+
+SPEC = {
+    "dtype": "float32",
+    "train": False,
+    "inputs": [[32, 1]],
+    "ops": [["scale", 0, 2.0], ["scale", 1, -1.0]],
+    "outputs": [2],
+}
+CONFIG = "trn2"
+
+
+class Case(torch.nn.Module):
+    def forward(self, v0):
+        v1 = v0 * 2.0
+        v2 = v1 * -1.0
+        return (v2,)
+
+
+if __name__ == "__main__":
+    import sys
+
+    from hwsim.bridge.fuzz_graphs import check_case, inputs_of
+
+    compiled = torch.compile(Case(), backend="hwsim", options={"config": CONFIG})
+    print([tuple(o.shape) for o in compiled(*inputs_of(SPEC))])
+    failures = check_case(SPEC, CONFIG)
+    for failure in failures:
+        print(f"FAIL {failure.check}: {failure.message}")
+    print("no check fails" if not failures else f"{len(failures)} check(s) fail")
+    sys.exit(1 if failures else 0)

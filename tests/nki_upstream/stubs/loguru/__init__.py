@@ -1,0 +1,5 @@
+"""Stand-in for loguru (stubs/README.md): ``logger`` logs through the standard library."""
+
+import logging
+
+logger = logging.getLogger("loguru-stand-in")

@@ -1,0 +1,64 @@
+"""Runs nki-samples' own unit tests (vendored ``test/unit`` at 7af4e4d) on the simulator, as
+their README says, with ``--simulation-only`` and the one-line plugin ``install_plugin``:
+
+    .venv/bin/python -m tests.nki_upstream.unit_tests            # about an hour on 2 cores
+    .venv/bin/python -m tests.nki_upstream.unit_tests -k resize  # a subset (pytest's -k)
+
+It prints each test's outcome and the tally, and with ``--record`` keeps them in
+docs/nki-conformance.json, from which docs/nki-support.md is generated.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+from hwsim.nki import upstream
+from tests.nki_upstream import record
+
+UNIT = upstream.NKI_SAMPLES / "test" / "unit"
+CHECKOUT = Path(__file__).resolve().parents[2]
+_LINE = re.compile(r"^(PASSED|FAILED|ERROR|SKIPPED|XFAIL|XPASS) (\S+?)(?: - (.*))?$")
+
+
+def run(select: str = "", workers: int = 1) -> dict[str, dict[str, str]]:
+    """{test id: {"status", "reason"}} of one pytest run of the unit tests."""
+    env = dict(os.environ, PYTHONPATH=f"{upstream.NKI_SAMPLES / 'src'}{os.pathsep}{CHECKOUT}")
+    command = [sys.executable, "-m", "pytest", "-p", "tests.nki_upstream.install_plugin"]
+    command += ["-p", "no:cacheprovider", "--simulation-only", "-q", "-rA", "-o", "addopts="]
+    command += ["-n", str(workers)] if workers > 1 else []
+    command += ["-k", select] if select else []
+    done = subprocess.run(command, cwd=UNIT, env=env, capture_output=True, text=True)
+    outcomes = {}
+    for line in done.stdout.splitlines():
+        found = _LINE.match(line)
+        if found:
+            status, test, reason = found.groups()
+            outcomes[test] = {"status": status.lower(), "reason": (reason or "")[:300]}
+    if not outcomes:
+        raise RuntimeError(f"no test outcomes in the pytest output:\n{done.stdout[-2000:]}")
+    return outcomes
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("-k", default="", help="pytest -k selection")
+    parser.add_argument("-n", type=int, default=1, help="pytest-xdist workers (at most 2)")
+    parser.add_argument("--record", action="store_true", help="keep the outcomes for the docs")
+    args = parser.parse_args(argv)
+    outcomes = run(args.k, args.n)
+    for test, outcome in sorted(outcomes.items()):
+        print(f"{outcome['status']:7} {test}  {outcome['reason']}")
+    passed = sum(o["status"] == "passed" for o in outcomes.values())
+    print(f"\n{passed} of {len(outcomes)} nki-samples unit tests pass on the simulator")
+    if args.record:
+        record.update("unit_tests", outcomes)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
