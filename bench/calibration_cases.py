@@ -123,7 +123,8 @@ def first_engine_packet_ns(result: RunResult, program: Program) -> float:
         (p for p in trace.dma if p.transfer_bytes),
         key=lambda p: (p.start_tick, p.dma_engine),
     )
-    semaphore_ns = float(CostModel.for_config(trace.config).dma.descriptor_ns(SEMAPHORE_WRITE_BYTES))
+    dma = CostModel.for_config(trace.config).dma
+    semaphore_ns = float(dma.descriptor_ns(SEMAPHORE_WRITE_BYTES))
     return trace.ticks_to_ns(load.end_tick - load.start_tick) - semaphore_ns
 
 
