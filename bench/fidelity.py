@@ -147,6 +147,8 @@ def main() -> int:
     )
     args = parser.parse_args()
     if args.cross_validate:
+        if args.only:  # the leave-one-out of these cases' own generation(s) only
+            cases = {k: c for k, c in cases.items() if c.name in args.only}
         return cross_validate(cases)
     failed = 0
     for case in cases.values():
