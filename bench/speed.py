@@ -18,7 +18,9 @@ and warm (best of ``--trials`` calls after it):
 - summary: ``summarize(trace)`` of that run over the simulation's time (target <= 0.5);
 - numerics: ``run(..., numerics=True)`` wall time over numpy's fp32 ``lhsT.T @ rhs`` of the same
   bf16 values in this process, so at the same BLAS thread count (hwsim sets one unless
-  OPENBLAS_NUM_THREADS says otherwise; target <= 3x). The Numba caches are warmed first;
+  OPENBLAS_NUM_THREADS says otherwise; target <= 3x). The Numba caches are warmed first.
+  Beside it, the same run with initcheck (reads of never-written memory; on by default in the
+  kernel front doors) over the run without it: what the default costs (no target);
 - ``--large``: the same kernel at a larger N giving >= 1,000,000 instructions (tiny: >= 5,000),
   built, simulated timing-only and summarised in a fresh process: end-to-end wall time (target
   < 30 s) and that process's own peak RSS (``own_peak_rss_mb``; target < 1,500 MB).
@@ -201,7 +203,12 @@ def measure_numerics(shape: tuple[int, int, int], config: HardwareConfig, trials
     run(small, config, numerics=True, summarize=False)  # warms the Numba caches
     program = build_v1(m, k, n, config, data=True)
     times, result = timed(  # one warm call: a V1 numerics run takes seconds
-        min(trials, 1), lambda: run(program, config, numerics=True, summarize=False)
+        min(trials, 1),
+        lambda: run(program, config, numerics=True, summarize=False, initcheck=False),
+    )
+    checked, _ = timed(  # initcheck: on by default in the kernel front doors
+        min(trials, 1),
+        lambda: run(program, config, numerics=True, summarize=False, initcheck=True),
     )
     lhs_t, rhs = _inputs(m, k, n)
     a, b = lhs_t.astype(np.float32), rhs.astype(np.float32)
@@ -214,6 +221,8 @@ def measure_numerics(shape: tuple[int, int, int], config: HardwareConfig, trials
         "numerics_warm_s": times.warm_s,
         "numpy_s": numpy_times.warm_s,
         "numerics_over_numpy": times.warm_s / numpy_times.warm_s,
+        "initcheck_warm_s": checked.warm_s,
+        "initcheck_cost": checked.warm_s / times.warm_s,
         "numerics_rel_error": error,
         "blas_threads": os.environ.get("OPENBLAS_NUM_THREADS", "default"),
     }
@@ -342,6 +351,15 @@ def print_report(r: dict[str, Any], size: str) -> None:
                 f"max |error| / max |C| {r['numerics_rel_error']:.1e}",
                 f"<= {TARGET_NUMERICS_OVER_NUMPY:g}x",
                 r["numerics_over_numpy"] <= TARGET_NUMERICS_OVER_NUMPY,
+            )
+        )
+        rows.append(
+            (
+                "numerics with initcheck (on by default in hwsim run, hwsim nki and kernel "
+                "calls; --no-initcheck / initcheck=False turn it off)",
+                f"{r['initcheck_warm_s']:.2f} s = {r['initcheck_cost']:.2f}x the run without it",
+                "",
+                None,
             )
         )
     if r["million_instr_end_to_end_s"] is not None:

@@ -16,6 +16,9 @@ Measured:
 - lowering in the workers (the default, each worker lowers once and caches) against lowering in
   the parent and sending each task its program (``lowering='parent'``), both at ``--jobs 2``.
 
+- the largest dry run: ``hwsim sweep --dry-run`` of a grid of ``MAX_POINTS`` points (two swept
+  fields of two sections), every config built and validated; target < 10 s.
+
 Each target prints PASS or MISS, and a MISS says what bounds it; the script always exits 0.
 """
 
@@ -45,6 +48,7 @@ from hwsim.workloads.resolve import resolve_workload
 
 TARGET_OVERHEAD_PCT = 10.0
 TARGET_SPEEDUP = 1.7
+TARGET_DRY_RUN_S = 10.0
 MIN_SIMULATION_S = 1.0
 CONFIG = "trn2"
 HBM_PATH = "hbm.bandwidth_bytes_per_ns_per_stack"
@@ -214,10 +218,51 @@ def measure_speedup(workload: str, directory: Path, configs: int) -> None:
     )
 
 
+def measure_largest_dry_run(directory: Path) -> None:
+    """``hwsim sweep --dry-run`` of a MAX_POINTS grid, in this process (as the CLI runs it)."""
+    from hwsim.cli.main import main as cli
+    from hwsim.sweep.spec import MAX_POINTS
+
+    side = int(MAX_POINTS**0.5)
+    spec = directory / "largest.yaml"
+    spec.write_text(
+        yaml.safe_dump(
+            {
+                "name": "largest",
+                "base": CONFIG,
+                "parameters": {
+                    "grid": {
+                        "sbuf.bytes_per_partition": [131072 + 64 * i for i in range(side)],
+                        "dma.start_latency_ns": [1000 + i for i in range(MAX_POINTS // side)],
+                    }
+                },
+                "workloads": ["gemm:512x512x512:bf16"],
+            }
+        )
+    )
+    busy = machine_busy_s()
+    seconds = _timed(lambda: cli(["sweep", str(spec), "--dry-run", "--db", str(directory / "x")]))
+    ok = seconds < TARGET_DRY_RUN_S
+    print(
+        f"largest dry run ({MAX_POINTS:,} configs built and validated): {seconds:.1f} s  "
+        f"target < {TARGET_DRY_RUN_S:.0f} s  {verdict(ok)}"
+    )
+    others_s = machine_busy_s() - busy - seconds
+    if not ok and others_s > seconds * BUSY_MACHINE_PCT / 100:
+        print(f"  bound: other processes used {others_s:.1f} CPU-s meanwhile; rerun when idle")
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--configs", type=int, default=12, help="configs in the speed-up sweep")
+    parser.add_argument(
+        "--dry-run-only", action="store_true", help="only the largest dry run (seconds)"
+    )
     args = parser.parse_args()
+    if args.dry_run_only:
+        with tempfile.TemporaryDirectory(prefix="hwsim-bench-sweep-") as tmp:
+            measure_largest_dry_run(Path(tmp))
+        return
     warm_up()
     workload, seconds = pick_workload()
     print(f"workload: {workload} on {CONFIG}, timing-only, bare run() {seconds:.2f} s")
@@ -225,6 +270,7 @@ def main() -> None:
         directory = Path(tmp)
         measure_overhead(workload, directory)
         measure_speedup(workload, directory, args.configs)
+        measure_largest_dry_run(directory)
 
 
 if __name__ == "__main__":

@@ -24,6 +24,7 @@ Each graph has a kind, ``forward``, ``backward`` or ``optimizer`` (a graph dynam
 from __future__ import annotations
 
 import itertools
+import re
 from collections.abc import Callable, Sequence
 from typing import Any
 
@@ -117,7 +118,8 @@ def hwsim_backend(
             _BY_OPTIONS[id(options)] = (options, parsed.report)
     _REPORTS[:] = [r for r in _REPORTS if r is not parsed.report]  # (by identity)
     _REPORTS.append(parsed.report)  # the latest is the one being filled
-    _note_compile(parsed.report)
+    for reason in _note_compile(parsed.report):
+        _operator_left_on_cpu(reason, parsed)
     compiler = _Compiler(parsed, _graph_kind(gm))
     backend = aot_autograd(
         fw_compiler=compiler.forward,
@@ -137,8 +139,9 @@ def hwsim_backend(
 _BREAKS_SEEN: dict[str, int] = {}
 
 
-def _note_compile(report: Any) -> None:
-    """Record dynamo's compile id of this graph and the graph breaks met while tracing it."""
+def _note_compile(report: Any) -> list[str]:
+    """Record dynamo's compile id of this graph and the graph breaks met while tracing it (dynamo
+    counts a break before it compiles the graph that ends there); returns their reasons."""
     from torch._dynamo.utils import counters
     from torch._guards import CompileContext
 
@@ -146,12 +149,37 @@ def _note_compile(report: Any) -> None:
     compile_id = CompileContext.current_compile_id()
     if compile_id is not None and compile_id.frame_id is not None:
         report.compile_ids.append((compile_id.frame_id, compile_id.frame_compile_id or 0))
+    met = []
     for reason, count in counters["graph_break"].items():
         new = count - _BREAKS_SEEN.get(reason, 0)
         if new > 0:
             key = _short_reason(reason)
             report.graph_breaks[key] = report.graph_breaks.get(key, 0) + new
+            met.append(reason)
         _BREAKS_SEEN[reason] = count
+    return met
+
+
+#: How dynamo names the ATen operator a graph break leaves to eager PyTorch (an op whose output
+#: shape depends on the data, such as ``nonzero`` or ``unique``, unless dynamic output shapes are
+#: captured): that op then runs on the CPU between two compiled graphs.
+_BREAK_OPERATOR = re.compile(r"[Oo]perator `(aten\.[\w.]+)`")
+
+
+def _operator_left_on_cpu(reason: str, options: Any) -> None:
+    """The fallback policy for an ATen operator a graph break runs on the CPU: it never reaches
+    the backend as a node, so without this ``fallback='error'`` would let it through."""
+    found = _BREAK_OPERATOR.search(reason)
+    if found is None:  # a break around Python dynamo cannot trace (print, ...): no tensor op
+        return
+    from hwsim.bridge.errors import Reason, Unsupported
+    from hwsim.bridge.options import apply_fallback
+
+    detail = (
+        f"a graph break runs it on the CPU between compiled graphs ({_short_reason(reason)}); "
+        "torch._dynamo.config.capture_dynamic_output_shape_ops = True traces it into the graph"
+    )
+    apply_fallback(options, Unsupported(found.group(1), Reason.DATA_DEPENDENCE, detail))
 
 
 def _symbolic(value: Any) -> bool:
@@ -167,13 +195,19 @@ class _PerShape:
     """A graph dynamo compiled with dynamic shapes (symbolic sizes): the simulator runs one
     program per concrete shape, so each new shape met at run time specializes the graph (a
     re-trace with the real sizes: every symbol becomes its value) and compiles it like a static
-    graph, once. Its integer inputs (the symbols' values) are part of the key."""
+    graph, once. Its integer inputs (the symbols' values) are part of the key, except the ints
+    it uses as values, not sizes (``bridge.host_ints``: a sliding-window KV cache's write
+    count): those reach the program as 0-d tensors, and its int outputs are computed on the
+    host, so one program serves every value. ``gm`` is rewritten for that, in place."""
 
     def __init__(
         self, compiler: _Compiler, gm: fx.GraphModule, name: str, kind: str = "forward"
     ) -> None:
+        from hwsim.bridge.host_ints import value_ints
+
         self.compiler = compiler
-        self.gm = gm
+        self.values = value_ints(gm)
+        self.gm = self.values.rewrite(gm) if self.values else gm
         self.name = name
         self.kind = kind
         self.runners: dict[tuple[Any, ...], Callable[..., Any]] = {}
@@ -181,16 +215,27 @@ class _PerShape:
     def __call__(self, *args: Any) -> Any:
         from hwsim.bridge.compiled import layout_key
 
-        key = layout_key(args)
+        values = self.values.inputs
+        key = layout_key([None if i in values else a for i, a in enumerate(args)])
+        operands, int_outputs = self.values.call(args) if self.values else ([], {})
+        full = [*args, *operands]
         runner = self.runners.get(key)
-        tensors = [a for a in args if isinstance(a, torch.Tensor)]
+        tensors = [a for a in full if isinstance(a, torch.Tensor)]
         if runner is None:
-            static = _specialize(self.gm, args)
-            sizes = ",".join(str(a) for a in args if isinstance(a, int))
+            static = _specialize(self.gm, full)
+            sizes = ",".join(
+                str(a) for i, a in enumerate(args) if isinstance(a, int) and i not in values
+            )
             name = f"{self.name}.s{len(self.runners)}"
             kind = f"{self.kind} (dynamic, specialized to {sizes or 'these shapes'})"
             runner = self.runners[key] = self.compiler.static(static, tensors, name, kind)
-        return runner(*tensors)
+        outputs = runner(*tensors)
+        if not int_outputs:
+            return outputs
+        patched = list(outputs)
+        for position, value in int_outputs.items():
+            patched[position] = value
+        return type(outputs)(patched) if isinstance(outputs, tuple) else patched
 
 
 def _specialize(gm: fx.GraphModule, args: Sequence[Any]) -> fx.GraphModule:

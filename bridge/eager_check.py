@@ -34,6 +34,7 @@ from torch import fx
 from torch.utils import _pytree as pytree
 
 from hwsim.bridge.device_tensor import host_reference
+from hwsim.bridge.dtypes import INT32_MAX, INT32_MIN, Int64RangeError
 from hwsim.bridge.precision import compare
 from hwsim.bridge.report import OutputRecord
 
@@ -156,7 +157,27 @@ class EagerChecked:
             return
         for i, (g, w) in enumerate(zip(got, want, strict=True)):
             if isinstance(w, torch.Tensor) and isinstance(g, torch.Tensor):
-                report.add_eager_output(_record(f"{self.name}.out{i}", g, w, self.options))
+                record = _record(f"{self.name}.out{i}", g, w, self.options)
+                report.add_eager_output(record)
+                _refuse_int32_overflow(record, g, w)
+
+
+def _refuse_int32_overflow(record: OutputRecord, got: torch.Tensor, want: torch.Tensor) -> None:
+    """The device holds int64 as int32: an int64 output eager PyTorch computes outside int32
+    (2^30 * 4) comes out wrapped, a wrong result the check knows for certain (not a rounding
+    difference), so it raises instead of only marking the report."""
+    if got.dtype != torch.int64 or want.dtype != torch.int64 or record.stats.ok:
+        return
+    outside = (want < INT32_MIN) | (want > INT32_MAX)
+    if not bool(outside.any()):
+        return
+    example = int(want[outside].flatten()[0])
+    raise Int64RangeError(
+        f"{record.name}: eager PyTorch's int64 result holds {example}, outside the int32 range "
+        f"the simulator computes int64 in ({int(outside.sum())} such values), so the simulator's "
+        "result differs; compute in float or keep the op on the CPU (the report keeps the "
+        "comparison)"
+    )
 
 
 def _updates_state(gm: fx.GraphModule) -> bool:

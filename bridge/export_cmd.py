@@ -16,7 +16,7 @@ from typing import Any
 from hwsim.bridge.models import POSITIONS
 from hwsim.bridge.workload import Example, call_factory
 from hwsim.cli.main import add_config_arguments
-from hwsim.errors import WorkloadError
+from hwsim.errors import WorkloadError, shorten
 from hwsim.workloads.pyfile import load_attribute
 
 #: Built-in models: name -> (description, builder taking the sequence length).
@@ -70,6 +70,7 @@ def _export(args: argparse.Namespace) -> int:
     from hwsim.config import load_config
 
     config = load_config(args.config, args.overrides)
+    passes = _passes(args.passes)
     _check_output(args.output)  # before the model is built and lowered (seconds to minutes)
     model, inputs, kwargs = example(args.model, args.seq)
     result = export_program(
@@ -81,10 +82,22 @@ def _export(args: argparse.Namespace) -> int:
         precision=args.precision,
         name=args.model if args.model in MODELS else None,
         check=not args.no_check,
-        passes=args.passes if args.passes in ("all", "none") else args.passes.split(","),
+        passes=passes,
     )
     print(result.describe())
     return 0
+
+
+def _passes(text: str) -> str | list[str]:
+    """``--passes``: all, none, or names, each checked now (one line naming the unknown one)."""
+    from hwsim.bridge.passes import PassSelection
+
+    passes = text if text in ("all", "none") else [n.strip() for n in text.split(",")]
+    try:
+        PassSelection.parse(passes)
+    except ValueError as exc:
+        raise WorkloadError(f"--passes {shorten(text)}: {exc}") from None
+    return passes
 
 
 def _check_output(output: str) -> None:

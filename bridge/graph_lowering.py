@@ -236,6 +236,17 @@ def _warm_up() -> None:
         _WARM = True
 
 
+#: Programs lowered in this process so far (``programs_lowered``).
+_PROGRAMS_LOWERED = [0]
+
+
+def programs_lowered() -> int:
+    """How many programs ``lower_graph`` has built in this process: a new shape that makes a
+    front door lower again counts (``bridge.generation`` reports its decode steps' recompiles
+    from it)."""
+    return _PROGRAMS_LOWERED[0]
+
+
 def lower_graph(
     graph: fx.GraphModule | fx.Graph,
     example_inputs: Sequence[Any],
@@ -276,7 +287,8 @@ def lower_graph(
     lowering = _GraphBuilder(fx_graph, bindings, precision, options, arena, residency=residency)
     kernel = lowering.kernel(name)
     specs = [lang.TensorSpec((b.span,), to_hw(b.dtype)) for b in bindings]
-    built = kernel.build(*specs, config=hw)
+    # hwsim's own lowering of a graph, not a user's loop: no watchdog on its length
+    built = kernel.build(*specs, config=hw, trace_limits=lang.TraceLimits.unbounded())
     bindings = _mark_unread(bindings, built.program)
     memory = memory_stats(built.program, built.sbuf_peak_bytes, built.psum_peak_bytes, arena)
     built.program.meta["memory"] = memory.to_dict()
@@ -285,6 +297,7 @@ def lower_graph(
         if step["pass"] == "residency":
             step.update(lowering.residency)
     pipeline = log.to_dict() | {"fusion": lowering.fusion_notes, "residency": lowering.residency}
+    _PROGRAMS_LOWERED[0] += 1
     return LoweredGraph(
         built.program,
         hw,

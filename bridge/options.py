@@ -84,22 +84,26 @@ class BridgeOptions:
         tiling = given.get("tiling") or TilingOptions()
         if isinstance(tiling, dict):
             tiling = TilingOptions(**tiling)
-        force = given.get("force", False)
-        if not isinstance(force, bool):
-            raise ValueError(f"hwsim option force={force!r}; valid: True, False")
+        force = _flag(given, "force", False)
+        report = given.get("report")
+        if report is not None and not isinstance(report, Report):
+            raise ValueError(
+                f"hwsim option report={_shown(report)}; valid: a hwsim.bridge.report.Report to "
+                "append to, or None (the default: a new one, read with hwsim.bridge.last_report())"
+            )
         trace = given.get("trace")
         options_ = cls(
             config=hw,
             fallback=fallback,
             precision=Precision.parse(given.get("precision")),
-            check=bool(given.get("check", True)),
+            check=_flag(given, "check", True),
             trace=session_folder(trace, force=force) if trace else None,
             tiling=tiling,
-            memory_plan=bool(given.get("memory_plan", True)),
+            memory_plan=_flag(given, "memory_plan", True),
             passes=PassSelection.parse(given.get("passes")),
-            measure_passes=bool(given.get("measure_passes", False)),
-            report=given.get("report"),
-            initcheck=None if given.get("initcheck") is None else bool(given["initcheck"]),
+            measure_passes=_flag(given, "measure_passes", False),
+            report=report,
+            initcheck=_flag(given, "initcheck", None),
             force=force,
             autotune=parse_autotune(given.get("autotune")),
         )
@@ -108,6 +112,22 @@ class BridgeOptions:
                 mode, hw.chip.name, options_.precision.to_dict(), options_.fallback
             )
         return options_
+
+
+def _flag(given: dict[str, Any], name: str, default: bool | None) -> Any:
+    """A boolean option: True or False (None only where that is its default). A string such as
+    'false' or '0', or a number, is refused: ``bool('false')`` is True, so taking it would turn
+    on what the user meant to turn off."""
+    value = given.get(name, default)
+    if isinstance(value, bool) or (value is None and default is None):
+        return value
+    allowed = "True, False" + (", None" if default is None else "")
+    raise ValueError(f"hwsim option {name}={_shown(value)}; valid: {allowed}")
+
+
+def _shown(value: Any) -> str:
+    text = repr(value)
+    return text if len(text) <= 60 else f"{text[:57]}..."
 
 
 def apply_fallback(options: BridgeOptions, error: Unsupported, where: str = "") -> None:

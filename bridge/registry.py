@@ -79,6 +79,7 @@ class Lowering:
     check: CheckFn | None = None
     value_dependent_checked: bool = False
     reads_inputs: bool = True
+    empty_ok: bool = False
 
     @property
     def where(self) -> str:
@@ -96,13 +97,16 @@ def register_lowering(
     check: CheckFn | None = None,
     value_dependent_checked: bool = False,
     reads_inputs: bool = True,
+    empty_ok: bool = False,
 ) -> Callable[[LoweringFn], LoweringFn]:
     """Decorator registering ``fn`` as the lowering of each overload in ``ops``.
 
     value_dependent_checked: the op is tagged value-dependent by torch, and ``check`` refuses
     exactly the calls that are (module docstring).
     reads_inputs: False for lowerings that only read their tensor inputs' metadata (``new_zeros``
-    takes the dtype), so an empty input tensor is no reason to refuse them."""
+    takes the dtype), so an empty input tensor is no reason to refuse them.
+    empty_ok: the lowering takes empty tensors in and out (a view of nothing emits nothing,
+    ``cat`` skips empty pieces), so they are not refused."""
 
     def decorator(fn: LoweringFn) -> LoweringFn:
         for op in ops:
@@ -113,7 +117,7 @@ def register_lowering(
                 )
             family_name = family or fn.__module__.rsplit(".", 1)[-1]
             lowering = Lowering(
-                op, fn, family_name, dtypes, check, value_dependent_checked, reads_inputs
+                op, fn, family_name, dtypes, check, value_dependent_checked, reads_inputs, empty_ok
             )
             if op in LOWERINGS:
                 raise DuplicateLoweringError(
@@ -151,7 +155,9 @@ def check_support(call: OpCall) -> Lowering:
     some_output = any(t.numel() for t in outputs if isinstance(t.numel(), int))
     for what, tensors in (("input", call.input_tensors()), ("output", outputs)):
         for t in tensors:
-            empty_ok = some_output if what == "output" else not lowering.reads_inputs
+            empty_ok = lowering.empty_ok or (
+                some_output if what == "output" else not lowering.reads_inputs
+            )
             _check_tensor(op, what, t, lowering.dtypes, empty_ok=empty_ok)
     if lowering.check is not None:
         lowering.check(call)
@@ -240,22 +246,30 @@ def register_alu_unary(
         return pointwise(ctx, [x], compute)
 
     lower.__qualname__ = f"alu_unary[{alu.name}]"
-    register_lowering(op, family="pointwise", dtypes=NUMERIC_DTYPES)(lower)
+    register_lowering(op, family="pointwise", dtypes=NUMERIC_DTYPES, check=refuse_wrapping_ints)(
+        lower
+    )
 
 
 def register_binary(op: OpOverload, alu: AluOp, *, swap: bool = False) -> None:
     """out = a alu (alpha * b) with broadcasting; a or b may be a Python scalar (an immediate).
+    Bool results (``mul`` and ``add`` of bools) are AND and OR of the 0/1 values (``BOOL_ALU``).
 
     swap: the op's first argument is the right operand (``rsub``: b - alpha * a).
     """
 
     def lower(ctx: LoweringContext, a: Any, b: Any, *, alpha: float = 1) -> HbmValue:
         left, right = (b, a) if swap else (a, b)
-        return _binary(ctx, left, right, alu, float(alpha))
+        op = BOOL_ALU.get(alu, alu) if ctx.out.torch_dtype == torch.bool else alu
+        return _binary(ctx, left, right, op, float(alpha))
 
     lower.__qualname__ = f"binary[{alu.name}]"
     dtypes = NUMERIC_DTYPES | {torch.bool}  # bool inputs promote; a bool result is refused
     register_lowering(op, family="pointwise", dtypes=dtypes, check=_binary_check)(lower)
+
+
+#: Arithmetic of bools, as torch computes it on 0/1 values: a product is an AND, a sum an OR.
+BOOL_ALU = {AluOp.multiply: AluOp.multiply, AluOp.add: AluOp.max}
 
 
 def _binary_check(call: OpCall) -> None:
@@ -263,8 +277,31 @@ def _binary_check(call: OpCall) -> None:
     if isinstance(alpha, complex):
         raise Unsupported(call.op, Reason.DTYPE, "complex alpha")
     if any(t.dtype == torch.bool for t in call.output_tensors()):
-        raise Unsupported(call.op, Reason.DTYPE, "arithmetic with a bool result (logical in torch)")
+        name = call.op.overloadpacket.__name__
+        if name not in ("mul", "add") or alpha != 1:
+            raise Unsupported(call.op, Reason.DTYPE, f"{name} with a bool result")
     check_int32_scalars(call, (*call.args, alpha))
+    refuse_wrapping_ints(call)
+
+
+#: Integer dtypes narrower than the int32 the device computes integers in: torch's add, sub, mul
+#: and neg of them wrap modulo 2^bits, while the device's write of an int32 result into them
+#: saturates (uint8 250 + 10 is 4 in torch, 255 on the device), so these ops fall back.
+WRAPPING_INT_DTYPES: frozenset[torch.dtype] = frozenset({torch.int8, torch.uint8, torch.int16})
+
+
+def refuse_wrapping_ints(call: OpCall) -> None:
+    """Unsupported for arithmetic whose result is a narrow integer (``WRAPPING_INT_DTYPES``)."""
+    outs = call.output_tensors()
+    if outs and outs[0].dtype in WRAPPING_INT_DTYPES:
+        bits = torch.iinfo(outs[0].dtype).bits
+        raise Unsupported(
+            call.op,
+            Reason.DTYPE,
+            f"{str(outs[0].dtype).removeprefix('torch.')} arithmetic wraps modulo 2^{bits} in "
+            "torch, where the device saturates when it writes its int32 result (compute in "
+            "int32 to run it on the simulator)",
+        )
 
 
 def check_int32_scalars(call: OpCall, values: Sequence[Any]) -> None:

@@ -12,7 +12,7 @@ where ops overlap each other.
 from __future__ import annotations
 
 import io
-import json
+import re
 import sys
 from collections import defaultdict
 from dataclasses import asdict, dataclass, field
@@ -22,6 +22,7 @@ from typing import Any
 from rich.console import Console
 from rich.table import Table
 
+from hwsim import strict_json
 from hwsim.bridge.precision import ErrorStats
 from hwsim.outputs_guard import OutputFolder, claim_folder, output_file
 from hwsim.trace.records import Trace
@@ -187,6 +188,9 @@ class Report:
     #: measured effect when ``measure_passes`` is on (``bridge.passes.effects``).
     pipelines: list[dict[str, Any]] = field(default_factory=list)
     pass_effects: list[dict[str, Any]] = field(default_factory=list)
+    #: Text generation timed per token (``bridge.generation``): prefill and decode steps'
+    #: simulated ns, and the programs lowered during decoding (recompiles).
+    generations: list[dict[str, Any]] = field(default_factory=list)
 
     def add_output(self, record: OutputRecord) -> None:
         """Record an output check; a later check of the same output keeps the worse one."""
@@ -222,6 +226,15 @@ class Report:
         """Graphs compiled again for a frame already compiled (guards failed: new shapes...)."""
         return sum(1 for _, again in self.compile_ids if again > 0)
 
+    @property
+    def shape_recompiles(self) -> int:
+        """Programs lowered again for a new shape of a graph already lowered: each
+        specialization of a graph with symbolic sizes after its first (``graph2.s1``, ...) and
+        each new input layout of a partition, from the lowering log (``pipelines``). A
+        generation loop with a growing KV cache makes one per token."""
+        bases = [re.sub(r"\.s\d+(?=\.|$)", "", str(p.get("graph", ""))) for p in self.pipelines]
+        return len(bases) - len(set(bases))
+
     def dynamo_summary(self) -> dict[str, Any]:
         return {
             "graphs_compiled": len(self.compile_ids),
@@ -229,6 +242,7 @@ class Report:
             "graph_breaks": sum(self.graph_breaks.values()),
             "break_reasons": self.graph_breaks,
             "recompiles": self.recompiles,
+            "shape_recompiles": self.shape_recompiles,
         }
 
     def phase_of(self, graph: str) -> str:
@@ -296,10 +310,11 @@ class Report:
             "timelines": self.timelines,
             "pipelines": self.pipelines,
             "pass_effects": self.pass_effects,
+            "generations": self.generations,
         }
 
     def to_json(self, path: str | Path | None = None) -> str:
-        text = json.dumps(self.to_dict(), indent=2, default=str)
+        text = strict_json.dumps(self.to_dict(), indent=2, default=str)
         if path is not None:
             with output_file(path) as file:
                 file.write(text + "\n")
@@ -312,17 +327,22 @@ class Report:
         if not isinstance(folder, OutputFolder):
             with claim_folder(folder, force=force, flag="force=True") as claimed:
                 return self.save(claimed)
-        folder.write_text("report.json", json.dumps(self.to_dict(), indent=2, default=str) + "\n")
+        folder.write_text("report.json", self.to_json() + "\n")
         folder.write_text("report.txt", self.text(per_node=True))
         return folder.path
 
     def tables(self, per_node: bool | None = None) -> list[Table]:
         """Rich tables: ops (one row per node, or per op for big graphs), decompositions, CPU
         fallbacks, outputs, top ops, torch.compile's graphs, runs."""
+        from hwsim.bridge.generation import generation_table
         from hwsim.bridge.passes.tables import floor_table, pass_effect_table
         from hwsim.bridge.report_tables import report_tables
 
-        extra = [pass_effect_table(self.pass_effects), floor_table(self.runs)]
+        extra = [
+            pass_effect_table(self.pass_effects),
+            floor_table(self.runs),
+            generation_table(self.generations),
+        ]
         return report_tables(self, per_node) + [t for t in extra if t is not None]
 
     def print(self, console: Console | None = None, per_node: bool | None = None) -> None:

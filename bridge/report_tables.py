@@ -261,7 +261,8 @@ def _compiled(report: Report) -> Table | None:
     dynamo = report.dynamo_summary()
     table = Table(
         title=f"torch.compile: {dynamo['graphs_compiled']} graphs from {dynamo['frames']} "
-        f"frames, {dynamo['graph_breaks']} graph breaks, {dynamo['recompiles']} recompiles",
+        f"frames, {dynamo['graph_breaks']} graph breaks, {dynamo['recompiles']} recompiles, "
+        f"{dynamo['shape_recompiles']} programs lowered again for new shapes",
         title_justify="left",
     )
     table.add_column("graph break reason")

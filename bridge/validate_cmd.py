@@ -5,9 +5,9 @@ loads it from the ``hwsim.commands`` entry point only when ``hwsim validate`` is
 from __future__ import annotations
 
 import argparse
-import json
 import sys
 
+from hwsim import strict_json
 from hwsim.cli.main import positive_int
 from hwsim.outputs_guard import output_file
 
@@ -84,7 +84,7 @@ def _opinfo(args: argparse.Namespace) -> int:
     )
     for path, text in (
         (args.docs, lambda: markdown(run, _command(args))),
-        (args.json, lambda: json.dumps(to_dict(run), indent=1, default=str) + "\n"),
+        (args.json, lambda: strict_json.dumps(to_dict(run), indent=1, default=str) + "\n"),
     ):
         if path:
             with output_file(path) as file:

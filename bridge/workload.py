@@ -33,6 +33,8 @@ def call_factory(factory: Callable[[], Any], text: str) -> Example:
         made = factory()
     except Exception as exc:  # user code: any exception, chained for --debug
         raise WorkloadError(f"{text}: calling it raised {type(exc).__name__}: {exc}") from exc
+    except SystemExit as exc:  # would end hwsim with the factory's status and nothing printed
+        raise WorkloadError(f"{text}: calling it called sys.exit({exc.code!r})") from exc
     if not isinstance(made, tuple) or len(made) not in (2, 3):
         raise WorkloadError(
             f"{text}: returned {type(made).__name__}; expected (model, args) or "

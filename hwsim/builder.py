@@ -12,6 +12,18 @@ for their completion when needed:
 A read is recorded on the bytes it touches: reading one slice of a wider tile orders later writes
 to that slice only, so memory a new tile reuses next to it is not held up (no false WAR).
 
+What the builder keeps per memory (an on-chip memory of a core, or an HBM tensor) are accesses of
+two kinds. A *base* is what a write made (its writer; the reads of the whole of it since), what a
+first read of bytes nothing had written made (its readers), or a ``place_hbm`` step's whole-tensor
+record; it lives until a later write covers it. A *fragment* is what a read records on the part of
+a live base it reads without covering it: the box they share and the reader, one per (base, read
+region), living until a write covers that box. A read depends on the writers of the bases it
+overlaps; a write also on the readers of the bases and fragments it overlaps. A fragment needs no
+writer of its own (its base, which outlives it, has it), and a read that overlaps a fragment
+records nothing on it (the read's own fragment of the same base, or the base, holds a box at least
+as large): so the accesses number at most one per write, per first read and per (read region,
+base), never one per pair of earlier accesses, and finding them costs what overlaps.
+
 Two ways to run these rules, with the same result: ``emit`` applies them as each instruction
 comes (this module's Python, the specification: an instruction it returns has its waits), or a
 deferred builder (``ProgramBuilder(deferred=True)``, what kernels are built with) records each
@@ -64,7 +76,8 @@ def channel_of(instruction: Instruction) -> str:
 
 
 class _Access:
-    """What last wrote a region, and who has read it since."""
+    """A base (what last wrote a region, and who has read all of it since) or a fragment (who
+    has read a part of a base: ``writer`` None)."""
 
     __slots__ = ("cuts", "live", "readers", "region", "writer")
 
@@ -78,8 +91,8 @@ class _Access:
         self.writer = writer
         self.readers: dict[str, int] = {} if readers is None else readers
         self.live = True
-        #: id of a read region this access does not cover -> the part made for that read (the
-        #: builder keeps every operand's region alive, so the id is not reused).
+        #: A base's fragments: id of a read region that does not cover it -> the fragment that
+        #: read made (the builder keeps every operand's region alive, so the id is not reused).
         self.cuts: dict[int, _Access] | None = None
 
 
@@ -220,16 +233,20 @@ class _RegionIndex:
 #: (``hwsim.schedule.dag``): any object with ``region`` and ``live`` attributes can be indexed.
 RegionIndex = _RegionIndex
 
-#: What the builder keeps per operand value: its region, the region's index and buckets, and
-#: the HBM tensor it is in ("" on chip).
-_Facts = tuple[Region, _RegionIndex, Buckets, str]
+#: What the builder keeps per operand value: its region, the bases' index of its memory and the
+#: region's buckets there, the HBM tensor it is in ("" on chip), and the fragments' index and
+#: buckets.
+_Facts = tuple[Region, _RegionIndex, Buckets, str, _RegionIndex, Buckets]
 
 
 class _CoreTracker:
     """Dependency state of one core."""
 
     def __init__(self) -> None:
+        #: Per memory key: the index of its bases, and of its fragments (one pitch, the first
+        #: region's).
         self.indexes: dict[tuple[Any, ...], _RegionIndex] = {}
+        self.fragments: dict[tuple[Any, ...], _RegionIndex] = {}
         self.counts: dict[str, int] = defaultdict(int)  # completions signalled per channel
         self.satisfied: dict[str, dict[str, int]] = defaultdict(
             dict
@@ -243,9 +260,11 @@ class _CoreTracker:
         self.by_id: dict[int, tuple[AccessPattern, _Facts]] = {}
 
     def index(self, region: Region) -> _RegionIndex:
+        """The index of the bases of the region's memory (made, with its fragments', if new)."""
         found = self.indexes.get(region.key)
         if found is None:
             found = self.indexes[region.key] = _RegionIndex(region.row_bytes)
+            self.fragments[region.key] = _RegionIndex(region.row_bytes)
         return found
 
     def operand(self, core: int, ap: AccessPattern) -> _Facts:
@@ -260,8 +279,16 @@ class _CoreTracker:
             region = region_of(core, ap)
             index = self.index(region)
             tensor = ap.tensor if ap.memory is MemorySpace.HBM else ""
-            buckets = index.buckets(index.bin_keys(region))
-            facts = self.operands[ap] = (region, index, buckets, tensor)
+            keys = index.bin_keys(region)
+            fragments = self.fragments[region.key]
+            facts = self.operands[ap] = (
+                region,
+                index,
+                index.buckets(keys),
+                tensor,
+                fragments,
+                fragments.buckets(keys),
+            )
         if len(self.by_id) >= _MAX_BY_ID:
             self.by_id.clear()
         self.by_id[id(ap)] = (ap, facts)
@@ -410,29 +437,25 @@ class _Recorder:
             len(self.engines),
             rank,
         )
-        # Table sizes: guesses from the record (accesses number under the operand occurrences:
-        # most reads find their writer); a table that is full makes the pass run again with
-        # that one twice the size.
+        # Table sizes: guesses from the record; a table that is full makes the pass run again
+        # with every table sized for what the stopped pass used, extrapolated (``grown``).
         templates = args[2]
         per_template = np.diff(args[6], prepend=0)
-        operands = int(per_template[templates[templates >= 0]].sum())
-        regions = len(self.regions)
-        accesses = 3 * operands // 4 + 64 * len(self.place_whole) + 1024
-        capacities = np.zeros(len(deferred_deps.CAPACITIES), np.int64)
-        capacities[deferred_deps.C_REG] = operands // 4 + 1024
-        capacities[deferred_deps.C_ACC] = accesses
-        capacities[deferred_deps.C_RD] = accesses
-        capacities[deferred_deps.C_NODES] = 2 * accesses
-        capacities[deferred_deps.C_BUCKETS] = 4 * regions + 1024
-        capacities[deferred_deps.C_RBINS] = 2 * regions + 1024
-        capacities[deferred_deps.C_CUTS] = operands // 4 + 1024
-        capacities[deferred_deps.C_WAITS] = len(self.instructions) + 1024
-        capacities[deferred_deps.C_FOUND] = 1024
+        capacities = deferred_deps.first_capacities(
+            given,
+            int(per_template[templates[templates >= 0]].sum()),
+            len(self.place_whole),
+            len(self.instructions),
+        )
         for _ in range(64):
-            status, wait_end, wait_channels, wait_values = deferred_deps.resolve(*args, capacities)
+            status, wait_end, wait_channels, wait_values, counts = deferred_deps.resolve(
+                *args, capacities
+            )
             if status == deferred_deps.DONE:
                 break
-            capacities[status - 1] *= 2
+            capacities = deferred_deps.grown(
+                capacities, status, counts, len(given), len(self.keys), len(self.instructions)
+            )
         else:  # not reached: each try doubles a table, and none needs 2**64 rows
             raise RuntimeError("deferred dependency resolution did not fit its tables")
         semaphores = [""] * len(names)
@@ -593,7 +616,8 @@ class ProgramBuilder:
             index = tracker.indexes.get(("hbm", name))
             if index is None:
                 continue
-            for access in index.live_accesses():
+            fragments = tracker.fragments[("hbm", name)]
+            for access in (*index.live_accesses(), *fragments.live_accesses()):
                 if access.writer is not None:
                     channel, value = access.writer
                     writers[channel] = max(writers.get(channel, 0), value)
@@ -672,7 +696,8 @@ class ProgramBuilder:
                     if reader != channel and needs.get(reader, 0) < value:
                         needs[reader] = value
                 continue
-            for access in accesses:
+            facts = entry[0]
+            for access in (*accesses, *facts[4].overlapping_in(facts[0], facts[5])):
                 writer = access.writer
                 if writer is not None:
                     producer, value = writer
@@ -680,7 +705,7 @@ class ProgramBuilder:
                         needs[producer] = value  # WAW across channels
                 for reader, value in access.readers.items():
                     if reader != channel and needs.get(reader, 0) < value:
-                        needs[reader] = value  # WAR across channels
+                        needs[reader] = value  # WAR across channels (bases and fragments)
         if is_dma:
             # A queue's semaphore counts completions in arrival order; a trigger from another
             # engine than the queue's previous one could arrive first, so it waits for the
@@ -704,7 +729,7 @@ class ProgramBuilder:
         written_inputs = self._written_inputs
         for ap in reads:
             entry = found[id(ap)]
-            region, index, buckets, tensor = entry[0]
+            region, index, buckets, tensor, fragments, _ = entry[0]
             if tensor and tensor not in written_inputs and _is_input(hbm_decls, tensor):
                 tracker.input_readers[tensor][channel] = seq
                 continue
@@ -713,63 +738,27 @@ class ProgramBuilder:
             else:
                 accesses = index.overlapping_in(region, buckets)
                 entry[1], entry[2] = accesses, index.version
-            if not accesses:
+            if not accesses:  # bytes nothing wrote: a base of its own
                 index.add_to(_Access(region, None, {channel: seq}), buckets)
                 continue
-            # A read is recorded on the bytes it reads, not on the whole of a wider write: a
-            # read of one slice of a big tile says nothing about the rest, and a later write
-            # there (memory a new tile reuses) must not wait for it (a false WAR that would
-            # serialise a prefetch behind unrelated compute). So a wider access gets a part of
-            # its own, with its writer and readers, that takes the reader; a part made earlier
-            # for the same region and writer is reused.
-            parts: set[tuple[Region, Any]] | None = None
             for access in accesses:
-                if region.covers(access.region):
-                    access.readers[channel] = seq
-                    continue
-                cuts = access.cuts
-                if cuts is not None:
-                    # The part an earlier read of this region made, still live: it is among
-                    # ``accesses`` and covered, so it has the reader (the check below, cheaply).
-                    made = cuts.get(id(region))
-                    if made is not None and made.live:
-                        continue
-                part = access.region.intersection(region)
-                if part is None:  # boxes of different pitch: keep the conservative record
-                    access.readers[channel] = seq
-                    continue
-                if parts is None:  # the parts already there: accesses the read covers
-                    parts = {(a.region, a.writer) for a in accesses if region.covers(a.region)}
-                if (part, access.writer) in parts:
-                    continue
-                parts.add((part, access.writer))
-                readers = dict(access.readers)
-                readers[channel] = seq
-                made = _Access(part, access.writer, readers)
-                index.add(made, index.bin_keys(part))
-                if cuts is None:
-                    cuts = access.cuts = {}
-                cuts[id(region)] = made
+                _record_read(access, region, channel, seq, fragments)
         for ap in writes:
             entry = found[id(ap)]
-            region, index, buckets, tensor = entry[0]
+            region, index, buckets, tensor, fragments, fragment_buckets = entry[0]
             if tensor and tensor not in written_inputs and _is_input(hbm_decls, tensor):
                 written_inputs.add(tensor)
             if entry[2] == index.version:
                 accesses = entry[1]
             else:
                 accesses = index.overlapping_in(region, buckets)
-                entry[1], entry[2] = accesses, index.version
-            killed = False
-            for access in accesses:
-                if region.covers(access.region):
-                    index.kill(access)
-                    killed = True
-            if killed and buckets is not None:
-                # What it covers sits in its bins only: drop the dead there now, so later
-                # queries do not step over them.
-                for bucket in buckets:
-                    bucket[:] = [access for access in bucket if access.live]
+            _kill_covered(index, region, buckets, accesses)
+            _kill_covered(
+                fragments,
+                region,
+                fragment_buckets,
+                fragments.overlapping_in(region, fragment_buckets),
+            )
             index.add_to(_Access(region, (channel, seq)), buckets)
         stream.append(final)
         return final
@@ -921,6 +910,50 @@ class ProgramBuilder:
         for core, recorder in enumerate(self._recorders):
             recorder.resolve(self.program.cores[core].streams)
         return self.program
+
+
+def _record_read(
+    access: _Access, region: Region, channel: str, seq: int, fragments: _RegionIndex
+) -> None:
+    """Record a read of ``region`` on a live base it overlaps. A read is recorded on the bytes
+    it reads, not on the whole of a wider write: a read of one slice of a big tile says nothing
+    about the rest, and a later write there (memory a new tile reuses) must not wait for it (a
+    false WAR that would serialise a prefetch behind unrelated compute). So a base the read
+    does not cover gets a fragment, their common box, that takes the reader (one per read
+    region while it lives); a base it covers, or one of another pitch (no box in common:
+    conservative), takes the reader itself."""
+    if region.covers(access.region):
+        access.readers[channel] = seq
+        return
+    part = access.region.intersection(region)
+    if part is None:
+        access.readers[channel] = seq
+        return
+    cuts = access.cuts
+    if cuts is None:
+        cuts = access.cuts = {}
+    made = cuts.get(id(region))
+    if made is not None and made.live:
+        made.readers[channel] = seq
+        return
+    made = cuts[id(region)] = _Access(part, None, {channel: seq})
+    fragments.add(made, fragments.bin_keys(part))
+
+
+def _kill_covered(
+    index: _RegionIndex, region: Region, buckets: Buckets, accesses: list[Any]
+) -> None:
+    """A write of ``region``: the accesses it covers (among ``accesses``, its overlapping ones
+    in ``index``) are dead; what they sat in are its own bins, where the dead are dropped now
+    so later queries do not step over them."""
+    killed = False
+    for access in accesses:
+        if region.covers(access.region):
+            index.kill(access)
+            killed = True
+    if killed and buckets is not None:
+        for bucket in buckets:
+            bucket[:] = [access for access in bucket if access.live]
 
 
 def _operands(

@@ -1,6 +1,39 @@
-"""Errors a user can cause. Each message says what was wrong, where, and what would be right."""
+"""Errors a user can cause. Each message says what was wrong, where, and what would be right.
+
+A message echoes what the user gave in short: ``shorten`` cuts a long value where it is quoted,
+and ``cut_long_values`` is the last guard of the one-line contract (the CLI applies it to every
+message), so a 400 KB value never becomes a 400 KB error line.
+"""
 
 from __future__ import annotations
+
+import re
+
+#: Characters of one unbroken value kept in a message (its start and end), and of a message.
+MAX_VALUE_CHARS = 80
+MAX_MESSAGE_CHARS = 2000
+_LONG_VALUE = re.compile(rf"\S{{{MAX_VALUE_CHARS * 2 + 1},}}")
+
+
+def shorten(text: str, limit: int = MAX_VALUE_CHARS) -> str:
+    """``text`` cut to ``limit`` characters for an error line (a 5000-digit dimension)."""
+    return text if len(text) <= limit else f"{text[: limit - 3]}..."
+
+
+def cut_long_values(message: str) -> str:
+    """``message`` with every unbroken run of over ``2 * MAX_VALUE_CHARS`` characters cut to its
+    start and end (with the count of what was cut), then cut to ``MAX_MESSAGE_CHARS`` likewise:
+    the message's own words (what was wrong, what would be right) stay readable."""
+
+    def cut(match: re.Match[str]) -> str:
+        value = match.group()
+        return f"{value[:MAX_VALUE_CHARS]}...({len(value)} characters)...{value[-20:]}"
+
+    message = _LONG_VALUE.sub(cut, message)
+    if len(message) <= MAX_MESSAGE_CHARS:
+        return message
+    head, tail = MAX_MESSAGE_CHARS * 3 // 4, MAX_MESSAGE_CHARS // 4
+    return f"{message[:head]} ...({len(message) - head - tail} characters cut)... {message[-tail:]}"
 
 
 class HwsimError(Exception):

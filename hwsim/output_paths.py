@@ -7,6 +7,7 @@ import os
 from pathlib import Path
 
 from hwsim.errors import HwsimError
+from hwsim.run_marker import kind_of_mode
 
 #: Paths longer than this are shown shortened in messages (an error stays one readable line).
 _SHOWN_CHARS = 120
@@ -28,7 +29,7 @@ def resolved(path: str | Path) -> Path:
     """``path`` absolute (``~`` expanded) and resolved, after the length and place checks."""
     absolute = Path(os.path.abspath(os.path.expanduser(os.fspath(path))))
     check_limits(absolute)
-    folder = absolute.resolve()
+    folder = resolve_links(absolute)
     check_limits(folder)
     what = _forbidden(folder)
     if what:
@@ -36,6 +37,16 @@ def resolved(path: str | Path) -> Path:
             f"refusing to write into {shown(folder)} ({what}): name a new folder inside it"
         )
     return folder
+
+
+def resolve_links(path: Path) -> Path:
+    """``path.resolve()``, a symlink loop being one line (``OutputError``), not a traceback."""
+    try:
+        return path.resolve()
+    except (RuntimeError, OSError) as exc:  # a symlink loop (RuntimeError before Python 3.13)
+        raise OutputError(
+            f"{shown(path)} cannot be resolved ({exc}): a symlink loop? name another path"
+        ) from None
 
 
 def check_limits(path: Path) -> None:
@@ -104,6 +115,23 @@ def _no_storage(folder: Path) -> bool:
         return False
 
 
+def _special_kind(path: Path) -> str:
+    """What ``path`` is if it exists and is neither a regular file, a folder nor a link."""
+    try:
+        kind = kind_of_mode(os.lstat(path).st_mode)
+    except OSError:
+        return ""
+    return "" if kind in ("file", "folder", "link") else kind
+
+
+def not_regular(path: Path, kind: str) -> str:
+    """The message refusing to replace something that is not a regular file."""
+    return (
+        f"{shown(path)} is a {kind}, not a regular file; hwsim replaces only regular files: "
+        "name another path"
+    )
+
+
 def check_output_file(path: str | Path) -> Path:
     """``path`` absolute, after the checks ``outputs_guard.output_file`` makes before writing
     (limits, not a link, not a folder, its folder writable or creatable): commands that work
@@ -117,6 +145,9 @@ def check_output_file(path: str | Path) -> Path:
         )
     if target.is_dir():
         raise OutputError(f"{shown(target)} is a folder; name a file to write")
+    kind = _special_kind(target)
+    if kind:
+        raise OutputError(not_regular(target, kind))
     parent = target.parent
     if not parent.is_dir():
         check_creatable(target)

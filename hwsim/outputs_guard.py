@@ -17,7 +17,11 @@ trace folders, the bridge's ``trace=`` folder and ``Report.save``.
   single plain names (no ``/``, no ``..``), so nothing lands outside the folder.
 - ``output_file(path)`` writes one file the user named (``-o results.csv``) the same way. An
   existing regular file there is replaced, as any ``-o`` does; a folder or symlink there is
-  refused. A file written into a run folder of ours joins its marker.
+  refused. A file written into a run folder of ours joins its marker. ``named=False`` is a path
+  hwsim chose (a figure beside its trace): an existing file there is replaced only if hwsim
+  wrote it (its folder's marker lists it, or it is a PNG with hwsim's mark, ``hwsim.png_mark``).
+- Only regular files (and, inside a claimed folder, symlinks, unfollowed) are ever replaced or
+  removed: a device node, FIFO or socket at an output path is refused, ``--force`` or not.
 
 POSIX only: it relies on ``dir_fd`` and ``O_NOFOLLOW``.
 """
@@ -25,7 +29,6 @@ POSIX only: it relies on ``dir_fd`` and ``O_NOFOLLOW``.
 from __future__ import annotations
 
 import os
-import stat
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -36,14 +39,18 @@ from hwsim.output_paths import (
     check_creatable,
     check_limits,
     check_output_file,
+    not_regular,
+    resolve_links,
     resolved,
     shown,
 )
+from hwsim.png_mark import marked_as_ours
 from hwsim.run_marker import (
     DIR_FLAGS,
     MARKER,
     append_entry,
     clear_listed,
+    file_kind,
     inspect_folder,
     open_marker,
     plain_name,
@@ -152,10 +159,12 @@ class OutputFolder:
         prefix: str = "",
         marker: int | None = None,
         mine: list[str] | None = None,
+        default: bool = False,
     ) -> None:
         self.path = path
         self._fd = fd
         self._force, self._flag = force, flag
+        self._default = default  # a path hwsim chose: only a file of its own is replaced
         self._owner = owner or self  # the folder whose marker lists what is written here
         self._prefix = prefix
         self._marker = marker  # the open marker names are appended to (the owner's only)
@@ -228,14 +237,22 @@ class OutputFolder:
         return name
 
     def _may_replace(self, leaf: str) -> None:
-        try:
-            mode = os.stat(leaf, dir_fd=self._fd, follow_symlinks=False).st_mode
-        except FileNotFoundError:
+        kind = file_kind(self._fd, leaf)
+        if kind == "missing":
             return
-        if stat.S_ISDIR(mode):
+        if kind == "folder":
             raise OutputError(f"{shown(self.path / leaf)} is a folder; move it away")
+        if kind not in ("file", "link"):
+            raise OutputError(not_regular(self.path / leaf, kind))
         if self._force or self._prefix + leaf in self._owner._mine:
             return
+        if self._default and kind == "file" and marked_as_ours(self._fd, leaf):
+            return
+        if self._default:
+            raise OutputError(
+                f"{shown(self.path / leaf)} exists and was not written by hwsim; name where "
+                "the output goes (-o PATH), or move the file away"
+            )
         raise OutputError(
             f"{shown(self.path / leaf)} exists and was not written by hwsim (not in {MARKER}); "
             f"move it away or pass {self._flag}"
@@ -281,7 +298,7 @@ def _claim_within(path: Path, within: Path, force: bool, flag: str) -> OutputFol
     # written into, so it may be any folder (their home too); the folder made below it is claimed.
     given = Path(os.path.abspath(os.path.expanduser(within)))
     check_limits(given)
-    base = given.resolve()
+    base = resolve_links(given)
     try:
         parts = Path(os.path.abspath(path)).relative_to(given).parts
     except ValueError:
@@ -349,9 +366,12 @@ def _same_folder(known: OutputFolder, folder: Path) -> bool:
 
 
 @contextmanager
-def output_file(path: str | Path, mode: str = "w", **open_args: Any) -> Iterator[IO[Any]]:
+def output_file(
+    path: str | Path, mode: str = "w", *, named: bool = True, **open_args: Any
+) -> Iterator[IO[Any]]:
     """Write the file the user named (``-o PATH``), in place when the block ends (see the module
-    doc); its folder is made if missing. ``open_args`` go to ``open``."""
+    doc); its folder is made if missing. ``named=False``: hwsim chose the path (a default), so
+    an existing file is replaced only if hwsim wrote it. ``open_args`` go to ``open``."""
     target = check_output_file(path)
     parent = target.parent
     try:
@@ -366,6 +386,8 @@ def output_file(path: str | Path, mode: str = "w", **open_args: Any) -> Iterator
     except OSError as exc:
         os.close(fd)
         raise OutputError(f"cannot write into {shown(parent)}: {exc.strerror}") from None
-    folder = OutputFolder(fd, parent, force=True, flag="", marker=marker, mine=entries)
+    folder = OutputFolder(
+        fd, parent, force=named, flag="", marker=marker, mine=entries, default=not named
+    )
     with folder, folder.open(target.name, mode, **open_args) as file:
         yield file

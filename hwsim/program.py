@@ -101,6 +101,7 @@ class Program:
     ) -> HbmTensorDecl:
         if name in self.hbm:
             raise IllegalInstructionError(f"HBM tensor '{name}' is declared twice")
+        shape = integer_shape(shape, f"HBM tensor '{name}'")
         if values is not None and tuple(np.shape(values)) != tuple(shape):
             raise IllegalInstructionError(
                 f"HBM tensor '{name}': values have shape {np.shape(values)}, declared {shape}"
@@ -118,3 +119,20 @@ class Program:
         """Bytes of the planned scratch arena: the end of its highest placed tensor."""
         placed = [d for d in self.hbm.values() if d.address_bytes is not None]
         return max((d.address_bytes + d.nbytes for d in placed), default=0)  # type: ignore[operator]
+
+
+def integer_shape(shape: Any, what: str, minimum: int = 0) -> tuple[int, ...]:
+    """``shape`` as a tuple of Python ints, each at least ``minimum``; a float (``32.0``), a bool
+    or anything else is an ``IllegalInstructionError`` naming ``what`` (a float shape would
+    otherwise be truncated, or read as bytes, somewhere far from where it was written)."""
+    try:
+        dims = tuple(shape)
+    except TypeError:
+        raise IllegalInstructionError(f"{what}: shape {shape!r} is not a sequence") from None
+    for n in dims:
+        if isinstance(n, bool) or not isinstance(n, int | np.integer) or n < minimum:
+            raise IllegalInstructionError(
+                f"{what}: shape {dims} must be whole numbers >= {minimum}; {n!r} "
+                f"({type(n).__name__}) is not"
+            )
+    return tuple(int(n) for n in dims)

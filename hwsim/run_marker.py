@@ -1,15 +1,24 @@
 """A run folder's marker (``.hwsim-run``) and the file operations under the output guard.
 
 The marker says a folder is a run folder of ours and lists what hwsim wrote in it, one relative
-name a line (folders end in ``/``) after the format line ``hwsim-run format N``. Everything here
-works on open folder descriptors and never follows a symlink: ``hwsim.outputs_guard`` decides
-what may be written and turns the ``OSError`` these raise into one-line messages.
+name a line (folders end in ``/``), after the format line ``hwsim-run format N`` and the line
+``folder inode N`` that binds it to its folder: a marker copied or unpacked into another folder
+(with its list) is not that folder's, so the folder is foreign. Of the names a marker lists only
+those hwsim itself writes (``OUTPUT_NAMES``) are trusted, to be cleared by a re-run or replaced:
+a forged or edited list naming anything else (``thesis.tex``) is ignored. Format 1 markers were
+not bound to their folder and are foreign now. Only regular files and symlinks are ever removed
+or replaced; a device node, FIFO or socket is left as it is.
+
+Everything here works on open folder descriptors and never follows a symlink:
+``hwsim.outputs_guard`` decides what may be written and turns the ``OSError`` these raise into
+one-line messages.
 """
 
 from __future__ import annotations
 
 import io
 import os
+import re
 import secrets
 import stat
 from collections.abc import Iterator
@@ -18,8 +27,20 @@ from typing import IO, Any
 
 MARKER = ".hwsim-run"
 #: Format of the marker (its first line is ``hwsim-run format N``); a newer one is refused.
-MARKER_FORMAT = 1
+#: 2: bound to its folder by the ``folder inode N`` line; 1 (unbound) is no longer trusted.
+MARKER_FORMAT = 2
 _MARKER_HEAD = "hwsim-run format "
+_BINDING_HEAD = "folder inode "
+#: Every name hwsim writes into a run folder, relative to it (folders end in ``/``): the trace
+#: and summary (``hwsim.trace.outputs``), the tables (``hwsim.trace.tables``), the four figures,
+#: the bridge's report and its per-call run folders (``<graph>_call<N>[_timeline]/``). A marker's
+#: entry of any other name is never cleared or replaced (a test checks the writers against it).
+OUTPUT_NAMES = re.compile(
+    r"(trace\.json|summary\.json|report\.json|report\.txt"
+    r"|(timeline|util|memory|roofline)\.png"
+    r"|tables/|tables/(Instruction|DmaPacket|SemaphoreUpdate|Summary)\.(csv|parquet)"
+    r"|[A-Za-z0-9_.-]+_call[0-9]+(_timeline)?/)"
+)
 _MARKER_NOTE = "# written by hwsim: what it wrote here; a re-run replaces exactly these"
 #: A marker longer than this is not one of ours (a run folder lists a few dozen names).
 _MARKER_MAX_BYTES = 1 << 20
@@ -28,7 +49,8 @@ _NEW_FILE_FLAGS = os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CL
 
 
 def inspect_folder(fd: int) -> tuple[str, list[str], str]:
-    """('empty' | 'ours' | 'foreign', the marker's names, why it is foreign) of an open folder."""
+    """('empty' | 'ours' | 'foreign', the marker's trusted names, why it is foreign) of an open
+    folder. Trusted names are those of ``OUTPUT_NAMES``; the others a marker lists are dropped."""
     names = os.listdir(fd)
     if not names:
         return "empty", [], ""
@@ -37,6 +59,8 @@ def inspect_folder(fd: int) -> tuple[str, list[str], str]:
     try:
         marker = os.open(MARKER, os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC, dir_fd=fd)
         with os.fdopen(marker, "rb") as file:
+            if not stat.S_ISREG(os.fstat(file.fileno()).st_mode):
+                raise OSError("not a regular file")
             data = file.read(_MARKER_MAX_BYTES + 1)
     except OSError:
         return "foreign", [], f"is not empty and its {MARKER} is not a readable file"
@@ -46,10 +70,34 @@ def inspect_folder(fd: int) -> tuple[str, list[str], str]:
         return "foreign", [], f"is not empty and its {MARKER} was not written by hwsim"
     if int(version) > MARKER_FORMAT:
         return "foreign", [], f"was written by a newer hwsim (run folder format {version})"
-    entries = [line for line in lines[1:] if line and not line.startswith("#")]
+    if int(version) < MARKER_FORMAT:
+        return (
+            "foreign",
+            [],
+            (
+                f"is not empty and its {MARKER} is of an older hwsim, not bound to this folder "
+                f"(format {version})"
+            ),
+        )
+    if len(lines) < 2 or lines[1] != f"{_BINDING_HEAD}{os.fstat(fd).st_ino}":
+        return (
+            "foreign",
+            [],
+            (
+                f"is not empty and its {MARKER} was made for another folder (copied or unpacked "
+                "here?)"
+            ),
+        )
+    entries = [line for line in lines[2:] if line and not line.startswith("#")]
     if not all(_plain_path(entry.removesuffix("/")) for entry in entries):
         return "foreign", [], f"is not empty and its {MARKER} names paths outside the folder"
-    return "ours", entries, ""
+    return "ours", [entry for entry in entries if trusted_name(entry)], ""
+
+
+def trusted_name(entry: str) -> bool:
+    """Whether a marker's entry is a name hwsim writes (``OUTPUT_NAMES``): the only ones a
+    re-run clears or replaces."""
+    return OUTPUT_NAMES.fullmatch(entry) is not None
 
 
 def plain_name(name: str) -> bool:
@@ -67,7 +115,7 @@ def clear_listed(fd: int, entries: list[str]) -> None:
     folders = sorted((e.removesuffix("/") for e in entries if e.endswith("/")), key=_depth)
     for entry in files:
         with _parent_of(fd, entry) as (parent, leaf):
-            if parent is not None and not _is_dir(parent, leaf):
+            if parent is not None and replaceable(parent, leaf):
                 quietly(os.unlink, leaf, parent)
     for entry in reversed(folders):
         with _parent_of(fd, entry) as (parent, leaf):
@@ -76,7 +124,8 @@ def clear_listed(fd: int, entries: list[str]) -> None:
             try:
                 sub = os.open(leaf, DIR_FLAGS, dir_fd=parent)
             except OSError:  # a link or file now sits where our folder was: it goes, unfollowed
-                quietly(os.unlink, leaf, parent)
+                if replaceable(parent, leaf):
+                    quietly(os.unlink, leaf, parent)
                 continue
             try:
                 kind, inner, _ = inspect_folder(sub)
@@ -115,11 +164,36 @@ def _parent_of(fd: int, entry: str) -> Iterator[tuple[int | None, str]]:
             os.close(descriptor)
 
 
-def _is_dir(fd: int, name: str) -> bool:
+def file_kind(fd: int, name: str) -> str:
+    """What is at ``name`` in the open folder ``fd``, unfollowed: 'missing', 'file', 'link',
+    'folder', or what else it is ('character device', 'FIFO', ...)."""
     try:
-        return stat.S_ISDIR(os.stat(name, dir_fd=fd, follow_symlinks=False).st_mode)
+        mode = os.stat(name, dir_fd=fd, follow_symlinks=False).st_mode
     except FileNotFoundError:
-        return False
+        return "missing"
+    return kind_of_mode(mode)
+
+
+def kind_of_mode(mode: int) -> str:
+    """'file', 'link', 'folder', or what else an ``st_mode`` says ('character device', ...)."""
+    return next((kind for test, kind in _KINDS if test(mode)), "special file")
+
+
+_KINDS = (
+    (stat.S_ISREG, "file"),
+    (stat.S_ISLNK, "link"),
+    (stat.S_ISDIR, "folder"),
+    (stat.S_ISCHR, "character device"),
+    (stat.S_ISBLK, "block device"),
+    (stat.S_ISFIFO, "FIFO (named pipe)"),
+    (stat.S_ISSOCK, "socket"),
+)
+
+
+def replaceable(fd: int, name: str) -> bool:
+    """Whether what is at ``name`` may be removed or replaced: a regular file or a symlink (never
+    followed), nothing else."""
+    return file_kind(fd, name) in ("file", "link")
 
 
 def quietly(operation: Any, name: str, fd: int) -> None:
@@ -129,8 +203,9 @@ def quietly(operation: Any, name: str, fd: int) -> None:
 
 
 def write_marker(fd: int, entries: list[str]) -> None:
-    """A new marker in the open folder ``fd`` listing ``entries``."""
-    text = "\n".join([f"{_MARKER_HEAD}{MARKER_FORMAT}", _MARKER_NOTE, *entries]) + "\n"
+    """A new marker in the open folder ``fd`` listing ``entries``, bound to that folder."""
+    binding = f"{_BINDING_HEAD}{os.fstat(fd).st_ino}"
+    text = "\n".join([f"{_MARKER_HEAD}{MARKER_FORMAT}", binding, _MARKER_NOTE, *entries]) + "\n"
     with replacing(fd, MARKER, "w") as file:
         file.write(text)
 

@@ -3,17 +3,20 @@
 pointwise: activations and ALU ops with broadcasting (floats and integers), pow (scalar and
 tensor exponents), clamp, min/max, floor/ceil/trunc/round, div with a rounding mode,
 floor_divide; compare: comparisons, logical/bitwise ops, where; creation: full, scalar_tensor,
-arange; matmul: mm/addmm/bmm; reduction: sum, mean, amax/amin, any/all, softmax/log_softmax,
-_safe_softmax; norm: native_layer_norm, var/var_mean; scan: cumsum; indexing: embedding, index,
-index_select; concat: cat, stack, split; views: metadata views, clone; casts: _to_copy, copy;
+arange; matmul: mm/addmm/bmm; reduction: sum, mean, amax/amin, max/min, any/all,
+softmax/log_softmax, _safe_softmax; norm: native_layer_norm, var/var_mean; scan: cumsum;
+indexing: embedding, index, index_select; concat: cat, stack, repeat, split; views: metadata
+views, clone; casts: _to_copy, copy;
 attention: the fused CPU SDPA kernel eager mode sees; conv: convolution (implicit GEMM); pool:
 max_pool2d_with_indices, _adaptive_avg_pool2d; batch_norm: native_batch_norm (eager),
 _native_batch_norm_legit_no_training / _functional; pad: constant_pad_nd; scatter_gather:
 gather, scatter, scatter_add, index_put; sort: topk, sort, argmax, argmin;
-moe: histc, empty_permuted.
+moe: histc, empty_permuted; arith: sign, log1p, fmod, remainder; slice_scatter: slice_scatter,
+select_scatter; vector_norm: linalg_vector_norm; masks: tril, triu, isin.
 """
 
 from hwsim.bridge.lowerings import (
+    arith,
     attention,
     batch_norm,
     casts,
@@ -22,6 +25,7 @@ from hwsim.bridge.lowerings import (
     conv,
     creation,
     indexing,
+    masks,
     matmul,
     moe,
     norm,
@@ -31,11 +35,14 @@ from hwsim.bridge.lowerings import (
     reduction,
     scan,
     scatter_gather,
+    slice_scatter,
     sort,
+    vector_norm,
     views,
 )
 
 __all__ = [
+    "arith",
     "attention",
     "batch_norm",
     "casts",
@@ -44,6 +51,7 @@ __all__ = [
     "conv",
     "creation",
     "indexing",
+    "masks",
     "matmul",
     "moe",
     "norm",
@@ -53,6 +61,8 @@ __all__ = [
     "reduction",
     "scan",
     "scatter_gather",
+    "slice_scatter",
     "sort",
+    "vector_norm",
     "views",
 ]

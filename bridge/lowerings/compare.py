@@ -111,14 +111,14 @@ for _name, _alu in LOGICAL.items():
 
 def _bitwise_check(call: OpCall) -> None:
     dtypes = {t.dtype for t in call.input_tensors()}
-    if dtypes - {torch.bool} and dtypes - INT_DTYPES:
+    if dtypes - {torch.bool} - INT_DTYPES:
         raise Unsupported(call.op, Reason.DTYPE, f"bitwise op on {sorted(map(str, dtypes))}")
-    if torch.bool in dtypes and dtypes != {torch.bool}:
-        raise Unsupported(call.op, Reason.DTYPE, "bitwise op mixing bool and integer tensors")
 
 
 def register_bitwise(op: Any, logical: AluOp, bitwise: AluOp) -> None:
-    """bool operands: the logical op (0/1 in, 0/1 out); integers: the VectorE bitvec op."""
+    """bool operands: the logical op (0/1 in, 0/1 out); integers: the VectorE bitvec op (a bool
+    operand promoted to an integer one is its 0/1, as in torch: generation's ``unfinished &
+    ~is_done``)."""
 
     def lower(ctx: LoweringContext, a: HbmValue, b: Any) -> HbmValue:
         if ctx.out.torch_dtype == torch.bool:

@@ -5,14 +5,14 @@ allocates the output, broadcasts the inputs (stride-0 views) and tiles the op. A
 functions are evaluated as ``kernels.activations`` defines them (within one fp32 ulp), the ALU ops
 in fp32 as VectorE does, then cast to the output dtype.
 
-Integer tensors take add/sub/mul/neg/minimum/maximum/clamp (``registry`` says how exactly).
+Integer tensors take add/sub/mul/neg/minimum/maximum/clamp (``registry`` says how exactly);
+int8, uint8 and int16 add/sub/mul/neg fall back (``registry.refuse_wrapping_ints``).
 Comparisons, logical ops and ``where`` are in ``compare``.
 
 ``floor`` / ``ceil`` / ``trunc`` / ``round`` and ``div`` with a rounding mode are emulated: the
 ISA has no rounding function, so they are built from C ``fmod`` (exact) and the RNE fp32 -> int32
 conversion (below). ``pow`` with a tensor exponent is GpSimdE's ``power`` ALU op (libm ``pow``).
-
-Not yet lowered: ``remainder``.
+``sign``, ``log1p``, ``fmod`` and ``remainder`` are in ``arith``.
 """
 
 from __future__ import annotations
@@ -322,7 +322,7 @@ def div_mode(
     d = (a - mod) / b, d -= 1 where mod != 0 and its sign differs from b's, q = floor(d),
     q += 1 where d - q > 0.5, and a / b where b == 0 (as IEEE division gives inf or NaN).
     """
-    a, b = _as_value(ctx, a), _as_value(ctx, b)  # a Python scalar from eager dispatch
+    a, b = scalar_as_value(ctx, a), scalar_as_value(ctx, b)  # a Python scalar from eager dispatch
     if not ctx.out.dtype.is_float:
         return _int_div_mode(ctx, a, b, rounding_mode)
     if rounding_mode is None:
@@ -378,7 +378,7 @@ def _int_div_mode(ctx: LoweringContext, a: HbmValue, b: HbmValue, mode: str | No
     return pointwise(ctx, [a, b], compute, tile_dtype=HW_FP32)
 
 
-def _as_value(ctx: LoweringContext, operand: HbmValue | float) -> HbmValue:
+def scalar_as_value(ctx: LoweringContext, operand: HbmValue | float) -> HbmValue:
     """A tensor operand, or a scalar as a one-element value read with stride 0 (broadcast to
     the output's shape; the scalar is cast to the output dtype, as torch's wrapped scalars are)."""
     if isinstance(operand, HbmValue):
@@ -400,11 +400,14 @@ def floor_divide(ctx: LoweringContext, a: HbmValue, b: HbmValue) -> HbmValue:
 # ---- pow with a tensor exponent -------------------------------------------------------------
 
 
-@register_lowering(aten.pow.Tensor_Tensor, family="pointwise")
+@register_lowering(aten.pow.Tensor_Tensor, family="pointwise", dtypes=NUMERIC_DTYPES)
 def pow_tensor(ctx: LoweringContext, x: HbmValue, exponent: HbmValue) -> HbmValue:
-    """x ** exponent elementwise: one GpSimdE ``power`` (libm pow in fp64, rounded once to fp32),
-    so torch's rules hold: a negative base with an integral exponent keeps its sign rule
-    ((-2) ** 3 = -8), with a fractional one gives NaN, 0 ** negative is inf, x ** 0 is 1."""
+    """x ** exponent elementwise: one GpSimdE ``power``. A float result is libm pow in fp64,
+    rounded once to fp32 (integer operands, such as BLOOM's ALiBi powers, are cast to fp32 by
+    their loads, exactly below 2**24), so torch's rules hold: a negative base with an integral
+    exponent keeps its sign rule ((-2) ** 3 = -8), with a fractional one gives NaN, 0 **
+    negative is inf, x ** 0 is 1. An integer result is GpSimdE's exact int32 power by squaring
+    (wrapping past int32, like every computed int64 on the device)."""
 
     def compute(dst: Operand, srcs: list[Operand]) -> None:
         nisa.tensor_tensor(dst, srcs[0], srcs[1], AluOp.power, engine="gpsimd")

@@ -1,4 +1,5 @@
-"""Reductions (sum, mean, amax, amin, any, all over any dims) and softmax / log_softmax.
+"""Reductions (sum, mean, amax, amin, max, min, any, all over any dims) and softmax /
+log_softmax.
 
 Reduced dims go on the free axis of each tile and kept dims on partitions (``reduce_tiles``), so
 any set of dims reduces with VectorE ``tensor_reduce``; reduced dims larger than one tile are
@@ -9,7 +10,8 @@ longer than one tile (the config's SBUF budget decides, while lowering) is an on
 chunks in two passes (``_chunked``). ``_safe_softmax`` (what sdpa with a mask emits) gives 0 for
 rows that are all -inf.
 
-``any`` / ``all`` are max / min of ``x != 0`` (bool tensors are already 0/1).
+``any`` / ``all`` are max / min of ``x != 0`` (bool tensors are already 0/1). ``amax`` /
+``amin`` / ``max`` / ``min`` of integers reduce in int32, exactly (generation's positions).
 
 Limits: a reduction of everything runs on one partition (no cross-partition second stage yet).
 """
@@ -24,7 +26,7 @@ import torch
 
 from hwsim import lang
 from hwsim.bridge.context import LoweringContext, TensorMeta
-from hwsim.bridge.dtypes import HW_INT32, HW_UINT8, MOVABLE_DTYPES
+from hwsim.bridge.dtypes import HW_INT32, HW_UINT8, MOVABLE_DTYPES, NUMERIC_DTYPES
 from hwsim.bridge.errors import Reason, Unsupported
 from hwsim.bridge.registry import OpCall, register_lowering
 from hwsim.bridge.tiling import map_tiles, reduce_tiles, row_tiles
@@ -94,14 +96,25 @@ def mean_all(ctx: LoweringContext, x: HbmValue, **_: Any) -> HbmValue:
     return _reduce(ctx, x, None, False, ReduceOp.add, mean=True)
 
 
-@register_lowering(aten.amax.default)
+@register_lowering(aten.amax.default, dtypes=NUMERIC_DTYPES)
 def amax(ctx: LoweringContext, x: HbmValue, dim: Sequence[int] = (), keepdim: bool = False):
     return _reduce(ctx, x, dim, keepdim, ReduceOp.max, mean=False)
 
 
-@register_lowering(aten.amin.default)
+@register_lowering(aten.amin.default, dtypes=NUMERIC_DTYPES)
 def amin(ctx: LoweringContext, x: HbmValue, dim: Sequence[int] = (), keepdim: bool = False):
     return _reduce(ctx, x, dim, keepdim, ReduceOp.min, mean=False)
+
+
+@register_lowering(aten.max.default, dtypes=NUMERIC_DTYPES)
+def max_all(ctx: LoweringContext, x: HbmValue) -> HbmValue:
+    """The largest element (``x.max()``: generation's ``cache_position.max()``)."""
+    return _reduce(ctx, x, None, False, ReduceOp.max, mean=False)
+
+
+@register_lowering(aten.min.default, dtypes=NUMERIC_DTYPES)
+def min_all(ctx: LoweringContext, x: HbmValue) -> HbmValue:
+    return _reduce(ctx, x, None, False, ReduceOp.min, mean=False)
 
 
 def _nonzero(ctx: LoweringContext, x: HbmValue, is_bool: bool) -> HbmValue:

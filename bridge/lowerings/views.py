@@ -26,8 +26,11 @@ from hwsim.bridge.values import HbmValue
 aten = torch.ops.aten
 
 
-def views(*ops: Any):
-    return register_lowering(*ops, family="views", dtypes=MOVABLE_DTYPES)
+def views(*ops: Any, check: Any = None):
+    """A metadata-only view: an empty result (or input) is a view of nothing, emitting nothing."""
+    return register_lowering(
+        *ops, family="views", dtypes=MOVABLE_DTYPES, check=check, empty_ok=True
+    )
 
 
 def materialize(ctx: LoweringContext, x: HbmValue, dtype: Any = None) -> HbmValue:
@@ -87,7 +90,7 @@ def _slice_check(call: OpCall) -> None:
         raise Unsupported(call.op, Reason.SHAPE, f"slice step {step!r}")
 
 
-@register_lowering(aten.slice.Tensor, family="views", dtypes=MOVABLE_DTYPES, check=_slice_check)
+@views(aten.slice.Tensor, check=_slice_check)
 def slice_(
     ctx: LoweringContext,
     x: HbmValue,
@@ -102,6 +105,38 @@ def slice_(
 @views(aten.select.int)
 def select(ctx: LoweringContext, x: HbmValue, dim: int, index: int) -> HbmValue:
     return x.select(dim, index)
+
+
+def _as_strided_check(call: OpCall) -> None:
+    x, size, stride = call.args[0], call.args[1], call.args[2]
+    offset = call.args[3] if len(call.args) > 3 else call.kwargs.get("storage_offset")
+    if not x.is_contiguous() or x.storage_offset() != 0:
+        raise Unsupported(
+            call.op, Reason.SHAPE, "as_strided of a view (only a contiguous tensor's own elements)"
+        )
+    reach = (offset or 0) + sum((n - 1) * s for n, s in zip(size, stride, strict=True) if n)
+    if any(s < 0 for s in stride) or reach >= max(1, x.numel()):
+        raise Unsupported(
+            call.op,
+            Reason.SHAPE,
+            f"as_strided size {list(size)} stride {list(stride)} reaches element {reach} of a "
+            f"{x.numel()}-element tensor",
+        )
+
+
+@views(aten.as_strided.default, check=_as_strided_check)
+def as_strided(
+    ctx: LoweringContext,
+    x: HbmValue,
+    size: list[int],
+    stride: list[int],
+    storage_offset: int | None = None,
+) -> HbmValue:
+    """A view of a contiguous tensor's elements with torch's sizes and strides (decompositions
+    restride results with it: adaptive pooling's output); a value whose lowering is not
+    contiguous (a clone kept as a view) is copied first, so element i is x's i-th in order."""
+    base = x if x.is_contiguous() else materialize(ctx, x)
+    return HbmValue(base.tile, tuple(size), tuple(stride), base.offset + (storage_offset or 0))
 
 
 @views(

@@ -108,13 +108,15 @@ def reduce_tiles(
     *,
     scale: float | None = None,
 ) -> None:
-    """out = reduce(src) over ``reduce_dims`` (times ``scale``), accumulating in fp32.
+    """out = reduce(src) over ``reduce_dims`` (times ``scale``), accumulating in fp32 (in int32
+    for integer ``src``: exact, the partials combined on GpSimdE's int32 datapath).
 
     out: a view shaped like ``src`` with stride 0 on the reduced dims (keepdim view expanded).
     Rows go on partitions, reduced elements on the free axis (``tensor_reduce``); reduced dims
     that do not fit one tile are accumulated across tiles.
     """
     tile_dtype = ctx.tile_dtype(src.dtype)
+    acc_dtype, engine = (lang.float32, "vector") if tile_dtype.is_float else ("int32", "gpsimd")
     budget = ctx.free_budget(1, tile_dtype.itemsize)
     tiles = plan(
         src.shape,
@@ -132,14 +134,12 @@ def reduce_tiles(
         )
         x = ctx.queues.load_resident(ring_x, tile.ap(1, src))
         if tile.first:
-            acc = accs((tile.partitions, 1), lang.float32, lang.sbuf, max_shape=(largest[0], 1))
+            acc = accs((tile.partitions, 1), acc_dtype, lang.sbuf, max_shape=(largest[0], 1))
             nisa.tensor_reduce(acc, op, x)
         else:
-            part = partials(
-                (tile.partitions, 1), lang.float32, lang.sbuf, max_shape=(largest[0], 1)
-            )
+            part = partials((tile.partitions, 1), acc_dtype, lang.sbuf, max_shape=(largest[0], 1))
             nisa.tensor_reduce(part, op, x)
-            nisa.tensor_tensor(acc, acc, part, COMBINE[op])
+            nisa.tensor_tensor(acc, acc, part, COMBINE[op], engine=engine)
         if tile.last:
             assert acc is not None
             if scale is not None:

@@ -30,9 +30,15 @@ def _plot(args: argparse.Namespace) -> int:
         raise HwsimError(
             f"{args.path}: the '{args.kind}' figure needs trace.json (only a summary was found)"
         )
+    from hwsim.outputs_guard import output_file
+
     source = Path(args.path)
     output = args.output or (source if source.is_dir() else source.parent) / f"{args.kind}.png"
-    with summary_fields_checked(args.path):
-        path = plot(args.kind, run, output)
-    print(f"wrote {path}")
+    # a default path replaces only a figure hwsim wrote, never a file of the user's of that name
+    with (
+        output_file(output, "wb", named=args.output is not None) as stream,
+        summary_fields_checked(args.path),
+    ):
+        plot(args.kind, run, stream)
+    print(f"wrote {output}")
     return 0

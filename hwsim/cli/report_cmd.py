@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import argparse
 import contextlib
-import json
 import sys
 from collections.abc import Iterator
 
@@ -38,12 +37,13 @@ def summary_fields_checked(path: str) -> Iterator[None]:
 def _report(args: argparse.Namespace) -> int:
     from rich.console import Console
 
+    from hwsim import strict_json
     from hwsim.report.run_summary import print_summary
     from hwsim.trace.outputs import load_summary
 
     summary = load_summary(args.path)
     if args.json:
-        print(json.dumps(summary.to_dict(), default=str))
+        print(strict_json.dumps(summary.to_dict(), default=str))
         return 0
     console = Console()
     with summary_fields_checked(args.path), console.capture() as captured:

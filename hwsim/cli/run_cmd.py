@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import argparse
 
-from hwsim.cli.main import add_config_arguments
+from hwsim.cli.main import add_config_arguments, add_kernel_arguments
 
 
 def register(commands: argparse._SubParsersAction) -> None:
@@ -22,6 +22,7 @@ def register(commands: argparse._SubParsersAction) -> None:
         "--force", action="store_true", help="write into a non-empty --out that is not a run folder"
     )
     parser.add_argument("--list", action="store_true", help="list the built-in workloads")
+    add_kernel_arguments(parser)
     parser.set_defaults(handler=_run)
 
 

@@ -180,12 +180,16 @@ def _plot(args: argparse.Namespace) -> int:
     if missing or extra:
         what = f"needs {', '.join(missing)}" if missing else f"does not take {', '.join(extra)}"
         raise SweepError(f"--kind {args.kind} {what}")
+    from hwsim.outputs_guard import output_file
+
     output = args.output or Path(args.db_arg).with_name(f"{Path(args.db_arg).stem}-{args.kind}.png")
     options = {name: getattr(args, name) for name in needed[args.kind]}
-    path = plot_sweep(
-        args.db_arg, args.kind, output, workloads=args.workload, where=args.where, **options
-    )
-    print(f"wrote {path}")
+    # a default path replaces only a figure hwsim wrote, never a file of the user's of that name
+    with output_file(output, "wb", named=args.output is not None) as stream:
+        plot_sweep(
+            args.db_arg, args.kind, stream, workloads=args.workload, where=args.where, **options
+        )
+    print(f"wrote {output}")
     return 0
 
 

@@ -18,7 +18,7 @@ from hwsim.config.schema import HardwareConfig
 from hwsim.config.validation_errors import describe_validation_error
 from hwsim.config.yaml_compose import describe_value
 from hwsim.config.yaml_safe import load_yaml, read_yaml_file
-from hwsim.errors import ConfigError
+from hwsim.errors import ConfigError, shorten
 
 #: Presets ship inside the package (``configs/`` installs as ``hwsim.configs``).
 CONFIGS_DIR: Traversable = resources.files("hwsim.configs")
@@ -128,15 +128,19 @@ def _check_registered_names(config: HardwareConfig, source: str) -> None:
         close = difflib.get_close_matches(name, valid, n=1)
         hint = f" (did you mean '{close[0]}'?)" if close else ""
         raise ConfigError(
-            f"{source}: tensor_engine.timing_model: unknown model '{name}'{hint}; "
+            f"{source}: tensor_engine.timing_model: unknown model '{shorten(name)}'{hint}; "
             f"valid: {', '.join(valid)}"
         )
 
 
+def canonical_json(config: HardwareConfig) -> str:
+    """The config as JSON with sorted keys and no spaces: what ``config_hash`` hashes."""
+    return json.dumps(config.model_dump(mode="json"), sort_keys=True, separators=(",", ":"))
+
+
 def config_hash(config: HardwareConfig) -> str:
     """A stable content hash: same values give the same hash whatever the key order or comments."""
-    canonical = json.dumps(config.model_dump(mode="json"), sort_keys=True, separators=(",", ":"))
-    return hashlib.sha256(canonical.encode()).hexdigest()[:16]
+    return hashlib.sha256(canonical_json(config).encode()).hexdigest()[:16]
 
 
 def config_to_yaml(config: HardwareConfig) -> str:

@@ -15,7 +15,7 @@ from __future__ import annotations
 
 from typing import Annotated, Literal, get_args
 
-from pydantic import BaseModel, ConfigDict, Field, Strict, model_validator
+from pydantic import BaseModel, ConfigDict, Field, Strict, field_validator, model_validator
 
 from hwsim.config.timebase import clock_problem
 
@@ -172,6 +172,31 @@ class DmaConfig(_Section):
     max_descriptor_bytes: Annotated[int, Field(ge=64, le=1 << 26)] = Field(
         description="longest contiguous run one descriptor moves; longer runs take several"
     )
+
+    @field_validator("descriptor_efficiency", mode="before")
+    @classmethod
+    def _one_key_per_size(cls, table: object) -> object:
+        """Keys read as ints: "4" and "04" (or 4 and "4") would be one size, the last value
+        silently winning. Text keys must be plain decimal, and each size given once."""
+        if not isinstance(table, dict):
+            return table
+        sizes: dict[int, object] = {}
+        for key in table:
+            if isinstance(key, str):
+                if not (key.isascii() and key.isdigit() and key == str(int(key))):
+                    raise ValueError(f"key '{key[:20]}': write a size as a plain integer")
+                size = int(key)
+            elif isinstance(key, int) and not isinstance(key, bool):
+                size = key
+            else:
+                continue  # not a size at all: the int check names it
+            if size in sizes:
+                raise ValueError(
+                    f"keys {sizes[size]!r} and {key!r} are the same size; give it once"
+                )
+            sizes[size] = key
+        return table
+
     hbm_write_bandwidth_fraction: Annotated[float, Field(ge=0.01, le=1)] = Field(
         description="fraction of the read bandwidth a transfer into HBM reaches"
     )

@@ -12,6 +12,8 @@ from typing import Any, get_args
 from pydantic import BaseModel
 from pydantic.fields import FieldInfo
 
+from hwsim.errors import shorten
+
 
 def describe_validation_error(err: Mapping[str, Any], root: type[BaseModel]) -> str:
     """One pydantic error of validating ``root`` as 'dotted.path: what is wrong'."""
@@ -28,7 +30,8 @@ def describe_validation_error(err: Mapping[str, Any], root: type[BaseModel]) -> 
         return f"{path}: missing required key"
     if kind == "literal_error" and loc and loc[-1] == "[key]":
         expected = err.get("ctx", {}).get("expected", "")
-        return f"{_dotted(loc[:-2])}: unknown key '{err.get('input')}' (allowed: {expected})"
+        bad = shorten(str(err.get("input")))
+        return f"{_dotted(loc[:-2])}: unknown key '{bad}' (allowed: {expected})"
     if kind == "value_error":
         message = err["msg"].removeprefix("Value error, ")
         # a model-level (cross-field) check names its own dotted paths
@@ -37,7 +40,7 @@ def describe_validation_error(err: Mapping[str, Any], root: type[BaseModel]) -> 
     # a literal_error message already lists the allowed values
     allowed = _allowed(field) if field is not None and kind != "literal_error" else ""
     detail = err["msg"][:1].lower() + err["msg"][1:]
-    return f"{path or '<top>'}: {detail}, got {err.get('input')!r}{allowed}"
+    return f"{path or '<top>'}: {detail}, got {shorten(repr(err.get('input')))}{allowed}"
 
 
 def _dotted(loc: list[Any]) -> str:

@@ -33,7 +33,11 @@ def read_yaml_file(path: Path | Traversable, error: type[HwsimError], what: str 
 
 
 def read_text_file(path: Path | Traversable, error: type[HwsimError], what: str = "file") -> str:
-    """A file's text: at most ``MAX_FILE_BYTES``, UTF-8. ``what`` names it in the messages."""
+    """A file's text: at most ``MAX_FILE_BYTES``, UTF-8. ``what`` names it in the messages.
+    Only a regular file is read: reading a FIFO would wait for a writer that never comes."""
+    if isinstance(path, Path) and path.exists() and not path.is_file():
+        kind = "folder" if path.is_dir() else "special file (a FIFO, socket or device)"
+        raise error(f"{path}: cannot read {what} (it is a {kind}, not a regular file)")
     try:
         with path.open("rb") as file:
             data = file.read(MAX_FILE_BYTES + 1)

@@ -8,12 +8,12 @@ specs read back are checked (``hwsim.fuzz.spec.check_spec``) before anything use
 from __future__ import annotations
 
 import json
-import sqlite3
 import time
 from pathlib import Path
 from typing import Any
 
 from hwsim.fuzz.spec import FuzzError
+from hwsim.sqlite_store import open_store
 
 SCHEMA = "hwsim.fuzz/1"
 
@@ -25,34 +25,22 @@ def _checked(kind: str, text: str | None) -> dict[str, Any] | None:
 
 
 class FuzzStore:
+    """Open (or create) a results file; ``None`` keeps results in memory only."""
+
     def __init__(self, path: str | Path | None) -> None:
         self.path = Path(path) if path is not None else None
-        where = ":memory:" if self.path is None else str(self.path)
-        if self.path is not None:
-            self.path.parent.mkdir(parents=True, exist_ok=True)
-        try:
-            self.db = sqlite3.connect(where, timeout=30)
-            self._init()
-        except sqlite3.DatabaseError as exc:
-            raise FuzzError(f"{where}: not a fuzz database ({exc})") from None
-
-    def _init(self) -> None:
-        with self.db:
-            tables = {r[0] for r in self.db.execute("SELECT name FROM sqlite_master")}
-            if tables and "fuzz_meta" not in tables:
-                raise FuzzError(f"{self.path}: an SQLite file, but not a fuzz database of hwsim")
-            self.db.execute("CREATE TABLE IF NOT EXISTS fuzz_meta (key TEXT PRIMARY KEY, value)")
-            self.db.execute(
+        self.db = open_store(
+            self.path,
+            what="a fuzz",
+            meta_table="fuzz_meta",
+            schema=SCHEMA,
+            tables=[
                 "CREATE TABLE IF NOT EXISTS cases (seed INTEGER, idx INTEGER, config TEXT, "
                 "kind TEXT, spec TEXT, status TEXT, failures TEXT, shrunk TEXT, wall_s REAL, "
-                "cpu_s REAL, created REAL, "
-                "PRIMARY KEY (seed, idx, config))"
-            )
-            row = self.db.execute("SELECT value FROM fuzz_meta WHERE key='schema'").fetchone()
-            if row is None:
-                self.db.execute("INSERT INTO fuzz_meta VALUES ('schema', ?)", (SCHEMA,))
-            elif row[0] != SCHEMA:
-                raise FuzzError(f"{self.path}: a fuzz database of another hwsim ({row[0]!r})")
+                "cpu_s REAL, created REAL, PRIMARY KEY (seed, idx, config))"
+            ],
+            error=FuzzError,
+        )
 
     def done(self, seed: int, config: str) -> set[int]:
         rows = self.db.execute("SELECT idx FROM cases WHERE seed=? AND config=?", (seed, config))

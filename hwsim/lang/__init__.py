@@ -55,6 +55,7 @@ from hwsim.lang.language import (
 from hwsim.lang.repeat import repeat
 from hwsim.lang.scheduling import no_reorder, schedule_barrier, schedule_edge, sequential_range
 from hwsim.lang.tiles import Buffer, IndexingError, Tile, View, broadcast_to, hbm, psum, sbuf
+from hwsim.lang.watchdog import TraceLimitError, TraceLimits
 
 __all__ = [
     "ActivationFunction",
@@ -70,6 +71,8 @@ __all__ = [
     "ReduceOp",
     "TensorSpec",
     "Tile",
+    "TraceLimitError",
+    "TraceLimits",
     "View",
     "bfloat16",
     "broadcast_to",

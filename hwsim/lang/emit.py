@@ -32,6 +32,7 @@ def emit(opcode: str, engine: str, **fields: Any) -> Instruction:
     and the builder: the memory planner, an instruction scheduler, or a hook on the context's
     ``emit``."""
     context = current()
+    context.watchdog.count()
     for hook in context.before_emit:
         hook()
     given = fields if context.planner is None else dict(fields)  # the planner needs the tiles

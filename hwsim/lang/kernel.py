@@ -30,12 +30,13 @@ from hwsim.errors import HwsimError, IllegalInstructionError
 from hwsim.isa.ap import MemorySpace
 from hwsim.isa.base import Instruction
 from hwsim.lang.allocator import SBUF_ALIGN_BYTES, Block, Pool
-from hwsim.lang.blocks import block_ndarray, split_block_dims
+from hwsim.lang.blocks import ParDim, block_ndarray, split_block_dims
 from hwsim.lang.deferral import allocate_block
 from hwsim.lang.planner import MemoryPlanner
 from hwsim.lang.replay import ReplayCache
 from hwsim.lang.tiles import Buffer, Tile, hbm, sbuf
-from hwsim.program import Program
+from hwsim.lang.watchdog import TraceLimits, Watchdog, current_limits
+from hwsim.program import Program, integer_shape
 from hwsim.schedule import InstructionStream, emit_scheduled, resolve_schedule
 from hwsim.trace.gc_pause import full_gc_deferred
 
@@ -154,6 +155,9 @@ class KernelContext:
         #: The instruction ``hwsim.lang.emit`` has just made and nothing else holds: the
         #: builder may fill in its waits in place instead of copying it (``emit_placed``).
         self.fresh: Instruction | None = None
+        #: Counts the ISA calls of the kernel function (``hwsim.lang.watchdog``); ``build``
+        #: gives a bounded one, other users of a context (the bridge's lowering) none.
+        self.watchdog = Watchdog(name, TraceLimits.unbounded(), source_location)
 
     def fresh_name(self, prefix: str) -> str:
         self.state_changes += 1
@@ -337,15 +341,15 @@ def ndarray(
     context.state_changes += 1
     dt = lookup_dtype(dtype)
     where = source_location()
+    plain = [n for n in shape if not isinstance(n, ParDim)]  # checked before int() reads 32.0
+    integer_shape(plain, f"{where}: ndarray", minimum=1)
     block_dims, shape = split_block_dims(tuple(shape), where)
     if block_dims and buffer.memory is not MemorySpace.HBM:
         base = name or context.fresh_name(buffer.memory.value)
         return block_ndarray(block_dims, shape, dt, buffer, base)
     shape = (*block_dims, *shape)
-    if not shape or any(n < 1 for n in shape):
-        raise IllegalInstructionError(
-            f"{where}: ndarray shape {shape} must be non-empty and positive"
-        )
+    if not shape:
+        raise IllegalInstructionError(f"{where}: ndarray shape () must be non-empty")
     if buffer is hbm or buffer.memory is MemorySpace.HBM:
         tensor_name = name or context.fresh_name("hbm")
         context.builder.hbm_tensor(tensor_name, shape, dt, "scratch")
@@ -435,15 +439,19 @@ class Kernel:
         *args: Any,
         config: str | HardwareConfig = "trn2",
         schedule: str | None = None,
+        trace_limits: TraceLimits | None = None,
         **kwargs: Any,
     ) -> BuiltKernel:
         """Lower the kernel to a program. schedule: the order instructions are emitted in
         (``hwsim.schedule.SCHEDULES``: ``program`` order; ``list`` scheduled by the cost
         model; ``best``, the fastest candidate when simulated); None takes
-        ``$HWSIM_SCHEDULE``, else ``program``."""
+        ``$HWSIM_SCHEDULE``, else ``program``. trace_limits: how far running the kernel's
+        Python may go (``hwsim.lang.watchdog``; None: the process's limits)."""
         hw = load_config(config) if isinstance(config, str) else config
         policy = resolve_schedule(schedule)
         context = KernelContext(self.name, hw, policy, self.fn.__code__)
+        watchdog = Watchdog(self.name, trace_limits or current_limits(), source_location)
+        context.watchdog = watchdog
         bound = self.signature.bind(*args, **kwargs)
         call_args = {}
         for param, value in bound.arguments.items():
@@ -451,7 +459,8 @@ class Kernel:
         with full_gc_deferred():  # the build only adds to what it keeps: see there
             token = _CURRENT.set(context)
             try:
-                returned = self.fn(**call_args)
+                with watchdog:
+                    returned = self.fn(**call_args)
             finally:
                 _CURRENT.reset(token)
             context.finish()  # memory placement first: the scheduler orders final addresses
@@ -513,10 +522,11 @@ class Kernel:
     ) -> KernelResult:
         """Build and simulate; returns outputs (as numpy arrays), trace and summary.
 
-        race_check=True raises RaceError on unordered conflicting accesses; initcheck=True
-        raises InitCheckError on reads of never-written memory (None: ``HWSIM_INITCHECK``);
-        schedule: as for ``build``."""
+        race_check=True raises RaceError on unordered conflicting accesses; initcheck (on by
+        default with numerics; off with False or ``HWSIM_INITCHECK=0``) raises InitCheckError on
+        reads of never-written memory; schedule: as for ``build``."""
         from hwsim.kernels import warm_up
+        from hwsim.machine.initcheck import front_door
         from hwsim.machine.simulator import run
 
         warm_up()
@@ -526,7 +536,7 @@ class Kernel:
             built.config,
             numerics=numerics,
             race_check=race_check,
-            initcheck=initcheck,
+            initcheck=front_door(initcheck, numerics),
         )
         outputs = tuple(result.outputs[name] for name in built.outputs) if numerics else ()
         summary = result.summary

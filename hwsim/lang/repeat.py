@@ -88,6 +88,7 @@ def repeat(
     if found is not None:
         for then, kept in found[1]:
             if _same(then, captured, _MAX_DEPTH):
+                context.watchdog.count(len(kept))
                 context.builder.emit_block(kept)
                 return
     changes = context.state_changes

@@ -68,6 +68,15 @@ def enabled(initcheck: bool | None, numerics: bool) -> bool:
     return initcheck
 
 
+def front_door(initcheck: bool | None, numerics: bool) -> bool:
+    """Whether a run made through a kernel front door (``hwsim run``, ``hwsim nki``, calling a
+    ``hwsim.lang`` or ``hwsim.nki`` kernel) checks: on by default with numerics, off only when
+    asked (``initcheck=False``, ``--no-initcheck``, or ``HWSIM_INITCHECK=0``)."""
+    if initcheck is None and not os.environ.get(ENV_VAR, "").strip():
+        return numerics
+    return enabled(initcheck, numerics)
+
+
 #: Mirror rows are rounded up to this many bytes (keeps every element view aligned).
 _MIRROR_ROW_ALIGN_BYTES = 64
 

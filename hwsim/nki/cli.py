@@ -28,7 +28,7 @@ from hwsim.workloads.pyfile import call_inputs, import_python_file, inputs_hint,
 
 
 def register(commands: argparse._SubParsersAction) -> None:
-    from hwsim.cli.main import add_config_arguments
+    from hwsim.cli.main import add_config_arguments, add_kernel_arguments
 
     parser = commands.add_parser("nki", help="run an NKI kernel file: FILE.py:KERNEL")
     parser.add_argument("target", help="FILE.py:KERNEL")
@@ -38,6 +38,7 @@ def register(commands: argparse._SubParsersAction) -> None:
     parser.add_argument("--force", action="store_true", help="write into a non-empty --out")
     parser.add_argument("--force-install", action="store_true",
                         help="shadow an installed real nki/neuronxcc in this process")  # fmt: skip
+    add_kernel_arguments(parser)  # the tracing watchdog's limits and --no-initcheck
     parser.set_defaults(handler=main)
 
 
@@ -139,7 +140,10 @@ def kernel_inputs(kernel: Any, module: Any, name: str, shapes: list[str]) -> tup
 
 
 def main(args: argparse.Namespace) -> int:
+    from hwsim.errors import InitCheckError
+    from hwsim.lang.watchdog import limits_within
     from hwsim.nki.kernel import run
+    from hwsim.workloads.cli_run import INITCHECK_HINT
 
     file_text, _, name = args.target.rpartition(":")
     if not file_text:
@@ -150,8 +154,19 @@ def main(args: argparse.Namespace) -> int:
         check_output_folder(args.out, force=args.force)
     kernel, module = load_kernel_file(Path(file_text), name, args.force_install)
     inputs = kernel_inputs(kernel, module, name, args.shape)
+    try:  # an inputs function returning too few (or too many) arrays: one line, not a traceback
+        inspect.signature(kernel.fn).bind(*inputs)
+    except TypeError as exc:
+        raise HwsimError(
+            f"{args.target}: {len(inputs)} inputs do not fit kernel {name}: {exc}"
+        ) from None
     config = _config(args)
-    result = run(kernel, *inputs, config=config)
+    try:
+        with limits_within(args.max_instructions, args.trace_timeout):  # the tracing watchdog's
+            initcheck = False if args.no_initcheck else None  # None: on (a front door)
+            result = run(kernel, *inputs, config=config, initcheck=initcheck)
+    except InitCheckError as exc:  # on by default here: say how to run without it
+        raise InitCheckError(f"{exc}; {INITCHECK_HINT}", exc.findings) from exc
     print(f"{name}: latency {result.latency_ns / 1000:.3f} us ({result.latency_ns:.0f} ns) "
           f"on {getattr(config, 'name', args.config)}")  # fmt: skip
     print(f"bottleneck: {result.summary.bottleneck}")

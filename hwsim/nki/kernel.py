@@ -217,7 +217,9 @@ def run(kernel: Any, *args: Any, **kwargs: Any) -> NkiRun:
     ``config``: trn1, trn2, trn3, tiny, a YAML path or a HardwareConfig (``hw_config=`` when the
     kernel has a parameter named ``config`` of its own); ``schedule``: the instruction order
     (``hwsim.schedule``: ``program``, ``list``, ``best``; None: the kernel language's default),
-    honouring ``no_reorder`` and ``sequential_range``. Other keywords are the kernel's."""
+    honouring ``no_reorder`` and ``sequential_range``; ``initcheck``: reads of never-written
+    memory raise (on by default with numerics; off with False or ``HWSIM_INITCHECK=0``). Other
+    keywords are the kernel's."""
     options, kwargs = split_options(kernel, dict(kwargs))
     return _run(_kernel(kernel), args, kwargs, **options)
 
@@ -233,6 +235,7 @@ def _run(
     schedule: str | None = None,
 ) -> NkiRun:
     from hwsim.kernels import warm_up
+    from hwsim.machine.initcheck import front_door
     from hwsim.machine.simulator import run as simulate_program
 
     notes: list[str] = []
@@ -247,7 +250,11 @@ def _run(
     built.program.meta["nki_no_reorder"] = extra.get("no_reorder", [])
     built.program.meta["nki_sequential_range"] = extra.get("sequential_range", [])
     result = simulate_program(
-        built.program, hw, numerics=numerics, race_check=race_check, initcheck=initcheck
+        built.program,
+        hw,
+        numerics=numerics,
+        race_check=race_check,
+        initcheck=front_door(initcheck, numerics),  # on unless asked off (a front door)
     )
     outputs: tuple[np.ndarray, ...] = ()
     if numerics:

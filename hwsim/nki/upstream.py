@@ -17,6 +17,7 @@ from types import ModuleType
 from typing import Any
 
 from hwsim.errors import HwsimError
+from hwsim.workloads.pyfile import import_python_file, lookup_attribute
 
 #: The checkout's vendored sources (not installed with the package: a checkout has them).
 THIRD_PARTY = Path(__file__).resolve().parents[2] / "third_party"
@@ -43,8 +44,6 @@ TUTORIAL_KERNELS = {
     "V1": "nki_matmul_fully_optimized_",
 }
 
-_LOADED: dict[Path, ModuleType] = {}
-
 
 def source(relpath: str) -> Path:
     """A vendored file by its path under ``third_party/``."""
@@ -60,9 +59,6 @@ def load(path: str | Path, search: tuple[Path, ...] = ()) -> ModuleType:
     path = Path(path)
     if not path.is_absolute():
         path = source(str(path))
-    found = _LOADED.get(path)
-    if found is not None:
-        return found
     import hwsim.nki
 
     hwsim.nki.install()
@@ -72,31 +68,14 @@ def load(path: str | Path, search: tuple[Path, ...] = ()) -> ModuleType:
     package_root = NKI_SAMPLES / "src"
     if package_root in path.parents:  # a module of the nki_samples package: its own name, so
         dotted = ".".join(path.relative_to(package_root).with_suffix("").parts)
-        module = importlib.import_module(dotted)  # its relative imports resolve
-        _LOADED[path] = module
-        return module
-    name = "hwsim_upstream_" + "_".join(path.with_suffix("").parts[-4:]).replace("-", "_")
-    spec = importlib.util.spec_from_file_location(name, path)
-    if spec is None or spec.loader is None:
-        raise HwsimError(f"{path}: cannot be imported")
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[name] = module
-    try:
-        spec.loader.exec_module(module)
-    except BaseException:
-        del sys.modules[name]
-        raise
-    _LOADED[path] = module
-    return module
+        return importlib.import_module(dotted)  # its relative imports resolve
+    return import_python_file(path, "hwsim_upstream", str(path), wrap_errors=False)
 
 
 def kernel(path: str | Path, name: str) -> Any:
     """One kernel (or kernel-calling function) of an upstream file."""
-    module = load(path)
-    try:
-        return getattr(module, name)
-    except AttributeError:
-        raise HwsimError(f"{path} has no '{name}'") from None
+    path = Path(path)
+    return lookup_attribute(load(path), name, path, str(path))
 
 
 def run_tutorial_matmul(

@@ -58,14 +58,9 @@ def _figure(width: float, height: float) -> Figure:
 
 
 def _save(fig: Figure, path: str | Path | IO[bytes]) -> Path:
-    if not isinstance(path, (str, Path)):
-        fig.savefig(path, format="png", dpi=DPI)
-        return Path(path.name)
-    from hwsim.outputs_guard import output_file
+    from hwsim.png_mark import save_png
 
-    with output_file(path, "wb") as out:
-        fig.savefig(out, format="png", dpi=DPI)
-    return Path(path)
+    return save_png(fig, path, DPI)
 
 
 def _title(run: RunData, what: str) -> str:

@@ -37,6 +37,23 @@ def default_jobs() -> int:
         return max(1, os.cpu_count() or 1)
 
 
+def capped_jobs(requested: int | None, runs: int, address: str | None) -> tuple[int, str]:
+    """(workers to start, why fewer than asked, or ''): ``--jobs`` (default: all cores), never
+    more than the runs to do, nor, for workers on this machine (no cluster ``address``), more
+    than its cores: 64 workers on 2 cores spend their time starting and importing, not running."""
+    cores = default_jobs()
+    jobs = requested or cores
+    limits = [(max(1, runs), f"{runs} run{'s' if runs != 1 else ''} to do")]
+    if address is None:
+        limits.append((cores, f"{cores} core{'s' if cores != 1 else ''} here"))
+    capped = min(jobs, *(limit for limit, _ in limits))
+    if requested is None or capped >= requested:
+        return capped, ""
+    why = ", ".join(text for limit, text in limits if limit < requested)
+    plural = "s" if capped != 1 else ""
+    return capped, f"--jobs {requested}: starting {capped} worker{plural} ({why})"
+
+
 def require(module: str, extra: str) -> ModuleType:
     """Import an optional dependency, or say which extra installs it."""
     import importlib

@@ -14,15 +14,19 @@ Connections are in autocommit mode; writes go in explicit ``BEGIN IMMEDIATE`` tr
 
 from __future__ import annotations
 
+import hashlib
+import json
 import os
 import secrets
 import sqlite3
 import time
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from contextlib import closing, contextmanager, suppress
 from pathlib import Path
 
+from hwsim.errors import shorten
 from hwsim.output_paths import shown
+from hwsim.run_marker import kind_of_mode
 from hwsim.sweep.errors import SweepError
 
 #: "HWSW": marks an SQLite file as an hwsim sweep database.
@@ -36,6 +40,10 @@ _FIRST_RETRY_PAUSE_S = 0.001
 _LAST_RETRY_PAUSE_S = 0.05
 _SQLITE_HEADER = b"SQLite format 3\x00"
 _V1_TABLES = frozenset({"runs", "columns", "configs", "invocations"})
+#: Every table hwsim creates (``sqlite_sequence`` is SQLite's, for AUTOINCREMENT); their primary
+#: keys come with SQLite's own ``sqlite_autoindex_<table>_<n>`` indexes. Any other object (a view,
+#: a trigger, an index, another table) was not made by hwsim, and the file is refused.
+_OUR_TABLES = _V1_TABLES | {"claims", "sqlite_sequence"}
 
 #: Fixed columns of ``runs`` (after the key), in the order results list them.
 RUN_COLUMNS = {
@@ -110,6 +118,9 @@ def open_database(path: str | Path, *, write: bool) -> sqlite3.Connection:
         raise SweepError(f"{shown(path)}: cannot be a results database ({exc.strerror})") from None
     if is_dir:
         raise SweepError(f"{path} is not an hwsim sweep database: it is a folder")
+    if exists and not path.is_file():  # reading a FIFO would wait for a writer forever
+        kind = kind_of_mode(path.stat().st_mode)
+        raise SweepError(f"{path} is not an hwsim sweep database: it is a {kind}")
     if not exists:
         if not write:
             raise SweepError(f"{path}: no such results database")
@@ -123,6 +134,7 @@ def open_database(path: str | Path, *, write: bool) -> sqlite3.Connection:
                 raise SweepError(f"{path} is not an hwsim sweep database: it has no tables")
             if version is not None:
                 _quick_check(conn, path)
+                check_stored_configs(conn, path)
             if write:
                 _use_wal(conn)
                 # NORMAL: a commit survives the process being killed (it is in the WAL); only a
@@ -240,10 +252,19 @@ def _check_header(path: Path) -> None:
 
 
 def _identify(conn: sqlite3.Connection, path: Path) -> int | None:
-    """The schema version of our database, None for an empty one; refuses anything else."""
+    """The schema version of our database, None for an empty one; refuses anything else,
+    including one of ours to which objects hwsim never creates were added (a trigger on
+    ``runs`` could delete every result as it is written)."""
     application_id = conn.execute("PRAGMA application_id").fetchone()[0]
     version = conn.execute("PRAGMA user_version").fetchone()[0]
-    tables = {r[0] for r in conn.execute("SELECT name FROM sqlite_master WHERE type = 'table'")}
+    objects = conn.execute("SELECT type, name, tbl_name FROM sqlite_master").fetchall()
+    tables = {name for kind, name, _ in objects if kind == "table"}
+    foreign = [f"{kind} {name!r}" for kind, name, table in objects if not _ours(kind, name, table)]
+    if foreign and (application_id == APPLICATION_ID or tables & _V1_TABLES):
+        raise SweepError(
+            f"{path} is not an hwsim sweep database as hwsim made it: it has "
+            f"{_listed(foreign)}, which hwsim does not create; use another --db"
+        )
     if application_id == APPLICATION_ID:
         if version > SCHEMA_VERSION:
             raise SweepError(
@@ -257,12 +278,28 @@ def _identify(conn: sqlite3.Connection, path: Path) -> int | None:
             "is another program's"
         )
     tables.discard("sqlite_sequence")
-    if not tables:
+    if not objects:
         return None
     if tables >= _V1_TABLES and {"config_hash", "workload", "status"} <= _columns(conn, "runs"):
         return 1
-    shown = ", ".join(sorted(tables)[:5]) + (", ..." if len(tables) > 5 else "")
-    raise SweepError(f"{path} is not an hwsim sweep database: its tables are {shown}")
+    if not tables:
+        raise SweepError(
+            f"{path} is not an hwsim sweep database: it holds no tables but {_listed(foreign)}"
+        )
+    raise SweepError(f"{path} is not an hwsim sweep database: its tables are {_listed(tables)}")
+
+
+def _ours(kind: str, name: str, table: str) -> bool:
+    if kind == "table":
+        return name in _OUR_TABLES
+    return (
+        kind == "index" and table in _OUR_TABLES and name.startswith(f"sqlite_autoindex_{table}_")
+    )
+
+
+def _listed(names: Iterable[str]) -> str:
+    ordered = sorted(names)
+    return ", ".join(ordered[:5]) + (", ..." if len(ordered) > 5 else "")
 
 
 def _columns(conn: sqlite3.Connection, table: str) -> set[str]:
@@ -289,6 +326,30 @@ def _create_or_upgrade(conn: sqlite3.Connection, version: int | None) -> None:
             conn.execute("ALTER TABLE runs ADD COLUMN runner TEXT")
     conn.execute(f"PRAGMA application_id = {APPLICATION_ID}")
     conn.execute(f"PRAGMA user_version = {SCHEMA_VERSION}")
+
+
+def check_stored_configs(conn: sqlite3.Connection, path: str | Path) -> None:
+    """Every stored config must hash to its key, as ``config_hash`` computes it: a row edited or
+    damaged inside an intact file (flipped bytes) is refused rather than trusted, since a
+    result's config is known only through it."""
+    for key, text in conn.execute("SELECT config_hash, config_json FROM configs"):
+        if isinstance(text, str) and _digest(text) == key:
+            continue  # stored in canonical form (as hwsim writes it since it checks this)
+        try:
+            canonical = json.dumps(json.loads(text), sort_keys=True, separators=(",", ":"))
+        except (TypeError, ValueError, RecursionError):
+            canonical = None
+        if canonical is None or _digest(canonical) != key:
+            raise SweepError(
+                f"{path} is damaged or was edited: the stored config of {shorten(str(key))} "
+                "does not hash to its key; use another --db (a copy made before the damage "
+                "still reads)"
+            )
+
+
+def _digest(text: str) -> str:
+    """``config_hash`` of a config from its canonical JSON."""
+    return hashlib.sha256(text.encode()).hexdigest()[:16]
 
 
 def run_columns(conn: sqlite3.Connection) -> list[str]:

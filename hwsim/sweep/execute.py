@@ -31,7 +31,7 @@ from typing import Any, Literal
 from hwsim.config.schema import HardwareConfig
 from hwsim.errors import HwsimError
 from hwsim.program import Program
-from hwsim.sweep.backends import BACKENDS, default_jobs, require
+from hwsim.sweep.backends import BACKENDS, capped_jobs, require
 from hwsim.sweep.db import database_errors
 from hwsim.sweep.errors import SweepError
 from hwsim.sweep.fanout import FanOut
@@ -40,7 +40,7 @@ from hwsim.sweep.lowering import ProgramCache
 from hwsim.sweep.metrics import extract
 from hwsim.sweep.spec import SweepPlan
 from hwsim.sweep.store import ResultStore
-from hwsim.sweep.workloads import SweepWorkload
+from hwsim.sweep.workloads import SweepWorkload, check_runnable
 
 Lowering = Literal["worker", "parent"]
 
@@ -165,7 +165,7 @@ def run_task(task: Task) -> dict[str, Any]:
     except Exception as exc:
         result["error"] = f"{type(exc).__name__}: {exc}"
         # a user error needs no traceback; a bug does, and so does the user's own code raising
-        # (a WorkloadError whose cause is the user's exception: file_workload.user_code_failed)
+        # (a WorkloadError whose cause is the user's exception: pyfile.user_code_failed)
         cause = exc.__cause__
         if not isinstance(exc, HwsimError) or not isinstance(cause, HwsimError | None):
             result["traceback"] = traceback.format_exc()
@@ -205,17 +205,20 @@ def run_sweep(
     if backend not in BACKENDS:
         raise SweepError(f"unknown backend '{backend}'; valid: {', '.join(BACKENDS)}")
     db_path = Path(db) if db is not None else default_db(plan)
-    jobs = jobs or default_jobs()
-    if jobs < 1:
+    if jobs is not None and jobs < 1:
         raise SweepError(f"--jobs must be at least 1, got {jobs}")
+    check_runnable(plan.workloads)  # FILE.py workloads are imported now that runs execute
     counts = {"ok": 0, "failed": 0, "lowerings": 0, "elsewhere": 0}
     start = time.perf_counter()
     with ResultStore(db_path) as store:
-        store.prepare(plan, jobs, backend)
+        store.prepare(plan, capped_jobs(jobs, plan.runs, address)[0], backend)
         keys = [(p.config_hash, w.key) for w in plan.workloads for p in plan.points]
         seen = store.todo(keys, plan.spec.numerics, retry_failed)
         tasks = _tasks(plan, db_path, seen)
         skipped = plan.runs - len(tasks)
+        workers, capped = capped_jobs(jobs, len(tasks), address)
+        if capped and progress:
+            print(capped, file=sys.stderr, flush=True)
         outcome = "completed"
         try:
             if tasks:
@@ -231,7 +234,7 @@ def run_sweep(
                         progress=progress,
                         lowering=lowering,
                     )
-                    fan.execute(tasks, where, backend, jobs, address)
+                    fan.execute(tasks, where, backend, workers, address)
         except KeyboardInterrupt:
             outcome = "interrupted"
             if progress:

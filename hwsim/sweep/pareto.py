@@ -6,7 +6,7 @@ from __future__ import annotations
 import math
 from collections.abc import Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import IO, TYPE_CHECKING, Any
 
 from hwsim.sweep.errors import SweepError
 from hwsim.sweep.plots import (
@@ -47,7 +47,7 @@ def pareto_front(points: Sequence[tuple[float, float]], maximise: tuple[bool, bo
 
 def plot_pareto(
     results: Results,
-    path: str | Path,
+    path: str | Path | IO[bytes],
     *,
     x: str,
     y: str,

@@ -10,7 +10,7 @@ import math
 from collections import defaultdict
 from collections.abc import Callable, Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import IO, TYPE_CHECKING, Any
 
 from hwsim.sweep.errors import SweepError
 from hwsim.sweep.table import (
@@ -45,8 +45,9 @@ _LINE_STYLES: tuple[dict[str, Any], ...] = (
 )
 
 
-def plot_sweep(db: str | Path, kind: str, output: str | Path, **options: Any) -> Path:
-    """Draw a ``kind`` figure (line, heatmap, pareto) of the results in ``db`` to ``output``."""
+def plot_sweep(db: str | Path, kind: str, output: str | Path | IO[bytes], **options: Any) -> Path:
+    """Draw a ``kind`` figure (line, heatmap, pareto) of the results in ``db`` to ``output`` (a
+    path, or a binary stream)."""
     from hwsim.sweep.store import read_rows
 
     if kind not in PLOT_KINDS:
@@ -75,12 +76,12 @@ def new_figure(width: float, height: float) -> Figure:
     return Figure(figsize=(width, height), dpi=DPI, layout="constrained")
 
 
-def save_figure(fig: Figure, path: str | Path) -> Path:
-    from hwsim.outputs_guard import output_file
+def save_figure(fig: Figure, path: str | Path | IO[bytes]) -> Path:
+    """Write ``fig`` as PNG to a path the user named or to an open stream (a default path the
+    CLI opened through the output guard)."""
+    from hwsim.png_mark import save_png
 
-    with output_file(path, "wb") as out:
-        fig.savefig(out, format="png", dpi=DPI)
-    return Path(path)
+    return save_png(fig, path, DPI)
 
 
 def titles(fig: Figure, title: str, note: str) -> None:
@@ -114,7 +115,7 @@ def axis_values(
     ax: Axes, axis: str, values: Sequence[Any], unit: Unit, log_ratio: float = LOG_X_RATIO
 ) -> None:
     """Ticks at the swept values; a log2 axis when they span ``log_ratio`` or more."""
-    distinct = sorted(set(values))
+    distinct = sorted(set(values), key=sort_key)
     if not _numbers(distinct) or not distinct:
         return
     low, high = distinct[0], distinct[-1]
@@ -143,7 +144,7 @@ def palette(n: int) -> list[tuple[float, ...]]:
 
 def plot_line(
     results: Results,
-    path: str | Path,
+    path: str | Path | IO[bytes],
     *,
     x: str,
     metric: str,
@@ -155,7 +156,7 @@ def plot_line(
     results.check_column(x, "--x")
     results.check_column(metric, "--metric")
     rows = select(results, workloads, where)
-    ok = [r for r in rows if r["status"] == "ok" and results.value(r, metric) is not None]
+    ok = [r for r in results.with_numbers(rows, metric, "--metric") if r.get(x) is not None]
     others = results.varying(rows, given=["workload", x])
     groups: dict[tuple[Any, ...], list[dict[str, Any]]] = defaultdict(list)
     for row in ok:
@@ -234,7 +235,7 @@ def _shown(column: str, value: Any) -> str:
 
 def plot_heatmap(
     results: Results,
-    path: str | Path,
+    path: str | Path | IO[bytes],
     *,
     x: str,
     y: str,
@@ -257,7 +258,7 @@ def plot_heatmap(
     names = sorted({r["workload"] for r in rows})
     xs = sorted({r.get(x) for r in rows}, key=sort_key)
     ys = sorted({r.get(y) for r in rows}, key=sort_key)
-    values = [results.value(r, metric) for r in rows if r["status"] == "ok"]
+    values = [results.value(r, metric) for r in results.with_numbers(rows, metric, "--metric")]
     unit = unit_for(metric, values)
     x_unit, y_unit = unit_for(x, xs), unit_for(y, ys)
     columns = min(len(names), 3)

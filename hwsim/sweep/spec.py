@@ -27,17 +27,17 @@ from typing import Annotated, Any
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
-from hwsim.config import HardwareConfig, config_hash
+from hwsim.config import HardwareConfig
 from hwsim.config.loader import (
     apply_overrides,
     read_config_dict,
     resolve_config_path,
-    validate_config,
 )
 from hwsim.config.validation_errors import describe_validation_error
 from hwsim.config.yaml_safe import load_yaml, read_text_file
 from hwsim.errors import ConfigError, WorkloadError
 from hwsim.sweep import expand
+from hwsim.sweep.configs import PointConfigs
 from hwsim.sweep.errors import SpecError
 from hwsim.sweep.metrics import DEFAULT_METRICS, check_metric
 from hwsim.sweep.paths import check_path, is_integer_field
@@ -46,8 +46,11 @@ from hwsim.sweep.workloads import SweepWorkload, check_workloads_fit, parse_work
 #: Distinct config errors shown before "... and N more".
 MAX_ERRORS_SHOWN = 8
 #: Configs a sweep may expand to (as many as ``parameters.random.samples`` may draw): a grid
-#: whose product is larger is refused from its list lengths, before anything is expanded.
-MAX_POINTS = 1_000_000
+#: whose product is larger is refused from its list lengths, before anything is expanded. Every
+#: point's config is built and validated before anything runs (``hwsim.sweep.configs``), about
+#: 0.1 ms a point: the largest sweep's dry run takes seconds. Larger studies are split (one
+#: database may hold many sweeps) or sampled (``random``).
+MAX_POINTS = 100_000
 #: Columns every results row has; parameters and metrics may not reuse these names.
 RESERVED_COLUMNS = frozenset(
     {
@@ -76,6 +79,9 @@ class _Strict(BaseModel):
 
 
 Values = Annotated[list[Any], Field(min_length=1)]
+#: Steps a random range may have (``(high - low) / step``): past 2^53 a float no longer counts
+#: them exactly, and a step that small was not meant.
+MAX_STEPS = float(2**53)
 
 
 class RandomRange(_Strict):
@@ -98,15 +104,27 @@ class RandomRange(_Strict):
             return self
         if self.low is None or self.high is None:
             raise ValueError("give choices: [...] or both low and high")
+        if not (math.isfinite(self.low) and math.isfinite(self.high)):
+            raise ValueError(f"low and high must be finite numbers, got {self.low}, {self.high}")
         if self.low > self.high:
             raise ValueError(f"low ({self.low}) is above high ({self.high})")
         if self.log and self.low <= 0:
             raise ValueError(f"log sampling needs low > 0, got {self.low}")
+        span = self.high - self.low  # what is drawn from: it must be a finite float too
+        if not math.isfinite(span):
+            raise ValueError(
+                f"high - low is too large to draw from ({self.low} .. {self.high}); use log: true"
+            )
+        if self.step is not None and span / self.step > MAX_STEPS:
+            raise ValueError(
+                f"step {self.step} makes more than {MAX_STEPS:.0e} steps from low to high; "
+                "use a larger step"
+            )
         return self
 
 
 class RandomBlock(_Strict):
-    samples: Annotated[int, Field(ge=1, le=1_000_000)]
+    samples: Annotated[int, Field(ge=1, le=MAX_POINTS)]
     seed: int = 0
     parameters: Annotated[dict[str, RandomRange], Field(min_length=1)]
 
@@ -227,8 +245,7 @@ def plan_sweep(spec: SweepSpec, source: str, text: str, base_dir: Path) -> Sweep
     except ValueError as exc:
         raise SpecError(f"{source}: parameters: {exc}") from None
     built, duplicates = _build_configs(spec, base, points, source)
-    labelled = [(f"point {_point_label(p.params)}", p.config) for p in built]
-    too_large = check_workloads_fit(workloads, labelled)
+    too_large = check_workloads_fit(workloads, [(p.params, p.config) for p in built])
     if too_large:
         raise SpecError(f"{source}: " + "; ".join(too_large))
     parameters = list(dict.fromkeys(path for point in points for path in point))
@@ -338,15 +355,14 @@ def _build_configs(
     built: list[SweepPoint] = []
     seen: set[str] = set()
     failures: dict[str, list[str]] = {}
+    configs = PointConfigs(base)
     for point in points:
-        label = _point_label(point)
         try:
-            config = validate_config(apply_overrides(base, point), source=label)
+            config, digest = configs.build(point, source="")
         except ConfigError as exc:
-            message = str(exc).removeprefix(label + ": ")
-            failures.setdefault(message, []).append(label)
+            message = str(exc).removeprefix(": ")
+            failures.setdefault(message, []).append(_point_label(point))
             continue
-        digest = config_hash(config)
         if digest in seen:
             continue
         seen.add(digest)

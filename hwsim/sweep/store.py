@@ -21,14 +21,22 @@ from __future__ import annotations
 
 import csv
 import datetime as dt
-import json
 from collections.abc import Iterable, Mapping
 from contextlib import closing
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from hwsim import strict_json
+from hwsim.config.loader import canonical_json
+from hwsim.csv_cells import csv_cell
 from hwsim.outputs_guard import output_file
-from hwsim.sweep.db import RUN_COLUMNS, database_errors, immediate, open_database, run_columns
+from hwsim.sweep.db import (
+    RUN_COLUMNS,
+    database_errors,
+    immediate,
+    open_database,
+    run_columns,
+)
 from hwsim.sweep.errors import SweepError
 
 if TYPE_CHECKING:
@@ -91,10 +99,7 @@ class ResultStore:
                     )
             self.conn.executemany(
                 "INSERT OR IGNORE INTO configs (config_hash, config_json) VALUES (?, ?)",
-                (
-                    (p.config_hash, json.dumps(p.config.model_dump(mode="json"), sort_keys=True))
-                    for p in plan.points
-                ),
+                ((p.config_hash, canonical_json(p.config)) for p in plan.points),
             )
             cursor = self.conn.execute(
                 "INSERT INTO invocations (sweep, spec_path, spec_text, started_at, jobs, backend,"
@@ -200,7 +205,7 @@ def _sqlite_value(value: Any) -> Any:
     item = getattr(value, "item", None)  # numpy scalars
     if callable(item):
         return item()
-    return json.dumps(value, default=str)
+    return strict_json.dumps(value, default=str)
 
 
 # ---- reading -----------------------------------------------------------------------------------
@@ -281,6 +286,6 @@ def export_results(db: str | Path, output: str | Path) -> Path:
 
 def _write_csv(output: Path, columns: list[str], rows: Iterable[Mapping[str, Any]]) -> None:
     with output_file(output, "w", newline="") as file:
-        writer = csv.DictWriter(file, fieldnames=columns)
-        writer.writeheader()
-        writer.writerows(rows)
+        writer = csv.writer(file)
+        writer.writerow([csv_cell(name) for name in columns])
+        writer.writerows([csv_cell(row.get(name)) for name in columns] for row in rows)

@@ -47,6 +47,20 @@ class Results:
             product *= value
         return product
 
+    def with_numbers(
+        self, rows: Sequence[dict[str, Any]], column: str, what: str
+    ) -> list[dict[str, Any]]:
+        """The finished ``rows`` where ``column`` has a value, refusing text where a number is
+        drawn (an edited database, or a text metric such as ``bottleneck``)."""
+        kept = [r for r in rows if r["status"] == "ok" and self.value(r, column) is not None]
+        text = [self.value(r, column) for r in kept if not _is_number(self.value(r, column))]
+        if text:
+            raise SweepError(
+                f"{what} {column}: {len(text)} finished run(s) hold text ({describe_value(text[0])}"
+                "), not a number; plots draw numbers (pick a numeric column)"
+            )
+        return kept
+
     def check_column(self, column: str, what: str) -> None:
         known = self.columns()
         for part in column.split("*"):
@@ -123,6 +137,10 @@ def _equal(value: Any, wanted: Any) -> bool:
 
 def _hashable(value: Any) -> Any:
     return value if isinstance(value, (int, float, str, type(None))) else str(value)
+
+
+def _is_number(value: Any) -> bool:
+    return isinstance(value, (int, float)) and not isinstance(value, bool)
 
 
 def sort_key(value: Any) -> tuple[int, Any]:

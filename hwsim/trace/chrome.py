@@ -35,6 +35,7 @@ from typing import IO, Any
 
 import numpy as np
 
+from hwsim import strict_json
 from hwsim.isa.ap import AccessPattern
 from hwsim.trace.analysis import (
     Dependencies,
@@ -146,7 +147,7 @@ class _Writer:
 
     # ---- top level ----------------------------------------------------------------------------
     def write(self) -> None:
-        self.out.write(_HEADER_KEY + json.dumps(self._other_data(), default=str) + ",\n")
+        self.out.write(_HEADER_KEY + strict_json.dumps(self._other_data(), default=str) + ",\n")
         self.out.write(_EVENTS_LINE + "\n")
         dma_tracks = sorted({(r.core, r.queue, r.dma_engine) for r in self.trace.dma})
         self._metadata(dma_tracks)
@@ -226,7 +227,7 @@ class _Writer:
             if not isinstance(value := getattr(instruction, name), AccessPattern)
         }
         if attributes:
-            parts.append(f'"attributes":{json.dumps(attributes, default=str)}')
+            parts.append(f'"attributes":{strict_json.dumps(attributes, default=str)}')
         return ",".join(parts)
 
     def _instructions(self, deps: Dependencies, spans: OperandSpans) -> None:
@@ -331,7 +332,7 @@ class _Writer:
         for lane, event in lanes:
             t0 = int(event["start_ns"])
             t1 = max(t0, int(event["end_ns"]))
-            args = json.dumps(event.get("args", {}), default=str)
+            args = strict_json.dumps(event.get("args", {}), default=str)
             self.events.emit(
                 f'{{"ph":"X","pid":{HOST_PID},"tid":{HOST_TID + lane},"ts":{self.us(t0)},'
                 f'"dur":{self.us(t1 - t0)},"name":{json.dumps(str(event["name"]))},'
@@ -452,7 +453,7 @@ def read_header(path: str | Path) -> dict[str, Any]:
     with Path(path).open(encoding="utf-8") as f:
         first = f.readline()
         if first.startswith(_HEADER_KEY) and first.rstrip().endswith(","):
-            data: dict[str, Any] = json.loads(first[len(_HEADER_KEY) :].rstrip()[:-1])
+            data: dict[str, Any] = strict_json.loads(first[len(_HEADER_KEY) :].rstrip()[:-1])
             return data
     loaded = _load(path)
     return loaded.get("otherData", {}) if isinstance(loaded, dict) else {}
@@ -491,8 +492,8 @@ def iter_events(path: str | Path) -> Iterator[dict[str, Any]]:
             if closed:
                 raise ValueError(f"line {number}: data after the closing ']}}'")
             try:
-                yield json.loads(text[:-1] if text.endswith(",") else text)
-            except json.JSONDecodeError as exc:
+                yield strict_json.loads(text[:-1] if text.endswith(",") else text)
+            except ValueError as exc:  # not JSON, or a NaN / Infinity literal
                 raise ValueError(f"line {number}: {exc}") from None
         if not closed:
             raise ValueError("the file ends before the closing ']}' (truncated?)")
@@ -500,4 +501,4 @@ def iter_events(path: str | Path) -> Iterator[dict[str, Any]]:
 
 def _load(path: str | Path) -> Any:
     with Path(path).open(encoding="utf-8") as f:
-        return json.load(f)
+        return strict_json.loads(f.read())

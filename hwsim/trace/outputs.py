@@ -9,7 +9,6 @@ prefers it because it is small.
 
 from __future__ import annotations
 
-import json
 import re
 import time
 from array import array
@@ -19,6 +18,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
+from hwsim import strict_json
 from hwsim.errors import HwsimError
 from hwsim.trace.analysis import (
     Dependencies,
@@ -102,7 +102,7 @@ def write_run_outputs(
         write_chrome_trace(trace, stream, summary=summary)
     paths = {"trace": out.path / TRACE_FILE}
     paths["summary"] = out.write_text(
-        SUMMARY_FILE, json.dumps(summary.to_dict(), indent=1, default=str) + "\n"
+        SUMMARY_FILE, strict_json.dumps(summary.to_dict(), indent=1, default=str) + "\n"
     )
     with out.subdir(TABLES_DIR) as tables:
         paths.update(write_tables(trace, tables, summary))
@@ -259,7 +259,7 @@ def load_summary(path: str | Path) -> RunSummary:
     assert source is not None
     try:
         if summary_path is not None:
-            summary = json.loads(summary_path.read_text(encoding="utf-8"))
+            summary = strict_json.loads(summary_path.read_text(encoding="utf-8"))
         else:
             header = read_header(source)
             summary = header.get("summary") if isinstance(header, dict) else None

@@ -20,6 +20,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
+from hwsim.strict_json import as_float
 from hwsim.trace.records import engine_order
 
 SUMMARY_SCHEMA = "hwsim.summary/1"
@@ -326,4 +327,6 @@ def _convert(hint: Any, value: Any) -> Any:
     if origin is list and isinstance(value, list):
         (item_type,) = typing.get_args(hint)
         return [_convert(item_type, v) for v in value]
+    if hint is float:  # a non-finite float is written as a string (hwsim.strict_json)
+        return as_float(value)
     return value

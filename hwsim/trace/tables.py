@@ -23,6 +23,7 @@ from contextlib import ExitStack
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from hwsim.csv_cells import csv_cell
 from hwsim.engines import profiler_name
 from hwsim.trace.analysis import DMA_SOURCE, Transfers
 from hwsim.trace.facts import HBM, MEMORIES, facts_memo
@@ -290,20 +291,33 @@ def _write_table(
         f = files.enter_context(out.open(csv_name, "w", newline=""))
         out_csv = csv.writer(f)
         out_csv.writerow([column for column, _ in columns])
+        text = [i for i, (_, kind) in enumerate(columns) if kind == "str"]
         batch: list[tuple[Any, ...]] = []
         for row in rows:
             batch.append(row)
             if len(batch) >= BATCH_ROWS:
-                _flush(batch, out_csv, writer, pa)
+                _flush(batch, out_csv, writer, pa, text)
                 batch = []
-        _flush(batch, out_csv, writer, pa)
+        _flush(batch, out_csv, writer, pa, text)
     if writer is not None:
         return {csv_name: out.path / csv_name, parquet_name: out.path / parquet_name}
     return {csv_name: out.path / csv_name}
 
 
-def _flush(batch: list[tuple[Any, ...]], out_csv: Any, writer: Any, pa: Any) -> None:
-    out_csv.writerows(batch)
+def _flush(
+    batch: list[tuple[Any, ...]], out_csv: Any, writer: Any, pa: Any, text: list[int]
+) -> None:
+    if text:  # only text cells can start like a formula (CSV injection; hwsim.csv_cells)
+        out_csv.writerows(_text_cells_safe(row, text) for row in batch)
+    else:
+        out_csv.writerows(batch)
     if writer is not None and batch:
         arrays = [list(values) for values in zip(*batch, strict=True)]
         writer.write_batch(pa.record_batch(arrays, schema=writer.schema))
+
+
+def _text_cells_safe(row: tuple[Any, ...], text: list[int]) -> list[Any]:
+    cells = list(row)
+    for i in text:
+        cells[i] = csv_cell(cells[i])
+    return cells

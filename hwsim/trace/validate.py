@@ -11,7 +11,6 @@ every flow event lies on a slice it can bind to; counter values are finite numbe
 
 from __future__ import annotations
 
-import json
 import math
 import sys
 from array import array
@@ -19,6 +18,8 @@ from bisect import bisect_right
 from collections.abc import Iterable, Sequence
 from pathlib import Path
 from typing import Any
+
+from hwsim import strict_json
 
 #: Slack when comparing float µs: ts + dur is summed in binary floating point.
 EPSILON_US = 1e-6
@@ -92,7 +93,7 @@ class _Checker:
                 self.check_events(iter_events(path))  # streamed: never one JSON document
             else:
                 with path.open(encoding="utf-8") as f:
-                    self.check_object(json.load(f))
+                    self.check_object(strict_json.loads(f.read()))
         except (ValueError, UnicodeDecodeError) as exc:
             self.error(f"{path}: not valid JSON: {exc}")
 

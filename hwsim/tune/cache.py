@@ -9,17 +9,15 @@ a tuner cache of this hwsim is refused in one line, and nothing in one is ever e
 from __future__ import annotations
 
 import json
-import sqlite3
 import time
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
+from hwsim.sqlite_store import open_store
 from hwsim.tune.space import TuneError
 
 SCHEMA = "hwsim.tune/1"
-#: Seconds a writer waits for another process's transaction (several tuners may share a file).
-BUSY_TIMEOUT_S = 30
 
 
 @dataclass(frozen=True)
@@ -44,35 +42,19 @@ class TuneCache:
 
     def __init__(self, path: str | Path | None) -> None:
         self.path = Path(path) if path is not None else None
-        where = ":memory:" if self.path is None else str(self.path)
-        if self.path is not None:
-            self.path.parent.mkdir(parents=True, exist_ok=True)
-        try:
-            self.db = sqlite3.connect(where, timeout=BUSY_TIMEOUT_S)
-            self._init()
-        except sqlite3.DatabaseError as exc:
-            raise TuneError(f"{where}: not a tuner cache database ({exc})") from None
-
-    def _init(self) -> None:
-        with self.db:
-            tables = {r[0] for r in self.db.execute("SELECT name FROM sqlite_master")}
-            if tables and "tune_meta" not in tables:
-                raise TuneError(f"{self.path}: an SQLite file, but not a tuner cache of hwsim")
-            self.db.execute("CREATE TABLE IF NOT EXISTS tune_meta (key TEXT PRIMARY KEY, value)")
-            self.db.execute(
+        self.db = open_store(
+            self.path,
+            what="a tuner cache",
+            meta_table="tune_meta",
+            schema=SCHEMA,
+            tables=[
                 "CREATE TABLE IF NOT EXISTS candidates (kernel TEXT, point TEXT, "
                 "config_hash TEXT, status TEXT, total_ns REAL, bottleneck TEXT, error TEXT, "
                 "wall_s REAL, instructions INTEGER, created REAL, "
                 "PRIMARY KEY (kernel, point, config_hash))"
-            )
-            row = self.db.execute("SELECT value FROM tune_meta WHERE key='schema'").fetchone()
-            if row is None:
-                self.db.execute("INSERT INTO tune_meta VALUES ('schema', ?)", (SCHEMA,))
-            elif row[0] != SCHEMA:
-                raise TuneError(
-                    f"{self.path}: a tuner cache of another hwsim (schema {str(row[0])[:40]!r}, "
-                    f"this one reads {SCHEMA!r}); use a new --db"
-                )
+            ],
+            error=TuneError,
+        )
 
     def get(self, kernel: str, point: str, config_hash: str) -> Outcome | None:
         row = self.db.execute(

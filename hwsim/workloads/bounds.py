@@ -4,7 +4,7 @@ workload needs checked against the config's capacity before anything is allocate
 from __future__ import annotations
 
 from hwsim.config.schema import HardwareConfig
-from hwsim.errors import WorkloadError
+from hwsim.errors import WorkloadError, shorten
 from hwsim.program import Program
 from hwsim.report.peaks import hbm_capacity_bytes_per_chip
 
@@ -58,8 +58,3 @@ def human_bytes(n: int) -> str:
         if n >= 1 << shift:
             return f"{n / (1 << shift):.2f} {unit}"
     return f"{n / 1024:.2f} KiB" if n >= 1024 else f"{n} B"
-
-
-def shorten(text: str, limit: int = 80) -> str:
-    """``text`` cut to ``limit`` characters for an error line (a 5000-digit dimension)."""
-    return text if len(text) <= limit else f"{text[: limit - 3]}..."

@@ -4,16 +4,22 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
-import json
 import time
 from typing import Any
 
+from hwsim import strict_json
 from hwsim.config import load_config
-from hwsim.errors import IllegalInstructionError, WorkloadError
+from hwsim.errors import IllegalInstructionError, InitCheckError, WorkloadError
+from hwsim.lang.watchdog import limits_within
 from hwsim.report.run_summary import print_summary
 from hwsim.trace.summary import RunSummary
 from hwsim.workloads.bounds import check_hbm_fits
 from hwsim.workloads.resolve import list_workloads, resolve_workload
+
+#: Appended to an initcheck finding of a front door, where the check is on by default.
+INITCHECK_HINT = (
+    "reads of memory nothing wrote are checked by default (--no-initcheck runs without the check)"
+)
 
 
 def run_workload(
@@ -23,10 +29,13 @@ def run_workload(
     *,
     numerics: bool = True,
     race_check: bool = False,
+    initcheck: bool | None = None,
 ) -> tuple[Any, RunSummary]:
     """Build and simulate a workload (any form ``hwsim.workloads.resolve`` takes, paths relative
-    to the working directory); returns (RunResult, summary with numerics fields)."""
+    to the working directory); returns (RunResult, summary with numerics fields). Reads of
+    never-written memory are an error unless ``initcheck=False`` (``front_door``)."""
     from hwsim.kernels import warm_up
+    from hwsim.machine.initcheck import front_door
     from hwsim.machine.simulator import run
 
     config = load_config(config_name, overrides or [])
@@ -39,7 +48,15 @@ def run_workload(
     build_s = time.perf_counter() - build_start
     sim_start = time.perf_counter()
     try:
-        result = run(program, config, numerics=numerics, race_check=race_check)
+        result = run(
+            program,
+            config,
+            numerics=numerics,
+            race_check=race_check,
+            initcheck=front_door(initcheck, numerics),
+        )
+    except InitCheckError as exc:  # on by default here: say how to run without it
+        raise InitCheckError(f"{exc}; {INITCHECK_HINT}", exc.findings) from exc
     except IllegalInstructionError as exc:
         from hwsim.workloads.saved import relower_hint
 
@@ -74,13 +91,18 @@ def run_from_cli(args: argparse.Namespace) -> int:
         from hwsim.outputs_guard import check_output_folder
 
         check_output_folder(args.out, force=args.force)
-    result, summary = run_workload(
-        args.workload, args.config, args.overrides, numerics=not args.timing_only
-    )
+    with limits_within(args.max_instructions, args.trace_timeout):  # the tracing watchdog's
+        result, summary = run_workload(
+            args.workload,
+            args.config,
+            args.overrides,
+            numerics=not args.timing_only,
+            initcheck=False if args.no_initcheck else None,
+        )
     if args.out is not None or not args.json:
         _write_outputs(result, summary, args.out, args.force)
     if args.json:
-        print(json.dumps(summary.to_dict(), indent=None, default=str))
+        print(strict_json.dumps(summary.to_dict(), default=str))
     else:
         _print_summary(summary)
         _print_advice(result.trace, summary)

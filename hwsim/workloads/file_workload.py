@@ -12,6 +12,8 @@ NAME is one of:
   the order the kernel returns them); the run then reports ``max_abs_err`` and
   ``numerics_ok``, with a tolerance relative to the largest expected value that follows the
   lowest-precision float dtype among the kernel's inputs and outputs (``relative_tolerance``);
+  with no float among them the output must match exactly; an expected NaN or infinity is
+  matched only by the same value (``hwsim.workloads.numerics``);
 - a function of one argument, ``config -> Program``;
 - a function of no arguments returning a torch model and example inputs, ``(model, args)`` or
   ``(model, args, kwargs)``. hwsim never imports torch: the workload kind ``torch`` comes from the
@@ -23,7 +25,6 @@ from __future__ import annotations
 import functools
 import inspect
 import math
-import traceback
 from collections.abc import Callable
 from importlib.metadata import entry_points
 from pathlib import Path
@@ -40,12 +41,15 @@ from hwsim.lang import Kernel, TensorSpec
 from hwsim.library.workloads import LibraryWorkload
 from hwsim.program import Program
 from hwsim.workloads.bounds import check_hbm_fits
+from hwsim.workloads.numerics import abs_errors
 from hwsim.workloads.pyfile import (
+    USER_CODE_ERRORS,
     call_inputs,
     import_python_file,
     inputs_hint,
     kernel_helpers,
     lookup_attribute,
+    user_code_failed,
 )
 from hwsim.workloads.registry import Workload
 
@@ -86,14 +90,6 @@ def file_workload(path: Path, name: str, text: str) -> Workload:
     )
 
 
-def user_code_failed(exc: Exception, call: str, text: str) -> WorkloadError:
-    """A user's function (``call``, of the workload ``text``) raised: one line naming the call
-    and the line that raised; the traceback stays chained for ``--debug``."""
-    frames = traceback.extract_tb(exc.__traceback__)
-    where = f" at {Path(frames[-1].filename).name}:{frames[-1].lineno}" if frames else ""
-    return WorkloadError(f"{text}: {call} raised {type(exc).__name__}{where}: {exc}")
-
-
 def _program_builder(fn: Callable[[HardwareConfig], Any], name: str, text: str) -> Any:
     """``fn`` as a workload's build: what it raises or returns is checked."""
 
@@ -102,7 +98,7 @@ def _program_builder(fn: Callable[[HardwareConfig], Any], name: str, text: str) 
             made = fn(config)
         except HwsimError:
             raise
-        except Exception as exc:  # user code: any exception, chained for --debug
+        except USER_CODE_ERRORS as exc:  # user code: any exception, chained for --debug
             raise user_code_failed(exc, f"{name}(config)", text) from exc
         if not isinstance(made, Program):
             raise WorkloadError(
@@ -235,7 +231,10 @@ def _random(rng: np.random.Generator, spec: TensorSpec) -> np.ndarray:
     if dt.is_float:
         return rng.standard_normal(shape, dtype=np.float32).astype(dt.numpy)
     low = -8 if dt.is_signed_int else 0
-    return rng.integers(low, 8 if dt.is_signed_int else 16, size=shape).astype(dt.numpy)
+    high = 8 if dt.is_signed_int else 16
+    # drawn in the input's own dtype: int64 first would take 8 bytes an element (16 GiB for a
+    # 2^31-element int8 input) before the cast
+    return rng.integers(low, high, size=shape, dtype=np.dtype(dt.numpy))
 
 
 def _build(
@@ -254,8 +253,13 @@ def _build(
         built = kernel.build(*args, config=config, **kwargs)
     except HwsimError:
         raise
-    except Exception as exc:  # the kernel's own Python: any exception, chained for --debug
+    except USER_CODE_ERRORS as exc:  # the kernel's own Python: any exception, chained for --debug
         raise user_code_failed(exc, f"kernel {kernel.name}", text) from exc
+    if not built.outputs:  # nothing would be checked or shown: a forgotten ``return out``
+        raise WorkloadError(
+            f"{text}: kernel {kernel.name} returned nothing; a kernel returns the HBM tensors it "
+            "writes (return out, or a tuple of them)"
+        )
     output_names[:] = built.outputs
     return built.program
 
@@ -270,7 +274,7 @@ def _compare(
     """(max abs error over the outputs, all within ``relative_tolerance``)."""
     try:
         expected = reference(*(_f64(a) for a in args), **{k: _f64(v) for k, v in kwargs.items()})
-    except Exception as exc:  # user code: any exception, chained for --debug
+    except USER_CODE_ERRORS as exc:  # user code: any exception, chained for --debug
         raise user_code_failed(exc, "the reference", text) from exc
     expected = list(expected) if isinstance(expected, (tuple, list)) else [expected]
     if len(expected) != len(got):
@@ -283,11 +287,15 @@ def _compare(
         want = np.asarray(want, dtype=np.float64)
         if actual is None or actual.shape != want.shape:
             return float("inf"), False
-        rtol = relative_tolerance([a.dtype for a in (*arrays, actual)])
-        err = float(np.max(np.abs(actual.astype(np.float64) - want))) if want.size else 0.0
-        err = math.inf if math.isnan(err) else err  # a NaN where a number was expected
-        scale = float(np.max(np.abs(want))) if want.size else 0.0
-        worst, ok = max(worst, err), ok and err <= rtol * scale
+        dtypes = [a.dtype for a in (*arrays, actual)]
+        err = float(abs_errors(actual, want).max()) if want.size else 0.0
+        finite = np.abs(want[np.isfinite(want)])
+        scale = float(finite.max()) if finite.size else 0.0
+        # integers from integers are exact: a sum saturated at int32's limit is off by a
+        # fraction of its size that no relative tolerance should forgive
+        exact = not any(_is_float(d) for d in dtypes)
+        allowed = 0.0 if exact else relative_tolerance(dtypes) * scale
+        worst, ok = max(worst, err), ok and err <= allowed
     return worst, ok
 
 

@@ -22,7 +22,7 @@ import numpy as np
 from hwsim import lang
 from hwsim.config.schema import HardwareConfig
 from hwsim.dtypes import DType, dtype, machine_epsilon
-from hwsim.errors import IllegalInstructionError, WorkloadError
+from hwsim.errors import IllegalInstructionError, WorkloadError, shorten
 from hwsim.isa.tensor_ops import MATMUL_DTYPES
 from hwsim.lang import TensorSpec
 from hwsim.lang.allocator import SBUF_ALIGN_BYTES
@@ -36,7 +36,7 @@ from hwsim.library.common import (
 )
 from hwsim.library.optimized_matmul import Blocking, OptimizedMatmul, transposing_loader
 from hwsim.program import Program
-from hwsim.workloads.bounds import DIM, check_hbm_fits, parse_dims, shorten
+from hwsim.workloads.bounds import DIM, check_hbm_fits, parse_dims
 
 _SPEC = re.compile(rf"gemm:({DIM})x({DIM})x({DIM})(?::([A-Za-z0-9_]+))?")
 #: What a gemm workload string looks like, for lists and errors.

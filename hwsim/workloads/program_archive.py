@@ -32,7 +32,7 @@ import ml_dtypes
 import numpy as np
 from numpy.lib import format as npy_format
 
-from hwsim import __version__
+from hwsim import __version__, strict_json
 from hwsim.errors import SavedProgramError
 from hwsim.workloads.typed_json import FieldError, describe
 
@@ -222,14 +222,10 @@ def read_archive(path: Path) -> tuple[dict[str, Any], ArrayReader]:
             "that of the file's contents); export the program again"
         )
     try:
-        document = json.loads(entries.pop(DOCUMENT), parse_constant=_no_constant)
+        document = strict_json.loads(entries.pop(DOCUMENT))
     except (ValueError, RecursionError, MemoryError) as exc:
         raise SavedProgramError(f"{path}: {DOCUMENT} is not valid JSON ({exc})") from None
     return document, ArrayReader(entries)
-
-
-def _no_constant(name: str) -> None:
-    raise ValueError(f"{name} is not JSON (non-finite floats are written as strings)")
 
 
 def _refuse_non_zip(path: Path) -> None:
@@ -275,7 +271,7 @@ def _check_entries(path: Path, infos: list[zipfile.ZipInfo]) -> None:
 
 def _read_manifest(path: Path, data: bytes) -> dict[str, Any]:
     try:
-        manifest = json.loads(data, parse_constant=_no_constant)
+        manifest = strict_json.loads(data)
     except (ValueError, RecursionError) as exc:
         raise SavedProgramError(
             f"{path}: corrupted: {MANIFEST} is not valid JSON ({exc})"

@@ -46,6 +46,7 @@ from hwsim.isa.ap import MAX_FREE_DIMS, AccessPattern, MemorySpace
 from hwsim.isa.base import ISA, Instruction
 from hwsim.program import Allocation, CoreProgram, HbmTensorDecl, Program
 from hwsim.workloads.program_archive import MAX_PROGRAM_BYTES, ArrayReader, ArrayWriter
+from hwsim.workloads.program_semaphores import check_semaphores
 from hwsim.workloads.typed_json import (
     NON_FINITE,
     Codec,
@@ -414,6 +415,7 @@ def _decode_core(data: Any, hbm: dict[str, HbmTensorDecl]) -> CoreProgram:
             where = ("streams", engine, pc)
             instruction = _at(decode_instruction, item, *where)
             _at(_check_placed, instruction, *where, engine=engine, hbm=hbm)
+            _at(check_semaphores, instruction, *where)
             decoded.append(instruction)
         streams[engine] = decoded
     return CoreProgram(streams)

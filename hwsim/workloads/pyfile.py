@@ -12,6 +12,7 @@ import difflib
 import hashlib
 import importlib.util
 import sys
+import traceback
 from collections.abc import Callable, Mapping
 from pathlib import Path
 from types import ModuleType
@@ -21,10 +22,31 @@ import numpy as np
 
 from hwsim.errors import WorkloadError
 
+#: What user code may raise that is turned into one line: any exception, and ``sys.exit`` (a
+#: ``SystemExit`` would otherwise end hwsim with the user's exit status and nothing printed).
+USER_CODE_ERRORS = (Exception, SystemExit)
 
-def import_python_file(path: Path, prefix: str, text: str) -> ModuleType:
+
+def user_code_failed(exc: BaseException, call: str, text: str) -> WorkloadError:
+    """A user's function (``call``, of the workload ``text``) raised: one line naming the call
+    and the line that raised; the traceback stays chained for ``--debug``."""
+    frames = traceback.extract_tb(exc.__traceback__)
+    where = f" at {Path(frames[-1].filename).name}:{frames[-1].lineno}" if frames else ""
+    if isinstance(exc, SystemExit):
+        return WorkloadError(
+            f"{text}: {call} called sys.exit({exc.code!r}){where}; a workload returns, it does "
+            "not exit"
+        )
+    return WorkloadError(f"{text}: {call} raised {type(exc).__name__}{where}: {exc}")
+
+
+def import_python_file(
+    path: Path, prefix: str, text: str, *, wrap_errors: bool = True
+) -> ModuleType:
     """The module of ``path``, imported once per process under a name unique to the path;
-    ``text`` is how the user named it, for errors (a missing file, an import that raises)."""
+    ``text`` is how the user named it, for errors (a missing file, an import that raises).
+    ``wrap_errors=False`` lets what the file's own code raises through as it is (a file that
+    checks itself at import, whose assertion is the verdict)."""
     if not path.is_file():
         raise WorkloadError(f"{text}: no file {path}")
     digest = hashlib.sha256(str(path.resolve()).encode()).hexdigest()[:12]
@@ -39,9 +61,18 @@ def import_python_file(path: Path, prefix: str, text: str) -> ModuleType:
     sys.modules[module_name] = module
     try:
         spec.loader.exec_module(module)
-    except Exception as exc:
+    except BaseException as exc:
         del sys.modules[module_name]
-        raise WorkloadError(f"{text}: importing {path} failed: {exc}") from exc
+        if not wrap_errors:
+            raise
+        if isinstance(exc, SystemExit):  # would end hwsim with the file's status, nothing printed
+            raise WorkloadError(
+                f"{text}: importing {path} called sys.exit({exc.code!r}); a workload file "
+                "defines workloads, it does not exit"
+            ) from exc
+        if isinstance(exc, Exception):
+            raise WorkloadError(f"{text}: importing {path} failed: {exc}") from exc
+        raise
     return module
 
 
@@ -93,8 +124,8 @@ def call_inputs(
     parameter name, or one array."""
     try:
         made = inputs()
-    except Exception as exc:  # user code: any exception, chained for --debug
-        raise WorkloadError(f"{text}: {name}_inputs() raised {type(exc).__name__}: {exc}") from exc
+    except USER_CODE_ERRORS as exc:  # user code: any exception, chained for --debug
+        raise user_code_failed(exc, f"{name}_inputs()", text) from exc
     if isinstance(made, dict):
         return (), dict(made)
     if isinstance(made, (tuple, list)):

@@ -26,9 +26,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Literal
 
-from hwsim.errors import WorkloadError
+from hwsim.errors import WorkloadError, shorten
 from hwsim.library.workloads import WORKLOADS, LibraryWorkload
-from hwsim.workloads.bounds import shorten
 from hwsim.workloads.file_workload import file_workload
 from hwsim.workloads.gemm import FORM, GemmSpec, build_gemm, build_gemm_timing, check_result
 from hwsim.workloads.registry import Workload

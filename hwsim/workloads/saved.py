@@ -40,6 +40,7 @@ from hwsim.config import config_hash
 from hwsim.config.schema import HardwareConfig
 from hwsim.errors import IncompatibleProgramError, SavedProgramError, WorkloadError
 from hwsim.program import Program
+from hwsim.workloads.numerics import abs_errors
 from hwsim.workloads.program_archive import read_archive, write_archive
 from hwsim.workloads.program_codec import decode_program, encode_program
 from hwsim.workloads.registry import Workload
@@ -190,12 +191,9 @@ def compare_arrays(
         return math.inf, max(actual.size, expected.size)
     if actual.size == 0:
         return 0.0, 0
-    a = actual.astype(np.float64)
     e = expected.astype(np.float64)
-    with np.errstate(invalid="ignore", over="ignore"):
-        same = (np.isnan(a) & np.isnan(e)) | (a == e)
-        diff = np.where(same, 0.0, np.abs(a - e))
-    diff = np.nan_to_num(diff, nan=math.inf, posinf=math.inf)
+    diff = abs_errors(actual, e)
+    same = diff == 0
     finite = e[np.isfinite(e)]
     scale = max(1.0, float(np.sqrt(np.mean(np.square(finite))))) if finite.size else 1.0
     with np.errstate(invalid="ignore"):  # where a NaN or an infinity is expected, the bound is

@@ -118,10 +118,28 @@ def _check_one_expected(want: Any, name: str, program: Program) -> None:
                 key
             )
     shape = want.get("shape", ())
-    if not isinstance(shape, tuple | list) or not all(type(n) is int for n in shape):
-        raise FieldError(f"expected a list of ints, got {describe(shape)}").inside("shape")
+    if not isinstance(shape, tuple | list) or not all(type(n) is int and n >= 0 for n in shape):
+        raise FieldError(f"expected a list of ints >= 0, got {describe(shape)}").inside("shape")
     if not isinstance(want.get("dtype", ""), str):
         raise FieldError(f"expected a string, got {describe(want['dtype'])}").inside("dtype")
+    _check_expected_size(want, decl.shape)
+
+
+def _check_expected_size(want: dict[str, Any], tensor_shape: tuple[int, ...]) -> None:
+    """The values are as many as the shape says (when it is given) and fit the output tensor,
+    which they fill unless a shape says fewer (an output padded in HBM): a contradiction would
+    compare part of the output, or other elements than meant, and call it OK."""
+    count, capacity = int(want["values"].size), math.prod(tensor_shape)
+    if "shape" in want and math.prod(want["shape"]) != count:
+        raise FieldError(
+            f"shape {list(want['shape'])} holds {math.prod(want['shape'])} values, but values "
+            f"has {count}"
+        ).inside("shape")
+    if count > capacity or ("shape" not in want and count != capacity):
+        raise FieldError(
+            f"{count} values for an output tensor of shape {list(tensor_shape)} ({capacity} "
+            "elements)"
+        ).inside("values")
 
 
 def _object(

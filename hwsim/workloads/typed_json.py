@@ -23,7 +23,6 @@ from __future__ import annotations
 import dataclasses
 import difflib
 import enum
-import math
 import types
 import typing
 from collections.abc import Callable
@@ -34,9 +33,9 @@ import numpy as np
 
 from hwsim.dtypes import DTYPES, DType
 from hwsim.errors import SavedProgramError
+from hwsim.strict_json import NON_FINITE, finite
 
 INT64_MIN, INT64_MAX = -(2**63), 2**63 - 1
-NON_FINITE = {"Infinity": math.inf, "-Infinity": -math.inf, "NaN": math.nan}
 
 
 class FieldError(SavedProgramError):
@@ -135,10 +134,7 @@ def _float_codec() -> Codec:
         if isinstance(value, int | np.integer):
             return _checked_int(int(value))
         if isinstance(value, float | np.floating):
-            number = float(value)
-            if math.isfinite(number):
-                return number
-            return "NaN" if math.isnan(number) else ("Infinity" if number > 0 else "-Infinity")
+            return finite(float(value))
         raise FieldError(f"expected a number, got {type(value).__name__} {value!r}")
 
     def decode(data: Any) -> int | float:

@@ -19,6 +19,7 @@ import sqlite3
 import sys
 import zipfile
 from collections.abc import Callable
+from contextlib import closing
 from pathlib import Path
 from typing import Any
 
@@ -27,11 +28,13 @@ import numpy as np
 ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT))
 
-from hwsim.config import load_config  # noqa: E402
+from hwsim.config import config_hash, load_config  # noqa: E402
+from hwsim.config.loader import canonical_json  # noqa: E402
 from hwsim.sweep.db import open_database  # noqa: E402
 from hwsim.workloads.program_archive import write_entries  # noqa: E402
 from hwsim.workloads.resolve import resolve_workload  # noqa: E402
 from hwsim.workloads.saved import LOWERED_FOR, save_program  # noqa: E402
+from hwsim.workloads.saved_meta import EXPECTED_OUTPUTS  # noqa: E402
 
 CORPUS = Path(__file__).resolve().parent / "bad_inputs"
 PROGRAMS = CORPUS / "programs"
@@ -90,6 +93,22 @@ def _rename_stream(document: Document) -> None:
     streams["vectr"] = streams.pop(next(iter(streams)))
 
 
+def _first_with(document: Document, field: str) -> Document:
+    """The first instruction with a wait (``waits``) or an increment (``signals``)."""
+    for stream in document["cores"][0]["streams"].values():
+        for instruction in stream:
+            if instruction[field]:
+                return instruction  # type: ignore[no-any-return]
+    raise AssertionError(field)
+
+
+def _semaphore(field: str, value: int) -> Callable[[Document], None]:
+    def edit(document: Document) -> None:
+        _first_with(document, field)[field][0][1] = value
+
+    return edit
+
+
 def _lowered_for_trn1(document: Document) -> None:
     document["meta"][LOWERED_FOR] = {
         "config": "trn1",
@@ -126,6 +145,9 @@ FIELD_EDITS: dict[str, Callable[[Document], None]] = {
     "missing_array.hwprog": _set("hbm:a/values/npy", "arrays/7.npy"),
     "undeclared_tensor.hwprog": lambda d: _hbm_load(d)["src"].update(tensor="weights"),
     "lowered_for_another_config.hwprog": _lowered_for_trn1,
+    # a wait every count meets at once, and an increment that counts down: ordering gone
+    "negative_semaphore_wait.hwprog": _semaphore("waits", -5),
+    "negative_semaphore_increment.hwprog": _semaphore("signals", -1),
 }
 
 
@@ -174,8 +196,40 @@ def write_programs() -> list[Path]:
     _rehashed(
         out("huge_array_header.hwprog"), document, {**arrays, first: header.getvalue() + b"\0" * 16}
     )
+    # a number JSON can spell but a float cannot hold (read as infinity before)
+    raw = json.dumps(document).replace('"model_flops": ', '"note": 1e309, "model_flops": ', 1)
+    _rehashed_raw(out("number_too_large.hwprog"), raw.encode(), arrays)
+    _expected_shape_contradicts(out("expected_shape_contradicts.hwprog"))
     valid.unlink()
     return written
+
+
+def _rehashed_raw(path: Path, document: bytes, arrays: dict[str, bytes]) -> None:
+    path.unlink(missing_ok=True)
+    write_entries(path, document, arrays)
+
+
+def _expected_shape_contradicts(path: Path) -> None:
+    """A program carrying expected outputs whose declared shape [32, 32] (1024 values) holds
+    only 16: the check compared those 16 and said OK."""
+    from hwsim.machine.simulator import run
+
+    config = load_config("tiny")
+    program = resolve_workload("gemm:32x32x32:bf16").program(config)
+    values = run(program, config).outputs["c"].astype(np.float32).reshape(-1)
+    program.meta[EXPECTED_OUTPUTS] = {
+        "c": {"values": values, "rtol": 0.02, "atol": 0.02, "shape": (32, 32)}
+    }
+    whole = save_program(program, path.with_suffix(".tmp.hwprog"))
+    entries = _entries(whole)
+    whole.unlink()
+    document = json.loads(entries["program.json"])
+    expected = document["meta"]["expected_outputs"]["c"]["values"]["$array"]["npy"]
+    part = io.BytesIO()
+    np.save(part, values[:16], allow_pickle=False)
+    arrays = {n: d for n, d in entries.items() if n.startswith("arrays/")}
+    arrays[expected] = part.getvalue()
+    _rehashed_raw(path, entries["program.json"], arrays)
 
 
 def write_databases() -> list[Path]:
@@ -202,8 +256,24 @@ def write_databases() -> list[Path]:
     page = int.from_bytes(data[16:18], "big")
     damaged = DATABASES / "damaged_pages.sqlite"  # the header intact, the schema page garbage
     damaged.write_bytes(data[:100] + bytes(i * 7 % 256 for i in range(page - 100)) + data[page:])
+    view_only = DATABASES / "only_a_view.sqlite"  # no tables: it was taken as a new database
+    with closing(sqlite3.connect(view_only)) as conn:
+        conn.execute("CREATE VIEW notes AS SELECT 'mine' AS text")
+        conn.commit()
+    trigger = DATABASES / "trigger_added.sqlite"  # ours, with a trigger deleting every result
+    trigger.write_bytes(data)
+    with closing(sqlite3.connect(trigger)) as conn:
+        conn.execute("CREATE TRIGGER wipe AFTER INSERT ON runs BEGIN DELETE FROM runs; END")
+        conn.commit()
+    edited = DATABASES / "config_edited.sqlite"  # a stored config that is not its hash's
+    edited.write_bytes(data)
+    config = load_config("tiny")
+    text = canonical_json(config).replace('"rows":32', '"rows":31', 1)
+    with closing(sqlite3.connect(edited)) as conn:
+        conn.execute("INSERT INTO configs VALUES (?, ?)", (config_hash(config), text))
+        conn.commit()
     ours.unlink()
-    return [*written, newer, truncated, damaged]
+    return [*written, newer, truncated, damaged, view_only, trigger, edited]
 
 
 if __name__ == "__main__":

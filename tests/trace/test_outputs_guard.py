@@ -181,12 +181,18 @@ def test_a_foreign_file_of_our_name_in_our_folder_is_not_replaced(tmp_path: Path
     assert (foreign / "summary.json").read_text().startswith("{")
 
 
+BOUND = f"hwsim-run format {MARKER_FORMAT}\nfolder inode {{inode}}\n"
+
+
 @pytest.mark.parametrize(
     ("marker", "message"),
     [
         (f"hwsim-run format {MARKER_FORMAT + 1}\n", "was written by a newer hwsim"),
         ("something else\n", "was not written by hwsim"),
-        (f"hwsim-run format {MARKER_FORMAT}\n../outside.txt\n", "names paths outside the folder"),
+        (BOUND + "../outside.txt\n", "names paths outside the folder"),
+        ("hwsim-run format 1\nthesis.tex\n", "is of an older hwsim, not bound to this folder"),
+        (f"hwsim-run format {MARKER_FORMAT}\nfolder inode 1\n", "was made for another folder"),
+        (f"hwsim-run format {MARKER_FORMAT}\nthesis.tex\n", "was made for another folder"),
     ],
 )
 def test_a_marker_that_is_not_ours_is_foreign(tmp_path: Path, marker: str, message: str) -> None:
@@ -194,12 +200,113 @@ def test_a_marker_that_is_not_ours_is_foreign(tmp_path: Path, marker: str, messa
     outside.write_text("keep")
     out = tmp_path / "run"
     out.mkdir()
-    (out / MARKER).write_text(marker)
+    (out / MARKER).write_text(marker.format(inode=out.stat().st_ino))
     with pytest.raises(OutputError, match=message):
         check_output_folder(out)
     with claim_folder(out, force=True) as folder:  # forced: written into, nothing cleared
         folder.write_text("a.txt", "a")
     assert outside.read_text() == "keep"
+
+
+def test_a_marker_is_bound_to_its_folder(tmp_path: Path) -> None:
+    """A run folder copied elsewhere (marker and all) is not a run folder there: the user's own
+    files of hwsim's names in the copy are not replaced, nor any file its list names."""
+    out = tmp_path / "run"
+    write_run_outputs(pipeline_trace(3), out, plots=False)
+    copy = tmp_path / "copy"
+    copy.mkdir()
+    (copy / MARKER).write_bytes((out / MARKER).read_bytes())
+    (copy / "summary.json").write_text("my notes")
+    with pytest.raises(OutputError, match="was made for another folder"):
+        write_run_outputs(pipeline_trace(3), copy, plots=False)
+    assert (copy / "summary.json").read_text() == "my notes"
+    moved = tmp_path / "moved"
+    out.rename(moved)  # a move keeps the folder (its inode): still ours
+    write_run_outputs(pipeline_trace(3), moved, plots=False)
+
+
+def test_only_names_hwsim_writes_are_trusted_in_a_marker(tmp_path: Path) -> None:
+    """A marker bound to its folder that lists a user's file (edited, or forged by someone who
+    can write there) clears only hwsim's own output names."""
+    out = tmp_path / "run"
+    write_run_outputs(pipeline_trace(3), out, plots=False)
+    (out / "docs").mkdir()
+    (out / "thesis.tex").write_text("years of work")
+    (out / "docs" / "thesis.tex").write_text("years of work")
+    with (out / MARKER).open("a") as marker:
+        marker.write("thesis.tex\ndocs/thesis.tex\ndocs/\n")
+    write_run_outputs(pipeline_trace(3), out, plots=False)
+    assert (out / "thesis.tex").read_text() == (out / "docs" / "thesis.tex").read_text()
+    assert (out / "trace.json").is_file()
+
+
+def test_every_name_a_run_writes_is_trusted(tmp_path: Path) -> None:
+    """The writers and ``OUTPUT_NAMES`` agree: a re-run clears everything a run wrote."""
+    from hwsim.run_marker import trusted_name
+
+    out = tmp_path / "run"
+    write_run_outputs(pipeline_trace(3), out)
+    written = (out / MARKER).read_text().splitlines()[3:]
+    with claim_folder(out) as folder:  # the bridge's report and per-call folders
+        folder.write_text("report.json", "{}")
+        folder.write_text("report.txt", "")
+        for name in ("graph3_call1", "graph0.s1_call12_timeline"):
+            folder.child(name).close()
+    written += (out / MARKER).read_text().splitlines()[3:]
+    assert len(written) >= 15 and all(trusted_name(name) for name in written), written
+
+
+def test_only_regular_files_are_replaced(tmp_path: Path) -> None:
+    """A FIFO, socket or device node where an output goes is refused, even with force, and
+    left as it is."""
+    import socket
+    import stat
+
+    fifo = tmp_path / "f.csv"
+    os.mkfifo(fifo)
+    with (
+        pytest.raises(OutputError, match=r"is a FIFO \(named pipe\), not a regular file"),
+        output_file(fifo),
+    ):
+        pass
+    sock = socket.socket(socket.AF_UNIX)
+    sock.bind(str(tmp_path / "s.json"))
+    with (
+        pytest.raises(OutputError, match="is a socket, not a regular file"),
+        output_file(tmp_path / "s.json"),
+    ):
+        pass
+    sock.close()
+    out = tmp_path / "run"
+    write_run_outputs(pipeline_trace(3), out, plots=False)
+    (out / "summary.json").unlink()
+    os.mkfifo(out / "summary.json")  # where one of our files was: refused, not replaced
+    with pytest.raises(OutputError, match=r"summary\.json is a FIFO"):
+        write_run_outputs(pipeline_trace(3), out, plots=False, force=True)
+    assert stat.S_ISFIFO(os.lstat(out / "summary.json").st_mode)
+    assert stat.S_ISFIFO(os.lstat(fifo).st_mode)
+
+
+def test_a_default_path_replaces_only_a_file_hwsim_wrote(tmp_path: Path) -> None:
+    from hwsim.plots import plot
+    from hwsim.trace.outputs import run_data
+
+    figure = tmp_path / "timeline.png"
+    figure.write_bytes(b"\x89PNG\r\n\x1a\nsomeone's own figure")
+    run = run_data(pipeline_trace(3))
+    with (
+        pytest.raises(OutputError, match="exists and was not written by hwsim; name where"),
+        output_file(figure, "wb", named=False) as stream,
+    ):
+        plot("timeline", run, stream)
+    assert figure.read_bytes().endswith(b"someone's own figure")
+    figure.unlink()
+    for _ in range(2):  # the second time the file is ours (hwsim's mark): replaced
+        with output_file(figure, "wb", named=False) as stream:
+            plot("timeline", run, stream)
+    with output_file(figure, "wb") as stream:  # a path the user names: replaced, as -o does
+        stream.write(b"x")
+    assert figure.read_bytes() == b"x"
 
 
 def test_a_listed_link_is_removed_unfollowed(tmp_path: Path) -> None:

@@ -25,6 +25,8 @@ import pytest
 from hwsim.cli.main import main
 from hwsim.errors import HwsimError
 
+from test_hostile_inputs import HOSTILE_CORPUS_FILES  # isort: skip  (a module beside this one)
+
 DATA = Path(__file__).resolve().parents[1] / "data"
 CORPUS = DATA / "bad_inputs"
 MAX_WALL_S = 5.0
@@ -60,6 +62,18 @@ FILE_CASES: dict[str, tuple[list[str], list[str], str]] = {
         [],
         "was lowered for trn1; this config (tiny) has tensor_engine.rows=32 (lowered for 16)",
     ),
+    f"{P}/negative_semaphore_wait.hwprog": (
+        ["run"],
+        ["--timing-only"],
+        "waits[0][1]: a wait for -5",
+    ),
+    f"{P}/negative_semaphore_increment.hwprog": (["run"], [], "signals[0][1]: an increment of -1"),
+    f"{P}/number_too_large.hwprog": (["run"], [], "the number 1e309 is too large for a float"),
+    f"{P}/expected_shape_contradicts.hwprog": (
+        ["run"],
+        [],
+        "meta.expected_outputs.c.shape: shape [32, 32] holds 1024 values, but values has 16",
+    ),
     # sweep databases: exporting, plotting, and running a spec into them
     **{
         f"{DB}/{name}": (["sweep", "export"], ["-o", "{tmp}/out.csv"], says)
@@ -69,6 +83,9 @@ FILE_CASES: dict[str, tuple[list[str], list[str], str]] = {
             "newer_schema.sqlite": "was written by a newer hwsim (sweep database version 99",
             "truncated.sqlite": "is not an hwsim sweep database: database disk image is malformed",
             "damaged_pages.sqlite": "is not an hwsim sweep database: database disk image is",
+            "only_a_view.sqlite": "is not an hwsim sweep database: it holds no tables but view",
+            "trigger_added.sqlite": "it has trigger 'wipe', which hwsim does not create",
+            "config_edited.sqlite": "the stored config of f25088994a8c6807 does not hash to its",
         }.items()
     },
     # traces and run folders
@@ -76,7 +93,8 @@ FILE_CASES: dict[str, tuple[list[str], list[str], str]] = {
     f"{TR}/truncated.json": (["report"], [], "not a Chrome trace JSON file (Expecting value"),
     f"{TR}/utf16.json": (["report"], [], "not a Chrome trace JSON file ('utf-8' codec"),
     f"{TR}/deep_nesting.json": (["report"], [], "not a Chrome trace JSON file (nested too deep"),
-    f"{TR}/nonfinite.json": (["report"], [], "no hwsim summary in this trace"),
+    f"{TR}/nonfinite.json": (["report"], [], "not a Chrome trace JSON file (NaN is not JSON"),
+    f"{TR}/summary_infinity.json": (["report"], [], "(Infinity is not JSON (non-finite numbers"),
     f"{TR}/top_level_list.json": (["report"], [], "no hwsim summary in this trace"),
     f"{TR}/events_not_a_list.json": (["report"], [], "no hwsim summary in this trace"),
     f"{TR}/event_fields_wrong.json": (["report"], [], "no hwsim summary in this trace"),
@@ -120,6 +138,8 @@ FILE_CASES: dict[str, tuple[list[str], list[str], str]] = {
     f"{RUN}/summary_not_utf8": (["report"], [], "not a JSON summary ('utf-8' codec can't decode"),
     f"{RUN}/summary_a_list": (["report"], [], "the run summary is a JSON list, not an object"),
     f"{RUN}/summary_of_another_schema": (["report"], [], "(schema 'hwsim.summary/0', this"),
+    f"{RUN}/summary_nan": (["report"], [], "not a JSON summary (NaN is not JSON"),
+    f"{RUN}/summary_number_too_large": (["report"], [], "the number 1e309 is too large for a"),
     f"{RUN}/summary_fields_wrong": (
         ["plot"],
         ["--kind", "util", "-o", "{tmp}/u.png"],
@@ -139,15 +159,16 @@ FILE_CASES: dict[str, tuple[list[str], list[str], str]] = {
             "unknown_workload.yaml": "unknown workload 'softmaxx' (did you mean 'softmax'?)",
             "unknown_parameter.yaml": "parameters.grid.tensor_engine.rowz",
             "bad_parameter_value.yaml": "tensor_engine.rows",
-            "huge_grid.yaml": "parameters: 10000000000000000 configs, more than the 1000000",
+            "huge_grid.yaml": "parameters: 10000000000000000 configs, more than the 100000 ",
             "unknown_base.yaml": "base: trn9: not a preset",
             "pickle_program.yaml": "is an old pickle-format saved program",
             "edited_program.yaml": "corrupted or edited: content hash mismatch",
             "missing_python_file.yaml": "workload file 'missing.py' not found",
-            "not_callable_workload.yaml": "'x' (type int) is not a workload",
             "unknown_metric.yaml": "metrics[0]",
             "negative_samples.yaml": "samples",
             "zip_unequal.yaml": "zip lists must have equal lengths",
+            "random_range_overflow.yaml": "high - low is too large to draw from (-1e+308",
+            "random_step_too_small.yaml": "step 1e-300 makes more than 9e+15 steps from low",
             "not_a_mapping.yaml": "a sweep spec must be a YAML mapping",
             "empty.yaml": "a sweep spec must be a YAML mapping",
         }.items()
@@ -167,6 +188,21 @@ PYTHON_CASES = {
     "reference_raises.py:copy": "the reference raised AttributeError at reference_raises.py:13",
     "huge_tensor_spec.py:copy": "needs 4,000,000,000,000,000,000 B of HBM (3.47 EiB",
     "out_of_bounds_slice.py:copy": "slice 0:256 of dimension 0 (size 128) is out of bounds",
+    "exits_at_import.py:copy": "exits_at_import.py called sys.exit(0); a workload file defines",
+    "exits_in_kernel.py:copy": "kernel copy called sys.exit(0) at exits_in_kernel.py:9",
+    "returns_nothing.py:copy": "kernel copy returned nothing; a kernel returns the HBM tensors",
+    "float_shape.py:copy": "float_shape.py:7: ndarray: shape (32.0, 16) must be whole numbers",
+}
+#: FILE.py:NAME with the options of ``hwsim run`` it is run with -> what the one line says
+PYTHON_LIMIT_CASES = {
+    "endless_isa_calls.py:copy": (
+        ["--max-instructions", "1000"],
+        "tracing kernel copy stopped at its limit of 1,000 instructions",
+    ),
+    "endless_python_loop.py:copy": (
+        ["--trace-timeout", "0.5"],
+        "tracing kernel copy stopped at its limit of 0.5 s (0 instructions made)",
+    ),
 }
 
 #: workload strings of `hwsim run WORKLOAD --config tiny`
@@ -194,12 +230,14 @@ SET_VALUES = {
     "nokey=1": "nokey: unknown key (valid keys: chip, dma",
     "novalue": "--set 'novalue': expected section.field=value",
     "chip.name=2024-01-01": "2024-01-01 reads as a date or time at chip.name",
+    # tiny gives size "4": "04" read as the same size, and one value silently won
+    "dma.descriptor_efficiency.04=0.5": "key '04': write a size as a plain integer",
 }
 
 #: command-line arguments of the hwsim commands (argparse's own errors, one line too)
 ARGUMENTS = {
-    ("nosuch",): "hwsim: argument COMMAND: invalid choice: 'nosuch'",
-    (): "hwsim: the following arguments are required: COMMAND",
+    ("nosuch",): "argument COMMAND: invalid choice: 'nosuch'",
+    (): "the following arguments are required: COMMAND",
     ("run", "softmax", "--jobs", "3"): "unrecognized arguments: --jobs 3",
     ("sweep", "x.yaml", "--jobs", "x"): "argument --jobs/-j: expected a whole number, got 'x'",
     ("sweep", "x.yaml", "--jobs", "0"): "argument --jobs/-j: expected at least 1, got 0",
@@ -241,6 +279,14 @@ def _out_cases(tmp: Path) -> dict[str, tuple[str, str]]:
     (tmp / "fake_run").mkdir()
     (tmp / "fake_run" / ".hwsim-run").write_text("not ours\n")
     (tmp / "fake_run" / "trace.json").symlink_to(tmp / "a_file")
+    (tmp / "loop_a").symlink_to(tmp / "loop_b")
+    (tmp / "loop_b").symlink_to(tmp / "loop_a")
+    (tmp / "unbound").mkdir()  # a marker of the old, unbound format listing a user's file
+    (tmp / "unbound" / ".hwsim-run").write_text("hwsim-run format 1\nthesis.tex\n")
+    (tmp / "unbound" / "thesis.tex").write_text("years of work\n")
+    (tmp / "copied").mkdir()  # a marker copied from another run folder (bound to that one)
+    (tmp / "copied" / ".hwsim-run").write_text("hwsim-run format 2\nfolder inode 1\nsummary.json\n")
+    (tmp / "copied" / "summary.json").write_text("my notes\n")
     long_path = str(tmp) + "/d" * 2100
     return {
         str(tmp / "a_file"): "exists and is a file, not a folder; name a folder for the outputs",
@@ -253,6 +299,9 @@ def _out_cases(tmp: Path) -> dict[str, tuple[str, str]]:
         str(tmp / ("n" * 300)): "over this filesystem's limit of 255 (NAME_MAX)",
         str(tmp / "a_file" / "sub"): "a_file is a file",
         "/proc/hwsim-out": "cannot create /proc/hwsim-out: /proc is not writable",
+        str(tmp / "loop_a"): "loop_a cannot be resolved",
+        str(tmp / "unbound"): "its .hwsim-run is of an older hwsim, not bound to this folder",
+        str(tmp / "copied"): "its .hwsim-run was made for another folder (copied or unpacked",
     }
 
 
@@ -306,7 +355,8 @@ def test_every_corpus_file_is_a_case() -> None:
     files |= {f"{RUN}/{p.name}" for p in (CORPUS / RUN).iterdir()}
     files |= {f"{PY}/{p.name}" for p in (CORPUS / PY).iterdir()}
     used = set(FILE_CASES) | {f"{PY}/{c.split(':')[0]}" for c in PYTHON_CASES}
-    used |= {f"{PY}/{c.split(':')[0]}" for c in TORCH_CASES}
+    used |= {f"{PY}/{c.split(':')[0]}" for c in [*TORCH_CASES, *PYTHON_LIMIT_CASES]}
+    used |= set(HOSTILE_CORPUS_FILES)  # the cases of test_hostile_inputs.py
     assert files - used == set() and used - files == {f"{PY}/missing.py"}
 
 
@@ -343,6 +393,15 @@ def test_bad_python_workload_is_one_line(
 ) -> None:
     message = _refused(capsys, ["run", str(CORPUS / PY / case), "--config", "tiny"])
     assert _fill([PYTHON_CASES[case]], tmp_path)[0] in message
+
+
+@pytest.mark.parametrize("case", sorted(PYTHON_LIMIT_CASES))
+def test_a_kernel_that_never_ends_is_stopped_with_one_line(
+    capsys: pytest.CaptureFixture[str], case: str
+) -> None:
+    options, says = PYTHON_LIMIT_CASES[case]
+    argv = ["run", str(CORPUS / PY / case), "--config", "tiny", "--timing-only", *options]
+    assert says in _refused(capsys, argv)
 
 
 @pytest.mark.parametrize("workload", sorted(WORKLOADS), ids=lambda w: w[:40])
@@ -383,6 +442,8 @@ def test_bad_out_is_one_line_and_writes_nothing(
         assert says in message, out[:80]
     assert sorted(str(p) for p in tmp_path.rglob("*")) == before
     assert (tmp_path / "a_file").read_text() == "precious\n"
+    assert (tmp_path / "unbound" / "thesis.tex").read_text() == "years of work\n"
+    assert (tmp_path / "copied" / "summary.json").read_text() == "my notes\n"
 
 
 @pytest.mark.parametrize(
@@ -445,6 +506,9 @@ TORCH_ARGUMENTS = {
     ("validate", "opinfo", "--max-elements", "0"): "--max-elements: expected at least 1, got 0",
     ("validate", "opinfo", "--ops", "add", "--docs", "/"): "/ is a folder; name a file to write",
     ("validate", "opinfo", "--ops", "add", "--json", "{tmp}/f/x.json"): "{tmp}/f is a file",
+    ("export", "mlp", "-o", "{tmp}/x.hwprog", "--passes", "bogus"): (
+        "--passes bogus: unknown hwsim pass 'bogus'"
+    ),
 }
 
 

@@ -17,6 +17,7 @@ NUMBER_KEYS = (
     "build_instructions_per_s",
     "summary_over_sim",
     "numerics_over_numpy",
+    "initcheck_cost",
 )
 LARGE_KEYS = ("million_instr_end_to_end_s", "million_instr_peak_rss_mb")
 

@@ -278,5 +278,7 @@ def test_a_utf8_byte_order_mark_is_accepted(tmp_path: Path) -> None:
 
 
 def test_an_unreadable_file_is_one_line(tmp_path: Path) -> None:
-    with pytest.raises(ConfigError, match=r"^.*: cannot read config \(Is a directory\)$"):
+    with pytest.raises(
+        ConfigError, match=r"^.*: cannot read config \(it is a folder, not a regular file\)$"
+    ):
         read_yaml_file(tmp_path, ConfigError, "config")
