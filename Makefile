@@ -8,24 +8,29 @@ STAMP := $(VENV)/.installed-stamp
 
 .PHONY: setup demo test test-all lint bench clean
 
+# Recipes are quiet (@): what a user reads is one line per step. pip's own output is kept only
+# when it fails (the log is printed), so a failed set-up still says why.
 $(STAMP): pyproject.toml Makefile
 	@command -v $(PYTHON) >/dev/null || { echo "need $(PYTHON) on PATH (or make PYTHON=...)"; exit 1; }
-	$(PYTHON) -m venv $(VENV)
-	$(BIN)/pip install -q --disable-pip-version-check torch==2.13.0 2>&1 | grep -v "is ignored" || true
-	$(BIN)/python -c "import torch" 
-	$(BIN)/pip install -q --disable-pip-version-check -e '.[dev,parquet,sweep,dask,tune,fuzz,mcp]' 2>&1 | grep -v "is ignored" || true
-	$(BIN)/python -c "import hwsim, hwsim.kernels, hwsim.bridge, numba, simpy, ml_dtypes, pytest"
-	touch $(STAMP)
+	@echo "setting up $(VENV) (Python, torch's CPU build, hwsim and its tools; about a minute)"
+	@$(PYTHON) -m venv $(VENV)
+	@$(BIN)/pip install -q --disable-pip-version-check torch==2.13.0 >$(VENV)/setup.log 2>&1 \
+		|| { cat $(VENV)/setup.log; exit 1; }
+	@$(BIN)/pip install -q --disable-pip-version-check -e '.[dev,parquet,sweep,dask,tune,fuzz,mcp]' \
+		>>$(VENV)/setup.log 2>&1 || { cat $(VENV)/setup.log; exit 1; }
+	@$(BIN)/python -c "import torch, hwsim, hwsim.kernels, hwsim.bridge, numba, simpy, ml_dtypes, pytest"
+	@touch $(STAMP)
+	@echo "set up: $(VENV) is ready"
 
 setup: $(STAMP)
 
 # The main job: a kernel on the simulated NeuronCore, then tiny GPT-2 through torch.compile.
 demo: setup
-	$(BIN)/hwsim demo
-	$(BIN)/python -m hwsim.bridge.demo
+	@$(BIN)/hwsim demo
+	@$(BIN)/python -m hwsim.bridge.demo
 
 test: setup
-	$(BIN)/pytest -n 2 -q
+	@$(BIN)/pytest -n 2 -q
 
 test-all: setup
 	$(BIN)/pytest -n 2 -q -m ""

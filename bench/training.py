@@ -73,10 +73,10 @@ def main() -> None:
         total += per_step
         cpu = sum(r.status == "cpu" for r in records)
         print(
-            f"  {phase:10s} {per_step / 1e3:10.2f} us simulated per step   "
+            f"  {phase:10s} {per_step / 1e3:10.2f} µs simulated per step   "
             f"{len(records) - cpu} nodes on the simulator, {cpu} on the CPU"
         )
-    print(f"  step total {total / 1e3:10.2f} us simulated")
+    print(f"  step total {total / 1e3:10.2f} µs simulated")
     worst, name, ok, tiny_count, tiny_drift, elements = 0.0, "", True, 0, 0.0, 0
     for (n, got), (_, want) in zip(
         model.named_parameters(), reference.named_parameters(), strict=True

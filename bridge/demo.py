@@ -53,6 +53,12 @@ def main(argv: list[str] | None = None) -> int:
     print(f"simulated {report.total_sim_ns / 1000:.1f} µs of NeuronCore time in {wall_s:.1f} s")
     print(_before_after(model, ids, args.config, report.total_sim_ns))
     print(f"wrote {out}/ (one run folder per compiled graph: trace.json, tables/, *.png)")
+    first = min((p.parent for p in Path(out).glob("*/trace.json")), default=None)
+    if first is not None:
+        print(
+            f"next: look at {first}/timeline.png, or drag {first}/trace.json into "
+            "https://ui.perfetto.dev to browse every instruction; report.txt has the tables"
+        )
     return 0 if ok else 1
 
 

@@ -7,7 +7,8 @@ summary. Adding an engine is one ``register_engine`` call (plus its config secti
 existing section to take its clock and costs from); nothing else names the set of engines.
 
 A chip of N cores is N copies of these engines (keyed by core wherever state is kept); DMA
-engines and queues are not sequencers and live in ``hwsim.machine.dma``.
+engines and queues are not sequencers and live in ``hwsim.machine.dma``. Each core's collective
+engine (its CC cores) runs the collectives its rank takes part in.
 """
 
 from __future__ import annotations
@@ -22,7 +23,7 @@ if TYPE_CHECKING:
 #: these strings). Plain strings keep this module free of imports: everything imports it.
 HBM, SBUF, PSUM = "hbm", "sbuf", "psum"
 
-EngineKind = Literal["tensor", "compute", "sequencer"]
+EngineKind = Literal["tensor", "compute", "sequencer", "collective"]
 
 
 @dataclass(frozen=True)
@@ -31,7 +32,8 @@ class EngineSpec:
 
     name:            the name streams, instructions and traces use ("vector").
     kind:            "tensor" (TensorE), "compute" (VectorE-like: costed by its config section's
-                     compute rules) or "sequencer" (Sync: triggers DMAs only).
+                     compute rules), "sequencer" (Sync: triggers DMAs only) or "collective" (the
+                     CC cores: collectives over the topology, ``hwsim.machine.collectives``).
     clock_section:   the config section whose ``clock_mhz`` clocks it (Sync runs on ScalarE's).
     cost_section:    the config section its compute costs come from (compute engines), or None.
     reads / writes:  the memories its instructions may read and write (HARDWARE.md §1.4); PSUM
@@ -39,6 +41,8 @@ class EngineSpec:
                      ``can_access_psum``.
     label:           display name in traces, tables, plots and verdicts ("VectorE").
     profiler_name:   Neuron Explorer's engine name ("Vector", HARDWARE.md §6).
+    shown_when_idle: listed in summaries and traces of runs that gave it no instruction (the
+                     collective engine is not: a one-core run's outputs stay as they were).
     """
 
     name: str
@@ -49,6 +53,7 @@ class EngineSpec:
     writes: frozenset[str]
     label: str
     profiler_name: str
+    shown_when_idle: bool = True
 
 
 @dataclass(frozen=True)
@@ -83,7 +88,7 @@ def register_engine(spec: EngineSpec) -> EngineSpec:
 
 def unregister_engine(name: str) -> None:
     """Remove an engine registered by a test or plug-in (built-in engines stay)."""
-    if name in BUILTIN_ENGINES:
+    if name in BUILTIN_ENGINES or name == COLLECTIVE_ENGINE:
         raise ValueError(f"engine '{name}' is built in")
     _ENGINES.pop(name, None)
 
@@ -113,6 +118,12 @@ def find_engine(name: str) -> EngineSpec | None:
 
 def engines_of_kind(*kinds: EngineKind) -> tuple[str, ...]:
     return tuple(name for name, spec in _ENGINES.items() if spec.kind in kinds)
+
+
+def sequencer_engines() -> tuple[str, ...]:
+    """The engines that run a NeuronCore's instruction streams and may trigger DMAs: every
+    engine but the collective ones."""
+    return tuple(name for name, spec in _ENGINES.items() if spec.kind != "collective")
 
 
 def shared_ports() -> tuple[SharedPort, ...]:
@@ -167,3 +178,12 @@ register_port(
 #: after them): the one list of engine names (the kernel language's ``tensor_engine``, ... and NKI's
 #: ``nki.isa.engine`` take theirs from it).
 BUILTIN_ENGINES = tuple(_ENGINES)
+
+#: The collective engine of a core: the CC cores that run its rank's collectives, timed on the
+#: topology (HARDWARE.md §1.1 "CC-Cores", §1.2 [S32]). Its clock is the sequencers'.
+COLLECTIVE_ENGINE = "collective"
+register_engine(
+    EngineSpec(COLLECTIVE_ENGINE, "collective", "scalar_engine", None,
+               frozenset({HBM, SBUF}), frozenset({HBM, SBUF}), "CollectiveE", "CC",
+               shown_when_idle=False)
+)  # fmt: skip

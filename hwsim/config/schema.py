@@ -18,6 +18,7 @@ from typing import Annotated, Literal, get_args
 from pydantic import BaseModel, ConfigDict, Field, Strict, field_validator, model_validator
 
 from hwsim.config.timebase import clock_problem
+from hwsim.config.topology_schema import CollectivesConfig, TopologyConfig
 
 #: dtype names used across the project (the keys of per-dtype tables).
 DTypeName = Literal[
@@ -252,7 +253,8 @@ class HbmConfig(_Section):
         description="bandwidth of one stack, bytes/ns (= GB/s)"
     )
     cores_per_stack: Annotated[int, Field(ge=1, le=64)] = Field(
-        description="NeuronCores sharing one stack's bandwidth"
+        description="NeuronCores sharing one stack's bandwidth: cores k * cores_per_stack .. "
+        "(k + 1) * cores_per_stack - 1 of a chip use stack k"
     )
 
 
@@ -281,6 +283,8 @@ class HardwareConfig(_Section):
     psum: PsumConfig
     hbm: HbmConfig
     host: HostConfig
+    topology: TopologyConfig
+    collectives: CollectivesConfig
 
     @model_validator(mode="after")
     def _cross_field_invariants(self) -> HardwareConfig:
@@ -323,6 +327,7 @@ class HardwareConfig(_Section):
                 f"{self.hbm.cores_per_stack}) covers fewer cores than chip.cores_per_chip "
                 f"({self.chip.cores_per_chip})"
             )
+        errors.extend(_chip_problems(self))
         for name, section in (("sbuf", sbuf), ("psum", psum)):
             total = section.partitions * section.bytes_per_partition
             if total > MAX_ON_CHIP_BYTES:
@@ -341,3 +346,22 @@ class HardwareConfig(_Section):
         if errors:
             raise ValueError("; ".join(errors))
         return self
+
+
+def _chip_problems(config: HardwareConfig) -> list[str]:
+    """Cross-field problems of the chip, its logical cores and its topology."""
+    chip, topology = config.chip, config.topology
+    errors = []
+    if chip.cores_per_chip % chip.cores_per_logical_core:
+        errors.append(
+            f"chip.cores_per_logical_core ({chip.cores_per_logical_core}) does not divide "
+            f"chip.cores_per_chip ({chip.cores_per_chip})"
+        )
+    if topology.chip_interconnect == "torus2d" and (
+        topology.chips_per_instance % topology.torus_rows
+    ):
+        errors.append(
+            f"topology.torus_rows ({topology.torus_rows}) does not divide "
+            f"topology.chips_per_instance ({topology.chips_per_instance})"
+        )
+    return errors

@@ -15,9 +15,11 @@ from __future__ import annotations
 
 from collections import OrderedDict
 from collections.abc import Callable, Mapping, Sequence
+from functools import cached_property
 from typing import Any
 
 from hwsim.config import HardwareConfig, config_hash
+from hwsim.cost.collectives import CollectiveCosts
 from hwsim.cost.constants import RuleConstants, rules_for
 from hwsim.cost.dma import DmaCosts
 from hwsim.cost.rules.registry import rule_for
@@ -42,6 +44,7 @@ class CostModel:
     timebase:       the integer time base (engine cycles as ticks).
     rules:          the documented rule constants of the config's generation (``RuleConstants``).
     dma:            DMA and HBM rates, and the transfer plans (``DmaCosts``).
+    collectives:    collectives on the topology (``CollectiveCosts``), made at first use.
     port_names:     the shared ports a run has (``InstructionCost.ports`` index them).
     """
 
@@ -78,6 +81,10 @@ class CostModel:
             _BY_OBJECT.clear()
         _BY_OBJECT[id(config)] = (config, rules, model)
         return model
+
+    @cached_property
+    def collectives(self) -> CollectiveCosts:
+        return CollectiveCosts(self.config)
 
     # ---- costs ---------------------------------------------------------------------------------
     def of(self, instruction: Instruction) -> InstructionCost:

@@ -11,6 +11,7 @@ from hwsim.isa import (  # noqa: F401  (register instructions)
     gather_ops,
     gpsimd_ops,
     index_ops,
+    multicore_ops,
     mx_ops,
     random_ops,
     reduce_ops,

@@ -31,7 +31,7 @@ from typing import TYPE_CHECKING, ClassVar
 import numpy as np
 
 from hwsim.dtypes import INT32, to_compute
-from hwsim.engines import engine_names
+from hwsim.engines import sequencer_engines
 from hwsim.errors import MemoryAccessError
 from hwsim.isa.ap import AccessPattern, MemorySpace
 from hwsim.isa.base import Instruction, MachineSpec, register
@@ -62,7 +62,7 @@ _DGE_TRIGGERS: dict[DgeMode, tuple[str, ...] | None] = {
 
 def dge_trigger_engines(mode: DgeMode) -> tuple[str, ...]:
     """The engines that may trigger a transfer of ``mode``."""
-    return _DGE_TRIGGERS[mode] or engine_names()
+    return _DGE_TRIGGERS[mode] or sequencer_engines()
 
 
 @dataclass(frozen=True, slots=True)
@@ -83,7 +83,7 @@ class _DmaInstruction(Instruction):
 
     @classmethod
     def allowed_engines(cls) -> tuple[str, ...]:
-        return engine_names() if cls.ENGINES == ("any",) else cls.ENGINES
+        return sequencer_engines() if cls.ENGINES == ("any",) else cls.ENGINES
 
     dst: AccessPattern = operand(WRITE)
     src: AccessPattern = operand(READ)

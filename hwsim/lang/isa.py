@@ -34,6 +34,7 @@ from hwsim.lang.isa_gather import (
     tensor_copy_dynamic_dst,
     tensor_copy_dynamic_src,
 )
+from hwsim.lang.isa_multicore import collective, core_barrier, sendrecv
 from hwsim.lang.isa_random import (
     activate2,
     dropout,
@@ -209,6 +210,8 @@ __all__ = [
     "affine_select",
     "bn_aggr",
     "bn_stats",
+    "collective",
+    "core_barrier",
     "dma_copy",
     "dma_gather",
     "dma_transpose",
@@ -241,6 +244,7 @@ __all__ = [
     "scalar_tensor_tensor",
     "select",
     "select_reduce",
+    "sendrecv",
     "sequence_bounds",
     "set_rng_seed",
     "sync_engine",

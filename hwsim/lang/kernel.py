@@ -148,6 +148,8 @@ class KernelContext:
         }
         self._names = itertools.count()
         self._queues = itertools.count()
+        #: ``core_barrier`` calls so far: the k-th waits for its peers' k-th signals.
+        self.barriers = 0
         #: Set by the first allocation that does not fit: the rest of the kernel is recorded
         #: and placed by the memory planner when the kernel function returns.
         self.planner: MemoryPlanner | None = None

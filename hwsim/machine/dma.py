@@ -28,7 +28,7 @@ from __future__ import annotations
 
 from array import array
 from collections import deque
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -113,11 +113,18 @@ class DmaSystem:
         start_latency_ticks: int,
         hbm_denominator: int,
         cores_per_stack: int,
+        stack_of_core: Sequence[int] | None = None,
     ) -> None:
+        """``stack_of_core[k]``: the HBM stack core k's transfers use (default: cores
+        ``k * cores_per_stack ..`` share stack k; a run placing its cores on chosen physical
+        cores gives their stacks)."""
         self.env = env
         self.engines_per_core = engines
         self.start_latency_ticks = start_latency_ticks
         self.cores_per_stack = cores_per_stack
+        if stack_of_core is None:
+            stack_of_core = [core // cores_per_stack for core in range(cores)]
+        self.stack_of_core = list(stack_of_core)
         self.log = _PieceLog()
         #: (plan, parts) per (plan id, group engines): the plan is kept so its id stays its own.
         self._parts_memo: dict[
@@ -127,7 +134,7 @@ class DmaSystem:
         self._symmetric_memo: dict[int, tuple[TransferPlan, bool]] = {}
         #: When each stack's HBM bandwidth is next free, in 1/hbm_denominator ticks.
         self.hbm_denominator = hbm_denominator
-        self.stack_free_units = [0] * -(-cores // cores_per_stack)
+        self.stack_free_units = [0] * (max(self.stack_of_core, default=0) + 1)
         self.queue_last_completion: dict[tuple[int, int], int] = {}
         self.groups: list[list[_Group]] = [[_Group(c, list(range(engines)))] for c in range(cores)]
 
@@ -197,7 +204,7 @@ class DmaSystem:
         group.active.append(item)
         units = item.piece.hbm_units
         if units >= 0:
-            stack = group.core // self.cores_per_stack
+            stack = self.stack_of_core[group.core]
             begin = max(now * self.hbm_denominator, self.stack_free_units[stack])
             end = begin + units * len(group.engines)
             self.stack_free_units[stack] = end

@@ -109,6 +109,11 @@ class SemaphoreBank:
         #: The update log, in scheduling order, five integers an update (``_LOG_FIELDS``).
         self.log = array("q")
         self._source_codes: dict[str, int] = {}
+        #: Index -> (bank, index) of a semaphore of another core this bank's instructions signal
+        #: (a remote semaphore update, ``hwsim.isa.multicore_ops.remote_semaphore``): updates of
+        #: it are scheduled on that core's bank. Empty on most runs (the engine loop then
+        #: updates semaphores inline).
+        self.remote: dict[int, tuple[SemaphoreBank, int]] = {}
 
     def _add(self, name: str) -> int:
         self.names.append(name)
@@ -146,6 +151,10 @@ class SemaphoreBank:
             self.lowest_waiting[sem] = value
         state.waiters.append((value, waiter))
 
+    def link_remote(self, sem: int, bank: SemaphoreBank, index: int) -> None:
+        """Make updates of ``sem`` land on semaphore ``index`` of ``bank`` (another core's)."""
+        self.remote[sem] = (bank, index)
+
     def source_code(self, source: str) -> int:
         """The code ``schedule`` takes for a signalling engine (or ``"dma"``)."""
         return self._source_codes.setdefault(source, len(self._source_codes))
@@ -155,7 +164,13 @@ class SemaphoreBank:
     ) -> None:
         """Schedule ``semaphore += amount`` at ``tick`` (at or after now), signalled by the
         instruction ``pc`` of the engine coded ``source`` (``source_code``; ``"dma"``: the
-        completion of its transfer)."""
+        completion of its transfer). A remote semaphore's update is scheduled on its core's
+        bank, its source named ``core<k>.<engine>``."""
+        if self.remote and sem in self.remote:
+            bank, index = self.remote[sem]
+            name = f"core{self.core}.{self._source_name(source)}"
+            bank.schedule(index, tick, amount, bank.source_code(name), pc, clock)
+            return
         state = self._sems[sem]
         ticks, totals = state.ticks, state.totals
         if tick >= ticks[-1]:  # the common case: increments arrive in tick order
@@ -169,6 +184,9 @@ class SemaphoreBank:
         self.log.extend((tick, sem, value, pc, source))
         if state.waiters and totals[-1] >= self.lowest_waiting[sem]:
             self.wake(sem)
+
+    def _source_name(self, code: int) -> str:
+        return next(name for name, c in self._source_codes.items() if c == code)
 
     def _insert(self, state: _Semaphore, tick: int, amount: int, clock: Clock) -> int:
         """An out-of-order increment: insert it and recompute the running totals after it."""

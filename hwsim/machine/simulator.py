@@ -10,10 +10,11 @@ reused wake-up event, its loop resumed by SimPy's loop directly) is ``hwsim.mach
 
 from __future__ import annotations
 
+import dataclasses
 import struct
 from array import array
 from bisect import bisect_left
-from collections.abc import Generator
+from collections.abc import Generator, Sequence
 from dataclasses import dataclass, field
 from itertools import count
 from typing import Any
@@ -25,6 +26,7 @@ from simpy.events import NORMAL
 from hwsim.config import HardwareConfig, config_hash, load_config
 from hwsim.cost import CostModel, InstructionCost, RuleConstants
 from hwsim.cost.dma import TransferPlan
+from hwsim.engines import engine_spec
 from hwsim.errors import (
     ConfigError,
     DeadlockError,
@@ -33,9 +35,12 @@ from hwsim.errors import (
 )
 from hwsim.isa.ap import MemorySpace
 from hwsim.isa.base import Instruction, MachineSpec
+from hwsim.isa.multicore_ops import SendRecv, parse_remote
+from hwsim.machine.collectives import CollectiveRunner, Fabric, LocalFabric
 from hwsim.machine.dma import DmaSystem, DmaTransfer
 from hwsim.machine.initcheck import InitChecker, size_mirrors
 from hwsim.machine.initcheck import enabled as initcheck_enabled
+from hwsim.machine.lnc import LncExchange
 from hwsim.machine.prepare import (
     Durations,
     PreparedCore,
@@ -78,8 +83,15 @@ def run(
     initcheck: bool | None = None,
     summarize: bool = True,
     rules: RuleConstants | None = None,
+    fabric: Fabric | None = None,
+    core_ids: Sequence[int] | None = None,
 ) -> RunResult:
     """Simulate ``program`` on ``config``.
+
+    Program core k is physical core ``core_ids[k]`` (default k): cores are numbered chip by chip
+    (``hwsim.config.topology_schema``), and a run may span the chips of an instance. A
+    collective's group names physical cores; its ranks meet in ``fabric`` (default: the cores of
+    this run; ``torch.distributed`` ranks pass one joining ranks simulated elsewhere).
 
     numerics=False is timing-only mode (no values computed; outputs are not returned).
     race_check=True reports unordered conflicting accesses by different engines (RaceError).
@@ -91,11 +103,7 @@ def run(
         config = load_config(config)
     model = CostModel.for_config(config, rules)
     spec = model.spec
-    if len(program.cores) > config.chip.cores_per_chip:
-        raise IllegalInstructionError(
-            f"program uses {len(program.cores)} cores; {config.chip.name} has "
-            f"{config.chip.cores_per_chip} per chip"
-        )
+    ids = _core_ids(program, config, core_ids)
     env = simpy.Environment()
     trace = Trace(base_mhz=spec.timebase.base_mhz, config=config)
     trace.meta.update(program.meta)
@@ -105,18 +113,26 @@ def run(
         (a.core, a.memory, a.name, a.start_partition, a.partitions, a.offset_bytes, a.size_bytes)
         for a in program.allocations
     ]
-    hbm = Hbm(config.hbm.stacks, config.hbm.capacity_bytes_per_stack)
+    chips = 1 + max(ids) // config.chip.cores_per_chip
+    hbm = Hbm(config.hbm.stacks * chips, config.hbm.capacity_bytes_per_stack)
+    owners = program.meta.get("tensor_cores", {})  # ``hwsim.chip.TENSOR_CORES``
     hbm.reserve_arena(program.scratch_arena_bytes)
     for decl in program.hbm.values():
         values = decl.values if numerics else None
         planned = decl.address_bytes is not None
         written = decl.kind == "input" or values is not None  # what initcheck counts as written
-        hbm.add(decl.name, decl.shape, decl.dtype, values, planned=planned, initialised=written)
+        owner = owners.get(decl.name)
+        stack = 0 if owner is None else _stack_of(config, ids[owner])
+        hbm.add(
+            decl.name, decl.shape, decl.dtype, values, stack, planned=planned, initialised=written
+        )
     race = RaceChecker() if race_check else None
     init = InitChecker() if initcheck_enabled(initcheck, numerics) else None
     with cyclic_gc_paused():
         try:
-            runners, banks = _simulate(env, model, program, hbm, trace, numerics, race, init)
+            runners, banks = _simulate(
+                env, model, program, hbm, trace, numerics, race, init, fabric, ids
+            )
         except HwsimError as error:  # uninitialised reads before it may be what went wrong
             if init is not None:
                 init.raise_if_findings(stopped_by=error)
@@ -131,6 +147,12 @@ def run(
         blocked = [runner for runner in runners if not runner.finished]
         if blocked:
             raise DeadlockError(_deadlock_message(blocked))
+        trace.collectives = [
+            record
+            for runner in runners
+            if isinstance(runner, CollectiveRunner)
+            for record in runner.records
+        ]
         if race is not None:
             race.raise_if_races()
         if init is not None:
@@ -150,6 +172,11 @@ def run(
         from hwsim.trace.stats import summarize as summarize_trace
 
         result.summary = summarize_trace(trace)
+        if trace.collectives:  # compute, communication and exposed communication per core
+            from hwsim.trace.communication import communication_report
+
+            extras = {**result.summary.extras, "communication": communication_report(trace)}
+            result.summary = dataclasses.replace(result.summary, extras=extras)
     return result
 
 
@@ -178,15 +205,17 @@ def _simulate(
     numerics: bool,
     race: RaceChecker | None,
     init: InitChecker | None,
-) -> tuple[list[_EngineRunner], list[SemaphoreBank]]:
+    fabric: Fabric | None,
+    core_ids: list[int],
+) -> tuple[list[Any], list[SemaphoreBank]]:
     """Prepare every engine's stream, run the clock until nothing is left to do."""
     spec = model.spec
-    dma = _make_dma_system(env, model, len(program.cores))
-    runners: list[_EngineRunner] = []
+    dma = _make_dma_system(env, model, [_stack_of(model.config, core) for core in core_ids])
+    runners: list[Any] = []
     banks: list[SemaphoreBank] = []
-    for core in range(len(program.cores)):
-        prepared = prepare_core(program, core)
-        costs = costs_of_core(program, prepared, model)
+    states: list[CoreState] = []
+    prepared_cores = [prepare_core(program, core) for core in range(len(program.cores))]
+    for core, prepared in enumerate(prepared_cores):
         state = CoreState(
             spec.memory_capacity(MemorySpace.SBUF),
             spec.memory_capacity(MemorySpace.PSUM),
@@ -194,17 +223,34 @@ def _simulate(
             core,
         )
         state.shared_port_free_tick = [0] * len(model.port_names)
-        core_program = program.cores[core]
         if init is not None:
-            size_mirrors(state, core_program.streams)
-        sems = SemaphoreBank(env, prepared.semaphore_names, core=core, clocks=race is not None)
-        banks.append(sems)
+            size_mirrors(state, program.cores[core].streams)
+        states.append(state)
+        names = prepared.semaphore_names
+        banks.append(SemaphoreBank(env, names, core=core, clocks=race is not None))
+    _link_remote_semaphores(banks)
+    handshake = model.timebase.ns_to_ticks(model.config.topology.remote_semaphore_ns)
+    exchange = LncExchange(dma, states, numerics, handshake)
+    local = LocalFabric()
+    for core, prepared in enumerate(prepared_cores):
+        costs = costs_of_core(program, prepared, model)
+        core_program, sems, state = program.cores[core], banks[core], states[core]
         for engine, static in prepared.static.items():
-            runner = _EngineRunner(
-                env, core, engine, core_program.streams[engine], static, costs.costs[engine],
-                sems, dma, state, numerics, race, init,
-            )  # fmt: skip
-            runner.durations, runner.prepared = costs.durations[engine], prepared
+            runner: Any
+            if engine_spec(engine).kind == "collective":
+                runner = CollectiveRunner(
+                    env, core, core_ids[core], engine, core_program.streams[engine],  # type: ignore[arg-type]
+                    static,
+                    costs.costs[engine], sems, state, numerics, fabric or local, model, init,
+                )  # fmt: skip
+            else:
+                runner = _EngineRunner(
+                    env, core, engine, core_program.streams[engine], static,
+                    costs.costs[engine], sems, dma, state, numerics, race, init,
+                )  # fmt: skip
+                runner.durations = costs.durations[engine]
+                runner.exchange = exchange
+            runner.prepared = prepared
             runner.start()
             runners.append(runner)
     env.run()
@@ -212,14 +258,59 @@ def _simulate(
     return runners, banks
 
 
-def _make_dma_system(env: simpy.Environment, model: CostModel, cores: int) -> DmaSystem:
+def _link_remote_semaphores(banks: list[SemaphoreBank]) -> None:
+    """Point each remote semaphore name a core signals (``@<core>:<name>``) at that core's
+    semaphore."""
+    for bank in banks:
+        for index, name in enumerate(list(bank.names)):
+            remote = parse_remote(name)
+            if remote is None:
+                continue
+            core, own = remote
+            if not 0 <= core < len(banks) or core == bank.core:
+                raise IllegalInstructionError(
+                    f"core {bank.core} signals semaphore '{own}' of core {core}: the program's "
+                    f"other cores are {[b.core for b in banks if b is not bank]}"
+                )
+            peer = banks[core]
+            bank.link_remote(index, peer, peer.index[own])
+
+
+def _core_ids(program: Program, config: HardwareConfig, given: Sequence[int] | None) -> list[int]:
+    """The physical core of each program core, checked."""
+    cores = len(program.cores)
+    ids = list(range(cores)) if given is None else [int(c) for c in given]
+    limit = config.chip.cores_per_chip * config.topology.chips_per_instance
+    if len(ids) != cores or len(set(ids)) != cores or min(ids, default=0) < 0:
+        raise IllegalInstructionError(
+            f"core_ids {ids}: one distinct physical core per program core ({cores})"
+        )
+    if given is None and cores > limit:
+        raise IllegalInstructionError(
+            f"program uses {cores} cores; one run of {config.chip.name} holds at most "
+            f"{limit} ({config.chip.cores_per_chip} per chip x "
+            f"{config.topology.chips_per_instance} chips of an instance)"
+        )
+    return ids
+
+
+def _stack_of(config: HardwareConfig, core_id: int) -> int:
+    """The HBM stack (numbered chip by chip) of physical core ``core_id``."""
+    chip, core = divmod(core_id, config.chip.cores_per_chip)
+    return chip * config.hbm.stacks + core // config.hbm.cores_per_stack
+
+
+def _make_dma_system(
+    env: simpy.Environment, model: CostModel, stack_of_core: list[int]
+) -> DmaSystem:
     return DmaSystem(
         env,
-        cores=cores,
+        cores=len(stack_of_core),
         engines=model.dma.engines,
         start_latency_ticks=model.dma.start_latency_ticks,
         hbm_denominator=model.dma.hbm_ticks_per_byte.denominator,
         cores_per_stack=model.config.hbm.cores_per_stack,
+        stack_of_core=stack_of_core,
     )
 
 
@@ -295,6 +386,8 @@ class _EngineRunner:
         self.sems, self.dma, self.state = sems, dma, state
         self.numerics, self.race, self.init = numerics, race, init
         self.blocked_on: tuple[int, int] | None = None
+        self.blocked_reason = ""
+        self.exchange: LncExchange
         self.port_free_tick = state.shared_port_free_tick
         #: Per pc started: when a dependent instruction of this engine may start (its start plus
         #: its chain ticks). The one tick recorded per instruction: the trace's columns are
@@ -326,7 +419,7 @@ class _EngineRunner:
         schedule, source = sems.schedule, sems.source_code(self.engine)
         ticks_of, totals_of = sems.tick_lists(), sems.total_lists()
         lowest_waiting, log_add, entry = sems.lowest_waiting, sems.log.frombytes, LOG_ENTRY.pack
-        inline = not sems.keep_clocks
+        inline = not sems.keep_clocks and not sems.remote  # remote updates go via schedule
         ports = self.port_free_tick
         begins = self.numerics or self.race is not None  # an instruction starts with _begin
         chain_ready, chain_append = self.chain_ready, self.chain_ready.append
@@ -448,24 +541,30 @@ class _EngineRunner:
         clock: Any,
     ) -> None:
         schedule, dma = self.sems.schedule, self.sems.source_code("dma")
+        instruction = self.stream[pc]
         if self.race is not None:
-            clock = self.race.dma_clock(self.core, plan.queue, clock, self.stream[pc])
+            clock = self.race.dma_clock(self.core, plan.queue, clock, instruction)
 
         def complete(tick: int) -> None:
             for sem, amount in completion_signals:
                 schedule(sem, tick, amount, dma, pc, clock)
 
+        if isinstance(instruction, SendRecv):  # paired with its peers' (``hwsim.machine.lnc``)
+            self.exchange.arrive(
+                self.core, pc, self.engine, instruction, plan, submit, now, complete
+            )
+            return
         transfer = DmaTransfer(self.core, plan.queue, self.engine, pc, complete)
         self.dma.submit(transfer, plan, submit, now)
 
 
-def _deadlock_message(blocked: list[_EngineRunner]) -> str:
+def _deadlock_message(blocked: list[Any]) -> str:
     lines = []
     for runner in blocked:
         instruction = runner.stream[runner.pc]
         where = f"core {runner.core} {runner.engine}[{runner.pc}] {instruction.label()}"
         if runner.blocked_on is None:
-            lines.append(f"{where}: blocked")
+            lines.append(f"{where}: {runner.blocked_reason or 'blocked'}")
             continue
         sem, needed = runner.blocked_on
         name = runner.sems.names[sem]

@@ -167,7 +167,7 @@ def main(args: argparse.Namespace) -> int:
             result = run(kernel, *inputs, config=config, initcheck=initcheck)
     except InitCheckError as exc:  # on by default here: say how to run without it
         raise InitCheckError(f"{exc}; {INITCHECK_HINT}", exc.findings) from exc
-    print(f"{name}: latency {result.latency_ns / 1000:.3f} us ({result.latency_ns:.0f} ns) "
+    print(f"{name}: latency {result.latency_ns / 1000:.3f} µs ({result.latency_ns:.0f} ns) "
           f"on {getattr(config, 'name', args.config)}")  # fmt: skip
     print(f"bottleneck: {result.summary.bottleneck}")
     for note in result.notes:

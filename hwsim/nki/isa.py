@@ -372,9 +372,38 @@ UNSUPPORTED = {
     "register_load": "engine registers (dynamic control flow) are not modelled",
     "register_move": "engine registers (dynamic control flow) are not modelled",
     "register_store": "engine registers (dynamic control flow) are not modelled",
-    "core_barrier": "multi-core (LNC=2) is not yet modelled",
-    "sendrecv": "multi-core collectives are not yet modelled",
 }
+
+
+def core_barrier(data: Any, cores: Any = (0, 1), engine: Any = None, name: str = "") -> None:
+    """``nisa.core_barrier``: the cores of ``cores`` wait for each other; this core's accesses
+    of ``data`` before it are done before any core passes it (``hwsim.lang.isa.core_barrier``)."""
+    from hwsim.lang.isa_multicore import core_barrier as lang_core_barrier
+    from hwsim.nki.isa_ops import _engine
+
+    chosen = _engine(engine) or "gpsimd"
+    shared = nt.src(data, call="nisa.core_barrier")
+    lang_core_barrier(shared, core=state().core, cores=tuple(int(c) for c in cores), engine=chosen)
+
+
+def sendrecv(
+    src: Any,
+    dst: Any,
+    send_to_rank: int,
+    recv_from_rank: int,
+    pipe_id: int = 0,
+    dma_engine: Any = None,
+    name: str = "",
+) -> None:
+    """``nisa.sendrecv``: send ``src`` to core ``send_to_rank``'s ``dst`` while core
+    ``recv_from_rank`` sends into this core's ``dst`` (``hwsim.lang.isa.sendrecv``). Both
+    DMA modes run on the DMA engines here (``dma_engine`` is accepted, without effect)."""
+    from hwsim.lang.isa_multicore import sendrecv as lang_sendrecv
+
+    lang_sendrecv(
+        nt.src(src, call="nisa.sendrecv"), nt.dst(dst, call="nisa.sendrecv"),
+        send_to=int(send_to_rank), recv_from=int(recv_from_rank), pipe=int(pipe_id),
+    )  # fmt: skip
 
 
 def __getattr__(name: str) -> Any:

@@ -14,7 +14,7 @@ from typing import Any
 
 import numpy as np
 
-from hwsim.engines import engine_names
+from hwsim.engines import sequencer_engines
 from hwsim.kernels.ops import ActivationFunction, AluOp, ReduceOp
 from hwsim.lang.tiles import psum, sbuf
 from hwsim.nki import pending as pd
@@ -89,7 +89,7 @@ def _engine(value: Any) -> str | None:
     if value is None:
         return None
     text = str(getattr(value, "name", value)).replace("_engine", "").replace("engine.", "")
-    if text != "unknown" and text not in engine_names():
+    if text != "unknown" and text not in sequencer_engines():
         raise nt.fail("engine=", f"{value!r}; valid: nisa.vector_engine, scalar_engine, ...")
     return None if text == "unknown" else text
 

@@ -4,7 +4,11 @@ entry points that run them (``simulate``, ``benchmark``, ``profile``, ``baremeta
 A launch grid (``kernel[2, 4](...)``) runs its instances one after another on one NeuronCore,
 program ids in row-major order; HBM tensors an instance allocates are shared with the others
 (the k-th allocation of every instance is the same tensor), as ``nl.shared_hbm`` outputs are.
-Multi-core launches (``nl.nc(2)``, LNC=2) are accepted and reported as not yet modelled.
+A grid dimension ``nl.nc(n)`` (LNC=2: ``kernel[nl.nc(2)]``) runs its instances on n physical
+cores of the logical NeuronCore *in parallel*: the kernel is built once per core (its
+``program_id`` along that dimension is the core) and the builds run as one program
+(``hwsim.chip.merge_programs``), sharing the kernel's inputs and HBM tensors; ``nisa.sendrecv``
+and ``nisa.core_barrier`` work between them.
 """
 
 from __future__ import annotations
@@ -58,19 +62,34 @@ class NkiKernel:
         options, kwargs = split_options(self, kwargs)
         return _run(self, args, kwargs, **options).result()
 
-    def lang_kernel(self, notes: list[str], extra: dict[str, Any]) -> Kernel:
-        """The kernel-language kernel that builds this one (grid instances in order)."""
+    @property
+    def cores(self) -> int:
+        """Physical cores the launch grid runs on: the product of its ``nl.nc`` dimensions."""
+        from hwsim.nki.language import nc
+
+        return int(np.prod([int(g) for g in self.grid if isinstance(g, nc)] or [1]))
+
+    def lang_kernel(self, notes: list[str], extra: dict[str, Any], core: int = 0) -> Kernel:
+        """The kernel-language kernel that builds this one on physical core ``core`` of its
+        launch (its instances in order; along ``nl.nc`` dimensions only the core's own)."""
         grid_sizes = tuple(int(g) for g in self.grid) or (1,)
         from hwsim.nki.language import nc
 
-        if any(isinstance(g, nc) for g in self.grid):
+        on_cores = [i for i, g in enumerate(self.grid) if isinstance(g, nc)]
+        index = np.unravel_index(core, [grid_sizes[i] for i in on_cores]) if on_cores else ()
+        ranges = [range(n) for n in grid_sizes]
+        for axis, position in zip(on_cores, index, strict=True):
+            ranges[axis] = range(int(position), int(position) + 1)
+        sequential = int(np.prod([len(r) for r in ranges]))
+        if on_cores and core == 0:
             notes.append(
-                f"launch grid {list(grid_sizes)} names NeuronCores (LNC=2): multi-core is not yet "
-                "modelled; the instances ran one after another on one core"
+                f"launch grid {list(grid_sizes)}: {self.cores} instances ran in parallel on "
+                f"{self.cores} physical cores (LNC)"
+                + (f", {sequential} one after another on each" if sequential > 1 else "")
             )
-        elif int(np.prod(grid_sizes)) > 1:
+        elif not on_cores and sequential > 1:
             notes.append(
-                f"SPMD grid {list(grid_sizes)}: {int(np.prod(grid_sizes))} instances ran one after "
+                f"SPMD grid {list(grid_sizes)}: {sequential} instances ran one after "
                 "another on one NeuronCore"
             )
         fn = self.fn
@@ -83,15 +102,17 @@ class NkiKernel:
             try:
                 wrapped = {_ORIGINAL.get(k, k): _wrap(v) for k, v in call_args.items()}
                 returned = None
-                for ids in itertools.product(*(range(n) for n in grid_sizes)):
+                nki_state.core = core
+                for ids in itertools.product(*ranges):
                     nki_state.program_ids, nki_state.grid = ids, grid_sizes
                     nki_state.grid_ndim = len(self.grid)
                     nki_state.shared_hbm_seen = 0
                     returned = fn(**wrapped)
                     nki_state.flush_copy()
-                notes.extend(nki_state.notes)
+                notes.extend(n for n in nki_state.notes if n not in notes)
                 extra["no_reorder"] = nki_state.no_reorder
                 extra["sequential_range"] = nki_state.sequential
+                extra["shared_hbm"] = [t.tile.name for t in nki_state.shared_hbm]
                 tiles = _unwrap(returned, fn.__name__)
                 flat = () if tiles is None else tiles if isinstance(tiles, tuple) else (tiles,)
                 extra["output_views"] = [(t.offset_bytes, t.shape) for t in flat]
@@ -243,14 +264,14 @@ def _run(
     hw = load_config(config) if isinstance(config, str) else config
     warm_up()
     kwargs = {_RENAMED.get(k, k): v for k, v in kwargs.items()}
-    built = nk.lang_kernel(notes, extra).build(*args, config=hw, schedule=schedule, **kwargs)
-    if not built.outputs:
-        built.outputs = _written_arguments(built.program, nk.fn.__name__)
-        extra["output_views"] = [(0, tuple(built.program.hbm[n].shape)) for n in built.outputs]
-    built.program.meta["nki_no_reorder"] = extra.get("no_reorder", [])
-    built.program.meta["nki_sequential_range"] = extra.get("sequential_range", [])
+    built, program = _build(nk, hw, notes, extra, args, kwargs, schedule)
+    if not built.outputs:  # the older convention: the outputs are arguments it writes
+        built.outputs = _written_arguments(program, nk.fn.__name__)
+        extra["output_views"] = [(0, tuple(program.hbm[n].shape)) for n in built.outputs]
+    program.meta["nki_no_reorder"] = extra.get("no_reorder", [])
+    program.meta["nki_sequential_range"] = extra.get("sequential_range", [])
     result = simulate_program(
-        built.program,
+        program,
         hw,
         numerics=numerics,
         race_check=race_check,
@@ -271,10 +292,42 @@ def _run(
         float(summary.total_ns),
         summary,
         result.trace,
-        built.program,
+        program,
         notes,
         tuple_output=len(built.outputs) > 1,
     )
+
+
+def _build(
+    nk: NkiKernel,
+    hw: HardwareConfig,
+    notes: list[str],
+    extra: dict[str, Any],
+    args: tuple[Any, ...],
+    kwargs: dict[str, Any],
+    schedule: str | None,
+) -> tuple[Any, Any]:
+    """The kernel built (core 0's build) and the program to run: one build per physical core
+    of its launch, merged, sharing the kernel's inputs, outputs and HBM tensors."""
+    cores = nk.cores
+    if cores > hw.chip.cores_per_logical_core:
+        raise HwsimError(
+            f"launch grid {list(nk.grid)} runs on {cores} physical cores; a logical NeuronCore "
+            f"of {hw.chip.name} has {hw.chip.cores_per_logical_core} "
+            "(chip.cores_per_logical_core)"
+        )
+    builds = [
+        nk.lang_kernel(notes, extra, core).build(*args, config=hw, schedule=schedule, **kwargs)
+        for core in range(cores)
+    ]
+    if cores == 1:
+        return builds[0], builds[0].program
+    from hwsim.chip import merge_programs
+
+    first = builds[0].program
+    shared = {n for n, d in first.hbm.items() if d.kind in ("input", "output")}
+    shared.update(extra.get("shared_hbm", []))
+    return builds[0], merge_programs([b.program for b in builds], shared)
 
 
 #: Options of a simulated run (``run``'s keywords), as opposed to the kernel's own arguments.
@@ -367,7 +420,7 @@ class LatencyStats:
         return self.latency_us
 
     def __repr__(self) -> str:
-        return f"nc_latency(p50={self.latency_us:.3f} us, iters={self.iters})"
+        return f"nc_latency(p50={self.latency_us:.3f} µs, iters={self.iters})"
 
 
 @dataclass
@@ -396,7 +449,7 @@ class Benchmarked:
         _LAST = result
         latency = LatencyStats(result.latency_ns / 1000.0, self.iters)
         self.benchmark_result = BenchmarkResult(latency, result)
-        print(f"nki.benchmark (hwsim): latency {result.latency_ns / 1000.0:.3f} us")
+        print(f"nki.benchmark (hwsim): latency {result.latency_ns / 1000.0:.3f} µs")
         if self.trace_dir:
             result.write(Path(str(self.trace_dir)).with_suffix(""), force=True)
         return result.result()

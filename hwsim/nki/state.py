@@ -107,6 +107,8 @@ class NkiState:
         self.ring_live: dict[tuple[Any, ...], int] = {}
         self.psum: dict[str, PsumGroup] = {}
         self.program_ids: tuple[int, ...] = (0,)
+        #: The physical core of the logical NeuronCore this build is for (``nl.nc`` grids).
+        self.core = 0
         self.grid: tuple[int, ...] = (1,)
         #: Dimensions of the launch grid as given (0: launched without one).
         self.grid_ndim = 0

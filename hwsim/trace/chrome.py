@@ -11,7 +11,9 @@ Layout (see traces/README.md for how to read it):
 - complete ("X") slices whose args carry ticks, opcode, profiler opcode, operands, bytes per
   memory, FLOPs and the source tag;
 - flow arrows ("s" -> "f", bound to the enclosing slices) from the instruction or DMA transfer
-  whose semaphore update met a wait, to the instruction that waited;
+  whose semaphore update met a wait, to the instruction that waited; and, for each collective of
+  a run over several cores, from each rank's slice on its core's CollectiveE track to the next
+  rank's (category "collective"), so a collective reads as one chain across the cores;
 - counters ("C"): HBM read and write bandwidth (GB/s, binned) and SBUF/PSUM occupancy (bytes).
 
 Times are µs with ns resolution: every tick is floored to an integer ns first and ``dur`` is the
@@ -28,6 +30,7 @@ summary or stream events without loading the file (and fall back to ``json.load`
 from __future__ import annotations
 
 import dataclasses
+import itertools
 import json
 from collections.abc import Iterator
 from pathlib import Path
@@ -36,6 +39,7 @@ from typing import IO, Any
 import numpy as np
 
 from hwsim import strict_json
+from hwsim.engines import COLLECTIVE_ENGINE
 from hwsim.isa.ap import AccessPattern
 from hwsim.trace.analysis import (
     Dependencies,
@@ -58,6 +62,8 @@ HOST_TID = 1
 DMA_TID_BASE = 100
 #: HBM bandwidth counters: bins over the run (each bin's value is its mean bandwidth).
 COUNTER_BINS = 1000
+#: Collective flows take ids above any semaphore flow's (those count from 1, one per wait).
+_COLLECTIVE_FLOW_IDS = 1 << 40
 _HEADER_KEY = '{"displayTimeUnit":"ns","otherData":'
 _EVENTS_LINE = '"traceEvents":['
 
@@ -154,6 +160,7 @@ class _Writer:
         deps = Dependencies(self.trace, self.facts)
         spans = OperandSpans()
         self._instructions(deps, spans)
+        self._collective_flows()
         self._dma(deps)
         self._host()
         self._counters(deps, spans)
@@ -266,6 +273,30 @@ class _Writer:
                 emit(
                     f'{{"ph":"f","bp":"e","id":{flow_id},"pid":{pid},"tid":{tid},'
                     f'"ts":{here},"name":{name},"cat":"semaphore"}}'
+                )
+
+    def _collective_flows(self) -> None:
+        """Rank r's part of a collective to rank r + 1's, for the collectives of this run."""
+        by_collective: dict[tuple[Any, ...], dict[int, Any]] = {}
+        for record in self.trace.collectives:
+            by_collective.setdefault((record.group, record.seq), {})[record.rank] = record
+        flow_id = _COLLECTIVE_FLOW_IDS
+        emit, ns, us = self.events.emit, self.ns, self.us
+        tid = engine_tid(COLLECTIVE_ENGINE)
+        for (group, seq), ranks in by_collective.items():
+            order = [ranks[r] for r in sorted(ranks)]
+            for sender, receiver in itertools.pairwise(order):
+                flow_id += 1
+                name = json.dumps(f"{sender.kind} {seq} on {list(group)}")
+                mid = (ns(sender.start_tick) + ns(sender.end_tick)) // 2
+                there = (ns(receiver.start_tick) + ns(receiver.end_tick)) // 2
+                emit(
+                    f'{{"ph":"s","id":{flow_id},"pid":{core_pid(sender.core)},"tid":{tid},'
+                    f'"ts":{us(mid)},"name":{name},"cat":"collective"}}'
+                )
+                emit(
+                    f'{{"ph":"f","bp":"e","id":{flow_id},"pid":{core_pid(receiver.core)},'
+                    f'"tid":{tid},"ts":{us(there)},"name":{name},"cat":"collective"}}'
                 )
 
     def _update_sources(self, deps: Dependencies) -> tuple[list[int], list[int], np.ndarray]:

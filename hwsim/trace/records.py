@@ -1,4 +1,5 @@
-"""The trace of a run: a record per instruction, per DMA transfer piece, per semaphore update.
+"""The trace of a run: a record per instruction, per DMA transfer piece, per semaphore update,
+and per rank of a collective.
 
 Engines keep no counters; every statistic is derived from these records. Records hold a reference
 to the instruction object, so static facts (opcode, operands, bytes, FLOPs, source tag) are read
@@ -11,14 +12,16 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Any, NamedTuple
 
-from hwsim.engines import engine_names
+from hwsim.engines import engine_names, engine_spec
 
 
 def engine_order(seen: Iterable[str] = ()) -> list[str]:
-    """The registered engines in hardware (profiler) order (``hwsim.engines``), then any other
-    engine name among ``seen`` (a trace made elsewhere), sorted."""
-    known = list(engine_names())
-    return known + sorted(set(seen) - set(known))
+    """The registered engines in hardware (profiler) order (``hwsim.engines``; those not
+    ``shown_when_idle`` only when among ``seen``), then any other engine name among ``seen`` (a
+    trace made elsewhere), sorted."""
+    seen = set(seen)
+    known = [name for name in engine_names() if name in seen or engine_spec(name).shown_when_idle]
+    return known + sorted(seen - set(engine_names()))
 
 
 class InstructionRecord(NamedTuple):
@@ -67,6 +70,30 @@ class SemaphoreUpdate(NamedTuple):
     source_pc: int
 
 
+class CollectiveRecord(NamedTuple):
+    """One rank's part in a collective (``hwsim.machine.collectives``), ticks of the run.
+
+    group:   the first physical core of each rank of the collective, in rank order; ``rank``
+             is this record's; ``seq`` numbers the collectives on this group (the same on every
+             rank: with the group it names one collective across cores and runs).
+    arrival_tick: this rank arrived (its waits met); start_tick: every rank had; end_tick: done.
+    link_bytes:   the bytes one rank sends over each class of link (``hwsim.cost.collectives``).
+    """
+
+    core: int
+    pc: int
+    kind: str
+    algorithm: str
+    nbytes: int
+    group: tuple[int, ...]
+    rank: int
+    seq: int
+    arrival_tick: int
+    start_tick: int
+    end_tick: int
+    link_bytes: dict[str, int]
+
+
 @dataclass
 class Trace:
     """Everything a run records, plus what is needed to interpret it.
@@ -85,6 +112,7 @@ class Trace:
     semaphore_updates: Sequence[SemaphoreUpdate] = field(default_factory=list)
     memory_allocations: list[tuple[int, str, str, int, int, int, int]] = field(default_factory=list)
     meta: dict[str, Any] = field(default_factory=dict)
+    collectives: list[CollectiveRecord] = field(default_factory=list)
 
     @property
     def end_tick(self) -> int:

@@ -20,6 +20,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
+from hwsim.engines import engine_names
 from hwsim.strict_json import as_float
 from hwsim.trace.records import engine_order
 
@@ -220,7 +221,7 @@ class RunSummary:
             "mbu_estimated_percent": self.mbu_pct,
             "dma_active_time_percent": self.dma_active_pct,
         }
-        for name in engine_order():
+        for name in engine_order(self.engines):
             engine = self.engines.get(name)
             if engine is not None:
                 out[f"{name}_engine_active_time_percent"] = engine.busy_pct
@@ -281,7 +282,7 @@ _DETAILS = ("flops", "dma", "memory", "critical_path", "peaks", "tags")
 def _derived_keys() -> frozenset[str]:
     """Top-level keys ``to_dict`` derives from fields (not fields themselves)."""
     names = set(RunSummary().to_dict()) - {f.name for f in dataclasses.fields(RunSummary)}
-    for engine in engine_order():
+    for engine in engine_names():
         names |= {f"{engine}_engine_active_time_percent", f"{engine}_instruction_count"}
     return frozenset(names | {f"{m}_peak_bytes" for m in ON_CHIP})
 

@@ -20,6 +20,8 @@ def test_demo_runs_gpt2_with_no_cpu_ops_and_writes_the_run(
     (run,) = [p for p in tmp_path.iterdir() if p.is_dir()]
     for name in ("trace.json", "summary.json", "timeline.png", "roofline.png"):
         assert (run / name).stat().st_size > 0
+    last = out.rstrip().splitlines()[-1]  # the demo ends by saying what to open next
+    assert last.startswith(f"next: look at {run}/timeline.png") and f"{run}/trace.json" in last
     report = json.loads((tmp_path / "report.json").read_text())
     assert report["counts"]["cpu"] == 0 and report["numerics_ok"]
     assert "aten.addmm.default" in (tmp_path / "report.txt").read_text()

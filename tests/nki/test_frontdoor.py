@@ -98,10 +98,13 @@ def test_spmd_grid_runs_every_instance():
     assert any("4 instances" in n for n in result.notes)
 
 
-def test_lnc2_grid_is_accepted_and_reported():
+def test_lnc2_grid_runs_its_instances_on_the_pair_and_is_reported():
     x = np.ones((256, 512), np.float32)
     result = nki.run(spmd_rows[nl.nc(2), 1], x)
-    assert any("not yet modelled" in n for n in result.notes)
+    got = result.outputs[0]
+    assert [got[0, 0], got[255, 511]] == [1, 2]
+    assert {r.core for r in result.trace.instructions} == {0, 1}
+    assert any("2 instances ran in parallel on 2 physical cores" in n for n in result.notes)
 
 
 @nki.jit

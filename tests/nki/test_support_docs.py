@@ -33,12 +33,12 @@ def test_every_generic_nisa_call_names_a_kernel_language_instruction():
 @nki.jit
 def uses_unsupported(x):
     out = nl.ndarray(x.shape, dtype=x.dtype, buffer=nl.shared_hbm)
-    nisa.core_barrier(out)
+    nisa.dma_compute(out, [x], [1.0], nl.add)
     return out
 
 
 def test_unsupported_name_raises_naming_the_call_and_line():
     with pytest.raises(
-        IllegalInstructionError, match=r"test_support_docs.py:\d+: nisa.core_barrier"
+        IllegalInstructionError, match=r"test_support_docs.py:\d+: nisa.dma_compute"
     ):
         nki.run(uses_unsupported, np.ones((128, 128), np.float32))

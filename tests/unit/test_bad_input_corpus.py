@@ -227,7 +227,7 @@ SET_VALUES = {
     "tensor_engine.rows=0": "tensor_engine.rows: input should be greater than or equal to 1",
     "tensor_engine.rows=" + "9" * 5000: "an integer of 5000 digits at tensor_engine.rows",
     "vector_engine.pipeline_latency_cycles=18446744073709551617": "less than or equal to",
-    "nokey=1": "nokey: unknown key (valid keys: chip, dma",
+    "nokey=1": "nokey: unknown key (valid keys: chip, collectives, dma",
     "novalue": "--set 'novalue': expected section.field=value",
     "chip.name=2024-01-01": "2024-01-01 reads as a date or time at chip.name",
     # tiny gives size "4": "04" read as the same size, and one value silently won

@@ -105,11 +105,27 @@ def test_time_base_is_integral(name: str) -> None:
 @pytest.mark.parametrize(
     ("name", "base_mhz", "ticks"),
     [
-        # DESIGN.md example; Sync runs on ScalarE's clock
-        ("trn1", 5600, {"tensor": 2, "vector": 5, "scalar": 4, "gpsimd": 4, "sync": 4}),
-        ("trn2", 4800, {"tensor": 2, "vector": 5, "scalar": 4, "gpsimd": 4, "sync": 4}),
-        ("trn3", 2400, {"tensor": 1, "vector": 2, "scalar": 2, "gpsimd": 2, "sync": 2}),
-        ("tiny", 1000, {"tensor": 1, "vector": 2, "scalar": 2, "gpsimd": 2, "sync": 2}),
+        # DESIGN.md example; Sync and the collective engine run on ScalarE's clock
+        (
+            "trn1",
+            5600,
+            {"tensor": 2, "vector": 5, "scalar": 4, "gpsimd": 4, "sync": 4, "collective": 4},
+        ),
+        (
+            "trn2",
+            4800,
+            {"tensor": 2, "vector": 5, "scalar": 4, "gpsimd": 4, "sync": 4, "collective": 4},
+        ),
+        (
+            "trn3",
+            2400,
+            {"tensor": 1, "vector": 2, "scalar": 2, "gpsimd": 2, "sync": 2, "collective": 2},
+        ),
+        (
+            "tiny",
+            1000,
+            {"tensor": 1, "vector": 2, "scalar": 2, "gpsimd": 2, "sync": 2, "collective": 2},
+        ),
     ],
 )
 def test_time_base_values(name: str, base_mhz: int, ticks: dict[str, int]) -> None:
@@ -150,7 +166,7 @@ def _error(name: str = "trn2", overrides: object = ()) -> str:
         ),
         pytest.param(
             {"foo.bar": 1},
-            ["foo: unknown key (valid keys: chip, dma, gpsimd_engine, hbm, host, psum, sbuf,"],
+            ["foo: unknown key (valid keys: chip, collectives, dma, gpsimd_engine, hbm, host,"],
             id="unknown-section-list",
         ),
         pytest.param(

@@ -220,3 +220,37 @@ def every_op_program(**meta: Any) -> Program:
     program = every_op.build(*every_op_inputs(), config="tiny").program
     program.meta.update(meta)
     return program
+
+
+#: tiny with two cores a chip, paired into one logical core (the instructions between cores).
+TINY_PAIR = load_config(
+    "tiny",
+    overrides={
+        "chip.cores_per_chip": 2,
+        "chip.cores_per_logical_core": 2,
+        "hbm.cores_per_stack": 2,
+    },
+)
+
+
+@lang.kernel
+def every_multicore_op(x, core):  # type: ignore[no-untyped-def]
+    """The instructions between cores, on core ``core`` of a pair: a sendrecv, a core barrier
+    (its signal and its wait) and a collective."""
+    shared = lang.ndarray(x.shape, x.dtype, buffer=lang.hbm, name="shared")
+    out = lang.ndarray(x.shape, x.dtype, buffer=lang.hbm, name="out")
+    tile = lang.load(x)
+    swapped = lang.ndarray(x.shape, x.dtype)
+    isa.sendrecv(tile, swapped, send_to=1 - core, recv_from=1 - core)
+    lang.store(shared, swapped)
+    isa.core_barrier(shared, core=core)
+    isa.collective("all_reduce", out, shared, group=(0, 1), rank=core)
+    return out
+
+
+def every_multicore_op_program() -> Program:
+    """``every_multicore_op`` on both cores of ``TINY_PAIR``, one program."""
+    from hwsim.chip import spmd
+
+    x = every_op_inputs()[0]
+    return spmd(lambda k: every_multicore_op.build(x * (k + 1), k, config=TINY_PAIR).program, 2)

@@ -344,7 +344,7 @@ MALFORMED = {
     ),
     "unknown engine stream": (
         _top(_move_to_unknown_stream, "cores[0].streams.vectr"),
-        "unknown engine 'vectr' (the engines are tensor, vector, scalar, gpsimd, sync)",
+        "unknown engine 'vectr' (the engines are tensor, vector, scalar, gpsimd, sync, collective)",
     ),
     "instruction not an object": (
         _top(_set("cores/0/streams/vector/0", "tensor_tensor"), "cores[0].streams.vector[0]"),

@@ -28,7 +28,13 @@ from hwsim.program import Program
 from hwsim.workloads.program_archive import FORMAT, FORMAT_VERSION, content_hash
 from hwsim.workloads.program_codec import decode_instruction, encode_instruction
 from hwsim.workloads.saved import load_program, save_program
-from tests.workloads.program_examples import TINY_V4, every_op_program, every_v4_op_program
+from tests.workloads.program_examples import (
+    TINY_PAIR,
+    TINY_V4,
+    every_multicore_op_program,
+    every_op_program,
+    every_v4_op_program,
+)
 
 
 def _strict_json(data: Any) -> Any:
@@ -159,15 +165,18 @@ def _opcodes(program: Program) -> set[str]:
 
 
 def test_the_examples_hold_every_registered_opcode() -> None:
-    assert _opcodes(every_op_program()) | _opcodes(every_v4_op_program()) == set(ISA)
+    examples = (every_op_program(), every_v4_op_program(), every_multicore_op_program())
+    assert set().union(*map(_opcodes, examples)) == set(ISA)
 
 
-@pytest.mark.parametrize("which", ["every_op", "every_v4_op"])
+@pytest.mark.parametrize("which", ["every_op", "every_v4_op", "every_multicore_op"])
 def test_a_loaded_program_simulates_exactly_as_the_saved_one(which: str, tmp_path: Path) -> None:
     if which == "every_op":
         program, config = every_op_program(workload="every_op"), load_config("tiny")
-    else:
+    elif which == "every_v4_op":
         program, config = every_v4_op_program(), TINY_V4
+    else:
+        program, config = every_multicore_op_program(), TINY_PAIR
     before = run(program, config, race_check=True)
     loaded = load_program(save_program(program, tmp_path / f"{which}.hwprog"))
     after = run(loaded, config, race_check=True)
@@ -177,7 +186,8 @@ def test_a_loaded_program_simulates_exactly_as_the_saved_one(which: str, tmp_pat
     assert after.trace.dma == before.trace.dma
     assert after.trace.semaphore_updates == before.trace.semaphore_updates
     assert after.summary.total_ticks == before.summary.total_ticks
-    assert set(after.outputs) == set(before.outputs) <= {"out", "red"}
+    assert set(after.outputs) == set(before.outputs) <= {"out", "red", "c1.out"}
+    assert after.trace.collectives == before.trace.collectives
     for name, values in before.outputs.items():
         assert after.outputs[name].tobytes() == values.tobytes()
     assert loaded.allocations == program.allocations

@@ -1,13 +1,14 @@
 """The cost rules of every instruction, registered by instruction type (``registry``).
 
 Importing the package registers them: ``streams`` (the one-pass instructions, as a table),
-``elementwise``, ``compute``, ``tensor`` and ``dma``.
+``elementwise``, ``compute``, ``tensor``, ``dma`` and ``multicore``.
 """
 
 from hwsim.cost.rules import (  # noqa: F401  (register rules)
     compute,
     dma,
     elementwise,
+    multicore,
     streams,
     tensor,
 )
