@@ -1,26 +1,25 @@
 """Fidelity: simulated vs published hardware measurements of the calibration set (HARDWARE.md §5).
 
     .venv/bin/python bench/fidelity.py [--only matmul-tiled ...]
+    .venv/bin/python bench/fidelity.py --cross-validate
 
-One line per case, starting with its name, then the simulated and the published figure and the
-signed error in percent; the target is ±10% for every case, with one config per generation and
-no per-kernel knobs. Notes under a line say what was measured and from what. The DMA efficiencies
-of the trn1 curve were set from V1a-V1c by ``bench/calibrate.py`` (the only two parameters taken
-from whole-kernel timings, both from this set); everything else in the presets is a documented
-rule or a named assumption.
+One line per published figure, starting with its name, then the simulated and the published
+figure and the signed error in percent; the target is ±10% for every case, with one config per
+generation and no per-kernel knobs. Each case is the published kernel run unmodified through
+``hwsim.nki`` from its vendored source (third_party/); the line after it (``<name>:twin``) is the
+library kernel written line by line like it (``hwsim.library``): the two should agree. Notes
+under a case give the profile figures the case also published and what the run was.
 
-- ``dma-32k`` (V18, trn2): one DMA engine moves 32 KiB HBM -> SBUF; published 1,416 ns [S12].
-  One ``dma_copy`` of an fp32 [1, 8192] tensor into one SBUF partition, so one engine moves the
-  data (the other 15 only write the completion semaphore). Measured: that engine's data packet,
-  its piece minus the 4-byte semaphore write that ends it (the profile shows that as a packet
-  of its own).
-- ``matmul-tiled`` / ``matmul-hoisted`` / ``matmul-blocked`` (V1a/b/c, trn1): the tutorial's
-  less optimised versions (``hwsim.library.tutorial_matmul``) on lhsT [8192, 4096] x rhs
-  [8192, 8192] bf16; total time, timing only.
-- ``matmul-optimized`` (V1, trn1): ``matmul_optimized``, same shape; published 6.97 ms and
-  85.24% hardware FLOP utilisation [S26] (the HFU line is ``matmul-optimized-hfu``).
+The cases (bench/calibration_cases.py): V1a, V1b, V1c and V1 (the trn1 NKI matmul tutorial as
+published with its latencies, nki-samples 5d97201), V18 (one trn2 DMA engine moving 32 KiB, the
+DMA overview's example 1), K2-v2 and K2-v5 (the trn2 kernel-optimization tutorial's tiled and
+block-all fp32 versions). The parameters taken from them are derived by bench/calibrate.py.
 
-Each line ends PASS or FAIL against ±10%; the script exits 1 if any case fails.
+``--cross-validate`` solves the calibrated parameters again without each case in turn (leave one
+out) and prints, per case, its error in-sample (the presets) beside its error when the
+parameters were solved without it; a case whose leave-one-out error is far above its in-sample
+one says that the parameters it sets rest on it alone (over-fitted). Each line ends PASS or FAIL
+against ±10%; the script exits 1 if any case fails.
 """
 
 from __future__ import annotations
@@ -28,150 +27,137 @@ from __future__ import annotations
 import argparse
 import sys
 import time
-from collections.abc import Callable
-from dataclasses import dataclass
+from pathlib import Path
 
-import numpy as np
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from calibrate import PARAMETERS, Evaluator, solve
+from calibration_cases import Case, Figure, calibration_cases
 
-from hwsim.cost import CostModel
-from hwsim.cost.dma import SEMAPHORE_WRITE_BYTES
-from hwsim.lang import TensorSpec, kernel, ndarray
-from hwsim.lang import isa as nisa
-from hwsim.lang.kernel import Kernel
-from hwsim.library import matmul_block_free, matmul_hoisted, matmul_optimized, matmul_tiled
-from hwsim.machine.simulator import run
+from hwsim.config import load_config
 
 TOLERANCE_PCT = 10.0
-#: HARDWARE.md §5: the V1 problem, lhsT [K, M] and rhs [K, N] bf16.
-K, M, N = 8192, 4096, 8192
+#: Leave-one-out error this many points above the in-sample one marks the set over-fitted.
+OVERFIT_POINTS = TOLERANCE_PCT
 
 
-@dataclass(frozen=True)
-class Case:
-    name: str
-    what: str
-    simulated: float
-    published: float
-    unit: str
-    notes: tuple[str, ...] = ()
-
-    @property
-    def error_pct(self) -> float:
-        return 100.0 * (self.simulated - self.published) / self.published
-
-    @property
-    def passed(self) -> bool:
-        return abs(self.error_pct) <= TOLERANCE_PCT
-
-    def line(self) -> str:
-        verdict = "PASS" if self.passed else "FAIL"
-        return (
-            f"{self.name:22s} {self.what:44s} simulated {self.simulated:11,.2f} {self.unit:3s} "
-            f"published {self.published:11,.2f} {self.unit:3s} error {self.error_pct:+6.1f}% "
-            f"(target ±{TOLERANCE_PCT:g}%) {verdict}"
-        )
+def error_pct(simulated: float, published: float) -> float:
+    return 100.0 * (simulated - published) / published
 
 
-@kernel
-def one_engine_dma(x):
-    """x [1, 8192] fp32 (32 KiB) into one SBUF partition: one DMA engine does the transfer."""
-    tile = ndarray(x.shape, x.dtype)
-    nisa.dma_copy(tile, x, engine="sync")
-
-
-def dma_32k() -> list[Case]:
-    result = one_engine_dma(np.zeros((1, 8192), np.float32), config="trn2")
-    trace = result.trace
-    (piece,) = (p for p in trace.dma if p.transfer_bytes)  # one engine moves data
-    dma = CostModel.for_config(trace.config).dma
-    semaphore_ns = float(dma.descriptor_ns(SEMAPHORE_WRITE_BYTES))
-    moving_ns = trace.ticks_to_ns(piece.end_tick - piece.start_tick) - semaphore_ns
-    (trigger,) = (r for r in trace.instructions if r.instruction.IS_DMA)
-    latency_ns = trace.ticks_to_ns(piece.start_tick - trigger.start_tick)
-    note = (
-        f"one piece of {piece.transfer_bytes} B ({piece.descriptors} descriptor) on DMA engine "
-        f"{piece.dma_engine}, starting {latency_ns:,.0f} ns after its trigger (start latency), "
-        f"then the {SEMAPHORE_WRITE_BYTES}-byte semaphore write ({semaphore_ns:.0f} ns); trigger "
-        "to completion "
-        f"{trace.ticks_to_ns(piece.end_tick - trigger.start_tick):,.0f} ns"
+def line(name: str, what: str, simulated: float, figure: Figure, target: bool = True) -> str:
+    err = error_pct(simulated, figure.published)
+    verdict = ("PASS" if abs(err) <= TOLERANCE_PCT else "FAIL") if target else "note"
+    return (
+        f"{name:26s} {what:44s} simulated {simulated:11,.2f} {figure.unit:3s} "
+        f"published {figure.published:11,.2f} {figure.unit:3s} error {err:+6.1f}% "
+        f"(target ±{TOLERANCE_PCT:g}%) {verdict}"
     )
-    return [
-        Case("dma-32k", "V18: trn2 DMA engine, 32 KiB HBM->SBUF", moving_ns, 1416.0, "ns", (note,))
-    ]
 
 
-def _matmul(name: str, label: str, fn: Kernel, published_ms: float) -> tuple[Case, dict]:
-    start = time.perf_counter()
-    built = fn.build(TensorSpec((K, M), "bf16"), TensorSpec((K, N), "bf16"), config="trn1")
-    summary = run(built.program, built.config, numerics=False).summary
-    wall_s = time.perf_counter() - start
-    streams = built.program.cores[0].streams
+def run_case(case: Case) -> tuple[list[str], int]:
+    """The case's lines (verbatim, twin, notes) and how many target figures failed."""
+    config = load_config(case.config)
+    lines, failed = [], 0
+    runs = {}
+    for which in ("verbatim", "twin"):
+        start = time.perf_counter()
+        result, program, _ = case.simulate(which, config)
+        runs[which] = (result, program, time.perf_counter() - start)
+    for figure in (f for f in case.figures if f.target):
+        for which, suffix in (("verbatim", ""), ("twin", ":twin")):
+            result, program, _ = runs[which]
+            value = figure.measure(result, program)
+            what = figure.label if which == "verbatim" else f"{case.key} twin: hwsim.library kernel"
+            text = line(figure.name + suffix, what, value, figure)
+            failed += text.endswith("FAIL")
+            lines.append(text)
+    result, program, wall = runs["verbatim"]
+    summary = result.summary
+    streams = program.cores[0].streams
     loads = sum(1 for s in streams.values() for i in s if i.IS_DMA and i.src.memory == "hbm")
-    notes = (
-        f"{len(streams['tensor'])} matmuls, {loads} loads, {built.program.instruction_count} "
-        f"instructions, {wall_s:.1f} s wall; {summary.bottleneck}",
+    lines.append(
+        f"        verbatim: {case.source}; {program.instruction_count:,} instructions, "
+        f"{loads:,} loads, {wall:.1f} s wall; {summary.bottleneck}"
     )
-    case = Case(name, label, summary.total_ns / 1e6, published_ms, "ms", notes)
-    return case, summary
+    twin = runs["twin"][0].trace
+    same = "the same ticks" if twin.end_tick == result.trace.end_tick else "they differ"
+    lines.append(
+        f"        twin - verbatim: {(twin.end_tick - result.trace.end_tick) / twin.base_mhz:+,.3f} "
+        f"us ({same})"
+    )
+    for figure in (f for f in case.figures if not f.target):
+        value = figure.measure(result, program)
+        lines.append(
+            f"        {figure.label}: simulated {value:,.2f} {figure.unit}, published "
+            f"{figure.published:,.2f} {figure.unit} ({error_pct(value, figure.published):+.1f}%)"
+        )
+    return lines, failed
 
 
-def tiled() -> list[Case]:
-    return [
-        _matmul(
-            "matmul-tiled", "V1a: trn1 tutorial tiled 4096x8192x8192 bf16", matmul_tiled, 51.80
-        )[0]
-    ]
-
-
-def hoisted() -> list[Case]:
-    return [_matmul("matmul-hoisted", "V1b: trn1 tutorial hoisted loads", matmul_hoisted, 42.96)[0]]
-
-
-def blocked() -> list[Case]:
-    return [
-        _matmul("matmul-blocked", "V1c: trn1 tutorial blocked free dims", matmul_block_free, 22.07)[
-            0
+def cross_validate(cases: dict[str, Case]) -> int:
+    """Leave-one-out: each case's error with the parameters solved without it."""
+    evaluator = Evaluator(cases, log=lambda _: None)
+    in_sample = solve(evaluator)
+    print("in-sample parameters (all cases):")
+    for line_ in in_sample.derivation:
+        print(f"  {line_}")
+    rows = []
+    over = 0
+    for key, case in cases.items():
+        without = solve(evaluator, exclude=frozenset({key}))
+        target = case.figures[0]
+        inside = error_pct(evaluator.figure(key, target.name, in_sample.values), target.published)
+        outside = error_pct(evaluator.figure(key, target.name, without.values), target.published)
+        moved = [
+            p.key
+            for p in PARAMETERS
+            if key in in_sample.used[p.key] and without.values[p.key] != in_sample.values[p.key]
         ]
-    ]
-
-
-def optimized() -> list[Case]:
-    case, summary = _matmul(
-        "matmul-optimized", "V1: trn1 fully optimised 4096x8192x8192 bf16", matmul_optimized, 6.97
+        flag = ""
+        if abs(outside) - abs(inside) > OVERFIT_POINTS:
+            over += 1
+            flag = f"over-fitted: {', '.join(moved)} rest on {key} alone"
+        changed = ", ".join(f"{p}={without.values[p]:g}" for p in moved) or "none changed"
+        rows.append((key, target.name, inside, outside, changed, flag))
+    print(
+        f"\n{'case':7s} {'figure':22s} {'in-sample':>10s} {'leave-one-out':>14s}  "
+        "parameters solved without it / verdict"
     )
-    hfu = Case(
-        "matmul-optimized-hfu",
-        "V1: hardware FLOP utilisation",
-        summary.hfu_pct,
-        85.24,
-        "%",
-        (f"TensorE busy {summary.engines['tensor'].busy_pct:.2f}%",),
-    )
-    return [case, hfu]
-
-
-CASES: dict[str, Callable[[], list[Case]]] = {
-    "matmul-tiled": tiled,
-    "matmul-hoisted": hoisted,
-    "matmul-blocked": blocked,
-    "matmul-optimized": optimized,
-    "dma-32k": dma_32k,
-}
+    for key, name, inside, outside, changed, flag in rows:
+        print(f"{key:7s} {name:22s} {inside:+9.1f}% {outside:+13.1f}%  {changed}")
+        if flag:
+            print(f"{'':47s}{flag}")
+    mean_in = sum(abs(r[2]) for r in rows) / len(rows)
+    mean_out = sum(abs(r[3]) for r in rows) / len(rows)
+    print(f"\nmean absolute error: in-sample {mean_in:.1f}%, leave-one-out {mean_out:.1f}%")
+    if over:
+        print(f"{over} case(s) over-fitted: their parameters have no other evidence in the set")
+    else:
+        print("no case over-fitted")
+    return 0
 
 
 def main() -> int:
+    cases = calibration_cases()
+    names = {c.name: k for k, c in cases.items()}
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--only", choices=sorted(CASES), action="append", help="run these cases")
+    parser.add_argument("--only", choices=sorted(names), action="append", help="run these cases")
+    parser.add_argument(
+        "--cross-validate", action="store_true", help="leave-one-out table of the calibration"
+    )
     args = parser.parse_args()
+    if args.cross_validate:
+        if args.only:  # the leave-one-out of these cases' own generation(s) only
+            cases = {k: c for k, c in cases.items() if c.name in args.only}
+        return cross_validate(cases)
     failed = 0
-    for name, measure in CASES.items():
-        if args.only and name not in args.only:
+    for case in cases.values():
+        if args.only and case.name not in args.only:
             continue
-        for case in measure():
-            print(case.line(), flush=True)
-            for note in case.notes:
-                print(f"        {note}")
-            failed += not case.passed
+        lines, bad = run_case(case)
+        for text in lines:
+            print(text, flush=True)
+        failed += bad
     print(
         f"{'all cases within' if not failed else f'{failed} case(s) outside'} ±{TOLERANCE_PCT:g}%"
     )

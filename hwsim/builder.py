@@ -899,6 +899,13 @@ class ProgramBuilder:
         found[id(ap)] = entry
         return entry
 
+    def emitted(self, core: int = 0) -> list[Instruction]:
+        """The instructions emitted so far on ``core``, in program order (a deferred builder
+        keeps them; an immediate one has only its streams, so none)."""
+        if not self._recorders:
+            return []
+        return [i for i in self._recorders[core].instructions if i is not None]
+
     def build(self) -> Program:
         for core, recorder in enumerate(self._recorders):
             recorder.resolve(self.program.cores[core].streams)

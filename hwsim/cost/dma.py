@@ -10,10 +10,15 @@ The mechanisms and their parameters (``dma:`` section of a preset; docs/fidelity
   they are back to back), cut at ``dma.max_descriptor_bytes``. Runs of a regular access
   pattern are uniform, so a transfer has ``E/rs + E/rd - E/lcm(rs, rd)`` descriptors for E
   elements and runs of rs and rd elements, of equal average size.
-- **Split over engines** [S12]: by partitions (the SBUF side's, or the destination's rows),
-  as evenly as possible, engines in order (128 partitions over 16 engines = 8 each). Each engine
-  serves its share of descriptors; every engine of the core, used or not, also writes the 4-byte
-  completion semaphore of the transfer [S12], one more (minimal) descriptor.
+- **Split over engines** [S12]: by SBUF partition lanes: each engine serves a fixed lane of
+  ``sbuf.partitions / dma.engines`` partitions (8 of 128 over 16 engines), so a transfer's
+  partitions go to the engines whose lanes they fall in: 128 partitions to all 16 engines, 8 each;
+  the [S12] example 1's 4 partitions [0, 4) to engine 0 alone (its 32 KiB on one engine in
+  1,416 ns, HARDWARE.md §5 V18). A transfer with no SBUF side (HBM to HBM), or whose split
+  count is not its SBUF side's partitions, is split by rows as evenly as possible, engines in
+  order. Each engine serves its share of descriptors; every engine of the core, used
+  or not, also writes the 4-byte completion semaphore of the transfer [S12], one more (minimal)
+  descriptor.
 - **Service time of a descriptor** of b bytes: ``b / (bandwidth x efficiency(b))``, where
   ``dma.descriptor_efficiency`` gives the saturation curve of [S11][S12] (bandwidth against
   bytes per partition: overhead-bound below 256 B, improving to 2 KiB, saturated from 4 KiB)
@@ -95,6 +100,16 @@ def split_partitions(partitions: int, engines: int) -> list[int]:
     return [base + (1 if i < extra else 0) for i in range(used)] + [0] * (engines - used)
 
 
+def lane_partitions(start: int, partitions: int, lane: int, engines: int) -> list[int]:
+    """Partitions of [start, start + partitions) handled by each engine when engine e serves
+    the SBUF partitions [e * lane, (e + 1) * lane) (its lane [S12])."""
+    shares = [0] * engines
+    for engine in range(start // lane, min(engines, -(-(start + partitions) // lane))):
+        low, high = max(start, engine * lane), min(start + partitions, (engine + 1) * lane)
+        shares[engine] = max(0, high - low)
+    return shares
+
+
 def run_elements(ap: AccessPattern) -> int:
     """Elements per contiguous run of an operand, in the transfer's element order."""
     _, run_bytes = ap.contiguous_runs()
@@ -136,6 +151,8 @@ class DmaCosts:
             sorted((int(size), Fraction(str(v))) for size, v in dma.descriptor_efficiency.items())
         )
         self.max_descriptor_bytes = dma.max_descriptor_bytes
+        #: SBUF partitions each engine serves (its lane [S12]); at least 1
+        self.lane_partitions = max(1, config.sbuf.partitions // dma.engines)
         self.hbm_write_fraction = Fraction(str(dma.hbm_write_bandwidth_fraction))
         self.transpose_fraction: dict[str, Fraction] = {
             str(memory): Fraction(str(value))
@@ -203,7 +220,7 @@ class DmaCosts:
         semaphore_ns = self.descriptor_ns(SEMAPHORE_WRITE_BYTES)
         hbm_units_per_byte = self.hbm_ticks_per_byte.numerator * hbm_sides
         pieces = []
-        for engine, share in enumerate(split_partitions(rows, self.engines)):
+        for engine, share in enumerate(self._shares(sides, rows)):
             piece_bytes = nbytes * share // rows
             piece_descriptors = -(-descriptors * share // rows) if share else 0
             size = piece_bytes // piece_descriptors if piece_descriptors else 0
@@ -215,6 +232,17 @@ class DmaCosts:
             pieces.append(Piece(engine, piece_bytes, piece_descriptors, work, hbm_units))
         plan = self._plans[key] = TransferPlan(queue, tuple(pieces), descriptor_bytes)
         return plan
+
+    def _shares(self, sides: TransferSides, rows: int) -> list[int]:
+        """Rows (partitions) of the transfer each engine serves: by lanes of the SBUF side's
+        partitions, or evenly when it has no SBUF side or splits by another count."""
+        sbuf = next((ap for ap in (sides.dst, sides.src) if ap.memory is MemorySpace.SBUF), None)
+        if sbuf is None or sbuf.partitions != rows:
+            return split_partitions(rows, self.engines)
+        shares = lane_partitions(sbuf.start_partition, rows, self.lane_partitions, self.engines)
+        if sum(shares) != rows:  # partitions past the lanes' range: split evenly
+            return split_partitions(rows, self.engines)
+        return shares
 
     def _direction_fraction(self, sides: TransferSides) -> Fraction:
         """The share of the bandwidth a transfer's direction reaches."""
@@ -243,6 +271,7 @@ def _geometry(ap: AccessPattern) -> tuple[object, ...]:
         ap.memory,
         ap.dtype.itemsize,
         ap.partitions,
+        ap.start_partition if ap.memory is MemorySpace.SBUF else 0,  # its lanes
         ap.free_sizes,
         ap.free_strides,
         ap.partition_stride,

@@ -31,7 +31,8 @@ from hwsim.isa.ap import MemorySpace
 from hwsim.isa.base import Instruction
 from hwsim.lang.allocator import SBUF_ALIGN_BYTES, Block, Pool
 from hwsim.lang.blocks import ParDim, block_ndarray, split_block_dims
-from hwsim.lang.planner import MemoryPlanner, allocate_block
+from hwsim.lang.deferral import allocate_block
+from hwsim.lang.planner import MemoryPlanner
 from hwsim.lang.replay import ReplayCache
 from hwsim.lang.tiles import Buffer, Tile, hbm, sbuf
 from hwsim.lang.watchdog import TraceLimits, Watchdog, current_limits
@@ -228,7 +229,7 @@ class KernelContext:
         offset: int | None,
         defer: bool = True,
     ) -> Block:
-        """The block for a new on-chip tile (``hwsim.lang.planner.allocate_block``)."""
+        """The block for a new on-chip tile (``hwsim.lang.deferral.allocate_block``)."""
         self.state_changes += 1
         return allocate_block(self, memory, name, shape, dt, where, offset, defer)
 
@@ -404,6 +405,9 @@ class BuiltKernel:
     #: What the memory planner did (``hwsim.lang.planner.SpillStats``); empty for a kernel
     #: that fitted as written.
     spill: dict[str, int] = field(default_factory=dict)
+    #: The same per tile (``name (kernel line)``: bytes stored, reloaded, re-read; refills;
+    #: deferred loads), only the counts that are not zero.
+    spill_by_tile: dict[str, dict[str, int]] = field(default_factory=dict)
 
 
 @dataclass
@@ -476,6 +480,7 @@ class Kernel:
             context.pools[MemorySpace.SBUF].peak_bytes,
             context.pools[MemorySpace.PSUM].peak_bytes,
             context.planner.stats.as_dict() if context.planner is not None else {},
+            context.planner.stats.tiles_dict() if context.planner is not None else {},
         )
 
     def _input(self, context: KernelContext, param: str, value: Any) -> Any:
@@ -538,7 +543,9 @@ class Kernel:
         outputs = tuple(result.outputs[name] for name in built.outputs) if numerics else ()
         summary = result.summary
         if built.spill:
-            summary = dataclasses.replace(summary, sbuf_spill=built.spill)
+            summary = dataclasses.replace(
+                summary, sbuf_spill=built.spill, sbuf_spill_by_tile=built.spill_by_tile
+            )
         return KernelResult(outputs, result.trace, summary, built.program)
 
 

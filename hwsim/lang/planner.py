@@ -7,82 +7,53 @@ module. The first allocation that does not fit switches the kernel to deferred m
 on allocations, frees and instructions are recorded, and when the kernel function returns the
 planner replays them knowing the whole program, so it knows every tile's next and last use:
 
-1. A tile whose last use has passed is dead even if Python still holds it: when room is needed,
+1. A tile takes memory at its first use (the instruction that first writes it), not where it
+   was allocated, and a tile never used takes none.
+2. A tile whose last use has passed is dead even if Python still holds it: when room is needed,
    every such tile is freed first (the tile's memory is released at the end of its last use).
-2. If that is not enough, a live tile is spilled: the one whose next use is farthest away
-   (Belady's choice, as a register allocator makes it). A DMA stores it to an HBM spill area
-   (``spill.<tile>``), and a DMA reloads it, wherever there is room then, just before its next
-   use; instructions after the reload address the new place. A tile whose HBM copy is still
-   current (not written since its reload) is dropped without a second store.
-3. If the operands of one instruction alone do not fit, or PSUM is over-allocated (DMA cannot
+3. If that is not enough, a live tile leaves SBUF, chosen, stored and brought back by the spill
+   policy (``hwsim.lang.spill_policy``: re-read an input, refill a constant, or spill to HBM;
+   Belady's choice of victim; loads deferred to their use when they would only push out tiles
+   needed sooner). Instructions after a tile came back address its new place.
+4. If the operands of one instruction alone do not fit, or PSUM is over-allocated (DMA cannot
    reach PSUM, so PSUM is never spilled), the kernel is rejected, as NKI rejects it, with an
    ``OutOfMemoryError`` naming the kernel line.
 
-Spill traffic is ordinary, timed DMA on the sync engine's queues: the builder orders it like any
-other access (RAW/WAR/WAW on the addresses involved), it shows in the trace with the tags
-``spill:<tile>`` and ``reload:<tile>``, and ``BuiltKernel.spill`` / the run summary count it.
+Spill traffic is ordinary, timed DMA: the builder orders it like any other access (RAW/WAR/WAW on
+the addresses involved), it shows in the trace with the tags ``spill:``, ``reload:``, ``reread:``
+and ``refill:`` and the tile, and ``BuiltKernel.spill`` / the run summary count it (in total and
+per tile: ``sbuf_spill``, ``sbuf_spill_by_tile``).
 """
 
 from __future__ import annotations
 
 import dataclasses
 import math
-from collections import deque
 from collections.abc import Callable
-from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from hwsim.dtypes import DType
 from hwsim.isa.ap import AccessPattern, MemorySpace, contiguous
 from hwsim.isa.base import Instruction
 from hwsim.isa.dma_ops import DmaCopy
-from hwsim.lang.allocator import Block, OutOfMemoryError, Pool
+from hwsim.lang.allocator import Block, OutOfMemoryError, Pool, placement_starts
+from hwsim.lang.spill_policy import (
+    Backing,
+    SpillStats,
+    SpillStore,
+    TileSlot,
+    backing_of,
+    last_fills,
+    remade,
+    spill_dma,
+    victim,
+    whole,
+)
 
 if TYPE_CHECKING:
     from hwsim.lang.kernel import KernelContext
 
-#: The engine that triggers spill and reload DMAs: SP (sync) issues no compute, so spills do not
-#: occupy an engine the kernel computes on.
-SPILL_ENGINE = "sync"
-
-
-class SpillStore(DmaCopy):
-    """A spill's store: copies whatever the tile holds, written or not (the compiler does not
-    know which bytes a kernel filled), so initcheck does not count it as a read."""
-
-    def initcheck_reads(self, state: Any) -> tuple[AccessPattern, ...]:
-        return ()
-
-
-@dataclass(eq=False)  # identity: a slot is one tile
-class TileSlot:
-    """The planner's state for one on-chip tile."""
-
-    block: Block  # the tile's record: name, size, partitions, provisional placement
-    dtype: DType
-    elements: int  # elements per partition
-    memory: MemorySpace
-    uses: deque[int] = field(default_factory=deque)  # event indices of its future uses
-    place: Block | None = None  # where it is now (None: not resident)
-    holds_data: bool = False
-    spill_tensor: str | None = None
-    spill_current: bool = False  # the HBM copy equals the on-chip contents
-    dead: bool = False  # its Python object died
-    #: The partition it started at when last placed: a reload goes back there if it can, so
-    #: instructions that need operands on the same partitions keep them there.
-    last_start: int = 0
-
-
-@dataclass
-class SpillStats:
-    stores: int = 0
-    reloads: int = 0
-    bytes_stored: int = 0
-    bytes_reloaded: int = 0
-    freed_after_last_use: int = 0
-
-    def as_dict(self) -> dict[str, int]:
-        return dataclasses.asdict(self)
+__all__ = ["MemoryPlanner", "SpillStats", "SpillStore", "TileSlot"]
 
 
 Event = tuple[Any, ...]
@@ -98,6 +69,10 @@ class MemoryPlanner:
         #: On-chip tiles by pool memory, by id(slot).
         self.resident: dict[str, dict[int, TileSlot]] = {}
         self.stats = SpillStats()
+        #: HBM tensors the kernel writes, and those it never writes (a tile copied from one
+        #: of these can be read again).
+        self.written_hbm: set[str] = set()
+        self.read_only: set[str] = set()
 
     # ---- recording (while the kernel function runs) -----------------------------------------
     def adopt(self, block: Block, dtype: DType, elements: int, memory: MemorySpace) -> None:
@@ -106,6 +81,16 @@ class MemoryPlanner:
         slot.last_start = block.start_partition
         self.slots[id(block)] = slot
         self.resident.setdefault(block.memory, {})[id(slot)] = slot
+
+    def find_fills(self, emitted: list[Instruction]) -> None:
+        """The program before deferral: which instruction last filled each tile placed then
+        (``spill_policy.last_fills``), and which HBM tensors it wrote."""
+        placed = [s for s in self.slots.values() if s.place is not None]
+        for slot, fill in last_fills(emitted, placed).items():
+            slot.filled_by = fill
+        self.written_hbm.update(
+            ap.tensor for i in emitted for ap in i.writes() if ap.memory is MemorySpace.HBM
+        )
 
     def record_alloc(self, block: Block, dtype: DType, elements: int, memory: MemorySpace) -> None:
         self.slots[id(block)] = TileSlot(block, dtype, elements, memory)
@@ -125,51 +110,93 @@ class MemoryPlanner:
 
     # ---- planning (when the kernel function has returned) -----------------------------------
     def run(self) -> None:
-        for index, event in enumerate(self.events):
-            if event[0] == "emit":
-                for _, block, _, _ in event[2]:
-                    slot = self.slots.get(id(block))
-                    if slot is not None and (not slot.uses or slot.uses[-1] != index):
-                        slot.uses.append(index)
+        self._index_uses()
+        self.read_only = set(self.context.builder.program.hbm) - self.written_hbm
+        for slot in self.slots.values():
+            if slot.filled_by is not None and slot.place is not None:
+                instruction, name = slot.filled_by
+                place = slot.place
+                slot.backing = backing_of(
+                    instruction, name, slot, place.start_partition, place.offset, self.read_only
+                )
         for index, event in enumerate(self.events):
             kind = event[0]
-            if kind == "alloc":
-                slot = self.slots[id(event[1])]
-                if slot.uses:  # a tile never used needs no memory
-                    self._place(slot, pinned=())
-            elif kind == "free":
-                slot = self.slots.get(id(event[1]))
-                if slot is not None:
-                    slot.dead = True
-                    self._release(slot)
+            if kind == "free":
+                freed = self.slots.get(id(event[1]))
+                if freed is not None:
+                    freed.dead = True
+                    self._release(freed)
             elif kind == "call":
                 event[1]()
-            else:
+            elif kind == "emit":
                 self._emit(index, event[1], event[2])
+
+    def _index_uses(self) -> None:
+        """Every tile's uses (and whether each needs the contents), and the HBM tensors the
+        kernel writes."""
+        for index, event in enumerate(self.events):
+            if event[0] != "emit":
+                continue
+            instruction = event[1]
+            writes = {id(ap) for ap in instruction.writes()}
+            reads = {id(ap) for ap in instruction.reads()}
+            for ap in instruction.writes():
+                if ap.memory is MemorySpace.HBM:
+                    self.written_hbm.add(ap.tensor)
+            for name, block, _, _ in event[2]:
+                slot = self.slots.get(id(block))
+                if slot is None:
+                    continue
+                ap = getattr(instruction, name)
+                needs = id(ap) in reads or id(ap) not in writes or not whole(slot, ap)
+                if slot.uses and slot.uses[-1][0] == index:
+                    slot.uses[-1][1] = slot.uses[-1][1] or needs
+                else:
+                    slot.uses.append([index, needs])
 
     def _emit(self, index: int, instruction: Instruction, placed: tuple[Any, ...]) -> None:
         slots = [self.slots[id(block)] for _, block, _, _ in placed]
+        written_ids = {id(ap) for ap in instruction.writes()}
+        read_ids = {id(ap) for ap in instruction.reads()}
+        writes = [id(getattr(instruction, name)) in written_ids for name, _, _, _ in placed]
+        if self._defer_load(index, instruction, placed, slots):
+            return
         pinned = tuple(slots)
-        written = {id(ap) for ap in instruction.writes()}
-        read = {id(ap) for ap in instruction.reads()}
-        for (name, _, _, _), slot in zip(placed, slots, strict=True):
+        for (name, _, _, _), slot, writing in zip(placed, slots, writes, strict=True):
             if slot.place is None:
                 self._place(slot, pinned, instruction)
                 ap = getattr(instruction, name)
-                overwritten = id(ap) in written and id(ap) not in read and self._whole(slot, ap)
-                if slot.holds_data and slot.spill_tensor is not None and not overwritten:
-                    self._reload(slot)
+                overwritten = writing and id(ap) not in read_ids and whole(slot, ap)
+                if slot.holds_data and not overwritten:
+                    self._bring_back(slot)
+        instruction = self._relocated(instruction, placed, slots)
+        for (name, _, _, _), slot, writing in zip(placed, slots, writes, strict=True):
+            if writing:  # its spill copy is stale; backed only if filled whole (spill_policy)
+                place = slot.place
+                assert place is not None
+                slot.holds_data, slot.spill_current = True, False
+                slot.backing = backing_of(
+                    instruction, name, slot, place.start_partition, place.offset, self.read_only
+                )
+        for slot in slots:
+            slot.last_used = index
+            if slot.uses and slot.next_use == index:
+                slot.uses.popleft()
+        self.context.emit_placed(instruction)
+
+    @staticmethod
+    def _relocated(
+        instruction: Instruction, placed: tuple[Any, ...], slots: list[TileSlot]
+    ) -> Instruction:
+        """The instruction with each tile operand addressing where its tile is now."""
         changes: dict[str, AccessPattern] = {}
         moved: dict[int, AccessPattern] = {}  # by id of the old pattern: one object stays one
         for (name, _, start, offset), slot in zip(placed, slots, strict=True):
-            ap = getattr(instruction, name)
-            if id(ap) in written:
-                slot.holds_data = True
-                slot.spill_current = False
             place = slot.place
             assert place is not None
             if (place.start_partition, place.offset) == (start, offset):
                 continue
+            ap = getattr(instruction, name)
             new = moved.get(id(ap))
             if new is None:
                 new = moved[id(ap)] = dataclasses.replace(
@@ -178,38 +205,69 @@ class MemoryPlanner:
                     offset_bytes=ap.offset_bytes - offset + place.offset,
                 )
             changes[name] = new
-        for slot in slots:
-            if slot.uses and slot.uses[0] == index:
-                slot.uses.popleft()
-        if changes:
-            instruction = dataclasses.replace(instruction, **changes)  # type: ignore[arg-type]
-        self.context.emit_placed(instruction)
+        if not changes:
+            return instruction
+        return dataclasses.replace(instruction, **changes)  # type: ignore[arg-type]
 
-    @staticmethod
-    def _whole(slot: TileSlot, ap: AccessPattern) -> bool:
-        """Whether ``ap`` (a view of the tile: distinct elements) is every element of it."""
-        return ap.partitions == slot.block.tile_partitions and ap.free_elements == slot.elements
+    def _defer_load(
+        self, index: int, instruction: Instruction, placed: tuple[Any, ...], slots: list[TileSlot]
+    ) -> bool:
+        """A whole-tile load of a read-only input into a tile that is not on chip, which would
+        push out only tiles needed before the loaded one's next use, is not issued now: the tile
+        is marked backed by it and loaded before that use (Belady with bypass)."""
+        if len(slots) != 1 or type(instruction) is not DmaCopy or placed[0][0] != "dst":
+            return False
+        slot = slots[0]
+        if slot.place is not None:
+            return False
+        start, offset = placed[0][2], placed[0][3]
+        backing = backing_of(instruction, "dst", slot, start, offset, self.read_only)
+        if backing is None or len(slot.uses) < 2:
+            return False
+        pool = self._pool(slot)
+        if self._fits(slot, pool):
+            return False
+        later = slot.uses[1][0]
+        if any(s.next_use > later for s in self._candidates(pool, (slot,))):
+            return False  # something on chip is needed later than this tile: evict that
+        deferred = dataclasses.replace(backing, kind="load")
+        slot.holds_data, slot.spill_current, slot.backing = True, False, deferred
+        slot.uses.popleft()
+        self.stats.deferred_loads += 1
+        self.stats.tile(slot.label).deferred_loads += 1
+        return True
 
     def _pool(self, slot: TileSlot) -> Pool:
         return self.context.pools[slot.memory]
 
+    def _fits(self, slot: TileSlot, pool: Pool) -> bool:
+        """Whether ``slot`` fits now, freeing tiles whose contents are not read again as
+        ``_place`` would (they are not needed either way)."""
+        block = slot.block
+        args = (block.name, block.size, block.where, block.partitions or None, slot.last_start)
+        trial = pool.try_allocate(*args) or self._reuse_dead(pool, (), args)
+        if trial is None:
+            return False
+        pool.free(trial)
+        return True
+
     def _place(
         self, slot: TileSlot, pinned: tuple[TileSlot, ...], at: Instruction | None = None
     ) -> None:
-        """Find room for ``slot``: free what is dead by last use, then spill, else reject."""
+        """Find room for ``slot``: free what is dead by last use, then evict, else reject."""
         pool = self._pool(slot)
         block = slot.block
         rows = block.partitions or None
         args = (block.name, block.size, block.where, rows, slot.last_start)
         place = pool.try_allocate(*args)
         if place is None:
-            self._free_dead_by_last_use(pool, pinned)
-            place = pool.try_allocate(*args)
+            place = self._reuse_dead(pool, pinned, args)
         while place is None:
-            victim = self._victim(pool, pinned)
-            if victim is None:
+            after = slot.uses[1][0] if len(slot.uses) > 1 else math.inf
+            chosen = victim(self._candidates(pool, pinned), after)
+            if chosen is None:
                 raise OutOfMemoryError(self._reject_message(slot, pinned, at))
-            self._spill(victim)
+            self._evict(chosen)
             place = pool.try_allocate(*args)
         slot.last_start = place.start_partition
         slot.place = place
@@ -227,20 +285,84 @@ class MemoryPlanner:
         """The tiles on chip in ``pool`` now, in the order they were placed."""
         return list(self.resident.setdefault(pool.memory, {}).values())
 
-    def _free_dead_by_last_use(self, pool: Pool, pinned: tuple[TileSlot, ...]) -> None:
-        for slot in self._resident(pool):
-            if not slot.uses and slot not in pinned:
-                self._release(slot)
-                self.stats.freed_after_last_use += 1
-
-    def _victim(self, pool: Pool, pinned: tuple[TileSlot, ...]) -> TileSlot | None:
-        """The resident tile whose next use is farthest (SBUF only: DMA cannot reach PSUM)."""
+    def _candidates(self, pool: Pool, pinned: tuple[TileSlot, ...]) -> list[TileSlot]:
+        """Tiles that may leave ``pool`` (SBUF only: DMA cannot reach PSUM)."""
         if pool.memory != MemorySpace.SBUF.value:
+            return []
+        return [s for s in self._resident(pool) if s not in pinned and s.contents_needed]
+
+    def _reuse_dead(
+        self, pool: Pool, pinned: tuple[TileSlot, ...], args: tuple[Any, ...]
+    ) -> Block | None:
+        """Place the new tile over tiles whose contents are not read again, where the latest
+        use of what it covers is the oldest: the write that fills it then waits for nobody
+        (covering a tile just read would chain it to that read), as a compiler rotates buffers
+        so that a load of the next iteration overlaps the compute of this one."""
+        dead = [s for s in self._resident(pool) if not s.contents_needed and s not in pinned]
+        if not dead:
             return None
-        candidates = [s for s in self._resident(pool) if s not in pinned and s.uses]
-        if not candidates:
+        name, size, where, rows, _ = args
+        need = pool.rounded(size)
+        dead.sort(key=lambda s: s.last_used)
+        rotate = next(  # the oldest dead buffer of the same allocation site and size
+            (
+                slot
+                for slot in dead
+                if slot.place is not None
+                and (slot.place.where, slot.place.size, slot.place.partitions)
+                == (where, need, rows or 0)
+            ),
+            None,
+        )
+        dead_blocks = {id(s.place): s for s in dead}
+        live = [b for b in pool.blocks if id(b) not in dead_blocks]
+        starts = placement_starts(rows, pool.partitions) if pool.partitions and rows else (0,)
+        offsets = sorted(
+            {0, *(s.place.offset for s in dead if s.place is not None)}
+            | {b.offset + b.size for b in live}
+        )
+        best: tuple[int, int, int] | None = None
+        for start in starts:
+            for offset in offsets:
+                if offset + need > pool.capacity:
+                    break
+                trial = Block(pool.memory, name, offset, need, where, True, start, rows or 0)
+                if any(b.overlaps(trial, pool.partitions) for b in live):
+                    continue
+                covered = [
+                    s
+                    for s in dead
+                    if s.place is not None and s.place.overlaps(trial, pool.partitions)
+                ]
+                key = (max((s.last_used for s in covered), default=-1), offset, start)
+                if best is None or key < best:
+                    best = key
+        if rotate is not None and (best is None or rotate.last_used <= best[0]):
+            old = rotate.place
+            assert old is not None
+            start, offset = old.start_partition, old.offset
+            self._free_dead(rotate)
+            return pool.reserve(name, offset, need, where, rows, start)
+        if best is None:
             return None
-        return max(candidates, key=lambda s: s.uses[0])
+        _, offset, start = best
+        trial = Block(pool.memory, name, offset, need, where, True, start, rows or 0)
+        for slot in dead:
+            if slot.place is not None and slot.place.overlaps(trial, pool.partitions):
+                self._free_dead(slot)
+        return pool.reserve(name, offset, need, where, rows, start)
+
+    def _free_dead(self, slot: TileSlot) -> None:
+        self._release(slot)
+        slot.holds_data, slot.spill_current, slot.backing = False, False, None
+        self.stats.freed_after_last_use += 1
+
+    def _free_dead_by_last_use(self, pool: Pool, pinned: tuple[TileSlot, ...]) -> None:
+        """Free every tile whose contents are not read again: past its last use, or next
+        overwritten whole (it takes memory again at that write)."""
+        for slot in self._resident(pool):
+            if not slot.contents_needed and slot not in pinned:
+                self._free_dead(slot)
 
     def _release(self, slot: TileSlot) -> None:
         if slot.place is not None:
@@ -249,21 +371,44 @@ class MemoryPlanner:
             slot.place = None
             del self.resident[pool.memory][id(slot)]
 
-    def _spill(self, slot: TileSlot) -> None:
-        if slot.holds_data and not slot.spill_current:
+    def _evict(self, slot: TileSlot) -> None:
+        """Take a live tile off chip: a spill store unless it is backed or its copy current."""
+        if slot.holds_data and not slot.spill_current and slot.backing is None:
             hbm = self._spill_ap(slot)
             self._dma(SpillStore, slot, "spill", dst=hbm, src=self._on_chip_ap(slot))
             self.stats.stores += 1
             self.stats.bytes_stored += hbm.nbytes
+            self.stats.tile(slot.label).stored_bytes += hbm.nbytes
             slot.spill_current = True
         self._release(slot)
 
-    def _reload(self, slot: TileSlot) -> None:
-        hbm = self._spill_ap(slot)
-        self._dma(DmaCopy, slot, "reload", dst=self._on_chip_ap(slot), src=hbm)
-        self.stats.reloads += 1
-        self.stats.bytes_reloaded += hbm.nbytes
-        slot.spill_current = True
+    def _bring_back(self, slot: TileSlot) -> None:
+        """Re-make a tile's contents where it was just placed: the load that was deferred, a
+        re-read, a refill, or a reload from the spill area."""
+        traffic = self.stats.tile(slot.label)
+        backing = slot.backing
+        if backing is None or slot.spill_current:
+            hbm = self._spill_ap(slot)
+            self._dma(DmaCopy, slot, "reload", dst=self._on_chip_ap(slot), src=hbm)
+            self.stats.reloads += 1
+            self.stats.bytes_reloaded += hbm.nbytes
+            traffic.reloaded_bytes += hbm.nbytes
+            slot.spill_current = True
+            return
+        again = remade(backing, slot, slot.label)
+        self.context.emit_placed(again)
+        if backing.kind == "refill":
+            self.stats.refills += 1
+            traffic.refills += 1
+        elif backing.kind == "reread":
+            nbytes = slot.block.tile_partitions * slot.elements * slot.dtype.itemsize
+            self.stats.rereads += 1
+            self.stats.bytes_reread += nbytes
+            traffic.reread_bytes += nbytes
+        place = slot.place
+        assert place is not None
+        kind = "reread" if backing.kind == "load" else backing.kind
+        slot.backing = Backing(kind, again, backing.field, place.start_partition, place.offset)
 
     def _dma(
         self,
@@ -274,13 +419,8 @@ class MemoryPlanner:
         dst: AccessPattern,
         src: AccessPattern,
     ) -> None:
-        context = self.context
-        tag = f"{context.name}:{what}:{slot.block.name} ({slot.block.where})"
-        queue = context.next_queue(SPILL_ENGINE)
-        context.emit_placed(kind(engine=SPILL_ENGINE, tag=tag, queue=queue, dst=dst, src=src))
-
-    def _rows(self, slot: TileSlot) -> int:
-        return slot.block.tile_partitions
+        tag = f"{self.context.name}:{what}:{slot.label}"
+        self.context.emit_placed(spill_dma(kind, self.context, tag, dst=dst, src=src))
 
     def _on_chip_ap(self, slot: TileSlot) -> AccessPattern:
         place = slot.place
@@ -288,14 +428,14 @@ class MemoryPlanner:
         return contiguous(
             slot.memory,
             slot.dtype,
-            self._rows(slot),
+            slot.block.tile_partitions,
             slot.elements,
             start_partition=place.start_partition,
             offset_bytes=place.offset,
         )
 
     def _spill_ap(self, slot: TileSlot) -> AccessPattern:
-        rows = self._rows(slot)
+        rows = slot.block.tile_partitions
         if slot.spill_tensor is None:
             name = f"spill.{slot.block.name}"
             taken = self.context.builder.program.hbm
@@ -325,82 +465,3 @@ class MemoryPlanner:
             f"{base}. Spilling cannot help: the operands of {which} ({names}) do not fit "
             f"together in {pool.memory.upper()}; use smaller tiles"
         )
-
-
-def allocate_block(
-    context: KernelContext,
-    memory: MemorySpace,
-    name: str,
-    shape: tuple[int, ...],
-    dt: DType,
-    where: str,
-    offset: int | None,
-    defer: bool = True,
-) -> Block:
-    """The block for a new on-chip tile: first fit now, or (when it does not fit, or the
-    kernel is already deferred) a provisional one the planner places later; with
-    ``defer=False``, OutOfMemoryError instead if it does not fit now."""
-    pool = context.pools[memory]
-    size = math.prod(shape[1:]) * dt.itemsize
-    rows = shape[0] if pool.partitions else None
-    elements = math.prod(shape[1:])
-    if offset is not None:
-        if context.planner is not None:
-            raise OutOfMemoryError(
-                f"{where}: {name}: offset= placement is not supported once the kernel "
-                "over-allocates (the memory planner moves tiles); drop offset="
-            )
-        block = pool.reserve(name, offset, size, where, rows)
-    else:
-        if pool.rounded(size) > pool.capacity:
-            raise OutOfMemoryError(
-                pool.oom_message(name, size, where, rows)
-                + (
-                    f". One tile cannot be larger than {memory.value.upper()}'s "
-                    f"{pool.capacity} bytes per partition"
-                )
-            )
-        found = pool.try_allocate(name, size, where, rows) if context.planner is None else None
-        if found is None and not defer and context.planner is None:
-            raise OutOfMemoryError(pool.oom_message(name, size, where, rows))
-        if found is None:
-            return _deferred_block(context, memory, name, size, where, shape[0], dt, elements)
-        block = found
-    block.dtype, block.elements, block.tile_partitions = dt, elements, shape[0]
-    context.builder.note_allocation(
-        memory, name, block.start_partition, shape[0], block.offset, size
-    )
-    return block
-
-
-def _deferred_block(
-    context: KernelContext,
-    memory: MemorySpace,
-    name: str,
-    size: int,
-    where: str,
-    rows: int,
-    dt: DType,
-    elements: int,
-) -> Block:
-    pool = context.pools[memory]
-    if context.planner is None:
-        context.planner = MemoryPlanner(context)
-        for pools_memory, each in context.pools.items():
-            for live in each.blocks:
-                context.planner.adopt(live, live.dtype, live.elements, pools_memory)
-    block = Block(
-        pool.memory,
-        name,
-        0,
-        pool.rounded(size),
-        where,
-        False,
-        0,
-        rows if pool.partitions else 0,
-        dt,
-        elements,
-        rows,
-    )
-    context.planner.record_alloc(block, dt, elements, memory)
-    return block

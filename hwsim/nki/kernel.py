@@ -26,6 +26,7 @@ import numpy as np
 
 from hwsim.config import HardwareConfig, load_config
 from hwsim.errors import HwsimError
+from hwsim.isa.ap import MemorySpace
 from hwsim.lang.kernel import Kernel, current, skip_frames_of
 from hwsim.lang.tiles import Tile
 from hwsim.nki import state as st
@@ -113,7 +114,7 @@ class NkiKernel:
                 extra["sequential_range"] = nki_state.sequential
                 extra["shared_hbm"] = [t.tile.name for t in nki_state.shared_hbm]
                 tiles = _unwrap(returned, fn.__name__)
-                flat = tiles if isinstance(tiles, tuple) else (tiles,)
+                flat = () if tiles is None else tiles if isinstance(tiles, tuple) else (tiles,)
                 extra["output_views"] = [(t.offset_bytes, t.shape) for t in flat]
                 return tiles
             finally:
@@ -148,11 +149,8 @@ def _wrap(value: Any) -> Any:
 
 
 def _unwrap(returned: Any, name: str) -> Any:
-    if returned is None:
-        raise HwsimError(
-            f"kernel {name} returned nothing: return its output tensors (nl.ndarray(..., "
-            "buffer=nl.shared_hbm)), as nki.jit kernels do"
-        )
+    if returned is None:  # the older convention: outputs are arguments it writes (``_run``)
+        return None
     items = returned if isinstance(returned, (tuple, list)) else (returned,)
     out = []
     for item in items:
@@ -160,6 +158,30 @@ def _unwrap(returned: Any, name: str) -> Any:
             raise HwsimError(f"kernel {name} returned {item!r}; return HBM tensors")
         out.append(item.tile)
     return tuple(out) if isinstance(returned, (tuple, list)) else out[0]
+
+
+def _written_arguments(program: Any, name: str) -> list[str]:
+    """The outputs of a kernel that returns nothing: the HBM arguments it writes, in argument
+    order (the neuronxcc-era convention, ``kernel(lhsT, rhs, result)``); marked as outputs."""
+    written = {
+        ap.tensor
+        for core in program.cores
+        for stream in core.streams.values()
+        for instruction in stream
+        if instruction.IS_DMA
+        for ap in instruction.writes()
+        if ap.memory is MemorySpace.HBM
+    }
+    names = [n for n, d in program.hbm.items() if d.kind == "input" and n in written]
+    if not names:
+        raise HwsimError(
+            f"kernel {name} returned nothing and wrote none of its arguments: return its output "
+            "tensors (nl.ndarray(..., buffer=nl.shared_hbm)), as nki.jit kernels do, or write "
+            "into an output argument, as the older kernels do"
+        )
+    for n in names:
+        program.hbm[n].kind = "output"
+    return names
 
 
 def _as_returned(array: np.ndarray, offset_bytes: int, shape: tuple[int, ...]) -> np.ndarray:
@@ -243,6 +265,9 @@ def _run(
     warm_up()
     kwargs = {_RENAMED.get(k, k): v for k, v in kwargs.items()}
     built, program = _build(nk, hw, notes, extra, args, kwargs, schedule)
+    if not built.outputs:  # the older convention: the outputs are arguments it writes
+        built.outputs = _written_arguments(program, nk.fn.__name__)
+        extra["output_views"] = [(0, tuple(program.hbm[n].shape)) for n in built.outputs]
     program.meta["nki_no_reorder"] = extra.get("no_reorder", [])
     program.meta["nki_sequential_range"] = extra.get("sequential_range", [])
     result = simulate_program(

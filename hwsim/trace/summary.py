@@ -127,6 +127,7 @@ RUN_FIELDS = (
     "out_dir",
     "files",
     "sbuf_spill",
+    "sbuf_spill_by_tile",
     "floor_ns",
     "over_floor",
     "floor_binding",
@@ -182,6 +183,9 @@ class RunSummary:
     #: What a kernel-language kernel's memory planner spilled (``hwsim.lang.planner.SpillStats``:
     #: stores, reloads, bytes each way, tiles freed after last use); None when nothing was planned.
     sbuf_spill: dict[str, int] | None = None
+    #: The same per tile (``name (kernel line)``): bytes stored, reloaded and re-read, refills,
+    #: deferred loads (the counts that are not zero).
+    sbuf_spill_by_tile: dict[str, dict[str, int]] | None = None
     #: A bridge graph's roofline floor on the config (``hwsim.bridge.passes.floor``), the
     #: simulated time over it, and the term that binds; None for other runs.
     floor_ns: float | None = None

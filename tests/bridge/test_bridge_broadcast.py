@@ -82,24 +82,26 @@ def test_repeated_tiles_are_loaded_once():
 
 
 def test_the_broadcast_load_is_one_column_dma_costed_by_the_dma_formula():
-    # y = m.expand(16, 64) * 2: the only load is m's [16, 1] column; on ``tiny`` (4 DMA
-    # engines, 1 tick = 1 ns) its 16 partitions split 4 per engine, and each engine serves its
-    # 4 descriptors of 4 bytes plus the 4-byte completion semaphore, after the start latency.
+    # y = m.expand(32, 64) * 2: the only load is m's [32, 1] column; on ``tiny`` (4 DMA
+    # engines, 1 tick = 1 ns) its 32 partitions are the 4 engines' lanes of 8, and each engine
+    # serves its 8 descriptors of 4 bytes plus the 4-byte completion semaphore, after the start
+    # latency. (32 rows, not 16: 16 would be two engines' lanes, and the tile planner then
+    # prefers the transposed layout, whose broadcast row spreads over all four.)
     config = load_config("tiny", FAST_HBM)
-    inputs = [torch.randn(16, 1)]
-    graph = make_fx(lambda m: m.expand(16, 64) * 2.0)(*inputs)
+    inputs = [torch.randn(32, 1)]
+    graph = make_fx(lambda m: m.expand(32, 64) * 2.0)(*inputs)
     lowered = lower_graph(graph, inputs, config=config, passes=PassSelection.parse("none"))
     (load,) = _loads(lowered)
-    assert (load.src.partitions, load.src.partition_stride, load.src.free_sizes) == (16, 1, (1,))
-    assert (load.dst.partitions, load.dst.free_sizes) == (16, (1,))
+    assert (load.src.partitions, load.src.partition_stride, load.src.free_sizes) == (32, 1, (1,))
+    assert (load.dst.partitions, load.dst.free_sizes) == (32, (1,))
     sides = TransferSides(load.src, load.dst)
-    assert transfer_descriptors(sides) == 16  # one run of 64 B in HBM, 16 of 4 B in SBUF
+    assert transfer_descriptors(sides) == 32  # one run of 128 B in HBM, 32 of 4 B in SBUF
     model = CostModel.for_config(config).dma
     plan = model.plan(load.queue, sides)
     ns_per_tick = 1000 / TimeBase.from_config(config).base_mhz
-    service_ns = 4 * model.descriptor_ns(4) + model.descriptor_ns(4)  # 4 data + the semaphore
+    service_ns = 8 * model.descriptor_ns(4) + model.descriptor_ns(4)  # 8 data + the semaphore
     expected_ticks = math.ceil(service_ns / ns_per_tick)
-    assert [(p.descriptors, p.nbytes) for p in plan.pieces] == [(4, 16)] * 4
+    assert [(p.descriptors, p.nbytes) for p in plan.pieces] == [(8, 32)] * 4
     assert [math.ceil(p.work / WORK_UNITS_PER_TICK) for p in plan.pieces] == [expected_ticks] * 4
     result = lowered.run(inputs).result
     trigger = next(r for r in result.trace.instructions if r.instruction is load)
@@ -113,7 +115,7 @@ def test_the_broadcast_load_is_one_column_dma_costed_by_the_dma_formula():
         sorted((p.queued_tick, p.end_tick) for p in pieces)
         == [(trigger.start_tick + latency, trigger.start_tick + latency + expected_ticks)] * 4
     )
-    # the stride-0 read it replaces: one descriptor per element, 16 x 64
+    # the stride-0 read it replaces: one descriptor per element, 32 x 64
     repeated = replace(load.src, free_sizes=(64,), free_strides=(0,))
     dense = replace(load.dst, free_sizes=(64,), free_strides=(1,))
-    assert transfer_descriptors(TransferSides(repeated, dense)) == 16 * 64
+    assert transfer_descriptors(TransferSides(repeated, dense)) == 32 * 64

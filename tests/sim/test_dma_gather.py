@@ -38,7 +38,9 @@ CONFIG = load_config(
     "tiny", {"dma.descriptor_efficiency": {16: 0.5}, "hbm.bandwidth_bytes_per_ns_per_stack": 10_000}
 )
 ROWS, COLS = 40, 16
-INDEX_LOADED_TICK = 124
+#: The [8, 1] index load: its 8 partitions are DMA engine 0's lane (8 of tiny's 32 partitions per
+#: engine [S12]), 8 descriptors of 4 B at 8 ticks each on that one engine.
+INDEX_LOADED_TICK = 172
 
 
 def table_rows(dtype=FP32, cols: int = COLS, stride: int = 1) -> AccessPattern:
@@ -150,29 +152,32 @@ def test_gpsimd_issue_builds_one_descriptor_per_row():
 
 
 def test_dma_moves_the_rows_after_the_descriptors_with_per_row_overheads():
-    # Arrival 124 + 52 + 100 = 276. Per engine 2 rows of 64 B: 2 * 32 + 8 = 72 -> 348.
+    # Arrival 172 + 52 + 100 = 324. The 8 rows land in partitions 0-7, engine 0's lane: 8 rows of
+    # 64 B on that engine, 8 * 32 + 8 = 264 -> 588; the other engines write the semaphore only.
     b, _, consumer = gather_program(np.arange(8))
     result = run(b.build(), CONFIG, numerics=False)
     pieces = [d for d in result.trace.dma if d.trigger_engine == "gpsimd"]
-    assert [p.dma_engine for p in pieces] == [0, 1, 2, 3]
-    assert all(p.queue == 1 and p.descriptors == 2 and p.transfer_bytes == 128 for p in pieces)
-    assert all((p.queued_tick, p.start_tick, p.end_tick) == (276, 276, 348) for p in pieces)
-    assert completion(result, 1) == [348]
+    moving = [p for p in pieces if p.transfer_bytes]
+    assert [p.dma_engine for p in moving] == [0]
+    assert all(p.queue == 1 and p.descriptors == 8 and p.transfer_bytes == 512 for p in moving)
+    assert all((p.queued_tick, p.start_tick, p.end_tick) == (324, 324, 588) for p in moving)
+    assert completion(result, 1) == [588]
     # The dependent VectorE copy was waiting and starts exactly at the completion.
     copy = record_of(result, consumer)
-    assert copy.ready_tick < 348 and copy.start_tick == 348
+    assert copy.ready_tick < 588 and copy.start_tick == 588
 
 
 def test_strided_rows_cost_one_descriptor_per_element_run():
     # Row stride 2: 16 one-element runs per row, 128 descriptors: issue (10 + 128 * 2) * 2 =
-    # 532 ticks, 124 -> 656; arrival 756; per engine 2 rows: 32 * 8 + 8 = 264 -> 1020.
+    # 532 ticks, 172 -> 704; arrival 804; engine 0 (the rows' lane) all 8 rows: 128 * 8 + 8 =
+    # 1032 -> 1836.
     b, gather, consumer = gather_program(np.arange(8), stride=2)
     result = run(b.build(), CONFIG, numerics=False)
     record = record_of(result, gather)
-    assert (record.start_tick, record.end_tick) == (124, 656)
-    pieces = [d for d in result.trace.dma if d.trigger_engine == "gpsimd"]
-    assert all(p.descriptors == 32 and (p.start_tick, p.end_tick) == (756, 1020) for p in pieces)
-    assert record_of(result, consumer).start_tick == 1020
+    assert (record.start_tick, record.end_tick) == (172, 704)
+    (piece,) = (d for d in result.trace.dma if d.trigger_engine == "gpsimd" and d.transfer_bytes)
+    assert piece.descriptors == 128 and (piece.start_tick, piece.end_tick) == (804, 1836)
+    assert record_of(result, consumer).start_tick == 1836
 
 
 def test_gather_waits_for_a_write_anywhere_in_the_table():

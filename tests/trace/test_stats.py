@@ -119,12 +119,13 @@ def test_critical_path_summary_and_verdict(summary: RunSummary) -> None:
 
 
 def test_dma_bound_by_small_descriptors_says_so() -> None:
-    # 4 KiB pieces in 8 descriptors of 512 B: on trn2's curve they move at ~39% of the bandwidth
+    # 4 KiB pieces in 8 descriptors of 512 B: on trn2's own curve (512 B: 0.681, calibrated on
+    # K2-v2) they move at ~68% of the bandwidth
     s = summarize(pipeline_trace(40, dma_ticks=3000, matmul_ticks=1000))
     assert s.bottleneck.startswith("descriptor-overhead-bound: DMA active 9")
     assert "descriptors average 512 B" in s.bottleneck
     assert s.bottleneck_resource == "dma"
-    assert s.dma.data_efficiency_pct == pytest.approx(39.4, abs=0.1)
+    assert s.dma.data_efficiency_pct == pytest.approx(68.1, abs=0.1)
     assert s.engines["tensor"].wait_pct_by_source["dma"] > 50
 
 
