@@ -23,9 +23,10 @@ from hwsim.workloads.pyfile import import_python_file, lookup_attribute
 THIRD_PARTY = Path(__file__).resolve().parents[2] / "third_party"
 NKI_SAMPLES = THIRD_PARTY / "nki-samples"
 SDK_SAMPLES = THIRD_PARTY / "aws-neuron-sdk"
-#: Where sources without a licence to copy them are read from, when a mirror is present
-#: (``HWSIM_NKI_MIRROR`` overrides): a folder of ``owner+name/repo`` bare git directories.
-MIRROR = Path(os.environ.get("HWSIM_NKI_MIRROR", "/work/.mirror"))
+#: Where sources without a licence to copy them are read from, when a mirror is present: a
+#: folder of ``owner+name/repo`` bare git directories, ``.mirror`` beside the checkout unless
+#: ``HWSIM_NKI_MIRROR`` names another.
+MIRROR = Path(os.environ.get("HWSIM_NKI_MIRROR", THIRD_PARTY.parent.parent / ".mirror"))
 
 #: The matrix multiplication tutorial as trn1's tutorial publishes it (the calibration set's
 #: V1, V1a-V1c are measured on it), and as the SDK documentation has it now (newer API).

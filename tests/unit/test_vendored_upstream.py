@@ -10,8 +10,10 @@ from pathlib import Path
 
 import pytest
 
+from hwsim.nki.upstream import MIRROR
+
 ROOT = Path(__file__).resolve().parents[2]
-MIRRORS = Path("/work/.mirror")
+MIRRORS = MIRROR  # beside the checkout, or HWSIM_NKI_MIRROR
 SAMPLES = ROOT / "third_party" / "nki-samples-5d97201"
 DOCS = ROOT / "third_party" / "neuron-sdk-docs-db1586c3"
 DMA_DOCS = ROOT / "third_party" / "neuron-sdk-docs-fb4ce106"
