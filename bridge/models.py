@@ -21,7 +21,15 @@ POSITIONS = 64
 
 def _transformers() -> Any:
     os.environ.setdefault("HF_HUB_OFFLINE", "1")  # configs only: never touch the network
-    import transformers
+    try:
+        import transformers
+    except ModuleNotFoundError:
+        from hwsim.errors import HwsimError
+
+        raise HwsimError(
+            "the built-in language models are built with Hugging Face transformers, which is not "
+            "installed: pip install 'hwsim[models]'"
+        ) from None
 
     transformers.logging.set_verbosity_error()
     return transformers
