@@ -6,7 +6,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed-stamp
 
-.PHONY: setup demo test test-all lint bench clean
+.PHONY: setup demo test test-all lint bench docs clean
 
 # Recipes are quiet (@): what a user reads is one line per step. pip's own output is kept only
 # when it fails (the log is printed), so a failed set-up still says why.
@@ -16,7 +16,7 @@ $(STAMP): pyproject.toml Makefile
 	@$(PYTHON) -m venv $(VENV)
 	@$(BIN)/pip install -q --disable-pip-version-check torch==2.13.0 >$(VENV)/setup.log 2>&1 \
 		|| { cat $(VENV)/setup.log; exit 1; }
-	@$(BIN)/pip install -q --disable-pip-version-check -e '.[dev,parquet,sweep,dask,tune,fuzz,mcp]' \
+	@$(BIN)/pip install -q --disable-pip-version-check -e '.[dev,docs,parquet,sweep,dask,tune,fuzz,mcp]' \
 		>>$(VENV)/setup.log 2>&1 || { cat $(VENV)/setup.log; exit 1; }
 	@$(BIN)/python -c "import torch, hwsim, hwsim.kernels, hwsim.bridge, numba, simpy, ml_dtypes, pytest"
 	@touch $(STAMP)
@@ -44,5 +44,10 @@ bench: setup
 	$(BIN)/python bench/fidelity.py
 	$(BIN)/python bench/speed.py
 
+# The documentation site, from docs/ (mkdocs.yml), into site/.
+docs: setup
+	@NO_MKDOCS_2_WARNING=1 $(BIN)/mkdocs build --strict --quiet
+	@echo "wrote site/ (open site/index.html)"
+
 clean:
-	rm -rf $(VENV) .pytest_cache .mypy_cache .ruff_cache
+	rm -rf $(VENV) .pytest_cache .mypy_cache .ruff_cache site

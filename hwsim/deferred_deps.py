@@ -25,6 +25,8 @@ The output is each instruction's new waits as (channel, value) pairs in channel-
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import numba
 import numpy as np
 
@@ -86,6 +88,10 @@ from hwsim.deferred_index import (
     set_reader,
     slot,
 )
+from hwsim.kernels._jit_cache import announce_if_uncompiled
+
+# The pass below is compiled by Numba at a fresh install's first build (about 20 s): say so.
+announce_if_uncompiled(Path(__file__).resolve().parent, "program builder's dependency pass")
 
 __all__ = [
     "BIN_BYTES",

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from ._jit_cache import invalidate_stale_cache
+from ._jit_cache import announce_if_uncompiled, invalidate_stale_cache
 from .activations import ACTIVATION_REF
 from .elementwise import (
     activation,
@@ -238,6 +238,7 @@ __all__ = [
 # Numba reads its disk cache at a kernel's first call, so clearing stale entries now (after the
 # imports, before any call) is in time.
 invalidate_stale_cache()
+announce_if_uncompiled()
 
 
 def warm_up() -> None:

@@ -28,9 +28,13 @@ def _sources_digest() -> str:
 
 def _cache_dirs() -> list[Path]:
     """Every directory where Numba may keep this package's cache (its three file locators)."""
-    dirs = [_PACKAGE_DIR / "__pycache__"]
+    return _cache_dirs_of(_PACKAGE_DIR)
+
+
+def _cache_dirs_of(package_dir: Path) -> list[Path]:
+    dirs = [package_dir / "__pycache__"]
     # Numba's out-of-tree locators use "<dir name>_<sha1 of the dir path>" as the subdirectory.
-    subpath = f"{_PACKAGE_DIR.name}_{hashlib.sha1(str(_PACKAGE_DIR).encode()).hexdigest()}"
+    subpath = f"{package_dir.name}_{hashlib.sha1(str(package_dir).encode()).hexdigest()}"
     user_dir = os.environ.get("NUMBA_CACHE_DIR")
     if user_dir:
         dirs.append(Path(user_dir) / subpath)
@@ -65,3 +69,30 @@ def invalidate_stale_cache() -> None:
             os.replace(temporary, stamp)
         except OSError:
             continue  # read-only location: Numba will not have written there either
+
+
+_announced = False
+
+
+def announce_if_uncompiled(package_dir: Path | None = None, what: str = "numerics kernels") -> None:
+    """Say once per process, on stderr, that this run compiles Numba code no earlier run cached.
+
+    A fresh install's first simulation spends about a minute in Numba compiling (the numerics
+    kernels here, the builder's dependency pass in ``hwsim``) before anything is printed; without
+    a word it looks hung. Nothing cached at all for the package is the sign: a warm cache that
+    lacks a kernel this run has not used yet stays quiet.
+    """
+    global _announced
+    if _announced:
+        return
+    directory = package_dir or _PACKAGE_DIR
+    for cache_dir in _cache_dirs_of(directory):
+        if cache_dir.is_dir() and any(cache_dir.glob("*.nbi")):
+            return
+    _announced = True
+    print(
+        f"hwsim: compiling the simulator's {what} with Numba (first run of this install only; "
+        "about a minute; later runs load them from the cache)",
+        file=sys.stderr,
+        flush=True,
+    )

@@ -2,9 +2,9 @@
 
 A fenced block's language says what it is:
 
-- ``python``: run, in order with the page's other blocks, in one namespace per page; a block whose
-  first line is a comment naming a file (``# my_kernel.py``) is that file, saved into the page's
-  working folder instead of run;
+- ``python``: run, in order with the page's other blocks, in one namespace per page;
+- ``python`` or ``yaml`` whose first line is a comment naming a file (``# my_kernel.py``,
+  ``# mine.yaml``): that file, saved into the page's working folder instead of run;
 - ``console``: commands after ``$ `` are run, the lines after them are their expected output; an
   expected ``hwsim: error: ...`` line means the command must fail with that message;
 - a block with no language: every line is a command (``\\`` continues a line);
@@ -26,7 +26,7 @@ ROOT = Path(__file__).resolve().parents[2]
 GENERATED = {"op-support.md", "nki-support.md"}
 _FENCE = re.compile(r"^```(\S*)\s*$")
 _MARK = re.compile(r"^<!--\s*docs-test:\s*(slow|skip)(?::\s*(.+?))?\s*-->\s*$")
-_SAVE_AS = re.compile(r"^#\s*([\w./-]+\.py)\s*$")
+_SAVE_AS = re.compile(r"^#\s*([\w./-]+\.(?:py|yaml))\s*$")
 
 
 @dataclass(frozen=True)
@@ -82,6 +82,10 @@ def _block(page: str, line: int, lang: str, body: list[str], mode: str, reason: 
         if save:
             return Block(page, line, "save", text, mode, reason, save_as=save.group(1))
         return Block(page, line, "python", text, mode, reason)
+    if lang == "yaml":
+        save = _SAVE_AS.match(body[0]) if body else None
+        if save:
+            return Block(page, line, "save", text, mode, reason, save_as=save.group(1))
     if lang == "console":
         return Block(page, line, "commands", text, mode, reason, expected=_console(body))
     if lang == "":

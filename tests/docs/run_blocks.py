@@ -1,8 +1,8 @@
 """Runs one page's code blocks in order in the current folder (called by test_doc_blocks.py).
 
-Usage: python run_blocks.py PAGE VENV_BIN [--slow]. Python blocks share one namespace; commands run
-in a shell with the checkout's ``.venv/bin/`` mapped to VENV_BIN. Stops at the first block that
-fails, naming it.
+Usage: python run_blocks.py PAGE VENV_BIN [--slow]. Python blocks share one namespace; commands
+run in a shell with the checkout's ``.venv/bin/`` mapped to VENV_BIN. Files the page shows
+(``# NAME.py`` blocks) are saved first. Stops at the first block that fails, naming it.
 """
 
 from __future__ import annotations
@@ -15,22 +15,25 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 
-from tests.docs.blocks import ROOT, Block, blocks_of  # noqa: E402
+from tests.docs.blocks import ROOT, Block, blocks_of
 
 #: How long one documented command may take before the walk calls it hung.
 COMMAND_TIMEOUT_S = 900
 
 
 def main(page: str, venv_bin: str, slow: bool) -> int:
+    sys.path.insert(0, os.getcwd())  # as `python` started in the page's folder: its files import
     namespace: dict[str, object] = {"__name__": "__main__"}
-    for block in blocks_of(ROOT / page):
-        if block.mode == "skip" or (block.mode == "slow" and not slow):
-            continue
-        print(f"--- {block.where} ({block.kind})", flush=True)
+    blocks = blocks_of(ROOT / page)
+    for block in blocks:  # the page's files first, as a reader has them saved before running
         if block.kind == "save":
             Path(block.save_as).parent.mkdir(parents=True, exist_ok=True)
             Path(block.save_as).write_text(block.text, encoding="utf-8")
-        elif block.kind == "python":
+    for block in blocks:
+        if block.kind == "save" or block.mode == "skip" or (block.mode == "slow" and not slow):
+            continue
+        print(f"--- {block.where} ({block.kind})", flush=True)
+        if block.kind == "python":
             try:
                 exec(compile(block.text, block.where, "exec"), namespace)
             except Exception:
