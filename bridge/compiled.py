@@ -10,6 +10,8 @@ CPU from then on (under fallback 'cpu'/'warn'), with the reason in the report.
 
 from __future__ import annotations
 
+import copy
+import functools
 from collections.abc import Callable
 from typing import Any
 
@@ -22,7 +24,13 @@ from hwsim.bridge.errors import Unsupported, as_unsupported
 from hwsim.bridge.graph_lowering import GraphRun, LoweredGraph, lower_graph
 from hwsim.bridge.lowering_cache import LOWERED, graph_hash
 from hwsim.bridge.options import BridgeOptions, apply_fallback
-from hwsim.bridge.precision import cast_floats, compare, judged_with_exact
+from hwsim.bridge.precision import (
+    cast_floats,
+    compare,
+    judged_as_cancellation,
+    judged_with_exact,
+    lazy_leaves,
+)
 from hwsim.bridge.report import SUMMARY_KEYS, OpRecord, OutputRecord, Report
 from hwsim.errors import HwsimError
 
@@ -32,6 +40,37 @@ def layout_key(args: tuple[Any, ...] | list[Any]) -> tuple[Any, ...]:
         (tuple(a.shape), tuple(a.stride()), a.dtype) if isinstance(a, torch.Tensor) else repr(a)
         for a in args
     )
+
+
+def _widened(gm: Any) -> Any:
+    """A copy of ``gm`` computing in float64 what it computes in float32: its parameters,
+    constants and the float32 dtypes its nodes name (``_to_copy``, ``full``, ...)."""
+    wide = copy.deepcopy(gm).to(torch.float64)
+    for name, value in list(vars(wide).items()):  # tensors kept as plain attributes
+        if isinstance(value, torch.Tensor) and value.is_floating_point():
+            setattr(wide, name, value.to(torch.float64))
+
+    def widen(value: Any) -> Any:
+        if value is torch.float32:
+            return torch.float64
+        if isinstance(value, (list, tuple)):
+            return type(value)(widen(v) for v in value)
+        return value
+
+    for node in wide.graph.nodes:
+        node.args = widen(node.args)
+        node.kwargs = {k: widen(v) for k, v in node.kwargs.items()}
+    wide.recompile()
+    return wide
+
+
+def _run_in_float64(gm: Any, args: tuple[Any, ...]) -> Any:
+    """The graph on float64 copies of its floating-point inputs (the arbiter of a result that is
+    rounding noise); None when the graph refuses float64."""
+    try:
+        return _widened(gm)(*cast_floats(list(args), torch.float64))
+    except Exception:  # a graph that only runs in its own dtypes: no arbiter, judged as before
+        return None
 
 
 def _returns(value: Any) -> Callable[[], Any]:
@@ -202,6 +241,7 @@ class SimPartition(torch.nn.Module):
                 problem = f"fp32 reference: {type(error).__name__}: {error}"
         wanted = pytree.tree_leaves(matched)
         wide = pytree.tree_leaves(fp32) if fp32 is not None else [None] * len(wanted)
+        exact = lazy_leaves(functools.partial(_run_in_float64, self.gm, args))
         pairs = zip(pytree.tree_leaves(actual), wanted, wide, strict=True)
         for i, (got, want, want_fp32) in enumerate(pairs):
             if not isinstance(want, torch.Tensor):
@@ -209,9 +249,14 @@ class SimPartition(torch.nn.Module):
             cast = casts.cast_through(want)
             tolerance = precision.tolerance(got.dtype, cast=cast)
             uncast = want_fp32 if cast and isinstance(want_fp32, torch.Tensor) else None
-            stats = judged_with_exact(
-                got, want.to(got.dtype), tolerance, _returns(uncast), cast=cast
-            )
+            if cast:
+                stats = judged_with_exact(
+                    got, want.to(got.dtype), tolerance, _returns(uncast), cast=cast
+                )
+            else:  # rounding noise (a cancellation) is judged against the graph in float64
+                stats = judged_as_cancellation(
+                    got, want.to(got.dtype), tolerance, functools.partial(exact, i)
+                )
             vs_fp32 = None
             if isinstance(want_fp32, torch.Tensor):
                 vs_fp32 = compare(got.to(torch.float32), want_fp32.float(), tolerance)

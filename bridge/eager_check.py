@@ -25,6 +25,7 @@ forward (and backward) per call; ``check=False`` turns it off with the partition
 
 from __future__ import annotations
 
+import copy
 import functools
 import re
 from collections.abc import Callable, Sequence
@@ -37,7 +38,12 @@ from torch.utils import _pytree as pytree
 from hwsim.bridge.auto_cast import reference_casts
 from hwsim.bridge.device_tensor import host_reference
 from hwsim.bridge.dtypes import INT32_MAX, INT32_MIN, Int64RangeError
-from hwsim.bridge.precision import compare, judged_with_exact, lazy_leaves
+from hwsim.bridge.precision import (
+    compare,
+    judged_as_cancellation,
+    judged_with_exact,
+    lazy_leaves,
+)
 from hwsim.bridge.report import OutputRecord
 
 _MODULE_PART = re.compile(r"\._(?:modules|parameters|buffers)\['([^']+)'\]")
@@ -127,9 +133,7 @@ class EagerChecked:
         with host_reference():
             self._compare_outputs(got_leaves, want_leaves, casts, lazy_leaves(uncast))
         if probe is not None:
-            probe.watch(
-                got_leaves, want_leaves, [reference_args[i] for i in needs], self.names, needs
-            )
+            probe.watch(got_leaves, want_leaves, reference_args, self.names, needs)
         return outputs
 
     def _call_mutating(self, args: tuple[Any, ...]) -> Any:
@@ -279,10 +283,12 @@ def _record(
     *,
     cast: bool = True,
     exact: Callable[[], torch.Tensor | None] | None = None,
+    cancellation: Callable[[], torch.Tensor | None] | None = None,
 ) -> OutputRecord:
     """``cast``: whether an auto-cast op is among the ops ``want`` came from (its dtype's
     tolerance applies only then); ``exact``: ``want`` without the casts, the arbiter of an
-    element off it (``precision.judged_with_exact``)."""
+    element off it (``precision.judged_with_exact``); ``cancellation``: the result in float64,
+    the arbiter of an fp32 result that is rounding noise (``precision.judged_as_cancellation``)."""
     precision = options.precision
     if got is None or want is None:
         empty = torch.zeros(0)
@@ -292,6 +298,8 @@ def _record(
     want_cast = want.detach().to(got.dtype) if want.dtype != got.dtype else want.detach()
     if exact is not None:
         stats = judged_with_exact(got.detach(), want_cast, tolerance, exact, cast=True)
+    elif cancellation is not None:
+        stats = judged_as_cancellation(got.detach(), want_cast, tolerance, cancellation)
     else:
         stats = compare(got.detach(), want_cast, tolerance)
     return OutputRecord(
@@ -314,6 +322,8 @@ class _Probe:
         self.got: list[torch.Tensor] = []
         self.want: list[torch.Tensor] = []
         self.reference_inputs: list[torch.Tensor] = []
+        self.reference_args: list[Any] = []
+        self.leaf_of: list[int] = []  # position -> index of that output among the graph's leaves
         self.names: list[str] = []
         self.tangents: dict[int, torch.Tensor] = {}
 
@@ -321,13 +331,14 @@ class _Probe:
         self,
         got: Sequence[Any],
         want: Sequence[Any],
-        reference_inputs: list[torch.Tensor],
+        reference_args: list[Any],
         names: list[str],
         needs: list[int],
     ) -> None:
-        self.reference_inputs = reference_inputs
+        self.reference_args = reference_args
+        self.reference_inputs = [reference_args[i] for i in needs]
         self.names = [names[i] if i < len(names) else f"in{i}" for i in needs]
-        for g, w in zip(got, want, strict=False):
+        for leaf, (g, w) in enumerate(zip(got, want, strict=False)):
             if (
                 isinstance(g, torch.Tensor)
                 and g.requires_grad
@@ -337,6 +348,7 @@ class _Probe:
                 position = len(self.got)
                 self.got.append(g)
                 self.want.append(w)
+                self.leaf_of.append(leaf)
                 g.register_hook(self._tangent_hook(position))
 
     def _tangent_hook(self, position: int) -> Callable[[torch.Tensor], None]:
@@ -363,8 +375,9 @@ class _Probe:
                 grad_outputs=[self.tangents[i].to(self.want[i].dtype) for i in used],
                 allow_unused=True,
             )
-        for name, got, want, source in zip(
-            self.names, grads, expected, self.reference_inputs, strict=True
+        exact = lazy_leaves(functools.partial(self._exact_gradients, used))
+        for k, (name, got, want, source) in enumerate(
+            zip(self.names, grads, expected, self.reference_inputs, strict=True)
         ):
             zero = torch.zeros_like(source)
             record = _record(
@@ -372,9 +385,41 @@ class _Probe:
                 zero if got is None else got,
                 zero if want is None else want,
                 self.check.options,
+                cancellation=functools.partial(exact, k),
             )
             report.add_gradient(record)
         self.got, self.want, self.reference_inputs, self.tangents = [], [], [], {}
+        self.reference_args, self.leaf_of = [], []
+
+    def _exact_gradients(self, used: list[int]) -> list[torch.Tensor | None] | None:
+        """The same gradients from dynamo's graph run in float64 (the arbiter of a gradient
+        that is rounding noise, ``precision.judged_as_cancellation``); None when the graph
+        refuses float64 or auto-cast rounds it (its reference is then not fp32 arithmetic)."""
+        if self.check.options.precision.casts:
+            return None
+        try:
+            gm = copy.deepcopy(self.check.gm).to(torch.float64)
+            args = [_wide(a) for a in self.reference_args]
+            inputs = [args[i] for i in self.needs]
+            with torch.enable_grad():
+                leaves = pytree.tree_leaves(gm(*args))
+                return list(
+                    torch.autograd.grad(
+                        [leaves[self.leaf_of[i]] for i in used],
+                        inputs,
+                        grad_outputs=[self.tangents[i].to(torch.float64) for i in used],
+                        allow_unused=True,
+                    )
+                )
+        except (RuntimeError, TypeError, ValueError):
+            return None
+
+
+def _wide(value: Any) -> Any:
+    """A float64 copy of a floating-point tensor (requiring grad as the original does)."""
+    if isinstance(value, torch.Tensor) and value.is_floating_point():
+        return value.detach().to(torch.float64).requires_grad_(value.requires_grad)
+    return value
 
 
 class _Tap(torch.autograd.Function):

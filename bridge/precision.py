@@ -313,6 +313,42 @@ def judged_with_exact(
     return replace(stats, mismatched=0, exact_max_abs=ours, cpu_exact_max_abs=theirs)
 
 
+#: Two fp32 runs of a cancellation (a result that is 0 in exact arithmetic and left with rounding
+#: noise, such as the gradient of an attention key projection's bias, which the softmax cancels)
+#: sum in different orders, so their noise differs by a small factor; the simulator's distance
+#: from the float64 result must stay within this factor of the CPU's own.
+CANCELLATION_NOISE_FACTOR = 8.0
+
+
+def judged_as_cancellation(
+    actual: torch.Tensor,
+    expected: torch.Tensor,
+    tolerance: Tolerance,
+    exact: Callable[[], torch.Tensor | None],
+) -> ErrorStats:
+    """``compare``, with the float64 result as the arbiter of an fp32 result that is rounding
+    noise: one judged relative to its own tiny magnitude (``ErrorStats.relative``) whose exact
+    value ``exact()`` is itself within the noise of the CPU's fp32 run. Such a result passes if
+    its distance from ``exact()`` is within ``CANCELLATION_NOISE_FACTOR`` of the CPU's distance;
+    a real small value (exact far above the CPU's noise) is judged as before, and ``exact()`` runs
+    only for a result that failed."""
+    stats = compare(actual, expected, tolerance)
+    if stats.ok or not stats.relative or actual.dtype != torch.float32:
+        return stats
+    wide = exact()
+    if wide is None or tuple(wide.shape) != tuple(actual.shape):
+        return stats
+    truth = wide.detach().to(torch.float64)
+    theirs = _max_distance(expected, truth)
+    ours = _max_distance(actual, truth)
+    magnitude = float(truth.abs().max()) if truth.numel() else 0.0
+    if not math.isfinite(ours) or magnitude > CANCELLATION_NOISE_FACTOR * theirs:
+        return stats
+    if ours > CANCELLATION_NOISE_FACTOR * theirs:
+        return stats
+    return replace(stats, mismatched=0, exact_max_abs=ours, cpu_exact_max_abs=theirs)
+
+
 def _judged_by_uncast(
     actual: torch.Tensor,
     expected: torch.Tensor,
