@@ -42,6 +42,27 @@ def layout_key(args: tuple[Any, ...] | list[Any]) -> tuple[Any, ...]:
     )
 
 
+#: Ops whose cost is TensorE's: ``own_cost_cycles`` counts their MACs over the PE array.
+_MATMULS = ("mm", "addmm", "bmm", "baddbmm", "matmul", "linear")
+
+
+def own_cost_cycles(node: fx.Node | None) -> float:
+    """What one op of a fused group costs on its own, in engine cycles at the documented rates:
+    a matmul its MACs over the 128 x 128 PE array, anything else its output elements over 128
+    lanes once per tensor operand. Used only to divide a group's time among its members."""
+    value = node.meta.get("val") if node is not None else None
+    if not isinstance(value, torch.Tensor):
+        return 0.0
+    name = str(getattr(node.target, "__name__", node.target)).split(".")[0]
+    operands = [a for a in node.all_input_nodes if isinstance(a.meta.get("val"), torch.Tensor)]
+    if name in _MATMULS and operands:
+        contracted = operands[0].meta["val"].shape[-1] if operands[0].meta["val"].ndim else 1
+        if name in ("addmm", "baddbmm") and len(operands) > 1:
+            contracted = operands[1].meta["val"].shape[-1]
+        return value.numel() * contracted / (128 * 128)
+    return value.numel() / 128 * max(1, len(operands))
+
+
 def _widened(gm: Any) -> Any:
     """A copy of ``gm`` computing in float64 what it computes in float32: its parameters,
     constants and the float32 dtypes its nodes name (``_to_copy``, ``full``, ...)."""
@@ -216,12 +237,16 @@ class SimPartition(torch.nn.Module):
             | {k: v for k, v in memory.items() if k.startswith("hbm_")}
             | {"runtime_overhead_ns": lowered.runtime_overhead().total_ns}
         )
+        nodes = {n.name: n for n in self.gm.graph.nodes}
         for node, time in run.op_times.items():
             sources = node.split("+")  # a fused group's instructions name all its nodes
-            for source in sources:
+            weights = [own_cost_cycles(nodes.get(source)) for source in sources]
+            total = sum(weights)
+            for source, weight in zip(sources, weights, strict=True):
                 record = self.records.get(source)
-                if record is not None:  # a group's time is shared evenly by its nodes
-                    record.sim_ns, record.span_ns = time.bound_ns / len(sources), time.span_ns
+                if record is not None:  # a group's share of the run, by each member's own cost
+                    part = weight / total if total else 1 / len(sources)
+                    record.sim_ns, record.span_ns = time.share_ns * part, time.span_ns
                     record.instructions = time.instructions
 
     def _check(self, actual: Any, args: tuple[Any, ...]) -> None:

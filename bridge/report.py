@@ -56,6 +56,10 @@ class OpTime:
     end_ns: float = 0.0
     instructions: int = 0
     dma_engines: int = 16
+    #: The op's share of the run's wall time: each moment any engine or DMA engine is busy is
+    #: divided evenly among the ops busy then, so the shares of a run's ops sum to the time
+    #: something was busy (``op_times``), never more than the run.
+    share_ns: float = 0.0
 
     @property
     def bound_ns(self) -> float:
@@ -82,12 +86,42 @@ def op_times(trace: Trace) -> dict[str, OpTime]:
         op.start_ns = min(op.start_ns, record.start_tick * to_ns)
         op.end_ns = max(op.end_ns, record.done_tick * to_ns)
         op.instructions += 1
+    busy: list[tuple[int, int, str]] = [
+        (r.start_tick, r.end_tick, owner[(r.core, r.engine, r.pc)]) for r in trace.instructions
+    ]
     for piece in trace.dma:
         key = owner.get((piece.core, piece.trigger_engine, piece.trigger_pc), "?")
         op = times[key]
         op.dma_ns += (piece.end_tick - piece.start_tick) * to_ns
         op.end_ns = max(op.end_ns, piece.end_tick * to_ns)
+        busy.append((piece.start_tick, piece.end_tick, key))
+    for key, ticks in wall_shares(busy).items():
+        times[key].share_ns = ticks * to_ns
     return dict(times)
+
+
+def wall_shares(busy: list[tuple[int, int, str]]) -> dict[str, float]:
+    """Ticks of wall time per owner: every stretch of time is divided evenly among the owners
+    with an interval (start, end, owner) covering it; stretches nobody covers go to nobody.
+    One sweep over the sorted interval ends."""
+    events: list[tuple[int, int, str]] = []
+    for start, end, key in busy:
+        if end > start:
+            events += [(start, 1, key), (end, -1, key)]
+    events.sort(key=lambda e: (e[0], e[1]))
+    shares: dict[str, float] = defaultdict(float)
+    active: dict[str, int] = defaultdict(int)
+    last = events[0][0] if events else 0
+    for tick, delta, key in events:
+        if tick > last and active:
+            each = (tick - last) / len(active)
+            for owner in active:
+                shares[owner] += each
+        last = tick
+        active[key] += delta
+        if active[key] == 0:
+            del active[key]
+    return dict(shares)
 
 
 @dataclass
