@@ -91,6 +91,7 @@ class EagerChecked:
         self.names = input_names(gm)
         self.calls = 0
         self.mutates = _updates_state(gm)
+        self.path_dtypes = _output_path_dtypes(gm)
 
     def __call__(self, *args: Any) -> Any:
         self.calls += 1
@@ -186,7 +187,10 @@ class EagerChecked:
             if isinstance(w, torch.Tensor) and isinstance(g, torch.Tensor):
                 cast = casts.cast_through(w)
                 exact = functools.partial(uncast, i) if uncast is not None and cast else None
-                record = _record(f"{self.name}.out{i}", g, w, self.options, cast=cast, exact=exact)
+                path = self.path_dtypes[i] if i < len(self.path_dtypes) else None
+                record = _record(
+                    f"{self.name}.out{i}", g, w, self.options, cast=cast, exact=exact, path=path
+                )
                 report.add_eager_output(record)
                 _refuse_int32_overflow(record, g, w)
 
@@ -284,17 +288,21 @@ def _record(
     cast: bool = True,
     exact: Callable[[], torch.Tensor | None] | None = None,
     cancellation: Callable[[], torch.Tensor | None] | None = None,
+    path: torch.dtype | None = None,
 ) -> OutputRecord:
     """``cast``: whether an auto-cast op is among the ops ``want`` came from (its dtype's
     tolerance applies only then); ``exact``: ``want`` without the casts, the arbiter of an
     element off it (``precision.judged_with_exact``); ``cancellation``: the result in float64,
-    the arbiter of an fp32 result that is rounding noise (``precision.judged_as_cancellation``)."""
+    the arbiter of an fp32 result that is rounding noise (``precision.judged_as_cancellation``);
+    ``path``: the least precise float dtype among the ops the result came from (a
+    ``torch.autocast`` region's bf16 matmul under an fp32 output), whose tolerance it earns."""
     precision = options.precision
     if got is None or want is None:
         empty = torch.zeros(0)
         stats = compare(empty, empty, precision.tolerance(torch.float32))
         return OutputRecord(name, (), "", "", stats, reference="eager")
-    tolerance = precision.tolerance(got.dtype, cast=cast)
+    judged_as = _less_precise(got.dtype, path)
+    tolerance = precision.tolerance(judged_as, cast=cast)
     want_cast = want.detach().to(got.dtype) if want.dtype != got.dtype else want.detach()
     if exact is not None:
         stats = judged_with_exact(got.detach(), want_cast, tolerance, exact, cast=True)
@@ -306,7 +314,7 @@ def _record(
         name,
         tuple(want.shape),
         str(got.dtype),
-        precision.result_dtype_name(got.dtype, cast=cast),
+        precision.result_dtype_name(judged_as, cast=cast),
         stats,
         reference="eager",
     )
@@ -413,6 +421,37 @@ class _Probe:
                 )
         except (RuntimeError, TypeError, ValueError):
             return None
+
+
+#: Float dtypes from most to least precise (what a result that went through them is judged at).
+_PRECISION_ORDER = (torch.float64, torch.float32, torch.float16, torch.bfloat16)
+
+
+def _less_precise(a: torch.dtype, b: torch.dtype | None) -> torch.dtype:
+    if b is None or b not in _PRECISION_ORDER or a not in _PRECISION_ORDER:
+        return a
+    return max(a, b, key=_PRECISION_ORDER.index)
+
+
+def _output_path_dtypes(gm: fx.GraphModule) -> list[torch.dtype | None]:
+    """Per output leaf of ``gm``, the least precise float dtype of any node it depends on (its
+    own included): one pass over the graph in order."""
+    lowest: dict[fx.Node, torch.dtype | None] = {}
+    leaves: list[Any] = []
+    for node in gm.graph.nodes:
+        found: torch.dtype | None = None
+        meta = node.meta.get("example_value", node.meta.get("val"))
+        for value in pytree.tree_leaves(meta):
+            if isinstance(value, torch.Tensor) and value.is_floating_point():
+                found = value.dtype if found is None else _less_precise(found, value.dtype)
+        for source in node.all_input_nodes:
+            upstream = lowest.get(source)
+            if upstream is not None:
+                found = upstream if found is None else _less_precise(found, upstream)
+        lowest[node] = found
+        if node.op == "output":
+            leaves = pytree.tree_leaves(node.args[0] if node.args else ())
+    return [lowest.get(leaf) if isinstance(leaf, fx.Node) else None for leaf in leaves]
 
 
 def _wide(value: Any) -> Any:
