@@ -18,10 +18,15 @@ def hand_over(name: str, init_file: str) -> bool:
     """Replace this folder's module ``name`` (and its submodules) in ``sys.modules`` with the
     package of that name found on ``sys.path`` outside the checkout that holds ``init_file``;
     False (nothing changed) when there is none."""
-    checkout = os.path.dirname(os.path.dirname(os.path.abspath(init_file)))
-    elsewhere = [entry for entry in sys.path if os.path.abspath(entry or os.curdir) != checkout]
+    # real paths: a checkout reached through a symlink (or also on sys.path by its real name)
+    # must not find this very folder again as the package "elsewhere"
+    here = os.path.realpath(os.path.dirname(os.path.abspath(init_file)))
+    checkout = os.path.dirname(here)
+    elsewhere = [entry for entry in sys.path if os.path.realpath(entry or os.curdir) != checkout]
     spec = importlib.machinery.PathFinder.find_spec(name, elsewhere)
     if spec is None or spec.loader is None:
+        return False
+    if spec.origin and os.path.realpath(os.path.dirname(spec.origin)) == here:
         return False
     for loaded in [m for m in sys.modules if m == name or m.startswith(name + ".")]:
         del sys.modules[loaded]

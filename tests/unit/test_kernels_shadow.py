@@ -49,3 +49,19 @@ def test_with_none_installed_the_name_stays_the_folders():
         pytest.skip(f"a package named kernels is installed here ({outside[0]})")
     assert importlib.util.find_spec("hwsim.kernels") is not None
     assert _run("import kernels; print(hasattr(kernels, 'warm_up'))") == ["True"]
+
+
+def test_a_checkout_reached_through_a_symlink_keeps_the_name(tmp_path: Path):
+    """A folder whose ``kernels`` is a symlink to the checkout's, with the checkout also on
+    sys.path by its real name: the 'package elsewhere' is this very folder, so nothing is
+    handed over (it was imported again and again until a KeyError)."""
+    view = tmp_path / "view"
+    view.mkdir()
+    (view / "kernels").symlink_to(ROOT / "kernels")
+    code = (
+        f"import sys; sys.path[:0] = [{str(view)!r}, {str(ROOT)!r}]; "
+        "import kernels; print(hasattr(kernels, 'warm_up'))"
+    )
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=view)
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert done.stdout.split() == ["True"]
