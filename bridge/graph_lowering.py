@@ -11,7 +11,8 @@ queues of different ops overlap (op 2 starts on the tiles op 1 has stored). Cont
   from a multi-output node;
 - each node's metadata (``node.meta['val']``: FakeTensors from AOTAutograd/dynamo, or real
   tensors) gives torch's shapes and dtypes; lowerings must produce exactly those shapes;
-- outputs are contiguous HBM tensors (a view, an input or a repeated value is copied out); the
+- outputs are contiguous HBM tensors (a view, an input or a repeated value is copied out; a
+  permuted view of a whole tensor leaves as its storage, viewed on the host); the
   run gives them back as torch tensors with torch's strides.
 
 ``lower_graph`` builds once (no data); ``LoweredGraph.run`` fills the inputs and simulates, as
@@ -127,6 +128,9 @@ class OutputBinding:
     strides: tuple[int, ...] = ()
     dtype: torch.dtype | None = None
     constant: Any = None
+    #: The tensor holds the output's storage as it lies (a permuted view of a whole tensor, such
+    #: as a weight's transpose saved for backward): read back flat and viewed with ``strides``.
+    storage_order: bool = False
 
 
 @dataclass
@@ -249,6 +253,9 @@ class LoweredGraph:
             return binding.constant
         assert binding.dtype is not None
         values = result.outputs[binding.name][: math.prod(binding.shape)]
+        if binding.storage_order:
+            flat = numpy_to_tensor(values, binding.dtype).reshape(-1)
+            return flat.as_strided(binding.shape, binding.strides)
         tensor = numpy_to_tensor(values, binding.dtype).reshape(binding.shape)
         if not _dense(binding.shape, binding.strides):  # e.g. an expanded view: keep it dense
             return tensor
@@ -617,6 +624,9 @@ class _GraphBuilder:
                 self.output_bindings.append(OutputBinding(None, constant=empty))
                 continue
             whole = value.is_contiguous() and value.offset == 0
+            if not whole and _permuted_whole(value, tuple(meta.stride())):
+                self._permuted_output(ctx, i, value, meta.dtype, used, tiles)
+                continue
             if not whole or value.tile.name in used or value.numel != value.tile.shape[0]:
                 with ctx.node(f"output{i}", None):
                     copy = ctx.new_value(value.shape, value.dtype)
@@ -628,6 +638,41 @@ class _GraphBuilder:
                 OutputBinding(value.tile.name, value.shape, tuple(meta.stride()), meta.dtype)
             )
         return tiles
+
+    def _permuted_output(
+        self,
+        ctx: LoweringContext,
+        i: int,
+        value: HbmValue,
+        dtype: torch.dtype,
+        used: set[str],
+        tiles: list[Any],
+    ) -> None:
+        """A permuted view of a whole tensor leaves as its storage, viewed on the host with the
+        view's strides: no transposing copy (4-byte descriptors, one per element). Its tensor is
+        copied as it lies (whole-row descriptors) only when it is an input or already an output."""
+        storage = HbmValue.contiguous(value.tile, (value.numel,))
+        if value.tile.name in used:
+            with ctx.node(f"output{i}", None):
+                copy = ctx.new_value((value.numel,), value.dtype)
+                copy_tiles(ctx, copy, storage)
+            storage = copy
+        used.add(storage.tile.name)
+        tiles.append(storage.tile)
+        self.output_bindings.append(
+            OutputBinding(storage.tile.name, value.shape, value.strides, dtype, storage_order=True)
+        )
+
+
+def _permuted_whole(value: HbmValue, strides: tuple[int, ...]) -> bool:
+    """Whether ``value`` is a permutation of a whole tensor (a transpose of a weight) that torch
+    also strides that way: its bytes already lie in the output's storage order."""
+    return (
+        value.offset == 0
+        and value.numel == value.tile.shape[0]
+        and value.strides == strides
+        and _dense(value.shape, value.strides)
+    )
 
 
 def _check_result(node: fx.Node, result: Any, meta: Any) -> None:
