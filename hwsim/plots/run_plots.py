@@ -79,8 +79,14 @@ def time_unit(total_ns: float) -> tuple[str, float]:
     return "ms", 1e6
 
 
-def _short(text: str, width: int = 32) -> str:
-    return text if len(text) <= width else text[: width - 1] + "…"
+def _short(text: str, width: int = 40) -> str:
+    """``text`` in at most ``width`` characters, cut in the middle so that both the kernel's name
+    and the end (a source tag's ``file.py:LINE``) stay readable."""
+    if len(text) <= width:
+        return text
+    tail = min(len(text) - len(text.rsplit("/", 1)[-1].rsplit(":", 2)[0]), width // 2)
+    tail = max(tail, width // 3)
+    return text[: width - tail - 1] + "…" + text[-tail:]
 
 
 def _total_ns(run: RunData) -> float:
@@ -94,11 +100,12 @@ def _total_ns(run: RunData) -> float:
 
 
 def plot_timeline(run: RunData, path: str | Path | IO[bytes]) -> Path:
-    """Gantt chart, one row per engine and DMA engine, coloured by source tag (or opcode).
+    """Gantt chart, one row per engine and per DMA queue, coloured by source tag (or opcode).
 
-    Up to DENSE_SLICES slices are drawn as bars; beyond that each row becomes a heat strip of
-    HEAT_BINS time bins whose hue is the bin's dominant source and whose depth is the fraction of
-    the bin the engine was busy.
+    A DMA queue's slices are its transfers (each covering its pieces on the queue's DMA engines).
+    Up to DENSE_SLICES slices are drawn as bars; beyond that each row becomes a heat strip of HEAT_BINS time bins whose hue
+    is the bin's dominant source and whose depth is the fraction of the bin the engine (or queue)
+    was busy.
     """
     from matplotlib.patches import Patch
 
@@ -120,7 +127,7 @@ def plot_timeline(run: RunData, path: str | Path | IO[bytes]) -> Path:
     ax.grid(axis="x", color="0.88", linewidth=0.6)
     ax.set_axisbelow(True)
     for r, label in enumerate(rows[1:], start=1):
-        if label.split()[-2:-1] == ["DMA"] and rows[r - 1].split()[-2:-1] != ["DMA"]:
+        if _is_dma_row(label) and not _is_dma_row(rows[r - 1]):
             ax.axhline(r - 0.5, color="0.5", linewidth=0.8)
     mode = f"binned: {HEAT_BINS} bins, shade = busy fraction" if dense else "one bar per slice"
     verdict = run.summary.bottleneck
@@ -143,6 +150,10 @@ def plot_timeline(run: RunData, path: str | Path | IO[bytes]) -> Path:
             frameon=False,
         )
     return _save(fig, path)
+
+
+def _is_dma_row(label: str) -> bool:
+    return "DMA q" in label
 
 
 def _key_colours(run: RunData) -> tuple[dict[str, tuple[float, ...]], list[str]]:
@@ -213,6 +224,7 @@ def _heat_strip(
         r, k = int(run.slice_row[group[0]]), key_index[int(run.slice_key[group[0]])]
         s, e = run.slice_start_ns[group], run.slice_end_ns[group]
         busy[r, k] = np.diff(interval_integral(s, e, np.ones(len(s)), edges))
+    # a DMA queue's transfers can overlap: its shade is the part of the bin it had one running
     util = np.clip(busy.sum(axis=1) / width, 0.0, 1.0)
     dominant = keys[np.argmax(busy, axis=1)]
     palette = np.array([colour_of[run.keys[k]][:3] for k in range(len(run.keys))])

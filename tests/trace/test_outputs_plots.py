@@ -51,7 +51,7 @@ def test_load_run_from_trace_json_matches_memory(tmp_path: Path) -> None:
     direct = run_data(trace)
     loaded = load_run(paths["trace"])  # bare trace.json: summary from its header
     assert loaded.rows == direct.rows
-    assert len(loaded.slice_row) == len(direct.slice_row) == 21 + 7 * 16
+    assert len(loaded.slice_row) == len(direct.slice_row) == 21 + 7  # a DMA transfer is one slice
     order_a = np.lexsort((direct.slice_start_ns, direct.slice_row))
     order_b = np.lexsort((loaded.slice_start_ns, loaded.slice_row))
     assert (direct.slice_row[order_a] == loaded.slice_row[order_b]).all()
@@ -76,7 +76,7 @@ def test_sparse_plots(tmp_path: Path, trace_fn, kind: str) -> None:
 
 
 def test_dense_timeline_uses_heat_strip(tmp_path: Path) -> None:
-    run = run_data(pipeline_trace(600, dma_engines=4, phases=True))
+    run = run_data(pipeline_trace(800, dma_engines=4, phases=True))
     assert len(run.slice_row) > DENSE_SLICES
     for kind in PLOT_KINDS:
         assert is_png(plot(kind, run, tmp_path / f"{kind}.png"))
