@@ -13,9 +13,9 @@ if TYPE_CHECKING:
     from hwsim.trace.outputs import RunData
 
 #: The figure kinds (``hwsim.plots.PLOT_KINDS``), spelled out so the CLI starts without numpy.
-KINDS = ("timeline", "util", "memory", "roofline")
+KINDS = ("timeline", "util", "memory", "roofline", "ops", "dma")
 #: Figures drawn from the trace's slices or counters (a summary alone cannot give them).
-NEEDS_TRACE = ("timeline", "memory")
+NEEDS_TRACE = ("timeline", "memory", "ops", "dma")
 
 
 def register(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:

@@ -212,9 +212,9 @@ def _expected(module: Any, name: str, inputs: tuple[Any, ...]) -> tuple[np.ndarr
 
 def _check_numerics(
     result: Any, module: Any, name: str, inputs: tuple[Any, ...], timing_only: bool
-) -> bool:
+) -> tuple[bool, float | None]:
     """Compare against ``KERNEL_reference`` (when the file has one and numerics ran); the
-    verdict and error go into the run's summary."""
+    verdict and error go into the run's summary. Returns (ok, the tolerance or None)."""
     expected = None if timing_only else _expected(module, name, inputs)
     if expected is None:
         return True, None

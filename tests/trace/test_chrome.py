@@ -11,8 +11,8 @@ from pathlib import Path
 import pytest
 from synthetic_traces import BASE_MHZ, TRN2, FakeOp, pipeline_trace, sbuf, small_trace
 
-from hwsim.trace.chrome import CORE_PID_BASE, HOST_PID, iter_events, read_header, write_chrome_trace
 from hwsim.trace.analysis import end_tick
+from hwsim.trace.chrome import CORE_PID_BASE, HOST_PID, iter_events, read_header, write_chrome_trace
 from hwsim.trace.records import InstructionRecord, Trace
 from hwsim.trace.summary import RunSummary
 from hwsim.trace.validate import validate_chrome_trace
