@@ -25,11 +25,12 @@ from hwsim.bridge.models import tiny_gpt2, tokens
 
 def main(argv: list[str] | None = None) -> int:
     from hwsim.bridge.dynamo import last_report
+    from hwsim.cli.main import add_out_argument
     from hwsim.trace.outputs import default_run_dir
 
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--config", default="trn2")
-    parser.add_argument("--out", type=Path, help="output folder (default: a new one under traces/)")
+    add_out_argument(parser, "output folder (default: a new one under traces/)", type=Path)
     parser.add_argument(
         "--force", action="store_true", help="write into a non-empty --out that is not a run folder"
     )

@@ -16,7 +16,7 @@ from typing import Any
 from hwsim.bridge.models import POSITIONS
 from hwsim.bridge.precision import AUTO_CAST_MODES, AUTO_CAST_TYPES
 from hwsim.bridge.workload import Example, call_factory
-from hwsim.cli.main import add_config_arguments
+from hwsim.cli.main import add_config_arguments, add_out_argument
 from hwsim.errors import WorkloadError, shorten
 from hwsim.workloads.pyfile import load_attribute
 
@@ -36,7 +36,9 @@ def register(commands: argparse._SubParsersAction) -> None:
     )
     names = ", ".join(MODELS)
     parser.add_argument("model", help=f"a built-in model ({names}) or FILE.py:FACTORY")
-    parser.add_argument("-o", "--output", required=True, help="the program file (.hwprog)")
+    add_out_argument(
+        parser, "the program file (.hwprog)", dest="output", old_output_flag=True, required=True
+    )
     add_config_arguments(parser)
     parser.add_argument(
         "--auto-cast",

@@ -29,12 +29,26 @@ def _bytes(value: float | None) -> str:
 
 
 def _peak(run: dict[str, Any]) -> str:
-    """Peak HBM, and the scratch part with the memory plan vs without."""
+    """Peak HBM and its scratch part; with what the scratch would take without the memory plan
+    (every scratch tensor at its own address) when that is more. Scratch the graph did not
+    declare as tensors (the kernel arena) has no unplanned size, so none is shown for it."""
     if "hbm_peak_bytes" not in run:
         return ""
     scratch = run["hbm_scratch_peak_bytes"]
     unplanned = run["hbm_scratch_unplanned_bytes"]
-    return f"{_bytes(run['hbm_peak_bytes'])} (scratch {_bytes(scratch)} of {_bytes(unplanned)})"
+    text = f"{_bytes(run['hbm_peak_bytes'])} (scratch {_bytes(scratch)}"
+    if unplanned > scratch:
+        text += f", {_bytes(unplanned)} without the memory plan"
+    return text + ")"
+
+
+def _op_name(op: object) -> str:
+    """An op as a user reads it: ``getitem``, not ``<built-in function getitem>``."""
+    text = str(op)
+    for prefix in ("<built-in function ", "<function "):
+        if text.startswith(prefix):
+            return text[len(prefix) :].split()[0].rstrip(">")
+    return text
 
 
 def _err(value: float) -> str:
@@ -162,7 +176,8 @@ def _decomposed(report: Report) -> Table | None:
     table.add_column("op")
     table.add_column("became")
     for original, into in sorted(decomposed.items()):
-        table.add_row(original, ", ".join(f"{op} x{n}" for op, n in sorted(into.items())))
+        became = ", ".join(f"{_op_name(op)} x{n}" for op, n in sorted(into.items()))
+        table.add_row(_op_name(original), became)
     return table
 
 

@@ -6,7 +6,7 @@ import argparse
 import json
 from pathlib import Path
 
-from hwsim.cli.main import add_config_arguments
+from hwsim.cli.main import add_config_arguments, add_out_argument
 from hwsim.config import CONFIGS_DIR, config_hash, config_to_yaml, list_presets, load_config
 from hwsim.config.schema import HardwareConfig
 
@@ -25,7 +25,9 @@ def register(commands: argparse._SubParsersAction) -> None:
     show.set_defaults(handler=_show)
 
     schema = sub.add_parser("schema", help="write the JSON schema that editors use")
-    schema.add_argument("-o", "--output", type=Path, help="output path (default: stdout)")
+    add_out_argument(
+        schema, "output path (default: stdout)", dest="output", old_output_flag=True, type=Path
+    )
     schema.set_defaults(handler=_schema)
 
     peaks = sub.add_parser("peaks", help="what a config implies: peak FLOP/s, capacities, BW")

@@ -15,7 +15,9 @@ def register(commands: argparse._SubParsersAction) -> None:
     parser = commands.add_parser("demo", help="run the main job on the built-in default (trn2)")
     parser.add_argument("--config", default="trn2", help="preset name or YAML path")
     parser.add_argument("--workload", default=DEMO_WORKLOAD, help="workload to simulate")
-    parser.add_argument("--out", help="output directory (default: a fresh folder under traces/)")
+    from hwsim.cli.main import add_out_argument
+
+    add_out_argument(parser, "output directory (default: a fresh folder under traces/)")
     parser.add_argument(
         "--force", action="store_true", help="write into a non-empty --out that is not a run folder"
     )

@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 import sys
 from collections.abc import Sequence
-from typing import NoReturn
+from typing import Any, NoReturn
 
 from hwsim import __version__
 from hwsim.errors import HwsimError, cut_long_values
@@ -207,6 +207,23 @@ def add_kernel_arguments(parser: argparse.ArgumentParser) -> None:
         action="store_true",
         help="do not check for reads of memory nothing wrote (checked by default)",
     )
+
+
+def add_out_argument(
+    parser: argparse.ArgumentParser | argparse._ArgumentGroup,
+    help_text: str,
+    *,
+    dest: str = "out",
+    old_output_flag: bool = False,
+    **kwargs: Any,
+) -> argparse.Action:
+    """The one output flag every writing command shares: ``-o/--out PATH``. With
+    ``old_output_flag``, the ``--output`` spelling those commands had earlier still parses (so
+    no script breaks) but is not shown in ``--help``."""
+    names = ("-o", "--out", "--output") if old_output_flag else ("-o", "--out")
+    action = parser.add_argument(*names, dest=dest, help=help_text, **kwargs)
+    action.option_strings = ["-o", "--out"]  # --output stays in the parser's lookup table only
+    return action
 
 
 def add_config_arguments(parser: argparse.ArgumentParser, default: str = "trn2") -> None:

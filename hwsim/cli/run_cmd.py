@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import argparse
 
-from hwsim.cli.main import add_config_arguments, add_kernel_arguments
+from hwsim.cli.main import add_config_arguments, add_kernel_arguments, add_out_argument
 
 
 def register(commands: argparse._SubParsersAction) -> None:
@@ -17,7 +17,7 @@ def register(commands: argparse._SubParsersAction) -> None:
     add_config_arguments(parser)
     parser.add_argument("--json", action="store_true", help="print the summary as one JSON object")
     parser.add_argument("--timing-only", action="store_true", help="skip numerics (for sweeps)")
-    parser.add_argument("--out", help="directory for trace, summary, tables and plots")
+    add_out_argument(parser, "directory for trace, summary, tables and plots")
     parser.add_argument(
         "--force", action="store_true", help="write into a non-empty --out that is not a run folder"
     )

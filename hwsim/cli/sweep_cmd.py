@@ -13,7 +13,7 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-from hwsim.cli.main import positive_int
+from hwsim.cli.main import add_out_argument, positive_int
 
 #: Spelled out (not imported) so the CLI starts without loading the sweep machinery.
 BACKENDS = ("loky", "dask", "ray")
@@ -62,7 +62,13 @@ def register(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> N
         "--list-metrics", action="store_true", help="list the metric names a spec may record"
     )
     out = parser.add_argument_group("export and plot")
-    out.add_argument("-o", "--output", type=Path, help="file to write (.csv/.parquet, or .png)")
+    add_out_argument(
+        out,
+        "file to write (.csv/.parquet, or .png)",
+        dest="output",
+        old_output_flag=True,
+        type=Path,
+    )
     out.add_argument("--kind", choices=PLOT_KINDS, help="plot: which figure")
     out.add_argument("--x", help="plot: parameter (line, heatmap) or column[:min|max] (pareto)")
     out.add_argument("--y", help="plot: parameter (heatmap) or column[:min|max] (pareto)")

@@ -9,7 +9,7 @@ from typing import Any
 
 
 def register(commands: argparse._SubParsersAction) -> None:
-    from hwsim.cli.main import positive_int
+    from hwsim.cli.main import add_out_argument, positive_int
 
     parser = commands.add_parser(
         "fuzz", help="generate kernels and check numerics, determinism, races and timing"
@@ -27,7 +27,7 @@ def register(commands: argparse._SubParsersAction) -> None:
     parser.add_argument("--backend", default="loky", help="loky (local), dask or ray")
     parser.add_argument("--address", help="an existing Dask scheduler or Ray cluster")
     parser.add_argument("--db", help="SQLite file of results (resumes; default: none)")
-    parser.add_argument("--out", help="folder for the reproductions of failing cases")
+    add_out_argument(parser, "folder for the reproductions of failing cases")
     parser.add_argument("--force", action="store_true", help="write into a non-empty --out")
     parser.add_argument("--json", action="store_true", help="print the result as one JSON object")
     parser.set_defaults(handler=_fuzz)

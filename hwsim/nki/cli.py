@@ -28,12 +28,14 @@ from hwsim.workloads.pyfile import call_inputs, import_python_file, inputs_hint,
 
 
 def register(commands: argparse._SubParsersAction) -> None:
-    from hwsim.cli.main import add_config_arguments, add_kernel_arguments
+    from hwsim.cli.main import add_config_arguments, add_kernel_arguments, add_out_argument
 
     parser = commands.add_parser("nki", help="run an NKI kernel file: FILE.py:KERNEL")
     parser.add_argument("target", help="FILE.py:KERNEL")
     add_config_arguments(parser)
-    parser.add_argument("--out", help="directory for trace, summary, tables and plots")
+    add_out_argument(parser, "directory for trace, summary, tables and plots")
+    parser.add_argument("--json", action="store_true", help="print the summary as one JSON object")
+    parser.add_argument("--timing-only", action="store_true", help="skip numerics (for sweeps)")
     parser.add_argument("--shape", action="append", default=[], metavar="NAME=AxB[:dtype]")
     parser.add_argument("--force", action="store_true", help="write into a non-empty --out")
     parser.add_argument("--force-install", action="store_true",
@@ -164,32 +166,70 @@ def main(args: argparse.Namespace) -> int:
     try:
         with limits_within(args.max_instructions, args.trace_timeout):  # the tracing watchdog's
             initcheck = False if args.no_initcheck else None  # None: on (a front door)
-            result = run(kernel, *inputs, config=config, initcheck=initcheck)
+            result = run(
+                kernel, *inputs, config=config, numerics=not args.timing_only, initcheck=initcheck
+            )
     except InitCheckError as exc:  # on by default here: say how to run without it
         raise InitCheckError(f"{exc}; {INITCHECK_HINT}", exc.findings) from exc
-    print(f"{name}: latency {result.latency_ns / 1000:.3f} µs ({result.latency_ns:.0f} ns) "
-          f"on {getattr(config, 'name', args.config)}")  # fmt: skip
+    ok, tolerance = _check_numerics(result, module, name, inputs, args.timing_only)
+    if args.out is not None or not args.json:
+        from hwsim.trace.outputs import default_run_dir
+
+        out = args.out or default_run_dir(name)
+        result.write(out, force=args.force)
+        result.summary.out_dir = str(out)
+    if args.json:
+        from hwsim import strict_json
+
+        print(strict_json.dumps(result.summary.to_dict(), default=str))
+        return 0 if ok else 1
+    latency_us = result.latency_ns / 1000
+    print(f"{name}: latency {latency_us:.3g} µs on {getattr(config, 'name', args.config)}")
     print(f"bottleneck: {result.summary.bottleneck}")
     for note in result.notes:
         print(f"note: {note}")
-    ok = True
-    _, reference = kernel_helpers(vars(module), name, name)
-    if reference is not None:
-        expected = reference(*[np.asarray(a, np.float64) for a in inputs])
-        expected = expected if isinstance(expected, tuple) else (expected,)
-        err = max(
-            float(np.max(np.abs(o.astype(np.float64) - e)))
-            for o, e in zip(result.outputs, expected, strict=True)
+    if tolerance is not None:
+        verdict = "OK" if ok else "MISMATCH"
+        print(
+            f"numerics: {verdict} (max abs error {result.summary.max_abs_err:.3g}, tolerance "
+            f"{tolerance:.3g})"
         )
-        scale = max(float(np.max(np.abs(e))) for e in expected) or 1.0
-        ok = err <= 1e-2 * scale
-        print(f"numerics: {'OK' if ok else 'MISMATCH'} (max abs error {err:.3g})")
-    from hwsim.trace.outputs import default_run_dir
-
-    out = args.out or default_run_dir(name)
-    result.write(out, force=args.force)
-    print(f"wrote {out}")
+    print(f"wrote {result.summary.out_dir}")
     return 0 if ok else 1
+
+
+#: Error allowed against ``KERNEL_reference``, relative to the largest expected value.
+REFERENCE_RTOL = 1e-2
+
+
+def _expected(module: Any, name: str, inputs: tuple[Any, ...]) -> tuple[np.ndarray, ...] | None:
+    _, reference = kernel_helpers(vars(module), name, name)
+    if reference is None:
+        return None
+    expected = reference(*[np.asarray(a, np.float64) for a in inputs])
+    return expected if isinstance(expected, tuple) else (expected,)
+
+
+def _check_numerics(
+    result: Any, module: Any, name: str, inputs: tuple[Any, ...], timing_only: bool
+) -> tuple[bool, float | None]:
+    """Compare against ``KERNEL_reference`` (when the file has one and numerics ran); the
+    verdict and error go into the run's summary. Returns (ok, the tolerance or None)."""
+    expected = None if timing_only else _expected(module, name, inputs)
+    if expected is None:
+        return True, None
+    err = max(
+        float(np.max(np.abs(o.astype(np.float64) - e)))
+        for o, e in zip(result.outputs, expected, strict=True)
+    )
+    tolerance = _scaled_tolerance(expected)
+    result.summary.max_abs_err = err
+    result.summary.numerics_ok = err <= tolerance
+    return bool(result.summary.numerics_ok), tolerance
+
+
+def _scaled_tolerance(expected: tuple[np.ndarray, ...]) -> float:
+    return REFERENCE_RTOL * (max(float(np.max(np.abs(e))) for e in expected) or 1.0)
 
 
 def _config(args: argparse.Namespace) -> Any:

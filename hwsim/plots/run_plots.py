@@ -35,6 +35,7 @@ _OTHER_COLOUR = (0.62, 0.62, 0.62)
 _WAIT_DMA = "#f28e2b"
 _WAIT_ENGINE = "#fcc66d"
 _BUSY = "#4e79a7"
+_CRITICAL = "#7b1f1f"
 _IDLE = "#e6e6e6"
 
 
@@ -79,8 +80,19 @@ def time_unit(total_ns: float) -> tuple[str, float]:
     return "ms", 1e6
 
 
-def _short(text: str, width: int = 32) -> str:
-    return text if len(text) <= width else text[: width - 1] + "…"
+def _legend_outside(ax: Axes) -> None:
+    """The legend right of the axes, where no line (a peak or capacity) can cross it."""
+    ax.legend(loc="upper left", bbox_to_anchor=(1.005, 1.0), fontsize=7, frameon=False)
+
+
+def _short(text: str, width: int = 40) -> str:
+    """``text`` in at most ``width`` characters, cut in the middle so that both the kernel's name
+    and the end (a source tag's ``file.py:LINE``) stay readable."""
+    if len(text) <= width:
+        return text
+    tail = min(len(text) - len(text.rsplit("/", 1)[-1].rsplit(":", 2)[0]), width // 2)
+    tail = max(tail, width // 3)
+    return text[: width - tail - 1] + "…" + text[-tail:]
 
 
 def _total_ns(run: RunData) -> float:
@@ -94,11 +106,12 @@ def _total_ns(run: RunData) -> float:
 
 
 def plot_timeline(run: RunData, path: str | Path | IO[bytes]) -> Path:
-    """Gantt chart, one row per engine and DMA engine, coloured by source tag (or opcode).
+    """Gantt chart, one row per engine and per DMA queue, coloured by source tag (or opcode).
 
+    A DMA queue's slices are its transfers (each covering its pieces on the queue's DMA engines).
     Up to DENSE_SLICES slices are drawn as bars; beyond that each row becomes a heat strip of
-    HEAT_BINS time bins whose hue is the bin's dominant source and whose depth is the fraction of
-    the bin the engine was busy.
+    HEAT_BINS time bins whose hue is the bin's dominant source and whose depth is the fraction
+    of the bin the engine (or queue) was busy. The critical path's links are a row on top.
     """
     from matplotlib.patches import Patch
 
@@ -113,14 +126,16 @@ def plot_timeline(run: RunData, path: str | Path | IO[bytes]) -> Path:
         _heat_strip(ax, fig, run, colour_of, total, scale)
     else:
         _bars(ax, run, colour_of, scale)
-    ax.set_ylim(len(rows) - 0.5, -0.5)
-    ax.set_yticks(range(len(rows)), rows, fontsize=8)
+    top = _critical_row(ax, run, total, scale)
+    ax.set_ylim(len(rows) - 0.5, top - 0.5)
+    ticks = ([-1] if top < 0 else []) + list(range(len(rows)))
+    ax.set_yticks(ticks, (["critical path"] if top < 0 else []) + rows, fontsize=8)
     ax.set_xlim(0, total / scale)
     ax.set_xlabel(f"time ({unit})")
     ax.grid(axis="x", color="0.88", linewidth=0.6)
     ax.set_axisbelow(True)
     for r, label in enumerate(rows[1:], start=1):
-        if label.split()[-2:-1] == ["DMA"] and rows[r - 1].split()[-2:-1] != ["DMA"]:
+        if _is_dma_row(label) and not _is_dma_row(rows[r - 1]):
             ax.axhline(r - 0.5, color="0.5", linewidth=0.8)
     mode = f"binned: {HEAT_BINS} bins, shade = busy fraction" if dense else "one bar per slice"
     verdict = run.summary.bottleneck
@@ -132,6 +147,8 @@ def plot_timeline(run: RunData, path: str | Path | IO[bytes]) -> Path:
     )
     fig.suptitle(_title(run, "Engine timeline"), fontsize=12, x=0.01, ha="left")
     handles = [Patch(color=colour_of[k][:3], label=_short(k)) for k in legend_keys]  # type: ignore[arg-type]
+    if top < 0:
+        handles.append(Patch(color=_CRITICAL, label="critical path (by resource)"))
     if handles:
         ax.legend(
             handles=handles,
@@ -143,6 +160,25 @@ def plot_timeline(run: RunData, path: str | Path | IO[bytes]) -> Path:
             frameon=False,
         )
     return _save(fig, path)
+
+
+def _critical_row(ax: Axes, run: RunData, total: float, scale: float) -> int:
+    """Draw the critical path's links (each one's share of the run) on a row above the engines,
+    named by resource where wide enough; the index of the top row (-1, or 0 without a path)."""
+    links = [(name, t0, t1) for core, name, t0, t1 in run.critical if core == min(run.critical)[0]]
+    if not links:
+        return 0
+    spans = [(t0 / scale, (t1 - t0) / scale) for _, t0, t1 in links]
+    ax.broken_barh(spans, (-1.38, 0.76), facecolors=_CRITICAL, edgecolor="white", linewidth=0.4)
+    for (name, t0, t1), (x, width) in zip(links, spans, strict=True):
+        if (t1 - t0) > total * 0.04:
+            ax.text(x + width / 2, -1, name, ha="center", va="center", fontsize=6, color="white")
+    ax.axhline(-0.5, color="0.5", linewidth=0.8)
+    return -1
+
+
+def _is_dma_row(label: str) -> bool:
+    return "DMA q" in label
 
 
 def _key_colours(run: RunData) -> tuple[dict[str, tuple[float, ...]], list[str]]:
@@ -213,6 +249,7 @@ def _heat_strip(
         r, k = int(run.slice_row[group[0]]), key_index[int(run.slice_key[group[0]])]
         s, e = run.slice_start_ns[group], run.slice_end_ns[group]
         busy[r, k] = np.diff(interval_integral(s, e, np.ones(len(s)), edges))
+    # a DMA queue's transfers can overlap: its shade is the part of the bin it had one running
     util = np.clip(busy.sum(axis=1) / width, 0.0, 1.0)
     dominant = keys[np.argmax(busy, axis=1)]
     palette = np.array([colour_of[run.keys[k]][:3] for k in range(len(run.keys))])
@@ -384,7 +421,7 @@ def plot_memory(run: RunData, path: str | Path | IO[bytes]) -> Path:
         ax.set_ylabel(f"{label} ({size_unit})")
         ax.grid(color="0.9", linewidth=0.6)
         if ax.get_legend_handles_labels()[1]:  # an empty memory (no PSUM use) has no labels
-            ax.legend(loc="upper right", fontsize=7, frameon=False)
+            _legend_outside(ax)
     ax = axes[2]
     plotted = False
     for counter, colour in (("HBM read", "#4e79a7"), ("HBM write", "#f28e2b")):
@@ -427,7 +464,7 @@ def plot_memory(run: RunData, path: str | Path | IO[bytes]) -> Path:
         )
     ax.set_ylabel("HBM (GB/s)")
     ax.grid(color="0.9", linewidth=0.6)
-    ax.legend(loc="upper right", fontsize=7, frameon=False)
+    _legend_outside(ax)
     ax.set_xlim(0, total / scale)
     ax.set_xlabel(f"time ({unit})")
     s = run.summary
@@ -485,6 +522,7 @@ def plot_roofline(run: RunData, path: str | Path | IO[bytes]) -> Path:
             label=f"TensorE peak {peak / 1e12:,.1f} TFLOP/s ({peaks.dtype})",
         )
     colour_of, _ = _key_colours(run)
+    legend = {label for label, *_ in points[:TOP_KEYS]}
     markers = {"run": ("o", 110, "black"), "model": ("*", 170, "#b07aa1"), "tag": ("s", 40, None)}
     for label, x, y, kind in points:
         if not (np.isfinite(x) and x > 0 and y > 0):
@@ -504,7 +542,7 @@ def plot_roofline(run: RunData, path: str | Path | IO[bytes]) -> Path:
             s=size,
             marker=marker,
             zorder=5,
-            label=_short(label, 40),
+            label=_short(label, 40) if kind != "tag" or label in legend else "_nolegend_",
             color=colour or colour_of.get(label, _OTHER_COLOUR),
             edgecolor="black",
             linewidth=0.5,
@@ -555,7 +593,7 @@ def _roofline_points(
         points.append(
             ("run (model FLOPs)", model / hbm if hbm else np.inf, model / total_s, "model")
         )
-    for tag in summary.tags[:6]:
+    for tag in summary.tags:  # one point per op (the summary lists the busiest tags)
         span_s = (tag.end_ns - tag.start_ns) / 1e9
         if tag.flops > 0 and tag.hbm_bytes > 0 and span_s > 0:
             points.append((tag.tag, tag.flops / tag.hbm_bytes, tag.flops / span_s, "tag"))

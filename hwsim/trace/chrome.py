@@ -4,10 +4,14 @@ Layout (see traces/README.md for how to read it):
 
 - one process per NeuronCore (pid ``CORE_PID_BASE + core``) and one "host" process (PyTorch ops
   on the CPU, from ``trace.meta['host_events']``), ordered by ``process_sort_index``;
-- per core, one track per engine in hardware order (``hwsim.engines``), then one track per used
-  (DMA queue, DMA engine) pair ("DMA q0 e3"), ordered by ``thread_sort_index``; an engine runs
-  one instruction at a time and a queue one piece at a time on each DMA engine, so slices on a
-  track never overlap;
+- per core, a "Critical path" track on top (one slice per link of the chain that set the run's
+  end, named by its resource, tiling the run: ``hwsim.trace.critical_path``), then one track per
+  engine in hardware order (``hwsim.engines``), then one track per used DMA queue ("DMA q0"): one
+  slice per transfer on that queue, covering its pieces, with the DMA engines, pieces, bytes and
+  descriptors as args (``hwsim.trace.dma_spans``; a queue whose transfers overlap gets extra lanes
+  "DMA q0 (2)", ...), then an "Ops" track of one span per source tag (a bridge run's op, from its
+  first instruction's start to its last's end; lanes as needed), all ordered by
+  ``thread_sort_index``;
 - complete ("X") slices whose args carry ticks, opcode, profiler opcode, operands, bytes per
   memory, FLOPs and the source tag;
 - flow arrows ("s" -> "f", bound to the enclosing slices) from the instruction or DMA transfer
@@ -41,6 +45,7 @@ import numpy as np
 from hwsim import strict_json
 from hwsim.engines import COLLECTIVE_ENGINE
 from hwsim.isa.ap import AccessPattern
+from hwsim.trace import extra_tracks
 from hwsim.trace.analysis import (
     Dependencies,
     cores_of,
@@ -50,6 +55,7 @@ from hwsim.trace.analysis import (
     engine_label,
 )
 from hwsim.trace.array_ops import bin_edges, binned_amounts
+from hwsim.trace.dma_spans import dma_spans
 from hwsim.trace.facts import MEMORIES, FactsMemo, IdentityMemo, facts_memo
 from hwsim.trace.occupancy import OperandSpans, occupancy_steps
 from hwsim.trace.records import Trace, engine_order
@@ -60,6 +66,10 @@ HOST_PID = 1
 CORE_PID_BASE = 10
 HOST_TID = 1
 DMA_TID_BASE = 100
+#: Tracks per DMA queue (its lanes) in the tid numbering; ops tracks come after every queue's.
+DMA_LANES_PER_QUEUE = 64
+CRITICAL_TID = 90
+OPS_TID_BASE = 100_000
 #: HBM bandwidth counters: bins over the run (each bin's value is its mean bandwidth).
 COUNTER_BINS = 1000
 #: Collective flows take ids above any semaphore flow's (those count from 1, one per wait).
@@ -77,8 +87,9 @@ def engine_tid(engine: str) -> int:
     return engine_code(engine) + 1
 
 
-def dma_tid(queue: int, dma_engine: int, engines_per_core: int = 256) -> int:
-    return DMA_TID_BASE + queue * engines_per_core + dma_engine
+def dma_tid(queue: int, lane: int = 0) -> int:
+    """The track of a DMA queue's ``lane`` (0 unless its transfers overlap)."""
+    return DMA_TID_BASE + queue * DMA_LANES_PER_QUEUE + min(lane, DMA_LANES_PER_QUEUE - 1)
 
 
 def write_chrome_trace(
@@ -137,11 +148,6 @@ class _Writer:
         self.static_args: IdentityMemo[str] = IdentityMemo(self._static_args)
         self.events = _EventStream(out)
         self.cores = cores_of(trace)
-        config = trace.config
-        self.engines_per_core = max(
-            [getattr(getattr(config, "dma", None), "engines", 16)]
-            + [r.dma_engine + 1 for r in trace.dma]
-        )
 
     # ---- time ---------------------------------------------------------------------------------
     def ns(self, tick: int) -> int:
@@ -155,9 +161,12 @@ class _Writer:
     def write(self) -> None:
         self.out.write(_HEADER_KEY + strict_json.dumps(self._other_data(), default=str) + ",\n")
         self.out.write(_EVENTS_LINE + "\n")
-        dma_tracks = sorted({(r.core, r.queue, r.dma_engine) for r in self.trace.dma})
-        self._metadata(dma_tracks)
         deps = Dependencies(self.trace, self.facts)
+        self.dma_spans = dma_spans(self.trace, deps.transfers)
+        self._metadata()
+        # the derived tracks first: their temporaries are gone before the operand spans grow
+        extra_tracks.write_critical_path(self.trace, deps, self.events.emit, self.ns, self.us)
+        extra_tracks.write_op_spans(self.trace, self.facts, self.events.emit, self.ns, self.us)
         spans = OperandSpans()
         self._instructions(deps, spans)
         self._collective_flows()
@@ -179,7 +188,7 @@ class _Writer:
             "summary": self.summary.to_dict() if self.summary is not None else None,
         }
 
-    def _metadata(self, dma_tracks: list[tuple[int, int, int]]) -> None:
+    def _metadata(self) -> None:
         emit = self.events.emit
         emit(_meta("process_name", HOST_PID, None, {"name": "host (PyTorch ops)"}))
         emit(_meta("process_sort_index", HOST_PID, None, {"sort_index": 0}))
@@ -199,15 +208,16 @@ class _Writer:
                 emit(_meta("thread_name", pid, engine_tid(engine), names))
                 emit(_meta("thread_sort_index", pid, engine_tid(engine), {"sort_index": rank}))
             rank = len(engines)
-            for c, queue, dma_engine in dma_tracks:
-                if c != core:
-                    continue
-                tid = dma_tid(queue, dma_engine, self.engines_per_core)
+            d = self.dma_spans
+            mine = d.core == core
+            lanes = sorted(set(zip(d.queue[mine].tolist(), d.lane[mine].tolist(), strict=True)))
+            for queue, lane in lanes:
+                tid = dma_tid(queue, lane)
                 args: dict[str, Any] = {
-                    "name": f"DMA q{queue} e{dma_engine}",
+                    "name": f"DMA q{queue}" + (f" ({lane + 1})" if lane else ""),
                     "hwsim_track": "dma",
                     "queue": queue,
-                    "dma_engine": dma_engine,
+                    "lane": lane,
                 }
                 emit(_meta("thread_name", pid, tid, args))
                 emit(_meta("thread_sort_index", pid, tid, {"sort_index": rank}))
@@ -312,11 +322,12 @@ class _Writer:
             pid[u], tid[u] = core_pid(rec.core), engine_tid(rec.engine)
             mid[u] = (self.ns(rec.start_tick) + self.ns(rec.end_tick)) // 2
         last_piece = deps.transfers.last_piece
+        d = self.dma_spans
         for u in np.flatnonzero(deps.update_transfer >= 0):
-            piece = trace.dma[last_piece[deps.update_transfer[u]]]
-            pid[u] = core_pid(piece.core)
-            tid[u] = dma_tid(piece.queue, piece.dma_engine, self.engines_per_core)
-            mid[u] = (self.ns(piece.start_tick) + self.ns(piece.end_tick)) // 2
+            span = int(d.span_of_piece[last_piece[deps.update_transfer[u]]])
+            pid[u] = core_pid(int(d.core[span]))
+            tid[u] = dma_tid(int(d.queue[span]), int(d.lane[span]))
+            mid[u] = (self.ns(int(d.start_tick[span])) + self.ns(int(d.end_tick[span]))) // 2
         return pid, tid, mid
 
     # ---- DMA pieces ---------------------------------------------------------------------------
@@ -339,17 +350,20 @@ class _Writer:
                     f'"tag":{json.dumps(f.tag)}',
                 )
             )
-        for r, t in zip(trace.dma, transfers.piece_transfer.tolist(), strict=True):
-            name, extra = labels[t]
-            t0, t1 = ns(r.start_tick), ns(r.end_tick)
+        d = self.dma_spans
+        for s in range(len(d)):
+            name, extra = labels[int(d.transfer[s])]
+            start, end = int(d.start_tick[s]), int(d.end_tick[s])
+            t0, t1 = ns(start), ns(end)
             emit(
-                f'{{"ph":"X","pid":{core_pid(r.core)},'
-                f'"tid":{dma_tid(r.queue, r.dma_engine, self.engines_per_core)},'
+                f'{{"ph":"X","pid":{core_pid(int(d.core[s]))},'
+                f'"tid":{dma_tid(int(d.queue[s]), int(d.lane[s]))},'
                 f'"ts":{us(t0)},"dur":{us(t1 - t0)},"name":{name},"cat":"dma","args":{{'
-                f'"queued_tick":{r.queued_tick},"start_tick":{r.start_tick},'
-                f'"end_tick":{r.end_tick},"bytes":{r.transfer_bytes},'
-                f'"descriptors":{r.descriptors},"queue":{r.queue},"dma_engine":{r.dma_engine},'
-                f'"piece":{r.piece},{extra}}}}}'
+                f'"queued_tick":{int(d.queued_tick[s])},"start_tick":{start},'
+                f'"end_tick":{end},"bytes":{int(d.transfer_bytes[s])},'
+                f'"descriptors":{int(d.descriptors[s])},"queue":{int(d.queue[s])},'
+                f'"pieces":{int(d.pieces[s])},"dma_engines":{json.dumps(d.dma_engines(s))},'
+                f"{extra}}}}}"
             )
 
     # ---- host ---------------------------------------------------------------------------------

@@ -81,6 +81,40 @@ def critical_path(
     return steps
 
 
+class CriticalColumns(NamedTuple):
+    """The critical path as columns, earliest link first (the startup, if any, is link 0):
+    ``resource`` an engine code, -1 for a DMA transfer, -2 for the startup; [begin, end) the
+    link's share of the run (they tile it); start/last the record's own ticks."""
+
+    core: np.ndarray
+    resource: np.ndarray
+    pc: np.ndarray
+    start_tick: np.ndarray
+    last_tick: np.ndarray
+    begin_tick: np.ndarray
+    end_tick: np.ndarray
+
+
+def critical_path_columns(trace: Trace, deps: Dependencies) -> CriticalColumns:
+    """``critical_path`` as arrays (no step tuples: a million-record trace's path is long)."""
+    path = _walk(trace, deps, None)
+    if path is None:
+        empty = np.zeros(0, np.int64)
+        return CriticalColumns(*([empty] * 7))
+    on, links = path.on[::-1], path.links
+    resource = np.where(on >= len(trace.instructions), -1, links.engine[on])
+    share = path.share[::-1]
+    end = path.startup_ticks + np.cumsum(share)
+    columns = [links.core[on], resource, links.pc[on], links.first[on], links.last[on],
+               end - share, end]  # fmt: skip
+    if path.startup_ticks:
+        head = [columns[0][:1], [-2], [-1], [0], [path.startup_ticks], [0], [path.startup_ticks]]
+        columns = [
+            np.concatenate([np.asarray(h, np.int64), c]) for h, c in zip(head, columns, strict=True)
+        ]
+    return CriticalColumns(*columns)
+
+
 class _Path(NamedTuple):
     """The critical path as node indices (``_Links``), latest first, with each one's share and
     the startup ticks before its first link (0: no startup step)."""

@@ -28,6 +28,7 @@ from hwsim.trace.analysis import (
     engine_label,
     int_column,
 )
+from hwsim.trace.dma_spans import dma_spans
 from hwsim.trace.facts import facts_memo
 from hwsim.trace.occupancy import OperandSpans
 from hwsim.trace.records import Trace, engine_order
@@ -45,6 +46,9 @@ PLOT_FILES = {
     "memory": "memory.png",
     "roofline": "roofline.png",
 }
+#: Trace tracks that are not an engine's: DMA queues, host ops, and the derived critical-path
+#: and per-op tracks (``hwsim.trace.extra_tracks``; the timeline draws engines and queues).
+DERIVED_TRACKS = frozenset({"dma", "host", "critical", "ops"})
 #: Where runs go by default (relative to the working directory); ignored by git.
 TRACES_DIR = Path("traces")
 
@@ -53,8 +57,9 @@ TRACES_DIR = Path("traces")
 class RunData:
     """What ``report`` and the plots read, from a Trace in memory or from a trace.json.
 
-    Slices (instructions and DMA pieces) are columns: ``slice_row`` indexes ``rows`` (timeline
-    rows in hardware order: engines, then DMA engines with all their queues), ``slice_key``
+    Slices (instructions and DMA transfers) are columns: ``slice_row`` indexes ``rows`` (timeline
+    rows in hardware order: engines, then one row per DMA queue, whose slices are its transfers,
+    each covering its pieces on the queue's DMA engines: ``hwsim.trace.dma_spans``), ``slice_key``
     indexes ``keys`` (the source tag, or the opcode for untagged work). Times are ns.
     ``counters[name][core]`` = (times ns, values) for "HBM read"/"HBM write" (GB/s) and
     "SBUF occupancy"/"PSUM occupancy" (bytes).
@@ -66,7 +71,14 @@ class RunData:
     slice_start_ns: np.ndarray = field(default_factory=lambda: np.zeros(0))
     slice_end_ns: np.ndarray = field(default_factory=lambda: np.zeros(0))
     slice_key: np.ndarray = field(default_factory=lambda: np.zeros(0, np.int64))
+    #: Bytes a DMA transfer moved (0 for an instruction) and when it entered its queue (ns; an
+    #: instruction's start): what the DMA figure's bytes in flight and queue depth are drawn from.
+    slice_bytes: np.ndarray = field(default_factory=lambda: np.zeros(0))
+    slice_queued_ns: np.ndarray = field(default_factory=lambda: np.zeros(0))
     keys: list[str] = field(default_factory=list)
+    #: The critical path, earliest link first: (core, resource label, start ns, end ns) of each
+    #: link's share of the run (the trace's "Critical path" track).
+    critical: list[tuple[int, str, float, float]] = field(default_factory=list)
     counters: dict[str, dict[int, tuple[np.ndarray, np.ndarray]]] = field(default_factory=dict)
     source: str = ""
 
@@ -142,14 +154,17 @@ def colour_key(tag: str) -> str:
 def run_data(trace: Trace, summary: RunSummary | None = None) -> RunData:
     """The plot/report view of an in-memory trace (same content ``load_run`` reads from JSON)."""
     from hwsim.trace.chrome import counter_series
+    from hwsim.trace.extra_tracks import critical_links
     from hwsim.trace.stats import summarize
 
     summary = summary if summary is not None else summarize(trace)
     facts = facts_memo()
     cores = cores_of(trace)
     engines = engine_order(r.engine for r in trace.instructions)
-    dma_engines = sorted({(r.core, r.dma_engine) for r in trace.dma})
-    rows, engine_row, dma_row = _rows(cores, engines, dma_engines)
+    deps = Dependencies(trace, facts)
+    spans_of_dma = dma_spans(trace, deps.transfers)
+    queues = sorted(set(zip(spans_of_dma.core.tolist(), spans_of_dma.queue.tolist(), strict=True)))
+    rows, engine_row, dma_row = _rows(cores, engines, queues)
 
     keys: dict[str, int] = {}
     recs = trace.instructions
@@ -167,47 +182,47 @@ def run_data(trace: Trace, summary: RunSummary | None = None) -> RunData:
         lookup[int_column(recs, "core"), engine_codes(recs)] if recs else np.zeros(0, np.int64)
     )
 
-    deps = Dependencies(trace, facts)
     transfer_key = []
     for index in deps.transfers.trigger_record.tolist():
         trigger = facts(recs[index].instruction) if index >= 0 else None
         name = (trigger.tag or trigger.opcode) if trigger else "dma"
         transfer_key.append(keys.setdefault(colour_key(name), len(keys)))
-    dma = trace.dma
-    dma_lookup = {pair: row for pair, row in dma_row.items()}
-    piece_rows = np.fromiter((dma_lookup[r.core, r.dma_engine] for r in dma), np.int64, len(dma))
-    piece_keys = (
-        np.array(transfer_key, np.int64)[deps.transfers.piece_transfer]
-        if dma
-        else np.zeros(0, np.int64)
+    d = spans_of_dma
+    piece_rows = np.fromiter(
+        (dma_row[c, q] for c, q in zip(d.core.tolist(), d.queue.tolist(), strict=True)),
+        np.int64,
+        len(d),
     )
+    piece_keys = np.array(transfer_key, np.int64)[d.transfer] if len(d) else np.zeros(0, np.int64)
     ns = 1000 / trace.base_mhz
     counters: dict[str, dict[int, tuple[np.ndarray, np.ndarray]]] = {}
+    critical = [
+        (core, name, t0 * ns, t1 * ns) for core, name, t0, t1 in critical_links(trace, deps)
+    ]
     for name, core, times, values, _ in counter_series(trace, facts, deps, spans):
         counters.setdefault(name, {})[core] = (times.astype(np.float64), values.astype(np.float64))
     return RunData(
         summary=summary,
         rows=rows,
         slice_row=np.concatenate([inst_rows, piece_rows]),
-        slice_start_ns=np.concatenate(
-            [int_column(recs, "start_tick") * ns, int_column(dma, "start_tick") * ns]
-        ),
-        slice_end_ns=np.concatenate(
-            [int_column(recs, "end_tick") * ns, int_column(dma, "end_tick") * ns]
-        ),
+        slice_start_ns=np.concatenate([int_column(recs, "start_tick") * ns, d.start_tick * ns]),
+        slice_end_ns=np.concatenate([int_column(recs, "end_tick") * ns, d.end_tick * ns]),
         slice_key=np.concatenate(
             [np.frombuffer(key_codes, np.int64) if recs else np.zeros(0, np.int64), piece_keys]
         ),
+        slice_bytes=np.concatenate([np.zeros(len(recs)), d.transfer_bytes.astype(np.float64)]),
+        slice_queued_ns=np.concatenate([int_column(recs, "start_tick") * ns, d.queued_tick * ns]),
         keys=list(keys),
+        critical=critical,
         counters=counters,
         source=str(trace.meta.get("workload", "")),
     )
 
 
 def _rows(
-    cores: list[int], engines: list[str], dma_engines: list[tuple[int, int]]
+    cores: list[int], engines: list[str], dma_queues: list[tuple[int, int]]
 ) -> tuple[list[str], dict[tuple[int, str], int], dict[tuple[int, int], int]]:
-    """Row labels in hardware order and the row of each (core, engine) / (core, DMA engine)."""
+    """Row labels in hardware order and the row of each (core, engine) / (core, DMA queue)."""
     rows: list[str] = []
     engine_row: dict[tuple[int, str], int] = {}
     dma_row: dict[tuple[int, int], int] = {}
@@ -217,10 +232,10 @@ def _rows(
         for engine in engines:
             engine_row[core, engine] = len(rows)
             rows.append(lead + engine_label(engine))
-        for c, k in dma_engines:
+        for c, queue in dma_queues:
             if c == core:
-                dma_row[core, k] = len(rows)
-                rows.append(f"{lead}DMA e{k}")
+                dma_row[core, queue] = len(rows)
+                rows.append(f"{lead}DMA q{queue}")
     return rows, engine_row, dma_row
 
 
@@ -298,7 +313,7 @@ def _reason(exc: BaseException) -> str:
 
 def load_run(path: str | Path) -> RunData:
     """Read a run folder or trace.json back into a RunData (slices, counters, summary)."""
-    from hwsim.trace.chrome import iter_events
+    from hwsim.trace.chrome import iter_events, read_header
 
     trace_path, _ = resolve_run(path)
     summary = load_summary(path)
@@ -307,18 +322,26 @@ def load_run(path: str | Path) -> RunData:
     cores: dict[int, int] = {}
     tracks: dict[tuple[int, int], dict[str, Any]] = {}
     pids, tids, keys_col = array("q"), array("q"), array("q")
-    starts, ends = array("d"), array("d")
+    starts, ends, moved, queued = array("d"), array("d"), array("d"), array("d")
+    ns_per_tick = 1000 / float(read_header(trace_path).get("base_mhz") or 1000)
+    critical: list[tuple[int, str, float, float]] = []  # pid until the cores are known
     keys: dict[str, int] = {}
     raw_counters: dict[tuple[str, int], tuple[array[float], array[float]]] = {}
     try:
         for event in iter_events(trace_path):
             ph = event.get("ph")
-            if ph == "X":
+            if ph == "X" and event.get("cat") == "critical":
+                ts = event["ts"] * 1000
+                critical.append((event["pid"], event["name"], ts, ts + event["dur"] * 1000))
+            elif ph == "X" and event.get("cat") != "op":
                 args = event.get("args") or {}
                 pids.append(event["pid"])
                 tids.append(event["tid"])
                 starts.append(event["ts"] * 1000)
                 ends.append((event["ts"] + event["dur"]) * 1000)
+                moved.append(float(args.get("bytes", 0)) if event.get("cat") == "dma" else 0.0)
+                wait_ticks = args.get("start_tick", 0) - args.get("queued_tick", 0)
+                queued.append(starts[-1] - max(0, wait_ticks) * ns_per_tick)
                 key = colour_key(args.get("tag") or event.get("name", ""))
                 keys_col.append(keys.setdefault(key, len(keys)))
             elif ph == "C":
@@ -336,9 +359,12 @@ def load_run(path: str | Path) -> RunData:
                 tracks[event["pid"], event.get("tid", 0)] = event.get("args") or {}
     except (ValueError, KeyError, TypeError, AttributeError, RecursionError) as exc:
         raise HwsimError(f"{trace_path}: cannot read trace events ({_reason(exc)})") from None
-    return _run_from_columns(
-        summary, cores, tracks, pids, tids, starts, ends, keys_col, keys, raw_counters, trace_path
+    slices = {"start": starts, "end": ends, "bytes": moved, "queued": queued}
+    run = _run_from_columns(
+        summary, cores, tracks, pids, tids, slices, keys_col, keys, raw_counters, trace_path
     )
+    run.critical = [(cores[pid], name, t0, t1) for pid, name, t0, t1 in critical if pid in cores]
+    return run
 
 
 def _run_from_columns(
@@ -347,31 +373,30 @@ def _run_from_columns(
     tracks: dict[tuple[int, int], dict[str, Any]],
     pids: array[int],
     tids: array[int],
-    starts: array[float],
-    ends: array[float],
+    slices: dict[str, array[float]],
     keys_col: array[int],
     keys: dict[str, int],
     raw_counters: dict[tuple[str, int], tuple[array[float], array[float]]],
     trace_path: Path,
 ) -> RunData:
     engines_seen = {str(t["hwsim_track"]) for t in tracks.values() if t.get("hwsim_track")}
-    engines_seen -= {"dma", "host"}
+    engines_seen -= DERIVED_TRACKS
     engines = engine_order(engines_seen)
-    dma_engines = sorted(
+    dma_queues = sorted(
         {
-            (cores[pid], int(t["dma_engine"]))
+            (cores[pid], int(t["queue"]))
             for (pid, _), t in tracks.items()
             if t.get("hwsim_track") == "dma" and pid in cores
         }
     )
-    rows, engine_row, dma_row = _rows(sorted(set(cores.values())) or [0], engines, dma_engines)
+    rows, engine_row, dma_row = _rows(sorted(set(cores.values())) or [0], engines, dma_queues)
     track_row: dict[tuple[int, int], int] = {}
     for (pid, tid), t in tracks.items():
         if pid not in cores:
             continue
         kind = t.get("hwsim_track")
         if kind == "dma":
-            track_row[pid, tid] = dma_row[cores[pid], int(t["dma_engine"])]
+            track_row[pid, tid] = dma_row[cores[pid], int(t["queue"])]
         elif (cores[pid], kind) in engine_row:
             track_row[pid, tid] = engine_row[cores[pid], str(kind)]
     row = np.fromiter(
@@ -386,9 +411,11 @@ def _run_from_columns(
         summary=summary,
         rows=rows,
         slice_row=row[device],
-        slice_start_ns=np.array(starts)[device],
-        slice_end_ns=np.array(ends)[device],
+        slice_start_ns=np.array(slices["start"])[device],
+        slice_end_ns=np.array(slices["end"])[device],
         slice_key=np.array(keys_col, np.int64)[device],
+        slice_bytes=np.array(slices["bytes"])[device],
+        slice_queued_ns=np.array(slices["queued"])[device],
         keys=list(keys),
         counters=counters,
         source=str(trace_path),

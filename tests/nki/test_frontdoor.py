@@ -2,6 +2,9 @@
 no_reorder records, and one clear error (naming the kernel line) for what is unsupported."""
 
 import importlib
+import json
+import os
+import re
 import sys
 from pathlib import Path
 
@@ -76,6 +79,28 @@ def test_never_seen_file_through_the_cli(tmp_path, capsys):
     assert code == 0, printed
     assert "latency" in printed and "numerics: OK" in printed
     assert any(p.name.startswith("trace") for p in out.iterdir()), list(out.iterdir())
+
+
+def test_cli_json_and_timing_only(tmp_path, capsys):
+    """``--json`` prints the summary with the numerics verdict (nothing written without -o);
+    ``--timing-only`` skips numerics, so no verdict; the text form names the tolerance."""
+    target = f"{NEVER_SEEN}:scale_bias_relu"
+    cwd = os.getcwd()
+    os.chdir(tmp_path)
+    try:
+        assert main(["nki", target, "--json"]) == 0
+        summary = json.loads(capsys.readouterr().out)
+        assert summary["numerics_ok"] is True and summary["max_abs_err"] < 1e-5
+        assert not (tmp_path / "traces").exists()
+        assert main(["nki", target, "--json", "--timing-only"]) == 0
+        assert "numerics_ok" not in json.loads(capsys.readouterr().out)
+        assert main(["nki", target, "-o", str(tmp_path / "run")]) == 0
+    finally:
+        os.chdir(cwd)
+        nki.uninstall()
+    printed = capsys.readouterr().out
+    assert re.search(r"numerics: OK \(max abs error \S+, tolerance \S+\)", printed), printed
+    assert re.search(r"latency [0-9.]+ µs on trn2", printed), printed
 
 
 @nki.jit

@@ -11,6 +11,7 @@ from pathlib import Path
 import pytest
 from synthetic_traces import BASE_MHZ, TRN2, FakeOp, pipeline_trace, sbuf, small_trace
 
+from hwsim.trace.analysis import end_tick
 from hwsim.trace.chrome import CORE_PID_BASE, HOST_PID, iter_events, read_header, write_chrome_trace
 from hwsim.trace.records import InstructionRecord, Trace
 from hwsim.trace.summary import RunSummary
@@ -42,15 +43,15 @@ def test_processes_and_tracks_in_hardware_order(tmp_path: Path) -> None:
         (sort[key], names[key]) for key in names if key[0] == core and key[1] is not None
     )
     assert [name for _, name in tracks] == [
+        "Critical path",
         "TensorE",
         "VectorE",
         "ScalarE",
         "GpSimdE",
         "Sync",
-        "DMA q0 e0",
-        "DMA q0 e1",
-        "DMA q1 e0",
-        "DMA q1 e1",
+        "DMA q0",  # one track per queue: a transfer's pieces on two DMA engines are one slice
+        "DMA q1",
+        "Ops",
     ]
 
 
@@ -71,9 +72,28 @@ def test_slice_args_carry_ticks_opcode_operands_bytes_flops_tag(tmp_path: Path) 
     assert args["sbuf_read_bytes"] == 65536 and args["psum_write_bytes"] == 262144
     assert args["flops"] == 2 * 128 * 128 * 512 and args["tag"] == "matmul"
     assert args["attributes"] == {"n_flops": 2 * 128 * 128 * 512}  # no ClassVars
-    piece = next(e for e in events if e.get("cat") == "dma")
-    assert piece["args"]["bytes"] == 32768 and piece["args"]["direction"] == "hbm->sbuf"
-    assert piece["args"]["tag"] == "load A" and piece["args"]["trigger"] == "sync[0]"
+    load = next(e for e in events if e.get("cat") == "dma")  # two pieces of 32 KiB: one slice
+    assert load["args"]["bytes"] == 65536 and load["args"]["direction"] == "hbm->sbuf"
+    assert load["args"]["pieces"] == 2 and load["args"]["dma_engines"] == [0, 1]
+    assert load["args"]["tag"] == "load A" and load["args"]["trigger"] == "sync[0]"
+    assert (load["ts"], load["dur"]) == (0.208, 0.625)  # first piece's start to last one's end
+
+
+def test_critical_path_and_op_tracks(tmp_path: Path) -> None:
+    """The critical-path slices tile the run in the order the summary's shares add up; the Ops
+    track has one span per source tag with its instruction count and engines."""
+    trace = small_trace()
+    events = events_of(trace, tmp_path)
+    critical = [e for e in events if e.get("cat") == "critical"]
+    assert [e["name"] for e in critical] == ["Sync", "DMA", "TensorE", "VectorE", "Sync", "DMA"]
+    for a, b in itertools.pairwise(critical):
+        assert round((a["ts"] + a["dur"]) * 1000) == round(b["ts"] * 1000)
+    assert critical[0]["ts"] == 0
+    assert sum(e["args"]["share_ticks"] for e in critical) == end_tick(trace)
+    ops = {e["name"]: e for e in events if e.get("cat") == "op"}
+    assert list(ops) == ["load A", "matmul", "epilogue", "store C"]
+    assert ops["matmul"]["args"]["engines"] == ["tensor"]
+    assert ops["matmul"]["args"]["instructions"] == 1
 
 
 def test_a_flow_per_wait_from_the_signaller_to_the_waiter(tmp_path: Path) -> None:
@@ -82,8 +102,8 @@ def test_a_flow_per_wait_from_the_signaller_to_the_waiter(tmp_path: Path) -> Non
     ends = {e["id"]: e for e in events if e["ph"] == "f"}
     assert starts.keys() == ends.keys() and len(starts) == 3
     by_name = {s["name"]: (s["tid"], ends[i]["tid"]) for i, s in starts.items()}
-    # S.dma.q0 comes from the DMA track that finished the load (q0 e1), to TensorE (tid 1)
-    assert by_name == {"S.dma.q0>=1": (101, 1), "S.tensor>=1": (1, 2), "S.vector>=1": (2, 5)}
+    # S.dma.q0 comes from the DMA track that finished the load (q0: tid 100), to TensorE (tid 1)
+    assert by_name == {"S.dma.q0>=1": (100, 1), "S.tensor>=1": (1, 2), "S.vector>=1": (2, 5)}
     assert all(e["bp"] == "e" for e in ends.values())
 
 
@@ -121,7 +141,7 @@ def test_adjacent_slices_never_overlap_after_rounding(tmp_path: Path) -> None:
         for i in range(500)
     ]
     trace = Trace(base_mhz=BASE_MHZ, config=TRN2, instructions=records)
-    events = [e for e in events_of(trace, tmp_path) if e["ph"] == "X"]
+    events = [e for e in events_of(trace, tmp_path) if e["ph"] == "X" and e["cat"] == "vector"]
     for a, b in itertools.pairwise(events):
         assert round((a["ts"] + a["dur"]) * 1000) <= round(b["ts"] * 1000)
 

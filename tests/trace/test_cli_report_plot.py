@@ -77,3 +77,28 @@ def test_errors_are_one_line(hwsim, tmp_path: Path, capsys: pytest.CaptureFixtur
 
 def test_kinds_match_the_plot_registry() -> None:
     assert plot_cmd.KINDS == PLOT_KINDS
+
+
+def test_plot_kind_all_writes_every_figure_into_a_folder(
+    hwsim, run_dir: Path, tmp_path: Path
+) -> None:
+    folder = tmp_path / "figures"
+    assert hwsim(["plot", str(run_dir), "--kind", "all", "--out", str(folder)]) == 0
+    assert sorted(p.name for p in folder.iterdir()) == sorted(f"{k}.png" for k in PLOT_KINDS)
+
+
+def test_output_flag_is_out_everywhere_and_the_old_spelling_still_parses(
+    hwsim, run_dir: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    old = tmp_path / "old.png"
+    assert hwsim(["plot", str(run_dir), "--kind", "util", "--output", str(old)]) == 0
+    assert old.is_file()
+    parser = cli.build_parser(["plot"])
+    with pytest.raises(SystemExit):
+        parser.parse_args(["plot", "--help"])
+    shown = capsys.readouterr().out
+    assert "-o OUTPUT, --out OUTPUT" in shown and "--output" not in shown
+    for argv in (["run", "--help"], ["demo", "--help"], ["fuzz", "--help"], ["nki", "--help"]):
+        with pytest.raises(SystemExit):
+            cli.build_parser(argv).parse_args(argv)
+        assert "-o OUT, --out OUT" in capsys.readouterr().out, argv

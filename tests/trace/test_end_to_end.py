@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from collections import Counter
 from pathlib import Path
 
 import pytest
@@ -38,7 +39,11 @@ def test_gemm_run_folder(tmp_path: Path) -> None:
     )
     flows = [e for e in events if e["ph"] == "s"]
     assert 0 < len(flows) <= waits
-    assert len([e for e in events if e["ph"] == "X"]) == len(trace.instructions) + len(trace.dma)
+    slices = Counter(e.get("cat") for e in events if e["ph"] == "X")
+    transfers = len({(p.core, p.trigger_engine, p.trigger_pc, p.queue) for p in trace.dma})
+    assert slices["dma"] == transfers < len(trace.dma)  # one slice per transfer, not per piece
+    engines = sum(n for cat, n in slices.items() if cat not in ("dma", "critical", "op"))
+    assert engines == len(trace.instructions)
     assert json.loads(paths["summary"].read_text())["total_ticks"] == summary.total_ticks
     assert load_run(tmp_path).rows[:5] == ["TensorE", "VectorE", "ScalarE", "GpSimdE", "Sync"]
 

@@ -40,7 +40,7 @@ def test_run_folder_has_everything(tmp_path: Path) -> None:
         "Summary.csv",
     } <= set(paths)
     assert validate_chrome_trace(paths["trace"]) == []
-    for kind in PLOT_KINDS:
+    for kind in PLOT_FILES:  # a run writes these; `hwsim plot --kind ops|dma` draws the others
         assert is_png(paths[kind]), kind
     assert load_summary(tmp_path / "run").bottleneck.startswith("descriptor-overhead-bound")
 
@@ -51,7 +51,7 @@ def test_load_run_from_trace_json_matches_memory(tmp_path: Path) -> None:
     direct = run_data(trace)
     loaded = load_run(paths["trace"])  # bare trace.json: summary from its header
     assert loaded.rows == direct.rows
-    assert len(loaded.slice_row) == len(direct.slice_row) == 21 + 7 * 16
+    assert len(loaded.slice_row) == len(direct.slice_row) == 21 + 7  # a DMA transfer is one slice
     order_a = np.lexsort((direct.slice_start_ns, direct.slice_row))
     order_b = np.lexsort((loaded.slice_start_ns, loaded.slice_row))
     assert (direct.slice_row[order_a] == loaded.slice_row[order_b]).all()
@@ -76,7 +76,7 @@ def test_sparse_plots(tmp_path: Path, trace_fn, kind: str) -> None:
 
 
 def test_dense_timeline_uses_heat_strip(tmp_path: Path) -> None:
-    run = run_data(pipeline_trace(600, dma_engines=4, phases=True))
+    run = run_data(pipeline_trace(800, dma_engines=4, phases=True))
     assert len(run.slice_row) > DENSE_SLICES
     for kind in PLOT_KINDS:
         assert is_png(plot(kind, run, tmp_path / f"{kind}.png"))
@@ -91,7 +91,7 @@ def test_plots_import_matplotlib_lazily() -> None:
 
 
 def test_unknown_kind(tmp_path: Path) -> None:
-    with pytest.raises(ValueError, match="valid: timeline, util, memory, roofline"):
+    with pytest.raises(ValueError, match="valid: timeline, util, memory, roofline, ops, dma"):
         plot("pie", run_data(small_trace()), tmp_path / "x.png")
 
 
@@ -99,7 +99,7 @@ def test_default_run_dir(tmp_path: Path) -> None:
     a = default_run_dir("gemm:128x128x128:bf16", tmp_path)
     b = default_run_dir("gemm:128x128x128:bf16", tmp_path)
     assert a != b and a.is_dir() and b.is_dir() and "gemm_128x128x128_bf16" in a.name
-    assert tuple(PLOT_FILES) == PLOT_KINDS
+    assert set(PLOT_FILES) < set(PLOT_KINDS)
 
 
 def test_colour_keys_group_bridge_tags_by_op() -> None:

@@ -496,7 +496,7 @@ TORCH_ARGUMENTS = {
     ("export", "mlp", "-o", "{tmp}/x.hwprog", "--seq", "0"): "--seq 0: the built-in models take",
     ("export", "mlp", "-o", "{tmp}/x.hwprog", "--seq", "abc"): "--seq: invalid int value: 'abc'",
     ("export", "mlp", "-o", "{tmp}/x.hwprog", "--auto-cast-type", "fp64"): "invalid choice: 'fp64'",
-    ("export", "mlp"): "the following arguments are required: -o/--output",
+    ("export", "mlp"): "the following arguments are required: -o/--out",
     ("export", "mlp", "-o", "{tmp}/x.hwprog", "--config", "trn9"): "trn9: not a preset",
     ("export", "mlp", "-o", "{tmp}/x.hwprog", "--set", "nokey=1"): "nokey: unknown key",
     ("validate",): "the following arguments are required: CHECK",

@@ -1,0 +1,21 @@
+"""The bridge report prints values as a user reads them: no Python reprs, no meaningless sizes."""
+
+from __future__ import annotations
+
+import operator
+
+from hwsim.bridge.report_tables import _op_name, _peak
+
+
+def test_scratch_without_a_plan_shown_only_when_it_means_something() -> None:
+    # the kernel arena is scratch no graph tensor declares: there is no unplanned size to compare
+    arena_only = {"hbm_peak_bytes": 100_000, "hbm_scratch_peak_bytes": 12_290,
+                  "hbm_scratch_unplanned_bytes": 0}  # fmt: skip
+    assert _peak(arena_only) == "100.00 kB (scratch 12.29 kB)"
+    planned = dict(arena_only, hbm_scratch_unplanned_bytes=40_000)
+    assert _peak(planned) == "100.00 kB (scratch 12.29 kB, 40.00 kB without the memory plan)"
+
+
+def test_ops_by_name_not_repr() -> None:
+    assert _op_name(operator.getitem) == "getitem"
+    assert _op_name("aten.add.Tensor") == "aten.add.Tensor"
