@@ -342,6 +342,41 @@ def test_spilled_matmul_operands_accumulate_correctly_in_psum():
     assert (spill["stores"], spill["rereads"], spill["deferred_loads"]) == (0, 5, 2)
 
 
+@lang.kernel
+def matmul_groups_in_a_deferred_kernel(lhsT, rhs):
+    """Six [32, 512] fp32 matmuls, each into a PSUM tile allocated in the loop and evacuated by
+    VectorE, after loads that over-allocate tiny's SBUF (so the planner places every tile)."""
+    out = lang.ndarray((32, 6 * 512), lang.float32, buffer=lang.hbm)
+    kept = [lang.load(rhs[:, c * 512 : (c + 1) * 512]) for c in range(6)]  # 6 x 2 KiB + ...
+    lhs = lang.load(lhsT)
+    for c in range(6):
+        acc = lang.ndarray((32, 512), lang.float32, buffer=lang.psum)
+        nisa.nc_matmul(acc, lhs, kept[c])
+        result = lang.ndarray((32, 512), lang.float32)
+        nisa.tensor_copy(result, acc)
+        lang.store(out[:, c * 512 : (c + 1) * 512], result)
+    return out
+
+
+def test_planned_psum_tiles_rotate_over_the_banks_least_recently_used_first():
+    """The planner places each iteration's PSUM tile on the free bank released longest ago, as
+    the compiler rotates a loop's PSUM tiles: tiny's 4 banks in turn, so no matmul writes the
+    bank the previous iteration's tensor_copy still reads (first fit gave bank 0 every time,
+    each matmul waiting for the previous evacuation: write-after-read)."""
+    rng = np.random.default_rng(4)
+    lhsT = rng.standard_normal((32, 32)).astype(np.float32)
+    rhs = rng.standard_normal((32, 6 * 512)).astype(np.float32)
+    built = matmul_groups_in_a_deferred_kernel.build(lhsT, rhs, config="tiny")
+    assert built.spill != {}  # the planner placed the tiles
+    tensor = built.program.cores[0].streams["tensor"]
+    assert [i.dst.offset_bytes for i in tensor] == [0, 2048, 4096, 6144, 0, 2048]
+    # only the fifth matmul (back on bank 0) waits for VectorE: the first copy read bank 0
+    waits_on_vector = [any(s == "S.vector" for s, _ in i.waits) for i in tensor]
+    assert waits_on_vector == [False, False, False, False, True, True]
+    result = matmul_groups_in_a_deferred_kernel(lhsT, rhs, config="tiny", race_check=True)
+    np.testing.assert_allclose(result.output, lhsT.T @ rhs, rtol=1e-4, atol=1e-3)
+
+
 def test_a_reloaded_tile_goes_back_to_its_partitions_when_it_can():
     pool = Pool("sbuf", 4096, 64, partitions=128)
     pool.allocate("full", 4096, "here", 128 - 96)  # partitions 0..31 full
