@@ -305,8 +305,8 @@ class MemoryPlanner:
         need = pool.rounded(size)
         best: tuple[int, int] | None = None
         for offset in range(0, pool.capacity - need + 1, pool.granule):
-            # PSUM's pool spans every partition (``partitions`` 0): bytes alone overlap
-            if any(b.offset < offset + need and offset < b.offset + b.size for b in pool.blocks):
+            trial = Block(pool.memory, name, offset, need, where, True, 0, 0)
+            if any(b.overlaps(trial, pool.partitions) for b in pool.blocks):
                 continue
             banks = range(offset, offset + need, pool.granule)
             key = (max(self.bank_last_use.get(b, NEVER_USED) for b in banks), offset)

@@ -10,7 +10,7 @@ import pytest
 from hwsim import lang
 from hwsim.config import load_config
 from hwsim.lang import isa as nisa
-from hwsim.lang.allocator import Pool, placement_starts
+from hwsim.lang.allocator import Block, Pool, placement_starts
 
 # tiny: 32 partitions x 16 KiB; a [32, 1024] fp32 tile is 4 KiB per partition, so 4 fit.
 CHUNK = 1024
@@ -130,6 +130,17 @@ def test_partition_aware_pool_never_overlaps():
             grid[rows, b.offset : b.offset + b.size] += 1
         assert grid.max() == 1
     assert pool.peak_bytes <= 4096
+
+
+def test_a_pool_that_is_not_partition_aware_sees_byte_overlaps():
+    """PSUM's pool (``partitions`` 0): every tile spans every partition, so bytes alone
+    overlap, and an explicit placement over a live tile is refused."""
+    pool = Pool("psum", 8192, 2048)
+    pool.reserve("a", 2048, 2048, "here")
+    a, b = pool.blocks[0], Block("psum", "b", 2048, 2048, "here")
+    assert a.overlaps(b, 0) and not a.overlaps(Block("psum", "c", 4096, 2048, "here"), 0)
+    with pytest.raises(lang.OutOfMemoryError, match="overlaps live tile a"):
+        pool.reserve("b", 2048, 2048, "here")
 
 
 def test_start_zero_is_preferred_so_fitting_layouts_are_unchanged():
