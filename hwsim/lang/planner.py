@@ -272,7 +272,7 @@ class MemoryPlanner:
         rows = block.partitions or None
         args = (block.name, block.size, block.where, rows, slot.last_start)
         if pool.memory == MemorySpace.PSUM.value:
-            place = self._place_rotating(pool, block.name, block.size, block.where)
+            place = self._place_rotating(pool, pinned, block.name, block.size, block.where)
         else:
             place = pool.try_allocate(*args)
         if place is None:
@@ -296,23 +296,48 @@ class MemoryPlanner:
             block.size,
         )
 
-    def _place_rotating(self, pool: Pool, name: str, size: int, where: str) -> Block | None:
-        """A PSUM tile on the free banks whose last tile was used longest ago (first fit
-        among equals), not on the lowest free bank: the Neuron compiler rotates the PSUM
-        tiles of a loop body over the banks, so the first matmul of one iteration's group
-        does not wait for the evacuation of the previous iteration's (a write-after-read on
-        one bank); first fit would hand every iteration the bank just released."""
+    def _place_rotating(
+        self, pool: Pool, pinned: tuple[TileSlot, ...], name: str, size: int, where: str
+    ) -> Block | None:
+        """A PSUM tile on the banks whose last tile was used longest ago (first fit among
+        equals), not on the lowest free bank: the compiler rotates PSUM tiles through the 8
+        banks (the NKI API reference: ``nki.compiler.AllocationMode.RING`` "in PSUM, rotates
+        through the 8 banks"; ``nki.compiler.AddressRotation.AUTO``, the default, keeps the
+        backend's address rotation on for the tiles it allocates), so the first matmul of one
+        iteration's group does not wait for VectorE to evacuate the bank of the previous one (a
+        write-after-read); first fit would hand every iteration the bank just released. Banks
+        held by tiles whose contents are not read again (dead, though Python still holds them)
+        take part in the rotation as free ones do."""
         need = pool.rounded(size)
+        dead = {
+            id(s.place): s
+            for s in self._resident(pool)
+            if s.place is not None and not s.contents_needed and s not in pinned
+        }
+        live = [b for b in pool.blocks if id(b) not in dead]
         best: tuple[int, int] | None = None
         for offset in range(0, pool.capacity - need + 1, pool.granule):
             trial = Block(pool.memory, name, offset, need, where, True, 0, 0)
-            if any(b.overlaps(trial, pool.partitions) for b in pool.blocks):
+            if any(b.overlaps(trial, pool.partitions) for b in live):
                 continue
-            banks = range(offset, offset + need, pool.granule)
-            key = (max(self.bank_last_use.get(b, NEVER_USED) for b in banks), offset)
+            last = [
+                self.bank_last_use.get(b, NEVER_USED)
+                for b in range(offset, offset + need, pool.granule)
+            ]
+            covered = [
+                s for s in dead.values() if s.place is not None and s.place.overlaps(trial, 0)
+            ]
+            last += [max(s.last_used, BEFORE_DEFERRAL) for s in covered]
+            key = (max(last), offset)
             if best is None or key < best:
                 best = key
-        return None if best is None else pool.reserve(name, best[1], need, where)
+        if best is None:
+            return None
+        trial = Block(pool.memory, name, best[1], need, where, True, 0, 0)
+        for slot in list(dead.values()):
+            if slot.place is not None and slot.place.overlaps(trial, 0):
+                self._free_dead(slot)
+        return pool.reserve(name, best[1], need, where)
 
     def _resident(self, pool: Pool) -> list[TileSlot]:
         """The tiles on chip in ``pool`` now, in the order they were placed."""
