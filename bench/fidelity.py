@@ -94,9 +94,10 @@ def run_case(case: Case) -> tuple[list[str], int]:
     return lines, failed
 
 
-def cross_validate(cases: dict[str, Case]) -> int:
-    """Leave-one-out: each case's error with the parameters solved without it."""
-    evaluator = Evaluator(cases, log=lambda _: None)
+def cross_validate(cases: dict[str, Case], evaluator: Evaluator | None = None) -> int:
+    """Leave-one-out: each case's error with the parameters solved without it (``evaluator``:
+    one whose simulations are kept, e.g. from bench/calibrate.py's solution)."""
+    evaluator = evaluator or Evaluator(cases, log=lambda _: None)
     in_sample = solve(evaluator)
     print("in-sample parameters (all cases):")
     for line_ in in_sample.derivation:

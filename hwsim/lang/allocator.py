@@ -57,6 +57,8 @@ class Block:
         """Whether two blocks share a byte of some partition."""
         if not (self.offset < other.offset + other.size and other.offset < self.offset + self.size):
             return False
+        if not pool_partitions:  # a pool that is not partition-aware: every tile spans all
+            return True
         return _rows_overlap(
             self.start_partition,
             self.partitions or pool_partitions,

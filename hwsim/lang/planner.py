@@ -57,6 +57,9 @@ __all__ = ["MemoryPlanner", "SpillStats", "SpillStore", "TileSlot"]
 
 
 Event = tuple[Any, ...]
+#: ``MemoryPlanner.bank_last_use`` of a PSUM bank no instruction used, and of one used only
+#: before the kernel was deferred (its event indices start at 0).
+NEVER_USED, BEFORE_DEFERRAL = -2, -1
 
 
 class MemoryPlanner:
@@ -73,6 +76,9 @@ class MemoryPlanner:
         #: of these can be read again).
         self.written_hbm: set[str] = set()
         self.read_only: set[str] = set()
+        #: PSUM bank (by byte offset) -> event index of the last use of the tile that held it
+        #: last (``_place_rotating``).
+        self.bank_last_use: dict[int, int] = {}
 
     # ---- recording (while the kernel function runs) -----------------------------------------
     def adopt(self, block: Block, dtype: DType, elements: int, memory: MemorySpace) -> None:
@@ -91,6 +97,12 @@ class MemoryPlanner:
         self.written_hbm.update(
             ap.tensor for i in emitted for ap in i.writes() if ap.memory is MemorySpace.HBM
         )
+        granule = self.context.pools[MemorySpace.PSUM].granule
+        for ap in (ap for i in emitted for ap in (*i.reads(), *i.writes())):
+            if ap.memory is MemorySpace.PSUM:  # used before deferral: after never-used banks
+                first, end = ap.byte_span()
+                for bank in range(first - first % granule, end, granule):
+                    self.bank_last_use[bank] = BEFORE_DEFERRAL
 
     def record_alloc(self, block: Block, dtype: DType, elements: int, memory: MemorySpace) -> None:
         self.slots[id(block)] = TileSlot(block, dtype, elements, memory)
@@ -259,7 +271,10 @@ class MemoryPlanner:
         block = slot.block
         rows = block.partitions or None
         args = (block.name, block.size, block.where, rows, slot.last_start)
-        place = pool.try_allocate(*args)
+        if pool.memory == MemorySpace.PSUM.value:
+            place = self._place_rotating(pool, pinned, block.name, block.size, block.where)
+        else:
+            place = pool.try_allocate(*args)
         if place is None:
             place = self._reuse_dead(pool, pinned, args)
         while place is None:
@@ -280,6 +295,49 @@ class MemoryPlanner:
             place.offset,
             block.size,
         )
+
+    def _place_rotating(
+        self, pool: Pool, pinned: tuple[TileSlot, ...], name: str, size: int, where: str
+    ) -> Block | None:
+        """A PSUM tile on the banks whose last tile was used longest ago (first fit among
+        equals), not on the lowest free bank: the compiler rotates PSUM tiles through the 8
+        banks (the NKI API reference: ``nki.compiler.AllocationMode.RING`` "in PSUM, rotates
+        through the 8 banks"; ``nki.compiler.AddressRotation.AUTO``, the default, keeps the
+        backend's address rotation on for the tiles it allocates), so the first matmul of one
+        iteration's group does not wait for VectorE to evacuate the bank of the previous one (a
+        write-after-read); first fit would hand every iteration the bank just released. Banks
+        held by tiles whose contents are not read again (dead, though Python still holds them)
+        take part in the rotation as free ones do."""
+        need = pool.rounded(size)
+        dead = {
+            id(s.place): s
+            for s in self._resident(pool)
+            if s.place is not None and not s.contents_needed and s not in pinned
+        }
+        live = [b for b in pool.blocks if id(b) not in dead]
+        best: tuple[int, int] | None = None
+        for offset in range(0, pool.capacity - need + 1, pool.granule):
+            trial = Block(pool.memory, name, offset, need, where, True, 0, 0)
+            if any(b.overlaps(trial, pool.partitions) for b in live):
+                continue
+            last = [
+                self.bank_last_use.get(b, NEVER_USED)
+                for b in range(offset, offset + need, pool.granule)
+            ]
+            covered = [
+                s for s in dead.values() if s.place is not None and s.place.overlaps(trial, 0)
+            ]
+            last += [max(s.last_used, BEFORE_DEFERRAL) for s in covered]
+            key = (max(last), offset)
+            if best is None or key < best:
+                best = key
+        if best is None:
+            return None
+        trial = Block(pool.memory, name, best[1], need, where, True, 0, 0)
+        for slot in list(dead.values()):
+            if slot.place is not None and slot.place.overlaps(trial, 0):
+                self._free_dead(slot)
+        return pool.reserve(name, best[1], need, where)
 
     def _resident(self, pool: Pool) -> list[TileSlot]:
         """The tiles on chip in ``pool`` now, in the order they were placed."""
@@ -367,6 +425,11 @@ class MemoryPlanner:
     def _release(self, slot: TileSlot) -> None:
         if slot.place is not None:
             pool = self._pool(slot)
+            if pool.memory == MemorySpace.PSUM.value:
+                place = slot.place
+                for bank in range(place.offset, place.offset + place.size, pool.granule):
+                    used = max(slot.last_used, BEFORE_DEFERRAL)
+                    self.bank_last_use[bank] = max(used, self.bank_last_use.get(bank, NEVER_USED))
             pool.free(slot.place)
             slot.place = None
             del self.resident[pool.memory][id(slot)]

@@ -448,7 +448,8 @@ def allocate(
     key = st.ring_key(site or user_site()) if ring_key is False else ring_key
     if key is not None and buffer.memory is MemorySpace.PSUM and current().planner is not None:
         # PSUM over-allocated: the memory planner places PSUM tiles by their uses, which a
-        # ring slot (one tile reused every iteration) would stretch over the whole loop
+        # ring slot (one tile reused every iteration) would stretch over the whole loop, and
+        # rotates them over the banks as the compiler does (MemoryPlanner._place_rotating)
         key = None
     if key is None:
         try:

@@ -10,7 +10,7 @@ import pytest
 from hwsim import lang
 from hwsim.config import load_config
 from hwsim.lang import isa as nisa
-from hwsim.lang.allocator import Pool, placement_starts
+from hwsim.lang.allocator import Block, Pool, placement_starts
 
 # tiny: 32 partitions x 16 KiB; a [32, 1024] fp32 tile is 4 KiB per partition, so 4 fit.
 CHUNK = 1024
@@ -130,6 +130,17 @@ def test_partition_aware_pool_never_overlaps():
             grid[rows, b.offset : b.offset + b.size] += 1
         assert grid.max() == 1
     assert pool.peak_bytes <= 4096
+
+
+def test_a_pool_that_is_not_partition_aware_sees_byte_overlaps():
+    """PSUM's pool (``partitions`` 0): every tile spans every partition, so bytes alone
+    overlap, and an explicit placement over a live tile is refused."""
+    pool = Pool("psum", 8192, 2048)
+    pool.reserve("a", 2048, 2048, "here")
+    a, b = pool.blocks[0], Block("psum", "b", 2048, 2048, "here")
+    assert a.overlaps(b, 0) and not a.overlaps(Block("psum", "c", 4096, 2048, "here"), 0)
+    with pytest.raises(lang.OutOfMemoryError, match="overlaps live tile a"):
+        pool.reserve("b", 2048, 2048, "here")
 
 
 def test_start_zero_is_preferred_so_fitting_layouts_are_unchanged():
@@ -340,6 +351,41 @@ def test_spilled_matmul_operands_accumulate_correctly_in_psum():
     np.testing.assert_allclose(result.output, lhsT.T @ rhs, rtol=1e-4, atol=1e-3)
     spill = result.summary.sbuf_spill
     assert (spill["stores"], spill["rereads"], spill["deferred_loads"]) == (0, 5, 2)
+
+
+@lang.kernel
+def matmul_groups_in_a_deferred_kernel(lhsT, rhs):
+    """Six [32, 512] fp32 matmuls, each into a PSUM tile allocated in the loop and evacuated by
+    VectorE, after loads that over-allocate tiny's SBUF (so the planner places every tile)."""
+    out = lang.ndarray((32, 6 * 512), lang.float32, buffer=lang.hbm)
+    kept = [lang.load(rhs[:, c * 512 : (c + 1) * 512]) for c in range(6)]  # 6 x 2 KiB + ...
+    lhs = lang.load(lhsT)
+    for c in range(6):
+        acc = lang.ndarray((32, 512), lang.float32, buffer=lang.psum)
+        nisa.nc_matmul(acc, lhs, kept[c])
+        result = lang.ndarray((32, 512), lang.float32)
+        nisa.tensor_copy(result, acc)
+        lang.store(out[:, c * 512 : (c + 1) * 512], result)
+    return out
+
+
+def test_planned_psum_tiles_rotate_over_the_banks_least_recently_used_first():
+    """The planner places each iteration's PSUM tile on the free bank released longest ago, as
+    the compiler rotates a loop's PSUM tiles: tiny's 4 banks in turn, so no matmul writes the
+    bank the previous iteration's tensor_copy still reads (first fit gave bank 0 every time,
+    each matmul waiting for the previous evacuation: write-after-read)."""
+    rng = np.random.default_rng(4)
+    lhsT = rng.standard_normal((32, 32)).astype(np.float32)
+    rhs = rng.standard_normal((32, 6 * 512)).astype(np.float32)
+    built = matmul_groups_in_a_deferred_kernel.build(lhsT, rhs, config="tiny")
+    assert built.spill != {}  # the planner placed the tiles
+    tensor = built.program.cores[0].streams["tensor"]
+    assert [i.dst.offset_bytes for i in tensor] == [0, 2048, 4096, 6144, 0, 2048]
+    # only the fifth matmul (back on bank 0) waits for VectorE: the first copy read bank 0
+    waits_on_vector = [any(s == "S.vector" for s, _ in i.waits) for i in tensor]
+    assert waits_on_vector == [False, False, False, False, True, True]
+    result = matmul_groups_in_a_deferred_kernel(lhsT, rhs, config="tiny", race_check=True)
+    np.testing.assert_allclose(result.output, lhsT.T @ rhs, rtol=1e-4, atol=1e-3)
 
 
 def test_a_reloaded_tile_goes_back_to_its_partitions_when_it_can():

@@ -117,6 +117,18 @@ def test_least_squares_lands_on_an_affine_figure_in_one_step():
 
 
 @pytest.mark.slow
+def test_the_presets_hold_what_calibrate_derives_from_the_cases():
+    """Solved again from the calibration cases by bench/calibrate.py's procedure, every
+    calibrated value equals what the presets hold: a change to the model that moves a solution
+    fails here until ``bench/calibrate.py --write`` is run (the fast test above only checks
+    that the presets agree with each other and with their comments)."""
+    calibrate = load("calibrate")
+    cases = load("calibration_cases").calibration_cases()
+    solution = calibrate.solve(calibrate.Evaluator(cases, log=lambda _: None))
+    assert calibrate.stale(solution.values) == [], "\n".join(solution.derivation)
+
+
+@pytest.mark.slow
 @pytest.mark.parametrize("key", ["V1a", "V1b", "V1c", "V1", "K2-v2", "K2-v5"])
 def test_the_matmul_cases_run_verbatim_within_ten_percent(key):
     fidelity = load("fidelity")
