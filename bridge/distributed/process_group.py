@@ -105,6 +105,17 @@ class HwsimProcessGroup(dist.ProcessGroup):
         self.cores = tuple(g * clock.cores_per_rank for g in global_ranks)
         self._seq = itertools.count()
 
+    @property
+    def group_name(self) -> str:
+        """The name torch.distributed registered this group under (device meshes, DTensor and
+        the functional collectives find groups by it)."""
+        name: str = dist.distributed_c10d._world.pg_names[self]
+        return name
+
+    @property
+    def pg_name(self) -> str:
+        return self.group_name
+
     def getBackendName(self) -> str:
         return "hwsim"
 
@@ -185,6 +196,36 @@ class HwsimProcessGroup(dist.ProcessGroup):
             sources, end = self._exchange("broadcast", nbytes, _bytes_of(t), f"{nbytes} B")
             t.detach().copy_(_from_bytes(sources[root], t))
         return self._work(end, tensors)
+
+    def scatter(
+        self, outputs: list[torch.Tensor], inputs: list[list[torch.Tensor]], opts: Any = None
+    ) -> SimWork:
+        """Rank ``root``'s chunk k to rank k: timed as an all-gather of one chunk (the root
+        sends N - 1 chunks, as each rank of a ring all-gather does)."""
+        root = opts.rootRank
+        [out] = outputs
+        nbytes = out.numel() * out.element_size()
+        if self._rank == root:
+            send = np.concatenate([_bytes_of(chunk) for chunk in inputs[0]])
+        else:
+            send = np.zeros(nbytes * self._size, np.uint8)
+        sources, end = self._exchange("all_gather", nbytes, send, f"scatter {nbytes} B")
+        mine = np.split(sources[root], self._size)[self._rank]
+        out.detach().copy_(_from_bytes(mine, out))
+        return self._work(end, [out])
+
+    def gather(
+        self, outputs: list[list[torch.Tensor]], inputs: list[torch.Tensor], opts: Any = None
+    ) -> SimWork:
+        """Every rank's input to rank ``root``: timed as an all-gather of one input."""
+        root = opts.rootRank
+        [input] = inputs
+        nbytes = input.numel() * input.element_size()
+        sources, end = self._exchange("all_gather", nbytes, _bytes_of(input), f"gather {nbytes} B")
+        if self._rank == root:
+            for out, data in zip(outputs[0], sources, strict=True):
+                out.detach().copy_(_from_bytes(data, out))
+        return self._work(end, [t for outs in outputs for t in outs])
 
     def barrier(self, opts: Any = None) -> SimWork:
         return self.allreduce([torch.zeros(1)])
