@@ -9,7 +9,8 @@ arrival ticks so that all agree when it starts (the slowest arrival) and ends (p
 collective cost model). Ranks meet in one process (threads, ``hwsim.machine.thread_fabric``) or
 across processes started by torchrun or ``torch.multiprocessing.spawn`` (over the c10d store,
 ``fabric.StoreFabric``). ``report()`` gives each rank's compute, communication, overlapped and
-exposed communication and bytes per link, per step; docs/multicore.md has the rules.
+exposed communication and bytes per link, per step; ``write_trace(clocks, path)`` draws the
+ranks in one Perfetto trace. docs/distributed.md has the rules.
 """
 
 from __future__ import annotations
@@ -35,8 +36,12 @@ def _create(options: Any, pg_options: Any) -> Any:
 
 
 def __getattr__(name: str) -> Any:
-    if name in ("configure", "report", "current_clock", "RankClock", "write_trace"):
+    if name in ("configure", "report", "current_clock"):
         from hwsim.bridge.distributed import api
 
         return getattr(api, name)
+    if name == "write_trace":
+        from hwsim.bridge.distributed.trace import write_trace
+
+        return write_trace
     raise AttributeError(name)

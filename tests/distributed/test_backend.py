@@ -4,6 +4,7 @@ and unmodified DDP, FSDP2 and DTensor tensor-parallel code on ranks as threads."
 from __future__ import annotations
 
 import copy
+import json
 
 import pytest
 import torch
@@ -109,7 +110,7 @@ def _mlp() -> nn.Module:
     return _Mlp()
 
 
-def test_ddp_step_on_compiled_ranks_gives_eager_gradients_and_times_the_all_reduce():
+def test_ddp_step_on_compiled_ranks_gives_eager_gradients_and_times_the_all_reduce(tmp_path):
     """Unmodified DDP under torch.compile(backend="hwsim"), fallback 'error': every rank's
     forward and backward graphs run on its simulated core; the gradients are the full batch's
     eager gradients; the all-reduce is on each rank's timeline after its backward."""
@@ -141,6 +142,16 @@ def test_ddp_step_on_compiled_ranks_gives_eager_gradients_and_times_the_all_redu
         assert total["compute_ns"] > 0 and total["exposed_ns"] > 0
         assert total["exposed_ns"] + total["overlapped_ns"] == total["communication_ns"]
         assert total["link_bytes"]["intra_chip"] > 0
+    from hwsim.bridge.distributed import write_trace
+
+    path = write_trace([clock for _, _, clock in results], tmp_path / "ranks.json")
+    events = json.loads(path.read_text())["traceEvents"]
+    names = {e["args"]["name"] for e in events if e.get("name") == "process_name"}
+    assert names == {"NeuronCore 0 (rank 0)", "NeuronCore 1 (rank 1)"}
+    reduces = [e for e in events if e.get("ph") == "X" and e["name"] == "all_reduce"]
+    assert len({e["pid"] for e in reduces}) == n
+    flows = [e for e in events if e.get("cat") == "collective" and e["ph"] in "sf"]
+    assert {e["ph"] for e in flows} == {"s", "f"}
 
 
 def test_fsdp2_gradients_equal_eager_on_four_ranks():
