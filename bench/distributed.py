@@ -47,14 +47,18 @@ def main() -> None:
     )
     base = transformers.GPT2LMHeadModel(config).train()
     vocab = config.vocab_size
-    ids = torch.randint(0, vocab, (args.ranks, args.seq), generator=torch.Generator().manual_seed(2))
+    ids = torch.randint(
+        0, vocab, (args.ranks, args.seq), generator=torch.Generator().manual_seed(2)
+    )
     reference = copy.deepcopy(base)
     reference(ids, labels=ids, use_cache=False).loss.backward()
 
     def rank_step(rank: int) -> tuple[dict[str, torch.Tensor], dict[str, Any]]:
         model = copy.deepcopy(base)
         ddp = DistributedDataParallel(model, bucket_cap_mb=args.bucket_mb)
-        step = torch.compile(ddp, backend="hwsim", options={"fallback": "error", "auto_cast": "none"})
+        step = torch.compile(
+            ddp, backend="hwsim", options={"fallback": "error", "auto_cast": "none"}
+        )
         mine = ids[rank : rank + 1]
         step(mine, labels=mine, use_cache=False).loss.backward()
         return {n: p.grad.clone() for n, p in model.named_parameters()}, api.report()

@@ -34,16 +34,17 @@ from hwsim.bridge.distributed.clock import CollectiveRun, RankClock, current_clo
 from hwsim.bridge.distributed.fabric import fabric_for
 from hwsim.errors import HwsimError
 
+_OPS: Any = ReduceOp.RedOpType  # its members are pybind attributes the stubs do not list
 _REDUCE: dict[Any, Callable[..., Any]] = {
-    ReduceOp.RedOpType.SUM: np.add,
-    ReduceOp.RedOpType.AVG: np.add,
-    ReduceOp.RedOpType.MAX: np.maximum,
-    ReduceOp.RedOpType.MIN: np.minimum,
-    ReduceOp.RedOpType.PRODUCT: np.multiply,
+    _OPS.SUM: np.add,
+    _OPS.AVG: np.add,
+    _OPS.MAX: np.maximum,
+    _OPS.MIN: np.minimum,
+    _OPS.PRODUCT: np.multiply,
 }
 
 
-class SimWork(dist._Work):  # type: ignore[misc,name-defined]
+class SimWork(dist._Work):
     """A collective already computed; waiting on it makes the rank's compute wait for its
     simulated end."""
 
@@ -99,14 +100,14 @@ class HwsimProcessGroup(dist.ProcessGroup):
         fabric: Any,
         clock: RankClock,
     ) -> None:
-        super().__init__(rank, size)
+        super().__init__(rank, size)  # type: ignore[call-arg]  # the Python-group form
         self._rank, self._size = rank, size
         self.fabric, self.clock = fabric, clock
         self.cores = tuple(g * clock.cores_per_rank for g in global_ranks)
         self._seq = itertools.count()
 
     @property
-    def group_name(self) -> str:
+    def group_name(self) -> str:  # type: ignore[override]
         """The name torch.distributed registered this group under (device meshes, DTensor and
         the functional collectives find groups by it)."""
         name: str = dist.distributed_c10d._world.pg_names[self]
@@ -130,7 +131,7 @@ class HwsimProcessGroup(dist.ProcessGroup):
         """Every rank's ``values`` in rank order, and the collective's simulated end tick."""
         clock = self.clock
         cost = clock.model.collectives.of(kind, nbytes, self.cores, clock.cores_per_rank)  # type: ignore[arg-type]
-        duration = clock.ns_to_ticks(cost.duration_ns)
+        duration = clock.model.timebase.ns_to_ticks(cost.duration_ns)
         seq = next(self._seq)
         arrival = clock.arrival()
         values = values.copy()  # the other ranks read it after this rank overwrote its tensor
@@ -166,15 +167,17 @@ class HwsimProcessGroup(dist.ProcessGroup):
         total = sources[0].copy()
         for values in sources[1:]:
             _REDUCE[op](total, values, out=total)
-        if op == ReduceOp.RedOpType.AVG:
+        if op == _OPS.AVG:
             total = total / self._size
         return total, end
 
     # ---- collectives ------------------------------------------------------------------------
 
-    def allreduce(self, tensors: list[torch.Tensor], opts: Any = None) -> SimWork:
+    def allreduce(self, tensors: list[torch.Tensor], opts: Any = None) -> SimWork:  # type: ignore[override]
         op = (opts or AllreduceOptions()).reduceOp
-        flat = torch.cat([t.detach().reshape(-1) for t in tensors]) if len(tensors) > 1 else tensors[0]
+        flat = (
+            torch.cat([t.detach().reshape(-1) for t in tensors]) if len(tensors) > 1 else tensors[0]
+        )
         nbytes = flat.numel() * flat.element_size()
         total, end = self._reduced("all_reduce", nbytes, flat, op)
         result = torch.from_numpy(np.ascontiguousarray(total))
@@ -188,7 +191,7 @@ class HwsimProcessGroup(dist.ProcessGroup):
     def allreduce_coalesced(self, tensors: list[torch.Tensor], opts: Any = None) -> SimWork:
         return self.allreduce(tensors, opts)
 
-    def broadcast(self, tensors: list[torch.Tensor], opts: Any = None) -> SimWork:
+    def broadcast(self, tensors: list[torch.Tensor], opts: Any = None) -> SimWork:  # type: ignore[override]
         root = (opts or BroadcastOptions()).rootRank
         end = 0
         for t in tensors:
@@ -197,7 +200,7 @@ class HwsimProcessGroup(dist.ProcessGroup):
             t.detach().copy_(_from_bytes(sources[root], t))
         return self._work(end, tensors)
 
-    def scatter(
+    def scatter(  # type: ignore[override]
         self, outputs: list[torch.Tensor], inputs: list[list[torch.Tensor]], opts: Any = None
     ) -> SimWork:
         """Rank ``root``'s chunk k to rank k: timed as an all-gather of one chunk (the root
@@ -214,7 +217,7 @@ class HwsimProcessGroup(dist.ProcessGroup):
         out.detach().copy_(_from_bytes(mine, out))
         return self._work(end, [out])
 
-    def gather(
+    def gather(  # type: ignore[override]
         self, outputs: list[list[torch.Tensor]], inputs: list[torch.Tensor], opts: Any = None
     ) -> SimWork:
         """Every rank's input to rank ``root``: timed as an all-gather of one input."""
@@ -239,7 +242,7 @@ class HwsimProcessGroup(dist.ProcessGroup):
         output.detach().copy_(_from_bytes(gathered, output))
         return self._work(end, [output])
 
-    def allgather(
+    def allgather(  # type: ignore[override]
         self, outputs: list[list[torch.Tensor]], inputs: list[torch.Tensor], opts: Any = None
     ) -> SimWork:
         end = 0
@@ -274,7 +277,7 @@ class HwsimProcessGroup(dist.ProcessGroup):
         output.detach().copy_(torch.from_numpy(np.ascontiguousarray(mine)).reshape(output.shape))
         return self._work(end, [output])
 
-    def reduce_scatter(
+    def reduce_scatter(  # type: ignore[override]
         self, outputs: list[torch.Tensor], inputs: list[list[torch.Tensor]], opts: Any = None
     ) -> SimWork:
         work = None

@@ -16,9 +16,7 @@ import torch.distributed as dist
 from hwsim.bridge.distributed import register
 
 
-def run_threads(
-    fn: Callable[[int], Any], world_size: int, timeout_s: float = 600.0
-) -> list[Any]:
+def run_threads(fn: Callable[[int], Any], world_size: int, timeout_s: float = 600.0) -> list[Any]:
     """``fn(rank)``'s results in rank order; the first failure is raised once every thread
     stopped (a failing rank makes the others' collectives raise instead of waiting)."""
     from torch.testing._internal.distributed import multi_threaded_pg as threaded
@@ -44,15 +42,17 @@ def run_threads(
 
     _import_lazily_imported()
     threaded._install_threaded_pg()
-    torch._C._distributed_c10d._set_thread_isolation_mode(True)  # group names per thread
+    torch._C._distributed_c10d._set_thread_isolation_mode(True)  # type: ignore[attr-defined]  # group names per thread
     try:
-        threads = [threading.Thread(target=one, args=(r,), name=f"rank{r}") for r in range(world_size)]
+        threads = [
+            threading.Thread(target=one, args=(r,), name=f"rank{r}") for r in range(world_size)
+        ]
         for thread in threads:
             thread.start()
         for thread in threads:
             thread.join()
     finally:
-        torch._C._distributed_c10d._set_thread_isolation_mode(False)
+        torch._C._distributed_c10d._set_thread_isolation_mode(False)  # type: ignore[attr-defined]
         threaded._uninstall_threaded_pg()
         torch.autograd.set_multithreading_enabled(True)
     failed = [e for e in errors if e is not None]

@@ -227,7 +227,9 @@ def _tensor_parallel(compile_options: dict[str, str] | None) -> None:
 
     def run(rank: int) -> tuple[torch.Tensor, object]:
         mine = copy.deepcopy(layer)
-        plan = {k: ColwiseParallel() if v == "col" else RowwiseParallel() for k, v in _TP_PLAN.items()}
+        plan = {
+            k: ColwiseParallel() if v == "col" else RowwiseParallel() for k, v in _TP_PLAN.items()
+        }
         parallelize_module(mine, init_device_mesh("cpu", (n,)), plan)
         block: nn.Module = _Block(mine)
         if compile_options is not None:
