@@ -255,3 +255,33 @@ def test_tensor_parallel_llama_block_compiled_matches_eager():
     """Compiled, the DTensor collectives are _c10d_functional nodes the bridge runs through
     the backend (fallback 'cpu' for those nodes), the rest on the simulated core."""
     _tensor_parallel({"fallback": "cpu", "auto_cast": "none"})
+
+
+@pytest.mark.slow
+def test_ddp_gpt2_tiny_on_eight_ranks_gives_eager_gradients_with_exposed_communication():
+    """The issue's DDP target at toy size (bench/distributed.py --model small is GPT-2 small)."""
+    transformers = pytest.importorskip("transformers")
+    from torch.nn.parallel import DistributedDataParallel as DDP
+
+    torch.manual_seed(0)
+    config = transformers.GPT2Config(
+        n_layer=2, n_embd=64, n_head=2, vocab_size=128, n_positions=32,
+        resid_pdrop=0.0, embd_pdrop=0.0, attn_pdrop=0.0,
+    )  # fmt: skip
+    base, n = transformers.GPT2LMHeadModel(config).train(), 8
+    ids = torch.randint(0, 128, (n, 16), generator=torch.Generator().manual_seed(2))
+    reference = copy.deepcopy(base)
+    reference(ids, labels=ids, use_cache=False).loss.backward()
+
+    def step(rank: int) -> tuple[dict[str, torch.Tensor], dict[str, object]]:
+        model = copy.deepcopy(base)
+        compiled = torch.compile(DDP(model, bucket_cap_mb=1), backend="hwsim", options=COMPILE)
+        mine = ids[rank : rank + 1]
+        compiled(mine, labels=mine, use_cache=False).loss.backward()
+        return {k: p.grad for k, p in model.named_parameters()}, api.report()
+
+    for grads, report in run_threads(step, n):
+        for name, p in reference.named_parameters():
+            torch.testing.assert_close(grads[name], p.grad, rtol=1e-4, atol=1e-6)
+        total = report["total"]
+        assert total["collectives"] >= 2 and total["exposed_ns"] > 0 and total["compute_ns"] > 0
