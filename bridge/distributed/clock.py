@@ -182,10 +182,3 @@ def current_clock() -> RankClock | None:
         return _PROCESS[-1]  # a rank process: its one rank, whichever thread asks
     return clock
 
-
-def graph_ran(graph: str, phase: str, total_ns: float) -> None:
-    """The bridge's hook: a compiled graph ran; the rank of the calling thread (if any) takes
-    its time."""
-    clock = current_clock()
-    if clock is not None:
-        clock.graph_ran(graph, phase, total_ns)
