@@ -181,4 +181,3 @@ def current_clock() -> RankClock | None:
     if clock is None and _PROCESS and len({c.rank for c in _PROCESS}) == 1:
         return _PROCESS[-1]  # a rank process: its one rank, whichever thread asks
     return clock
-
