@@ -12,6 +12,7 @@ from typing import Any
 
 import torch
 import torch.distributed as dist
+from torch.nn.parallel import DistributedDataParallel
 
 from hwsim.bridge.distributed import register
 
@@ -41,6 +42,7 @@ def run_threads(fn: Callable[[int], Any], world_size: int, timeout_s: float = 60
             _abort_fabrics(error)
 
     _import_lazily_imported()
+    active_ddp = DistributedDataParallel._active_ddp_module
     threaded._install_threaded_pg()
     torch._C._distributed_c10d._set_thread_isolation_mode(True)  # type: ignore[attr-defined]  # group names per thread
     try:
@@ -52,6 +54,10 @@ def run_threads(fn: Callable[[int], Any], world_size: int, timeout_s: float = 60
         for thread in threads:
             thread.join()
     finally:
+        # DDP marks "inside a DDP forward" in a class attribute, saved and restored around each
+        # forward: ranks' forwards interleaving on threads leave one rank's module there, and
+        # every later torch.compile in the process would split its graphs as DDP's.
+        DistributedDataParallel._active_ddp_module = active_ddp
         torch._C._distributed_c10d._set_thread_isolation_mode(False)  # type: ignore[attr-defined]
         threaded._uninstall_threaded_pg()
         torch.autograd.set_multithreading_enabled(True)
