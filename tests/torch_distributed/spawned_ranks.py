@@ -1,5 +1,5 @@
-"""Rank processes for tests/distributed: started by torch.multiprocessing.spawn, they meet over
-the c10d store (a FileStore) and write what they saw to ``out/rank<r>.json``."""
+"""Rank processes for tests/torch_distributed: started by torch.multiprocessing.spawn, they meet
+over the c10d store (a FileStore) and write what they saw to ``out/rank<r>.json``."""
 
 from __future__ import annotations
 
@@ -36,4 +36,4 @@ def rank_main(rank: int, world_size: int, store_path: str, out: str) -> None:
 
 
 if __name__ == "__main__":
-    sys.exit("run by tests/distributed/test_processes.py")
+    sys.exit("run by tests/torch_distributed/test_processes.py")

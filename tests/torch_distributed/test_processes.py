@@ -13,7 +13,7 @@ import torch.multiprocessing as mp
 
 from hwsim.bridge.distributed.fabric import StoreFabric, _encode
 from hwsim.errors import HwsimError
-from tests.distributed.spawned_ranks import rank_main
+from tests.torch_distributed.spawned_ranks import rank_main
 
 
 @pytest.mark.slow  # two processes importing torch: about 20 s
