@@ -27,6 +27,7 @@ import warnings
 from typing import Any
 
 from hwsim.bridge import device as _device
+from hwsim.bridge import distributed as _distributed
 
 _EXPORTS = {
     "HwsimMode": "hwsim.bridge.offload",
@@ -56,6 +57,7 @@ def _register_device() -> None:
 
 
 _register_device()
+_distributed.register()  # the "hwsim" torch.distributed backend (a registration, nothing more)
 
 
 def __getattr__(name: str) -> Any:

@@ -26,6 +26,7 @@ import dataclasses
 import inspect
 import math
 import operator
+import threading
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -165,6 +166,9 @@ class LoweredGraph:
     #: Bytes of each per-call input (graph inputs other than the model's constants, which
     #: stay in HBM between calls): what the runtime copies in before a call (``runtime``).
     call_input_bytes: list[int] = field(default_factory=list)
+    #: One run at a time: ``bind`` fills the program's inputs, and ranks of a torch.distributed
+    #: group on threads share a lowered graph (the lowering cache) but not its inputs.
+    run_lock: threading.Lock = field(default_factory=threading.Lock, repr=False, compare=False)
 
     def runtime_overhead(self) -> RuntimeOverhead:
         """One call's cost outside the program: launch, inputs in, outputs out."""
@@ -185,15 +189,16 @@ class LoweredGraph:
     ) -> GraphRun:
         """Simulate on ``args``; ``initcheck`` as in ``hwsim.machine.simulator.run`` (None:
         the ``HWSIM_INITCHECK`` environment variable decides)."""
-        self.bind(args)
-        _warm_up()
-        result = run(
-            self.program,
-            self.config,
-            numerics=numerics,
-            race_check=race_check,
-            initcheck=initcheck,
-        )
+        with self.run_lock:
+            self.bind(args)
+            _warm_up()
+            result = run(
+                self.program,
+                self.config,
+                numerics=numerics,
+                race_check=race_check,
+                initcheck=initcheck,
+            )
         if self.floor is not None:  # the trace summary shows the floor and how far above it
             summary = result.summary
             floor_ns = self.floor.floor_ns

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import gc
+import threading
 from collections.abc import Iterator
 from contextlib import contextmanager
 
@@ -28,6 +29,9 @@ def cyclic_gc_paused() -> Iterator[None]:
 
 #: A full-collection threshold no build reaches (``gc.set_threshold`` takes a C int).
 _NO_FULL_COLLECTIONS = 2**31 - 1
+_DEFERRAL_LOCK = threading.Lock()
+_DEFERRALS = 0  # blocks open, on any thread
+_SAVED_THRESHOLD: tuple[int, ...] = gc.get_threshold()
 
 
 @contextmanager
@@ -42,9 +46,16 @@ def full_gc_deferred() -> Iterator[None]:
     as promptly as before; only cyclic garbage that survived two young passes waits until the
     block ends.
     """
-    young, middle, full = gc.get_threshold()
-    gc.set_threshold(young, middle, _NO_FULL_COLLECTIONS)
+    global _DEFERRALS, _SAVED_THRESHOLD
+    with _DEFERRAL_LOCK:  # builds on several threads (torch.distributed ranks) nest out of order
+        if _DEFERRALS == 0:
+            _SAVED_THRESHOLD = gc.get_threshold()
+            gc.set_threshold(*_SAVED_THRESHOLD[:2], _NO_FULL_COLLECTIONS)
+        _DEFERRALS += 1
     try:
         yield
     finally:
-        gc.set_threshold(young, middle, full)
+        with _DEFERRAL_LOCK:  # the last block to end restores what the first one found
+            _DEFERRALS -= 1
+            if _DEFERRALS == 0:
+                gc.set_threshold(*_SAVED_THRESHOLD)

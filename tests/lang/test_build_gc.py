@@ -6,6 +6,7 @@ collector's settings are restored after the build, also when the kernel raises."
 from __future__ import annotations
 
 import gc
+import threading
 import weakref
 
 import pytest
@@ -68,4 +69,32 @@ def test_nested_deferrals_restore_the_outer_setting() -> None:
         with full_gc_deferred():
             pass
         assert gc.get_threshold() == inner
+    assert gc.get_threshold() == before
+
+
+def test_deferrals_on_threads_ending_out_of_order_restore_the_first_setting() -> None:
+    """Ranks of a torch.distributed group build on threads: A enters, B enters, A ends, B ends."""
+    before = gc.get_threshold()
+    a_in, b_in, a_out = threading.Event(), threading.Event(), threading.Event()
+    inside_b: list[int] = []
+
+    def a() -> None:
+        with full_gc_deferred():
+            a_in.set()
+            b_in.wait(10)
+        a_out.set()
+
+    def b() -> None:
+        a_in.wait(10)
+        with full_gc_deferred():
+            b_in.set()
+            a_out.wait(10)
+            inside_b.append(gc.get_threshold()[2])
+
+    threads = [threading.Thread(target=a), threading.Thread(target=b)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    assert inside_b[0] > 1_000_000  # still deferred while B builds, after A ended
     assert gc.get_threshold() == before

@@ -1,0 +1,62 @@
+"""Ranks in separate processes (torch.multiprocessing.spawn) meet over the c10d store."""
+
+from __future__ import annotations
+
+import json
+import threading
+from datetime import timedelta
+
+import numpy as np
+import pytest
+import torch.distributed as dist
+import torch.multiprocessing as mp
+
+from hwsim.bridge.distributed.fabric import StoreFabric, _encode
+from hwsim.errors import HwsimError
+from tests.torch_distributed.spawned_ranks import rank_main
+
+
+@pytest.mark.slow  # two processes importing torch: about 20 s
+def test_spawned_rank_processes_meet_over_the_store_with_exact_values_and_agreed_ticks(tmp_path):
+    n = 2
+    mp.spawn(rank_main, args=(n, str(tmp_path / "store"), str(tmp_path)), nprocs=n, join=True)
+    seen = [json.loads((tmp_path / f"rank{r}.json").read_text()) for r in range(n)]
+    for got in seen:
+        assert got["fabric"] == "StoreFabric"  # not one process: the store carried the values
+        assert got["sum"] == [0.0, 3.0, 6.0, 9.0]
+        assert got["gathered"] == [0, 7]
+    starts_ends = [[tick[1:] for tick in got["ticks"]] for got in seen]
+    assert starts_ends[0] == starts_ends[1]  # both ranks: the same start and end
+    first = [got["ticks"][0] for got in seen]
+    assert first[0][0] < first[1][0] == first[0][1]  # rank 1 arrived last; it set the start
+
+
+def test_the_store_fabric_exchanges_arrivals_and_values_and_tidies_its_keys():
+    """The store path without processes: two threads joining one collective over a HashStore."""
+    store = dist.HashStore()
+    fabric = StoreFabric(store, timedelta(seconds=30))
+    released: dict[int, object] = {}
+
+    def join(rank: int) -> None:
+        values = np.arange(3, dtype=np.float32) + 10 * rank
+        fabric.join(((0, 1), 0), "all_reduce of 12 B", rank, 2, 100 * (rank + 1), 40, values,
+                    lambda release: released.__setitem__(rank, release))  # fmt: skip
+
+    threads = [threading.Thread(target=join, args=(r,)) for r in range(2)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    for rank in range(2):
+        release = released[rank]
+        assert (release.start, release.end, release.arrivals) == (200, 240, (100, 200))
+        assert [s.tolist() for s in release.sources] == [[0, 1, 2], [10, 11, 12]]
+    assert store.num_keys() == 0  # the last reader deleted the collective's keys
+
+
+def test_the_store_fabric_refuses_ranks_running_different_collectives():
+    store = dist.HashStore()
+    fabric = StoreFabric(store, timedelta(seconds=30))
+    store.set("hwsim/c/0/1", _encode(0, 1, "all_gather of 4 B", None))
+    with pytest.raises(HwsimError, match="rank 1 runs all_gather of 4 B"):
+        fabric.join(((0, 1), 0), "all_reduce of 4 B", 0, 2, 0, 1, None, lambda r: None)
