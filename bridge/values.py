@@ -271,12 +271,23 @@ class PreparedLayout:
 
     def arrange(self, source: torch.Tensor) -> torch.Tensor:
         """``source`` (W, or the [K, N] matrix itself) in this layout (1-D), in its dtype."""
+        # One strided copy per block straight from the source (no padded, permuted and
+        # concatenated intermediates): it runs on every call, for every prepared weight.
         matrix = source.detach().t() if self.transposed else source.detach()
-        padded = matrix.new_zeros((self.tiles * self.rows, self.n))
-        padded[: self.k] = matrix
-        tiled = padded.reshape(self.tiles, self.rows, self.n).permute(1, 0, 2)  # [rows, tiles, n]
-        parts = [tiled[:, :, n0 : n0 + w].reshape(-1) for n0, w in self.blocks()]
-        return torch.cat(parts)
+        rows, tiles = self.rows, self.tiles
+        arranged = matrix.new_empty(self.elements)
+        full, rest = divmod(self.k, rows)  # whole K tiles, rows of the last partial one
+        for n0, width in self.blocks():
+            start = self.block_offset(n0)
+            block = arranged[start : start + rows * tiles * width].view(rows, tiles, width)
+            columns = matrix[:, n0 : n0 + width]
+            if full:
+                whole = columns[: full * rows].reshape(full, rows, width).permute(1, 0, 2)
+                block[:, :full].copy_(whole)
+            if rest:
+                block[:rest, full].copy_(columns[full * rows :])
+                block[rest:, full].zero_()
+        return arranged
 
 
 @dataclass(frozen=True)
