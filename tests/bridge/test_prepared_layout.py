@@ -29,3 +29,23 @@ def test_arrange_places_every_element_where_the_layout_says(k, n, block, transpo
     matrix = torch.randn(k, n)
     source = matrix.t().contiguous() if transposed else matrix
     assert torch.equal(layout.arrange(source), _by_definition(layout, matrix))
+
+
+def test_a_deep_weight_streams_in_blocks_narrower_than_a_bank():
+    """One PSUM bank of columns of a [512, 512] weight is past the tiny config's weight block:
+    it streams in narrower blocks (it failed to lower before)."""
+    from hwsim.bridge.context import TilingOptions
+    from hwsim.bridge.tiling.weights import block_columns, weight_block_bytes
+    from hwsim.config import load_config
+    from hwsim.library.common import limits
+
+    lim = limits(load_config("tiny"))
+    block = block_columns(512, 512, 2, lim, weight_block_bytes(lim, TilingOptions()))
+    assert 0 < block < lim.tile_n
+    torch.manual_seed(0)
+    model, x = torch.nn.Linear(512, 512).eval(), torch.randn(4, 512)
+    torch._dynamo.reset()
+    options = {"config": "tiny", "fallback": "error"}
+    compiled = torch.compile(model, backend="hwsim", options=options)
+    with torch.no_grad():
+        torch.testing.assert_close(compiled(x), model(x), rtol=2e-2, atol=2e-2)
