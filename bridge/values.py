@@ -234,6 +234,10 @@ def _wrap(dim: int, ndim: int) -> int:
     return dim % rank
 
 
+#: An unsigned-int torch dtype per element size: prepared weights are rearranged as bits.
+_BITS = {1: torch.uint8, 2: torch.uint16, 4: torch.uint32, 8: torch.uint64}
+
+
 @dataclass(frozen=True)
 class PreparedLayout:
     """How a [K, N] matrix is stored: in blocks of ``block`` columns (the last one narrower),
@@ -271,9 +275,19 @@ class PreparedLayout:
 
     def arrange(self, source: torch.Tensor) -> torch.Tensor:
         """``source`` (W, or the [K, N] matrix itself) in this layout (1-D), in its dtype."""
-        # One strided copy per block straight from the source (no padded, permuted and
-        # concatenated intermediates): it runs on every call, for every prepared weight.
-        matrix = source.detach().t() if self.transposed else source.detach()
+        # It runs on every call, for every prepared weight. A transposed source is a gather
+        # torch does slowly: a cache-tiled kernel moves its bits. Otherwise one strided copy per
+        # block straight from the source.
+        if self.transposed:
+            from hwsim.kernels.weights import arrange_blocks
+
+            bits = _BITS[source.element_size()]
+            matrix_bits = source.detach().contiguous().view(bits).numpy()
+            arranged_bits = arrange_blocks(
+                matrix_bits, self.k, self.n, self.rows, self.block, transposed=True
+            )
+            return torch.from_numpy(arranged_bits).view(source.dtype)
+        matrix = source.detach()
         rows, tiles = self.rows, self.tiles
         arranged = matrix.new_empty(self.elements)
         full, rest = divmod(self.k, rows)  # whole K tiles, rows of the last partial one
