@@ -118,12 +118,17 @@ def round_to(tensor: torch.Tensor, precision: Precision) -> torch.Tensor:
     # bf16 too: ml_dtypes' RNE gives torch's values (NaN payloads aside) at a third of the cost
     # of torch's fp32 -> bf16 -> fp32 on a CPU without bf16 instructions; this runs on every
     # matmul operand of every checked call.
-    values = tensor.detach().contiguous().numpy()
+    source = tensor.detach()
+    # A permuted dense tensor (a transposed weight) is rounded in its memory order and comes
+    # back with its own strides, as torch's cast keeps them, without two transposing copies.
+    order = sorted(range(source.dim()), key=lambda d: -source.stride(d))
+    dense = source.permute(order) if kind == "bf16" else source
+    if not dense.is_contiguous():
+        order, dense = list(range(source.dim())), source.contiguous()
     with np.errstate(invalid="ignore", over="ignore"):  # NaN and inf round as torch's do, quietly
-        rounded = torch.from_numpy(hw_cast(values, precision.cast_dtype).astype("float32"))
-    if kind == "bf16" and not tensor.is_contiguous():  # the layout torch's cast would keep
-        return torch.empty_like(tensor).copy_(rounded.reshape(tensor.shape))
-    return rounded.reshape(tensor.shape)
+        values = hw_cast(dense.numpy(), precision.cast_dtype).astype("float32")
+    rounded = torch.from_numpy(values).reshape(dense.shape)
+    return rounded.permute([order.index(d) for d in range(source.dim())])
 
 
 class reference_casts(TorchDispatchMode):
