@@ -23,6 +23,7 @@ call bound inputs to it: a model's weights never reach the disk.
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import functools
 import hashlib
@@ -44,7 +45,7 @@ from hwsim.bridge.memory_plan import MemoryStats
 from hwsim.bridge.passes.floor import Floor
 from hwsim.bridge.values import PreparedLayout
 from hwsim.config import HardwareConfig
-from hwsim.errors import SavedProgramError
+from hwsim.errors import HwsimError, SavedProgramError
 from hwsim.workloads.typed_json import FieldError, codec_for
 
 #: The environment variable naming the folder, or ``off`` to disable the store.
@@ -129,16 +130,18 @@ class LoweringStore:
             return None
         try:
             lowered = _decode(path, key, config)
-        except (SavedProgramError, Unstorable, OSError) as error:
+        except (HwsimError, Unstorable, OSError) as error:  # SavedProgramError and the like
             self._refuse(path, str(error), remove=True)
             return None
-        os.utime(path)  # most recently used
+        with contextlib.suppress(OSError):
+            os.utime(path)  # most recently used
         self.hits += 1
         return lowered
 
     def save(self, graph_digest: str, lowered: LoweredGraph) -> None:
-        """Write the lowering (a lowering the store cannot write as data is left out silently:
-        it is lowered again in the next process, as without a store)."""
+        """Write the lowering. One the store cannot write as data is left out silently (it is
+        lowered again in the next process, as without a store); a failure to write is a warning,
+        never an error of the compile."""
         folder = _usable_dir()
         if folder is None:
             return
@@ -148,7 +151,10 @@ class LoweringStore:
         try:
             program = _storable_program(lowered, key)
             save_program(program, folder / f"{key}.hwprog")
-        except (Unstorable, SavedProgramError, OSError):
+        except (Unstorable, SavedProgramError):  # not expressible as data (e.g. a bf16 constant)
+            return
+        except (HwsimError, OSError) as error:  # the folder refused the file (OutputError, ...)
+            warnings.warn(f"hwsim lowering cache: cannot write to {folder}: {error}", stacklevel=3)
             return
         self.writes += 1
         _evict(folder)
@@ -184,13 +190,17 @@ def _usable_dir() -> Path | None:
 
 
 def _evict(folder: Path) -> None:
-    """Remove the least recently used lowerings past ``MAX_FILES``."""
-    files = [p for p in folder.iterdir() if _FILE_NAME.fullmatch(p.name) and p.is_file()]
-    if len(files) <= MAX_FILES:
-        return
-    files.sort(key=lambda p: p.stat().st_mtime)
-    for path in files[: len(files) - MAX_FILES]:
-        path.unlink(missing_ok=True)
+    """Remove the least recently used lowerings past ``MAX_FILES`` (another process may be
+    removing them too: a file gone meanwhile is skipped)."""
+    used: list[tuple[float, Path]] = []
+    for path in folder.iterdir():
+        with contextlib.suppress(OSError):
+            if _FILE_NAME.fullmatch(path.name) and path.is_file():
+                used.append((path.stat().st_mtime, path))
+    used.sort()
+    for _, path in used[: max(0, len(used) - MAX_FILES)]:
+        with contextlib.suppress(OSError):
+            path.unlink()
 
 
 # ---- LoweredGraph <-> data -----------------------------------------------------------------------

@@ -167,3 +167,19 @@ def test_the_least_recently_used_files_are_evicted(store, monkeypatch):
     for rows in (1, 2, 3):
         _run(_mlp(), torch.randn(rows, 32))
     assert LOWERED.store.writes == 3 and len(_files(store)) == 2
+
+
+def test_a_write_that_fails_is_a_warning_and_the_graph_still_runs_on_the_simulator(
+    store, monkeypatch
+):
+    from hwsim import bridge
+    from hwsim.output_paths import OutputError
+    from hwsim.workloads import saved
+
+    def refuse(*_):
+        raise OutputError("refused")
+
+    monkeypatch.setattr(saved, "save_program", refuse)
+    with pytest.warns(UserWarning, match="cannot write to"):
+        _run(_mlp(), torch.randn(4, 32))
+    assert not bridge.last_report().fallbacks() and LOWERED.store.writes == 0
