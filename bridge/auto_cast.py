@@ -121,7 +121,8 @@ def round_to(tensor: torch.Tensor, precision: Precision) -> torch.Tensor:
     source = tensor.detach()
     # A permuted dense tensor (a transposed weight) is rounded in its memory order and comes
     # back with its own strides, as torch's cast keeps them, without two transposing copies.
-    order = sorted(range(source.dim()), key=lambda d: -source.stride(d))
+    strides = source.stride()
+    order = sorted(range(source.dim()), key=lambda d: -strides[d])
     dense = source.permute(order) if kind == "bf16" else source
     if not dense.is_contiguous():
         order, dense = list(range(source.dim())), source.contiguous()
