@@ -23,7 +23,7 @@ from hwsim.bridge.auto_cast import reference_casts, run_graph
 from hwsim.bridge.distributed.clock import current_clock
 from hwsim.bridge.errors import Unsupported, as_unsupported
 from hwsim.bridge.graph_lowering import GraphRun, LoweredGraph, lower_graph
-from hwsim.bridge.lowering_cache import LOWERED, graph_hash
+from hwsim.bridge.lowering_cache import LOWERED, graph_digest
 from hwsim.bridge.options import BridgeOptions, apply_fallback
 from hwsim.bridge.precision import (
     cast_floats,
@@ -145,8 +145,9 @@ class SimPartition(torch.nn.Module):
                     "memory_plan": self.options.memory_plan,
                     "constants": self.constants,
                 }
+                digest = graph_digest(self.gm, key, **lowering)
                 self._lowered[key] = LOWERED.get_or_lower(
-                    graph_hash(self.gm, key, **lowering),
+                    "graph@" + digest[:24],
                     lambda: lower_graph(
                         self.gm,
                         args,
@@ -158,6 +159,7 @@ class SimPartition(torch.nn.Module):
                         passes=passes,
                         constants=self.constants,
                     ),
+                    stored=(digest, self.options.config),
                 )
                 self._record_pipeline(self._lowered[key], args, tuned)
                 for node, dtype in self._lowered[key].compute_dtypes.items():

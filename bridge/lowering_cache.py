@@ -1,4 +1,4 @@
-"""Lowered graphs cached by graph hash for the process, so the same graph is lowered once.
+"""Lowered graphs cached by graph hash, in the process and on disk, so a graph is lowered once.
 
 torch.compile hands the backend a new GraphModule whenever it compiles again: a new
 ``torch.compile`` of the same model, after ``torch._dynamo.reset()``, in each bench or notebook
@@ -9,6 +9,10 @@ of the program (they are bound to it on every call, prepared ones too: ``InputBi
 model with other weights reuses it as well, and so does a graph dynamo names otherwise (the
 program keeps the name it was first lowered under: its trace's tags name the same nodes). Runs
 bind their inputs first, so sharing one program between partitions is safe in one thread.
+
+A lowering missing here is looked for on disk (``bridge.lowering_store``: other processes'
+lowerings, keyed by the same hash plus hwsim's source hash) before the graph is lowered, and a
+new lowering is written there.
 """
 
 from __future__ import annotations
@@ -23,6 +27,7 @@ import torch
 from torch import fx
 
 from hwsim.bridge.graph_lowering import LoweredGraph
+from hwsim.bridge.lowering_store import LoweringStore
 from hwsim.config import HardwareConfig, config_hash
 
 #: Lowered graphs kept (least recently used dropped first): BERT-large's is about 100 MB.
@@ -46,7 +51,7 @@ def _constant_digest(gm: fx.GraphModule) -> list[str]:
     return digests
 
 
-def graph_hash(
+def graph_digest(
     gm: fx.GraphModule,
     layout: tuple[Any, ...],
     *,
@@ -57,7 +62,7 @@ def graph_hash(
     memory_plan: bool,
     constants: Iterable[str],
 ) -> str:
-    """The hash a lowering is cached by (module docstring)."""
+    """The full SHA-256 a lowering is cached by (module docstring)."""
     text = repr(
         (
             gm.code,
@@ -71,26 +76,40 @@ def graph_hash(
             sorted(constants),
         )
     )
-    return "graph@" + hashlib.sha256(text.encode()).hexdigest()[:24]
+    return hashlib.sha256(text.encode()).hexdigest()
 
 
 @dataclasses.dataclass
 class LoweringCache:
-    """Least-recently-used ``LoweredGraph``s by graph hash, with hit and miss counts."""
+    """Least-recently-used ``LoweredGraph``s by graph hash, with hit and miss counts (of this
+    process's cache; ``store`` counts the disk's)."""
 
     capacity: int = CAPACITY
     hits: int = 0
     misses: int = 0
+    store: LoweringStore = dataclasses.field(default_factory=LoweringStore)
     _graphs: OrderedDict[str, LoweredGraph] = dataclasses.field(default_factory=OrderedDict)
 
-    def get_or_lower(self, key: str, lower: Callable[[], LoweredGraph]) -> LoweredGraph:
+    def get_or_lower(
+        self,
+        key: str,
+        lower: Callable[[], LoweredGraph],
+        *,
+        stored: tuple[str, HardwareConfig] | None = None,
+    ) -> LoweredGraph:
+        """The lowering cached under ``key``, else the one on disk under ``stored`` (the graph's
+        digest and config), else ``lower()`` (then written to disk too)."""
         found = self._graphs.get(key)
         if found is not None:
             self.hits += 1
             self._graphs.move_to_end(key)
             return found
         self.misses += 1
-        lowered = lower()
+        lowered = self.store.load(*stored) if stored is not None else None
+        if lowered is None:
+            lowered = lower()
+            if stored is not None:
+                self.store.save(stored[0], lowered)
         self._graphs[key] = lowered
         while len(self._graphs) > self.capacity:
             self._graphs.popitem(last=False)
@@ -99,6 +118,7 @@ class LoweringCache:
     def clear(self) -> None:
         self._graphs.clear()
         self.hits = self.misses = 0
+        self.store = LoweringStore()
 
 
 #: The process's cache (``bridge.compiled`` lowers through it).

@@ -234,6 +234,10 @@ def _wrap(dim: int, ndim: int) -> int:
     return dim % rank
 
 
+#: An unsigned-int torch dtype per element size: prepared weights are rearranged as bits.
+_BITS = {1: torch.uint8, 2: torch.uint16, 4: torch.uint32, 8: torch.uint64}
+
+
 @dataclass(frozen=True)
 class PreparedLayout:
     """How a [K, N] matrix is stored: in blocks of ``block`` columns (the last one narrower),
@@ -271,12 +275,33 @@ class PreparedLayout:
 
     def arrange(self, source: torch.Tensor) -> torch.Tensor:
         """``source`` (W, or the [K, N] matrix itself) in this layout (1-D), in its dtype."""
-        matrix = source.detach().t() if self.transposed else source.detach()
-        padded = matrix.new_zeros((self.tiles * self.rows, self.n))
-        padded[: self.k] = matrix
-        tiled = padded.reshape(self.tiles, self.rows, self.n).permute(1, 0, 2)  # [rows, tiles, n]
-        parts = [tiled[:, :, n0 : n0 + w].reshape(-1) for n0, w in self.blocks()]
-        return torch.cat(parts)
+        # It runs on every call, for every prepared weight. A transposed source is a gather
+        # torch does slowly: a cache-tiled kernel moves its bits. Otherwise one strided copy per
+        # block straight from the source.
+        if self.transposed:
+            from hwsim.kernels.weights import arrange_blocks
+
+            bits = _BITS[source.element_size()]
+            matrix_bits = source.detach().contiguous().view(bits).numpy()
+            arranged_bits = arrange_blocks(
+                matrix_bits, self.k, self.n, self.rows, self.block, transposed=True
+            )
+            return torch.from_numpy(arranged_bits).view(source.dtype)
+        matrix = source.detach()
+        rows, tiles = self.rows, self.tiles
+        arranged = matrix.new_empty(self.elements)
+        full, rest = divmod(self.k, rows)  # whole K tiles, rows of the last partial one
+        for n0, width in self.blocks():
+            start = self.block_offset(n0)
+            block = arranged[start : start + rows * tiles * width].view(rows, tiles, width)
+            columns = matrix[:, n0 : n0 + width]
+            if full:
+                whole = columns[: full * rows].reshape(full, rows, width).permute(1, 0, 2)
+                block[:, :full].copy_(whole)
+            if rest:
+                block[:rest, full].copy_(columns[full * rows :])
+                block[rest:, full].zero_()
+        return arranged
 
 
 @dataclass(frozen=True)

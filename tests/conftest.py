@@ -9,3 +9,6 @@ explicitly. ``HWSIM_INITCHECK=0 pytest ...`` runs the suite without it (to measu
 import os
 
 os.environ.setdefault("HWSIM_INITCHECK", "1")
+# Tests never read or write the user's lowering cache (bridge.lowering_store); its own tests
+# point it at a temporary folder.
+os.environ["HWSIM_LOWERING_CACHE"] = "off"

@@ -47,10 +47,14 @@ WEIGHT_ENGINE = "sync"
 
 def block_columns(k: int, n: int, itemsize: int, lim: Limits, block_bytes: int) -> int:
     """Columns of a weight block: the most whole PSUM banks of columns (``tile_n``) whose K
-    tiles fit ``block_bytes`` per partition (at least one bank; a narrow matrix is one block)."""
+    tiles fit ``block_bytes`` per partition (a narrow matrix is one block). A deep matrix whose
+    one bank of columns is past ``block_bytes`` (BERT-large's [4096, 1024] down-projection on
+    trn1) streams in blocks of the columns that fit, narrower than a bank."""
     tiles = -(-k // lim.tile_k)
     fits = block_bytes // max(1, tiles * itemsize)
-    banks = max(1, fits // lim.tile_n)
+    banks = fits // lim.tile_n
+    if banks == 0:
+        return min(n, max(1, fits))
     return min(n, banks * lim.tile_n)
 
 
