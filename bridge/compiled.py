@@ -51,7 +51,9 @@ def own_cost_cycles(node: fx.Node | None) -> float:
     """What one op of a fused group costs on its own, in engine cycles at the documented rates:
     a matmul its MACs over the 128 x 128 PE array, anything else its output elements over 128
     lanes once per tensor operand. Used only to divide a group's time among its members."""
-    value = node.meta.get("val") if node is not None else None
+    if node is None:
+        return 0.0
+    value = node.meta.get("val")
     if not isinstance(value, torch.Tensor):
         return 0.0
     name = str(getattr(node.target, "__name__", node.target)).split(".")[0]

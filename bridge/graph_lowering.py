@@ -617,7 +617,8 @@ class _GraphBuilder:
         self, ctx: LoweringContext, node: fx.Node, env: dict[fx.Node, Any], inputs: set[str]
     ) -> list[Any]:
         leaves, self.out_spec = pytree.tree_flatten(node.args[0])
-        tiles, used = [], set(inputs)
+        tiles: list[Any] = []
+        used = set(inputs)
         for i, leaf in enumerate(leaves):
             value = env[leaf] if isinstance(leaf, fx.Node) else leaf
             if not isinstance(value, HbmValue):

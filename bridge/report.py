@@ -81,12 +81,12 @@ def op_times(trace: Trace) -> dict[str, OpTime]:
         key = tag.split(":", 1)[0].rpartition("/")[2]  # "op/node:source" -> node
         owner[(record.core, record.engine, record.pc)] = key
         op = times[key]
-        busy = (record.end_tick - record.start_tick) * to_ns
-        op.engine_ns[record.engine] = op.engine_ns.get(record.engine, 0.0) + busy
+        busy_ns = (record.end_tick - record.start_tick) * to_ns
+        op.engine_ns[record.engine] = op.engine_ns.get(record.engine, 0.0) + busy_ns
         op.start_ns = min(op.start_ns, record.start_tick * to_ns)
         op.end_ns = max(op.end_ns, record.done_tick * to_ns)
         op.instructions += 1
-    busy: list[tuple[int, int, str]] = [
+    intervals: list[tuple[int, int, str]] = [
         (r.start_tick, r.end_tick, owner[(r.core, r.engine, r.pc)]) for r in trace.instructions
     ]
     for piece in trace.dma:
@@ -94,8 +94,8 @@ def op_times(trace: Trace) -> dict[str, OpTime]:
         op = times[key]
         op.dma_ns += (piece.end_tick - piece.start_tick) * to_ns
         op.end_ns = max(op.end_ns, piece.end_tick * to_ns)
-        busy.append((piece.start_tick, piece.end_tick, key))
-    for key, ticks in wall_shares(busy).items():
+        intervals.append((piece.start_tick, piece.end_tick, key))
+    for key, ticks in wall_shares(intervals).items():
         times[key].share_ns = ticks * to_ns
     return dict(times)
 
