@@ -113,8 +113,9 @@ def round_to(tensor: torch.Tensor, precision: Precision) -> torch.Tensor:
     if tensor.dtype != torch.float32 or tensor.numel() == 0:
         return tensor
     kind = precision.auto_cast_type
-    if kind == "fp16":
-        return tensor.to(torch.float16).float()
+    if kind == "fp16" or (kind == "bf16" and type(tensor) is not torch.Tensor):
+        # torch's own cast: a tensor subclass (the hwsim device's) has no .numpy()
+        return tensor.to(torch.float16 if kind == "fp16" else torch.bfloat16).float()
     # bf16 too: ml_dtypes' RNE gives torch's values (NaN payloads aside) at a third of the cost
     # of torch's fp32 -> bf16 -> fp32 on a CPU without bf16 instructions; this runs on every
     # matmul operand of every checked call.
