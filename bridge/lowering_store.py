@@ -37,6 +37,7 @@ from typing import Any
 import numpy as np
 import torch
 from torch.utils import _pytree as pytree
+from torch.utils._python_dispatch import _disable_current_modes
 
 from hwsim.bridge.context import IndexCheck
 from hwsim.bridge.dtypes import MOVABLE_DTYPES
@@ -129,7 +130,8 @@ class LoweringStore:
             self._refuse(path, "not a regular file of this user", remove=False)
             return None
         try:
-            lowered = _decode(path, key, config)
+            with _disable_current_modes():  # real tensors, whatever mode the compile is under
+                lowered = _decode(path, key, config)
         except (HwsimError, Unstorable, OSError) as error:  # SavedProgramError and the like
             self._refuse(path, str(error), remove=True)
             return None
@@ -149,12 +151,21 @@ class LoweringStore:
 
         key = disk_key(graph_digest)
         try:
-            program = _storable_program(lowered, key)
-            save_program(program, folder / f"{key}.hwprog")
+            # the compile runs under dynamo's fake-tensor mode; the constants written are real
+            with _disable_current_modes():
+                program = _storable_program(lowered, key)
+                save_program(program, folder / f"{key}.hwprog")
         except (Unstorable, SavedProgramError):  # not expressible as data (e.g. a bf16 constant)
             return
         except (HwsimError, OSError) as error:  # the folder refused the file (OutputError, ...)
             warnings.warn(f"hwsim lowering cache: cannot write to {folder}: {error}", stacklevel=3)
+            return
+        except Exception as error:  # anything else the store trips on: still never the compile's
+            warnings.warn(
+                f"hwsim lowering cache: did not store this graph ({type(error).__name__}: "
+                f"{error}); it is lowered again in the next process",
+                stacklevel=3,
+            )
             return
         self.writes += 1
         _evict(folder)

@@ -183,3 +183,27 @@ def test_a_write_that_fails_is_a_warning_and_the_graph_still_runs_on_the_simulat
     with pytest.warns(UserWarning, match="cannot write to"):
         _run(_mlp(), torch.randn(4, 32))
     assert not bridge.last_report().fallbacks() and LOWERED.store.writes == 0
+
+
+class _WithConstant(torch.nn.Module):
+    """A graph with a real-tensor constant (GPT-2's position ids are one): the store writes it
+    while dynamo's fake-tensor mode is active."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        torch.manual_seed(0)
+        self.lin = torch.nn.Linear(32, 16)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        positions = torch.arange(16, dtype=torch.float32).unsqueeze(0)
+        return self.lin(x) + positions
+
+
+def test_a_graph_with_a_constant_is_stored_and_reused_under_fake_tensors(store):
+    x = torch.randn(4, 32)
+    fresh, fresh_ns = _run(_WithConstant().eval(), x)
+    assert len(_files(store)) == 1
+    _new_process()
+    again, again_ns = _run(_WithConstant().eval(), x)
+    assert LOWERED.store.hits == 1
+    assert torch.equal(fresh, again) and fresh_ns == again_ns
