@@ -59,7 +59,7 @@ def floor_table(runs: list[dict[str, Any]]) -> Table | None:
         overhead = r.get("runtime_overhead_ns")
         table.add_row(
             str(r.get("graph")),
-            str(r.get("call")),
+            "-" if r.get("call") is None else str(r["call"]),  # eager ops have no call number
             _fmt("total_ns", total),
             _fmt("total_ns", float(r["floor_ns"])),
             f"{float(r.get('over_floor') or 0.0):.1f}x",

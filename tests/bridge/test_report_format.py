@@ -19,3 +19,18 @@ def test_scratch_without_a_plan_shown_only_when_it_means_something() -> None:
 def test_ops_by_name_not_repr() -> None:
     assert _op_name(operator.getitem) == "getitem"
     assert _op_name("aten.add.Tensor") == "aten.add.Tensor"
+
+
+def test_an_eager_run_has_no_call_number_and_shows_none_as_a_dash() -> None:
+    from rich.console import Console
+
+    from hwsim.bridge.passes.tables import floor_table
+
+    eager = {"graph": "addmm#3", "total_ns": 5800.0, "floor_ns": 210.0, "over_floor": 27.6,
+             "floor_binding": "hbm"}  # fmt: skip
+    table = floor_table([eager])
+    assert table is not None
+    console = Console(width=120, record=True)
+    console.print(table)
+    text = console.export_text()
+    assert "None" not in text and "addmm#3" in text
