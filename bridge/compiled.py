@@ -10,7 +10,6 @@ CPU from then on (under fallback 'cpu'/'warn'), with the reason in the report.
 
 from __future__ import annotations
 
-import copy
 import functools
 from collections.abc import Callable
 from typing import Any
@@ -28,6 +27,7 @@ from hwsim.bridge.options import BridgeOptions, apply_fallback
 from hwsim.bridge.precision import (
     cast_floats,
     compare,
+    float64_copy,
     judged_as_cancellation,
     judged_with_exact,
     lazy_leaves,
@@ -66,33 +66,11 @@ def own_cost_cycles(node: fx.Node | None) -> float:
     return value.numel() / 128 * max(1, len(operands))
 
 
-def _widened(gm: Any) -> Any:
-    """A copy of ``gm`` computing in float64 what it computes in float32: its parameters,
-    constants and the float32 dtypes its nodes name (``_to_copy``, ``full``, ...)."""
-    wide = copy.deepcopy(gm).to(torch.float64)
-    for name, value in list(vars(wide).items()):  # tensors kept as plain attributes
-        if isinstance(value, torch.Tensor) and value.is_floating_point():
-            setattr(wide, name, value.to(torch.float64))
-
-    def widen(value: Any) -> Any:
-        if value is torch.float32:
-            return torch.float64
-        if isinstance(value, (list, tuple)):
-            return type(value)(widen(v) for v in value)
-        return value
-
-    for node in wide.graph.nodes:
-        node.args = widen(node.args)
-        node.kwargs = {k: widen(v) for k, v in node.kwargs.items()}
-    wide.recompile()
-    return wide
-
-
 def _run_in_float64(gm: Any, args: tuple[Any, ...]) -> Any:
     """The graph on float64 copies of its floating-point inputs (the arbiter of a result that is
     rounding noise); None when the graph refuses float64."""
     try:
-        return _widened(gm)(*cast_floats(list(args), torch.float64))
+        return float64_copy(gm)(*cast_floats(list(args), torch.float64))
     except Exception:  # a graph that only runs in its own dtypes: no arbiter, judged as before
         return None
 

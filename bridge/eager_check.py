@@ -25,7 +25,6 @@ forward (and backward) per call; ``check=False`` turns it off with the partition
 
 from __future__ import annotations
 
-import copy
 import functools
 import re
 from collections.abc import Callable, Sequence
@@ -40,6 +39,7 @@ from hwsim.bridge.device_tensor import host_reference
 from hwsim.bridge.dtypes import INT32_MAX, INT32_MIN, Int64RangeError
 from hwsim.bridge.precision import (
     compare,
+    float64_copy,
     judged_as_cancellation,
     judged_with_exact,
     lazy_leaves,
@@ -406,7 +406,7 @@ class _Probe:
         if self.check.options.precision.casts:
             return None
         try:
-            gm = copy.deepcopy(self.check.gm).to(torch.float64)
+            gm = float64_copy(self.check.gm)
             args = [_wide(a) for a in self.reference_args]
             inputs = [args[i] for i in self.needs]
             with torch.enable_grad():

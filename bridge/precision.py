@@ -28,6 +28,7 @@ low-precision kernel.
 
 from __future__ import annotations
 
+import copy
 import math
 from collections.abc import Callable
 from dataclasses import asdict, dataclass, replace
@@ -318,6 +319,28 @@ def judged_with_exact(
 #: sum in different orders, so their noise differs by a small factor; the simulator's distance
 #: from the float64 result must stay within this factor of the CPU's own.
 CANCELLATION_NOISE_FACTOR = 8.0
+
+
+def float64_copy(gm: Any) -> Any:
+    """A copy of ``gm`` computing in float64 what it computes in float32: its parameters,
+    constants and the float32 dtypes its nodes name (``_to_copy``, ``full``, ...)."""
+    wide = copy.deepcopy(gm).to(torch.float64)
+    for name, value in list(vars(wide).items()):  # tensors kept as plain attributes
+        if isinstance(value, torch.Tensor) and value.is_floating_point():
+            setattr(wide, name, value.to(torch.float64))
+
+    def widen(value: Any) -> Any:
+        if value is torch.float32:
+            return torch.float64
+        if isinstance(value, (list, tuple)):
+            return type(value)(widen(v) for v in value)
+        return value
+
+    for node in wide.graph.nodes:
+        node.args = widen(node.args)
+        node.kwargs = {k: widen(v) for k, v in node.kwargs.items()}
+    wide.recompile()
+    return wide
 
 
 def judged_as_cancellation(
