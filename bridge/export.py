@@ -409,12 +409,18 @@ def _check(
 
     warm_up()
     result = run(program, config)
-    err, ok = check_outputs(expected, result.outputs)
-    checked = {"total_ns": result.summary.total_ns, "max_abs_err": err, "numerics_ok": ok}
-    if not ok:
+    verdict = check_outputs(expected, result.outputs)
+    checked = {
+        "total_ns": result.summary.total_ns,
+        "max_abs_err": verdict.max_abs_err,
+        "numerics_ok": verdict.ok,
+        "numerics_tolerance": verdict.tolerance,
+    }
+    if not verdict.ok:
         raise BridgeError(
             f"the lowered program's outputs differ from the model's on the CPU (max abs error "
-            f"{err:.3g} on {config.chip.name}); not saved: pass check=False to save it anyway"
+            f"{verdict.max_abs_err:.3g}, tolerance {verdict.tolerance:.3g}, on "
+            f"{config.chip.name}); not saved: pass check=False to save it anyway"
         )
     program.meta["export_check"] = {"config": config.chip.name, **checked}
     return checked

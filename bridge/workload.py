@@ -19,7 +19,7 @@ from hwsim.bridge.export import lower_model
 from hwsim.config.schema import HardwareConfig
 from hwsim.errors import WorkloadError
 from hwsim.program import Program
-from hwsim.workloads.registry import Workload
+from hwsim.workloads.registry import NumericsVerdict, Workload
 from hwsim.workloads.saved import check_outputs
 
 #: What a factory gives: (model, args, kwargs) for one forward pass.
@@ -63,7 +63,7 @@ def model_workload(factory: Callable[[], Any], text: str) -> Workload:
         expected.update(made.expected)
         return made.program
 
-    def check(outputs: dict[str, Any]) -> tuple[float, bool]:
+    def check(outputs: dict[str, Any]) -> NumericsVerdict:
         if not expected:
             raise WorkloadError(f"{text}: the lowered program has no outputs to compare")
         return check_outputs(expected, outputs)

@@ -42,7 +42,7 @@ def _demo(args: argparse.Namespace) -> int:
     paths = write_run_outputs(result.trace, out_dir, summary=summary, force=args.force)
     print_summary(summary)
     ok = summary.numerics_ok is not False
-    print(f"\nnumerics: {'OK' if ok else 'MISMATCH'} (max abs error {summary.max_abs_err:.3g})")
+    print(f"\nnumerics: {summary.numerics_text()}")
     count, wall_s = summary.instructions_simulated, summary.wall_simulate_s
     print(f"simulated {count} instructions in {wall_s} s")
     print(f"wrote {out_dir}/: " + ", ".join(sorted(p.name for p in paths.values())))

@@ -25,7 +25,7 @@ from hwsim.library.norm import layernorm, rmsnorm
 from hwsim.library.softmax import softmax
 from hwsim.library.tutorial_matmul import matmul_block_free, matmul_hoisted, matmul_tiled
 from hwsim.program import Program
-from hwsim.workloads.registry import Workload
+from hwsim.workloads.registry import NumericsVerdict, Workload
 
 BF16 = ml_dtypes.bfloat16
 #: Allowed max |error| as a share of max |reference|, per compute dtype: a few roundings of the
@@ -53,13 +53,13 @@ class LibraryWorkload:
         program.meta.update(workload=self.name, model_flops=self.flops)
         return program
 
-    def check(self, outputs: dict[str, np.ndarray], seed: int = 0) -> tuple[float, bool]:
+    def check(self, outputs: dict[str, np.ndarray], seed: int = 0) -> NumericsVerdict:
         args = self.args(seed)
         expected = self.reference(*(_f64(a) for a in args), **self.kwargs)
         got = outputs["out"].astype(np.float64)
         err = float(np.max(np.abs(got - expected)))
         tolerance = RELATIVE_TOLERANCE[np.dtype(args[0].dtype)] * float(np.max(np.abs(expected)))
-        return err, err <= tolerance
+        return NumericsVerdict(err, err <= tolerance, tolerance)
 
     def workload(self) -> Workload:
         return Workload(self.name, self.description, self.build, self.check)

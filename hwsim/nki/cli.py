@@ -25,6 +25,7 @@ import numpy as np
 
 from hwsim.errors import HwsimError
 from hwsim.workloads.pyfile import call_inputs, import_python_file, inputs_hint, kernel_helpers
+from hwsim.workloads.registry import NumericsVerdict
 
 
 def register(commands: argparse._SubParsersAction) -> None:
@@ -171,7 +172,7 @@ def main(args: argparse.Namespace) -> int:
             )
     except InitCheckError as exc:  # on by default here: say how to run without it
         raise InitCheckError(f"{exc}; {INITCHECK_HINT}", exc.findings) from exc
-    ok, tolerance = _check_numerics(result, module, name, inputs, args.timing_only)
+    ok = _check_numerics(result, module, name, inputs, args.timing_only)
     if args.out is not None or not args.json:
         from hwsim.trace.outputs import default_run_dir
 
@@ -188,12 +189,8 @@ def main(args: argparse.Namespace) -> int:
     print(f"bottleneck: {result.summary.bottleneck}")
     for note in result.notes:
         print(f"note: {note}")
-    if tolerance is not None:
-        verdict = "OK" if ok else "MISMATCH"
-        print(
-            f"numerics: {verdict} (max abs error {result.summary.max_abs_err:.3g}, tolerance "
-            f"{tolerance:.3g})"
-        )
+    if result.summary.numerics_ok is not None:
+        print(f"numerics: {result.summary.numerics_text()}")
     print(f"wrote {result.summary.out_dir}")
     return 0 if ok else 1
 
@@ -212,20 +209,19 @@ def _expected(module: Any, name: str, inputs: tuple[Any, ...]) -> tuple[np.ndarr
 
 def _check_numerics(
     result: Any, module: Any, name: str, inputs: tuple[Any, ...], timing_only: bool
-) -> tuple[bool, float | None]:
+) -> bool:
     """Compare against ``KERNEL_reference`` (when the file has one and numerics ran); the
-    verdict and error go into the run's summary. Returns (ok, the tolerance or None)."""
+    verdict goes into the run's summary. Returns whether it passed (True when not checked)."""
     expected = None if timing_only else _expected(module, name, inputs)
     if expected is None:
-        return True, None
+        return True
     err = max(
         float(np.max(np.abs(o.astype(np.float64) - e)))
         for o, e in zip(result.outputs, expected, strict=True)
     )
     tolerance = _scaled_tolerance(expected)
-    result.summary.max_abs_err = err
-    result.summary.numerics_ok = err <= tolerance
-    return bool(result.summary.numerics_ok), tolerance
+    result.summary.record_numerics(NumericsVerdict(err, err <= tolerance, tolerance))
+    return err <= tolerance
 
 
 def _scaled_tolerance(expected: tuple[np.ndarray, ...]) -> float:

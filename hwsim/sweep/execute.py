@@ -151,8 +151,7 @@ def run_task(task: Task) -> dict[str, Any]:
         if task.numerics:
             check = task.workload.check()
             if check is not None:
-                err, ok = check(run_result.outputs)
-                summary.max_abs_err, summary.numerics_ok = float(err), bool(ok)
+                summary.record_numerics(check(run_result.outputs))
         result["metrics"] = extract(summary.to_dict(), task.metrics)
         if task.trace_dir:
             from hwsim.outputs_guard import claim_folder

@@ -33,7 +33,7 @@ DEFAULT_METRICS = (
     "bottleneck",
 )
 #: Only meaningful (and only allowed) when the spec sets ``numerics: true``.
-NUMERICS_METRICS = ("max_abs_err", "numerics_ok")
+NUMERICS_METRICS = ("max_abs_err", "numerics_ok", "numerics_tolerance")
 #: Summary entries that describe the run rather than measure it (the row already says them).
 _NOT_METRICS = frozenset({"schema", "workload", "config_name", "config_hash"})
 

@@ -124,6 +124,7 @@ RUN_FIELDS = (
     "wall_simulate_s",
     "max_abs_err",
     "numerics_ok",
+    "numerics_tolerance",
     "out_dir",
     "files",
     "sbuf_spill",
@@ -178,6 +179,8 @@ class RunSummary:
     wall_simulate_s: float | None = None
     max_abs_err: float | None = None
     numerics_ok: bool | None = None
+    #: The allowed absolute error the verdict was judged at (``NumericsVerdict.tolerance``).
+    numerics_tolerance: float | None = None
     out_dir: str | None = None
     files: list[str] | None = None
     #: What a kernel-language kernel's memory planner spilled (``hwsim.lang.planner.SpillStats``:
@@ -193,6 +196,23 @@ class RunSummary:
     floor_binding: str | None = None
     #: Top-level keys of a summary read back that this version does not know (written back).
     extras: dict[str, Any] = field(default_factory=dict)
+
+    def record_numerics(self, verdict: Any) -> None:
+        """Keep a ``hwsim.workloads.registry.NumericsVerdict`` (the run's outputs against its
+        reference) in the run fields."""
+        self.max_abs_err = float(verdict.max_abs_err)
+        self.numerics_ok = bool(verdict.ok)
+        self.numerics_tolerance = float(verdict.tolerance)
+
+    def numerics_text(self) -> str:
+        """``OK (max abs error 0.0123, tolerance 0.05)``; ``not checked`` without a verdict."""
+        if self.numerics_ok is None:
+            return "not checked"
+        verdict = "OK" if self.numerics_ok else "MISMATCH"
+        text = f"{verdict} (max abs error {self.max_abs_err:.3g}"
+        if self.numerics_tolerance is not None:
+            text += f", tolerance {self.numerics_tolerance:.3g}"
+        return text + ")"
 
     @property
     def total_s(self) -> float:

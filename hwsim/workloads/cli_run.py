@@ -74,9 +74,7 @@ def run_workload(
         wall_simulate_s=round(sim_s, 3),
     )
     if numerics and workload.check is not None:
-        err, ok = workload.check(result.outputs)
-        summary.max_abs_err = float(err)
-        summary.numerics_ok = bool(ok)
+        summary.record_numerics(workload.check(result.outputs))
     return result, summary
 
 
@@ -128,7 +126,6 @@ def _print_advice(trace: Any, summary: RunSummary) -> None:
 def _print_summary(summary: RunSummary) -> None:
     print_summary(summary)
     if summary.numerics_ok is not None:
-        verdict = "OK" if summary.numerics_ok else "MISMATCH"
-        print(f"numerics: {verdict} (max abs error {summary.max_abs_err:.3g})")
+        print(f"numerics: {summary.numerics_text()}")
     if summary.out_dir is not None:
         print(f"wrote {summary.out_dir}")

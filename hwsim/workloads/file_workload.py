@@ -51,7 +51,7 @@ from hwsim.workloads.pyfile import (
     lookup_attribute,
     user_code_failed,
 )
-from hwsim.workloads.registry import Workload
+from hwsim.workloads.registry import NumericsVerdict, Workload, combined_verdict
 
 #: Entry-point group of workload kinds other packages add; ``torch`` runs model factories.
 KIND_GROUP = "hwsim.workloads"
@@ -172,7 +172,7 @@ def kernel_workload(kernel: Kernel, helpers: dict[str, Any], name: str, text: st
         check_hbm_fits(_spec_bytes(specs), config, text)
         return _build(kernel, config, (), dict(specs), output_names, text)
 
-    def check(outputs: dict[str, np.ndarray]) -> tuple[float, bool]:
+    def check(outputs: dict[str, np.ndarray]) -> NumericsVerdict:
         assert reference is not None
         args, kwargs = arguments()
         return _compare(reference, args, kwargs, [outputs.get(n) for n in output_names], text)
@@ -270,8 +270,8 @@ def _compare(
     kwargs: dict[str, Any],
     got: list[np.ndarray | None],
     text: str,
-) -> tuple[float, bool]:
-    """(max abs error over the outputs, all within ``relative_tolerance``)."""
+) -> NumericsVerdict:
+    """The verdict over the outputs: each within ``relative_tolerance`` of its largest value."""
     try:
         expected = reference(*(_f64(a) for a in args), **{k: _f64(v) for k, v in kwargs.items()})
     except USER_CODE_ERRORS as exc:  # user code: any exception, chained for --debug
@@ -282,11 +282,11 @@ def _compare(
             f"{text}: the reference returned {len(expected)} values, the kernel {len(got)} outputs"
         )
     arrays = [a for a in (*args, *kwargs.values()) if isinstance(a, np.ndarray)]
-    worst, ok = 0.0, True
+    verdicts = []
     for actual, want in zip(got, expected, strict=True):
         want = np.asarray(want, dtype=np.float64)
         if actual is None or actual.shape != want.shape:
-            return float("inf"), False
+            return NumericsVerdict(float("inf"), False, 0.0)
         dtypes = [a.dtype for a in (*arrays, actual)]
         err = float(abs_errors(actual, want).max()) if want.size else 0.0
         finite = np.abs(want[np.isfinite(want)])
@@ -295,8 +295,8 @@ def _compare(
         # fraction of its size that no relative tolerance should forgive
         exact = not any(_is_float(d) for d in dtypes)
         allowed = 0.0 if exact else relative_tolerance(dtypes) * scale
-        worst, ok = max(worst, err), ok and err <= allowed
-    return worst, ok
+        verdicts.append(NumericsVerdict(err, err <= allowed, allowed))
+    return combined_verdict(verdicts)
 
 
 def relative_tolerance(dtypes: list[np.dtype]) -> float:

@@ -37,6 +37,7 @@ from hwsim.library.common import (
 from hwsim.library.optimized_matmul import Blocking, OptimizedMatmul, transposing_loader
 from hwsim.program import Program
 from hwsim.workloads.bounds import DIM, check_hbm_fits, parse_dims
+from hwsim.workloads.registry import NumericsVerdict
 
 _SPEC = re.compile(rf"gemm:({DIM})x({DIM})x({DIM})(?::([A-Za-z0-9_]+))?")
 #: What a gemm workload string looks like, for lists and errors.
@@ -207,8 +208,8 @@ def reference(spec: GemmSpec, seed: int = 0) -> np.ndarray:
     return a_q @ b_q
 
 
-def check_result(spec: GemmSpec, result: np.ndarray, seed: int = 0) -> tuple[float, bool]:
-    """(max abs error, within tolerance): fp32 accumulation error bound + output rounding."""
+def check_result(spec: GemmSpec, result: np.ndarray, seed: int = 0) -> NumericsVerdict:
+    """The verdict against the fp64 product: fp32 accumulation error bound + output rounding."""
     ref = reference(spec, seed)
     got = result.astype(np.float64)
     err = float(np.max(np.abs(got - ref))) if ref.size else 0.0
@@ -216,4 +217,4 @@ def check_result(spec: GemmSpec, result: np.ndarray, seed: int = 0) -> tuple[flo
     out_eps = machine_epsilon(spec.dtype)
     accumulate_eps = float(np.finfo(np.float32).eps) * np.sqrt(spec.k) * 4
     tolerance = scale * (out_eps + accumulate_eps) + 1e-6
-    return err, err <= tolerance
+    return NumericsVerdict(err, err <= tolerance, tolerance)

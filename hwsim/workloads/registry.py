@@ -16,8 +16,37 @@ from hwsim.config.schema import HardwareConfig
 from hwsim.program import Program
 from hwsim.workloads.bounds import check_hbm_fits, program_hbm_bytes
 
-#: A run's output arrays by HBM tensor name -> (max abs error, within tolerance).
-Check = Callable[[dict[str, np.ndarray]], tuple[float, bool]]
+
+@dataclass(frozen=True)
+class NumericsVerdict:
+    """How a run's outputs compare with a reference: the largest absolute error, whether every
+    value is within its tolerance, and the tolerance the verdict was judged at (the allowed
+    absolute error; for a per-element rule, the bound at the element nearest to or furthest past
+    it), so a report can print the error beside what it was allowed to be."""
+
+    max_abs_err: float
+    ok: bool
+    tolerance: float
+
+
+def combined_verdict(verdicts: list[NumericsVerdict]) -> NumericsVerdict:
+    """One verdict over several outputs: the largest error, all within, and the tolerance of
+    the output nearest to (or furthest past) its own."""
+    if not verdicts:
+        return NumericsVerdict(0.0, True, 0.0)
+    worst = max(verdicts, key=_error_over_tolerance)
+    largest = max(v.max_abs_err for v in verdicts)
+    return NumericsVerdict(largest, all(v.ok for v in verdicts), worst.tolerance)
+
+
+def _error_over_tolerance(verdict: NumericsVerdict) -> float:
+    if verdict.tolerance > 0:
+        return verdict.max_abs_err / verdict.tolerance
+    return 0.0 if verdict.max_abs_err == 0 else float("inf")
+
+
+#: A run's output arrays by HBM tensor name -> the verdict.
+Check = Callable[[dict[str, np.ndarray]], NumericsVerdict]
 
 
 @dataclass(frozen=True)

@@ -43,7 +43,7 @@ from hwsim.program import Program
 from hwsim.workloads.numerics import abs_errors
 from hwsim.workloads.program_archive import read_archive, write_archive
 from hwsim.workloads.program_codec import decode_program, encode_program
-from hwsim.workloads.registry import Workload
+from hwsim.workloads.registry import NumericsVerdict, Workload, combined_verdict
 from hwsim.workloads.saved_meta import (
     EXPECTED_OUTPUTS,
     GEOMETRY_FIELDS,
@@ -187,37 +187,48 @@ def compare_arrays(
     """(max abs error, elements outside the tolerance), as ``bridge.precision.compare``:
     ``|a - e| <= atol * scale + rtol * |e|`` with scale the RMS of the finite expected values
     (at least 1); where NaN or an infinity is expected, only the same value passes."""
+    verdict, mismatched = _compared(actual, expected, rtol, atol)
+    return verdict.max_abs_err, mismatched
+
+
+def _compared(
+    actual: np.ndarray, expected: np.ndarray, rtol: float, atol: float
+) -> tuple[NumericsVerdict, int]:
+    """``compare_arrays`` with the verdict: its tolerance is the bound at the element whose
+    error is the largest fraction of its own bound."""
     if actual.shape != expected.shape:
-        return math.inf, max(actual.size, expected.size)
+        return NumericsVerdict(math.inf, False, 0.0), max(actual.size, expected.size)
     if actual.size == 0:
-        return 0.0, 0
+        return NumericsVerdict(0.0, True, 0.0), 0
     e = expected.astype(np.float64)
     diff = abs_errors(actual, e)
     same = diff == 0
     finite = e[np.isfinite(e)]
     scale = max(1.0, float(np.sqrt(np.mean(np.square(finite))))) if finite.size else 1.0
-    with np.errstate(invalid="ignore"):  # where a NaN or an infinity is expected, the bound is
-        bound = atol * scale + rtol * np.abs(e)  # NaN or inf: only the same value passes
-    bad = (diff > bound) | (~same & ~np.isfinite(e))
-    return float(diff.max()), int(bad.sum())
+    with np.errstate(invalid="ignore", divide="ignore"):  # where a NaN or an infinity is
+        bound = atol * scale + rtol * np.abs(e)  # expected, the bound is NaN or inf: only the
+        bad = (diff > bound) | (~same & ~np.isfinite(e))  # same value passes
+        ratio = np.where(same, 0.0, np.where(bad, np.inf, diff / bound))
+    worst = int(np.argmax(np.nan_to_num(ratio, nan=0.0)))
+    tolerance = float(bound.reshape(-1)[worst])
+    mismatched = int(bad.sum())
+    return NumericsVerdict(float(diff.max()), mismatched == 0, tolerance), mismatched
 
 
 def check_outputs(
     expected: dict[str, dict[str, Any]], outputs: dict[str, np.ndarray]
-) -> tuple[float, bool]:
-    """(max abs error over all outputs, all within their tolerance) of a run's ``outputs``
-    against ``meta['expected_outputs']``."""
-    worst, ok = 0.0, True
+) -> NumericsVerdict:
+    """The verdict of a run's ``outputs`` against ``meta['expected_outputs']`` (every element of
+    every output within its tolerance)."""
+    verdicts = []
     for name, want in expected.items():
         values = np.asarray(want["values"]).reshape(-1)
         got = outputs.get(name)
         if got is None or got.size < values.size:
-            return math.inf, False
-        err, mismatched = compare_arrays(
-            got.reshape(-1)[: values.size], values, want["rtol"], want["atol"]
-        )
-        worst, ok = max(worst, err), ok and mismatched == 0
-    return worst, ok
+            return NumericsVerdict(math.inf, False, 0.0)
+        verdict, _ = _compared(got.reshape(-1)[: values.size], values, want["rtol"], want["atol"])
+        verdicts.append(verdict)
+    return combined_verdict(verdicts)
 
 
 # ---- as a workload -------------------------------------------------------------------------------
@@ -241,7 +252,7 @@ def saved_workload(path: str | Path, name: str | None = None) -> Workload:
         check_compatible(simulated, config, str(path))
         return simulated
 
-    def check(outputs: dict[str, np.ndarray]) -> tuple[float, bool]:
+    def check(outputs: dict[str, np.ndarray]) -> NumericsVerdict:
         assert expected is not None
         return check_outputs(expected, outputs)
 

@@ -82,11 +82,12 @@ def test_keyword_inputs_and_the_check_failing_on_wrong_outputs(models: Path) -> 
     workload = resolve_workload(f"{models}:with_kwargs")
     config = load_config("tiny")
     outputs = run(workload.program(config), config).outputs
-    err, ok = workload.check(outputs)
-    assert ok and err < 1e-5
+    verdict = workload.check(outputs)
+    assert verdict.ok and verdict.max_abs_err < 1e-5 <= verdict.tolerance
     corrupted = {name: values + np.float32(0.5) for name, values in outputs.items()}
-    err, ok = workload.check(corrupted)
-    assert not ok and err == pytest.approx(0.5, rel=1e-3)
+    verdict = workload.check(corrupted)
+    assert not verdict.ok and verdict.max_abs_err == pytest.approx(0.5, rel=1e-3)
+    assert verdict.tolerance < 0.5  # the bound the worst element broke
 
 
 @pytest.mark.parametrize(

@@ -20,10 +20,12 @@ from hwsim.errors import IncompatibleProgramError
 from hwsim.lang import isa
 from hwsim.sweep import load_results, load_sweep, run_sweep
 from hwsim.workloads.gemm import GemmSpec, build_gemm, reference
+from hwsim.workloads.registry import NumericsVerdict, combined_verdict
 from hwsim.workloads.saved import (
     EXPECTED_OUTPUTS,
     LOWERED_FOR,
     check_compatible,
+    check_outputs,
     compare_arrays,
     load_program,
     lowered_for,
@@ -182,3 +184,25 @@ def test_running_a_saved_program_never_imports_torch(saved: Path) -> None:
     )
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
     assert done.returncode == 0, done.stderr
+
+
+def test_the_verdict_names_the_bound_the_worst_element_was_held_to() -> None:
+    expected = np.array([100.0, 1.0, 0.0], dtype=np.float32)
+    program_outputs = {"y": expected + np.array([0.5, 0.02, 0.0], dtype=np.float32)}
+    want = {"y": {"values": expected, "rtol": 1e-2, "atol": 0.0}}
+    verdict = check_outputs(want, program_outputs)
+    # the largest error (0.5 on 100, bound 1.0) passes; 0.02 on 1.0 (bound 0.01) does not: the
+    # verdict's tolerance is the bound that was broken, not the largest bound
+    assert not verdict.ok and verdict.max_abs_err == pytest.approx(0.5)
+    assert verdict.tolerance == pytest.approx(0.01)
+    program_outputs["y"][1] = 1.005
+    verdict = check_outputs(want, program_outputs)
+    assert verdict.ok and verdict.tolerance == pytest.approx(1.0)  # nearest its bound: 0.5 of 1.0
+
+
+def test_verdicts_of_several_outputs_keep_the_tightest() -> None:
+    loose = NumericsVerdict(max_abs_err=0.5, ok=True, tolerance=10.0)
+    tight = NumericsVerdict(max_abs_err=0.009, ok=True, tolerance=0.01)
+    both = combined_verdict([loose, tight])
+    assert both == NumericsVerdict(0.5, True, 0.01)
+    assert combined_verdict([]).ok
