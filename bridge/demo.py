@@ -21,6 +21,7 @@ import hwsim  # noqa: F401  (first: one BLAS thread before numpy loads)
 import torch
 
 from hwsim.bridge.models import tiny_gpt2, tokens
+from hwsim.units import time_text
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -51,7 +52,7 @@ def main(argv: list[str] | None = None) -> int:
     error = float((logits - expected).abs().max())
     ok = report.numerics_ok and not report.fallbacks()
     print(f"\nlogits vs CPU PyTorch: max abs error {error:.2e}; CPU ops: {len(report.fallbacks())}")
-    print(f"simulated {report.total_sim_ns / 1000:.1f} µs of NeuronCore time in {wall_s:.1f} s")
+    print(f"simulated {time_text(report.total_sim_ns)} of NeuronCore time in {wall_s:.1f} s")
     print(_before_after(model, ids, args.config, report.total_sim_ns))
     print(f"wrote {out}/ (one run folder per compiled graph: trace.json, tables/, *.png)")
     first = min((p.parent for p in Path(out).glob("*/trace.json")), default=None)
@@ -80,8 +81,8 @@ def _before_after(model: torch.nn.Module, ids: torch.Tensor, config: str, after_
         unoptimized(ids, use_cache=False)
     before_ns = last_report().total_sim_ns
     return (
-        f"graph passes (bridge.passes): {before_ns / 1000:.1f} µs with every pass off -> "
-        f"{after_ns / 1000:.1f} µs with all on ({before_ns / max(after_ns, 1e-9):.2f}x)"
+        f"graph passes (bridge.passes): {time_text(before_ns)} with every pass off -> "
+        f"{time_text(after_ns)} with all on ({before_ns / max(after_ns, 1e-9):.2f}x)"
     )
 
 

@@ -47,6 +47,7 @@ from hwsim.bridge.partition import analyze
 from hwsim.bridge.precision import Precision
 from hwsim.config import HardwareConfig, load_config
 from hwsim.program import Program
+from hwsim.units import time_text
 from hwsim.workloads.saved import (
     EXPECTED_OUTPUTS,
     LOWERED_FOR,
@@ -117,7 +118,7 @@ class ExportResult:
         if self.check:
             verdict = "OK" if self.check["numerics_ok"] else "MISMATCH"
             lines.append(
-                f"  checked on {facts['config']}: {self.check['total_ns'] / 1000:.1f} µs, "
+                f"  checked on {facts['config']}: {time_text(self.check['total_ns'])}, "
                 f"numerics {verdict} (max abs error {self.check['max_abs_err']:.3g})"
             )
         return "\n".join(lines)

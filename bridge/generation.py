@@ -34,6 +34,8 @@ from typing import Any
 import torch
 from rich.table import Table
 
+from hwsim.units import time_text
+
 #: Default multiple the static cache's length is rounded up to.
 DEFAULT_BUCKET = 64
 
@@ -293,7 +295,7 @@ def generation_table(generations: list[dict[str, Any]]) -> Table | None:
         table.add_column(column)
     for g in generations:
         decode = g["decode_ns"]
-        spread = f"{min(decode) / 1e3:,.1f}-{max(decode) / 1e3:,.1f} µs" if decode else "-"
+        spread = f"{time_text(min(decode))} to {time_text(max(decode))}" if decode else "-"
         cache = g["cache"] + (f" ({g['max_cache_len']})" if g["max_cache_len"] else "")
         table.add_row(
             g["front_door"],
@@ -301,8 +303,8 @@ def generation_table(generations: list[dict[str, Any]]) -> Table | None:
             str(g["batch"]),
             str(g["prompt_tokens"]),
             str(g["new_tokens"]),
-            f"{g['prefill_ns'] / 1e3:,.1f} µs",
-            f"{g['decode_mean_ns'] / 1e3:,.1f} µs",
+            time_text(g["prefill_ns"]),
+            time_text(g["decode_mean_ns"]),
             spread,
             f"{g['recompiles']} / {g['loop_recompiles']}",
         )

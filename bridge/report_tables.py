@@ -7,25 +7,14 @@ from typing import TYPE_CHECKING, Any
 from rich.markup import escape
 from rich.table import Table
 
+from hwsim.units import size_text, time_text
+
 if TYPE_CHECKING:
     from hwsim.bridge.report import OpRecord, Report
 
 
-def _ns(value: float) -> str:
-    if value >= 1e6:
-        return f"{value / 1e6:.2f} ms"
-    if value >= 1e3:
-        return f"{value / 1e3:.2f} µs"
-    return f"{value:.0f} ns"
-
-
 def _bytes(value: float | None) -> str:
-    if value is None:
-        return ""
-    for unit, size in (("GB", 1e9), ("MB", 1e6), ("kB", 1e3)):
-        if value >= size:
-            return f"{value / size:.2f} {unit}"
-    return f"{value:.0f} B"
+    return "" if value is None else size_text(value)
 
 
 def _peak(run: dict[str, Any]) -> str:
@@ -112,7 +101,7 @@ def _op_table(report: Report, title: str, records: list[OpRecord]) -> Table:
             row.append(", ".join(sorted({r.compute_dtype for r in records if r.compute_dtype})))
         if ran:
             sim_ns = sum(r.sim_ns for r in records)
-            row.append(_ns(sim_ns) if sim_ns else "")
+            row.append(time_text(sim_ns) if sim_ns else "")
         if checked:
             errors = [r.error for r in records if r.error is not None]
             worst = max(errors, key=lambda e: (not e["ok"], e["max_abs"]), default=None)
@@ -141,7 +130,7 @@ def _node_table(report: Report, title: str, records: list[OpRecord]) -> Table:
         row = [r.node, r.op, where, r.shapes] + ([r.source] if sources else [])
         row += [r.module] if modules else []
         if ran:
-            row.append(_ns(r.sim_ns) if r.sim_ns else "")
+            row.append(time_text(r.sim_ns) if r.sim_ns else "")
         if checked:
             error = ""
             if r.error is not None:
@@ -188,7 +177,7 @@ def _fallbacks(report: Report) -> Table | None:
     for column in ("node", "op", "reason", "detail", "host time"):
         table.add_column(column)
     for r in report.fallbacks():
-        table.add_row(r.node, r.op, r.reason, r.detail, _ns(r.host_ns) if r.host_ns else "")
+        table.add_row(r.node, r.op, r.reason, r.detail, time_text(r.host_ns) if r.host_ns else "")
     return table
 
 
@@ -278,7 +267,7 @@ def _top_ops(report: Report) -> Table | None:
     for column in ("node", "op", "sim time", "span", "instructions"):
         table.add_column(column)
     for r in top:
-        table.add_row(r.node, r.op, _ns(r.sim_ns), _ns(r.span_ns), str(r.instructions))
+        table.add_row(r.node, r.op, time_text(r.sim_ns), time_text(r.span_ns), str(r.instructions))
     return table
 
 
@@ -323,8 +312,8 @@ def _phases(report: Report) -> Table | None:
             str(len(graphs)),
             str(sum(r.status == "simulator" for r in records)),
             str(sum(r.status == "cpu" for r in records)),
-            _ns(times.get(phase, 0.0)),
-            _ns(host[phase]) if phase in host else "",
+            time_text(times.get(phase, 0.0)),
+            time_text(host[phase]) if phase in host else "",
         )
     return table
 
@@ -341,7 +330,7 @@ def _runs(report: Report) -> Table | None:
         table.add_row(
             str(run.get("graph", "")),
             str(run.get("phase", "")),
-            _ns(run.get("total_ns", 0.0)),
+            time_text(run.get("total_ns", 0.0)),
             str(run.get("instructions", "")),
             f"{run.get('mfu_pct', 0.0):.2f}",
             _bytes(run.get("hbm_bytes")),
@@ -349,5 +338,7 @@ def _runs(report: Report) -> Table | None:
             str(run.get("bottleneck", "")),
         )
     if len(report.runs) > 10:
-        table.caption = f"last 10 of {len(report.runs)} runs; total {_ns(report.total_sim_ns)}"
+        table.caption = (
+            f"last 10 of {len(report.runs)} runs; total {time_text(report.total_sim_ns)}"
+        )
     return table

@@ -7,6 +7,7 @@ from typing import Any
 from rich.table import Table
 
 from hwsim.bridge.passes.effects import METRICS
+from hwsim.units import size_text, time_text
 
 _HEAD = {
     "total_ns": "sim time",
@@ -18,9 +19,9 @@ _HEAD = {
 
 def _fmt(metric: str, value: float) -> str:
     if metric == "total_ns":
-        return f"{value / 1000:,.1f} µs"
+        return time_text(value)
     if metric in ("hbm_bytes", "sbuf_peak_bytes"):
-        return f"{value / 1024:,.1f} KiB"
+        return size_text(value)
     return f"{value:,.0f}"
 
 

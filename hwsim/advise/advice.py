@@ -15,6 +15,7 @@ from typing import Any
 
 from hwsim.advise.evidence import Evidence
 from hwsim.advise.rules import RULES, Finding
+from hwsim.units import time_text
 
 RESIMULATED = "re-simulated"
 BOUND = "bound from the trace"
@@ -70,7 +71,7 @@ class Advice:
             d = rec.to_dict(self.total_ns)
             out.append(f"{rank}. [{d['rule']}] {d['title']}")
             out.append(f"   do: {d['action']}")
-            gain = f"{d['gain_pct']:.1f}% ({_time(rec.gain_ns)})"
+            gain = f"{d['gain_pct']:.1f}% ({time_text(rec.gain_ns)})"
             how = f"re-simulated: {d['what_if']}" if rec.method == RESIMULATED else rec.method
             out.append(f"   expected gain: {gain}, {how}")
         return out
@@ -141,11 +142,3 @@ def report_lines(summary: Any, evidence: Evidence) -> list[str]:
         lines.append(f"  {rank}. up to {pct:.0f}%: {rec.finding.title}")
         lines.append(f"     do: {rec.finding.action}")
     return lines
-
-
-def _time(ns: float) -> str:
-    if ns < 2_000:
-        return f"{ns:,.0f} ns"
-    if ns < 2_000_000:
-        return f"{ns / 1e3:,.2f} µs"
-    return f"{ns / 1e6:,.3f} ms"

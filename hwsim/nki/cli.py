@@ -24,6 +24,7 @@ from typing import Any
 import numpy as np
 
 from hwsim.errors import HwsimError
+from hwsim.units import time_text
 from hwsim.workloads.pyfile import call_inputs, import_python_file, inputs_hint, kernel_helpers
 from hwsim.workloads.registry import NumericsVerdict
 
@@ -184,8 +185,8 @@ def main(args: argparse.Namespace) -> int:
 
         print(strict_json.dumps(result.summary.to_dict(), default=str))
         return 0 if ok else 1
-    latency_us = result.latency_ns / 1000
-    print(f"{name}: latency {latency_us:.3g} µs on {getattr(config, 'name', args.config)}")
+    latency = time_text(result.latency_ns)
+    print(f"{name}: latency {latency} on {getattr(config, 'name', args.config)}")
     print(f"bottleneck: {result.summary.bottleneck}")
     for note in result.notes:
         print(f"note: {note}")

@@ -31,6 +31,7 @@ from hwsim.lang.kernel import Kernel, current, skip_frames_of
 from hwsim.lang.tiles import Tile
 from hwsim.nki import state as st
 from hwsim.nki.tensor import NkiTensor
+from hwsim.units import time_text
 
 if TYPE_CHECKING:
     from hwsim.trace.summary import RunSummary
@@ -449,7 +450,7 @@ class Benchmarked:
         _LAST = result
         latency = LatencyStats(result.latency_ns / 1000.0, self.iters)
         self.benchmark_result = BenchmarkResult(latency, result)
-        print(f"nki.benchmark (hwsim): latency {result.latency_ns / 1000.0:.3f} µs")
+        print(f"nki.benchmark (hwsim): latency {time_text(result.latency_ns)}")
         if self.trace_dir:
             result.write(Path(str(self.trace_dir)).with_suffix(""), force=True)
         return result.result()

@@ -8,6 +8,7 @@ from rich.table import Table
 
 from hwsim.trace.analysis import engine_label
 from hwsim.trace.summary import RunSummary
+from hwsim.units import size_text, time_text
 
 
 def print_summary(summary: RunSummary, console: Console | None = None) -> None:
@@ -17,7 +18,7 @@ def print_summary(summary: RunSummary, console: Console | None = None) -> None:
     cores = s.cores
     out.print(
         f"[bold]{s.workload or 'run'}[/bold] on [bold]{s.config_name or '?'}[/bold]: "
-        f"{_time(float(s.total_ns))} ({s.total_ticks:,} ticks at {s.base_mhz or '?'} MHz"
+        f"{time_text(float(s.total_ns))} ({s.total_ticks:,} ticks at {s.base_mhz or '?'} MHz"
         f"{f', {cores} cores' if cores and cores > 1 else ''}), "
         f"{s.instructions:,} instructions"
     )
@@ -44,7 +45,7 @@ def print_summary(summary: RunSummary, console: Console | None = None) -> None:
         "DMA",
         f"{s.dma_active_pct:.1f}",
         f"{dma.transfers:,}",
-        f"{dma.pieces:,} pieces, {_bytes(dma.bytes)}",
+        f"{dma.pieces:,} pieces, {size_text(dma.bytes)}",
         "",
         "",
     )
@@ -65,8 +66,8 @@ def print_summary(summary: RunSummary, console: Console | None = None) -> None:
     rates.add_row(
         "MBU",
         f"{s.mbu_pct:.2f} %",
-        f"HBM read {_bytes(s.hbm_read_bytes)}, "
-        f"write {_bytes(s.hbm_write_bytes)} "
+        f"HBM read {size_text(s.hbm_read_bytes)}, "
+        f"write {size_text(s.hbm_write_bytes)} "
         f"vs {peaks.hbm_bytes_per_s / 1e9:,.0f} GB/s",
     )
     rates.add_row("DMA active", f"{s.dma_active_pct:.2f} %", "union of DMA transfers over the run")
@@ -78,7 +79,9 @@ def print_summary(summary: RunSummary, console: Console | None = None) -> None:
         mem.add_column(column, justify="left" if column == "memory" else "right")
     for name in ("sbuf", "psum"):
         m = s.memory_stats(name)
-        mem.add_row(name.upper(), _bytes(m.peak_bytes), f"{m.peak_pct:.1f}", f"{m.allocations:,}")
+        mem.add_row(
+            name.upper(), size_text(m.peak_bytes), f"{m.peak_pct:.1f}", f"{m.allocations:,}"
+        )
     out.print(mem)
 
     path = s.critical_path
@@ -93,18 +96,3 @@ def print_summary(summary: RunSummary, console: Console | None = None) -> None:
 
 def _source(name: str) -> str:
     return "DMA" if name == "dma" else engine_label(name)
-
-
-def _time(ns: float) -> str:
-    if ns < 2_000:
-        return f"{ns:,.1f} ns"
-    if ns < 2_000_000:
-        return f"{ns / 1e3:,.2f} µs"
-    return f"{ns / 1e6:,.3f} ms"
-
-
-def _bytes(n: float) -> str:
-    for unit, size in (("GiB", 1 << 30), ("MiB", 1 << 20), ("KiB", 1 << 10)):
-        if n >= size:
-            return f"{n / size:,.2f} {unit}"
-    return f"{n:,.0f} B"

@@ -13,6 +13,7 @@ import json
 from typing import Any
 
 from hwsim.tune.space import TuneError
+from hwsim.units import time_text
 
 #: Inputs of library targets when none are given: the NKI tutorial's V1 problem [S26].
 DEFAULT_INPUTS = {"matmul_tiled_blocked": ("8192x4096:bf16", "8192x8192:bf16")}
@@ -125,13 +126,11 @@ def path_lines(result: Any) -> list[str]:
             lines.append(f"  #{trial.index:<3d} {_point(trial.point)}: infeasible ({o.error[:80]})")
             continue
         change = f" ({100.0 * (o.total_ns - start) / start:+.1f}% vs start)" if start else ""
-        lines.append(
-            f"  #{trial.index:<3d} {_point(trial.point)}: {o.total_ns / 1e6:,.3f} ms{change}"
-        )
+        lines.append(f"  #{trial.index:<3d} {_point(trial.point)}: {time_text(o.total_ns)}{change}")
     best = result.best
     if best is not None:
         lines.append(
-            f"Best: {_point(best.point)} at {best.outcome.total_ns / 1e6:,.3f} ms after "
+            f"Best: {_point(best.point)} at {time_text(best.outcome.total_ns)} after "
             f"{len(result.trials)} candidates ({result.simulated} simulated, "
             f"{result.wall_s:,.0f} s)"
         )
@@ -144,8 +143,8 @@ def _point(point: dict[str, Any]) -> str:
 
 def _print_trial(trial: Any) -> None:
     o = trial.outcome
-    what = f"{o.total_ns / 1e6:10,.3f} ms" if o.ok else f"infeasible: {o.error[:60]}"
-    best = f"best {trial.best_ns / 1e6:,.3f} ms" if trial.best_ns else ""
+    what = f"{time_text(o.total_ns):>10}" if o.ok else f"infeasible: {o.error[:60]}"
+    best = f"best {time_text(trial.best_ns)}" if trial.best_ns else ""
     cached = " (cached)" if trial.cached else ""
     print(f"  #{trial.index:<3d} {_point(trial.point):60s} {what}  {best}{cached}", flush=True)
 

@@ -10,6 +10,7 @@ from __future__ import annotations
 from typing import Any
 
 from hwsim.config import load_config
+from hwsim.units import time_text
 
 
 def advise_point(target: Any, point: dict[str, Any], config: Any) -> Any:
@@ -38,8 +39,7 @@ def compare_with_advice(
     speedup = before.total_ns / after.total_ns if after.total_ns else 0.0
     lines = [
         "What changed (start -> best):",
-        f"  time: {before.total_ns / 1e6:,.3f} ms -> {after.total_ns / 1e6:,.3f} ms "
-        f"({speedup:,.2f}x)",
+        f"  time: {time_text(before.total_ns)} -> {time_text(after.total_ns)} ({speedup:,.2f}x)",
         f"  bottleneck: {before.bottleneck}",
         f"          ->  {after.bottleneck}",
         f"  resolved: {', '.join(resolved) or 'none'}; "

@@ -11,9 +11,9 @@ def test_scratch_without_a_plan_shown_only_when_it_means_something() -> None:
     # the kernel arena is scratch no graph tensor declares: there is no unplanned size to compare
     arena_only = {"hbm_peak_bytes": 100_000, "hbm_scratch_peak_bytes": 12_290,
                   "hbm_scratch_unplanned_bytes": 0}  # fmt: skip
-    assert _peak(arena_only) == "100.00 kB (scratch 12.29 kB)"
+    assert _peak(arena_only) == "97.7 KiB (scratch 12.0 KiB)"
     planned = dict(arena_only, hbm_scratch_unplanned_bytes=40_000)
-    assert _peak(planned) == "100.00 kB (scratch 12.29 kB, 40.00 kB without the memory plan)"
+    assert _peak(planned) == "97.7 KiB (scratch 12.0 KiB, 39.1 KiB without the memory plan)"
 
 
 def test_ops_by_name_not_repr() -> None:
