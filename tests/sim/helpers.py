@@ -29,6 +29,11 @@ from hwsim.trace.records import InstructionRecord
 SBUF, PSUM = MemorySpace.SBUF, MemorySpace.PSUM
 #: On-chip operands start at multiples of this many bytes (per partition).
 ALIGN_BYTES = 64
+#: trn2 VectorE's fixed cycles per instruction (trn3 carries trn2's): the part of the ~60-cycle
+#: tensor access start [S1] that K2-v5's VectorE active time shows unhidden. A calibrated value
+#: (bench/calibrate.py, docs/fidelity.md): the exact-tick tests take it from here, so a
+#: recalibration changes this line and the presets, and nothing else.
+V3_VECTOR_FIXED = 26
 
 
 @dataclass(frozen=True)

@@ -33,14 +33,14 @@ from hwsim.isa.tensor_ops import NcMatmul
 from hwsim.isa.vector_ops import TensorScalar, TensorTensor
 from hwsim.kernels import ActivationFunction, AluOp
 
-from .helpers import PSUM, SBUF, as_config, inp, out, run_single
+from .helpers import PSUM, SBUF, V3_VECTOR_FIXED, as_config, inp, out, run_single
 
 P = 128
 SMALL, LARGE = 32, 4096
 TICKS = {("trn1", "vector"): 5, ("trn1", "scalar"): 4, ("trn1", "gpsimd"): 4}
 TICKS |= {("trn2", "vector"): 5, ("trn2", "scalar"): 4, ("trn2", "gpsimd"): 4}
 TICKS |= {("trn1", "tensor"): 2, ("trn2", "tensor"): 2}
-FIXED = {"trn1": 0, "trn2": 25}
+FIXED = {"trn1": 0, "trn2": V3_VECTOR_FIXED}
 
 
 def issue_cycles(run, config: str, engine: str) -> float:
@@ -61,8 +61,8 @@ def _vector(config, make, inputs, n, dtype=FP32):
     [
         ("trn1", SMALL, 64),  # 2N = 64: the MIN_II floor
         ("trn1", LARGE, 2 * LARGE),  # two SBUF inputs, one at a time
-        ("trn2", SMALL, 25 + 64),  # N = 32 below the floor; the fixed part on top
-        ("trn2", LARGE, 25 + LARGE),  # both fp32 inputs at once
+        ("trn2", SMALL, V3_VECTOR_FIXED + 64),  # N = 32 below the floor; the fixed part on top
+        ("trn2", LARGE, V3_VECTOR_FIXED + LARGE),  # both fp32 inputs at once
     ],
 )
 def test_tensor_tensor_scan_fp32(config, n, cycles):
@@ -86,9 +86,9 @@ def test_tensor_tensor_scan_fp32(config, n, cycles):
         ("trn1", SMALL, PSUM, 64),
         ("trn1", LARGE, PSUM, LARGE),  # the PSUM input streams beside the SBUF one
         ("trn1", LARGE, SBUF, 2 * LARGE),
-        ("trn2", SMALL, PSUM, 25 + 64),
-        ("trn2", LARGE, PSUM, 25 + LARGE),
-        ("trn2", LARGE, SBUF, 25 + LARGE),
+        ("trn2", SMALL, PSUM, V3_VECTOR_FIXED + 64),
+        ("trn2", LARGE, PSUM, V3_VECTOR_FIXED + LARGE),
+        ("trn2", LARGE, SBUF, V3_VECTOR_FIXED + LARGE),
     ],
 )
 def test_tensor_tensor_fp32_by_source_memory(config, n, memory, cycles):
@@ -103,9 +103,14 @@ def test_tensor_tensor_fp32_by_source_memory(config, n, memory, cycles):
     [
         ("trn1", SMALL, FP32, 64),
         ("trn1", LARGE, BF16, LARGE),  # no performance mode on v2
-        ("trn2", SMALL, BF16, 25 + 64),  # 4x of 32 under the floor
-        ("trn2", LARGE, BF16, 25 + LARGE // 4),  # performance mode: all SBUF, contiguous [S2]
-        ("trn2", LARGE, FP32, 25 + LARGE),
+        ("trn2", SMALL, BF16, V3_VECTOR_FIXED + 64),  # 4x of 32 under the floor
+        (
+            "trn2",
+            LARGE,
+            BF16,
+            V3_VECTOR_FIXED + LARGE // 4,
+        ),  # performance mode: all SBUF, contiguous [S2]
+        ("trn2", LARGE, FP32, V3_VECTOR_FIXED + LARGE),
     ],
 )
 def test_tensor_scalar_by_dtype(config, n, dtype, cycles):

@@ -40,13 +40,13 @@ from hwsim.isa.vector_ops import (
 )
 from hwsim.kernels import ActivationFunction, AluOp, ReduceOp
 
-from .helpers import PSUM, SBUF, as_config, assert_timing, inp, out, run_single
+from .helpers import PSUM, SBUF, V3_VECTOR_FIXED, as_config, assert_timing, inp, out, run_single
 
 P, N = 4, 512
-#: Fixed cycles per instruction beside the data path's: trn2/trn3 VectorE's 25, the part of the
+#: Fixed cycles per instruction beside the data path's: trn2/trn3 VectorE's, the part of the
 #: ~60-cycle tensor access start [S1] that K2-v5's VectorE active time shows unhidden (calibrated,
 #: docs/fidelity.md); GpSimdE's GPSIMD_START is in each case's cycles.
-FIXED_CYCLES = {("trn2", "vector"): 25, ("trn3", "vector"): 25}
+FIXED_CYCLES = {("trn2", "vector"): V3_VECTOR_FIXED, ("trn3", "vector"): V3_VECTOR_FIXED}
 TICKS_PER_CYCLE = {
     ("trn1", "vector"): 5,
     ("trn1", "scalar"): 4,

@@ -15,7 +15,16 @@ from hwsim.dtypes import BF16, FP32, INT8, INT16, INT32, UINT8, UINT16, UINT32
 from hwsim.isa.random_ops import Dropout, Rand2, RandGetState, RandSetState, Rng, SetRngSeed
 from hwsim.kernels import xorwow_seed_ref
 
-from .helpers import PSUM, SmallProgram, assert_timing, check_illegal, inp, out, run_single
+from .helpers import (
+    PSUM,
+    V3_VECTOR_FIXED,
+    SmallProgram,
+    assert_timing,
+    check_illegal,
+    inp,
+    out,
+    run_single,
+)
 from .helpers import tile_ap as ap
 
 V4 = load_config("tiny", {"chip.generation": "v4"})
@@ -140,8 +149,8 @@ def test_dropout_drops_where_the_draw_is_below_prob(prob):
     [
         (lambda aps: Rng(engine="vector", dst=aps["d"]), "tiny", 20, 10, UINT32),  # 40 / 2
         (lambda aps: Rng(engine="gpsimd", dst=aps["d"]), "tiny", 10 + 40, 10, UINT32),
-        # 40/4 < 64, + trn3 VectorE's fixed 25 cycles (trn2's calibrated value, carried)
-        (lambda aps: Rng(engine="vector", dst=aps["d"]), "trn3", 64 + 25, 100, UINT32),
+        # 40/4 < 64, + trn3 VectorE's fixed cycles (trn2's calibrated value, carried)
+        (lambda aps: Rng(engine="vector", dst=aps["d"]), "trn3", 64 + V3_VECTOR_FIXED, 100, UINT32),
         (lambda aps: Rand2(engine="vector", dst=aps["d"], min=0.0, max=1.0), V4, 20, 10, FP32),
         (
             lambda aps: Dropout(engine="vector", dst=aps["d"], data=aps["x"], prob=0.5),
@@ -166,8 +175,8 @@ def test_rng_rate_on_trn3_is_four_values_per_lane_per_cycle():
         config="trn3",
         numerics=False,
     )
-    # 1024 / 4 cycles at 2 ticks per cycle, + trn3 VectorE's fixed 25 cycles (trn2's, carried)
-    assert_timing(run_, 2 * (256 + 25), 2 * (256 + 25) + 200)
+    # 1024 / 4 cycles at 2 ticks per cycle, + trn3 VectorE's fixed cycles (trn2's, carried)
+    assert_timing(run_, 2 * (256 + V3_VECTOR_FIXED), 2 * (256 + V3_VECTOR_FIXED) + 200)
 
 
 V2, V3 = load_config("trn1"), load_config("trn2")

@@ -25,7 +25,17 @@ from hwsim.isa.search_ops import (
 )
 from hwsim.kernels import AluOp
 
-from .helpers import PSUM, assert_timing, assert_ulps, check_illegal, inp, out, rounded, run_single
+from .helpers import (
+    PSUM,
+    V3_VECTOR_FIXED,
+    assert_timing,
+    assert_ulps,
+    check_illegal,
+    inp,
+    out,
+    rounded,
+    run_single,
+)
 from .helpers import tile_ap as ap
 
 RNG = np.random.default_rng(11)
@@ -85,7 +95,7 @@ def test_search_cost_is_one_pass_over_data(opcode, n, issue):
 
 def test_trn2_max8_cost_in_ticks():
     # trn2 VectorE 960 MHz = 5 ticks/cycle (base 4800 MHz), MIN_II 64, latency 100 cycles, a
-    # fixed 25 cycles per instruction (calibrated on K2-v5, docs/fidelity.md)
+    # fixed cycles per instruction (calibrated on K2-v5, docs/fidelity.md)
     run = run_single(
         lambda aps: Max8(engine="vector", dst=aps["dst"], src=aps["x"]),
         {"x": inp(np.ones((128, 1000)), FP32)},
@@ -93,7 +103,7 @@ def test_trn2_max8_cost_in_ticks():
         config="trn2",
         numerics=False,
     )
-    assert_timing(run, 5 * (1000 + 25), 5 * (1000 + 25) + 5 * 100)
+    assert_timing(run, 5 * (1000 + V3_VECTOR_FIXED), 5 * (1000 + V3_VECTOR_FIXED) + 5 * 100)
 
 
 @pytest.mark.parametrize("dst_dtype", [UINT32, UINT16])

@@ -37,6 +37,7 @@ from hwsim.kernels import ActivationFunction, AluOp
 
 from .helpers import (
     PSUM,
+    V3_VECTOR_FIXED,
     SmallProgram,
     assert_timing,
     assert_ulps,
@@ -100,11 +101,32 @@ def test_exponential_load_reduce_starts_from_reduce_init():
 @pytest.mark.parametrize(
     ("config", "dtype", "n", "reduce", "cycles", "latency"),
     [
-        # trn3 VectorE: + a fixed 25 cycles per instruction (trn2's calibrated value, carried)
-        ("trn3", FP32, 1024, False, 1024 // 4 + 25, 100),  # ScalarE fp32: N cycles; 4x faster [S3]
-        ("trn3", BF16, 1024, False, 1024 // 8 + 25, 100),  # ScalarE bf16 runs at 2 per cycle [S3]
-        ("trn3", FP32, 1024, True, 1024 // 4 + 64 + 25, 100),  # + the accumulator read-out
-        ("trn3", FP32, 100, False, 64 + 25, 100),  # MIN_II floor
+        # trn3 VectorE: + the fixed cycles per instruction (trn2's calibrated value, carried)
+        (
+            "trn3",
+            FP32,
+            1024,
+            False,
+            1024 // 4 + V3_VECTOR_FIXED,
+            100,
+        ),  # ScalarE fp32: N cycles; 4x faster [S3]
+        (
+            "trn3",
+            BF16,
+            1024,
+            False,
+            1024 // 8 + V3_VECTOR_FIXED,
+            100,
+        ),  # ScalarE bf16 runs at 2 per cycle [S3]
+        (
+            "trn3",
+            FP32,
+            1024,
+            True,
+            1024 // 4 + 64 + V3_VECTOR_FIXED,
+            100,
+        ),  # + the accumulator read-out
+        ("trn3", FP32, 100, False, 64 + V3_VECTOR_FIXED, 100),  # MIN_II floor
         (V4, FP32, 40, False, 16, 10),  # ceil(80 ticks / 4 / 2 ticks per cycle) = 10 < 16
     ],
 )

@@ -29,6 +29,7 @@ from hwsim.kernels import AluOp
 from .helpers import (
     PSUM,
     SBUF,
+    V3_VECTOR_FIXED,
     assert_timing,
     assert_ulps,
     check_illegal,
@@ -41,7 +42,7 @@ from .helpers import (
 
 #: trn2 VectorE's fixed cycles per instruction: the part of the ~60-cycle tensor access start
 #: [S1] that K2-v5's VectorE active time shows unhidden (calibrated, docs/fidelity.md).
-FIXED = 25
+FIXED = V3_VECTOR_FIXED
 
 RNG = np.random.default_rng(7)
 SHAPES = [(4, 8), (32, 2, 16)]

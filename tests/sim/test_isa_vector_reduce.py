@@ -14,6 +14,7 @@ from hwsim.isa.reduce_ops import BnAggr, BnStats, TensorReduce
 from hwsim.kernels import ReduceOp
 
 from .helpers import (
+    V3_VECTOR_FIXED,
     assert_timing,
     assert_ulps,
     check_illegal,
@@ -85,9 +86,25 @@ def test_tensor_reduce_numerics(shape, axes, op, dtype, dst_dtype, negate):
         ("tiny", BF16, BF16, ReduceOp.min, 64, 2 * 64, 2 * 64 + 20),  # min: N
         ("tiny", BF16, FP32, ReduceOp.add, 64, 2 * 64, 2 * 64 + 20),  # fp32 out: N
         ("tiny", BF16, BF16, ReduceOp.add, 20, 2 * 16, 2 * 16 + 20),  # N/2 = 10 < MIN_II
-        # trn2: + the 25 fixed VectorE cycles per instruction (configs/trn2.yaml, calibrated)
-        ("trn2", BF16, BF16, ReduceOp.add, 512, 5 * (256 + 25), 5 * (256 + 25) + 500),
-        ("trn2", FP32, FP32, ReduceOp.multiply, 512, 5 * (512 + 25), 5 * (512 + 25) + 500),
+        # trn2: + the fixed VectorE cycles per instruction (configs/trn2.yaml, calibrated)
+        (
+            "trn2",
+            BF16,
+            BF16,
+            ReduceOp.add,
+            512,
+            5 * (256 + V3_VECTOR_FIXED),
+            5 * (256 + V3_VECTOR_FIXED) + 500,
+        ),
+        (
+            "trn2",
+            FP32,
+            FP32,
+            ReduceOp.multiply,
+            512,
+            5 * (512 + V3_VECTOR_FIXED),
+            5 * (512 + V3_VECTOR_FIXED) + 500,
+        ),
     ],
 )
 def test_tensor_reduce_cost(config, dtype, dst_dtype, op, n, issue, done):
@@ -146,12 +163,18 @@ def test_bn_aggr_numerics_combines_bn_stats_chunks(chunks):
         ("tiny", BnStats, 40, 2 * 40, 2 * 40 + 20),
         ("tiny", BnStats, 512, 2 * 512, 2 * 512 + 20),
         ("tiny", BnStats, 9, 2 * 16, 2 * 16 + 20),
-        ("trn2", BnStats, 512, 5 * (512 + 25), 5 * (512 + 25) + 500),  # + trn2 fixed 25
+        (
+            "trn2",
+            BnStats,
+            512,
+            5 * (512 + V3_VECTOR_FIXED),
+            5 * (512 + V3_VECTOR_FIXED) + 500,
+        ),  # + trn2's fixed cycles
         ("tiny", BnAggr, 6, 2 * 26, 2 * 26 + 20),  # 13 * 6 / 3
         ("tiny", BnAggr, 12, 2 * 52, 2 * 52 + 20),
         ("tiny", BnAggr, 3, 2 * 16, 2 * 16 + 20),  # 13 < MIN_II
-        ("trn2", BnAggr, 6, 5 * (64 + 25), 5 * (64 + 25) + 500),
-        ("trn2", BnAggr, 48, 5 * (208 + 25), 5 * (208 + 25) + 500),
+        ("trn2", BnAggr, 6, 5 * (64 + V3_VECTOR_FIXED), 5 * (64 + V3_VECTOR_FIXED) + 500),
+        ("trn2", BnAggr, 48, 5 * (208 + V3_VECTOR_FIXED), 5 * (208 + V3_VECTOR_FIXED) + 500),
     ],
 )
 def test_bn_cost(config, instruction, n, issue, done):
