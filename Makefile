@@ -16,7 +16,7 @@ $(STAMP): pyproject.toml Makefile
 	@$(PYTHON) -m venv $(VENV)
 	@$(BIN)/pip install -q --disable-pip-version-check torch==2.13.0 >$(VENV)/setup.log 2>&1 \
 		|| { cat $(VENV)/setup.log; exit 1; }
-	@$(BIN)/pip install -q --disable-pip-version-check -e '.[dev,docs,parquet,sweep,dask,tune,fuzz,mcp]' \
+	@$(BIN)/pip install -q --disable-pip-version-check -e '.[dev,docs,parquet,sweep,dask,tune,fuzz,mcp,perfetto]' \
 		>>$(VENV)/setup.log 2>&1 || { cat $(VENV)/setup.log; exit 1; }
 	@$(BIN)/python -c "import torch, hwsim, hwsim.kernels, hwsim.bridge, numba, simpy, ml_dtypes, pytest"
 	@touch $(STAMP)

@@ -23,7 +23,15 @@ class OneLineParser(argparse.ArgumentParser):
 
 def build_parser(argv: Sequence[str] | None = None) -> argparse.ArgumentParser:
     from hwsim.advise import cli as advise_cmd
-    from hwsim.cli import config_cmd, demo_cmd, plot_cmd, report_cmd, run_cmd, sweep_cmd
+    from hwsim.cli import (
+        config_cmd,
+        demo_cmd,
+        pftrace_cmd,
+        plot_cmd,
+        report_cmd,
+        run_cmd,
+        sweep_cmd,
+    )
     from hwsim.fuzz import cli as fuzz_cmd
     from hwsim.mcp import cli as mcp_cmd
     from hwsim.tune import cli as tune_cmd
@@ -34,7 +42,7 @@ def build_parser(argv: Sequence[str] | None = None) -> argparse.ArgumentParser:
     parser.add_argument("--debug", action="store_true", help="show tracebacks on errors")
     parser.add_argument("--version", action="version", version=f"hwsim {__version__}")
     commands = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
-    for module in (demo_cmd, config_cmd, run_cmd, report_cmd, plot_cmd, sweep_cmd):
+    for module in (demo_cmd, config_cmd, run_cmd, report_cmd, plot_cmd, pftrace_cmd, sweep_cmd):
         module.register(commands)
     for module in (advise_cmd, tune_cmd, fuzz_cmd, mcp_cmd):  # the evaluation loop
         module.register(commands)

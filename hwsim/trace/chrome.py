@@ -115,14 +115,22 @@ def write_chrome_trace(
     return Path(path)
 
 
+def write_chrome_events(trace: Trace, out: IO[str], *, summary: RunSummary | None = None) -> int:
+    """``write_chrome_trace`` to a text stream; returns the number of events written (a run's
+    outputs add the .pftrace form past ``hwsim.trace.pftrace.PFTRACE_MIN_EVENTS``)."""
+    return _Writer(trace, out, summary, COUNTER_BINS).write()
+
+
 class _EventStream:
     """Writes one event per line with the commas JSON needs (holds back one line)."""
 
     def __init__(self, out: IO[str]) -> None:
         self._out = out
         self._pending: str | None = None
+        self.count = 0
 
     def emit(self, line: str) -> None:
+        self.count += 1
         if self._pending is not None:
             self._out.write(self._pending)
             self._out.write(",\n")
@@ -158,7 +166,8 @@ class _Writer:
         return f"{ns // 1000}.{ns % 1000:03d}"
 
     # ---- top level ----------------------------------------------------------------------------
-    def write(self) -> None:
+    def write(self) -> int:
+        """Write the whole trace; returns the number of events."""
         self.out.write(_HEADER_KEY + strict_json.dumps(self._other_data(), default=str) + ",\n")
         self.out.write(_EVENTS_LINE + "\n")
         deps = Dependencies(self.trace, self.facts)
@@ -174,6 +183,7 @@ class _Writer:
         self._host()
         self._counters(deps, spans)
         self.events.close()
+        return self.events.count
 
     def _other_data(self) -> dict[str, Any]:
         trace = self.trace

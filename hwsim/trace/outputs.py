@@ -10,6 +10,7 @@ prefers it because it is small.
 from __future__ import annotations
 
 import re
+import sys
 import time
 from array import array
 from dataclasses import dataclass, field
@@ -38,6 +39,9 @@ if TYPE_CHECKING:
     from hwsim.outputs_guard import OutputFolder
 
 TRACE_FILE = "trace.json"
+#: The same trace in Perfetto's protobuf format, beside the JSON for runs of over
+#: ``hwsim.trace.pftrace.PFTRACE_MIN_EVENTS`` events (with the ``perfetto`` extra installed).
+PFTRACE_FILE = "trace.pftrace"
 SUMMARY_FILE = "summary.json"
 TABLES_DIR = "tables"
 PLOT_FILES = {
@@ -101,7 +105,7 @@ def write_run_outputs(
     Returns {"trace": ..., "summary": ..., "Instruction.csv": ..., "timeline": ..., ...}.
     """
     from hwsim.outputs_guard import OutputFolder, claim_folder
-    from hwsim.trace.chrome import write_chrome_trace
+    from hwsim.trace.chrome import write_chrome_events
     from hwsim.trace.stats import summarize
     from hwsim.trace.tables import write_tables
 
@@ -111,8 +115,9 @@ def write_run_outputs(
     out = out_dir
     summary = summary if summary is not None else summarize(trace)
     with out.open(TRACE_FILE, buffering=1 << 20) as stream:
-        write_chrome_trace(trace, stream, summary=summary)
+        events = write_chrome_events(trace, stream, summary=summary)
     paths = {"trace": out.path / TRACE_FILE}
+    paths.update(_large_trace_as_pftrace(out, events))
     paths["summary"] = out.write_text(
         SUMMARY_FILE, strict_json.dumps(summary.to_dict(), indent=1, default=str) + "\n"
     )
@@ -420,3 +425,23 @@ def _run_from_columns(
         counters=counters,
         source=str(trace_path),
     )
+
+
+def _large_trace_as_pftrace(out: OutputFolder, events: int) -> dict[str, Path]:
+    """A trace too large for the UI to load quickly from JSON also goes out as protobuf."""
+    from hwsim.trace.pftrace import PFTRACE_MIN_EVENTS, perfetto_available, write_pftrace
+
+    if events <= PFTRACE_MIN_EVENTS:
+        return {}
+    if not perfetto_available():
+        print(
+            f"note: the trace has {events:,} events; pip install 'hwsim[perfetto]' to also get "
+            f"{PFTRACE_FILE}, which the Perfetto UI loads several times faster",
+            file=sys.stderr,
+        )
+        return {}
+    from hwsim.trace.chrome import iter_events
+
+    with out.open(PFTRACE_FILE, "wb") as stream:
+        write_pftrace(iter_events(out.path / TRACE_FILE), stream)
+    return {"pftrace": out.path / PFTRACE_FILE}
