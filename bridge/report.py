@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import io
 import re
-import sys
 from collections import defaultdict
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
@@ -25,10 +24,11 @@ from rich.table import Table
 from hwsim import strict_json
 from hwsim.bridge.precision import ErrorStats
 from hwsim.outputs_guard import OutputFolder, claim_folder, output_file
+from hwsim.report.console import PIPED_WIDTH, report_console
 from hwsim.trace.records import Trace
 
-#: Columns of the report's text when it does not go to a terminal.
-WIDE = 160
+#: Columns of the report's text (``Report.text``): the width report tables get when piped.
+WIDE = PIPED_WIDTH
 
 #: Summary keys of a run kept in the report (the full summary is in the run's trace).
 SUMMARY_KEYS = (
@@ -383,8 +383,7 @@ class Report:
         return report_tables(self, per_node) + [t for t in extra if t is not None]
 
     def print(self, console: Console | None = None, per_node: bool | None = None) -> None:
-        # Piped output (a log, CI) gets a wide fixed width rather than rich's 80 columns.
-        console = console or (Console() if sys.stdout.isatty() else Console(width=WIDE))
+        console = console or report_console()
         for table in self.tables(per_node):
             console.print(table)
 

@@ -35,9 +35,8 @@ def summary_fields_checked(path: str) -> Iterator[None]:
 
 
 def _report(args: argparse.Namespace) -> int:
-    from rich.console import Console
-
     from hwsim import strict_json
+    from hwsim.report.console import report_console
     from hwsim.report.run_summary import print_summary
     from hwsim.trace.outputs import load_summary
 
@@ -45,7 +44,7 @@ def _report(args: argparse.Namespace) -> int:
     if args.json:
         print(strict_json.dumps(summary.to_dict(), default=str))
         return 0
-    console = Console()
+    console = report_console()
     with summary_fields_checked(args.path), console.capture() as captured:
         print_summary(summary, console)  # rendered whole first: a bad field prints nothing
     sys.stdout.write(captured.get())

@@ -10,6 +10,7 @@ from rich.table import Table
 
 from hwsim.config import HardwareConfig, TimeBase, config_hash, load_config
 from hwsim.report import peaks
+from hwsim.report.console import report_console
 
 _BINARY_UNITS = (("GiB", 1 << 30), ("MiB", 1 << 20), ("KiB", 1 << 10))
 
@@ -21,7 +22,7 @@ def print_preset_summary(
 ) -> None:
     """Load a preset (or YAML path) with optional overrides and print its implied numbers."""
     config = load_config(name_or_path, overrides)
-    out = console or Console()
+    out = console or report_console()
     chip = config.chip
     out.print(
         f"[bold]{chip.name}[/bold]: NeuronCore-{chip.generation}, "

@@ -6,6 +6,7 @@ from __future__ import annotations
 from rich.console import Console
 from rich.table import Table
 
+from hwsim.report.console import report_console
 from hwsim.trace.analysis import engine_label
 from hwsim.trace.summary import RunSummary
 from hwsim.units import size_text, time_text
@@ -13,7 +14,7 @@ from hwsim.units import size_text, time_text
 
 def print_summary(summary: RunSummary, console: Console | None = None) -> None:
     """The summary as rich tables: run, engines, throughput, memory, critical path, bottleneck."""
-    out = console or Console()
+    out = console or report_console()
     s = summary
     cores = s.cores
     out.print(
