@@ -9,10 +9,28 @@ from pathlib import Path
 
 import torch
 import torch.distributed as dist
+from torch import nn
+from torch.nn.parallel import DistributedDataParallel as DDP
 
 import hwsim.bridge  # noqa: F401  (registers the backend)
 from hwsim.bridge.distributed import api
 from hwsim.bridge.distributed.clock import current_clock
+
+
+class TinyMlp(nn.Module):
+    """A model class of the user's: dynamo traces its forward under DDP (torch.nn's own
+    modules reached through DDP it skips)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.up, self.down = nn.Linear(8, 16), nn.Linear(16, 4)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.down(torch.tanh(self.up(x)))
+
+
+def tiny_batch() -> torch.Tensor:
+    return torch.randn(4, 8, generator=torch.Generator().manual_seed(3))
 
 
 def rank_main(rank: int, world_size: int, store_path: str, out: str) -> None:
@@ -27,9 +45,19 @@ def rank_main(rank: int, world_size: int, store_path: str, out: str) -> None:
         dist.all_gather_into_tensor(gathered, torch.tensor([rank * 7]))
         fabric = type(dist.distributed_c10d._get_default_group().fabric).__name__
         ticks = [(c.arrival_tick, c.start_tick, c.end_tick) for c in clock.collectives]
+        before = api.report()["total"]
+        # a compiled DDP step: its graphs must reach the bridge in a rank process too
+        torch.manual_seed(0)
+        model = TinyMlp()
+        options = {"fallback": "error", "auto_cast": "none"}
+        compiled = torch.compile(DDP(model), backend="hwsim", options=options)
+        share = tiny_batch().chunk(world_size)[rank]
+        compiled(share).square().mean().backward()
+        after = api.report()["total"]
         Path(out, f"rank{rank}.json").write_text(
             json.dumps({"sum": summed.tolist(), "gathered": gathered.tolist(),
-                        "fabric": fabric, "ticks": ticks, "report": api.report()["total"]})
+                        "fabric": fabric, "ticks": ticks, "report": before, "ddp": after,
+                        "grads": {k: p.grad.tolist() for k, p in model.named_parameters()}})
         )  # fmt: skip
     finally:
         dist.destroy_process_group()

@@ -286,3 +286,19 @@ def test_ddp_gpt2_tiny_on_eight_ranks_gives_eager_gradients_with_exposed_communi
             torch.testing.assert_close(grads[name], p.grad, rtol=1e-4, atol=1e-6)
         total = report["total"]
         assert total["collectives"] >= 2 and total["exposed_ns"] > 0 and total["compute_ns"] > 0
+
+
+def test_a_rank_whose_compiled_model_gave_no_graph_is_warned_in_its_report():
+    """DDP of a torch.nn module dynamo skips (nn.Linear) hands the bridge no graph: the rank's
+    compute is untimed, and its report says why instead of silently showing none."""
+    from torch.nn.parallel import DistributedDataParallel as DDP
+
+    def step(rank: int) -> dict[str, object]:
+        torch.manual_seed(0)
+        compiled = torch.compile(DDP(nn.Linear(4, 4)), backend="hwsim", options=COMPILE)
+        compiled(torch.randn(2, 4)).sum().backward()
+        with pytest.warns(UserWarning, match="skips torch.nn's own modules"):
+            return api.report()
+
+    for report in run_threads(step, 2):
+        assert report["total"]["graphs"] == 0 and report["total"]["collectives"] > 0
