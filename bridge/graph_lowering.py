@@ -169,6 +169,9 @@ class LoweredGraph:
     #: One run at a time: ``bind`` fills the program's inputs, and ranks of a torch.distributed
     #: group on threads share a lowered graph (the lowering cache) but not its inputs.
     run_lock: threading.Lock = field(default_factory=threading.Lock, repr=False, compare=False)
+    #: The torch.distributed process group of each collective instruction, in the order the
+    #: collective engine runs them (``bridge.lowerings.collectives``); empty for most graphs.
+    collective_groups: list[Any] = field(default_factory=list, repr=False, compare=False)
 
     def runtime_overhead(self) -> RuntimeOverhead:
         """One call's cost outside the program: launch, inputs in, outputs out."""
@@ -186,9 +189,15 @@ class LoweredGraph:
         numerics: bool = True,
         race_check: bool = False,
         initcheck: bool | None = None,
+        fabric: Any = None,
+        core_id: int | None = None,
     ) -> GraphRun:
         """Simulate on ``args``; ``initcheck`` as in ``hwsim.machine.simulator.run`` (None:
-        the ``HWSIM_INITCHECK`` environment variable decides)."""
+        the ``HWSIM_INITCHECK`` environment variable decides). A graph with collectives runs
+        as physical core ``core_id`` and meets the other ranks through ``fabric``."""
+        placement: dict[str, Any] = {}
+        if fabric is not None:
+            placement = {"fabric": fabric, "core_ids": [core_id]}
         with self.run_lock:
             self.bind(args)
             _warm_up()
@@ -198,6 +207,7 @@ class LoweredGraph:
                 numerics=numerics,
                 race_check=race_check,
                 initcheck=initcheck,
+                **placement,
             )
         if self.floor is not None:  # the trace summary shows the floor and how far above it
             summary = result.summary
@@ -384,6 +394,7 @@ def lower_graph(
         floor,
         lowering.compute_dtypes,
         _call_input_bytes(bindings, constants),
+        collective_groups=lowering.collective_groups,
     )
 
 
@@ -505,6 +516,7 @@ class _GraphBuilder:
         self.out_spec: pytree.TreeSpec = pytree.tree_flatten(None)[1]
         self.lowered: dict[str, str] = {}
         self.index_checks: list[IndexCheck] = []
+        self.collective_groups: list[Any] = []
         self.fusion_notes: list[dict[str, Any]] = []
         self.compute_dtypes: dict[str, str] = {}
 
@@ -532,6 +544,7 @@ class _GraphBuilder:
             weight_dtypes=[hw_dtype(b.prepared.dtype) for b in self.bindings if b.prepared],
         )
         self.index_checks = ctx.index_checks
+        self.collective_groups = ctx.collective_groups
         self.fusion_notes = ctx.fusion_notes
         env: dict[fx.Node, Any] = {}
         inputs = ctx.input_names

@@ -302,3 +302,48 @@ def test_a_rank_whose_compiled_model_gave_no_graph_is_warned_in_its_report():
 
     for report in run_threads(step, 2):
         assert report["total"]["graphs"] == 0 and report["total"]["collectives"] > 0
+
+
+class _ReduceBesideCompute(nn.Module):
+    """A row-parallel matmul's all-reduce and compute that does not need it (which may run
+    beside it), as one compiled graph."""
+
+    def forward(self, x: torch.Tensor, w: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        import torch.distributed._functional_collectives as funcol
+
+        reduced = funcol.all_reduce(x @ w, "sum", dist.group.WORLD)
+        beside = torch.tanh(x) * 2.0  # before the reduced value's reader in program order
+        return reduced + 1.0, beside
+
+
+def test_a_collective_in_a_compiled_graph_is_exact_and_costs_what_the_cost_model_says():
+    """_c10d_functional.all_reduce under fallback 'error' becomes the simulator's collective
+    instruction: every rank gets the exact sum, the collective lasts exactly the cost model's
+    duration on the rank's collective engine, and the graph's other compute overlaps it."""
+    n = 4
+
+    def run(rank: int) -> tuple[list[torch.Tensor], object, dict[str, object]]:
+        x = torch.full((64, 64), float(rank + 1))
+        compiled = torch.compile(_ReduceBesideCompute(), backend="hwsim", options=COMPILE)
+        with torch.no_grad():
+            outputs = compiled(x, torch.eye(64))
+        return list(outputs), current_clock(), api.report()["total"]
+
+    results = run_threads(run, n)
+    model = CostModel.for_config(load_config("trn2"))
+    cost = model.collectives.of("all_reduce", 64 * 64 * 4, tuple(range(n)))
+    ticks = {(c.start_tick, c.end_tick) for _, clock, _ in results for c in clock.collectives}
+    assert len(ticks) == 1  # every rank: the same start and end
+    for rank, (outputs, clock, total) in enumerate(results):
+        torch.testing.assert_close(outputs[0], torch.full((64, 64), 11.0))  # 1+2+3+4, +1
+        beside = torch.tanh(torch.tensor(rank + 1.0)).expand(64, 64) * 2
+        torch.testing.assert_close(outputs[1], beside)
+        [reduce] = clock.collectives
+        [graph] = clock.computes
+        assert reduce.kind == "all_reduce" and reduce.nbytes == 64 * 64 * 4
+        assert reduce.end_tick - reduce.start_tick == model.timebase.ns_to_ticks(cost.duration_ns)
+        assert graph.start_tick <= reduce.arrival_tick and reduce.end_tick <= graph.end_tick
+        assert reduce.link_bytes == cost.link_bytes
+        assert total["collectives"] == 1 and total["graphs"] == 1
+        assert total["overlapped_ns"] > 0  # tanh ran beside the all-reduce
+        assert total["exposed_ns"] + total["overlapped_ns"] == total["communication_ns"]
