@@ -115,7 +115,10 @@ class SimPartition(torch.nn.Module):
         return self.options.report
 
     def _lower(self, args: list[Any]) -> LoweredGraph | None:
-        key = layout_key(args)
+        # a graph with collectives is lowered per rank (threads of one process share dynamo's
+        # compiled graphs, so the calling rank picks its own program)
+        ranks = collective_placement(self.gm)
+        key = (*layout_key(args), ranks) if ranks else layout_key(args)
         if key not in self._lowered:
             try:
                 passes, tiling, tuned = self._choices(args)
@@ -127,7 +130,6 @@ class SimPartition(torch.nn.Module):
                     "memory_plan": self.options.memory_plan,
                     "constants": self.constants,
                 }
-                ranks = collective_placement(self.gm)
                 digest = graph_digest(self.gm, key, **lowering, ranks=ranks)
                 self._lowered[key] = LOWERED.get_or_lower(
                     "graph@" + digest[:24],

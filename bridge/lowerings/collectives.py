@@ -170,6 +170,34 @@ def all_to_all_single(
     return _collective(ctx, "all_to_all", x, x.shape, group)
 
 
+def groups_as_names(gm: Any, example_inputs: list[Any]) -> list[int] | None:
+    """Rewrite ``gm`` (in place) so that process groups it takes as inputs (some traces pass
+    the group object, not its name) are named in its nodes instead, and drop the opaque
+    objects it takes but never uses (DTensor graphs take their device meshes); the positions
+    of the inputs it keeps, or None when it takes none of these."""
+    from torch._library.fake_class_registry import FakeScriptObject
+    from torch.distributed import ProcessGroup
+
+    placeholders = [n for n in gm.graph.nodes if n.op == "placeholder"]
+    groups: dict[Any, Any] = {}
+    for node, example in zip(placeholders, example_inputs, strict=True):
+        real = getattr(example, "real_obj", example)
+        if isinstance(real, ProcessGroup):
+            groups[node] = real
+        elif isinstance(example, FakeScriptObject) and not node.users:
+            groups[node] = None
+    if not groups:
+        return None
+    for node, group in groups.items():
+        name = group.group_name if group is not None else None
+        for user in list(node.users):
+            user.args = tuple(name if a is node else a for a in user.args)
+            user.kwargs = {k: name if v is node else v for k, v in user.kwargs.items()}
+        gm.graph.erase_node(node)
+    gm.recompile()
+    return [i for i, node in enumerate(placeholders) if node not in groups]
+
+
 def collective_placement(gm: Any) -> tuple[Any, ...]:
     """(group name, cores, rank, cores per rank) of each collective node of ``gm``: a lowered
     program is one rank's, so its cache key holds them (empty for a graph without any)."""
