@@ -22,6 +22,7 @@ in the graph) become inputs filled from the constant on every run.
 
 from __future__ import annotations
 
+import ctypes
 import dataclasses
 import inspect
 import math
@@ -117,7 +118,20 @@ class InputBinding:
             return hw_cast(arranged.reshape(-1), self.hw_dtype)
         offset = tensor.storage_offset()
         span = torch.as_strided(tensor.detach(), (self.span,), (1,), offset)
-        return tensor_to_numpy(span, check=False)
+        return storage_view(span)
+
+
+def storage_view(span: torch.Tensor) -> np.ndarray:
+    """A contiguous CPU tensor's elements as numpy in their device representation, sharing
+    its memory where the dtype is native, without ``Tensor.numpy()``: that marks the tensor's
+    storage as never resizable again, and FSDP2 frees (resizes to 0) the storage of the
+    unsharded parameters a compiled block reads. The view does not keep the memory alive:
+    ``LoweredGraph.run`` drops it after the run."""
+    if span.dtype in (torch.bool, torch.int64) or span.numel() == 0:  # converted: a copy
+        return tensor_to_numpy(span.clone(), check=False)
+    like = tensor_to_numpy(torch.empty(0, dtype=span.dtype), check=False).dtype
+    buffer = (ctypes.c_char * (span.numel() * span.element_size())).from_address(span.data_ptr())
+    return np.frombuffer(memoryview(buffer).cast("B"), dtype=like)
 
 
 @dataclass(frozen=True)
@@ -209,6 +223,9 @@ class LoweredGraph:
                 initcheck=initcheck,
                 **placement,
             )
+            for binding in self.inputs:  # views of the callers' tensors (``storage_view``)
+                if binding.prepared is None and binding.constant is None:
+                    self.program.hbm[binding.name].values = None
         if self.floor is not None:  # the trace summary shows the floor and how far above it
             summary = result.summary
             floor_ns = self.floor.floor_ns

@@ -155,11 +155,35 @@ def test_ddp_step_on_compiled_ranks_gives_eager_gradients_and_times_the_all_redu
     assert {e["ph"] for e in flows} == {"s", "f"}
 
 
-def test_fsdp2_gradients_equal_eager_on_four_ranks():
+class _Unit(nn.Module):
+    """An FSDP2 unit of the user's (dynamo skips torch.nn's own modules as frames it starts in)."""
+
+    def __init__(self, inputs: int, outputs: int) -> None:
+        super().__init__()
+        self.linear = nn.Linear(inputs, outputs)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return torch.tanh(self.linear(x))
+
+
+class _Units(nn.Module):
+    def __init__(self) -> None:
+        super().__init__()
+        self.up, self.down = _Unit(16, 32), _Unit(32, 8)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.down(self.up(x))
+
+
+def test_fsdp2_with_compiled_blocks_gives_eager_gradients_on_four_ranks():
+    """fully_shard'ed blocks compiled with the bridge (fallback 'error'): their forward and
+    backward graphs run on each rank's simulated core between FSDP2's all-gathers and
+    reduce-scatters, and the gradients are the full batch's eager gradients."""
     from torch.distributed.device_mesh import init_device_mesh
     from torch.distributed.fsdp import fully_shard
 
-    base, n = _mlp(), 4
+    torch.manual_seed(0)
+    base, n = _Units(), 4
     x = torch.randn(8, 16, generator=torch.Generator().manual_seed(1))
     reference = copy.deepcopy(base)
     reference(x).square().mean().backward()
@@ -167,8 +191,9 @@ def test_fsdp2_gradients_equal_eager_on_four_ranks():
     def step(rank: int) -> tuple[dict[str, torch.Tensor], object]:
         model = copy.deepcopy(base)
         mesh = init_device_mesh("cpu", (n,))
-        for layer in (model.up, model.down):
-            fully_shard(layer, mesh=mesh)
+        for block in (model.up, model.down):
+            fully_shard(block, mesh=mesh)
+            block.compile(backend="hwsim", options=COMPILE)
         fully_shard(model, mesh=mesh)
         model(x[2 * rank : 2 * rank + 2]).square().mean().backward()
         return {k: p.grad.full_tensor() for k, p in model.named_parameters()}, current_clock()
@@ -179,6 +204,8 @@ def test_fsdp2_gradients_equal_eager_on_four_ranks():
             torch.testing.assert_close(grads[name], p.grad, rtol=1e-5, atol=1e-6)
         kinds = {c.kind for c in clock.collectives}
         assert {"all_gather", "reduce_scatter"} <= kinds
+        phases = [c.phase for c in clock.computes]
+        assert phases.count("forward") == 2 and phases.count("backward") == 2  # timed compute
 
 
 def _llama_block() -> tuple[nn.Module, tuple[torch.Tensor, ...]]:
