@@ -29,6 +29,15 @@ class TinyMlp(nn.Module):
         return self.down(torch.tanh(self.up(x)))
 
 
+class ReduceInGraph(nn.Module):
+    """An all-reduce inside a compiled graph (a _c10d_functional node)."""
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        import torch.distributed._functional_collectives as funcol
+
+        return funcol.all_reduce(x * 2.0, "sum", dist.group.WORLD) + 1.0
+
+
 def tiny_batch() -> torch.Tensor:
     return torch.randn(4, 8, generator=torch.Generator().manual_seed(3))
 
@@ -54,9 +63,17 @@ def rank_main(rank: int, world_size: int, store_path: str, out: str) -> None:
         share = tiny_batch().chunk(world_size)[rank]
         compiled(share).square().mean().backward()
         after = api.report()["total"]
+        # a collective inside a compiled graph meets the other process's over the store
+        in_graph = torch.compile(ReduceInGraph(), backend="hwsim", options=options)
+        with torch.no_grad():
+            reduced = in_graph(torch.full((4, 8), float(rank + 1)))
+        last = clock.collectives[-1]
         Path(out, f"rank{rank}.json").write_text(
             json.dumps({"sum": summed.tolist(), "gathered": gathered.tolist(),
                         "fabric": fabric, "ticks": ticks, "report": before, "ddp": after,
+                        "in_graph": reduced.tolist(), "in_graph_collective": [
+                            last.kind, last.start_tick, last.end_tick,
+                            [(c.start_tick, c.end_tick) for c in clock.computes][-1]],
                         "grads": {k: p.grad.tolist() for k, p in model.named_parameters()}})
         )  # fmt: skip
     finally:

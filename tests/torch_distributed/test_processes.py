@@ -40,6 +40,10 @@ def test_spawned_rank_processes_meet_over_the_store_and_simulate_their_compiled_
         assert ddp["graphs"] - got["report"]["graphs"] >= 2  # forward and backward simulated
         assert ddp["compute_ns"] > got["report"]["compute_ns"]
         assert ddp["collectives"] > got["report"]["collectives"]  # DDP's all-reduce too
+        assert got["in_graph"] == [[7.0] * 8] * 4  # (1 + 2) x 2 + 1, over the store
+        kind, start, end, graph = got["in_graph_collective"]
+        assert kind == "all_reduce" and graph[0] <= start < end <= graph[1]  # inside the graph
+        assert [start, end] == seen[0]["in_graph_collective"][1:3]  # both ranks agree
         for name, p in reference.named_parameters():
             torch.testing.assert_close(torch.tensor(got["grads"][name]), p.grad, rtol=1e-5,
                                        atol=1e-6)  # fmt: skip
