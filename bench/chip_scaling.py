@@ -2,6 +2,7 @@
 core's wall time.
 
     .venv/bin/python bench/chip_scaling.py [--config trn2] [--cores 1 2 4 8] [--rows 4096]
+                                           [--plot DIR]
 
 Each core loads row tiles of a [rows, 512] fp32 tensor, applies 4 ScalarE activations and stores
 them (one SPMD program merged from per-core builds, ``hwsim.chip.spmd``; the cores share the
@@ -9,12 +10,18 @@ chip's HBM stacks). Printed per core count: the simulated time, the wall and CPU
 simulation (best of 3, numerics on) and the CPU time's ratio to one core's; target: ratio <= N.
 The verdict takes CPU time: a simulation is one thread, so on an idle machine its CPU time is its
 wall time, and on a shared one CPU time is what the other processes do not inflate.
+
+``--plot DIR`` also splits the rows over the cores (each core 1/N of them: the same work on
+more cores) and writes ``DIR/scaling.png`` (simulated speed-up against cores, beside N x) and
+``DIR/core_utilisation.png`` (each core's engines' busy share in the largest run).
 """
 
 from __future__ import annotations
 
 import argparse
 import time
+from pathlib import Path
+from typing import Any
 
 import numpy as np
 
@@ -42,6 +49,7 @@ def main() -> None:
     parser.add_argument("--config", default="trn2")
     parser.add_argument("--cores", type=int, nargs="+", default=[1, 2, 4, 8])
     parser.add_argument("--rows", type=int, default=4096)
+    parser.add_argument("--plot", default=None, help="write the scaling figures to this folder")
     args = parser.parse_args()
     config = load_config(args.config)
     x = np.random.default_rng(0).standard_normal((args.rows, 512)).astype(np.float32) * 0.01
@@ -61,6 +69,41 @@ def main() -> None:
         print(f"{cores:>2} cores: simulated {simulated / 1e3:8.1f} us, wall {wall:6.2f} s, "
               f"CPU {cpu:6.2f} s, {ratio:4.2f}x one core's CPU (target <= {cores}x) "
               f"{verdict}")  # fmt: skip
+    if args.plot is not None:
+        plot_split(x, config, args.cores, Path(args.plot))
+
+
+def split_runs(x: np.ndarray, config: Any, cores: list[int]) -> list[Any]:
+    """The rows of ``x`` split evenly over each core count: each run's ``RunResult``."""
+    results = []
+    for n in cores:
+        share = x.shape[0] // n
+        if share % 128 or share * n != x.shape[0]:
+            raise SystemExit(f"--rows {x.shape[0]} does not split into {n} x 128-row blocks")
+        program = spmd(
+            lambda k, share=share: (
+                rows_kernel.build(x[k * share : (k + 1) * share], config=config).program
+            ),
+            n,
+        )
+        results.append(run(program, config))
+    return results
+
+
+def plot_split(x: np.ndarray, config: Any, cores: list[int], folder: Path) -> None:
+    from hwsim.plots.multicore_plots import plot_core_utilisation, plot_scaling
+
+    ordered = sorted(set(cores) | {1})
+    results = split_runs(x, config, ordered)
+    times = [r.summary.total_ns for r in results]
+    folder.mkdir(parents=True, exist_ok=True)
+    for n, t in zip(ordered, times, strict=True):
+        print(f"split over {n:>2} cores: simulated {t / 1e3:8.1f} us, "
+              f"speed-up {times[0] / t:5.2f}x (ideal {n}x)")  # fmt: skip
+    plot_scaling(ordered, times, folder / "scaling.png", f"{x.shape[0]} rows split over N cores")
+    plot_core_utilisation(results[-1].trace, folder / "core_utilisation.png",
+                          f"per-core utilisation, {ordered[-1]} cores")  # fmt: skip
+    print(f"wrote {folder / 'scaling.png'} and {folder / 'core_utilisation.png'}")
 
 
 if __name__ == "__main__":

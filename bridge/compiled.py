@@ -19,10 +19,12 @@ from torch import fx
 from torch.utils import _pytree as pytree
 
 from hwsim.bridge.auto_cast import reference_casts, run_graph
-from hwsim.bridge.distributed.clock import current_clock
+from hwsim.bridge.distributed.clock import current_clock, reference_runs
+from hwsim.bridge.distributed.graph_fabric import run_on_rank
 from hwsim.bridge.errors import Unsupported, as_unsupported
 from hwsim.bridge.graph_lowering import GraphRun, LoweredGraph, lower_graph
 from hwsim.bridge.lowering_cache import LOWERED, graph_digest
+from hwsim.bridge.lowerings.collectives import collective_placement
 from hwsim.bridge.options import BridgeOptions, apply_fallback
 from hwsim.bridge.precision import (
     cast_floats,
@@ -113,7 +115,10 @@ class SimPartition(torch.nn.Module):
         return self.options.report
 
     def _lower(self, args: list[Any]) -> LoweredGraph | None:
-        key = layout_key(args)
+        # a graph with collectives is lowered per rank (threads of one process share dynamo's
+        # compiled graphs, so the calling rank picks its own program)
+        ranks = collective_placement(self.gm)
+        key = (*layout_key(args), ranks) if ranks else layout_key(args)
         if key not in self._lowered:
             try:
                 passes, tiling, tuned = self._choices(args)
@@ -125,7 +130,7 @@ class SimPartition(torch.nn.Module):
                     "memory_plan": self.options.memory_plan,
                     "constants": self.constants,
                 }
-                digest = graph_digest(self.gm, key, **lowering)
+                digest = graph_digest(self.gm, key, **lowering, ranks=ranks)
                 self._lowered[key] = LOWERED.get_or_lower(
                     "graph@" + digest[:24],
                     lambda: lower_graph(
@@ -139,7 +144,8 @@ class SimPartition(torch.nn.Module):
                         passes=passes,
                         constants=self.constants,
                     ),
-                    stored=(digest, self.options.config),
+                    # one rank's program names its live process groups: never stored
+                    stored=None if ranks else (digest, self.options.config),
                 )
                 self._record_pipeline(self._lowered[key], args, tuned)
                 for node, dtype in self._lowered[key].compute_dtypes.items():
@@ -197,15 +203,20 @@ class SimPartition(torch.nn.Module):
         self.last_total_ns = None
         if lowered is None:
             return self.gm(*args)
-        run = lowered.run(list(args), initcheck=self.options.initcheck)
+        clock = current_clock()  # a "hwsim" torch.distributed rank: its clock takes the time
+        phase = self.report.phase_of(self.name)
+        if lowered.collective_groups:  # its collectives meet the other ranks' as it runs
+            run = run_on_rank(lowered, list(args), clock, self.name, phase, self.options)
+        else:
+            run = lowered.run(list(args), initcheck=self.options.initcheck)
+            if clock is not None:
+                clock.graph_ran(self.name, phase, float(run.result.summary.total_ns))
         self.last_total_ns = float(run.result.summary.total_ns)
         self._calls += 1
-        clock = current_clock()  # a "hwsim" torch.distributed rank: its clock takes the time
-        if clock is not None:
-            clock.graph_ran(self.name, self.report.phase_of(self.name), self.last_total_ns)
         self._record(run, lowered)
         if self.options.check:
-            self._check(run.outputs, args)
+            with reference_runs():  # a rank's collectives in the reference take no time
+                self._check(run.outputs, args)
         if self.options.trace is not None:  # a run folder: trace.json, tables, plots
             from hwsim.trace.outputs import write_run_outputs
 

@@ -144,6 +144,9 @@ class LoweringContext:
         self.input_names: set[str] = set()  # HBM tensors that are graph inputs
         self.queues.inputs = self.input_names
         self.index_checks: list[IndexCheck] = []
+        #: The process group of each collective instruction, in emission order (the order the
+        #: core's collective engine runs them): the run meets each group's other ranks.
+        self.collective_groups: list[Any] = []
         self._names = itertools.count()
         #: The HBM memory plan (None: every value keeps its own bytes), the tiles it placed by
         #: name, and whether the node being lowered feeds the graph's outputs (never planned).

@@ -324,7 +324,14 @@ class _Compiler:
         constants: frozenset[str] = frozenset(),
     ) -> Callable[..., Any]:
         """The runner of a graph with static shapes: one program, or simulator partitions with
-        CPU ops between them (a ``MixedGraph``)."""
+        CPU ops between them (a ``MixedGraph``). A graph taking process groups as inputs is
+        run without them (its collectives name them: ``lowerings.collectives``)."""
+        from hwsim.bridge.lowerings.collectives import groups_as_names
+
+        kept = groups_as_names(gm, example_inputs)
+        if kept is not None:
+            inner = self.static(gm, [example_inputs[i] for i in kept], name, kind, constants)
+            return lambda *args: inner(*[args[i] for i in kept])
         from hwsim.bridge.compiled import SimPartition
         from hwsim.bridge.host_timeline import MixedGraph
         from hwsim.bridge.options import apply_fallback

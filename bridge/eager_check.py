@@ -36,6 +36,7 @@ from torch.utils import _pytree as pytree
 
 from hwsim.bridge.auto_cast import reference_casts
 from hwsim.bridge.device_tensor import host_reference
+from hwsim.bridge.distributed.clock import reference_runs
 from hwsim.bridge.dtypes import INT32_MAX, INT32_MIN, Int64RangeError
 from hwsim.bridge.precision import (
     compare,
@@ -114,7 +115,8 @@ class EagerChecked:
         torch.set_rng_state(before)
         casts = reference_casts(self.options.precision)  # auto-cast's rounding on the CPU
         try:
-            with host_reference(), torch.enable_grad() if grad else torch.no_grad(), casts:
+            grads = torch.enable_grad() if grad else torch.no_grad()
+            with host_reference(), reference_runs(), grads, casts:
                 expected = self.gm(*reference_args)
         finally:
             torch.set_rng_state(after)
@@ -125,7 +127,7 @@ class EagerChecked:
             rng = torch.get_rng_state()
             torch.set_rng_state(before)
             try:
-                with host_reference(), torch.no_grad():
+                with host_reference(), reference_runs(), torch.no_grad():
                     args = [_reference_input(a) for a in reference_args]
                     return pytree.tree_leaves(self.gm(*args))
             finally:
@@ -156,7 +158,7 @@ class EagerChecked:
             torch.set_rng_state(rng)
             casts = reference_casts(self.options.precision)
             try:
-                with casts:
+                with casts, reference_runs():
                     expected = self.gm(*args)
             finally:
                 torch.set_rng_state(after_rng)

@@ -22,6 +22,7 @@ in the graph) become inputs filled from the constant on every run.
 
 from __future__ import annotations
 
+import ctypes
 import dataclasses
 import inspect
 import math
@@ -117,7 +118,20 @@ class InputBinding:
             return hw_cast(arranged.reshape(-1), self.hw_dtype)
         offset = tensor.storage_offset()
         span = torch.as_strided(tensor.detach(), (self.span,), (1,), offset)
-        return tensor_to_numpy(span, check=False)
+        return storage_view(span)
+
+
+def storage_view(span: torch.Tensor) -> np.ndarray:
+    """A contiguous CPU tensor's elements as numpy in their device representation, sharing
+    its memory where the dtype is native, without ``Tensor.numpy()``: that marks the tensor's
+    storage as never resizable again, and FSDP2 frees (resizes to 0) the storage of the
+    unsharded parameters a compiled block reads. The view does not keep the memory alive:
+    ``LoweredGraph.run`` drops it after the run."""
+    if span.dtype in (torch.bool, torch.int64) or span.numel() == 0:  # converted: a copy
+        return tensor_to_numpy(span.clone(), check=False)
+    like = tensor_to_numpy(torch.empty(0, dtype=span.dtype), check=False).dtype
+    buffer = (ctypes.c_char * (span.numel() * span.element_size())).from_address(span.data_ptr())
+    return np.frombuffer(memoryview(buffer).cast("B"), dtype=like)
 
 
 @dataclass(frozen=True)
@@ -169,6 +183,9 @@ class LoweredGraph:
     #: One run at a time: ``bind`` fills the program's inputs, and ranks of a torch.distributed
     #: group on threads share a lowered graph (the lowering cache) but not its inputs.
     run_lock: threading.Lock = field(default_factory=threading.Lock, repr=False, compare=False)
+    #: The torch.distributed process group of each collective instruction, in the order the
+    #: collective engine runs them (``bridge.lowerings.collectives``); empty for most graphs.
+    collective_groups: list[Any] = field(default_factory=list, repr=False, compare=False)
 
     def runtime_overhead(self) -> RuntimeOverhead:
         """One call's cost outside the program: launch, inputs in, outputs out."""
@@ -186,9 +203,15 @@ class LoweredGraph:
         numerics: bool = True,
         race_check: bool = False,
         initcheck: bool | None = None,
+        fabric: Any = None,
+        core_id: int | None = None,
     ) -> GraphRun:
         """Simulate on ``args``; ``initcheck`` as in ``hwsim.machine.simulator.run`` (None:
-        the ``HWSIM_INITCHECK`` environment variable decides)."""
+        the ``HWSIM_INITCHECK`` environment variable decides). A graph with collectives runs
+        as physical core ``core_id`` and meets the other ranks through ``fabric``."""
+        placement: dict[str, Any] = {}
+        if fabric is not None:
+            placement = {"fabric": fabric, "core_ids": [core_id]}
         with self.run_lock:
             self.bind(args)
             _warm_up()
@@ -198,7 +221,11 @@ class LoweredGraph:
                 numerics=numerics,
                 race_check=race_check,
                 initcheck=initcheck,
+                **placement,
             )
+            for binding in self.inputs:  # views of the callers' tensors (``storage_view``)
+                if binding.prepared is None and binding.constant is None:
+                    self.program.hbm[binding.name].values = None
         if self.floor is not None:  # the trace summary shows the floor and how far above it
             summary = result.summary
             floor_ns = self.floor.floor_ns
@@ -384,6 +411,7 @@ def lower_graph(
         floor,
         lowering.compute_dtypes,
         _call_input_bytes(bindings, constants),
+        collective_groups=lowering.collective_groups,
     )
 
 
@@ -505,6 +533,7 @@ class _GraphBuilder:
         self.out_spec: pytree.TreeSpec = pytree.tree_flatten(None)[1]
         self.lowered: dict[str, str] = {}
         self.index_checks: list[IndexCheck] = []
+        self.collective_groups: list[Any] = []
         self.fusion_notes: list[dict[str, Any]] = []
         self.compute_dtypes: dict[str, str] = {}
 
@@ -532,6 +561,7 @@ class _GraphBuilder:
             weight_dtypes=[hw_dtype(b.prepared.dtype) for b in self.bindings if b.prepared],
         )
         self.index_checks = ctx.index_checks
+        self.collective_groups = ctx.collective_groups
         self.fusion_notes = ctx.fusion_notes
         env: dict[fx.Node, Any] = {}
         inputs = ctx.input_names

@@ -61,10 +61,14 @@ def graph_digest(
     passes: Any,
     memory_plan: bool,
     constants: Iterable[str],
+    ranks: tuple[Any, ...] = (),
 ) -> str:
-    """The full SHA-256 a lowering is cached by (module docstring)."""
+    """The full SHA-256 a lowering is cached by (module docstring). ``ranks``: where a graph
+    with collectives runs (``lowerings.collectives.collective_placement``): one rank's
+    program is not another's."""
     text = repr(
         (
+            *((ranks,) if ranks else ()),
             gm.code,
             layout,
             _constant_digest(gm),

@@ -18,6 +18,8 @@ Steps: a forward graph that runs after a backward or optimizer graph starts a ne
 from __future__ import annotations
 
 import threading
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -37,6 +39,9 @@ class ComputeRun:
     step: int
     start_tick: int
     end_tick: int
+    #: The compute engines' busy intervals, for a graph whose collectives ran inside it (its
+    #: span then holds communication too); None: the whole span is compute.
+    busy: tuple[tuple[int, int], ...] | None = None
 
 
 @dataclass(frozen=True)
@@ -89,15 +94,37 @@ class RankClock:
 
     def graph_ran(self, graph: str, phase: str, total_ns: float) -> None:
         """A compiled graph ran for ``total_ns`` of simulated time on this rank's core."""
+        start = self.begin_graph(phase)
+        self.end_graph(graph, phase, start, self.ns_to_ticks(total_ns))
+
+    def begin_graph(self, phase: str) -> int:
+        """A compiled graph starts: the tick it starts at (see the module docstring)."""
         with self.lock:
             if phase == "forward" and self._last_phase in ("backward", "optimizer"):
                 self.step += 1
             self._last_phase = phase or self._last_phase
             if phase != "backward":
                 self._await_all()
-            start = self.now
-            self.now = start + self.ns_to_ticks(total_ns)
-            self.computes.append(ComputeRun(graph, phase, self.step, start, self.now))
+            return self.now
+
+    def end_graph(
+        self,
+        graph: str,
+        phase: str,
+        start: int,
+        duration_ticks: int,
+        busy: list[tuple[int, int]] | None = None,
+        collectives: list[CollectiveRun] = (),  # type: ignore[assignment]
+    ) -> None:
+        """The graph begun at ``start`` took ``duration_ticks``; ``busy`` and ``collectives``
+        (ticks of this clock) are those of a graph whose collectives ran inside it."""
+        with self.lock:
+            self.now = start + duration_ticks
+            kept = tuple(busy) if busy is not None else None
+            self.computes.append(ComputeRun(graph, phase, self.step, start, self.now, kept))
+            for run in collectives:
+                self.collectives.append(run)
+                self.comm_free = max(self.comm_free, run.end_tick)
 
     def arrival(self) -> int:
         """When a collective issued now reaches the rank's collective engine."""
@@ -134,7 +161,12 @@ class RankClock:
         }
 
     def _split(self, step: int | None) -> dict[str, Any]:
-        computes = [(c.start_tick, c.end_tick) for c in self.computes if step in (None, c.step)]
+        computes = [
+            piece
+            for c in self.computes
+            if step in (None, c.step)
+            for piece in (c.busy if c.busy is not None else [(c.start_tick, c.end_tick)])
+        ]
         colls = [c for c in self.collectives if step in (None, c.step)]
         comms = [(c.start_tick, c.end_tick) for c in colls]
         compute, comm = _union(computes), _union(comms)
@@ -145,7 +177,7 @@ class RankClock:
                 link_bytes[link] = link_bytes.get(link, 0) + nbytes
         ns = self.ticks_to_ns
         return {
-            "graphs": len(computes),
+            "graphs": sum(step in (None, c.step) for c in self.computes),
             "collectives": len(colls),
             "compute_ns": ns(compute),
             "communication_ns": ns(comm),
@@ -164,6 +196,23 @@ def _union(intervals: list[tuple[int, int]]) -> int:
 
 
 _THREAD = threading.local()
+
+
+@contextmanager
+def reference_runs() -> Iterator[None]:
+    """Within the block, the calling rank's collectives are the CPU reference runs' of the
+    bridge's checks: their values are exchanged as usual but they take no time on its clock."""
+    _THREAD.reference = getattr(_THREAD, "reference", 0) + 1
+    try:
+        yield
+    finally:
+        _THREAD.reference -= 1
+
+
+def in_reference_run() -> bool:
+    return getattr(_THREAD, "reference", 0) > 0
+
+
 _PROCESS: list[RankClock] = []  # every clock made in this process, newest last
 
 

@@ -12,7 +12,9 @@ max_pool2d_with_indices, _adaptive_avg_pool2d; batch_norm: native_batch_norm (ea
 _native_batch_norm_legit_no_training / _functional; pad: constant_pad_nd; scatter_gather:
 gather, scatter, scatter_add, index_put; sort: topk, sort, argmax, argmin;
 moe: histc, empty_permuted; arith: sign, log1p, fmod, remainder; slice_scatter: slice_scatter,
-select_scatter; vector_norm: linalg_vector_norm; masks: tril, triu, isin.
+select_scatter; vector_norm: linalg_vector_norm; masks: tril, triu, isin; collectives:
+_c10d_functional all_reduce, all_gather_into_tensor, reduce_scatter_tensor (and coalesced),
+all_to_all_single, wait_tensor.
 """
 
 from hwsim.bridge.lowerings import (
@@ -20,6 +22,7 @@ from hwsim.bridge.lowerings import (
     attention,
     batch_norm,
     casts,
+    collectives,
     compare,
     concat,
     conv,
@@ -46,6 +49,7 @@ __all__ = [
     "attention",
     "batch_norm",
     "casts",
+    "collectives",
     "compare",
     "concat",
     "conv",

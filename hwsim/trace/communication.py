@@ -25,16 +25,10 @@ def communication_report(trace: Trace) -> dict[str, Any]:
     collective (empty when none did). Times in ns."""
     ns_per_tick = 1000 / trace.base_mhz
     cores = sorted({record.core for record in trace.collectives})
-    compute: dict[int, list[tuple[int, int]]] = {core: [] for core in cores}
-    communication: dict[int, list[tuple[int, int]]] = {core: [] for core in cores}
-    for rec in trace.instructions:
-        if rec.core in compute and rec.end_tick > rec.start_tick:
-            is_collective = engine_spec(rec.engine).kind == "collective"
-            target = communication if is_collective else compute
-            target[rec.core].append((rec.start_tick, rec.end_tick))
-    for piece in trace.dma:
-        if piece.core in compute:
-            compute[piece.core].append((piece.start_tick, piece.end_tick))
+    compute: dict[int, list[tuple[int, int]]] = {}
+    communication: dict[int, list[tuple[int, int]]] = {}
+    for core in cores:
+        compute[core], communication[core] = busy_intervals(trace, core)
     report: dict[int, dict[str, Any]] = {}
     for core in cores:
         records = [r for r in trace.collectives if r.core == core]
@@ -59,6 +53,24 @@ def communication_report(trace: Trace) -> dict[str, Any]:
     keys = ("compute_ns", "communication_ns", "overlapped_ns", "exposed_ns", "waiting_ns")
     total = {key: max(row[key] for row in report.values()) for key in keys}
     return {"cores": report, "max_over_cores": total}
+
+
+def busy_intervals(
+    trace: Trace, core: int | None = None
+) -> tuple[list[tuple[int, int]], list[tuple[int, int]]]:
+    """(compute, communication) busy intervals (ticks) of ``core`` (None: every core): its
+    engines' and DMA pieces' slices, and its collective engine's."""
+    compute: list[tuple[int, int]] = []
+    communication: list[tuple[int, int]] = []
+    for rec in trace.instructions:
+        if core in (None, rec.core) and rec.end_tick > rec.start_tick:
+            is_collective = engine_spec(rec.engine).kind == "collective"
+            target = communication if is_collective else compute
+            target.append((rec.start_tick, rec.end_tick))
+    for piece in trace.dma:
+        if core in (None, piece.core):
+            compute.append((piece.start_tick, piece.end_tick))
+    return compute, communication
 
 
 def _union(intervals: list[tuple[int, int]]) -> int:

@@ -155,11 +155,35 @@ def test_ddp_step_on_compiled_ranks_gives_eager_gradients_and_times_the_all_redu
     assert {e["ph"] for e in flows} == {"s", "f"}
 
 
-def test_fsdp2_gradients_equal_eager_on_four_ranks():
+class _Unit(nn.Module):
+    """An FSDP2 unit of the user's (dynamo skips torch.nn's own modules as frames it starts in)."""
+
+    def __init__(self, inputs: int, outputs: int) -> None:
+        super().__init__()
+        self.linear = nn.Linear(inputs, outputs)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return torch.tanh(self.linear(x))
+
+
+class _Units(nn.Module):
+    def __init__(self) -> None:
+        super().__init__()
+        self.up, self.down = _Unit(16, 32), _Unit(32, 8)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.down(self.up(x))
+
+
+def test_fsdp2_with_compiled_blocks_gives_eager_gradients_on_four_ranks():
+    """fully_shard'ed blocks compiled with the bridge (fallback 'error'): their forward and
+    backward graphs run on each rank's simulated core between FSDP2's all-gathers and
+    reduce-scatters, and the gradients are the full batch's eager gradients."""
     from torch.distributed.device_mesh import init_device_mesh
     from torch.distributed.fsdp import fully_shard
 
-    base, n = _mlp(), 4
+    torch.manual_seed(0)
+    base, n = _Units(), 4
     x = torch.randn(8, 16, generator=torch.Generator().manual_seed(1))
     reference = copy.deepcopy(base)
     reference(x).square().mean().backward()
@@ -167,8 +191,9 @@ def test_fsdp2_gradients_equal_eager_on_four_ranks():
     def step(rank: int) -> tuple[dict[str, torch.Tensor], object]:
         model = copy.deepcopy(base)
         mesh = init_device_mesh("cpu", (n,))
-        for layer in (model.up, model.down):
-            fully_shard(layer, mesh=mesh)
+        for block in (model.up, model.down):
+            fully_shard(block, mesh=mesh)
+            block.compile(backend="hwsim", options=COMPILE)
         fully_shard(model, mesh=mesh)
         model(x[2 * rank : 2 * rank + 2]).square().mean().backward()
         return {k: p.grad.full_tensor() for k, p in model.named_parameters()}, current_clock()
@@ -179,6 +204,8 @@ def test_fsdp2_gradients_equal_eager_on_four_ranks():
             torch.testing.assert_close(grads[name], p.grad, rtol=1e-5, atol=1e-6)
         kinds = {c.kind for c in clock.collectives}
         assert {"all_gather", "reduce_scatter"} <= kinds
+        phases = [c.phase for c in clock.computes]
+        assert phases.count("forward") == 2 and phases.count("backward") == 2  # timed compute
 
 
 def _llama_block() -> tuple[nn.Module, tuple[torch.Tensor, ...]]:
@@ -245,17 +272,23 @@ def _tensor_parallel(compile_options: dict[str, str] | None) -> None:
         assert all(c.nbytes == 8 * 64 * 4 for c in reduces)
         if compile_options is not None:
             assert clock.computes  # the block's graphs ran on the rank's simulated core
+            for reduce in reduces:  # each inside a simulated graph, on its collective engine
+                assert any(
+                    g.busy is not None and g.start_tick <= reduce.arrival_tick
+                    and reduce.end_tick <= g.end_tick
+                    for g in clock.computes
+                )  # fmt: skip
 
 
 def test_tensor_parallel_llama_block_matches_eager():
     _tensor_parallel(None)
 
 
-@pytest.mark.slow
+@pytest.mark.slow  # four ranks compiling a Llama layer: about 45 s
 def test_tensor_parallel_llama_block_compiled_matches_eager():
-    """Compiled, the DTensor collectives are _c10d_functional nodes the bridge runs through
-    the backend (fallback 'cpu' for those nodes), the rest on the simulated core."""
-    _tensor_parallel({"fallback": "cpu", "auto_cast": "none"})
+    """Compiled under fallback 'error', the DTensor collectives (_c10d_functional nodes) are
+    the simulator's collective instructions inside the rank's graphs, with eager's values."""
+    _tensor_parallel(COMPILE)
 
 
 @pytest.mark.slow
@@ -286,3 +319,64 @@ def test_ddp_gpt2_tiny_on_eight_ranks_gives_eager_gradients_with_exposed_communi
             torch.testing.assert_close(grads[name], p.grad, rtol=1e-4, atol=1e-6)
         total = report["total"]
         assert total["collectives"] >= 2 and total["exposed_ns"] > 0 and total["compute_ns"] > 0
+
+
+def test_a_rank_whose_compiled_model_gave_no_graph_is_warned_in_its_report():
+    """DDP of a torch.nn module dynamo skips (nn.Linear) hands the bridge no graph: the rank's
+    compute is untimed, and its report says why instead of silently showing none."""
+    from torch.nn.parallel import DistributedDataParallel as DDP
+
+    def step(rank: int) -> dict[str, object]:
+        torch.manual_seed(0)
+        compiled = torch.compile(DDP(nn.Linear(4, 4)), backend="hwsim", options=COMPILE)
+        compiled(torch.randn(2, 4)).sum().backward()
+        with pytest.warns(UserWarning, match="skips torch.nn's own modules"):
+            return api.report()
+
+    for report in run_threads(step, 2):
+        assert report["total"]["graphs"] == 0 and report["total"]["collectives"] > 0
+
+
+class _ReduceBesideCompute(nn.Module):
+    """A row-parallel matmul's all-reduce and compute that does not need it (which may run
+    beside it), as one compiled graph."""
+
+    def forward(self, x: torch.Tensor, w: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        import torch.distributed._functional_collectives as funcol
+
+        reduced = funcol.all_reduce(x @ w, "sum", dist.group.WORLD)
+        beside = torch.tanh(x) * 2.0  # before the reduced value's reader in program order
+        return reduced + 1.0, beside
+
+
+def test_a_collective_in_a_compiled_graph_is_exact_and_costs_what_the_cost_model_says():
+    """_c10d_functional.all_reduce under fallback 'error' becomes the simulator's collective
+    instruction: every rank gets the exact sum, the collective lasts exactly the cost model's
+    duration on the rank's collective engine, and the graph's other compute overlaps it."""
+    n = 4
+
+    def run(rank: int) -> tuple[list[torch.Tensor], object, dict[str, object]]:
+        x = torch.full((64, 64), float(rank + 1))
+        compiled = torch.compile(_ReduceBesideCompute(), backend="hwsim", options=COMPILE)
+        with torch.no_grad():
+            outputs = compiled(x, torch.eye(64))
+        return list(outputs), current_clock(), api.report()["total"]
+
+    results = run_threads(run, n)
+    model = CostModel.for_config(load_config("trn2"))
+    cost = model.collectives.of("all_reduce", 64 * 64 * 4, tuple(range(n)))
+    ticks = {(c.start_tick, c.end_tick) for _, clock, _ in results for c in clock.collectives}
+    assert len(ticks) == 1  # every rank: the same start and end
+    for rank, (outputs, clock, total) in enumerate(results):
+        torch.testing.assert_close(outputs[0], torch.full((64, 64), 11.0))  # 1+2+3+4, +1
+        beside = torch.tanh(torch.tensor(rank + 1.0)).expand(64, 64) * 2
+        torch.testing.assert_close(outputs[1], beside)
+        [reduce] = clock.collectives
+        [graph] = clock.computes
+        assert reduce.kind == "all_reduce" and reduce.nbytes == 64 * 64 * 4
+        assert reduce.end_tick - reduce.start_tick == model.timebase.ns_to_ticks(cost.duration_ns)
+        assert graph.start_tick <= reduce.arrival_tick and reduce.end_tick <= graph.end_tick
+        assert reduce.link_bytes == cost.link_bytes
+        assert total["collectives"] == 1 and total["graphs"] == 1
+        assert total["overlapped_ns"] > 0  # tanh ran beside the all-reduce
+        assert total["exposed_ns"] + total["overlapped_ns"] == total["communication_ns"]

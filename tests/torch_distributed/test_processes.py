@@ -8,16 +8,19 @@ from datetime import timedelta
 
 import numpy as np
 import pytest
+import torch
 import torch.distributed as dist
 import torch.multiprocessing as mp
 
 from hwsim.bridge.distributed.fabric import StoreFabric, _encode
 from hwsim.errors import HwsimError
-from tests.torch_distributed.spawned_ranks import rank_main
+from tests.torch_distributed.spawned_ranks import TinyMlp, rank_main, tiny_batch
 
 
-@pytest.mark.slow  # two processes importing torch: about 20 s
-def test_spawned_rank_processes_meet_over_the_store_with_exact_values_and_agreed_ticks(tmp_path):
+@pytest.mark.slow  # two processes importing torch and compiling a model: about 30 s
+def test_spawned_rank_processes_meet_over_the_store_and_simulate_their_compiled_graphs(tmp_path):
+    """Exact values and agreed ticks over the store, and a compiled DDP step whose graphs run
+    on each rank's simulated core (compute timed) with the full batch's eager gradients."""
     n = 2
     mp.spawn(rank_main, args=(n, str(tmp_path / "store"), str(tmp_path)), nprocs=n, join=True)
     seen = [json.loads((tmp_path / f"rank{r}.json").read_text()) for r in range(n)]
@@ -29,6 +32,21 @@ def test_spawned_rank_processes_meet_over_the_store_with_exact_values_and_agreed
     assert starts_ends[0] == starts_ends[1]  # both ranks: the same start and end
     first = [got["ticks"][0] for got in seen]
     assert first[0][0] < first[1][0] == first[0][1]  # rank 1 arrived last; it set the start
+    torch.manual_seed(0)
+    reference = TinyMlp()
+    reference(tiny_batch()).square().mean().backward()
+    for got in seen:
+        ddp = got["ddp"]
+        assert ddp["graphs"] - got["report"]["graphs"] >= 2  # forward and backward simulated
+        assert ddp["compute_ns"] > got["report"]["compute_ns"]
+        assert ddp["collectives"] > got["report"]["collectives"]  # DDP's all-reduce too
+        assert got["in_graph"] == [[7.0] * 8] * 4  # (1 + 2) x 2 + 1, over the store
+        kind, start, end, graph = got["in_graph_collective"]
+        assert kind == "all_reduce" and graph[0] <= start < end <= graph[1]  # inside the graph
+        assert [start, end] == seen[0]["in_graph_collective"][1:3]  # both ranks agree
+        for name, p in reference.named_parameters():
+            torch.testing.assert_close(torch.tensor(got["grads"][name]), p.grad, rtol=1e-5,
+                                       atol=1e-6)  # fmt: skip
 
 
 def test_the_store_fabric_exchanges_arrivals_and_values_and_tidies_its_keys():
