@@ -154,11 +154,13 @@ def binary(
         return out
     if u.shape[0] == 1 and t.shape[1:] == u.shape[1:]:
         return binary(name, t, broadcast_to(u, t.shape), dtype=dtype, mask=mask, dst=dst)
-    raise fail(
-        f"nl.{name}",
-        f"shapes {list(t.shape)} and {list(u.shape)} do not broadcast (NKI broadcasts a scalar, "
-        "a [P, 1] column along the free axis, or a [1, N] row across partitions)",
-    )
+    from hwsim.nki import broadcast
+
+    shape = broadcast.shape_of(f"nl.{name}", t.shape, u.shape)
+    out = dst if dst is not None else _result(shape, dtype, t)
+    a, b = broadcast.expand(t, shape, mask), broadcast.expand(u, shape, mask)
+    lisa.tensor_tensor(_dst(out, mask), a, b, op)
+    return out
 
 
 def _all_int(*values: Any) -> bool:
@@ -361,6 +363,8 @@ def broadcast_to(x: Any, shape: Any) -> NkiTensor:
     shape = tuple(int(n) for n in shape)
     if t.shape == shape:
         return t
+    if t.ndim == 2 and t.shape[0] == 1 and t.shape[1] == shape[1] and not t.hw_dtype.is_float:
+        return _broadcast_int_row(t, shape)
     if t.ndim == 2 and t.shape[0] == 1 and t.shape[1] == shape[1]:
         ones = allocate((1, shape[0]), t.dtype, sbuf)
         lisa.memset(ones.lang_view, 1.0)
@@ -373,6 +377,19 @@ def broadcast_to(x: Any, shape: Any) -> NkiTensor:
         lisa.tensor_scalar(out.lang_view, out.lang_view, AluOp.add, src(t))
         return out
     raise fail("nl.broadcast_to", f"cannot broadcast {list(t.shape)} to {list(shape)}")
+
+
+def _broadcast_int_row(t: NkiTensor, shape: tuple[int, ...]) -> NkiTensor:
+    """An integer [1, N] row to [P, N]: TensorE multiplies floats only, so the row's bytes are
+    read as 16-bit halves (a bitcast view), each exact in fp32 (VectorE cast), broadcast by the
+    ones-vector matmul, cast back to 16 bits and read as the row's dtype: every bit kept."""
+    halves = t.view("uint16") if t.hw_dtype.itemsize == 4 else t
+    wide = allocate(halves.shape, "fp32", sbuf)
+    lisa.tensor_copy(wide.lang_view, src(halves))
+    spread = broadcast_to(wide, (shape[0], halves.shape[1]))
+    out = allocate((shape[0], halves.shape[1]), halves.dtype, sbuf)
+    lisa.tensor_copy(out.lang_view, src(spread))
+    return out.view(t.dtype) if halves is not t else out
 
 
 def load(src_: Any, *, mask: Any = None, dtype: Any = None) -> PendingLoad | NkiTensor:

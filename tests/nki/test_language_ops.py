@@ -97,3 +97,43 @@ def test_copy_assigned_is_one_copy_and_a_bound_copy_keeps_program_order():
     assert np.array_equal(into, x) and np.array_equal(before, x)
     vector = result.program.cores[0].streams["vector"]
     assert [type(i).__name__ for i in vector] == ["TensorCopy", "TensorCopy", "Memset"]
+
+
+@nki.jit
+def first_max_in_window(x):
+    """For each [3, 3] window of x [64, 8, 3, 3]: 1 at the first (row-major) position holding
+    the window's max, else 0 — select_and_scatter's steps: iota of a sum of grid indices
+    ([1, 1, 3, 3]), nl.where with a number, and operands broadcast across the partitions and
+    the free dimensions at once."""
+    out = nl.ndarray((64, 8, 3, 3), dtype=nl.float32, buffer=nl.shared_hbm)
+    g = nl.mgrid[0:64, 0:8, 0:3, 0:3]
+    tile = nl.load(x)
+    peak = nl.max(tile, axis=[2, 3], keepdims=True)
+    hits = nl.equal(peak, tile, dtype=nl.int8)
+    linear = nl.iota(3 * g.y + g.z, dtype=nl.uint32)
+    candidates = nl.where(hits, linear, 9, dtype=nl.uint32)
+    first = nl.min(candidates, axis=[2, 3], dtype=nl.uint32, keepdims=True)
+    nl.store(out, value=nl.equal(first, linear, dtype=nl.float32))
+    return out
+
+
+def test_iota_of_an_index_sum_where_and_broadcast_across_partitions_and_free_dims():
+    x = RNG.integers(0, 3, (64, 8, 3, 3)).astype(np.float32)  # ties: the first one counts
+    got = nki.run(first_max_in_window, x, race_check=True).outputs[0]
+    flat = x.reshape(64, 8, 9)
+    want = np.zeros_like(flat)
+    np.put_along_axis(want, flat.argmax(axis=2)[..., None], 1.0, axis=2)
+    assert np.array_equal(got, want.reshape(x.shape))
+
+
+@nki.jit
+def iota_sum_on_partitions():
+    out = nl.ndarray((16, 4), dtype=nl.int32, buffer=nl.shared_hbm)
+    g = nl.mgrid[0:16, 0:4]
+    nl.store(out, value=nl.iota(4 * g.p + g.x + 7, dtype=nl.int32))
+    return out
+
+
+def test_iota_of_a_sum_over_the_partitions_is_the_channel_multiplier():
+    got = nki.run(iota_sum_on_partitions).outputs[0]
+    assert np.array_equal(got, np.arange(64, dtype=np.int32).reshape(16, 4) + 7)
