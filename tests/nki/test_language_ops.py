@@ -2,9 +2,12 @@
 broadcast_to of a column, matmul without transpose_x (the compiler's inserted transpose)."""
 
 import numpy as np
+import pytest
 
 import hwsim.nki as nki
+import hwsim.nki.isa as nisa
 import hwsim.nki.language as nl
+from hwsim.lang.tiles import IndexingError
 
 RNG = np.random.default_rng(11)
 
@@ -137,3 +140,33 @@ def iota_sum_on_partitions():
 def test_iota_of_a_sum_over_the_partitions_is_the_channel_multiplier():
     got = nki.run(iota_sum_on_partitions).outputs[0]
     assert np.array_equal(got, np.arange(64, dtype=np.int32).reshape(16, 4) + 7)
+
+
+@nki.jit
+def ragged_copy(x):
+    """x [200, 64] in row tiles of 128: the last tile's plain slice runs past the end, and the
+    mask (over an iterator the slice does not name) keeps the rows that exist (vision.py's
+    adaptive_avg_pool2d loads so)."""
+    out = nl.ndarray((200, 64), dtype=nl.float32, buffer=nl.shared_hbm)
+    for t in nl.affine_range(2):
+        rows = nl.arange(128)[:, None] + t * 128
+        tile = nl.ndarray((128, 64), dtype=nl.float32, buffer=nl.sbuf)
+        nisa.dma_copy(dst=tile, src=x[t * 128 : (t + 1) * 128, :], mask=rows < 200)
+        nl.store(out[t * 128 : (t + 1) * 128, :], value=tile, mask=rows < 200)
+    return out
+
+
+@nki.jit
+def ragged_copy_unmasked(x):
+    out = nl.ndarray((200, 64), dtype=nl.float32, buffer=nl.shared_hbm)
+    tile = nl.ndarray((128, 64), dtype=nl.float32, buffer=nl.sbuf)
+    nisa.dma_copy(dst=tile, src=x[128:256, :])
+    nl.store(out[0:128, :], value=tile)
+    return out
+
+
+def test_a_plain_slice_past_the_end_is_narrowed_by_the_mask_or_is_an_error():
+    x = RNG.standard_normal((200, 64)).astype(np.float32)
+    assert np.array_equal(nki.run(ragged_copy, x).outputs[0], x)
+    with pytest.raises(IndexingError, match="out of bounds"):
+        nki.run(ragged_copy_unmasked, x)
