@@ -383,6 +383,8 @@ class _Unresolved:
 
 def _slice_shape(shape: tuple[int, ...], items: tuple[Any, ...]) -> tuple[int, ...]:
     """The shape ``items`` (ints and slices, a stop possibly past the end) would give."""
+    if len(items) > len(shape):
+        raise fail("index", f"{len(items)} indices on a tensor of shape {list(shape)}")
     out = []
     padded = (*items, *(slice(None),) * (len(shape) - len(items)))
     for size, item in zip(shape, padded, strict=True):
