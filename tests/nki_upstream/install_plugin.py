@@ -50,7 +50,7 @@ REASON_LINES = 4
 def failure_reason(message: str) -> str:
     """The first non-empty lines of a failure's message, joined into one line."""
     lines = [line.strip() for line in message.splitlines() if line.strip()]
-    return " | ".join(lines[:REASON_LINES])[:400]
+    return "; ".join(lines[:REASON_LINES])[:400]
 
 
 def pytest_runtest_logreport(report):

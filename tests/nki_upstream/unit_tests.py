@@ -51,6 +51,16 @@ def run(select: str = "", workers: int = 1) -> dict[str, dict[str, str]]:
     return outcomes
 
 
+def collected() -> list[str]:
+    """The ids of every unit test ``--simulation-only`` selects (pytest --collect-only)."""
+    env = dict(os.environ, PYTHONPATH=f"{upstream.NKI_SAMPLES / 'src'}{os.pathsep}{CHECKOUT}")
+    command = [sys.executable, "-m", "pytest", "-p", "tests.nki_upstream.install_plugin"]
+    command += ["-p", "no:cacheprovider", "--simulation-only", "--collect-only", "-q"]
+    done = subprocess.run([*command, "-o", "addopts="], cwd=UNIT, env=env, capture_output=True)
+    lines = done.stdout.decode().splitlines()
+    return [_short_id(line) for line in lines if "::" in line]
+
+
 def _short_id(nodeid: str) -> str:
     """``.../test_x.py::Class::test[params]`` -> ``test_x.py::Class::test[params]``."""
     path, _, rest = nodeid.partition("::")
@@ -81,6 +91,7 @@ def main(argv: list[str] | None = None) -> int:
     print(f"\n{passed} of {len(outcomes)} nki-samples unit tests pass on the simulator")
     if args.record:
         record.update("unit_tests", outcomes)
+        record.fill_unrun("unit_tests", {test: {} for test in collected()})
     return 0
 
 
