@@ -354,6 +354,9 @@ def cases() -> list[Case]:
             lambda: ((rand(2, 8, 128, 512), rand(2, 8, 128, 512), 2 * 8 * 128 * 512 - 3 * 512), {}),
             lambda a, b, n: np.where(np.arange(a.size).reshape(a.shape) < n, a + b, np.nan),
             grid=(2,),
+            # the kernel leaves the output past n_elements unwritten (its mask): initcheck would
+            # rightly report those bytes; the reference's NaN there are not compared
+            options={"initcheck": False},
         ),
         Case(
             "reference/vision.select_and_scatter",
