@@ -402,12 +402,23 @@ def load(src_: Any, *, mask: Any = None, dtype: Any = None) -> PendingLoad | Nki
     if t.memory is not MemorySpace.HBM:
         raise fail("nl.load", f"{t.tile.name} is in {t.buffer}; nl.load reads HBM")
     view = t.masked(mask)
-    shape = tuple(t.shape) if len(t.shape) > 1 else _one_dim(t)
+    axis_vars = t.axis_vars
+    if not t.shape:  # one element (``sinks[b, h]``): NKI loads it as a [1, 1] tile
+        view, shape, axis_vars = _element_view(view), (1, 1), (None, None)
+    else:
+        shape = tuple(t.shape) if len(t.shape) > 1 else _one_dim(t)
     if len(view.shape) == 1:
         view = view if len(shape) == 1 else _as_2d(t, view, shape)
     return PendingLoad(
-        view, hw_dtype(dtype if dtype is not None else t.dtype), shape, t.axis_vars, mask
+        view, hw_dtype(dtype if dtype is not None else t.dtype), shape, axis_vars, mask
     )
+
+
+def _element_view(view: Any) -> View:
+    """A view of one element of an HBM tensor as its last (up to) two axes, each of size 1."""
+    tile = view.tile if isinstance(view, View) else view
+    dims = view.dims if isinstance(view, View) else tuple((0, n, 1) for n in tile.shape)
+    return View(tile, dims, tuple(range(max(0, tile.ndim - 2), tile.ndim)))
 
 
 def _one_dim(t: NkiTensor) -> tuple[int, int]:

@@ -170,3 +170,22 @@ def test_a_plain_slice_past_the_end_is_narrowed_by_the_mask_or_is_an_error():
     assert np.array_equal(nki.run(ragged_copy, x).outputs[0], x)
     with pytest.raises(IndexingError, match="out of bounds"):
         nki.run(ragged_copy_unmasked, x)
+
+
+@nki.jit
+def scaled_by_one_element(x, table):
+    """x [128, 64] times table[1, 2] (flash_attn_bwd's ``nl.load(sinks[b, h])``), and the
+    element of a 1-D tensor added."""
+    out = nl.ndarray((128, 64), dtype=nl.float32, buffer=nl.shared_hbm)
+    scale = nl.load(table[1, 2])
+    shift = nl.load(table[0][3])
+    scaled = nl.multiply(nl.load(x), nl.broadcast_to(scale, (128, 1)))
+    nl.store(out, value=nl.add(scaled, nl.broadcast_to(shift, (128, 1))))
+    return out
+
+
+def test_loading_one_element_gives_a_one_by_one_tile():
+    x = RNG.standard_normal((128, 64)).astype(np.float32)
+    table = RNG.standard_normal((2, 4)).astype(np.float32)
+    got = nki.run(scaled_by_one_element, x, table).outputs[0]
+    assert np.allclose(got, x * table[1, 2] + table[0, 3], atol=1e-6)
