@@ -189,3 +189,10 @@ def test_loading_one_element_gives_a_one_by_one_tile():
     table = RNG.standard_normal((2, 4)).astype(np.float32)
     got = nki.run(scaled_by_one_element, x, table).outputs[0]
     assert np.allclose(got, x * table[1, 2] + table[0, 3], atol=1e-6)
+
+
+def test_a_launch_grid_of_zero_instances_is_an_error_not_an_empty_run():
+    from hwsim.errors import HwsimError
+
+    with pytest.raises(HwsimError, match="must be >= 1"):
+        scaled_by_one_element[0]
