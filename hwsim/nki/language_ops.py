@@ -403,6 +403,7 @@ def load(src_: Any, *, mask: Any = None, dtype: Any = None) -> PendingLoad | Nki
         raise fail("nl.load", f"{t.tile.name} is in {t.buffer}; nl.load reads HBM")
     view = t.masked(mask)
     axis_vars = t.axis_vars
+    shape: tuple[int, ...]
     if not t.shape:  # one element (``sinks[b, h]``): NKI loads it as a [1, 1] tile
         view, shape, axis_vars = _element_view(view), (1, 1), (None, None)
     else:
