@@ -53,6 +53,12 @@ class NkiKernel:
 
     def __getitem__(self, grid: Any) -> NkiKernel:
         grid = grid if isinstance(grid, tuple) else (grid,)
+        if any(int(g) < 1 for g in grid):
+            raise HwsimError(
+                f"{self.fn.__name__}[{', '.join(str(int(g)) for g in grid)}]: a launch grid "
+                "dimension counts instances and must be >= 1 (a grid with a 0 launches nothing; "
+                "one instance is kernel[1] or no grid)"
+            )
         return NkiKernel(self.fn, grid, self.options)
 
     def __call__(self, *args: Any, **kwargs: Any) -> Any:

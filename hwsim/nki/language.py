@@ -18,6 +18,7 @@ from hwsim.isa.ap import MemorySpace
 from hwsim.lang import isa as lisa
 from hwsim.lang.kernel import current
 from hwsim.lang.tiles import Buffer, Tile, hbm, psum, sbuf
+from hwsim.nki import broadcast
 from hwsim.nki import language_ops as ops
 
 # ---- dtypes (numpy scalar types, as NKI's: hwsim.nki.dtypes) -------------------------------
@@ -206,8 +207,10 @@ def shared_identity_matrix(n: int, dtype: Any = "fp32", **kw: Any) -> NkiTensor:
 
 def iota(expr: Any, dtype: Any, *, mask: Any = None, **kw: Any) -> NkiTensor:
     """``nl.iota(expr, dtype)``: a tile holding the values of an index expression (GpSimdE)."""
-    from hwsim.nki.index import IndexExpr
+    from hwsim.nki.index import IndexExpr, IndexSum
 
+    if isinstance(expr, IndexSum):
+        return _iota_of_sum(expr, dtype)
     if not isinstance(expr, IndexExpr):
         raise fail("nl.iota", "expr must be an index expression (nl.arange / nl.mgrid)")
     shape = expr.shape if expr.ndim > 1 else (1, expr.count)
@@ -223,6 +226,29 @@ def iota(expr: Any, dtype: Any, *, mask: Any = None, **kw: Any) -> NkiTensor:
     else:
         steps = tuple(expr.scale if d == position else 0 for d in _b.range(1, len(shape)))
         lisa.iota(out.lang_view, steps=steps, offset=expr.offset)
+    return out
+
+
+def _iota_of_sum(expr: Any, dtype: Any) -> NkiTensor:
+    """``nl.iota(3 * g.y + g.z, dtype)``: a sum of index expressions, one per grid position,
+    is one iota whose steps are the terms' scales (a term on the partitions is the channel
+    multiplier); the tile has the grid's shape with size 1 where no term varies."""
+    ndim = expr.ndim
+    shape = [1] * ndim
+    scales = [0] * ndim
+    for term in expr.terms:
+        if term.ndim != ndim or scales[term.position]:
+            raise fail(
+                "nl.iota",
+                "each term of the expression must index its own position of one grid "
+                f"(got {expr!r})",
+            )
+        shape[term.position], scales[term.position] = term.count, term.scale
+    offset = expr.offset + _b.sum(term.offset for term in expr.terms)
+    if ndim == 1:  # a 1-D sum lies on the free axis of one partition, as nl.iota(arange(n))
+        shape, scales = [1, shape[0]], [0, scales[0]]
+    out = allocate(tuple(shape), dtype, sbuf)
+    lisa.iota(out.lang_view, steps=tuple(scales[1:]), offset=offset, channel_multiplier=scales[0])
     return out
 
 
@@ -413,6 +439,7 @@ load = honours_constant_mask(load)
 store = honours_constant_mask(store)
 load_transpose2d = honours_constant_mask(load_transpose2d)
 iota = honours_constant_mask(iota)
+where = honours_constant_mask(broadcast.where)
 _EXPORTED = (PendingMatmul, arange, ds, mgrid)  # re-exported nl names
 
 
@@ -425,7 +452,6 @@ UNSUPPORTED = {
     "atomic_rmw": "atomic HBM read-modify-write is not modelled",
     "invert": "use nl.bitwise_xor(x, -1)",
     "expand_dims": "tiles cannot be reshaped here",
-    "where": "use nisa.select",
     "var": "use nisa.bn_stats / nisa.bn_aggr",
     "arctan2": "no two-input arctan is modelled",
 }

@@ -154,11 +154,13 @@ def binary(
         return out
     if u.shape[0] == 1 and t.shape[1:] == u.shape[1:]:
         return binary(name, t, broadcast_to(u, t.shape), dtype=dtype, mask=mask, dst=dst)
-    raise fail(
-        f"nl.{name}",
-        f"shapes {list(t.shape)} and {list(u.shape)} do not broadcast (NKI broadcasts a scalar, "
-        "a [P, 1] column along the free axis, or a [1, N] row across partitions)",
-    )
+    from hwsim.nki import broadcast
+
+    shape = broadcast.shape_of(f"nl.{name}", t.shape, u.shape)
+    out = dst if dst is not None else _result(shape, dtype, t)
+    a, b = broadcast.expand(t, shape, mask), broadcast.expand(u, shape, mask)
+    lisa.tensor_tensor(_dst(out, mask), a, b, op)
+    return out
 
 
 def _all_int(*values: Any) -> bool:
@@ -361,6 +363,8 @@ def broadcast_to(x: Any, shape: Any) -> NkiTensor:
     shape = tuple(int(n) for n in shape)
     if t.shape == shape:
         return t
+    if t.ndim == 2 and t.shape[0] == 1 and t.shape[1] == shape[1] and not t.hw_dtype.is_float:
+        return _broadcast_int_row(t, shape)
     if t.ndim == 2 and t.shape[0] == 1 and t.shape[1] == shape[1]:
         ones = allocate((1, shape[0]), t.dtype, sbuf)
         lisa.memset(ones.lang_view, 1.0)
@@ -375,6 +379,19 @@ def broadcast_to(x: Any, shape: Any) -> NkiTensor:
     raise fail("nl.broadcast_to", f"cannot broadcast {list(t.shape)} to {list(shape)}")
 
 
+def _broadcast_int_row(t: NkiTensor, shape: tuple[int, ...]) -> NkiTensor:
+    """An integer [1, N] row to [P, N]: TensorE multiplies floats only, so the row's bytes are
+    read as 16-bit halves (a bitcast view), each exact in fp32 (VectorE cast), broadcast by the
+    ones-vector matmul, cast back to 16 bits and read as the row's dtype: every bit kept."""
+    halves = t.view("uint16") if t.hw_dtype.itemsize == 4 else t
+    wide = allocate(halves.shape, "fp32", sbuf)
+    lisa.tensor_copy(wide.lang_view, src(halves))
+    spread = broadcast_to(wide, (shape[0], halves.shape[1]))
+    out = allocate((shape[0], halves.shape[1]), halves.dtype, sbuf)
+    lisa.tensor_copy(out.lang_view, src(spread))
+    return out.view(t.dtype) if halves is not t else out
+
+
 def load(src_: Any, *, mask: Any = None, dtype: Any = None) -> PendingLoad | NkiTensor:
     """``nl.load``: HBM -> a new SBUF tile, triggered by the Sync engine (queues rotate);
     emitted at first use, or straight into the tile it is assigned to."""
@@ -385,12 +402,24 @@ def load(src_: Any, *, mask: Any = None, dtype: Any = None) -> PendingLoad | Nki
     if t.memory is not MemorySpace.HBM:
         raise fail("nl.load", f"{t.tile.name} is in {t.buffer}; nl.load reads HBM")
     view = t.masked(mask)
-    shape = tuple(t.shape) if len(t.shape) > 1 else _one_dim(t)
+    axis_vars = t.axis_vars
+    shape: tuple[int, ...]
+    if not t.shape:  # one element (``sinks[b, h]``): NKI loads it as a [1, 1] tile
+        view, shape, axis_vars = _element_view(view), (1, 1), (None, None)
+    else:
+        shape = tuple(t.shape) if len(t.shape) > 1 else _one_dim(t)
     if len(view.shape) == 1:
         view = view if len(shape) == 1 else _as_2d(t, view, shape)
     return PendingLoad(
-        view, hw_dtype(dtype if dtype is not None else t.dtype), shape, t.axis_vars, mask
+        view, hw_dtype(dtype if dtype is not None else t.dtype), shape, axis_vars, mask
     )
+
+
+def _element_view(view: Any) -> View:
+    """A view of one element of an HBM tensor as its last (up to) two axes, each of size 1."""
+    tile = view.tile if isinstance(view, View) else view
+    dims = view.dims if isinstance(view, View) else tuple((0, n, 1) for n in tile.shape)
+    return View(tile, dims, tuple(range(max(0, tile.ndim - 2), tile.ndim)))
 
 
 def _one_dim(t: NkiTensor) -> tuple[int, int]:

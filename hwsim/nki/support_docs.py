@@ -109,7 +109,8 @@ def render() -> str:
 
 def _rate(outcomes: list[dict[str, Any]], ok: str) -> str:
     passed = sum(o["status"] == ok for o in outcomes)
-    return f"{passed} / {len(outcomes)}"
+    unrun = sum(o["status"] == "not run" for o in outcomes)
+    return f"{passed} / {len(outcomes)}" + (f" ({unrun} not run)" if unrun else "")
 
 
 def conformance_section() -> list[str]:

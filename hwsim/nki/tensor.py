@@ -102,9 +102,11 @@ class NkiTensor:
             view = self.lang_view[plain] if plain else self.lang_view
         except IndexingError as error:
             items = key if isinstance(key, tuple) else (key,)
-            if not any(isinstance(item, ix.IndexExpr) for item in items):
-                raise
-            shape = _grid_shape(items)
+            if any(isinstance(item, ix.IndexExpr) for item in items):
+                shape = _grid_shape(items)
+            else:  # plain slices past the end: an edge tile a mask may narrow
+                shape = _slice_shape(self.shape, items)
+                axis_vars = (None,) * len(shape)
             unresolved: Any = _Unresolved(shape, self.hw_dtype, self.lang_view)
             out = NkiTensor(unresolved, self.owner, axis_vars)
             out.deferred = (self, key, error)
@@ -203,6 +205,8 @@ class NkiTensor:
             if mask is None:
                 raise error
             items = key if isinstance(key, tuple) else (key,)
+            if not any(isinstance(i, ix.IndexExpr) for i in items):
+                return base[_slices_narrowed(items, mask, error)].lang_view
             items = tuple(mask.narrowed(i) if isinstance(i, ix.IndexExpr) else i for i in items)
             if any(isinstance(i, ix.IndexExpr) and i.count < 1 for i in items):
                 raise fail("mask", "the mask keeps no element (the instruction would do nothing)")
@@ -375,6 +379,44 @@ class _Unresolved:
 
     def __getitem__(self, key: Any) -> Any:
         raise fail("index", "index a masked edge tile only through an instruction with mask=")
+
+
+def _slice_shape(shape: tuple[int, ...], items: tuple[Any, ...]) -> tuple[int, ...]:
+    """The shape ``items`` (ints and slices, a stop possibly past the end) would give."""
+    if len(items) > len(shape):
+        raise fail("index", f"{len(items)} indices on a tensor of shape {list(shape)}")
+    out = []
+    padded = (*items, *(slice(None),) * (len(shape) - len(items)))
+    for size, item in zip(shape, padded, strict=True):
+        if isinstance(item, slice):
+            stop = size if item.stop is None else item.stop
+            out.append(len(range(item.start or 0, stop, item.step or 1)))
+        elif not isinstance(item, (int, np.integer)):
+            raise fail("index", f"index {item!r} on a tensor of shape {list(shape)}")
+    return tuple(out)
+
+
+def _slices_narrowed(items: tuple[Any, ...], mask: Any, error: Exception) -> tuple[Any, ...]:
+    """Plain slices past a tensor's end, narrowed by the mask's iterators where the grid
+    position and size match the slice's axis of the view (``NkiTensor.masked``'s rule)."""
+    out, axis, narrowed = [], 0, False
+    for item in items:
+        if not isinstance(item, slice):
+            out.append(item)
+            continue
+        start, step = item.start or 0, item.step or 1
+        count = len(range(start, item.stop, step)) if item.stop is not None else None
+        hit = next((v for v, (pos, n) in mask.places.items() if pos == axis and n == count), None)
+        if hit is not None:
+            lo, hi = mask.ranges[hit]
+            if lo >= hi:
+                raise fail("mask", "the mask keeps no element (the instruction would do nothing)")
+            item, narrowed = slice(start + lo * step, start + (hi - 1) * step + 1, step), True
+        out.append(item)
+        axis += 1
+    if not narrowed:
+        raise error
+    return tuple(out)
 
 
 def _grid_shape(items: tuple[Any, ...]) -> tuple[int, ...]:

@@ -168,16 +168,22 @@ def rms_qkv_ref(hidden, weights):
 
 
 def flash_fwd_ref(q, k, v, seed, use_causal_mask=True, mixed_precision=True, **kw):
+    """o (bs, heads, seq_q, d) and, as the kernel returns in training (its default config),
+    the rows' log-sum-exp as (bs, heads, 128, seq_q // 128): row t * 128 + p at [p, t]."""
     q, k, v = map(f32, (q, k, v))
     b, h, d, s = q.shape
     out = np.zeros((b, h, s, d), np.float32)
+    lse = np.zeros((b, h, 128, s // 128), np.float32)
     for i in range(b):
         for j in range(h):
             score = (q[i, j] / np.sqrt(d)).T @ k[i, j]
             if use_causal_mask:
                 score[np.triu_indices(s, 1)] = -9984.0
             out[i, j] = softmax(score) @ v[i, j]
-    return out
+            peak = score.max(axis=1)
+            rows = peak + np.log(np.exp(score - peak[:, None]).sum(axis=1))
+            lse[i, j] = rows.reshape(s // 128, 128).T
+    return out, lse
 
 
 def resize_nearest_ref(data, out_shape):
@@ -295,9 +301,7 @@ def cases() -> list[Case]:
                 ),
                 {"use_causal_mask": True, "mixed_precision": True},
             ),
-            lambda q, k, v, seed, **kw: flash_fwd_ref(
-                q, k, np.swapaxes(v, 2, 3), seed, **kw
-            ).transpose(0, 1, 3, 2),
+            flash_fwd_ref,  # v (bs, heads, seq, d) and o (bs, heads, seq_q, d): the file's layouts
             grid=(1, 1),
             atol=1e-2,
             slow=True,
@@ -350,6 +354,9 @@ def cases() -> list[Case]:
             lambda: ((rand(2, 8, 128, 512), rand(2, 8, 128, 512), 2 * 8 * 128 * 512 - 3 * 512), {}),
             lambda a, b, n: np.where(np.arange(a.size).reshape(a.shape) < n, a + b, np.nan),
             grid=(2,),
+            # the kernel leaves the output past n_elements unwritten (its mask): initcheck would
+            # rightly report those bytes; the reference's NaN there are not compared
+            options={"initcheck": False},
         ),
         Case(
             "reference/vision.select_and_scatter",

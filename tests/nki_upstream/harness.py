@@ -134,19 +134,10 @@ def main(argv: list[str] | None = None) -> int:
     if args.record:
         from tests.nki_upstream import record
 
-        source = {r.case.id: r.case.file for r in results}
-        record.update(
-            "kernels",
-            {
-                r.case.id: {
-                    "file": source[r.case.id]
-                    if isinstance(source[r.case.id], str)
-                    else "/".join(source[r.case.id]),
-                    "status": r.status,
-                    "reason": r.detail[:300],
-                }
-                for r in results
-            },
+        outcomes = {r.case.id: record.kernel_outcome(r.case, r.status, r.detail) for r in results}
+        record.update("kernels", outcomes)
+        record.fill_unrun(
+            "kernels", {c.id: {"file": record.kernel_outcome(c, "", "")["file"]} for c in cases()}
         )
     return 1 if tally["wrong"] else 0
 

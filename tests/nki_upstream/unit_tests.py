@@ -1,7 +1,7 @@
 """Runs nki-samples' own unit tests (vendored ``test/unit`` at 7af4e4d) on the simulator, as
 their README says, with ``--simulation-only`` and the one-line plugin ``install_plugin``:
 
-    .venv/bin/python -m tests.nki_upstream.unit_tests            # about an hour on 2 cores
+    .venv/bin/python -m tests.nki_upstream.unit_tests -n 2       # about an hour on 2 cores
     .venv/bin/python -m tests.nki_upstream.unit_tests -k resize  # a subset (pytest's -k)
 
 It prints each test's outcome and the tally, and with ``--record`` keeps them in
@@ -11,10 +11,12 @@ docs/nki-conformance.json, from which docs/nki-support.md is generated.
 from __future__ import annotations
 
 import argparse
+import json
 import os
 import re
 import subprocess
 import sys
+import tempfile
 from pathlib import Path
 
 from hwsim.nki import upstream
@@ -27,7 +29,9 @@ _LINE = re.compile(r"^(PASSED|FAILED|ERROR|SKIPPED|XFAIL|XPASS) (\S+?)(?: - (.*)
 
 def run(select: str = "", workers: int = 1) -> dict[str, dict[str, str]]:
     """{test id: {"status", "reason"}} of one pytest run of the unit tests."""
+    reasons_file = Path(tempfile.mkdtemp(prefix="hwsim_nki_unit_")) / "reasons.jsonl"
     env = dict(os.environ, PYTHONPATH=f"{upstream.NKI_SAMPLES / 'src'}{os.pathsep}{CHECKOUT}")
+    env["HWSIM_NKI_REASONS"] = str(reasons_file)
     command = [sys.executable, "-m", "pytest", "-p", "tests.nki_upstream.install_plugin"]
     command += ["-p", "no:cacheprovider", "--simulation-only", "-q", "-rA", "-o", "addopts="]
     command += ["-n", str(workers)] if workers > 1 else []
@@ -38,10 +42,40 @@ def run(select: str = "", workers: int = 1) -> dict[str, dict[str, str]]:
         found = _LINE.match(line)
         if found:
             status, test, reason = found.groups()
-            outcomes[test] = {"status": status.lower(), "reason": (reason or "")[:300]}
+            outcomes[_short_id(test)] = {"status": status.lower(), "reason": (reason or "")[:300]}
     if not outcomes:
         raise RuntimeError(f"no test outcomes in the pytest output:\n{done.stdout[-2000:]}")
+    for test, reason in _reasons(reasons_file).items():
+        if test in outcomes:
+            outcomes[test]["reason"] = reason
     return outcomes
+
+
+def collected() -> list[str]:
+    """The ids of every unit test ``--simulation-only`` selects (pytest --collect-only)."""
+    env = dict(os.environ, PYTHONPATH=f"{upstream.NKI_SAMPLES / 'src'}{os.pathsep}{CHECKOUT}")
+    command = [sys.executable, "-m", "pytest", "-p", "tests.nki_upstream.install_plugin"]
+    command += ["-p", "no:cacheprovider", "--simulation-only", "--collect-only", "-q"]
+    done = subprocess.run([*command, "-o", "addopts="], cwd=UNIT, env=env, capture_output=True)
+    lines = done.stdout.decode().splitlines()
+    return [_short_id(line) for line in lines if "::" in line]
+
+
+def _short_id(nodeid: str) -> str:
+    """``.../test_x.py::Class::test[params]`` -> ``test_x.py::Class::test[params]``."""
+    path, _, rest = nodeid.partition("::")
+    return f"{Path(path).name}::{rest}"
+
+
+def _reasons(path: Path) -> dict[str, str]:
+    """{test id: reason} the plugin wrote (the first failing phase of each test)."""
+    if not path.exists():
+        return {}
+    found: dict[str, str] = {}
+    for line in path.read_text().splitlines():
+        entry = json.loads(line)
+        found.setdefault(_short_id(entry["test"]), entry["reason"])
+    return found
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -57,6 +91,7 @@ def main(argv: list[str] | None = None) -> int:
     print(f"\n{passed} of {len(outcomes)} nki-samples unit tests pass on the simulator")
     if args.record:
         record.update("unit_tests", outcomes)
+        record.fill_unrun("unit_tests", {test: {} for test in collected()})
     return 0
 
 
