@@ -191,6 +191,12 @@ class MatmulTiler:
         group = min(group, cdiv(n, tn), max(1, self.lim.psum_banks // 2))
         return group
 
+    def _staging_k_tiles(self, dtype: DType) -> int:
+        """K tiles per transposed load of an operand: rows of at least the DMA's saturating
+        descriptor size (``moving_group``'s reasoning), at least one tile."""
+        row_bytes = self.lim.tile_k * dtype.itemsize
+        return max(1, -(-self._saturating_descriptor_bytes() // row_bytes))
+
     def _saturating_descriptor_bytes(self) -> int:
         """The smallest descriptor size at which the config's DMA reaches full efficiency."""
         curve = sorted(
@@ -318,9 +324,13 @@ class MatmulTiler:
         tiles = cdiv(kc, tk)
         dst = ring((tk, tiles, xc), self.dtype, lang.sbuf)
         if operand.transposed():
-            # The loader reads [X rows, K cols] blocks of the operand's transpose (K contiguous).
+            # The loader reads [X rows, K cols] blocks of the operand's transpose (K contiguous),
+            # through a staging tile per block: in pieces of K whose rows are just long enough
+            # to saturate the DMA, so a long K does not hold a staging ring of whole rows.
             source = HbmMatrix(operand.view.transpose(0, 1))
-            self.loader.load(dst, source, x0, xc, k0, kc)  # type: ignore[arg-type]
+            for j0, tj in chunks(tiles, self._staging_k_tiles(source.dtype)):
+                c0, cw = k0 + j0 * tk, min(kc - j0 * tk, tj * tk)
+                self.loader.load(dst[:, j0 : j0 + tj, :], source, x0, xc, c0, cw)  # type: ignore[arg-type]
             return dst
         view = operand.view
         k_stride, x_stride = view.strides
