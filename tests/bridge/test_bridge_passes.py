@@ -72,6 +72,17 @@ def test_cse_merges_the_same_op_on_the_same_arguments():
     _run(fn, _inputs((4, 8)), ["cse"])
 
 
+def test_cse_leaves_constants_made_on_the_device_where_they_are_used():
+    def fn(x):
+        return torch.exp(x) * torch.full((4, 8), 0.5) + torch.exp(x) * torch.full((4, 8), 0.5)
+
+    graph = make_fx(fn)(*_inputs((4, 8)))
+    gm, _ = run_pipeline(graph, PassSelection.only("cse"))
+    assert len([n for n in gm.graph.nodes if n.target is aten.full.default]) == 2
+    assert len([n for n in gm.graph.nodes if n.target is aten.exp.default]) == 1
+    _run(fn, _inputs((4, 8)), ["cse"])
+
+
 def test_views_cancel_a_double_transpose():
     def fn(x):
         return torch.relu(x.t().t())
