@@ -4,7 +4,9 @@
                                      [--config trn1] [--seq 128] [--passes] [--cold]
 
 Each model is built from its ``transformers`` default config with random weights (nothing is
-downloaded; the weights do not change the time) and run in inference mode through
+downloaded; the weights do not change the time; ``llama-small`` is Llama's architecture at
+BERT-base's size, 12 layers of hidden 768, and ``llama``, the 7B default, runs only when
+named) and run in inference mode through
 ``torch.compile(backend="hwsim")`` with the compiler's defaults (``auto_cast="matmult"``,
 ``auto_cast_type="bf16"``) and ``fallback="error"``: a model with an op the simulator cannot
 run fails loudly instead of timing a partly-CPU run. Text models read ``--seq`` tokens, vision
@@ -124,10 +126,34 @@ MODELS: dict[str, ModelSpec] = {
     "roberta": ModelSpec(_model("RobertaConfig", "RobertaModel"), _tokens(30522)),
     "gpt2": ModelSpec(_model("GPT2Config", "GPT2Model"), _tokens(50257)),
     "llama": ModelSpec(_model("LlamaConfig", "LlamaModel"), _tokens(32000)),
+    # Llama's architecture (RMS norm, rotary positions, SwiGLU) at BERT-base's size: the
+    # default config's 6.7B parameters are 27 GB of fp32 weights (``--models llama``).
+    "llama-small": ModelSpec(
+        _model(
+            "LlamaConfig",
+            "LlamaModel",
+            hidden_size=768,
+            intermediate_size=2048,
+            num_hidden_layers=12,
+            num_attention_heads=12,
+            num_key_value_heads=12,
+        ),
+        _tokens(32000),
+    ),
     "vit": ModelSpec(_model("ViTConfig", "ViTModel"), _image),
     "resnet50": ModelSpec(_model("ResNetConfig", "ResNetModel"), _image),
 }
-DEFAULT_MODELS = ("bert", "bert-large", "distilbert", "roberta", "gpt2", "vit", "resnet50", "llama")
+#: ``llama`` (7B) runs only when named.
+DEFAULT_MODELS = (
+    "bert",
+    "bert-large",
+    "distilbert",
+    "roberta",
+    "gpt2",
+    "llama-small",
+    "vit",
+    "resnet50",
+)
 
 
 def _cpu_s() -> float:

@@ -7,7 +7,7 @@ gave (torch.compile's partitions, ``hwsim export``, ``hwsim run FILE.py``: every
     dce            dead-code elimination (pure nodes nothing uses)
     cse            common-subexpression elimination (same pure op on the same arguments)
     views          view/permute/transpose cancellation (a chain of views that is the identity,
-                   or collapses to one view)
+                   or collapses to one view; a clone to its source's layout is its source)
     constant_fold  nodes that depend on no graph input (``arange``/``le``/``where`` mask chains)
                    are computed once at compile time and become tensor constants
     prepare_constants

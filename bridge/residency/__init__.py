@@ -79,6 +79,8 @@ class ResidencyStats:
     #: HBM tensors (values and weights) at least one load of which was served on chip.
     values_resident: set[str] = field(default_factory=set)
     sbuf_bytes_held_peak: int = 0  # per partition
+    #: Resident values given up because an op's own tile needed their SBUF.
+    records_reclaimed: int = 0
     backed_off: bool = False
 
     def to_dict(self) -> dict[str, Any]:
@@ -92,6 +94,7 @@ class ResidencyStats:
             "bytes_elided": self.bytes_elided,
             "values_resident": len(self.values_resident),
             "sbuf_bytes_held_peak": self.sbuf_bytes_held_peak,
+            "records_reclaimed": self.records_reclaimed,
             "backed_off": self.backed_off,
         }
 
@@ -219,6 +222,7 @@ class ResidentQueues(DmaQueues):
             context = self._context = current()
             self._inner_emit = context.emit
             context.emit = self._emit  # type: ignore[method-assign]
+            context.reclaimers.append(self._reclaim)
 
     # ---- the lowerings' calls ---------------------------------------------------------------
     def load_resident(self, dst: Operand, src: Source, *, engine: str = "sync") -> Operand:
@@ -392,6 +396,17 @@ class ResidentQueues(DmaQueues):
             self._drop(record)
 
     # ---- records ----------------------------------------------------------------------------
+    def _reclaim(self) -> bool:
+        """An op's own tile does not fit: give up the oldest resident value (its pending store
+        is emitted first), so values stay on chip only in what the ops' working sets leave,
+        instead of the kernel overflowing and residency backing off (``KernelContext.reclaimers``).
+        False when nothing is held."""
+        if not self._records or self._flushing or self._capture is not None:
+            return False
+        self._drop(next(iter(self._records.values())))
+        self.stats.records_reclaimed += 1
+        return True
+
     def _active(self) -> bool:
         if not self.enabled:
             return False

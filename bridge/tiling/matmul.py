@@ -105,6 +105,10 @@ ROW_BIAS_SBUF_SHARE = 1 / 8
 #: Most of SBUF per partition the stationary aᵀ of every row block of a streamed-weight product
 #: may take to be kept across weight blocks (``MatmulTiler._emit_streamed``); a tiling choice.
 STATIONARY_SBUF_SHARE = 1 / 4
+#: Most of SBUF per partition the staging ring of a transposed load may take with whole rows of
+#: K; past it, K is staged in pieces of the DMA's saturating descriptor size (each piece is a
+#: DMA of its own, so short rows stay whole). A tiling choice, not a hardware rule.
+STAGING_SBUF_SHARE = 1 / 4
 
 
 class MatmulTiler:
@@ -190,6 +194,12 @@ class MatmulTiler:
         group = max(1, -(-self._saturating_descriptor_bytes() // row_bytes))
         group = min(group, cdiv(n, tn), max(1, self.lim.psum_banks // 2))
         return group
+
+    def _staging_k_tiles(self, dtype: DType) -> int:
+        """K tiles per transposed load of an operand: rows of at least the DMA's saturating
+        descriptor size (``moving_group``'s reasoning), at least one tile."""
+        row_bytes = self.lim.tile_k * dtype.itemsize
+        return max(1, -(-self._saturating_descriptor_bytes() // row_bytes))
 
     def _saturating_descriptor_bytes(self) -> int:
         """The smallest descriptor size at which the config's DMA reaches full efficiency."""
@@ -318,9 +328,16 @@ class MatmulTiler:
         tiles = cdiv(kc, tk)
         dst = ring((tk, tiles, xc), self.dtype, lang.sbuf)
         if operand.transposed():
-            # The loader reads [X rows, K cols] blocks of the operand's transpose (K contiguous).
+            # The loader reads [X rows, K cols] blocks of the operand's transpose (K contiguous),
+            # through a staging tile per block: in pieces of K whose rows are just long enough
+            # to saturate the DMA, so a long K does not hold a staging ring of whole rows.
             source = HbmMatrix(operand.view.transpose(0, 1))
-            self.loader.load(dst, source, x0, xc, k0, kc)  # type: ignore[arg-type]
+            ring_bytes = self.loader.STAGING_BUFFERS * kc * source.dtype.itemsize
+            whole = ring_bytes <= int(self.lim.sbuf_bytes * STAGING_SBUF_SHARE)
+            per_load = tiles if whole else self._staging_k_tiles(source.dtype)
+            for j0, tj in chunks(tiles, per_load):
+                c0, cw = k0 + j0 * tk, min(kc - j0 * tk, tj * tk)
+                self.loader.load(dst[:, j0 : j0 + tj, :], source, x0, xc, c0, cw)  # type: ignore[arg-type]
             return dst
         view = operand.view
         k_stride, x_stride = view.strides

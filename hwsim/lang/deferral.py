@@ -4,6 +4,7 @@ provisional one the memory planner places when the kernel returns (``hwsim.lang.
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 from typing import TYPE_CHECKING
 
 from hwsim.dtypes import DType
@@ -49,6 +50,8 @@ def allocate_block(
                 )
             )
         found = pool.try_allocate(name, size, where, rows) if context.planner is None else None
+        if found is None and context.planner is None:
+            found = _reclaimed(context, lambda: pool.try_allocate(name, size, where, rows))
         if found is None and not defer and context.planner is None:
             raise OutOfMemoryError(pool.oom_message(name, size, where, rows))
         if found is None:
@@ -59,6 +62,17 @@ def allocate_block(
         memory, name, block.start_partition, shape[0], block.offset, size
     )
     return block
+
+
+def _reclaimed(context: KernelContext, retry: Callable[[], Block | None]) -> Block | None:
+    """Tiles the kernel's reclaimers hold for speed only, given up one at a time (oldest
+    first) until ``retry`` finds room; None if none is left to give up."""
+    for reclaim in context.reclaimers:
+        while reclaim():
+            found = retry()
+            if found is not None:
+                return found
+    return None
 
 
 def _deferred_block(

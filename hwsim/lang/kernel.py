@@ -153,6 +153,10 @@ class KernelContext:
         #: Set by the first allocation that does not fit: the rest of the kernel is recorded
         #: and placed by the memory planner when the kernel function returns.
         self.planner: MemoryPlanner | None = None
+        #: Holders of on-chip tiles kept only for speed (the bridge's residency): when a tile
+        #: does not fit, each is asked in turn to give one up (``reclaim()`` returns False when
+        #: it holds none) before the kernel is handed to the planner.
+        self.reclaimers: list[Callable[[], bool]] = []
         self.finished = False
         #: The instruction ``hwsim.lang.emit`` has just made and nothing else holds: the
         #: builder may fill in its waits in place instead of copying it (``emit_placed``).

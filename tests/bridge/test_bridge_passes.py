@@ -72,6 +72,17 @@ def test_cse_merges_the_same_op_on_the_same_arguments():
     _run(fn, _inputs((4, 8)), ["cse"])
 
 
+def test_cse_leaves_constants_made_on_the_device_where_they_are_used():
+    def fn(x):
+        return torch.exp(x) * torch.full((4, 8), 0.5) + torch.exp(x) * torch.full((4, 8), 0.5)
+
+    graph = make_fx(fn)(*_inputs((4, 8)))
+    gm, _ = run_pipeline(graph, PassSelection.only("cse"))
+    assert len([n for n in gm.graph.nodes if n.target is aten.full.default]) == 2
+    assert len([n for n in gm.graph.nodes if n.target is aten.exp.default]) == 1
+    _run(fn, _inputs((4, 8)), ["cse"])
+
+
 def test_views_cancel_a_double_transpose():
     def fn(x):
         return torch.relu(x.t().t())
@@ -80,6 +91,34 @@ def test_views_cancel_a_double_transpose():
     gm, _ = run_pipeline(graph, PassSelection.only("views"))
     assert not [n for n in gm.graph.nodes if n.target in (aten.t.default, aten.permute.default)]
     _run(fn, _inputs((4, 8)), ["views"])
+
+
+def linear_dropout_residual(x, w, b):
+    # eval dropout traces as a clone: between the matmul and the residual add
+    return torch.clone(x @ w.t() + b) + x
+
+
+def test_a_clone_to_the_same_layout_goes_and_the_residual_add_joins_the_matmul():
+    inputs = _inputs((64, 96), (96, 96), (96,))
+    graph = make_fx(linear_dropout_residual)(*inputs)
+    assert [n for n in graph.graph.nodes if n.target is aten.clone.default]
+    gm, _ = run_pipeline(graph, PassSelection.only("views", "fusion"))
+    assert not [n for n in gm.graph.nodes if n.target is aten.clone.default]
+    fused = [n.target for n in gm.graph.nodes if isinstance(n.target, FusedKernel)]
+    assert len(fused) == 1 and fused[0].anchor is not None  # mm, bias add, residual add
+    kept, _ = run_pipeline(graph, PassSelection.only("fusion"))
+    assert [n for n in kept.graph.nodes if n.target is aten.clone.default]
+    _run(linear_dropout_residual, inputs, ["views", "fusion"])
+
+
+def test_a_clone_that_changes_the_layout_or_returns_an_input_stays():
+    def fn(x):
+        return x.t().contiguous() * 2, x.clone()  # a transposing copy; an output of an input
+
+    graph = make_fx(fn)(*_inputs((4, 8)))
+    gm, _ = run_pipeline(graph, PassSelection.only("views"))
+    assert len([n for n in gm.graph.nodes if n.target is aten.clone.default]) == 2
+    _run(lambda x: fn(x)[0], _inputs((4, 8)), ["views"])
 
 
 def causal_scores(x):

@@ -297,3 +297,39 @@ def test_residency_backs_off_when_the_memory_planner_takes_over():
     assert seen["stats"].backed_off and seen["dst"]
     assert seen["stats"].stores_elided == 0
     np.testing.assert_array_equal(result.outputs[0], x)
+
+
+def test_a_resident_value_gives_its_sbuf_to_an_op_that_needs_it_instead_of_backing_off():
+    """tiny SBUF: 16 KiB per partition. A 4 KiB resident value (the records of its load and of
+    its store, one tile) and three 4 KiB working tiles fill it; the next tile takes the resident
+    value's bytes: its deferred store is emitted first, and the load of it reads HBM into that
+    tile. The kernel never goes to the planner."""
+    seen = {}
+
+    def body(x):
+        queues = ResidentQueues(enabled=True, budget_bytes=1 << 16)
+        queues.deferrable.add("mid")
+        mid = lang.ndarray((32, 1024), lang.float32, lang.hbm, name="mid")
+        out = lang.ndarray((32, 1024), lang.float32, lang.hbm, name="out")
+        t = lang.ndarray((32, 1024), lang.float32)
+        queues.load(t, x)
+        queues.store(mid, t)  # deferred; the record holds the tile
+        del t
+        work = [lang.ndarray((32, 1024), lang.float32) for _ in range(3)]
+        for w in work:
+            nisa.memset(w, 0.0)
+        d = lang.ndarray((32, 1024), lang.float32)  # reclaims the resident tile's bytes
+        got = queues.load_resident(d, mid)
+        seen["dst"] = got is d
+        queues.store(out, got)
+        queues.finish()
+        seen["stats"] = queues.stats
+        seen["planner"] = lang.current().planner
+        return out
+
+    x = np.arange(32 * 1024, dtype=np.float32).reshape(32, 1024)
+    result = lang.kernel(body)(x, config="tiny", initcheck=True)
+    stats = seen["stats"]
+    assert stats.records_reclaimed == 2 and not stats.backed_off and seen["planner"] is None
+    assert seen["dst"] and stats.stores_elided == 0  # read back from HBM, its store was kept
+    np.testing.assert_array_equal(result.outputs[0], x)

@@ -435,3 +435,42 @@ def test_tiles_sharing_a_name_get_their_own_spill_areas():
     # chunks 3, 4 and 5 are evicted once each (doubled: not copies of x) and reloaded once
     spill = result.summary.sbuf_spill
     assert (spill["stores"], spill["reloads"]) == (3, 3)
+
+
+@lang.kernel
+def scale_chunks_keeping_copies(x, reclaim):
+    """Scales x chunk by chunk and keeps each result tile alive for speed only, as the bridge's
+    residency does; ``reclaim`` decides whether the kernel may ask for them back."""
+    out = lang.ndarray(x.shape, x.dtype, buffer=lang.hbm)
+    kept: list = []
+
+    def give_one_up() -> bool:
+        if not kept:
+            return False
+        kept.pop(0)  # the oldest: its block is freed with its last reference
+        return True
+
+    if reclaim:
+        lang.current().reclaimers.append(give_one_up)
+    for c in range(x.shape[1] // CHUNK):
+        tile = lang.load(x[:, c * CHUNK : (c + 1) * CHUNK])
+        nisa.tensor_scalar(tile, tile, nisa.AluOp.multiply, 3.0)
+        lang.store(out[:, c * CHUNK : (c + 1) * CHUNK], tile)
+        kept.append(tile)
+        del tile
+    return out
+
+
+def test_a_tile_that_does_not_fit_takes_back_tiles_held_for_speed_before_the_planner():
+    """tiny SBUF holds 4 chunk tiles; the 5th to 8th allocations take the bytes of the oldest
+    kept tiles from their reclaimer: no memory planner, no spill, tiles at first-fit offsets.
+    Without a reclaimer the same kernel goes to the planner."""
+    x = np.arange(32 * 8 * CHUNK, dtype=np.float32).reshape(32, 8 * CHUNK) / 5
+    result = scale_chunks_keeping_copies(x, True, config="tiny", race_check=True)
+    assert np.array_equal(result.output, x * 3)
+    built = scale_chunks_keeping_copies.build(x, True, config="tiny")
+    assert not built.spill  # the planner never ran
+    offsets = [a.offset_bytes for a in built.program.allocations if a.memory == "sbuf"]
+    assert offsets == [0, 4096, 8192, 12288, 0, 4096, 8192, 12288]
+    planned = scale_chunks_keeping_copies.build(x, False, config="tiny")
+    assert planned.spill  # held tiles nobody gives back: the kernel was deferred
