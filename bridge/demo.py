@@ -51,7 +51,11 @@ def main(argv: list[str] | None = None) -> int:
     report.print()
     error = float((logits - expected).abs().max())
     ok = report.numerics_ok and not report.fallbacks()
-    print(f"\nlogits vs CPU PyTorch: max abs error {error:.2e}; CPU ops: {len(report.fallbacks())}")
+    judged = _tolerance_text(report, tuple(logits.shape))
+    print(
+        f"\nlogits vs CPU PyTorch: max abs error {error:.2e}{judged}; "
+        f"CPU ops: {len(report.fallbacks())}"
+    )
     print(f"simulated {time_text(report.total_sim_ns)} of NeuronCore time in {wall_s:.1f} s")
     print(_before_after(model, ids, args.config, report.total_sim_ns))
     print(f"wrote {out}/ (one run folder per compiled graph: trace.json, tables/, *.png)")
@@ -84,6 +88,17 @@ def _before_after(model: torch.nn.Module, ids: torch.Tensor, config: str, after_
         f"graph passes (bridge.passes): {time_text(before_ns)} with every pass off -> "
         f"{time_text(after_ns)} with all on ({before_ns / max(after_ns, 1e-9):.2f}x)"
     )
+
+
+def _tolerance_text(report: Any, shape: tuple[int, ...]) -> str:
+    """The tolerance the bridge's check judged an output of ``shape`` at (its dtype's), to print
+    beside the error: `` (tolerance rtol 0.0156, atol 1e-05 in bf16)``; empty if unchecked."""
+    records = [*report.eager_outputs, *report.outputs]
+    record = next((r for r in records if tuple(r.shape) == shape), None)
+    if record is None:
+        return ""
+    stats = record.stats
+    return f" (tolerance rtol {stats.rtol:.3g}, atol {stats.atol:.3g} in {record.computed_in})"
 
 
 if __name__ == "__main__":
