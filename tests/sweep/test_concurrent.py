@@ -107,7 +107,7 @@ def test_two_runners_on_one_database_do_each_run_once(
     assert f"; {RUNS - ran[0]} by another runner" in outputs[0]
     # the same results as one runner in this process: split over processes, nothing changes
     alone = tmp_path / "alone.sqlite"
-    monkeypatch.setattr(execute, "_CACHE", ProgramCache())  # leave no lowering to later tests
+    monkeypatch.setattr(execute, "_CACHE", ProgramCache())  # lower every run again here
     run_sweep(load_sweep(spec), alone, jobs=1, progress=False)
     assert _metrics(db) == _metrics(alone)
 

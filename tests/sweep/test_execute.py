@@ -10,8 +10,7 @@ import pytest
 
 from hwsim.config import load_config
 from hwsim.errors import WorkloadError
-from hwsim.sweep import SweepError, execute, load_results, load_sweep, run_sweep, save_program
-from hwsim.sweep.lowering import ProgramCache
+from hwsim.sweep import SweepError, load_results, load_sweep, run_sweep, save_program
 from hwsim.workloads.gemm import GemmSpec, build_gemm
 from tests.sweep.helpers import write_spec
 from tests.sweep.workloads_for_tests import LOG_ENV
@@ -22,10 +21,7 @@ def _rows(db: Path) -> list[dict[str, Any]]:
     return rows.to_dict("records") if hasattr(rows, "to_dict") else rows
 
 
-def test_a_sweep_writes_one_row_per_config_and_workload(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    monkeypatch.setattr(execute, "_CACHE", ProgramCache())  # count this sweep's lowerings only
+def test_a_sweep_writes_one_row_per_config_and_workload(tmp_path: Path) -> None:
     plan = load_sweep(write_spec(tmp_path, workloads=["gemm:32x64x64", "gemm:32x32x128"]))
     db = tmp_path / "r.sqlite"
     outcome = run_sweep(plan, db, jobs=1, progress=False)
@@ -142,10 +138,7 @@ def test_unknown_backend_and_missing_ray_are_clear_errors(tmp_path: Path) -> Non
             run_sweep(plan, tmp_path / "r.sqlite", backend="ray", progress=False)
 
 
-def test_a_saved_program_is_lowered_once_and_simulated_on_every_config(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    monkeypatch.setattr(execute, "_CACHE", ProgramCache())
+def test_a_saved_program_is_lowered_once_and_simulated_on_every_config(tmp_path: Path) -> None:
     program = build_gemm(GemmSpec.parse("gemm:32x64x64"), load_config("tiny"))
     save_program(program, tmp_path / "gemm.hwprog")
     spec = write_spec(tmp_path, workloads=["gemm.hwprog"])
