@@ -96,7 +96,7 @@ def main() -> None:
         f"{len(report.fallbacks())}; max |logits - CPU| {error:.2e}"
     )
     print(
-        f"  simulated time            {run['total_ns'] / 1e3:10.2f} us   "
+        f"  simulated time            {run['total_ns'] / 1e3:10.2f} µs   "
         f"{run['instructions']} instructions, MFU {run['mfu_pct']:.2f} %"
     )
     print(f"  bottleneck                {run['bottleneck']}")
@@ -108,8 +108,8 @@ def main() -> None:
     print("  top ops by simulated time (bound time; span in the whole-graph schedule):")
     for record in report.top_ops(10):
         print(
-            f"    {record.node:24s} {record.op:32s} {record.sim_ns / 1e3:8.2f} us "
-            f"(span {record.span_ns / 1e3:7.2f} us, {record.instructions} instructions)"
+            f"    {record.node:24s} {record.op:32s} {record.sim_ns / 1e3:8.2f} µs "
+            f"(span {record.span_ns / 1e3:7.2f} µs, {record.instructions} instructions)"
         )
 
 

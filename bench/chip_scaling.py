@@ -66,7 +66,7 @@ def main() -> None:
         one_cpu_s = one_cpu_s or cpu
         ratio = cpu / one_cpu_s
         verdict = "PASS" if ratio <= cores else "FAIL"
-        print(f"{cores:>2} cores: simulated {simulated / 1e3:8.1f} us, wall {wall:6.2f} s, "
+        print(f"{cores:>2} cores: simulated {simulated / 1e3:8.1f} µs, wall {wall:6.2f} s, "
               f"CPU {cpu:6.2f} s, {ratio:4.2f}x one core's CPU (target <= {cores}x) "
               f"{verdict}")  # fmt: skip
     if args.plot is not None:
@@ -98,7 +98,7 @@ def plot_split(x: np.ndarray, config: Any, cores: list[int], folder: Path) -> No
     times = [r.summary.total_ns for r in results]
     folder.mkdir(parents=True, exist_ok=True)
     for n, t in zip(ordered, times, strict=True):
-        print(f"split over {n:>2} cores: simulated {t / 1e3:8.1f} us, "
+        print(f"split over {n:>2} cores: simulated {t / 1e3:8.1f} µs, "
               f"speed-up {times[0] / t:5.2f}x (ideal {n}x)")  # fmt: skip
     plot_scaling(ordered, times, folder / "scaling.png", f"{x.shape[0]} rows split over N cores")
     plot_core_utilisation(results[-1].trace, folder / "core_utilisation.png",

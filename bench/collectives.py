@@ -110,7 +110,7 @@ def main() -> None:
     costs = CollectiveCosts(config)
     began = time.perf_counter()
     print(f"all-reduce on {config.chip.name}, bf16, one rank = a logical core of "
-          f"{config.chip.cores_per_logical_core} physical cores; times in us")  # fmt: skip
+          f"{config.chip.cores_per_logical_core} physical cores; times in µs")  # fmt: skip
     print(f"{'ranks':>5} {'size':>8} {'ring':>11} {'auto':>11} {'(picks)':>10} "
           f"{'lat-bound':>10} {'bw-bound':>11} {'ring/formula':>12}")  # fmt: skip
     for ranks in args.ranks:
@@ -125,13 +125,13 @@ def main() -> None:
     for name, ranks, nbytes, published_ns in PUBLISHED:
         simulated, picked = simulate_ns(config, ranks, nbytes, "auto")
         print(f"  {name}: all-reduce {_size(nbytes)} on {ranks} ranks: published "
-              f"{published_ns / 1e3:.0f} us, simulated {simulated / 1e3:.1f} us ({picked}) "
+              f"{published_ns / 1e3:.0f} µs, simulated {simulated / 1e3:.1f} µs ({picked}) "
               f"on {config.chip.name}")  # fmt: skip
     hop = config.topology
     print(f"  per-hop latency [S32]: intra-instance about 1-2 us (config: intra-chip "
-          f"{hop.intra_chip.hop_latency_ns / 1e3:g} us, chip-to-chip "
-          f"{hop.chip_to_chip.hop_latency_ns / 1e3:g} us); inter-instance ~15 us (config "
-          f"{hop.instance_to_instance.hop_latency_ns / 1e3:g} us)")  # fmt: skip
+          f"{hop.intra_chip.hop_latency_ns / 1e3:g} µs, chip-to-chip "
+          f"{hop.chip_to_chip.hop_latency_ns / 1e3:g} µs); inter-instance ~15 µs (config "
+          f"{hop.instance_to_instance.hop_latency_ns / 1e3:g} µs)")  # fmt: skip
     print(f"\nwall time {time.perf_counter() - began:.1f} s")
 
 

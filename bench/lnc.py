@@ -102,15 +102,15 @@ def main() -> None:
     ratio = one / two
     verdict = "PASS" if ratio >= TARGET_SPEEDUP and equal else "FAIL"
     print(f"tanh x{args.passes} over [{args.rows}, {args.cols}] fp32 on {args.config}: one core "
-          f"{one / 1e3:.1f} us, LNC=2 pair {two / 1e3:.1f} us, speed-up {ratio:.2f}x "
+          f"{one / 1e3:.1f} µs, LNC=2 pair {two / 1e3:.1f} µs, speed-up {ratio:.2f}x "
           f"(target >= {TARGET_SPEEDUP}x, outputs equal: {equal}) {verdict}")  # fmt: skip
-    print(f"  half the rows on one core: {half / 1e3:.1f} us (the pair's two halves run at once, "
+    print(f"  half the rows on one core: {half / 1e3:.1f} µs (the pair's two halves run at once, "
           "so the pair takes about this; one core's time is not linear in rows)")  # fmt: skip
     swap = exchange(args.config, args.cols)
     print(f"sendrecv of a [128, {args.cols}] fp32 tile each way: {swap['bytes']:.0f} B in "
           f"{swap['pieces']:.0f} DMA pieces on {swap['cores']:.0f} cores, "
           f"{swap['reached_to_done_ns']:.0f} ns from both cores reaching it to both transfers "
-          f"done (kernel {swap['total_ns'] / 1e3:.1f} us)")  # fmt: skip
+          f"done (kernel {swap['total_ns'] / 1e3:.1f} µs)")  # fmt: skip
     print(f"wall time {time.perf_counter() - began:.1f} s")
 
 
