@@ -35,7 +35,16 @@ CAPACITY = 8
 
 
 def _constant_digest(gm: fx.GraphModule) -> list[str]:
-    """Digests of the graph's tensor constants (``get_attr``): their values are in the program."""
+    """Digests of the graph's tensor constants (``get_attr``): their values are in the program.
+    Read with fake tensors off: aot_autograd may call the compiler inside its fake mode, where
+    reading a real constant (a generation cache's empty tensor) raises."""
+    from torch._subclasses.fake_tensor import unset_fake_temporarily
+
+    with unset_fake_temporarily():
+        return _constant_digest_of(gm)
+
+
+def _constant_digest_of(gm: fx.GraphModule) -> list[str]:
     digests = []
     for node in gm.graph.nodes:
         if node.op != "get_attr":

@@ -41,3 +41,22 @@ def test_another_layout_or_option_is_lowered_anew():
     _compile_and_run(model, torch.randn(8, 32))
     _compile_and_run(model, torch.randn(4, 32), {**OPTIONS, "auto_cast": "none"})
     assert (LOWERED.hits, LOWERED.misses) == (0, 3)
+
+
+def test_constants_are_digested_inside_a_fake_mode():
+    """aot_autograd may call the compiler inside its fake mode (a generation step with a dynamic
+    cache did): reading a real constant there raised "Please convert all Tensors to FakeTensors"."""
+    from torch._subclasses.fake_tensor import FakeTensorMode
+
+    from hwsim.bridge.lowering_cache import _constant_digest
+
+    module = torch.nn.Module()
+    module.register_buffer("empty", torch.tensor([]))
+    module.register_buffer("ones", torch.ones(3))
+    graph = torch.fx.Graph()
+    graph.output((graph.get_attr("empty"), graph.get_attr("ones")))
+    gm = torch.fx.GraphModule(module, graph)
+    outside = _constant_digest(gm)
+    with FakeTensorMode():
+        inside = _constant_digest(gm)
+    assert inside == outside and len(outside) == 2
