@@ -200,28 +200,56 @@ def _note_compile(report: Any) -> list[str]:
 _BREAK_OPERATOR = re.compile(r"[Oo]perator `(aten\.[\w.]+)`")
 
 
-def _operator_left_on_cpu(reason: str, options: Any) -> None:
-    """The fallback policy for an ATen operator a graph break runs on the CPU: it never reaches
-    the backend as a node, so without this ``fallback='error'`` would let it through, and the
-    report would not list it among the CPU ops under 'cpu' or 'warn'."""
-    found = _BREAK_OPERATOR.search(reason)
-    if found is None:  # a break around Python dynamo cannot trace (print, ...): no tensor op
-        return
-    from hwsim.bridge.errors import Reason, Unsupported
-    from hwsim.bridge.options import apply_fallback
+#: A call dynamo could not put into the graph although tensors go into it (its debug context
+#: lists the call's arguments): a quantized linear, whose packed weights are a ScriptObject, or
+#: any other op dynamo cannot trace. It runs eagerly, on the CPU, between compiled graphs.
+_BREAK_TENSOR_CALL = re.compile(r"call_function args:.*TensorVariable")
 
-    detail = (
-        f"a graph break runs it on the CPU between compiled graphs ({_short_reason(reason)}); "
-        "torch._dynamo.config.capture_dynamic_output_shape_ops = True traces it into the graph"
-    )
-    refusal = Unsupported(found.group(1), Reason.DATA_DEPENDENCE, detail)
-    apply_fallback(options, refusal)  # raises under 'error'
+
+def _operator_left_on_cpu(reason: str, options: Any) -> None:
+    """The fallback policy for an op a graph break runs on the CPU: it never reaches the backend
+    as a node, so without this ``fallback='error'`` would let it through, and the report would
+    not list it among the CPU ops under 'cpu' or 'warn'."""
+    from hwsim.bridge.errors import Reason, Unsupported
+
+    found = _BREAK_OPERATOR.search(reason)
+    if found is not None:
+        detail = (
+            f"a graph break runs it on the CPU between compiled graphs ({_short_reason(reason)})"
+            "; torch._dynamo.config.capture_dynamic_output_shape_ops = True traces it into the "
+            "graph"
+        )
+        _left_on_cpu(options, Unsupported(found.group(1), Reason.DATA_DEPENDENCE, detail))
+    elif _BREAK_TENSOR_CALL.search(reason):
+        detail = (
+            f"dynamo could not put this call into the graph ({_short_reason(reason)}; "
+            f"{_debug_context(reason)}), so it runs on the CPU between compiled graphs. A "
+            "quantized module (torch.ao quantize_dynamic) is such a call: its packed weights "
+            "are a ScriptObject"
+        )
+        _left_on_cpu(
+            options, Unsupported("a call with tensor arguments", Reason.NO_LOWERING, detail)
+        )
+    # else: a break around Python dynamo cannot trace (a print, ...): no tensor op in it
+
+
+def _debug_context(reason: str) -> str:
+    """Dynamo's "Developer debug context" line of a graph-break reason (the call's arguments)."""
+    for line in reason.splitlines():
+        if "debug context:" in line:
+            return line.split("debug context:", 1)[1].strip()
+    return "no debug context"
+
+
+def _left_on_cpu(options: Any, refusal: Any) -> None:
+    """Raise under 'error' (warn under 'warn'); else list the op among the report's CPU ops."""
+    from hwsim.bridge.options import apply_fallback
     from hwsim.bridge.report import OpRecord
 
-    where = f"graph_break{len(options.report.ops)}"
-    record = OpRecord(where, refusal.op, "cpu", refusal.reason.value)
-    record.detail = detail
-    options.report.ops.append(record)  # among the report's CPU ops, not only its break counts
+    apply_fallback(options, refusal)
+    record = OpRecord(f"graph_break{len(options.report.ops)}", refusal.op, "cpu")
+    record.reason, record.detail = refusal.reason.value, refusal.detail
+    options.report.ops.append(record)
 
 
 def _symbolic(value: Any) -> bool:
