@@ -97,8 +97,6 @@ def hwsim_backend(
     mode: str | None = None,
 ) -> Callable[..., Any]:
     """The dynamo backend (see module docstring). ``mode`` is not used by hwsim."""
-    from torch._dynamo.backends.common import aot_autograd
-
     from hwsim.bridge.device_compile import keep_on_device, on_device
 
     outputs_on_device = on_device(gm, example_inputs)
@@ -106,7 +104,6 @@ def hwsim_backend(
         compiled = hwsim_backend(gm, example_inputs, options=options, mode=mode)
         return keep_on_device(compiled, outputs_on_device)
 
-    from hwsim.bridge.decompositions import decomposition_table
     from hwsim.bridge.options import BridgeOptions
 
     known = _BY_OPTIONS.get(id(options))
@@ -118,6 +115,19 @@ def hwsim_backend(
             _BY_OPTIONS[id(options)] = (options, parsed.report)
     _REPORTS[:] = [r for r in _REPORTS if r is not parsed.report]  # (by identity)
     _REPORTS.append(parsed.report)  # the latest is the one being filled
+    from hwsim.bridge.graph_break_guard import guarded, refuse_silent_graph_breaks
+
+    with refuse_silent_graph_breaks(gm, parsed, "compiling"):
+        compiled = _compile(gm, example_inputs, parsed)
+    return guarded(compiled, gm, parsed)
+
+
+def _compile(gm: fx.GraphModule, example_inputs: Sequence[Any], parsed: Any) -> Callable[..., Any]:
+    """``hwsim_backend`` past its options: the graph through AOTAutograd to the simulator."""
+    from torch._dynamo.backends.common import aot_autograd
+
+    from hwsim.bridge.decompositions import decomposition_table
+
     for reason in _note_compile(parsed.report):
         _operator_left_on_cpu(reason, parsed)
     # An inference graph (no input needs a gradient) treats the model's parameters and buffers
@@ -132,12 +142,30 @@ def hwsim_backend(
         bw_compiler=compiler.backward,
         decompositions=decomposition_table(),
     )
-    compiled = backend(gm, example_inputs)
+    with _backward_compiled_now():
+        compiled = backend(gm, example_inputs)
     if not parsed.check:
         return compiled
     from hwsim.bridge.eager_check import EagerChecked
 
     return EagerChecked(gm, compiled, f"model{next(_MODEL_IDS)}", parsed)
+
+
+def _backward_compiled_now() -> Any:
+    """On a rank of a "hwsim" process group, AOTAutograd compiles the backward graph with the
+    forward instead of at the first backward call. Ranks on threads of one process share
+    compiled code (dynamo's cache is per process), and AOTAutograd's lazy backward compile is
+    not thread-safe: under DDP two ranks' first backward both compiled it and both stepped
+    DDPOptimizer's per-bucket context back, which failed the step ("expected same # of fw and
+    bw compiles, but found bucket -1") on some runs. Compiling it here runs under dynamo's
+    compile lock."""
+    import contextlib
+
+    from hwsim.bridge.distributed.clock import current_clock
+
+    if current_clock() is None:
+        return contextlib.nullcontext()
+    return torch._functorch.config.patch(force_non_lazy_backward_lowering=True)
 
 
 #: dynamo's graph-break counter (reason -> count, process-wide) at the previous backend call:
@@ -180,9 +208,9 @@ _BREAK_TENSOR_CALL = re.compile(r"call_function args:.*TensorVariable")
 
 def _operator_left_on_cpu(reason: str, options: Any) -> None:
     """The fallback policy for an op a graph break runs on the CPU: it never reaches the backend
-    as a node, so without this ``fallback='error'`` would let it through."""
+    as a node, so without this ``fallback='error'`` would let it through, and the report would
+    not list it among the CPU ops under 'cpu' or 'warn'."""
     from hwsim.bridge.errors import Reason, Unsupported
-    from hwsim.bridge.options import apply_fallback
 
     found = _BREAK_OPERATOR.search(reason)
     if found is not None:
@@ -191,7 +219,7 @@ def _operator_left_on_cpu(reason: str, options: Any) -> None:
             "; torch._dynamo.config.capture_dynamic_output_shape_ops = True traces it into the "
             "graph"
         )
-        apply_fallback(options, Unsupported(found.group(1), Reason.DATA_DEPENDENCE, detail))
+        _left_on_cpu(options, Unsupported(found.group(1), Reason.DATA_DEPENDENCE, detail))
     elif _BREAK_TENSOR_CALL.search(reason):
         detail = (
             f"dynamo could not put this call into the graph ({_short_reason(reason)}; "
@@ -199,7 +227,7 @@ def _operator_left_on_cpu(reason: str, options: Any) -> None:
             "quantized module (torch.ao quantize_dynamic) is such a call: its packed weights "
             "are a ScriptObject"
         )
-        apply_fallback(
+        _left_on_cpu(
             options, Unsupported("a call with tensor arguments", Reason.NO_LOWERING, detail)
         )
     # else: a break around Python dynamo cannot trace (a print, ...): no tensor op in it
@@ -211,6 +239,17 @@ def _debug_context(reason: str) -> str:
         if "debug context:" in line:
             return line.split("debug context:", 1)[1].strip()
     return "no debug context"
+
+
+def _left_on_cpu(options: Any, refusal: Any) -> None:
+    """Raise under 'error' (warn under 'warn'); else list the op among the report's CPU ops."""
+    from hwsim.bridge.options import apply_fallback
+    from hwsim.bridge.report import OpRecord
+
+    apply_fallback(options, refusal)
+    record = OpRecord(f"graph_break{len(options.report.ops)}", refusal.op, "cpu")
+    record.reason, record.detail = refusal.reason.value, refusal.detail
+    options.report.ops.append(record)
 
 
 def _symbolic(value: Any) -> bool:

@@ -34,25 +34,21 @@ def run_threads(fn: Callable[[int], Any], world_size: int, timeout_s: float = 60
                 timeout=timedelta(seconds=timeout_s),
             )  # fmt: skip
             try:
-                results[rank] = fn(rank)
+                with per_rank_limits:
+                    results[rank] = fn(rank)
             finally:
                 dist.destroy_process_group()
         except BaseException as error:  # handed to the caller below
             errors[rank] = error
             _abort_fabrics(error)
 
+    per_rank_limits = _recompile_limits_per_rank(world_size)
     _import_lazily_imported()
     active_ddp = DistributedDataParallel._active_ddp_module
     threaded._install_threaded_pg()
     torch._C._distributed_c10d._set_thread_isolation_mode(True)  # type: ignore[attr-defined]  # group names per thread
     try:
-        threads = [
-            threading.Thread(target=one, args=(r,), name=f"rank{r}") for r in range(world_size)
-        ]
-        for thread in threads:
-            thread.start()
-        for thread in threads:
-            thread.join()
+        _run_ranks(one, world_size)
     finally:
         # DDP marks "inside a DDP forward" in a class attribute, saved and restored around each
         # forward: ranks' forwards interleaving on threads leave one rank's module there, and
@@ -67,6 +63,30 @@ def run_threads(fn: Callable[[int], Any], world_size: int, timeout_s: float = 60
 
         raise next((e for e in failed if not isinstance(e, RankAborted)), failed[0])
     return results
+
+
+def _run_ranks(one: Callable[[int], None], world_size: int) -> None:
+    threads = [threading.Thread(target=one, args=(r,), name=f"rank{r}") for r in range(world_size)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+
+
+def _recompile_limits_per_rank(world_size: int) -> Any:
+    """Dynamo's recompile limits, as the caller's thread has them, times ``world_size``, for
+    the rank threads (dynamo's config is per thread: a new thread would see the defaults).
+    Each rank calls ``torch.compile`` itself, so each has its own backend (and DDP its own
+    DDPOptimizer), and dynamo guards a frame's compiled code on its backend: every rank
+    compiles every frame once more, into the one cache the process's threads share. A limit
+    meant for one model (8 compiles per frame) was met by 8 ranks (transformers' ``Conv1D``,
+    compiled once per layer width): the ranks past it ran that frame eagerly on the CPU, with
+    only a log warning. Ranks in processes (torchrun) each have their own cache and limits."""
+    config = torch._dynamo.config
+    return config.patch(
+        recompile_limit=config.recompile_limit * world_size,
+        accumulated_recompile_limit=config.accumulated_recompile_limit * world_size,
+    )
 
 
 def _abort_fabrics(error: BaseException) -> None:

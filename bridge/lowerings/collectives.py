@@ -22,14 +22,16 @@ from hwsim.bridge.context import LoweringContext
 from hwsim.bridge.dtypes import MOVABLE_DTYPES
 from hwsim.bridge.errors import Reason, Unsupported
 from hwsim.bridge.lowerings.views import materialize
-from hwsim.bridge.registry import OpCall, register_lowering
+from hwsim.bridge.registry import OpCall, pointwise, register_lowering
+from hwsim.bridge.tiling.drivers import Operand
 from hwsim.bridge.values import HbmValue
 from hwsim.kernels import AluOp
 from hwsim.lang import isa as nisa
 
 c10d = torch.ops._c10d_functional
 
-#: torch's reduce-op names -> the collective's reduction (``avg`` and ``product`` have none).
+#: torch's reduce-op names -> the collective's reduction (``avg`` is a sum, then a division;
+#: ``product`` has none).
 _REDUCE_OPS = {"sum": AluOp.add, "max": AluOp.max, "min": AluOp.min}
 
 
@@ -63,9 +65,21 @@ def hwsim_group(group: Any) -> Any:
 def _check(call: OpCall) -> None:
     group = call.args[-1]
     hwsim_group(group)
-    if call.args[1:2] and isinstance(call.args[1], str) and call.args[1] not in _REDUCE_OPS:
+    op = call.args[1] if call.args[1:2] and isinstance(call.args[1], str) else None
+    if op == "avg":
+        outputs = call.output_tensors()
+        dtypes = {t.dtype for t in outputs}
+        if len(outputs) != 1:
+            raise Unsupported(call.op, Reason.SHAPE, "reduce op 'avg' of a coalesced collective")
+        if dtypes != {torch.float32}:
+            raise Unsupported(
+                call.op, Reason.DTYPE,
+                f"reduce op 'avg' of {sorted(map(str, dtypes))}: lowered for float32 (a "
+                "narrower result rounds the sum and then the quotient, eager rounds once)",
+            )  # fmt: skip
+    elif op is not None and op not in _REDUCE_OPS:
         raise Unsupported(
-            call.op, Reason.SHAPE, f"reduce op '{call.args[1]}' (sum, max and min are lowered)"
+            call.op, Reason.SHAPE, f"reduce op '{op}' (sum, avg, max and min are lowered)"
         )
 
 
@@ -97,6 +111,8 @@ def _collective(
 
 @register_lowering(c10d.all_reduce.default, family="collectives", check=_check)
 def all_reduce(ctx: LoweringContext, x: HbmValue, op: str, group: Any) -> HbmValue:
+    if op == "avg":
+        return _averaged(ctx, _collective(ctx, "all_reduce", x, x.shape, group), group)
     return _collective(ctx, "all_reduce", x, x.shape, group, op)
 
 
@@ -104,7 +120,18 @@ def all_reduce(ctx: LoweringContext, x: HbmValue, op: str, group: Any) -> HbmVal
 def all_reduce_coalesced(
     ctx: LoweringContext, xs: list[HbmValue], op: str, group: Any
 ) -> list[HbmValue]:
-    return [_collective(ctx, "all_reduce", x, x.shape, group, op) for x in xs]
+    return [all_reduce(ctx, x, op, group) for x in xs]
+
+
+def _averaged(ctx: LoweringContext, summed: HbmValue, group: Any) -> HbmValue:
+    """``avg``: the exact fp32 sum divided by the group's size on VectorE, as the eager
+    backend computes it (one correctly rounded division, not a multiply by 1/n)."""
+    size = float(hwsim_group(group).size())
+
+    def divide(dst: Operand, srcs: list[Operand]) -> None:
+        nisa.tensor_scalar(dst, srcs[0], AluOp.divide, size)
+
+    return pointwise(ctx, [summed], divide)
 
 
 def _gathered(x: HbmValue, n: int) -> tuple[int, ...]:
@@ -142,6 +169,8 @@ def _scattered(x: HbmValue, n: int) -> tuple[int, ...]:
 def reduce_scatter_tensor(
     ctx: LoweringContext, x: HbmValue, op: str, n: int, group: Any
 ) -> HbmValue:
+    if op == "avg":
+        return _averaged(ctx, _collective(ctx, "reduce_scatter", x, _scattered(x, n), group), group)
     return _collective(ctx, "reduce_scatter", x, _scattered(x, n), group, op)
 
 

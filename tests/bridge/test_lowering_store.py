@@ -207,3 +207,47 @@ def test_a_graph_with_a_constant_is_stored_and_reused_under_fake_tensors(store):
     again, again_ns = _run(_WithConstant().eval(), x)
     assert LOWERED.store.hits == 1
     assert torch.equal(fresh, again) and fresh_ns == again_ns
+
+
+def _training_grads(seed: int, x: torch.Tensor) -> list[torch.Tensor]:
+    torch._dynamo.reset()
+    torch.manual_seed(seed)
+    model = torch.nn.Sequential(torch.nn.Linear(32, 64), torch.nn.Tanh(), torch.nn.Linear(64, 8))
+    compiled = torch.compile(model, backend="hwsim", options=dict(OPTIONS))
+    compiled(x).square().mean().backward()
+    return [p.grad for p in model.parameters()]
+
+
+def test_a_training_step_from_the_store_gives_the_fresh_gradients(store):
+    """A training forward saves each weight's transpose for backward as a view of the weight's
+    storage (``OutputBinding.storage_order``): a stored lowering that forgot how its outputs lie
+    gave every gradient wrong in the next process."""
+    from hwsim import bridge
+
+    x = torch.randn(4, 32, generator=torch.Generator().manual_seed(3))
+    fresh = _training_grads(0, x)
+    assert LOWERED.store.writes >= 2  # forward and backward
+    _new_process()
+    again = _training_grads(0, x)
+    assert LOWERED.store.hits >= 2
+    for want, got in zip(fresh, again, strict=True):
+        assert torch.equal(want, got)
+    assert bridge.last_report().numerics_ok
+
+
+def test_every_field_of_a_lowering_is_stored_or_named_as_not_stored(store):
+    """A field added to a lowering or its bindings and not written would come back from the
+    disk as its default: wrong values in the next process, no error."""
+    import dataclasses
+
+    from hwsim.bridge.graph_lowering import InputBinding, LoweredGraph, OutputBinding
+
+    def names(cls: type) -> set[str]:
+        return {f.name for f in dataclasses.fields(cls)}
+
+    _run(_mlp(), torch.randn(4, 32))
+    [lowered] = LOWERED._graphs.values()
+    fields = lowering_store._encode_fields(lowered, "key")
+    assert names(LoweredGraph) == (set(fields) - {"key"}) | lowering_store.NOT_STORED
+    assert names(InputBinding) == set(fields["inputs"][0])
+    assert names(OutputBinding) == set(fields["outputs"][0])
