@@ -56,23 +56,22 @@ def _steps(
     return _StepProgram(steps, values[0], over, EPILOGUE_BUFFERS), meta
 
 
-def emit_mlp(
-    ctx: LoweringContext, kernel: MlpKernel, outside: list[Any], escapes: bool, tag: str
-) -> HbmValue:
-    """The MLP kernel into a new value; FusionFallback (nothing emitted) if it cannot be."""
-    up_args, down_args = kernel.split(outside, None)
+def _operands(
+    ctx: LoweringContext, kernel: MlpKernel, up_args: list[Any], down_args: list[Any]
+) -> tuple[Any, HbmValue, PreparedMatrix, Any, PreparedMatrix, Any]:
+    """(b1 over the up-projection's output or None, x, W1, b2, W2, the up anchor's metadata),
+    or FusionFallback when the kernel does not take them."""
     bias1, x, w1 = _anchor_operands(kernel.up.anchor, up_args)
     bias2, _, w2 = _anchor_operands(kernel.down.anchor, down_args)
     if not (isinstance(w1, PreparedMatrix) and isinstance(w2, PreparedMatrix)):
         raise FusionFallback("a weight is not prepared at compile time")
     if not isinstance(x, HbmValue) or x.ndim != 2:
         raise FusionFallback("the input is not a 2-D value")
-    assert kernel.up.anchor is not None  # both groups start with their matmul (the pass)
+    assert kernel.up.anchor is not None and w1.layout is not None  # the pass's match
     up_meta = _meta(kernel.up.anchor.val)
     compute = ctx.matmul_dtype(up_meta.dtype)
     if w1.dtype != compute or w2.dtype != compute:
         raise FusionFallback(f"weights in {w1.dtype.name}/{w2.dtype.name}, compute {compute.name}")
-    assert w1.layout is not None
     if w1.layout.block % ctx.limits.tile_k and len(w1.layout.blocks()) > 1:
         raise FusionFallback(f"W1's blocks of {w1.layout.block} columns split F tiles")
     m, f = x.shape[0], w1.shape[1]
@@ -84,17 +83,27 @@ def emit_mlp(
     b1 = None if bias1 is None else bias1.expand(up_meta.shape)
     if b1 is not None and b1.strides[0] != 0:
         raise FusionFallback(f"b1 is not one row for every output row: strides {b1.strides}")
+    return b1, x, w1, bias2, w2, up_meta
+
+
+def emit_mlp(
+    ctx: LoweringContext, kernel: MlpKernel, outside: list[Any], escapes: bool, tag: str
+) -> HbmValue:
+    """The MLP kernel into a new value; FusionFallback (nothing emitted) if it cannot be."""
+    up_args, down_args = kernel.split(outside, None)
+    b1, x, w1, bias2, w2, up_meta = _operands(ctx, kernel, up_args, down_args)
+    compute = w1.dtype
     activation, _ = _steps(ctx, kernel.up, up_args, tag)
     if activation.outside:
         raise FusionFallback("the activation reads an operand from outside the MLP")
     epilogue, down_meta = _steps(ctx, kernel.down, down_args, tag)
     # Rings: the evacuation, each step of both programs, the epilogue's outside operands, and
     # each program's casts (``_StepProgram``).
-    rings = 1 + len(activation.steps) + len(epilogue.steps) + len(epilogue.outside) + 2
-    n = w2.shape[1]
+    ring_count = 1 + len(activation.steps) + len(epilogue.steps) + len(epilogue.outside) + 2
+    (m, k), f, n = x.shape, w1.shape[1], w2.shape[1]
     try:
-        working = working_bytes(ctx, x.shape[1], n, f, rings)
-        plan = plan_rows(ctx, m, x.shape[1], f, compute.itemsize, working)
+        working = working_bytes(ctx, k, n, f, ring_count)
+        plan = plan_rows(ctx, m, k, f, compute.itemsize, working)
     except MlpDoesNotFit as why:
         raise FusionFallback(str(why)) from why
     hidden_dtype = ctx.tile_dtype(up_meta.dtype)
