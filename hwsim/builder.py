@@ -319,7 +319,9 @@ class _Recorder:
     def __init__(self) -> None:
         self.keys: dict[tuple[Any, ...], int] = {}
         self.regions: list[Region] = []
-        self.region_keys: list[int] = []
+        #: Per region, (key index, row_bytes, row0, row1, col0, col1) flat, in ``regions``'
+        #: order: ``build`` makes it one array without a tuple per region.
+        self.region_fields: list[int] = []
         self.by_value: dict[AccessPattern, tuple[int, str]] = {}
         self.engines: dict[str, int] = {}
         self.channels: dict[str, int] = {}
@@ -374,7 +376,16 @@ class _Recorder:
 
     def region(self, region: Region) -> int:
         self.regions.append(region)
-        self.region_keys.append(self.key(region.key))
+        self.region_fields.extend(
+            (
+                self.key(region.key),
+                region.row_bytes,
+                region.row0,
+                region.row1,
+                region.col0,
+                region.col1,
+            )
+        )
         return len(self.regions) - 1
 
     def operand(self, core: int, ap: AccessPattern) -> tuple[int, str]:
@@ -413,13 +424,7 @@ class _Recorder:
         rank = np.zeros(len(names), np.int64)
         for position, name in enumerate(names):
             rank[self.channels[name]] = position
-        given = np.array(
-            [
-                (k, r.row_bytes, r.row0, r.row1, r.col0, r.col1)
-                for k, r in zip(self.region_keys, self.regions, strict=True)
-            ],
-            dtype=np.int64,
-        ).reshape(-1, 6)
+        given = np.array(self.region_fields, dtype=np.int64).reshape(-1, 6)
         args = (
             given,
             len(self.keys),

@@ -25,6 +25,9 @@ gave (torch.compile's partitions, ``hwsim export``, ``hwsim run FILE.py``: every
     fusion         elementwise chains (and the elementwise ops after a matmul) become one fused
                    node: one pass over SBUF per tile, no HBM round trip in between
                    (``passes.fusion``, ``passes.fused_lowering``)
+    mlp            an up-projection with its activation and the down-projection that alone
+                   reads it become one kernel: the hidden activation stays in SBUF
+                   (``passes.mlp_fusion``, ``tiling.mlp``)
     residency      (while lowering) a value an op stores and a later op loads back stays in
                    SBUF: the load reads the tile in place, and a store nothing else reads is
                    never emitted (``bridge.residency``)
@@ -183,6 +186,7 @@ def run_pipeline(
 from hwsim.bridge.passes.attention_fusion import fuse_attention  # noqa: E402  (no cycle)
 from hwsim.bridge.passes.conv_bn import fuse_conv_bn  # noqa: E402  (after GraphPass: no cycle)
 from hwsim.bridge.passes.fusion import fuse  # noqa: E402
+from hwsim.bridge.passes.mlp_fusion import fuse_mlps  # noqa: E402
 from hwsim.bridge.passes.prepare_constants import (  # noqa: E402
     CONSTANTS_KEY,
     prepare_constants,
@@ -213,6 +217,7 @@ PIPELINE: tuple[GraphPass, ...] = (
     ),
     GraphPass("conv_bn", fuse_conv_bn, "eval batch norm and ReLU on the conv's PSUM evacuation"),
     GraphPass("fusion", fuse, "elementwise chains and matmul epilogues in one pass over SBUF"),
+    GraphPass("mlp", fuse_mlps, "up-projection, activation and down-projection as one kernel"),
 )
 #: Passes that act while the graph lowers rather than on the graph (``lower_graph`` reads the
 #: selection): ``residency`` keeps values in SBUF between ops (``bridge.residency``);

@@ -41,7 +41,7 @@ from hwsim.isa.ap import AccessPattern
 from hwsim.kernels.ops import AluOp
 from hwsim.lang import isa as nisa
 from hwsim.lang.tiles import Tile, View
-from hwsim.library.common import BufferRing, Evacuator, TransposedLoader, cdiv, chunks
+from hwsim.library.common import BufferRing, Evacuator, Limits, TransposedLoader, cdiv, chunks
 
 Operand = Tile | View
 
@@ -109,6 +109,13 @@ STATIONARY_SBUF_SHARE = 1 / 4
 #: K; past it, K is staged in pieces of the DMA's saturating descriptor size (each piece is a
 #: DMA of its own, so short rows stay whole). A tiling choice, not a hardware rule.
 STAGING_SBUF_SHARE = 1 / 4
+
+
+def stationary_kept(lim: Limits, m: int, k: int, itemsize: int) -> bool:
+    """Whether a streamed-weight product keeps the stationary aᵀ [K, M] of every row block
+    across its weight blocks (``STATIONARY_SBUF_SHARE``), rather than loading it per block."""
+    per_rows = cdiv(k, lim.tile_k) * lim.tile_m * itemsize
+    return len(chunks(m, lim.tile_m)) * per_rows <= int(lim.sbuf_bytes * STATIONARY_SBUF_SHARE)
 
 
 class MatmulTiler:
@@ -292,10 +299,8 @@ class MatmulTiler:
         (m, k), n = a.shape, weight.shape[1]
         lim = self.lim
         lhs = KOperand(a.transpose(0, 1), self.dtype)
-        k_tiles = cdiv(k, lim.tile_k)
         rows = chunks(m, lim.tile_m)
-        per_rows = k_tiles * lim.tile_m * self.dtype.itemsize
-        keep = len(rows) * per_rows <= int(lim.sbuf_bytes * STATIONARY_SBUF_SHARE)
+        keep = stationary_kept(lim, m, k, self.dtype.itemsize)
         ring = BufferRing(len(rows)) if keep else self.lhs_ring
         kept: dict[int, Operand] = {}
         if not self._psum_used:  # PSUM tiles in flight: what the transposing loader and a
@@ -321,12 +326,20 @@ class MatmulTiler:
                     self._epilogue(acc, out, bias, alpha, beta, m0, mt, col, nt, row)
 
     def _load(
-        self, operand: KOperand, ring: BufferRing, k0: int, kc: int, x0: int, xc: int
+        self,
+        operand: KOperand,
+        ring: BufferRing | None,
+        k0: int,
+        kc: int,
+        x0: int,
+        xc: int,
+        into: Operand | None = None,
     ) -> Operand:
-        """SBUF [tile_k, K tiles, xc] holding operand[k0:k0+kc, x0:x0+xc] with K on partitions."""
+        """SBUF [tile_k, K tiles, xc] holding operand[k0:k0+kc, x0:x0+xc] with K on partitions:
+        a tile of ``ring``, or ``into`` (a view of a larger tile, filled by plain loads)."""
         tk = self.lim.tile_k
         tiles = cdiv(kc, tk)
-        dst = ring((tk, tiles, xc), self.dtype, lang.sbuf)
+        dst = into if into is not None else ring((tk, tiles, xc), self.dtype, lang.sbuf)  # type: ignore[misc]
         if operand.transposed():
             # The loader reads [X rows, K cols] blocks of the operand's transpose (K contiguous),
             # through a staging tile per block: in pieces of K whose rows are just long enough
@@ -345,8 +358,8 @@ class MatmulTiler:
         base, tile_step = view.offset + k0 * k_stride + x0 * x_stride, tk * k_stride
         if full:
             src = hbm_ap(view, base, tk, k_stride, (full, xc), (tile_step, x_stride))
-            if full == tiles:  # one load fills the block: it may be a resident tile itself
-                return self.ctx.queues.load_resident(dst, src)
+            if full == tiles and into is None:  # one load fills the block: it may be a
+                return self.ctx.queues.load_resident(dst, src)  # resident tile itself
             self.ctx.queues.load(dst[:, 0:full, :], src)
         if kc % tk:
             w = kc % tk

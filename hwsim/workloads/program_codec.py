@@ -184,17 +184,29 @@ def _type_hints(cls: type) -> dict[str, Any]:
         ) from None
 
 
-def encode_instruction(instruction: Instruction) -> dict[str, Any]:
+def encode_instruction(
+    instruction: Instruction, memo: dict[Any, Any] | None = None
+) -> dict[str, Any]:
+    """The instruction as JSON data. ``memo``: encodings of hashable field values already
+    made for this document (a program's instructions repeat the same access patterns many
+    times; each is encoded once and its JSON shared, never mutated)."""
     cls = type(instruction)
     if ISA.get(cls.OPCODE) is not cls:
         raise FieldError(f"{cls.__name__} is not the instruction registered as {cls.OPCODE!r}")
     codec = instruction_codec(cls)
     out: dict[str, Any] = {"opcode": cls.OPCODE}
     for name, field_codec in codec.fields:
+        value = getattr(instruction, name)
+        key = (field_codec, type(value), value) if type(value) is AccessPattern else None
         try:
-            out[name] = field_codec.encode(getattr(instruction, name))
+            if key is not None and memo is not None and key in memo:
+                out[name] = memo[key]
+                continue
+            out[name] = field_codec.encode(value)
         except FieldError as exc:
             raise exc.inside(name) from None
+        if key is not None and memo is not None:
+            memo[key] = out[name]
     return out
 
 
@@ -347,6 +359,7 @@ def encode_program(program: Program) -> tuple[dict[str, Any], ArrayWriter]:
         "hbm": [_at(decls.encode, decl, "hbm", i) for i, decl in enumerate(hbm.values())]
     }
     cores = []
+    memo: dict[Any, Any] = {}  # access patterns already encoded (``encode_instruction``)
     for c, core in enumerate(program.cores):
         streams = {}
         for engine, stream in core.streams.items():
@@ -355,7 +368,7 @@ def encode_program(program: Program) -> tuple[dict[str, Any], ArrayWriter]:
             for pc, instruction in enumerate(stream):
                 where = ("cores", c, "streams", engine, pc)
                 _at(_check_placed, instruction, *where, engine=engine, hbm=hbm)
-                encoded.append(_at(encode_instruction, instruction, *where))
+                encoded.append(_at(encode_instruction, instruction, *where, memo=memo))
             streams[engine] = encoded
         cores.append({"streams": streams})
     document["cores"] = cores

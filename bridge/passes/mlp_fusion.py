@@ -1,0 +1,167 @@
+"""The mlp pass: up-projection, activation and down-projection as one kernel (``tiling.mlp``).
+
+After ``fusion``, a transformer's MLP is two fused nodes: the up-projection with its activation
+in the epilogue (``fused[addmm+gelu]``) and the down-projection with the residual add in its
+epilogue (``fused[addmm+add]``). When both read a weight prepared at compile time, the first
+one's value (possibly through a reshape) is used by nothing but the second, as its left operand,
+and the activation reads nothing from outside, the two become one ``MlpKernel`` node: its
+members are both groups' (so the graph still computes the same), and its lowering keeps the
+hidden activation h in SBUF (``tiling.mlp``). When the kernel cannot be emitted (h's row block
+does not fit SBUF, a layout it does not take), the two groups lower as they would have apart,
+h through HBM, and the reason is in the pipeline's fusion notes.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from typing import Any, cast
+
+import torch
+from torch import fx
+from torch.utils import _pytree as pytree
+
+from hwsim.bridge.passes.fused_kinds import group_tag, register_fused
+from hwsim.bridge.passes.fusion import RESHAPES, FusedKernel, Inner, Member, Ref
+from hwsim.bridge.passes.prepare_constants import PreparedWeight
+
+aten = torch.ops.aten
+
+_ANCHORS = (aten.addmm.default, aten.mm.default)
+
+
+class MlpKernel(FusedKernel):
+    """Target of a fused MLP node: ``up`` and ``down`` are the two groups it joins; its
+    arguments are ``up``'s, then ``down``'s without the one that was ``up``'s value
+    (``down_index``); ``reshape``: the shape ``up``'s value was viewed as in between."""
+
+    def __init__(
+        self, up: FusedKernel, down: FusedKernel, down_index: int, reshape: tuple[int, ...] | None
+    ) -> None:
+        self.up, self.down, self.down_index, self.reshape = up, down, down_index, reshape
+        self.up_arity = 1 + max(_refs(up.members), default=-1)
+        super().__init__(_joined(self))
+        self.__name__ = f"fused[mlp:{up.__name__[6:-1]}|{down.__name__[6:-1]}]"
+
+    def split(self, outside: list[Any], hidden: Any) -> tuple[list[Any], list[Any]]:
+        """The arguments of ``up`` and of ``down`` (``hidden``: what stands for h in it)."""
+        rest = list(outside[self.up_arity :])
+        rest.insert(self.down_index, hidden)
+        return list(outside[: self.up_arity]), rest
+
+
+def _refs(members: list[Member]) -> list[int]:
+    found: list[int] = []
+    for m in members:
+        leaves = pytree.tree_leaves((m.args, m.kwargs), is_leaf=lambda x: isinstance(x, Ref))
+        found.extend(x.index for x in leaves if isinstance(x, Ref))
+    return found
+
+
+def _joined(kernel: MlpKernel) -> list[Member]:
+    """``up``'s members, the reshape, then ``down``'s, indexed into the joined node's args."""
+    members = list(kernel.up.members)
+    hidden = Inner(len(members) - 1)
+    if kernel.reshape is not None:
+        last = members[-1]
+        view = Member(
+            f"{last.name}_mlp_view",
+            aten.view.default,
+            (hidden, list(kernel.reshape)),
+            {},
+            last.val.reshape(kernel.reshape),
+            (last.val, list(kernel.reshape)),
+            {},
+        )
+        members.append(view)
+        hidden = Inner(len(members) - 1)
+    offset = len(members)
+
+    def remap(ref: Any) -> Any:
+        if isinstance(ref, Inner):
+            return Inner(ref.index + offset)
+        if ref.index == kernel.down_index:
+            return hidden
+        shift = 0 if ref.index < kernel.down_index else 1
+        return Ref(kernel.up_arity + ref.index - shift)
+
+    for m in kernel.down.members:
+        args, kwargs = pytree.tree_map_only((Ref, Inner), remap, (m.args, m.kwargs))
+        members.append(dataclasses.replace(m, args=tuple(args), kwargs=dict(kwargs)))
+    return members
+
+
+def _prepared(node: Any) -> bool:
+    return isinstance(node, fx.Node) and isinstance(node.target, PreparedWeight)
+
+
+def _matmul_group(node: Any) -> bool:
+    """A fused group that starts with mm/addmm of a prepared weight."""
+    if not (isinstance(node, fx.Node) and type(node.target) is FusedKernel):
+        return False
+    anchor = node.target.anchor
+    if anchor is None or anchor.target not in _ANCHORS:
+        return False
+    weight = anchor.args[-1]
+    return isinstance(weight, Ref) and _prepared(node.args[weight.index])
+
+
+def _source(down: fx.Node) -> tuple[int, fx.Node, fx.Node | None] | None:
+    """(index of h in ``down``'s args, the up group's node, the reshape between or None) when
+    ``down``'s left operand is the value of a matmul group that nothing else reads."""
+    kernel: Any = down.target
+    a_ref = kernel.anchor.args[-2]
+    if not isinstance(a_ref, Ref):
+        return None
+    hidden: Any = down.args[a_ref.index]
+    reshape: fx.Node | None = None
+    if isinstance(hidden, fx.Node) and hidden.target in RESHAPES and len(hidden.users) == 1:
+        reshape, hidden = hidden, hidden.args[0]
+    if not _matmul_group(hidden) or len(hidden.users) != 1:
+        return None
+    if down.args.count(reshape or hidden) != 1:
+        return None
+    return a_ref.index, hidden, reshape
+
+
+def fuse_mlps(gm: fx.GraphModule) -> dict[str, int]:
+    """Join each up-projection group to the down-projection group that alone reads it."""
+    joined = 0
+    for down in list(gm.graph.nodes):
+        found = _source(down) if _matmul_group(down) else None
+        if found is None:
+            continue
+        index, up, reshape = found
+        shape = None if reshape is None else tuple(int(d) for d in reshape.meta["val"].shape)
+        up_kernel: Any = up.target
+        kernel = MlpKernel(up_kernel, cast(FusedKernel, down.target), index, shape)
+        rest = [a for i, a in enumerate(down.args) if i != index]
+        with gm.graph.inserting_after(down):
+            fused = gm.graph.call_function(kernel, (*up.args, *rest))
+        fused.meta = dict(down.meta)
+        fused.meta["fused_nodes"] = kernel.node_names
+        down.replace_all_uses_with(fused)
+        gm.graph.erase_node(down)
+        if reshape is not None:
+            gm.graph.erase_node(reshape)
+        gm.graph.erase_node(up)
+        joined += 1
+    return {"mlps": joined}
+
+
+@register_fused(MlpKernel)
+def lower_mlp(ctx: Any, kernel: MlpKernel, outside: list[Any], escapes: bool) -> Any:
+    """The MLP as one kernel (``tiling.mlp``), or its two groups apart when it cannot be."""
+    from hwsim.bridge.passes.fused_lowering import FusionFallback, lower_fused
+    from hwsim.bridge.passes.mlp_lowering import emit_mlp
+
+    try:
+        return emit_mlp(ctx, kernel, outside, escapes, group_tag(kernel))
+    except FusionFallback as why:
+        ctx.capture = ctx.epilogue = None
+        ctx.fusion_notes.append({"group": kernel.node_names, "fused": False, "why": str(why)})
+    up_args, _ = kernel.split(outside, None)
+    hidden = lower_fused(ctx, kernel.up, up_args, False)
+    if kernel.reshape is not None:
+        hidden = hidden.view(kernel.reshape)
+    _, down_args = kernel.split(outside, hidden)
+    return lower_fused(ctx, kernel.down, down_args, escapes)

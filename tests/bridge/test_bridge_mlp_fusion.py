@@ -1,0 +1,159 @@
+"""The MLP as one kernel (``passes.mlp_fusion``, ``tiling.mlp``): the hidden activation never
+reaches HBM when it fits SBUF, the weights stream once per row group when it does not, and the
+numbers are the two matmuls' apart."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+from torch.fx.experimental.proxy_tensor import make_fx
+
+from hwsim.bridge.graph_lowering import lower_graph
+from hwsim.bridge.passes.mlp_fusion import MlpKernel
+from hwsim.bridge.precision import Precision
+from hwsim.bridge.tiling.mlp import INTERMEDIATE_SBUF_SHARE
+from hwsim.config.loader import load_config
+from hwsim.isa.dma_ops import DmaCopy
+
+F32, BF16 = 4, 2
+
+
+def _mlp(x, w1, b1, w2, b2, r):
+    h = torch.nn.functional.gelu(torch.nn.functional.linear(x, w1, b1))
+    return torch.nn.functional.linear(h, w2, b2) + r
+
+
+def _lower(m: int, k: int, f: int, config, passes="all"):
+    g = torch.Generator().manual_seed(0)
+    inputs = [
+        torch.randn(m, k, generator=g),
+        torch.randn(f, k, generator=g) / k**0.5,
+        torch.randn(f, generator=g),
+        torch.randn(k, f, generator=g) / f**0.5,
+        torch.randn(k, generator=g),
+        torch.randn(m, k, generator=g),
+    ]
+    graph = make_fx(_mlp)(*inputs)
+    names = [n.name for n in graph.graph.nodes if n.op == "placeholder"]
+    lowered = lower_graph(
+        graph,
+        inputs,
+        config=config,
+        precision=Precision("matmult", "bf16"),
+        constants=names[1:5],  # the weights and biases, as torch.compile under no_grad gives
+        passes=passes,
+    )
+    return lowered, inputs
+
+
+def _hbm_bytes(program) -> dict[str, int]:
+    """Bytes each HBM tensor's DMAs moved (read or written)."""
+    moved: dict[str, int] = {}
+    for stream in program.cores[0].streams.values():
+        for ins in stream:
+            if isinstance(ins, DmaCopy):
+                for ap in (ins.src, ins.dst):
+                    if ap.memory.name == "HBM":
+                        moved[ap.tensor] = moved.get(ap.tensor, 0) + ap.nbytes
+    return moved
+
+
+def _by_role(moved: dict[str, int]) -> dict[str, int]:
+    roles = {"x_1": "x", "r_1": "r", "w1_1__prepared_t": "w1", "w2_1__prepared_t": "w2"}
+    named = {roles.get(t, t): b for t, b in moved.items() if not t.startswith(("b1", "b2"))}
+    return named
+
+
+#: 96 KiB of SBUF per partition: small shapes meet the limits BERT at batch 16 meets on trn1.
+SMALL_SBUF = {"sbuf.bytes_per_partition": 98304}
+
+
+def test_the_mlp_is_one_node_and_computes_what_the_two_matmuls_do():
+    config = load_config("trn1", SMALL_SBUF)
+    lowered, inputs = _lower(512, 128, 2048, config)
+    mlp = next(s for s in lowered.pipeline["steps"] if s["pass"] == "mlp")
+    assert mlp["mlps"] == 1
+    assert [n.get("mlp_row_groups") for n in lowered.pipeline["fusion"]] == [1]
+    apart, _ = _lower(512, 128, 2048, config, passes={"mlp": False})
+    fused = lowered.run(inputs).outputs
+    # The same casts in the same places (h rounded to bf16 once, on chip instead of by the
+    # load's DMA): the same bits.
+    assert torch.equal(fused, apart.run(inputs).outputs)
+    torch.testing.assert_close(fused, _mlp(*inputs), rtol=3e-2, atol=3e-2)
+
+
+def test_when_the_hidden_fits_only_weights_inputs_and_the_output_cross_hbm():
+    """hᵀ of 512 rows (16 KiB a partition) is past the down-projection's stationary share, so
+    apart it would be read again per block of W2; in the kernel it never leaves SBUF."""
+    m, k, f = 512, 128, 2048
+    lowered, _ = _lower(m, k, f, load_config("trn1", SMALL_SBUF))
+    moved = _by_role(_hbm_bytes(lowered.program))
+    (out,) = [t for t in moved if t not in ("x", "r", "w1", "w2")]
+    assert moved == {
+        "x": m * k * F32,
+        "r": m * k * F32,
+        "w1": k * f * BF16,  # prepared in bf16, streamed once
+        "w2": f * k * BF16,
+        out: m * k * F32,  # the only value written: h never is
+    }
+
+
+def test_when_the_hidden_does_not_fit_the_rows_go_in_groups_and_the_weights_stream_per_group():
+    """SBUF of 96 KiB per partition: what the kernel's working tiles leave holds xᵀ and hᵀ of
+    fewer than 8 row blocks of 128 (each 17 x 256 bytes), so 1024 rows take two groups, each
+    streaming both weights."""
+    m, k, f = 1024, 128, 2048
+    lowered, _ = _lower(m, k, f, load_config("trn1", SMALL_SBUF))
+    per_row_block = (k // 128 + f // 128) * 128 * BF16
+    assert per_row_block == 4352
+    notes = [n for n in lowered.pipeline["fusion"] if "mlp_row_groups" in n]
+    assert [n["mlp_row_groups"] for n in notes] == [2]
+    moved = _by_role(_hbm_bytes(lowered.program))
+    (out,) = [t for t in moved if t not in ("x", "r", "w1", "w2")]
+    assert moved == {
+        "x": m * k * F32,
+        "r": m * k * F32,
+        "w1": 2 * k * f * BF16,  # once per group: the DMA the fit costs
+        "w2": 2 * f * k * BF16,
+        out: m * k * F32,
+    }
+    assert INTERMEDIATE_SBUF_SHARE == 1 / 2  # the share the figures above were worked with
+    assert not lowered.pipeline["residency"]["backed_off"]  # the kernel never overflowed SBUF
+
+
+def test_a_row_block_that_cannot_fit_lowers_the_two_matmuls_apart_and_says_why():
+    config = load_config("trn1", SMALL_SBUF)
+    lowered, inputs = _lower(128, 128, 16384, config)  # hᵀ alone: 128 x 256 bytes a partition
+    (note,) = [n for n in lowered.pipeline["fusion"] if {"gelu", "addmm_1"} <= set(n["group"])]
+    assert not note["fused"] and "INTERMEDIATE_SBUF_SHARE" in note["why"]
+    moved = _hbm_bytes(lowered.program)
+    assert moved["%addmm"] >= 2 * 128 * 16384 * F32  # h (named after its matmul): out and back
+    torch.testing.assert_close(lowered.run(inputs).outputs, _mlp(*inputs), rtol=3e-2, atol=3e-2)
+
+
+def test_a_hidden_the_down_projection_keeps_on_chip_anyway_stays_two_matmuls():
+    """Batch 1's case: hᵀ of 128 rows fits the down-projection's stationary share, so apart it
+    is read once (and residency keeps it on chip); the plain matmuls' wider tiles are kept."""
+    lowered, _ = _lower(128, 128, 512, "trn1")
+    (note,) = [n for n in lowered.pipeline["fusion"] if {"gelu", "addmm_1"} <= set(n["group"])]
+    assert not note["fused"] and "stationary share" in note["why"]
+
+
+@pytest.mark.parametrize("reshape", [False, True])
+def test_the_kernel_interprets_as_the_graph(reshape):
+    """The joined node's members compute what the two groups did (graph interpretation)."""
+    from hwsim.bridge.passes import PassSelection, run_pipeline
+
+    def fn(x, w1, w2):
+        h = torch.relu(x @ w1.t()).view(2, 8, 32) if reshape else torch.relu(x @ w1.t())
+        return (h.reshape(16, 32) @ w2.t()) * 2.0 if reshape else (h @ w2.t()) * 2.0
+
+    g = torch.Generator().manual_seed(1)
+    inputs = [torch.randn(16, 8, generator=g), torch.randn(32, 8, generator=g)]
+    inputs.append(torch.randn(8, 32, generator=g))
+    graph = make_fx(fn)(*inputs)
+    names = [n.name for n in graph.graph.nodes if n.op == "placeholder"]
+    gm, _ = run_pipeline(graph, PassSelection.all(), constants=names[1:])
+    kernels = [n.target for n in gm.graph.nodes if isinstance(n.target, MlpKernel)]
+    assert len(kernels) == 1
+    torch.testing.assert_close(gm(*inputs), fn(*inputs))
