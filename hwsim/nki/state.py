@@ -129,6 +129,9 @@ class NkiState:
         #: took from each memory's pool.
         self.direct_tiles: dict[tuple[Any, ...], Any] = {}
         self.direct_places: set[tuple[Any, ...]] = set()
+        #: The direct-allocation buffer each declaration site in a traced loop body got first
+        #: (``hwsim.nki.direct.traced_once``).
+        self.traced_buffers: dict[tuple[Any, ...], Any] = {}
         #: Inside a call masked off by a constant False mask (``hwsim.nki.masking``).
         self.dropping = False
         self.direct_bytes: dict[Any, list[tuple[int, int]]] = {}

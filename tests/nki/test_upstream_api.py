@@ -138,6 +138,40 @@ def test_direct_allocation_places_tiles_where_the_kernel_says():
     assert [ld.dst.offset_bytes for ld in loads] == [4096, 4352, 4096, 4352]
 
 
+def test_a_tile_declared_in_a_traced_loop_body_is_where_the_first_iteration_put_it():
+    """NKI runs an affine_range body's Python once: nki-samples' allocated kernels advance their
+    own ``cur_addr`` after each mod_alloc in the body, and every iteration's tile is where the
+    first put it (before, each iteration placed it one tile further on, past SBUF at seq 4096).
+    A static_range body runs per iteration in NKI too: its tiles move with the counter."""
+
+    @nki.jit
+    def kernel(a):
+        out = nl.ndarray(a.shape, dtype=a.dtype, buffer=nl.shared_hbm)
+        cur_addr = 4096
+        for i in nl.affine_range(4):
+            tile = nl.ndarray(
+                (nl.par_dim(128), 64), dtype=a.dtype, buffer=ncc.sbuf.mod_alloc(base_addr=cur_addr)
+            )
+            cur_addr += 64 * 4
+            tile[...] = nl.load(a[:, nl.ds(i * 64, 64)])
+            nl.store(out[:, nl.ds(i * 64, 64)], tile)
+        cur_addr = 8192
+        for j in nl.static_range(2):
+            tile = nl.ndarray(
+                (nl.par_dim(128), 64), dtype=a.dtype, buffer=ncc.sbuf.mod_alloc(base_addr=cur_addr)
+            )
+            cur_addr += 64 * 4
+            tile[...] = nl.load(a[:, nl.ds(j * 64, 64)])
+        return out
+
+    a = RNG.random((128, 256), np.float32)
+    run = nki.run(kernel, a)
+    np.testing.assert_array_equal(run.outputs[0], a)
+    loads = [i for i in run.program.cores[0].streams["sync"] if type(i).__name__ == "DmaCopy"]
+    places = [ld.dst.offset_bytes for ld in loads if ld.dst.memory.value == "sbuf"]
+    assert places == [4096, 4096, 4096, 4096, 8192, 8448]
+
+
 def test_loop_reduce_accumulators_are_per_spmd_instance():
     """An SPMD instance is an outer loop too: before, instance 1's ``nl.loop_reduce``
     accumulator started from instance 0's sums (nki-samples' flash_attn_bwd, head 1's dq)."""
