@@ -123,12 +123,13 @@ def traced_once(buffer: DirectBuffer) -> DirectBuffer:
     if not traced:
         return buffer
     innermost = st.loops[-1]
-    site = ("direct", user_site())
-    occurrence = innermost.occurrences.get(site, 0)
-    innermost.occurrences[site] = occurrence + 1
+    site = user_site()
+    occurrence = innermost.direct_occurrences.get(site, 0)
+    innermost.direct_occurrences[site] = occurrence + 1
     unrolled = tuple(f.value for f in st.loops if f.kind not in TRACED_LOOPS)
     key = (tuple(f.site for f in st.loops), unrolled, site, occurrence)
-    return st.traced_buffers.setdefault(key, buffer)  # type: ignore[no-any-return]
+    placed: DirectBuffer = st.traced_buffers.setdefault(key, buffer)
+    return placed
 
 
 def reserve(

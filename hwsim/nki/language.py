@@ -115,7 +115,7 @@ def _tensor(shape: Any, dtype: Any, buffer: Buffer) -> Any:
     dims = _shape(shape)
     count = _blocks(shape)
     if isinstance(buffer, DirectBuffer):
-        buffer = traced_once(buffer)
+        buffer = traced_once(buffer)  # type: ignore[assignment]  # a DirectBuffer stands in
     if count:
         return BlockTensor(dims[:count], dims[count:], hw_dtype(dtype), buffer)
     if isinstance(buffer, DirectBuffer):
