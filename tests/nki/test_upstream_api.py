@@ -8,6 +8,7 @@ import pytest
 
 import hwsim.nki as nki
 import hwsim.nki.compiler as ncc
+import hwsim.nki.isa as nisa
 import hwsim.nki.language as nl
 from hwsim.errors import IllegalInstructionError
 
@@ -170,6 +171,40 @@ def test_a_tile_declared_in_a_traced_loop_body_is_where_the_first_iteration_put_
     loads = [i for i in run.program.cores[0].streams["sync"] if type(i).__name__ == "DmaCopy"]
     places = [ld.dst.offset_bytes for ld in loads if ld.dst.memory.value == "sbuf"]
     assert places == [4096, 4096, 4096, 4096, 8192, 8448]
+
+
+def test_a_matmul_of_a_masked_operand_writes_the_kept_part_of_a_wider_psum_tile():
+    """nki-samples' rmsnorm_quant: ``psum[ip, jf] = nc_matmul(ones, gamma[i0, kf][kf < 100])``
+    writes columns 0..99 of the [128, 128] PSUM view (the mask narrows the instruction), and a
+    [P, 1] scale indexed by another nl.mgrid is narrowed with the rows a mask keeps of the data.
+    Before, the matmul stopped (dst [128, 128] against a [128, 100] result)."""
+
+    @nki.jit
+    def kernel(ones, gamma, x, scale):
+        out = nl.ndarray((128, 100), dtype=np.float32, buffer=nl.shared_hbm)
+        ip, jf = nl.mgrid[0:128, 0:128]
+        i0, kf = nl.mgrid[0:1, 0:128]
+        ic, _ = nl.mgrid[0:128, 0:1]
+        broadcast = nl.ndarray((128, 128), dtype=np.float32, buffer=nl.psum)
+        broadcast[ip, jf] = nisa.nc_matmul(nl.load(ones), nl.load(gamma)[i0, kf][kf < 100])
+        scaled = nl.ndarray((128, 128), dtype=np.float32, buffer=nl.sbuf)
+        scaled[ip, jf] = nisa.scalar_tensor_tensor(
+            data=nl.load(x)[ip, jf],
+            op0=nl.multiply,
+            operand0=nl.load(scale)[ic, 0],
+            op1=nl.multiply,
+            operand1=broadcast[ip, jf],
+            mask=(ip < 96) & (jf < 100),
+        )
+        nl.store(out[ip, jf], scaled[ip, jf], mask=(ip < 96) & (jf < 100))
+        nl.store(out[96:128, 0:100], nl.zeros((32, 100), dtype=np.float32))
+        return out
+
+    ones, gamma = np.ones((1, 128), np.float32), RNG.random((1, 128), np.float32)
+    x, scale = RNG.random((128, 128), np.float32), RNG.random((128, 1), np.float32)
+    want = np.zeros((128, 100), np.float32)
+    want[:96] = (x * scale * gamma)[:96, :100]
+    np.testing.assert_allclose(nki.simulate(kernel)(ones, gamma, x, scale), want, rtol=1e-6)
 
 
 def test_loop_reduce_accumulators_are_per_spmd_instance():
