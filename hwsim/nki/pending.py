@@ -278,7 +278,7 @@ class PendingMatmul(Pending):
         return self._result
 
 
-def narrowed_like(target: NkiTensor, shape: tuple[int, int], stationary: Any, moving: Any) -> Any:
+def narrowed_like(target: NkiTensor, shape: tuple[int, ...], stationary: Any, moving: Any) -> Any:
     """The part of a [M, N] ``target`` a matmul of a narrower ``shape`` writes, when its
     operands were narrowed by ``t[...][mask]`` (``NkiTensor.kept``) from M rows of the
     stationary / N columns of the moving operand: the positions the masks kept (the mask
