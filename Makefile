@@ -12,13 +12,15 @@ STAMP := $(VENV)/.installed-stamp
 # when it fails (the log is printed), so a failed set-up still says why.
 $(STAMP): pyproject.toml Makefile
 	@command -v $(PYTHON) >/dev/null || { echo "need $(PYTHON) on PATH (or make PYTHON=...)"; exit 1; }
-	@echo "setting up $(VENV) (Python, torch's CPU build, hwsim and its tools; about a minute)"
+	@echo "setting up $(VENV) (Python, torch's CPU build, hwsim and its tools, and the simulator's compiled kernels; a few minutes)"
 	@$(PYTHON) -m venv $(VENV)
 	@$(BIN)/pip install -q --disable-pip-version-check torch==2.13.0 >$(VENV)/setup.log 2>&1 \
 		|| { cat $(VENV)/setup.log; exit 1; }
 	@$(BIN)/pip install -q --disable-pip-version-check -e '.[dev,docs,parquet,sweep,dask,tune,fuzz,mcp,perfetto]' \
 		>>$(VENV)/setup.log 2>&1 || { cat $(VENV)/setup.log; exit 1; }
-	@$(BIN)/python -c "import torch, hwsim, hwsim.kernels, hwsim.bridge, numba, simpy, ml_dtypes, pytest"
+	@# the import check also compiles the Numba code once (saying so), so no later run compiles
+	@$(BIN)/python -c "import torch, hwsim.bridge, numba, simpy, ml_dtypes, pytest, hwsim.kernels, hwsim.builder; \
+		hwsim.kernels.warm_up(); hwsim.builder.warm_up()"
 	@touch $(STAMP)
 	@echo "set up: $(VENV) is ready"
 

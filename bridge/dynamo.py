@@ -172,20 +172,45 @@ def _note_compile(report: Any) -> list[str]:
 _BREAK_OPERATOR = re.compile(r"[Oo]perator `(aten\.[\w.]+)`")
 
 
+#: A call dynamo could not put into the graph although tensors go into it (its debug context
+#: lists the call's arguments): a quantized linear, whose packed weights are a ScriptObject, or
+#: any other op dynamo cannot trace. It runs eagerly, on the CPU, between compiled graphs.
+_BREAK_TENSOR_CALL = re.compile(r"call_function args:.*TensorVariable")
+
+
 def _operator_left_on_cpu(reason: str, options: Any) -> None:
-    """The fallback policy for an ATen operator a graph break runs on the CPU: it never reaches
-    the backend as a node, so without this ``fallback='error'`` would let it through."""
-    found = _BREAK_OPERATOR.search(reason)
-    if found is None:  # a break around Python dynamo cannot trace (print, ...): no tensor op
-        return
+    """The fallback policy for an op a graph break runs on the CPU: it never reaches the backend
+    as a node, so without this ``fallback='error'`` would let it through."""
     from hwsim.bridge.errors import Reason, Unsupported
     from hwsim.bridge.options import apply_fallback
 
-    detail = (
-        f"a graph break runs it on the CPU between compiled graphs ({_short_reason(reason)}); "
-        "torch._dynamo.config.capture_dynamic_output_shape_ops = True traces it into the graph"
-    )
-    apply_fallback(options, Unsupported(found.group(1), Reason.DATA_DEPENDENCE, detail))
+    found = _BREAK_OPERATOR.search(reason)
+    if found is not None:
+        detail = (
+            f"a graph break runs it on the CPU between compiled graphs ({_short_reason(reason)})"
+            "; torch._dynamo.config.capture_dynamic_output_shape_ops = True traces it into the "
+            "graph"
+        )
+        apply_fallback(options, Unsupported(found.group(1), Reason.DATA_DEPENDENCE, detail))
+    elif _BREAK_TENSOR_CALL.search(reason):
+        detail = (
+            f"dynamo could not put this call into the graph ({_short_reason(reason)}; "
+            f"{_debug_context(reason)}), so it runs on the CPU between compiled graphs. A "
+            "quantized module (torch.ao quantize_dynamic) is such a call: its packed weights "
+            "are a ScriptObject"
+        )
+        apply_fallback(
+            options, Unsupported("a call with tensor arguments", Reason.NO_LOWERING, detail)
+        )
+    # else: a break around Python dynamo cannot trace (a print, ...): no tensor op in it
+
+
+def _debug_context(reason: str) -> str:
+    """Dynamo's "Developer debug context" line of a graph-break reason (the call's arguments)."""
+    for line in reason.splitlines():
+        if "debug context:" in line:
+            return line.split("debug context:", 1)[1].strip()
+    return "no debug context"
 
 
 def _symbolic(value: Any) -> bool:

@@ -3,6 +3,8 @@ never reaches the backend as a node; the fallback policy still applies to it."""
 
 from __future__ import annotations
 
+import warnings
+
 import pytest
 import torch
 import torch._dynamo
@@ -75,3 +77,42 @@ def test_a_break_with_no_tensor_op_in_it_is_not_a_cpu_op(capsys) -> None:
     )
     torch.testing.assert_close(compiled(X), _printed(X))
     assert "between the graphs" in capsys.readouterr().out
+
+
+class _Quantizable(torch.nn.Module):
+    """User code around two linears: quantized, each becomes a call dynamo cannot trace (its
+    packed weights are a ScriptObject), so it runs eagerly between the compiled graphs."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.first, self.second = torch.nn.Linear(16, 16), torch.nn.Linear(16, 4)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.second(torch.relu(self.first(x)) * 2)
+
+
+def _quantized() -> torch.nn.Module:
+    torch.manual_seed(0)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # torch.ao's deprecation notices
+        return torch.ao.quantization.quantize_dynamic(
+            _Quantizable().eval(), {torch.nn.Linear}, dtype=torch.qint8
+        )
+
+
+def test_error_policy_refuses_a_quantized_linear_a_graph_break_runs_on_the_cpu() -> None:
+    compiled = torch.compile(
+        _quantized(), backend="hwsim", options={"config": "tiny", "fallback": "error"}
+    )
+    with pytest.raises(
+        Exception, match=r"fallback='error': a call with tensor arguments.*ScriptObject"
+    ):
+        compiled(torch.randn(2, 16))
+
+
+def test_cpu_policy_runs_a_quantized_linear_and_records_the_break() -> None:
+    model, x = _quantized(), torch.randn(2, 16)
+    compiled = torch.compile(model, backend="hwsim", options={"config": "tiny", "fallback": "cpu"})
+    torch.testing.assert_close(compiled(x), model(x))
+    breaks = bridge.last_report().graph_breaks
+    assert any("Failed to convert args/kwargs to proxy" in reason for reason in breaks)

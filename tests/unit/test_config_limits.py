@@ -200,9 +200,9 @@ def test_overrides_of_shared_data_do_not_expand_it() -> None:
     for _ in range(40):
         shared = [shared, shared]
     data = {"big": shared, "tensor_engine": {"rows": 1}}
-    start = time.perf_counter()
+    start = time.process_time()  # CPU time: a loaded machine cannot fail it
     result = apply_overrides(data, {"tensor_engine.rows": 2})
-    assert time.perf_counter() - start < 1.0
+    assert time.process_time() - start < 1.0
     assert result["big"] is shared
     assert result["tensor_engine"] == {"rows": 2}
     assert data["tensor_engine"] == {"rows": 1}
