@@ -4,6 +4,9 @@ With ``run(..., initcheck=True)`` each instruction's reads are checked against t
 "written" mirrors (``CoreState.mirror``) before it executes, and its writes are marked after:
 one vectorised numpy operation per operand on the operand's own strided view, exact per byte.
 HBM inputs (and tensors declared with values) count as written; everything else starts unwritten.
+A read by an instruction whose reads only flow into what it writes is deferred instead: it marks
+the elements it computes as undefined and becomes a finding only if undefined values reach an
+output or steer another instruction (``hwsim.machine.initcheck_flow``).
 
 PSUM also tracks accumulation groups: a TensorE write (``nc_matmul`` with ``accumulate=False``,
 or a TensorE ``nc_transpose``) starts one over the bytes it writes, an ``accumulate=True`` matmul
@@ -30,6 +33,7 @@ from hwsim.isa.ap import AccessPattern, MemorySpace
 from hwsim.isa.base import Instruction
 from hwsim.isa.mx_ops import NcMatmulMx
 from hwsim.isa.tensor_ops import NcMatmul
+from hwsim.machine.initcheck_flow import FLOWING, UNDEFINED_BYTE, taints, undefined_value
 from hwsim.machine.state import (
     MIRROR_DTYPES,
     PSUM_GROUP,
@@ -174,51 +178,86 @@ class InitChecker:
     def __init__(self) -> None:
         self.findings: list[Finding | UnwrittenOutput] = []
         self.count = 0
+        #: Reads of never-written bytes whose values may yet reach an output (``FLOWING``).
+        self.deferred: list[Finding | UnwrittenOutput] = []
+        self.deferred_count = 0
+        #: The outputs undefined values reached (for the message), once known.
+        self.reached = ""
 
     def execute(self, state: CoreState, pc: int, instruction: Instruction) -> None:
         """Check the instruction's reads, execute it, mark what it wrote.
 
         Initialised HBM tensors (inputs) are skipped: all their bytes count as written from the
-        start, so they need no mirror (the largest tensors of a run often are its inputs)."""
+        start, so they need no mirror (the largest tensors of a run often are its inputs).
+        A ``FLOWING`` instruction's read of never-written (or undefined) bytes is deferred and
+        taints what it writes (``hwsim.machine.initcheck_flow``)."""
         tensors = state.hbm.tensors
         accumulating = (
             instruction.dst  # type: ignore[attr-defined]
             if type(instruction) in (NcMatmul, NcMatmulMx) and instruction.accumulate  # type: ignore[attr-defined]
             else None
         )
+        flowing = type(instruction) in FLOWING
+        undefined: list[tuple[AccessPattern, np.ndarray]] = []
         for ap in instruction.initcheck_reads(state):
             if ap.memory is MemorySpace.HBM and tensors[ap.tensor].initialised:
                 continue
             which = PSUM_GROUP if ap is accumulating else WRITTEN
-            if state.mirror(ap, which).min() != _ALL_WRITTEN[ap.dtype.itemsize]:
-                self._record(state, pc, instruction, ap, which)
+            mirror = state.mirror(ap, which)
+            full = _ALL_WRITTEN[ap.dtype.itemsize]
+            if mirror.min() == full:
+                continue
+            if flowing and which == WRITTEN:
+                undefined.append((ap, mirror != full))
+                if (state.mirror_bytes(ap)[0] == 0).any():  # a root: bytes nothing wrote
+                    self._record(state, pc, instruction, ap, which, self.deferred)
+            else:  # its values steer it, or go where no flow is followed: a finding now
+                self._record(state, pc, instruction, ap, which, self.findings)
+                self._promote_deferred()  # with the reads whose values it may have used
         writes = instruction.initcheck_writes(state)
+        if accumulating is not None:  # an accumulated element stays as undefined as it was
+            prior = state.mirror(accumulating) != _ALL_WRITTEN[accumulating.dtype.itemsize]
+            if prior.any():
+                undefined.append((accumulating, prior))
+        tainted = taints(instruction, writes, undefined) if undefined else None
         instruction.execute(state)
-        for ap, mask in writes:
+        for index, (ap, mask) in enumerate(writes):
             memory = ap.memory
             if memory is MemorySpace.HBM and tensors[ap.tensor].initialised:
                 continue
             written = _ALL_WRITTEN[ap.dtype.itemsize]
             group = written if instruction.engine == "tensor" else 0
+            marks: int | np.ndarray = written
+            if tainted is not None:
+                marks = np.where(tainted[index], undefined_value(ap.dtype.itemsize), written)
             if mask is None:
-                state.mirror(ap).fill(written)
+                state.mirror(ap)[...] = marks
                 if memory is MemorySpace.PSUM:  # a TensorE write starts or continues a group
                     state.mirror(ap, PSUM_GROUP).fill(group)
                 continue
-            state.mirror(ap)[mask] = written
+            state.mirror(ap)[mask] = marks if isinstance(marks, int) else marks[mask]
             if memory is MemorySpace.PSUM:
                 state.mirror(ap, PSUM_GROUP)[mask] = group
 
     def _record(
-        self, state: CoreState, pc: int, instruction: Instruction, ap: AccessPattern, which: int
+        self,
+        state: CoreState,
+        pc: int,
+        instruction: Instruction,
+        ap: AccessPattern,
+        which: int,
+        into: list[Finding | UnwrittenOutput],
     ) -> None:
-        self.count += 1
-        if len(self.findings) >= MAX_KEPT:
+        if into is self.findings:
+            self.count += 1
+        else:
+            self.deferred_count += 1
+        if len(into) >= MAX_KEPT:
             return
-        partitions, byte_range, found = _missing_bytes(state, ap, which)
-        never = _missing_bytes(state, ap, WRITTEN)[2] if which == PSUM_GROUP else 0
+        partitions, byte_range, found = _missing_bytes(state, ap, which, into is self.deferred)
+        never = _missing_bytes(state, ap, WRITTEN, True)[2] if which == PSUM_GROUP else 0
         memory = f"hbm tensor '{ap.tensor}'" if ap.memory is MemorySpace.HBM else ap.memory.value
-        self.findings.append(
+        into.append(
             Finding(
                 state.core,
                 instruction.engine,
@@ -237,7 +276,19 @@ class InitChecker:
 
     def check_outputs(self, hbm: Hbm, outputs: list[str]) -> None:
         """After the run: bytes of output tensors that nothing wrote (the host reads them all;
-        HBM starts zeroed, so a missed store would pass as zeros)."""
+        HBM starts zeroed, so a missed store would pass as zeros), and bytes computed from
+        never-written ones, which make the deferred reads findings."""
+        undefined = []
+        for name in outputs:
+            tensor = hbm.tensors[name]
+            if tensor.initialised or tensor.written.min() == WRITTEN_BYTE:
+                continue
+            tainted = np.flatnonzero(tensor.written == UNDEFINED_BYTE)
+            if tainted.size:
+                undefined.append(f"'{name}' (bytes {tainted[0]}..{tainted[-1]})")
+        if undefined:
+            self.reached = ", ".join(undefined)
+            self._promote_deferred()
         for name in outputs:
             tensor = hbm.tensors[name]
             if tensor.initialised or tensor.written.min() == WRITTEN_BYTE:
@@ -251,27 +302,38 @@ class InitChecker:
                     )
                 )
 
+    def _promote_deferred(self) -> None:
+        """The deferred reads are findings: their values reached an output, or the run stopped."""
+        self.findings.extend(self.deferred[: max(0, MAX_KEPT - len(self.findings))])
+        self.count += self.deferred_count
+        self.deferred, self.deferred_count = [], 0
+
     def raise_if_findings(self, stopped_by: BaseException | None = None) -> None:
         """Raise InitCheckError listing the findings (if any). ``stopped_by``: an error that
         ended the run early, which the uninitialised reads before it may explain."""
+        if stopped_by is not None:
+            self._promote_deferred()
         if not self.count:
             return
         shown = "; ".join(f.describe() for f in self.findings[:MAX_REPORTED])
         more = self.count - min(len(self.findings), MAX_REPORTED)
         tail = f" (+{more} more)" if more else ""
+        reached = f"; values read from them reach output {self.reached}" if self.reached else ""
         stop = f"; then the run stopped: {stopped_by}" if stopped_by is not None else ""
         raise InitCheckError(
-            f"initcheck: {self.count} finding(s): {shown}{tail}{stop}", list(self.findings)
+            f"initcheck: {self.count} finding(s): {shown}{tail}{reached}{stop}",
+            list(self.findings),
         )
 
 
 def _missing_bytes(
-    state: CoreState, ap: AccessPattern, which: int
+    state: CoreState, ap: AccessPattern, which: int, never_only: bool = False
 ) -> tuple[tuple[int, int] | None, tuple[int, int], int]:
     """(partition range or None for HBM, byte range, distinct byte count) of the operand's bytes
-    whose mirror is unset. Only on a finding: it lists every byte."""
+    whose mirror is not set (written from undefined values counts, unless ``never_only``).
+    Only on a finding: it lists every byte."""
     view, first_byte, row_bytes = state.mirror_bytes(ap, which)
-    index = np.nonzero(view == 0)
+    index = np.nonzero(view == 0 if never_only else view != WRITTEN_BYTE)
     address = np.full(index[0].shape, first_byte, dtype=np.int64)
     for axis, stride in zip(index, view.strides, strict=True):
         address += axis.astype(np.int64) * stride

@@ -24,7 +24,7 @@ from hwsim.lang.kernel import current, source_location
 from hwsim.lang.tiles import Buffer, Tile
 from hwsim.lang.tiles import psum as _psum
 from hwsim.lang.tiles import sbuf as _sbuf
-from hwsim.nki.state import Allocation, state
+from hwsim.nki.state import Allocation, state, user_site
 from hwsim.nki.tensor import NkiTensor, fail
 
 
@@ -105,6 +105,31 @@ class Space:
 
 
 sbuf_space, psum_space = Space(_sbuf), Space(_psum)
+
+
+#: Loops NKI traces once (their body is Python run one time, over a symbolic index);
+#: ``static_range`` is unrolled by Python in NKI too.
+TRACED_LOOPS = ("affine_range", "sequential_range")
+
+
+def traced_once(buffer: DirectBuffer) -> DirectBuffer:
+    """The placement of a tensor declared in the body of a loop NKI traces once: the one the
+    body's first run asked for. NKI runs that body's Python once, so a kernel that advances
+    its own address counter in it (``cur_addr += nbytes`` after each ``mod_alloc``, as
+    nki-samples' allocated kernels do) advances it once; here the body runs per iteration,
+    and later iterations would place the same tensor further on each time."""
+    st = state()
+    traced = [f for f in st.loops if f.kind in TRACED_LOOPS]
+    if not traced:
+        return buffer
+    innermost = st.loops[-1]
+    site = user_site()
+    occurrence = innermost.direct_occurrences.get(site, 0)
+    innermost.direct_occurrences[site] = occurrence + 1
+    unrolled = tuple(f.value for f in st.loops if f.kind not in TRACED_LOOPS)
+    key = (tuple(f.site for f in st.loops), unrolled, site, occurrence)
+    placed: DirectBuffer = st.traced_buffers.setdefault(key, buffer)
+    return placed
 
 
 def reserve(

@@ -109,11 +109,13 @@ def _blocks(shape: Any) -> int:
 def _tensor(shape: Any, dtype: Any, buffer: Buffer) -> Any:
     """A tile, or a BlockTensor when block dimensions come before par_dim."""
     from hwsim.nki.blocks import BlockTensor
-    from hwsim.nki.direct import DirectBuffer, direct_tile
+    from hwsim.nki.direct import DirectBuffer, direct_tile, traced_once
     from hwsim.nki.dtypes import hw_dtype
 
     dims = _shape(shape)
     count = _blocks(shape)
+    if isinstance(buffer, DirectBuffer):
+        buffer = traced_once(buffer)  # type: ignore[assignment]  # a DirectBuffer stands in
     if count:
         return BlockTensor(dims[:count], dims[count:], hw_dtype(dtype), buffer)
     if isinstance(buffer, DirectBuffer):

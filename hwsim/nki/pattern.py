@@ -137,7 +137,10 @@ class PatternView(View):
         if len(sizes) > MAX_FREE_DIMS:
             raise IllegalInstructionError(
                 f"{tile.name}: view {list(self.shape)} needs {len(sizes)} free dims "
-                f"(hardware access patterns have at most {MAX_FREE_DIMS})"
+                f"(hardware access patterns have at most {MAX_FREE_DIMS}, and the strides "
+                f"{list(strides)} do not merge); hwsim.nki does not split one instruction into "
+                "several over such a view: index it in pieces of at most "
+                f"{MAX_FREE_DIMS} free dims (docs/nki.md)"
             )
         return AccessPattern(
             tile.memory,

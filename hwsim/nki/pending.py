@@ -259,10 +259,12 @@ class PendingMatmul(Pending):
         """Accumulate into ``acc`` (PSUM): the first matmul of a group overwrites."""
         if acc.memory is not MemorySpace.PSUM:
             raise fail("+= matmul", f"{acc.tile.name} is in {acc.buffer}; accumulate into PSUM")
+        acc = narrowed_like(acc, self.shape, self.stationary, self.moving)
         emit_matmul(acc, self.stationary, self.moving, None, self.mask, self.flags)
 
     def into_tile(self, target: NkiTensor) -> None:
         if target.memory is MemorySpace.PSUM and self._result is None:
+            target = narrowed_like(target, self.shape, self.stationary, self.moving)
             emit_matmul(target, self.stationary, self.moving, False, self.mask, self.flags)
             self._result = target
             return
@@ -274,6 +276,23 @@ class PendingMatmul(Pending):
             emit_matmul(out, self.stationary, self.moving, False, self.mask, self.flags)
             self._result = out
         return self._result
+
+
+def narrowed_like(target: NkiTensor, shape: tuple[int, ...], stationary: Any, moving: Any) -> Any:
+    """The part of a [M, N] ``target`` a matmul of a narrower ``shape`` writes, when its
+    operands were narrowed by ``t[...][mask]`` (``NkiTensor.kept``) from M rows of the
+    stationary / N columns of the moving operand: the positions the masks kept (the mask
+    narrows the instruction, and its output with it). Anything else: ``target`` unchanged."""
+    if tuple(target.shape) == tuple(shape) or len(target.shape) != 2:
+        return target
+    key = []
+    for operand, size in ((stationary, target.shape[0]), (moving, target.shape[1])):
+        kept = getattr(operand, "kept", None)
+        span = kept[-1] if kept else None
+        key.append(slice(span[0], span[1]) if span is not None and span[2] == size else slice(None))
+    if all(k == slice(None) for k in key):
+        return target
+    return type(target)(target.lang_view[tuple(key)], target.owner, target.axis_vars)
 
 
 def emit_matmul(

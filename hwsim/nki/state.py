@@ -69,6 +69,8 @@ class LoopFrame:
     site: tuple[str, int]
     kind: str
     occurrences: dict[tuple[str, int], int] = field(default_factory=dict)
+    #: Direct-allocation declarations of this iteration, per site (``direct.traced_once``).
+    direct_occurrences: dict[tuple[str, int], int] = field(default_factory=dict)
     step: int = 0  # iterations done before the current one
     value: int = 0  # the loop variable's current value
     #: Ring depth of the tiles allocated in the body (``ncc.multi_buffer``); None: the kernel's.
@@ -129,6 +131,9 @@ class NkiState:
         #: took from each memory's pool.
         self.direct_tiles: dict[tuple[Any, ...], Any] = {}
         self.direct_places: set[tuple[Any, ...]] = set()
+        #: The direct-allocation buffer each declaration site in a traced loop body got first
+        #: (``hwsim.nki.direct.traced_once``).
+        self.traced_buffers: dict[tuple[Any, ...], Any] = {}
         #: Inside a call masked off by a constant False mask (``hwsim.nki.masking``).
         self.dropping = False
         self.direct_bytes: dict[Any, list[tuple[int, int]]] = {}
@@ -180,6 +185,7 @@ class NkiState:
                 if step:
                     self.count_live(frame)
                 frame.occurrences.clear()
+                frame.direct_occurrences.clear()
                 frame.step, frame.value = step, value
                 if step and kind == "sequential_range":
                     schedule_barrier("sequential_range")  # honoured by a scheduled build

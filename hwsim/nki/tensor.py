@@ -53,6 +53,10 @@ class NkiTensor:
         #: The mask the instruction that made this tile wrote it under (only that part holds
         #: values): ``t[idx] = nisa.op(..., mask=m)`` copies that part.
         self.written_mask: Any = None
+        #: ``t[index][mask]``: per axis, the (first, end) positions the mask kept of ``t``'s
+        #: (None for an axis it left whole); an instruction writing a wider tile from this
+        #: operand writes those positions of it (``hwsim.nki.pending.narrowed_like``).
+        self.kept: tuple[tuple[int, int, int] | None, ...] | None = None
 
     @property
     def tile(self) -> Tile:
@@ -90,7 +94,10 @@ class NkiTensor:
         from hwsim.nki.pending import Pending
 
         if isinstance(key, ix.Mask | bool | np.bool_):  # t[index][mask]: the view masked
-            return NkiTensor(self.masked(key), self.owner, self.axis_vars)
+            out = NkiTensor(self.masked(key), self.owner, self.axis_vars)
+            if isinstance(key, ix.Mask):
+                out.kept = _kept_positions(self, out, key)
+            return out
         items = key if isinstance(key, tuple) else (key,)
         if any(isinstance(i, (NkiTensor, Pending)) for i in items):
             return self._indirect(items)
@@ -179,7 +186,9 @@ class NkiTensor:
 
     def masked(self, mask: Any) -> Tile | View:
         """The view narrowed by ``mask``: on each axis its iterator indexes, or, for an axis with
-        no iterator, on the masked iterator's grid position when the sizes agree."""
+        no masked iterator, on the masked iterator's grid position when the sizes agree (an
+        instruction's operands iterate in lockstep whatever iterators index them: a [P, 1]
+        scale indexed by another ``nl.mgrid`` is narrowed with the data it scales)."""
         from hwsim.nki.pattern import PatternView
 
         if isinstance(mask, bool | np.bool_):  # a comparison of ints: the kernel's constant
@@ -222,7 +231,7 @@ class NkiTensor:
                 (
                     v
                     for v, (position, count) in mask.places.items()
-                    if var is None and position == axis and self.shape[axis] == count
+                    if position == axis and self.shape[axis] == count  # var not in the mask
                 ),
                 None,
             )
@@ -393,6 +402,26 @@ def _slice_shape(shape: tuple[int, ...], items: tuple[Any, ...]) -> tuple[int, .
             out.append(len(range(item.start or 0, stop, item.step or 1)))
         elif not isinstance(item, (int, np.integer)):
             raise fail("index", f"index {item!r} on a tensor of shape {list(shape)}")
+    return tuple(out)
+
+
+def _kept_positions(
+    whole: NkiTensor, kept: NkiTensor, mask: ix.Mask
+) -> tuple[tuple[int, int, int] | None, ...] | None:
+    """Per axis of ``whole``: (first, end, whole size) of the positions ``mask`` kept, for the
+    axes its iterators index from 0 (``nl.mgrid[0:n]``); None when the shapes do not say."""
+    if len(whole.shape) != len(kept.shape):
+        return None
+    out: list[tuple[int, int, int] | None] = []
+    for axis, (size, now) in enumerate(zip(whole.shape, kept.shape, strict=True)):
+        if size == now:
+            out.append(None)
+            continue
+        var = whole.axis_vars[axis]
+        span = mask.ranges.get(var) if var is not None else None
+        if span is None or span[1] - span[0] != now:
+            return None
+        out.append((span[0], span[1], size))
     return tuple(out)
 
 

@@ -63,7 +63,8 @@ def test_a_read_of_never_written_sbuf_is_found_with_its_instruction_and_bytes():
     assert message == (
         f"initcheck: 1 finding(s): vector[0] tensor_tensor (add_garbage:test_initcheck.py:"
         f"{seen['line']}) reads {P * ROW_BYTES} uninitialised bytes of sbuf partitions 0..31 "
-        f"bytes {first}..{first + ROW_BYTES - 1} (operand src1)"
+        f"bytes {first}..{first + ROW_BYTES - 1} (operand src1); values read from them reach "
+        f"output 'out' (bytes 0..{P * ROW_BYTES - 1})"
     )
 
 
@@ -237,7 +238,69 @@ def test_every_finding_is_counted_and_the_message_lists_the_first_ones():
         many(X, config="tiny", initcheck=True)
     assert len(error.value.findings) == reads
     assert str(error.value).startswith(f"initcheck: {reads} finding(s): vector[0] tensor_tensor")
-    assert str(error.value).endswith("(operand src1) (+10 more)")
+    assert str(error.value).endswith(
+        "(operand src1) (+10 more); values read from them reach output 'out' "
+        f"(bytes 0..{P * ROW_BYTES - 1})"
+    )
+
+
+def _partly_loaded_matmul(stored_columns: int) -> lang.Kernel:
+    """A matmul over a [P, F] moving tile whose last columns nothing wrote (a load of the first
+    F - 8 only), then a store of the result's first ``stored_columns``."""
+
+    @lang.kernel
+    def kernel(a):
+        out = lang.ndarray((P, stored_columns), lang.float32, buffer=lang.hbm, name="out")
+        stationary = lang.load(a[:, 0:P])
+        moving = lang.ndarray((P, F), lang.float32)
+        nisa.dma_copy(moving[:, 0 : F - 8], a[:, 0 : F - 8])
+        acc = lang.ndarray((P, F), lang.float32, buffer=lang.psum)
+        nisa.nc_matmul(acc, stationary, moving, accumulate=False)
+        nisa.nc_matmul(acc, stationary, moving, accumulate=True)
+        result = lang.ndarray((P, F), lang.float32)
+        nisa.tensor_copy(result, acc)
+        lang.store(out, result[:, 0:stored_columns])
+        return out
+
+    return kernel
+
+
+def test_garbage_a_matmul_reads_is_no_finding_while_no_output_holds_it():
+    """The uninitialised moving columns make only the same result columns garbage (the
+    hardware's dataflow): a store of the others is clean, a store of one of them is not."""
+    a = np.arange(P * F, dtype=np.float32).reshape(P, F) / (P * F)
+    result = _partly_loaded_matmul(F - 8)(a, config="tiny", initcheck=True)
+    expected = 2 * a[:, 0:P].T @ a[:, 0 : F - 8]
+    np.testing.assert_allclose(result.output, expected, rtol=1e-5)
+    findings, message = findings_of(_partly_loaded_matmul(F - 7), a)
+    assert [(f.opcode, f.operand) for f in findings] == [("nc_matmul", "moving")] * 2
+    assert findings[0].bytes_found == P * 8 * 4  # the 8 columns nothing wrote, per partition
+    assert message.endswith(
+        # column F - 8 of each row: the first in row 0, the last in the last row
+        f"reach output 'out' (bytes {(F - 8) * 4}..{P * (F - 7) * 4 - 1})"
+    )
+
+
+def test_garbage_that_steers_an_instruction_is_a_finding_at_once():
+    """A gather's indices computed from never-written bytes: the gather's read is a finding,
+    with the read that made them, though the gathered rows never reach the output."""
+
+    @lang.kernel
+    def gather_by_sum(x):
+        out = lang.ndarray((P, F), lang.float32, buffer=lang.hbm, name="out")
+        garbage = lang.ndarray((P, 1), lang.int32)
+        ids = lang.ndarray((P, 1), lang.int32)
+        nisa.tensor_scalar(ids, garbage, AluOp.bitwise_and, 0)  # values from garbage
+        rows = lang.ndarray((P, F), lang.float32)
+        nisa.dma_gather(rows, x, ids)
+        lang.store(out, lang.load(x))
+        return out
+
+    findings, _ = findings_of(gather_by_sum, X)
+    assert [(f.opcode, f.operand) for f in findings] == [
+        ("dma_gather", "indices"),
+        ("tensor_scalar", "src"),
+    ]
 
 
 def _planted() -> lang.Kernel:

@@ -8,6 +8,7 @@ import pytest
 
 import hwsim.nki as nki
 import hwsim.nki.compiler as ncc
+import hwsim.nki.isa as nisa
 import hwsim.nki.language as nl
 from hwsim.errors import IllegalInstructionError
 
@@ -136,6 +137,74 @@ def test_direct_allocation_places_tiles_where_the_kernel_says():
     loads = [i for i in run.program.cores[0].streams["sync"] if type(i).__name__ == "DmaCopy"]
     # block i at 4096 + (i mod 2) * 256 bytes (64 fp32 per partition): the modulo placement
     assert [ld.dst.offset_bytes for ld in loads] == [4096, 4352, 4096, 4352]
+
+
+def test_a_tile_declared_in_a_traced_loop_body_is_where_the_first_iteration_put_it():
+    """NKI runs an affine_range body's Python once: nki-samples' allocated kernels advance their
+    own ``cur_addr`` after each mod_alloc in the body, and every iteration's tile is where the
+    first put it (before, each iteration placed it one tile further on, past SBUF at seq 4096).
+    A static_range body runs per iteration in NKI too: its tiles move with the counter."""
+
+    @nki.jit
+    def kernel(a):
+        out = nl.ndarray(a.shape, dtype=a.dtype, buffer=nl.shared_hbm)
+        cur_addr = 4096
+        for i in nl.affine_range(4):
+            tile = nl.ndarray(
+                (nl.par_dim(128), 64), dtype=a.dtype, buffer=ncc.sbuf.mod_alloc(base_addr=cur_addr)
+            )
+            cur_addr += 64 * 4
+            tile[...] = nl.load(a[:, nl.ds(i * 64, 64)])
+            nl.store(out[:, nl.ds(i * 64, 64)], tile)
+        cur_addr = 8192
+        for j in nl.static_range(2):
+            tile = nl.ndarray(
+                (nl.par_dim(128), 64), dtype=a.dtype, buffer=ncc.sbuf.mod_alloc(base_addr=cur_addr)
+            )
+            cur_addr += 64 * 4
+            tile[...] = nl.load(a[:, nl.ds(j * 64, 64)])
+        return out
+
+    a = RNG.random((128, 256), np.float32)
+    run = nki.run(kernel, a)
+    np.testing.assert_array_equal(run.outputs[0], a)
+    loads = [i for i in run.program.cores[0].streams["sync"] if type(i).__name__ == "DmaCopy"]
+    places = [ld.dst.offset_bytes for ld in loads if ld.dst.memory.value == "sbuf"]
+    assert places == [4096, 4096, 4096, 4096, 8192, 8448]
+
+
+def test_a_matmul_of_a_masked_operand_writes_the_kept_part_of_a_wider_psum_tile():
+    """nki-samples' rmsnorm_quant: ``psum[ip, jf] = nc_matmul(ones, gamma[i0, kf][kf < 100])``
+    writes columns 0..99 of the [128, 128] PSUM view (the mask narrows the instruction), and a
+    [P, 1] scale indexed by another nl.mgrid is narrowed with the rows a mask keeps of the data.
+    Before, the matmul stopped (dst [128, 128] against a [128, 100] result)."""
+
+    @nki.jit
+    def kernel(ones, gamma, x, scale):
+        out = nl.ndarray((128, 100), dtype=np.float32, buffer=nl.shared_hbm)
+        ip, jf = nl.mgrid[0:128, 0:128]
+        i0, kf = nl.mgrid[0:1, 0:128]
+        ic, _ = nl.mgrid[0:128, 0:1]
+        broadcast = nl.ndarray((128, 128), dtype=np.float32, buffer=nl.psum)
+        broadcast[ip, jf] = nisa.nc_matmul(nl.load(ones), nl.load(gamma)[i0, kf][kf < 100])
+        scaled = nl.ndarray((128, 128), dtype=np.float32, buffer=nl.sbuf)
+        scaled[ip, jf] = nisa.scalar_tensor_tensor(
+            data=nl.load(x)[ip, jf],
+            op0=nl.multiply,
+            operand0=nl.load(scale)[ic, 0],
+            op1=nl.multiply,
+            operand1=broadcast[ip, jf],
+            mask=(ip < 96) & (jf < 100),
+        )
+        nl.store(out[ip, jf], scaled[ip, jf], mask=(ip < 96) & (jf < 100))
+        nl.store(out[96:128, 0:100], nl.zeros((32, 100), dtype=np.float32))
+        return out
+
+    ones, gamma = np.ones((1, 128), np.float32), RNG.random((1, 128), np.float32)
+    x, scale = RNG.random((128, 128), np.float32), RNG.random((128, 1), np.float32)
+    want = np.zeros((128, 100), np.float32)
+    want[:96] = (x * scale * gamma)[:96, :100]
+    np.testing.assert_allclose(nki.simulate(kernel)(ones, gamma, x, scale), want, rtol=1e-6)
 
 
 def test_loop_reduce_accumulators_are_per_spmd_instance():

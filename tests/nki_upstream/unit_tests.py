@@ -1,11 +1,13 @@
 """Runs nki-samples' own unit tests (vendored ``test/unit`` at 7af4e4d) on the simulator, as
 their README says, with ``--simulation-only`` and the one-line plugin ``install_plugin``:
 
-    .venv/bin/python -m tests.nki_upstream.unit_tests -n 2       # about an hour on 2 cores
+    .venv/bin/python -m tests.nki_upstream.unit_tests -n 1       # all of them, one at a time
     .venv/bin/python -m tests.nki_upstream.unit_tests -k resize  # a subset (pytest's -k)
 
-It prints each test's outcome and the tally, and with ``--record`` keeps them in
-docs/nki-conformance.json, from which docs/nki-support.md is generated.
+Each flash_attn_bwd case at seqlen 8192 needs about 16 GB for its own numpy reference (and
+about 145 s alone): run with ``-n 1`` on a machine with that much free. It prints each test's
+outcome and the tally, and with ``--record`` keeps them in docs/nki-conformance.json, from
+which docs/nki-support.md is generated.
 """
 
 from __future__ import annotations
