@@ -207,6 +207,23 @@ def manual_seed_all(seed: int) -> None:
     """As ``manual_seed``."""
 
 
+def get_rng_state(device: Any = "hwsim") -> torch.Tensor:
+    """The device's RNG state: the CPU generator's (the device draws from it). PyTorch's
+    accelerator helpers read it (``torch.random.fork_rng``, ``torch.testing``'s
+    ``freeze_rng_state``, which OpInfo samples use)."""
+    return torch.get_rng_state()
+
+
+def set_rng_state(new_state: torch.Tensor, device: Any = "hwsim") -> None:
+    """Restore what ``get_rng_state`` returned (the CPU generator's state)."""
+    torch.set_rng_state(new_state)
+
+
+def initial_seed() -> int:
+    """The CPU generator's initial seed (the device draws from it)."""
+    return torch.initial_seed()
+
+
 def get_amp_supported_dtype() -> list[torch.dtype]:
     return [torch.bfloat16, torch.float16]
 

@@ -152,6 +152,7 @@ UNREACHED: dict[str, str] = {
         for name in (
             "add",
             "sub",
+            "mul",
             "div",
             "rsub",
             "eq",

@@ -75,6 +75,23 @@ def test_random_fills_draw_from_the_cpu_generator():
     assert [r.status for r in device.report().fallbacks()] == ["cpu"]  # normal_ has no lowering
 
 
+def test_pytorch_rng_helpers_save_and_restore_the_device_generator():
+    """torch.random.fork_rng and torch.testing's freeze_rng_state (which OpInfo samples use)
+    ask the accelerator's module for its RNG state: without it they raised AttributeError."""
+    from torch.testing._utils import freeze_rng_state
+
+    device.configure("tiny")
+    torch.manual_seed(1)
+    with torch.random.fork_rng(device_type="hwsim"):
+        torch.randn(3, device="hwsim")  # draws, then the state is restored
+    with freeze_rng_state():
+        torch.randn(3)
+    after = torch.randn(4, device="hwsim").cpu()
+    torch.manual_seed(1)
+    assert torch.equal(after, torch.randn(4))
+    assert torch.equal(torch.hwsim.get_rng_state(), torch.get_rng_state())
+
+
 def test_eager_ops_run_on_the_simulator_checked_against_the_cpu():
     report = device.configure("tiny", fallback="error", auto_cast="none")
     x, w = torch.randn(5, 7), torch.randn(7, 3)
