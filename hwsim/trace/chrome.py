@@ -180,6 +180,7 @@ class _Writer:
         self._instructions(deps, spans)
         self._collective_flows()
         self._dma(deps)
+        del self.dma_spans  # done with: freed before the counters, the writer's peak of memory
         self._host()
         self._counters(deps, spans)
         self.events.close()

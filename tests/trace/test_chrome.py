@@ -181,4 +181,5 @@ def test_streams_1e6_records_in_little_memory(tmp_path: Path) -> None:
     print(f"{records:,} records: peak {peak_mib:.0f} MiB, {seconds:.1f} s")
     assert records >= 1_000_000
     assert peak_mib < 200, f"peak {peak_mib:.0f} MiB"
-    assert seconds < 300
+    # no bound on ``seconds``: measured under tracemalloc (several times slower) and on a machine
+    # of unknown load, a wall-clock bound is a flaky test; speed belongs to bench/
