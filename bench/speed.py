@@ -16,6 +16,9 @@ and warm (best of ``--trials`` calls after it):
   per wall second of ``run(..., numerics=False, summarize=False)``, beside a bare SimPy loop of one
   ``timeout`` per timed item in the same process (target: simulator / bare >= 0.5);
 - summary: ``summarize(trace)`` of that run over the simulation's time (target <= 0.5);
+- trace writing: the Perfetto/Chrome JSON trace of that run (``write_chrome_events``, streamed to
+  the null device, so the disk is not measured) in events per wall second and over the
+  simulation's time (no target: a figure to watch; its memory is bounded by a slow test);
 - numerics: ``run(..., numerics=True)`` wall time over numpy's fp32 ``lhsT.T @ rhs`` of the same
   bf16 values in this process, so at the same BLAS thread count (hwsim sets one unless
   OPENBLAS_NUM_THREADS says otherwise; target <= 3x). The Numba caches are warmed first.
@@ -23,7 +26,8 @@ and warm (best of ``--trials`` calls after it):
   kernel front doors) over the run without it: what the default costs (no target);
 - ``--large``: the same kernel at a larger N giving >= 1,000,000 instructions (tiny: >= 5,000),
   built, simulated timing-only and summarised in a fresh process: end-to-end wall time (target
-  < 30 s) and that process's own peak RSS (``own_peak_rss_mb``; target < 1,500 MB).
+  < 30 s) and that process's own peak RSS (``own_peak_rss_mb``; target < 1,500 MB); then its
+  trace written as above (its time beside, not in, the end-to-end figure).
 
 Timing targets hold on an idle machine; when the load average exceeds the core count the script
 says so, and a MISS may then be the load. ``--json`` prints one JSON object instead of the
@@ -44,7 +48,7 @@ from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 import hwsim  # noqa: F401  (first: sets one BLAS thread before numpy loads, see hwsim/__init__.py)
 
@@ -59,6 +63,7 @@ from hwsim.lang import TensorSpec
 from hwsim.library import matmul_optimized
 from hwsim.machine.simulator import run
 from hwsim.program import Program
+from hwsim.trace.chrome import write_chrome_events
 from hwsim.trace.stats import summarize
 
 CONFIG = "trn1"
@@ -171,11 +176,19 @@ def blocks_run_every_time() -> Iterator[None]:
         lang.repeat = kept  # type: ignore[assignment]
 
 
+def write_trace_to_null(trace: Any, summary: Any) -> int:
+    """The run's JSON trace streamed to the null device; the number of events written."""
+    with open(os.devnull, "w") as out:
+        return write_chrome_events(trace, out, summary=summary)
+
+
 def measure_sim(program: Program, config: HardwareConfig, trials: int) -> dict:
-    """Timing-only simulation and its summary, cold and warm, beside the bare SimPy loop."""
+    """Timing-only simulation, its summary and its trace, cold and warm, beside the bare SimPy
+    loop."""
     sim_times, result = timed(trials, lambda: run(program, config, numerics=False, summarize=False))
     trace = result.trace  # type: ignore[attr-defined]
-    summary_times, _ = timed(trials, lambda: summarize(trace))
+    summary_times, summary = timed(trials, lambda: summarize(trace))
+    write_times, events = timed(trials, lambda: write_trace_to_null(trace, summary))
     items = len(trace.instructions) + len(trace.dma)
     bare_s = min(bare_simpy_seconds(items) for _ in range(max(trials, 1)))
     sim_rate, bare_rate = items / sim_times.warm_s, items / bare_s
@@ -193,6 +206,11 @@ def measure_sim(program: Program, config: HardwareConfig, trials: int) -> dict:
         "summary_warm_s": summary_times.warm_s,
         "summary_over_sim": summary_times.warm_s / sim_times.warm_s,
         "summary_cold_over_sim": summary_times.cold_s / sim_times.cold_s,
+        "trace_events": events,
+        "trace_write_warm_s": write_times.warm_s,
+        "trace_write_cold_s": write_times.cold_s,
+        "trace_events_per_s": cast(int, events) / write_times.warm_s,
+        "trace_write_over_sim": write_times.warm_s / sim_times.warm_s,
     }
 
 
@@ -259,13 +277,18 @@ program = speed.build_v1(m, k, n, config, data=False)
 built = time.perf_counter()
 result = speed.run(program, config, numerics=False, summarize=False)
 simulated = time.perf_counter()
-speed.summarize(result.trace)
+summary = speed.summarize(result.trace)
 done = time.perf_counter()
+peak_rss_mb = speed.own_peak_rss_mb()
+events = speed.write_trace_to_null(result.trace, summary)
+written = time.perf_counter()
 print(json.dumps({{
     "instructions": program.instruction_count,
     "build_s": built - start, "sim_s": simulated - built, "summary_s": done - simulated,
     "end_to_end_s": done - start,
-    "peak_rss_mb": speed.own_peak_rss_mb(),
+    "peak_rss_mb": peak_rss_mb,
+    "trace_events": events, "trace_s": written - done,
+    "trace_peak_rss_mb": speed.own_peak_rss_mb(),
 }}))
 """
 
@@ -291,6 +314,9 @@ def measure_large(size: str, first: int, config: HardwareConfig) -> dict:
         "large_summary_s": found["summary_s"],
         "million_instr_end_to_end_s": found["end_to_end_s"],
         "million_instr_peak_rss_mb": found["peak_rss_mb"],
+        "large_trace_events": found["trace_events"],
+        "large_trace_s": found["trace_s"],
+        "large_trace_peak_rss_mb": found["trace_peak_rss_mb"],
     }
 
 
@@ -341,6 +367,14 @@ def print_report(r: dict[str, Any], size: str) -> None:
             f"<= {TARGET_SUMMARY_OVER_SIM:g}x",
             r["summary_over_sim"] <= TARGET_SUMMARY_OVER_SIM,
         ),
+        (
+            "trace writing (JSON, to the null device)",
+            f"{r['trace_events_per_s']:,.0f} events/s warm ({r['trace_events']:,} events in "
+            f"{r['trace_write_warm_s']:.2f} s; cold {r['trace_write_cold_s']:.2f} s) = "
+            f"{r['trace_write_over_sim']:.2f}x the simulation",
+            "",
+            None,
+        ),
     ]
     if r["numerics_over_numpy"] is not None:
         rows.append(
@@ -376,6 +410,13 @@ def print_report(r: dict[str, Any], size: str) -> None:
                 f"{r['million_instr_peak_rss_mb']:,.0f} MB",
                 f"< {TARGET_LARGE_PEAK_RSS_MB:,.0f} MB",
                 r["million_instr_peak_rss_mb"] < TARGET_LARGE_PEAK_RSS_MB,
+            ),
+            (
+                "large, its JSON trace written after (not in the end-to-end time)",
+                f"{r['large_trace_events']:,} events in {r['large_trace_s']:.1f} s, peak RSS "
+                f"then {r['large_trace_peak_rss_mb']:,.0f} MB",
+                "",
+                None,
             ),
         ]
     for what, figure, target, ok in rows:

@@ -18,6 +18,8 @@ NUMBER_KEYS = (
     "summary_over_sim",
     "numerics_over_numpy",
     "initcheck_cost",
+    "trace_events_per_s",
+    "trace_write_over_sim",
 )
 LARGE_KEYS = ("million_instr_end_to_end_s", "million_instr_peak_rss_mb")
 
@@ -55,6 +57,8 @@ def test_json_has_the_keys_with_large_ones_null_without_large(speed, capsys):
     for key in LARGE_KEYS:
         assert report[key] is None
     assert report["sim_items"] > report["instructions"] > 0  # items count DMA pieces too
+    # a slice per instruction and per DMA transfer at least, beside the metadata and counters
+    assert report["trace_events"] > report["instructions"]
     assert isinstance(report["machine_loaded"], bool)
 
 
@@ -66,6 +70,8 @@ def test_json_large_runs_in_a_subprocess_and_reports_time_and_rss(speed, capsys)
     assert report["large_instructions"] >= speed.SIZES["tiny"][1]
     # the peak of a process that imported numpy and hwsim is tens of MB at least, not KiB or GB
     assert 20 < report["million_instr_peak_rss_mb"] < 100_000
+    assert report["large_trace_events"] > report["large_instructions"]
+    assert _positive_number(report["large_trace_s"])
 
 
 @pytest.mark.skipif(not Path("/proc/self/status").exists(), reason="VmHWM is Linux's")
