@@ -213,6 +213,13 @@ class LoweringContext:
         for name in [n for n in self.arena.live if n not in live_tiles]:
             self.arena.free(name)
 
+    def release_dead(self, tensor: str) -> None:
+        """Free tensor ``tensor``, which no later op reads, as ``release_all_but`` would after
+        its last reader (a value made and consumed inside one node: a fallback's)."""
+        self.queues.forget(tensor)
+        if self.arena is not None and tensor in self.arena.live:
+            self.arena.free(tensor)
+
     def tile_dtype(self, dtype: DType) -> DType:
         """On-chip operand dtype for an op computing in ``dtype`` (the precision's rule)."""
         return self.precision.tile_dtype(dtype)
