@@ -48,11 +48,14 @@ class MlpKernel(FusedKernel):
         reshape: tuple[int, ...] | None,
         product: Member | None = None,
         product_index: int | None = None,
+        product_view: tuple[int, ...] | None = None,
     ) -> None:
         self.up, self.down, self.down_index, self.reshape = up, down, down_index, reshape
         #: A gated MLP's second product ``mm(x, Wu)`` (its args refer to ``up``'s), which
-        #: ``up``'s argument ``product_index`` was; that argument is Wu in the joined node.
+        #: ``up``'s argument ``product_index`` was (viewed as ``product_view``, if not None);
+        #: that argument is Wu in the joined node.
         self.product, self.product_index = product, product_index
+        self.product_view = product_view
         self.up_arity = 1 + max(_refs(up.members), default=-1)
         super().__init__(_joined(self))
         gated = "" if product is None else "mm*"
@@ -78,11 +81,26 @@ def _joined(kernel: MlpKernel) -> list[Member]:
     ``down``'s, indexed into the joined node's args."""
     members = list(kernel.up.members)
     if kernel.product is not None:
-        product = Inner(1)
+        inserted = [kernel.product]
+        if kernel.product_view is not None:
+            view = list(kernel.product_view)
+            val = kernel.product.val.reshape(kernel.product_view)
+            inserted.append(
+                Member(
+                    f"{kernel.product.name}_mlp_view",
+                    aten.view.default,
+                    (Inner(1), view),
+                    {},
+                    val,
+                    (kernel.product.val, view),
+                    {},
+                )
+            )
+        product = Inner(len(inserted))
 
         def shift(ref: Any) -> Any:
             if isinstance(ref, Inner):
-                return ref if ref.index == 0 else Inner(ref.index + 1)
+                return ref if ref.index == 0 else Inner(ref.index + len(inserted))
             return product if ref.index == kernel.product_index else ref
 
         rest = [
@@ -90,7 +108,7 @@ def _joined(kernel: MlpKernel) -> list[Member]:
             for m in members[1:]
             for a, k in [pytree.tree_map_only((Ref, Inner), shift, (m.args, m.kwargs))]
         ]
-        members = [members[0], kernel.product, *rest]
+        members = [members[0], *inserted, *rest]
     hidden = Inner(len(members) - 1)
     if kernel.reshape is not None:
         last = members[-1]
@@ -154,10 +172,10 @@ def _source(down: fx.Node) -> tuple[int, fx.Node, fx.Node | None] | None:
     return a_ref.index, hidden, reshape
 
 
-def _second_product(up: fx.Node) -> tuple[int, fx.Node] | None:
-    """(index in ``up``'s args, the node) of a gated MLP's second product: the one outside
-    operand of ``up``'s epilogue that is ``mm`` of ``up``'s own x and a prepared weight of
-    W1's shape, read by nothing else."""
+def _second_product(up: fx.Node) -> tuple[int, fx.Node, fx.Node | None] | None:
+    """(index in ``up``'s args, the node, the reshape between or None) of a gated MLP's second
+    product: the one outside operand of ``up``'s epilogue that is ``mm`` of ``up``'s own x and
+    a prepared weight of W1's shape (possibly through a reshape), read by nothing else."""
     kernel: Any = up.target
     anchor = kernel.anchor
     x_ref, w_ref = anchor.args[-2], anchor.args[-1]
@@ -168,9 +186,14 @@ def _second_product(up: fx.Node) -> tuple[int, fx.Node] | None:
         return None
     (index,) = epilogue
     node = up.args[index]
-    if not (isinstance(node, fx.Node) and node.target is aten.mm.default):
+    if not isinstance(node, fx.Node) or len(node.users) != 1 or up.args.count(node) != 1:
         return None
-    if len(node.users) != 1 or up.args.count(node) != 1 or len(node.args) != 2:
+    reshape = None
+    if node.target in RESHAPES:
+        reshape, node = node, node.args[0]
+        if not isinstance(node, fx.Node) or len(node.users) != 1:
+            return None
+    if node.target is not aten.mm.default or len(node.args) != 2:
         return None
     x, weight = node.args
     if x is not up.args[x_ref.index] or not _prepared(weight) or not isinstance(w_ref, Ref):
@@ -179,7 +202,7 @@ def _second_product(up: fx.Node) -> tuple[int, fx.Node] | None:
     assert isinstance(weight, fx.Node) and isinstance(w1, fx.Node)
     if weight.meta["val"].shape != w1.meta["val"].shape:
         return None
-    return index, node
+    return index, node, reshape
 
 
 def _product_member(node: fx.Node, x_index: int, w_index: int) -> Member:
@@ -210,14 +233,16 @@ def fuse_mlps(gm: fx.GraphModule) -> dict[str, int]:
         up_kernel: Any = up.target
         second = _second_product(up)
         up_args = list(up.args)
-        product = product_index = None
+        product = product_index = view = None
         if second is not None:
-            product_index, product_node = second
+            product_index, product_node, reshape_node = second
+            if reshape_node is not None:
+                view = tuple(int(d) for d in reshape_node.meta["val"].shape)
             up_args[product_index] = product_node.args[1]  # Wu in the product's place
             x_index = up_kernel.anchor.args[-2].index
             product = _product_member(product_node, x_index, product_index)
         kernel = MlpKernel(
-            up_kernel, cast(FusedKernel, down.target), index, shape, product, product_index
+            up_kernel, cast(FusedKernel, down.target), index, shape, product, product_index, view
         )
         rest = [a for i, a in enumerate(down.args) if i != index]
         with gm.graph.inserting_after(down):
@@ -230,6 +255,8 @@ def fuse_mlps(gm: fx.GraphModule) -> dict[str, int]:
             gm.graph.erase_node(reshape)
         gm.graph.erase_node(up)
         if second is not None:
+            if second[2] is not None:
+                gm.graph.erase_node(second[2])
             gm.graph.erase_node(second[1])
             gated += 1
         joined += 1
@@ -251,7 +278,8 @@ def lower_mlp(ctx: Any, kernel: MlpKernel, outside: list[Any], escapes: bool) ->
     product = None
     if kernel.product is not None:  # the second product first, as the graph had it
         product = lower_product(ctx, kernel.product, up_args)
-        up_args[cast(int, kernel.product_index)] = product
+        view = product if kernel.product_view is None else product.view(kernel.product_view)
+        up_args[cast(int, kernel.product_index)] = view
     hidden = lower_fused(ctx, kernel.up, up_args, False)
     if product is not None:  # read by the up group alone: dead now, as apart after that group
         ctx.release_dead(product.tile.name)

@@ -118,7 +118,8 @@ def _gated_product(
     if stream.ring_bytes // w1.dtype.itemsize < 3 * run:  # two blocks held at once, unwrapped
         raise FusionFallback("the weight ring holds fewer than three blocks")
     meta = _meta(kernel.product.val)
-    return wu, virtual_value(meta.shape, meta.dtype)
+    shape = meta.shape if kernel.product_view is None else kernel.product_view
+    return wu, virtual_value(shape, meta.dtype)
 
 
 def emit_mlp(

@@ -231,3 +231,37 @@ def test_a_gated_mlp_that_stays_apart_lowers_the_program_the_pass_off_does():
     assert not on.pipeline["fusion"][0]["fused"]
     assert fingerprint(on.program) == fingerprint(off.program)
     assert torch.equal(on.run(inputs).outputs, off.run(inputs).outputs)
+
+
+def test_a_gated_mlp_over_3d_activations_fuses_and_interprets_as_the_graph():
+    """As a Llama layer traces it: [batch, seq, hidden] activations, each product viewed back
+    to 3-D before the SiLU and the product; the joined node computes what the graph did."""
+    from hwsim.bridge.passes import PassSelection, run_pipeline
+
+    def fn(x, wg, wu, wd):
+        return _gated(x, wg, wu, wd, x)
+
+    g = torch.Generator().manual_seed(3)
+    inputs = [torch.randn(4, 128, 128, generator=g)]
+    inputs += [torch.randn(2048, 128, generator=g) / 128**0.5 for _ in range(2)]
+    inputs.append(torch.randn(128, 2048, generator=g) / 2048**0.5)
+    graph = make_fx(fn)(*inputs)
+    names = [n.name for n in graph.graph.nodes if n.op == "placeholder"]
+    gm, _ = run_pipeline(graph, PassSelection.all(), constants=names[1:])
+    kernels = [n.target for n in gm.graph.nodes if isinstance(n.target, MlpKernel)]
+    assert len(kernels) == 1 and kernels[0].product_view == (4, 128, 2048)
+    torch.testing.assert_close(gm(*inputs), fn(*inputs))
+    config = load_config("trn1", SMALL_SBUF)
+    lowered = lower_graph(
+        graph, inputs, config=config, precision=Precision("matmult", "bf16"), constants=names[1:]
+    )
+    assert [n.get("gated") for n in lowered.pipeline["fusion"]] == [True]
+    apart = lower_graph(
+        graph,
+        inputs,
+        config=config,
+        precision=Precision("matmult", "bf16"),
+        constants=names[1:],
+        passes={"mlp": False},
+    )
+    assert torch.equal(lowered.run(inputs).outputs, apart.run(inputs).outputs)
