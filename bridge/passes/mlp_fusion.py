@@ -81,34 +81,7 @@ def _joined(kernel: MlpKernel) -> list[Member]:
     ``down``'s, indexed into the joined node's args."""
     members = list(kernel.up.members)
     if kernel.product is not None:
-        inserted = [kernel.product]
-        if kernel.product_view is not None:
-            view = list(kernel.product_view)
-            val = kernel.product.val.reshape(kernel.product_view)
-            inserted.append(
-                Member(
-                    f"{kernel.product.name}_mlp_view",
-                    aten.view.default,
-                    (Inner(1), view),
-                    {},
-                    val,
-                    (kernel.product.val, view),
-                    {},
-                )
-            )
-        product = Inner(len(inserted))
-
-        def shift(ref: Any) -> Any:
-            if isinstance(ref, Inner):
-                return ref if ref.index == 0 else Inner(ref.index + len(inserted))
-            return product if ref.index == kernel.product_index else ref
-
-        rest = [
-            dataclasses.replace(m, args=tuple(a), kwargs=dict(k))
-            for m in members[1:]
-            for a, k in [pytree.tree_map_only((Ref, Inner), shift, (m.args, m.kwargs))]
-        ]
-        members = [members[0], *inserted, *rest]
+        members = _with_product(kernel, kernel.product, members)
     hidden = Inner(len(members) - 1)
     if kernel.reshape is not None:
         last = members[-1]
@@ -137,6 +110,32 @@ def _joined(kernel: MlpKernel) -> list[Member]:
         args, kwargs = pytree.tree_map_only((Ref, Inner), remap, (m.args, m.kwargs))
         members.append(dataclasses.replace(m, args=tuple(args), kwargs=dict(kwargs)))
     return members
+
+
+def _with_product(kernel: MlpKernel, product: Member, members: list[Member]) -> list[Member]:
+    """``up``'s members with a gated MLP's second product (and its view) after the anchor, the
+    argument it was replaced by an inner reference to it."""
+    inserted = [product]
+    if kernel.product_view is not None:
+        shape = list(kernel.product_view)
+        val = product.val.reshape(kernel.product_view)
+        name = f"{product.name}_mlp_view"
+        inserted.append(
+            Member(name, aten.view.default, (Inner(1), shape), {}, val, (product.val, shape), {})
+        )
+    value = Inner(len(inserted))
+
+    def shift(ref: Any) -> Any:
+        if isinstance(ref, Inner):
+            return ref if ref.index == 0 else Inner(ref.index + len(inserted))
+        return value if ref.index == kernel.product_index else ref
+
+    rest = [
+        dataclasses.replace(m, args=tuple(a), kwargs=dict(k))
+        for m in members[1:]
+        for a, k in [pytree.tree_map_only((Ref, Inner), shift, (m.args, m.kwargs))]
+    ]
+    return [members[0], *inserted, *rest]
 
 
 def _prepared(node: Any) -> bool:
