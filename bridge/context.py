@@ -162,6 +162,10 @@ class LoweringContext:
         #: Whether auto-cast applies to the TensorE op being lowered (False for the one-hot and
         #: mask matmuls of ``auto_cast.EXACT_ORIGINS``: ``matmul_dtype`` keeps their dtype).
         self.casts_tensore = True
+        #: While a fused node lowers: the tensors values still needed after it view (None
+        #: outside one), so a fallback that lowers its groups apart can release between them
+        #: what the graph's own nodes apart would (``release_all_but``).
+        self.needed_after: set[str] | None = None
 
     # ---- sizes --------------------------------------------------------------------------------
     @property

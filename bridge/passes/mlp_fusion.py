@@ -280,9 +280,22 @@ def lower_mlp(ctx: Any, kernel: MlpKernel, outside: list[Any], escapes: bool) ->
         view = product if kernel.product_view is None else product.view(kernel.product_view)
         up_args[cast(int, kernel.product_index)] = view
     hidden = lower_fused(ctx, kernel.up, up_args, False)
-    if product is not None:  # read by the up group alone: dead now, as apart after that group
-        ctx.release_dead(product.tile.name)
     if kernel.reshape is not None:
         hidden = hidden.view(kernel.reshape)
     _, down_args = kernel.split(outside, hidden)
+    if product is not None:  # release what the groups apart would after the up group
+        _release_after_up(ctx, product, down_args)
     return lower_fused(ctx, kernel.down, down_args, escapes)
+
+
+def _release_after_up(ctx: Any, product: Any, down_args: list[Any]) -> None:
+    """After a gated MLP's up group lowered apart: free the second product (read by that group
+    alone) and, as the graph's nodes apart would, every value neither the down group nor a later
+    node reads (``LoweringContext.needed_after``)."""
+    from hwsim.bridge.values import HbmValue
+
+    if ctx.needed_after is None:
+        ctx.release_dead(product.tile.name)
+        return
+    read = {leaf.tile.name for leaf in pytree.tree_leaves(down_args) if isinstance(leaf, HbmValue)}
+    ctx.release_all_but(ctx.needed_after | read)
