@@ -30,7 +30,9 @@ Targets, each printed with PASS or MISS (the script always exits 0):
 - the calibration point M1 (bert-base-uncased, trn1, batch 1, seq 128, auto-cast matmult bf16:
   0.943 ms P50 end to end, AWS's published figure) within +-15 %;
 - every model with 0 CPU ops;
-- the first compiled call of BERT-base within 10 s and of BERT-large within 25 s (idle machine);
+- the first compiled call of BERT-base within 10 s and of BERT-large within 25 s on an idle
+  machine: its wall time when the load average was below ``IDLE_LOAD`` as it started, else its
+  CPU time (one Python process: on an idle core its wall time), each verdict saying which;
 - with ``--passes``: no model slower with any one pass on than with it off (the per-pass table:
   each pass's effect measured by lowering without it, ``bridge.passes.effects``).
 """
@@ -67,6 +69,10 @@ M1_PUBLISHED_MS = 0.943
 M1_TOLERANCE = 0.15
 #: The first compiled call's wall time targets (s), on an idle 2-core machine.
 COMPILE_TARGETS_S = {"bert": 10.0, "bert-large": 25.0}
+#: A 1-minute load average below this is an idle machine: the first call's wall time is judged.
+#: Above it, other jobs' share of the cores is in the wall time, and the CPU time of the one
+#: Python process (what its wall time is on an idle core) is judged instead, and said so.
+IDLE_LOAD = 0.5
 
 
 @dataclass(frozen=True)
@@ -178,6 +184,7 @@ class Row:
     cpu_ops: int
     first_call_s: float
     first_call_cpu_s: float
+    load_before: float  # the 1-minute load average just before the first call
     lowering: str
     second_call_s: float
     pass_rows: list[dict[str, Any]]
@@ -198,6 +205,7 @@ def measure(name: str, batch: int, args: argparse.Namespace) -> Row:
     compiled = torch.compile(model, backend="hwsim", options=options)
     cache = LOWERED
     before = (cache.hits, cache.store.hits)
+    load_before = os.getloadavg()[0]
     with torch.no_grad():
         start, start_cpu = time.perf_counter(), _cpu_s()
         compiled(**inputs)
@@ -225,6 +233,7 @@ def measure(name: str, batch: int, args: argparse.Namespace) -> Row:
         cpu_ops=len(report.fallbacks()),
         first_call_s=first_s,
         first_call_cpu_s=first_cpu_s,
+        load_before=load_before,
         lowering=lowering,
         second_call_s=second_s,
         pass_rows=pass_rows,
@@ -255,10 +264,17 @@ def print_targets(rows: list[Row]) -> None:
     print(f"  CPU ops over all models: {cpu}: {verdict(cpu == 0)}")
     for name, target in COMPILE_TARGETS_S.items():
         for r in (r for r in rows if r.model == name and r.batch == 1):
+            idle = r.load_before < IDLE_LOAD
+            judged = r.first_call_s if idle else r.first_call_cpu_s
+            how = (
+                "wall, the machine idle"
+                if idle
+                else f"CPU time: load {r.load_before:.1f}, the wall is not an idle machine's"
+            )
             print(
                 f"  first compiled call of {name} (lowering {r.lowering}): {r.first_call_s:.1f} s "
                 f"wall, {r.first_call_cpu_s:.1f} s CPU, target <= {target:.0f} s on an idle "
-                f"machine: {verdict(r.first_call_s <= target)}"
+                f"machine (judged on {how}): {verdict(judged <= target)}"
             )
 
 

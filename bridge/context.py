@@ -162,6 +162,10 @@ class LoweringContext:
         #: Whether auto-cast applies to the TensorE op being lowered (False for the one-hot and
         #: mask matmuls of ``auto_cast.EXACT_ORIGINS``: ``matmul_dtype`` keeps their dtype).
         self.casts_tensore = True
+        #: While a fused node lowers: the tensors values still needed after it view (None
+        #: outside one), so a fallback that lowers its groups apart can release between them
+        #: what the graph's own nodes apart would (``release_all_but``).
+        self.needed_after: set[str] | None = None
 
     # ---- sizes --------------------------------------------------------------------------------
     @property
@@ -212,6 +216,13 @@ class LoweringContext:
             return
         for name in [n for n in self.arena.live if n not in live_tiles]:
             self.arena.free(name)
+
+    def release_dead(self, tensor: str) -> None:
+        """Free tensor ``tensor``, which no later op reads, as ``release_all_but`` would after
+        its last reader (a value made and consumed inside one node: a fallback's)."""
+        self.queues.forget(tensor)
+        if self.arena is not None and tensor in self.arena.live:
+            self.arena.free(tensor)
 
     def tile_dtype(self, dtype: DType) -> DType:
         """On-chip operand dtype for an op computing in ``dtype`` (the precision's rule)."""

@@ -576,7 +576,10 @@ class _GraphBuilder:
                 env[node] = self._prepared(tiles, node)
                 inputs.add(env[node].tile.name)
             elif node.op == "call_function":
+                if isinstance(node.target, FusedKernel):
+                    ctx.needed_after = lifetimes.needed_after(node, env)
                 env[node] = self._lower(ctx, node, env, lifetimes.escapes(node))
+                ctx.needed_after = None
                 ctx.release_all_but(lifetimes.live_tensors(node, env))
             elif node.op == "output":
                 outputs = self._outputs(ctx, node, env, inputs)

@@ -185,6 +185,18 @@ class Lifetimes:
         """Whether the node's value is a graph output (it keeps bytes of its own)."""
         return node in self.outputs
 
+    def needed_after(self, node: fx.Node, env: dict[fx.Node, Any]) -> set[str]:
+        """HBM tensors that values lowered before ``node`` view and nodes after it still read
+        (outputs stay needed); changes nothing (``live_tensors`` does, after the node)."""
+        now = self.order[node]
+        return {
+            leaf.tile.name
+            for done in self.live
+            if done in self.outputs or self.last_use[done] > now
+            for leaf in pytree.tree_leaves(env.get(done))
+            if isinstance(leaf, HbmValue)
+        }
+
     def live_tensors(self, done: fx.Node, env: dict[fx.Node, Any]) -> set[str]:
         """HBM tensors that values still needed after ``done`` view (outputs stay needed)."""
         now = self.order[done]

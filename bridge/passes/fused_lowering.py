@@ -265,8 +265,11 @@ class _StepProgram:
         rings: list[BufferRing],
         casts: BufferRing,
         largest: tuple[int, int],
+        given: dict[int, Operand] | None = None,
     ) -> Operand:
-        produced: dict[int, Operand] = {}
+        """The steps on one tile; ``given``: tiles of other virtual values, by id of their
+        ``VirtualTile`` (a gated MLP's second product)."""
+        produced: dict[int, Operand] = dict(given or {})
         if self.anchor is not None and first is not None:
             produced[id(self.anchor.tile)] = first
         loaded: dict[tuple[int, str], Operand] = {}

@@ -24,6 +24,7 @@ from hwsim.bridge.passes.fused_lowering import (
 )
 from hwsim.bridge.passes.fusion import FusedKernel
 from hwsim.bridge.passes.mlp_fusion import MlpKernel
+from hwsim.bridge.registry import LOWERINGS
 from hwsim.bridge.tiling.matmul import stationary_kept
 from hwsim.bridge.tiling.mlp import MlpDoesNotFit, MlpTiler, plan_rows, working_bytes
 from hwsim.bridge.values import HbmValue, PreparedMatrix
@@ -86,6 +87,41 @@ def _operands(
     return b1, x, w1, bias2, w2, up_meta
 
 
+def lower_product(ctx: LoweringContext, product: Any, up_args: list[Any]) -> HbmValue:
+    """A gated MLP's second product lowered on its own (the kernel's fallback), as the graph's
+    node was before the pass took it in."""
+    args, kwargs = _resolve(product, up_args, [])
+    with ctx.node(product.name, _meta(product.val), _call(product)):
+        value: HbmValue = LOWERINGS[product.target].fn(ctx, *args, **kwargs)
+    return value
+
+
+def _gated_product(
+    ctx: LoweringContext, kernel: MlpKernel, up_args: list[Any], x: Any, w1: PreparedMatrix
+) -> tuple[PreparedMatrix | None, Any]:
+    """(Wu, the value standing for x @ Wu in the activation) of a gated MLP, (None, None) of
+    another; FusionFallback when the kernel does not take its operands."""
+    if kernel.product is None:
+        return None, None
+    index = kernel.product_index
+    assert index is not None
+    args, _ = _resolve(kernel.product, up_args, [])
+    wu = args[1]
+    if args[0] is not x or not isinstance(wu, PreparedMatrix) or wu.layout is None:
+        raise FusionFallback("the second product is not of x and a prepared weight")
+    assert w1.layout is not None  # the pass's match
+    if (wu.dtype, wu.shape, wu.layout.block) != (w1.dtype, w1.shape, w1.layout.block):
+        raise FusionFallback("the two up-projections' weights differ in dtype, shape or blocks")
+    stream = ctx.weights
+    assert stream is not None
+    run = max(layout.tiles * min(layout.block, layout.n) for layout in (w1.layout, wu.layout))
+    if stream.ring_bytes // w1.dtype.itemsize < 3 * run:  # two blocks held at once, unwrapped
+        raise FusionFallback("the weight ring holds fewer than three blocks")
+    meta = _meta(kernel.product.val)
+    shape = meta.shape if kernel.product_view is None else kernel.product_view
+    return wu, virtual_value(shape, meta.dtype)
+
+
 def emit_mlp(
     ctx: LoweringContext, kernel: MlpKernel, outside: list[Any], escapes: bool, tag: str
 ) -> HbmValue:
@@ -93,13 +129,19 @@ def emit_mlp(
     up_args, down_args = kernel.split(outside, None)
     b1, x, w1, bias2, w2, up_meta = _operands(ctx, kernel, up_args, down_args)
     compute = w1.dtype
+    wu, product = _gated_product(ctx, kernel, up_args, x, w1)
+    if product is not None and kernel.product_index is not None:
+        up_args[kernel.product_index] = product
     activation, _ = _steps(ctx, kernel.up, up_args, tag)
     if activation.outside:
         raise FusionFallback("the activation reads an operand from outside the MLP")
     epilogue, down_meta = _steps(ctx, kernel.down, down_args, tag)
-    # Rings: the evacuation, each step of both programs, the epilogue's outside operands, and
-    # each program's casts (``_StepProgram``).
-    ring_count = 1 + len(activation.steps) + len(epilogue.steps) + len(epilogue.outside) + 2
+    # Rings: the evacuation (and a gated MLP's second), each step of both programs, the
+    # epilogue's outside operands, and each program's casts (``_StepProgram``).
+    evacuations = 1 if wu is None else 2
+    ring_count = (
+        evacuations + len(activation.steps) + len(epilogue.steps) + len(epilogue.outside) + 2
+    )
     (m, k), f, n = x.shape, w1.shape[1], w2.shape[1]
     try:
         working = working_bytes(ctx, k, n, f, ring_count)
@@ -110,9 +152,10 @@ def emit_mlp(
     rings = [BufferRing(EPILOGUE_BUFFERS) for _ in activation.steps]
     casts = BufferRing(EPILOGUE_BUFFERS)
 
-    def activate(first: Any, shape: tuple[int, int]) -> Any:
+    def activate(first: Any, second: Any, shape: tuple[int, int]) -> Any:
         largest = (ctx.pmax, max(shape[1], ctx.limits.tile_n))
-        return activation._run(shape, _no_outside, first, rings, casts, largest)
+        given = None if product is None else {id(product.tile): second}
+        return activation._run(shape, _no_outside, first, rings, casts, largest, given)
 
     down_anchor = kernel.down.anchor
     assert down_anchor is not None
@@ -122,12 +165,17 @@ def emit_mlp(
             out = ctx.new_value(down_meta.shape, down_meta.dtype)
             tiler = MlpTiler(ctx, compute)
             b2 = None if bias2 is None else bias2.expand(down_meta.shape)
-            tiler.emit_mlp(x, w1, b1, activate, hidden_dtype, w2, b2, out, plan)
+            tiler.emit_mlp(x, w1, b1, activate, hidden_dtype, w2, b2, out, plan, wu)
     finally:
         ctx.epilogue = None
-    ctx.fusion_notes.append(
-        {"group": kernel.node_names, "fused": True, "mlp_row_groups": len(plan.groups)}
-    )
+    note: dict[str, Any] = {
+        "group": kernel.node_names,
+        "fused": True,
+        "mlp_row_groups": len(plan.groups),
+    }
+    if wu is not None:
+        note["gated"] = True
+    ctx.fusion_notes.append(note)
     viewed = out.view(tuple(kernel.down.members[-1].val.shape))
     assert viewed is not None  # a fresh contiguous value reshapes
     return viewed

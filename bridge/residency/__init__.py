@@ -383,12 +383,16 @@ class ResidentQueues(DmaQueues):
         never needed (every read was forwarded) and is dropped."""
         live = set(live_tensors) | self.inputs  # graph inputs (weights) never die
         for name in [n for n in self._by_tensor if n not in live]:
-            for record in list(self._by_tensor.get(name, ())):
-                if record.pending is not None and name in self.deferrable:
-                    self.stats.stores_elided += 1
-                    self.stats.bytes_elided += record.key.nbytes
-                    record.pending = None
-                self._drop(record)
+            self.forget(name)
+
+    def forget(self, name: str) -> None:
+        """Forget the values of tensor ``name``, which no later op reads (``release_dead``)."""
+        for record in list(self._by_tensor.get(name, ())):
+            if record.pending is not None and name in self.deferrable:
+                self.stats.stores_elided += 1
+                self.stats.bytes_elided += record.key.nbytes
+                record.pending = None
+            self._drop(record)
 
     def finish(self) -> None:
         """The program is complete: emit every store still pending, release every tile."""

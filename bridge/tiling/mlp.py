@@ -50,8 +50,9 @@ class MlpDoesNotFit(ValueError):
     much): the MLP cannot be one kernel on this config."""
 
 
-#: ``run(first, shape) -> tile``: the activation's steps on one evacuated [F, tokens] tile.
-Activation = Callable[[Operand, tuple[int, int]], Operand]
+#: ``run(first, second, shape) -> tile``: the activation's steps on one evacuated [F, tokens]
+#: tile (``second``: a gated MLP's second product over the same tile, else None).
+Activation = Callable[[Operand, Operand | None, tuple[int, int]], Operand]
 
 
 @dataclass(frozen=True)
@@ -107,9 +108,12 @@ class MlpTiler(MatmulTiler):
         bias2: HbmValue | None,
         out: HbmValue,
         plan: MlpPlan,
+        wu: PreparedMatrix | None = None,
     ) -> None:
         """The whole MLP; ``hidden_dtype``: the dtype the activation's result is evacuated in
-        before the cast into hᵀ; ``ctx.epilogue`` (if set) runs on the second product's tiles."""
+        before the cast into hᵀ; ``ctx.epilogue`` (if set) runs on the second product's tiles;
+        ``wu``: a gated MLP's second up-projection (W1's shape and blocks), whose product
+        ``(x @ Wu)ᵀ`` is computed per tile beside W1's and given to the activation."""
         lim = self.lim
         stream = self.ctx.weights
         assert stream is not None and w1.layout is not None and w2.layout is not None
@@ -120,7 +124,7 @@ class MlpTiler(MatmulTiler):
         bias_columns = None if bias1 is None else self._bias_columns(bias1, f)
         lhs = KOperand(x.transpose(0, 1), self.dtype)
         k_tiles, f_tiles = cdiv(k, lim.tile_k), cdiv(f, lim.tile_k)
-        evacuated = BufferRing(2)
+        evacuated, evacuated_second = BufferRing(2), BufferRing(2)
         most = max(sum(mt for _, mt in group) for group in plan.groups)
         # One xᵀ and one hᵀ for every group (allocated once: no group waits for the bytes of
         # the last one's tiles to be given back, and SBUF does not fragment between groups).
@@ -133,23 +137,43 @@ class MlpTiler(MatmulTiler):
                 self._load(lhs, None, 0, k, m0, mt, into=x_t[:, :, m0 - g0 : m0 - g0 + mt])
             for n0, width in w1.layout.blocks():
                 block = stream.load(w1, n0)
+                block_u = None if wu is None else stream.load(wu, n0)
                 for c0, fw in chunks(width, lim.tile_k):
                     ft = (n0 + c0) // lim.tile_k
                     bias = None if bias_columns is None else bias_columns[:fw, ft : ft + 1]
                     for t0, tn in chunks(rows, lim.tile_n):
-                        acc = self.psum((fw, tn), lang.float32, lang.psum)
-                        for j, (_, w) in enumerate(chunks(k, lim.tile_k)):
-                            stationary = block[:w, j * width + c0 : j * width + c0 + fw]
-                            moving = x_t[:w, j, t0 : t0 + tn]
-                            nisa.nc_matmul(acc, stationary, moving, accumulate=j > 0)
+                        acc = self._up_product(block, x_t, k, width, c0, fw, t0, tn)
                         first = evacuated((fw, tn), hidden_dtype, lang.sbuf)
                         if bias is None:
                             self.evacuate(first, acc)
                         else:
                             nisa.tensor_scalar(first, acc, AluOp.add, bias)
-                        result = activation(first, (fw, tn))
+                        second = None
+                        if block_u is not None:
+                            acc_u = self._up_product(block_u, x_t, k, width, c0, fw, t0, tn)
+                            second = evacuated_second((fw, tn), hidden_dtype, lang.sbuf)
+                            self.evacuate(second, acc_u)
+                        result = activation(first, second, (fw, tn))
                         nisa.tensor_copy(h_t[:fw, ft, t0 : t0 + tn], result)
             self._down(h_t, g0, group, w2, bias2, out)
+
+    def _up_product(
+        self,
+        block: Operand,
+        x_t: Operand,
+        k: int,
+        width: int,
+        c0: int,
+        fw: int,
+        t0: int,
+        tn: int,
+    ) -> Operand:
+        """PSUM [fw of F, tn tokens] = block's columns c0.. (stationary)ᵀ @ xᵀ (moving)."""
+        acc = self.psum((fw, tn), lang.float32, lang.psum)
+        for j, (_, w) in enumerate(chunks(k, self.lim.tile_k)):
+            stationary = block[:w, j * width + c0 : j * width + c0 + fw]
+            nisa.nc_matmul(acc, stationary, x_t[:w, j, t0 : t0 + tn], accumulate=j > 0)
+        return acc
 
     def _down(
         self,

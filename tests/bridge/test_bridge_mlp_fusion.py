@@ -157,3 +157,111 @@ def test_the_kernel_interprets_as_the_graph(reshape):
     kernels = [n.target for n in gm.graph.nodes if isinstance(n.target, MlpKernel)]
     assert len(kernels) == 1
     torch.testing.assert_close(gm(*inputs), fn(*inputs))
+
+
+def _gated(x, wg, wu, wd, r):
+    """Llama's MLP: down(silu(x @ Wg) * (x @ Wu)) and the residual."""
+    linear = torch.nn.functional.linear
+    return linear(torch.nn.functional.silu(linear(x, wg)) * linear(x, wu), wd) + r
+
+
+def _lower_gated(m: int, k: int, f: int, config, passes="all"):
+    g = torch.Generator().manual_seed(2)
+    inputs = [
+        torch.randn(m, k, generator=g),
+        torch.randn(f, k, generator=g) / k**0.5,
+        torch.randn(f, k, generator=g) / k**0.5,
+        torch.randn(k, f, generator=g) / f**0.5,
+        torch.randn(m, k, generator=g),
+    ]
+    graph = make_fx(_gated)(*inputs)
+    names = [n.name for n in graph.graph.nodes if n.op == "placeholder"]
+    lowered = lower_graph(
+        graph,
+        inputs,
+        config=config,
+        precision=Precision("matmult", "bf16"),
+        constants=names[1:4],
+        passes=passes,
+    )
+    return lowered, inputs
+
+
+def test_a_gated_mlp_is_one_kernel_with_both_up_products_and_computes_what_apart_does():
+    config = load_config("trn1", SMALL_SBUF)
+    lowered, inputs = _lower_gated(512, 128, 2048, config)
+    mlp = next(s for s in lowered.pipeline["steps"] if s["pass"] == "mlp")
+    assert (mlp["mlps"], mlp["gated"]) == (1, 1)
+    (note,) = lowered.pipeline["fusion"]
+    assert note["fused"] and note["gated"] and note["mlp_row_groups"] == 2
+    apart, _ = _lower_gated(512, 128, 2048, config, passes={"mlp": False})
+    fused = lowered.run(inputs).outputs
+    # Both products leave PSUM in fp32, SiLU and the product in fp32, h rounded to bf16 once:
+    # the same bits as the three matmuls apart.
+    assert torch.equal(fused, apart.run(inputs).outputs)
+    torch.testing.assert_close(fused, _gated(*inputs), rtol=3e-2, atol=3e-2)
+
+
+def test_in_a_gated_mlp_neither_up_product_nor_h_crosses_hbm():
+    """Two row groups (as above): each streams all three weights once; x, the residual and the
+    output cross HBM once, and nothing else does."""
+    m, k, f = 512, 128, 2048
+    lowered, _ = _lower_gated(m, k, f, load_config("trn1", SMALL_SBUF))
+    roles = {"x_1": "x", "r_1": "r", "wg_1__prepared_t": "wg", "wu_1__prepared_t": "wu"}
+    roles["wd_1__prepared_t"] = "wd"
+    moved = {roles.get(t, t): b for t, b in _hbm_bytes(lowered.program).items()}
+    (out,) = [t for t in moved if t not in ("x", "r", "wg", "wu", "wd")]
+    assert moved == {
+        "x": m * k * F32,
+        "r": m * k * F32,
+        "wg": 2 * k * f * BF16,
+        "wu": 2 * k * f * BF16,
+        "wd": 2 * f * k * BF16,
+        out: m * k * F32,
+    }
+
+
+def test_a_gated_mlp_that_stays_apart_lowers_the_program_the_pass_off_does():
+    """Batch 1's case (hᵀ fits the down-projection's stationary share): the kernel falls back,
+    lowering the second product first, as the graph had it: the same program as no pass."""
+    from tests.unit.fingerprint_programs import fingerprint
+
+    on, inputs = _lower_gated(128, 128, 512, "trn1")
+    off, _ = _lower_gated(128, 128, 512, "trn1", passes={"mlp": False})
+    assert not on.pipeline["fusion"][0]["fused"]
+    assert fingerprint(on.program) == fingerprint(off.program)
+    assert torch.equal(on.run(inputs).outputs, off.run(inputs).outputs)
+
+
+def test_a_gated_mlp_over_3d_activations_fuses_and_interprets_as_the_graph():
+    """As a Llama layer traces it: [batch, seq, hidden] activations, each product viewed back
+    to 3-D before the SiLU and the product; the joined node computes what the graph did."""
+    from hwsim.bridge.passes import PassSelection, run_pipeline
+
+    def fn(x, wg, wu, wd):
+        return _gated(x, wg, wu, wd, x)
+
+    g = torch.Generator().manual_seed(3)
+    inputs = [torch.randn(4, 128, 128, generator=g)]
+    inputs += [torch.randn(2048, 128, generator=g) / 128**0.5 for _ in range(2)]
+    inputs.append(torch.randn(128, 2048, generator=g) / 2048**0.5)
+    graph = make_fx(fn)(*inputs)
+    names = [n.name for n in graph.graph.nodes if n.op == "placeholder"]
+    gm, _ = run_pipeline(graph, PassSelection.all(), constants=names[1:])
+    kernels = [n.target for n in gm.graph.nodes if isinstance(n.target, MlpKernel)]
+    assert len(kernels) == 1 and kernels[0].product_view == (4, 128, 2048)
+    torch.testing.assert_close(gm(*inputs), fn(*inputs))
+    config = load_config("trn1", SMALL_SBUF)
+    lowered = lower_graph(
+        graph, inputs, config=config, precision=Precision("matmult", "bf16"), constants=names[1:]
+    )
+    assert [n.get("gated") for n in lowered.pipeline["fusion"]] == [True]
+    apart = lower_graph(
+        graph,
+        inputs,
+        config=config,
+        precision=Precision("matmult", "bf16"),
+        constants=names[1:],
+        passes={"mlp": False},
+    )
+    assert torch.equal(lowered.run(inputs).outputs, apart.run(inputs).outputs)
