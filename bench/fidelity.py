@@ -74,11 +74,17 @@ def critical_path_by_line(result: RunResult, program: Program) -> list[tuple[str
             totals["startup"] += step.share_ticks
             continue
         instruction = program.cores[step.core].streams[step.engine][step.pc]
-        where = instruction.tag.split(":", 1)[-1]
-        where = re.sub(r"^(spill|reload|reread|refill):\S+ \((.*)\)$", r"\1 \2", where)
         what = "transfer" if step.kind == "dma" else step.engine
-        totals[f"{instruction.OPCODE} {where} ({what})"] += step.share_ticks
+        totals[link_name(instruction.tag, instruction.OPCODE, what)] += step.share_ticks
     return totals.most_common()
+
+
+def link_name(tag: str, opcode: str, what: str) -> str:
+    """``opcode where (what)``: the tag without its kernel name, and a compiler-made DMA's
+    (``kernel:spill:sbuf12 (file.py:73)``) as its kind and the line that allocated the tile."""
+    where = tag.split(":", 1)[-1]
+    where = re.sub(r"^(spill|reload|reread|refill):\S+ \((.*)\)$", r"\1 \2", where)
+    return f"{opcode} {where} ({what})"
 
 
 def run_case(case: Case) -> tuple[list[str], int]:

@@ -142,6 +142,20 @@ def test_each_case_prints_its_critical_path_by_kernel_line_summing_to_its_run_ti
     assert all(line.strip().split()[1] == "us" for line in shown)  # a run under 1 ms
 
 
+def test_a_critical_path_link_is_named_by_opcode_kernel_line_and_spill_kind():
+    name = load("fidelity").link_name
+    assert (
+        name("k:block_all.py:115", "dma_copy", "transfer") == "dma_copy block_all.py:115 (transfer)"
+    )
+    assert (
+        name("k:block_all.py:132", "nc_matmul", "tensor") == "nc_matmul block_all.py:132 (tensor)"
+    )
+    # the planner's DMAs: the kind and the tile's allocation line, not the tile (one per tile)
+    for kind in ("spill", "reload", "reread", "refill"):
+        tag = f"matrix_multiply_kernel:{kind}:sbuf1255 (block_all.py:73)"
+        assert name(tag, "dma_copy", "sync") == f"dma_copy {kind} block_all.py:73 (sync)"
+
+
 @pytest.mark.slow
 def test_the_presets_hold_what_calibrate_derives_from_the_cases():
     """Solved again from the calibration cases by bench/calibrate.py's procedure, every
