@@ -25,8 +25,10 @@ against ±10%; the script exits 1 if any case fails.
 from __future__ import annotations
 
 import argparse
+import re
 import sys
 import time
+from collections import Counter
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
@@ -34,6 +36,9 @@ from calibrate import PARAMETERS, Evaluator, solve
 from calibration_cases import Case, Figure, calibration_cases
 
 from hwsim.config import load_config
+from hwsim.machine.simulator import RunResult
+from hwsim.program import Program
+from hwsim.trace.critical_path import critical_path
 
 TOLERANCE_PCT = 10.0
 #: Leave-one-out error this many points above the in-sample one marks the set over-fitted.
@@ -52,6 +57,34 @@ def line(name: str, what: str, simulated: float, figure: Figure, target: bool = 
         f"published {figure.published:11,.2f} {figure.unit:3s} error {err:+6.1f}% "
         f"(target ±{TOLERANCE_PCT:g}%) {verdict}"
     )
+
+
+#: How many links of the critical path ``run_case`` names, by kernel line (the rest summed).
+PATH_LINES = 6
+
+
+def critical_path_by_line(result: RunResult, program: Program) -> list[tuple[str, int]]:
+    """The run's critical path (``hwsim.trace.critical_path``) summed by what each link is: its
+    opcode and kernel line, ``transfer`` for a DMA's data movement (its trigger instruction is
+    a link of its own), the compiler's spill DMAs by kind (``spill``, ``reload``, ``reread``)
+    without the tile; largest first, in ticks (they sum to the run's)."""
+    totals: Counter[str] = Counter()
+    for step in critical_path(result.trace):
+        if step.kind == "startup":
+            totals["startup"] += step.share_ticks
+            continue
+        instruction = program.cores[step.core].streams[step.engine][step.pc]
+        what = "transfer" if step.kind == "dma" else step.engine
+        totals[link_name(instruction.tag, instruction.OPCODE, what)] += step.share_ticks
+    return totals.most_common()
+
+
+def link_name(tag: str, opcode: str, what: str) -> str:
+    """``opcode where (what)``: the tag without its kernel name, and a compiler-made DMA's
+    (``kernel:spill:sbuf12 (file.py:73)``) as its kind and the line that allocated the tile."""
+    where = tag.split(":", 1)[-1]
+    where = re.sub(r"^(spill|reload|reread|refill):\S+ \((.*)\)$", r"\1 \2", where)
+    return f"{opcode} {where} ({what})"
 
 
 def run_case(case: Case) -> tuple[list[str], int]:
@@ -91,6 +124,14 @@ def run_case(case: Case) -> tuple[list[str], int]:
             f"        {figure.label}: simulated {value:,.2f} {figure.unit}, published "
             f"{figure.published:,.2f} {figure.unit} ({error_pct(value, figure.published):+.1f}%)"
         )
+    path = critical_path_by_line(result, program)
+    total_ns = result.trace.ticks_to_ns(sum(ticks for _, ticks in path))
+    unit, scale = ("ms", 1e6) if total_ns >= 1e6 else ("us", 1e3)
+    rest = sum(ticks for _, ticks in path[PATH_LINES:])
+    shown = path[:PATH_LINES] + ([("the rest", rest)] if rest else [])
+    lines.append("        verbatim critical path, by kernel line:")
+    for what, ticks in shown:
+        lines.append(f"        {result.trace.ticks_to_ns(ticks) / scale:10,.3f} {unit}  {what}")
     return lines, failed
 
 

@@ -116,6 +116,46 @@ def test_least_squares_lands_on_an_affine_figure_in_one_step():
     assert math.isclose(calibrate._inverse(calibrate._inverse(0.25)), 0.25)
 
 
+def test_each_case_prints_its_critical_path_by_kernel_line_summing_to_its_run_time():
+    """V18's three instructions: the load (Sync triggers it, then its transfer), the exp on
+    ScalarE, the store (GpSimd, then its transfer); the critical path's links are those five,
+    each named by opcode, kernel line and what it is, and their shares sum to the end tick."""
+    fidelity = load("fidelity")
+    case = load("calibration_cases").calibration_cases()["V18"]
+    result, program, _ = case.simulate("verbatim", load_config(case.config))
+    path = dict(fidelity.critical_path_by_line(result, program))
+    assert sum(path.values()) == result.trace.end_tick
+    file = "tensor_exp_kernel_isa.py"
+    assert set(path) == {
+        f"dma_copy {file}:18 (sync)",
+        f"dma_copy {file}:18 (transfer)",
+        f"activation {file}:21 (scalar)",
+        f"dma_copy {file}:24 (gpsimd)",
+        f"dma_copy {file}:24 (transfer)",
+    }
+    lines, failed = fidelity.run_case(case)
+    assert failed == 0
+    shown = lines[lines.index("        verbatim critical path, by kernel line:") + 1 :]
+    assert [line.split("  ", 1)[1].strip() for line in (x.strip() for x in shown)] == [
+        what for what, _ in fidelity.critical_path_by_line(result, program)
+    ]
+    assert all(line.strip().split()[1] == "us" for line in shown)  # a run under 1 ms
+
+
+def test_a_critical_path_link_is_named_by_opcode_kernel_line_and_spill_kind():
+    name = load("fidelity").link_name
+    assert (
+        name("k:block_all.py:115", "dma_copy", "transfer") == "dma_copy block_all.py:115 (transfer)"
+    )
+    assert (
+        name("k:block_all.py:132", "nc_matmul", "tensor") == "nc_matmul block_all.py:132 (tensor)"
+    )
+    # the planner's DMAs: the kind and the tile's allocation line, not the tile (one per tile)
+    for kind in ("spill", "reload", "reread", "refill"):
+        tag = f"matrix_multiply_kernel:{kind}:sbuf1255 (block_all.py:73)"
+        assert name(tag, "dma_copy", "sync") == f"dma_copy {kind} block_all.py:73 (sync)"
+
+
 @pytest.mark.slow
 def test_the_presets_hold_what_calibrate_derives_from_the_cases():
     """Solved again from the calibration cases by bench/calibrate.py's procedure, every
