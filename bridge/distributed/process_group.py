@@ -95,6 +95,24 @@ def _from_bytes(data: np.ndarray, like: torch.Tensor) -> torch.Tensor:
     return flat.reshape(like.shape)
 
 
+_COLLECTIVE_METHODS = (
+    "allreduce", "allreduce_coalesced", "broadcast", "scatter", "gather", "barrier",
+    "all_gather_single", "allgather", "all_gather_single_coalesced", "reduce_scatter_single",
+    "reduce_scatter", "reduce_scatter_single_coalesced", "all_to_all_single", "alltoall",
+)  # fmt: skip
+
+
+def _never_traced(cls: type) -> type:
+    """Dynamo never traces the group's collectives: C++ calls them from inside a compiled
+    module's call too (DDP's reducer broadcasts its rebuilt buckets from ``DDP.forward``'s
+    pre-forward, under ``torch.compile``'s frame hook), and a traced collective would be a graph
+    of an opaque process group, not a collective run on every rank."""
+    for name in _COLLECTIVE_METHODS:
+        setattr(cls, name, torch._dynamo.disable(getattr(cls, name), recursive=True))
+    return cls
+
+
+@_never_traced
 class HwsimProcessGroup(dist.ProcessGroup):
     """One rank's view of a group of ranks on simulated NeuronCores (module docstring)."""
 
