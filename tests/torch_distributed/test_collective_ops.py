@@ -146,3 +146,37 @@ def test_product_is_refused_with_the_reason():
     """The collective engines reduce with add, max and min; no product to lower to."""
     with pytest.raises(Exception, match=r"FallbackError.*reduce op 'product'.*add, max and min"):
         _run("product")
+
+
+def _uneven(rank: int) -> tuple[torch.Tensor, object]:
+    """Rank r sends r + j + 1 rows to rank j, each row (r, j, k)."""
+    sends = [rank + j + 1 for j in range(N)]
+    rows = [torch.tensor([[rank, j, k] for k in range(sends[j])]) for j in range(N)]
+    received = [r + rank + 1 for r in range(N)]
+    out = torch.zeros(sum(received), 3, dtype=torch.int64)
+    dist.all_to_all_single(out, torch.cat(rows), received, sends)
+    return out, current_clock()
+
+
+def test_uneven_all_to_all_moves_each_ranks_rows_timed_by_the_largest_chunk():
+    """What MoE dispatch runs: exact rows, and the time of the even all-to-all whose chunk is
+    the largest any rank sends (every step waits for its slowest transfer)."""
+    results = run_threads(_uneven, N)
+    model = CostModel.for_config(load_config("trn2"))
+    largest = 2 * N - 1  # rank N - 1 to rank N - 1
+    cost = model.collectives.of("all_to_all", N * largest * 3 * 8, tuple(range(N)))
+    for rank, (out, clock) in enumerate(results):
+        want = [[r, rank, k] for r in range(N) for k in range(r + rank + 1)]
+        assert out.tolist() == want
+        [moved] = clock.collectives
+        assert moved.end_tick - moved.start_tick == model.timebase.ns_to_ticks(cost.duration_ns)
+
+
+def _mismatched_splits(rank: int) -> None:
+    out = torch.zeros(N + 1)
+    dist.all_to_all_single(out, torch.zeros(N + 1), [2] + [1] * (N - 1), [1] * (N - 1) + [2])
+
+
+def test_uneven_all_to_all_with_splits_that_disagree_is_refused():
+    with pytest.raises(Exception, match="output_split_sizes must match the senders'"):
+        run_threads(_mismatched_splits, N, timeout_s=60)
