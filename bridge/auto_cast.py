@@ -36,6 +36,7 @@ from torch.utils import _pytree as pytree
 from torch.utils._python_dispatch import TorchDispatchMode
 from torch.utils.weak import WeakIdKeyDictionary
 
+from hwsim.bridge.fx_interpreter import Interpreter
 from hwsim.bridge.precision import Precision
 from hwsim.dtypes import cast as hw_cast
 
@@ -226,7 +227,7 @@ def run_graph(gm: torch.fx.GraphModule, args: Any, casts: reference_casts) -> An
     """``gm(*args)`` on the CPU under ``casts`` (entered by the caller), node by node, with the
     casts off for matmuls decomposed from ``EXACT_ORIGINS`` (module docstring)."""
 
-    class _Interpreter(torch.fx.Interpreter):
+    class _Interpreter(Interpreter):
         def run_node(self, node: torch.fx.Node) -> Any:
             casts.exact = exact_origin(node.meta.get("original_aten"))
             try:

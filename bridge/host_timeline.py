@@ -21,11 +21,12 @@ from typing import Any
 
 from torch import fx
 
+from hwsim.bridge.fx_interpreter import Interpreter
 from hwsim.bridge.options import BridgeOptions
 from hwsim.bridge.report import OpRecord
 
 
-class _Timeline(fx.Interpreter):
+class _Timeline(Interpreter):
     def __init__(self, module: fx.GraphModule, records: dict[str, OpRecord]) -> None:
         super().__init__(module)
         self.records = records

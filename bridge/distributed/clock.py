@@ -149,7 +149,8 @@ class RankClock:
 
     def summary(self) -> dict[str, Any]:
         """Per step and in total: compute, communication, overlapped and exposed communication,
-        waiting (ns) and bytes per link class."""
+        the time from the first graph or collective to the last one's end, waiting (ns) and
+        bytes per link class."""
         steps = sorted({c.step for c in self.computes} | {c.step for c in self.collectives})
         per_step = {step: self._split(step) for step in steps}
         return {
@@ -170,7 +171,8 @@ class RankClock:
         colls = [c for c in self.collectives if step in (None, c.step)]
         comms = [(c.start_tick, c.end_tick) for c in colls]
         compute, comm = _union(computes), _union(comms)
-        overlapped = compute + comm - _union(computes + comms)
+        busy = _union(computes + comms)
+        overlapped = compute + comm - busy
         link_bytes: dict[str, int] = {}
         for c in colls:
             for link, nbytes in c.link_bytes.items():
@@ -183,9 +185,18 @@ class RankClock:
             "communication_ns": ns(comm),
             "overlapped_ns": ns(overlapped),
             "exposed_ns": ns(comm - overlapped),
+            "time_ns": ns(_span(computes + comms)),
             "waiting_ns": ns(sum(c.start_tick - c.arrival_tick for c in colls)),
             "link_bytes": link_bytes,
         }
+
+
+def _span(intervals: list[tuple[int, int]]) -> int:
+    """First start to last end: the step's time, the longer of its compute path and its
+    collective path (each collective ends after its issue, each graph after the one before)."""
+    if not intervals:
+        return 0
+    return max(end for _, end in intervals) - min(start for start, _ in intervals)
 
 
 def _union(intervals: list[tuple[int, int]]) -> int:

@@ -95,6 +95,24 @@ def _from_bytes(data: np.ndarray, like: torch.Tensor) -> torch.Tensor:
     return flat.reshape(like.shape)
 
 
+_COLLECTIVE_METHODS = (
+    "allreduce", "allreduce_coalesced", "broadcast", "scatter", "gather", "barrier",
+    "all_gather_single", "allgather", "all_gather_single_coalesced", "reduce_scatter_single",
+    "reduce_scatter", "reduce_scatter_single_coalesced", "all_to_all_single", "alltoall",
+)  # fmt: skip
+
+
+def _never_traced(cls: type) -> type:
+    """Dynamo never traces the group's collectives: C++ calls them from inside a compiled
+    module's call too (DDP's reducer broadcasts its rebuilt buckets from ``DDP.forward``'s
+    pre-forward, under ``torch.compile``'s frame hook), and a traced collective would be a graph
+    of an opaque process group, not a collective run on every rank."""
+    for name in _COLLECTIVE_METHODS:
+        setattr(cls, name, torch._dynamo.disable(getattr(cls, name), recursive=True))
+    return cls
+
+
+@_never_traced
 class HwsimProcessGroup(dist.ProcessGroup):
     """One rank's view of a group of ranks on simulated NeuronCores (module docstring)."""
 
@@ -315,11 +333,45 @@ class HwsimProcessGroup(dist.ProcessGroup):
         opts: Any = None,
     ) -> SimWork:
         if output_split_sizes or input_split_sizes:
-            raise HwsimError("hwsim all_to_all: uneven splits are not supported; split evenly")
+            return self._uneven_all_to_all(output, input, output_split_sizes, input_split_sizes)
         nbytes = input.numel() * input.element_size()
         sources, end = self._exchange("all_to_all", nbytes, _bytes_of(input), f"{nbytes} B")
         mine = np.concatenate([np.split(data, self._size)[self._rank] for data in sources])
         output.detach().copy_(_from_bytes(mine, output))
+        return self._work(end, [output])
+
+    def _uneven_all_to_all(
+        self,
+        output: torch.Tensor,
+        input: torch.Tensor,
+        output_splits: list[int] | None,
+        input_splits: list[int] | None,
+    ) -> SimWork:
+        """Rows ``input_splits[j]`` of this rank's input to rank j, rows ``output_splits[j]``
+        from rank j (an empty list: even). Timed as the even all-to-all whose chunk is the
+        largest any rank sends or receives (each rank offers its own largest, the collective
+        lasts the longest): every step of an all-to-all waits for its slowest transfer."""
+        n = self._size
+        ins = _splits(input_splits, input, n, "input")
+        outs = _splits(output_splits, output, n, "output")
+        row_bytes = input[0].numel() * input.element_size() if input.shape[0] else 0
+        nbytes = n * max(max(ins), max(outs)) * row_bytes
+        header = np.asarray(ins, np.int64).view(np.uint8)
+        values = np.concatenate([header, _bytes_of(input)])
+        what = f"uneven all_to_all of {input.dtype} rows of {row_bytes} B"
+        sources, end = self._exchange("all_to_all", nbytes, values, what)
+        pieces = []
+        for r, data in enumerate(sources):
+            theirs = data[: 8 * n].view(np.int64)
+            if theirs[self._rank] != outs[r]:
+                raise HwsimError(
+                    f"all_to_all: rank {self._rank} expects {outs[r]} rows from rank {r}, "
+                    f"which sends it {theirs[self._rank]}: output_split_sizes must match the "
+                    "senders' input_split_sizes"
+                )
+            first = int(theirs[: self._rank].sum()) * row_bytes
+            pieces.append(data[8 * n + first : 8 * n + first + outs[r] * row_bytes])
+        output.detach().copy_(_from_bytes(np.concatenate(pieces), output))
         return self._work(end, [output])
 
     def alltoall(
@@ -333,6 +385,18 @@ class HwsimProcessGroup(dist.ProcessGroup):
             t.detach().copy_(flat_out[offset : offset + t.numel()].reshape(t.shape))
             offset += t.numel()
         return work
+
+
+def _splits(given: list[int] | None, tensor: torch.Tensor, n: int, side: str) -> list[int]:
+    """Rows per rank of an all-to-all's ``side`` (an empty list: dim 0 split evenly)."""
+    rows = tensor.shape[0] if tensor.dim() else 0
+    splits = list(given) if given else ([rows // n] * n if rows % n == 0 else [])
+    if len(splits) != n or sum(splits) != rows or min(splits) < 0:
+        raise HwsimError(
+            f"all_to_all: {side} split sizes {given or 'even'} do not split its {rows} rows "
+            f"over {n} ranks; give {n} sizes >= 0 summing to {rows}"
+        )
+    return splits
 
 
 _UNUSED = (AllgatherOptions, BarrierOptions)  # the option types the methods above accept

@@ -22,17 +22,20 @@ from hwsim.bridge.context import LoweringContext
 from hwsim.bridge.dtypes import MOVABLE_DTYPES
 from hwsim.bridge.errors import Reason, Unsupported
 from hwsim.bridge.lowerings.views import materialize
-from hwsim.bridge.registry import OpCall, pointwise, register_lowering
-from hwsim.bridge.tiling.drivers import Operand
+from hwsim.bridge.registry import OpCall, register_lowering
+from hwsim.bridge.tiling.drivers import Operand, map_tiles
 from hwsim.bridge.values import HbmValue
+from hwsim.dtypes import FP32
 from hwsim.kernels import AluOp
 from hwsim.lang import isa as nisa
 
 c10d = torch.ops._c10d_functional
 
 #: torch's reduce-op names -> the collective's reduction (``avg`` is a sum, then a division;
-#: ``product`` has none).
+#: ``product`` has none: the collective engines reduce with add, max and min).
 _REDUCE_OPS = {"sum": AluOp.add, "max": AluOp.max, "min": AluOp.min}
+#: The dtypes ``avg`` is lowered for: their exact fp32 sum, divided once, rounded once.
+_AVG_DTYPES = {torch.float32, torch.bfloat16, torch.float16}
 
 
 def hwsim_group(group: Any) -> Any:
@@ -67,20 +70,19 @@ def _check(call: OpCall) -> None:
     hwsim_group(group)
     op = call.args[1] if call.args[1:2] and isinstance(call.args[1], str) else None
     if op == "avg":
-        outputs = call.output_tensors()
-        dtypes = {t.dtype for t in outputs}
-        if len(outputs) != 1:
-            raise Unsupported(call.op, Reason.SHAPE, "reduce op 'avg' of a coalesced collective")
-        if dtypes != {torch.float32}:
+        dtypes = {t.dtype for t in call.output_tensors()}
+        if not dtypes <= _AVG_DTYPES:
             raise Unsupported(
                 call.op, Reason.DTYPE,
-                f"reduce op 'avg' of {sorted(map(str, dtypes))}: lowered for float32 (a "
-                "narrower result rounds the sum and then the quotient, eager rounds once)",
+                f"reduce op 'avg' of {sorted(map(str, dtypes))}: lowered for float32, bfloat16 "
+                "and float16 (the average of integers is not an integer)",
             )  # fmt: skip
     elif op is not None and op not in _REDUCE_OPS:
         raise Unsupported(
-            call.op, Reason.SHAPE, f"reduce op '{op}' (sum, avg, max and min are lowered)"
-        )
+            call.op, Reason.SHAPE,
+            f"reduce op '{op}': the collective engines reduce with add, max and min (sum, avg, "
+            "max and min are lowered)",
+        )  # fmt: skip
 
 
 def _whole(ctx: LoweringContext, x: HbmValue) -> HbmValue:
@@ -97,22 +99,27 @@ def _collective(
     out_shape: tuple[int, ...],
     group_name: Any,
     op: str = "sum",
+    *,
+    root: int = 0,
+    out_dtype: Any = None,
 ) -> HbmValue:
+    """``x``'s collective of ``kind``; its result in ``out_dtype`` (default ``x``'s: the
+    message is ``x``'s bytes either way)."""
+    if op == "avg":
+        return _averaged(ctx, kind, x, out_shape, group_name)
     group = hwsim_group(group_name)
     src = _whole(ctx, x)
-    out = ctx.new_value(out_shape, x.dtype)
+    out = ctx.new_value(out_shape, out_dtype or x.dtype)
     ctx.collective_groups.append(group.group_name)  # the run meets the group's ranks by it
     nisa.collective(
         kind, out.tile, src.tile, group=group.cores, rank=group._rank,
-        op=_REDUCE_OPS[op], cores_per_rank=group.clock.cores_per_rank,
+        op=_REDUCE_OPS[op], cores_per_rank=group.clock.cores_per_rank, root=root,
     )  # fmt: skip
     return out
 
 
 @register_lowering(c10d.all_reduce.default, family="collectives", check=_check)
 def all_reduce(ctx: LoweringContext, x: HbmValue, op: str, group: Any) -> HbmValue:
-    if op == "avg":
-        return _averaged(ctx, _collective(ctx, "all_reduce", x, x.shape, group), group)
     return _collective(ctx, "all_reduce", x, x.shape, group, op)
 
 
@@ -123,15 +130,22 @@ def all_reduce_coalesced(
     return [all_reduce(ctx, x, op, group) for x in xs]
 
 
-def _averaged(ctx: LoweringContext, summed: HbmValue, group: Any) -> HbmValue:
-    """``avg``: the exact fp32 sum divided by the group's size on VectorE, as the eager
-    backend computes it (one correctly rounded division, not a multiply by 1/n)."""
+def _averaged(
+    ctx: LoweringContext, kind: str, x: HbmValue, out_shape: tuple[int, ...], group: Any
+) -> HbmValue:
+    """``avg`` as the eager backend computes it: the exact fp32 sum (a bf16 or fp16 input's
+    sum is written in fp32; its message is still the input's bytes), divided by the group's
+    size on VectorE in fp32 (one correctly rounded division, not a multiply by 1/n), rounded
+    once to the result's dtype as the store writes it."""
+    summed = _collective(ctx, kind, x, out_shape, group, out_dtype=FP32)
     size = float(hwsim_group(group).size())
 
     def divide(dst: Operand, srcs: list[Operand]) -> None:
         nisa.tensor_scalar(dst, srcs[0], AluOp.divide, size)
 
-    return pointwise(ctx, [summed], divide)
+    out = ctx.new_value(out_shape, x.dtype)
+    map_tiles(ctx, out, [summed], divide, tile_dtype=FP32, input_dtypes=[FP32])
+    return out
 
 
 def _gathered(x: HbmValue, n: int) -> tuple[int, ...]:
@@ -169,8 +183,6 @@ def _scattered(x: HbmValue, n: int) -> tuple[int, ...]:
 def reduce_scatter_tensor(
     ctx: LoweringContext, x: HbmValue, op: str, n: int, group: Any
 ) -> HbmValue:
-    if op == "avg":
-        return _averaged(ctx, _collective(ctx, "reduce_scatter", x, _scattered(x, n), group), group)
     return _collective(ctx, "reduce_scatter", x, _scattered(x, n), group, op)
 
 
@@ -197,6 +209,14 @@ def all_to_all_single(
     ctx: LoweringContext, x: HbmValue, out_splits: Any, in_splits: Any, group: Any
 ) -> HbmValue:
     return _collective(ctx, "all_to_all", x, x.shape, group)
+
+
+@register_lowering(
+    c10d.broadcast.default, family="collectives", dtypes=MOVABLE_DTYPES, check=_check
+)
+def broadcast(ctx: LoweringContext, x: HbmValue, src: int, group: Any) -> HbmValue:
+    """Rank ``src`` of the group (its index in the group, as the process group's root is)."""
+    return _collective(ctx, "broadcast", x, x.shape, group, root=src)
 
 
 def groups_as_names(gm: Any, example_inputs: list[Any]) -> list[int] | None:

@@ -143,6 +143,7 @@ UNREACHED: dict[str, str] = {
             "reduce_scatter_tensor",
             "reduce_scatter_tensor_coalesced",
             "all_to_all_single",
+            "broadcast",
             "wait_tensor",
         )
     },
