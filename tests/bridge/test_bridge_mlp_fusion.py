@@ -33,14 +33,20 @@ def _lower(m: int, k: int, f: int, config, passes="all"):
         torch.randn(k, generator=g),
         torch.randn(m, k, generator=g),
     ]
-    graph = make_fx(_mlp)(*inputs)
+    return _lower_with_constants(_mlp, inputs, 4, config, passes)  # weights and biases
+
+
+def _lower_with_constants(fn, inputs, constants: int, config, passes):
+    """``fn`` traced and lowered with its inputs 1 to ``constants`` as the graph's constants (the
+    weights, as torch.compile under no_grad gives), at bf16 auto-cast; (lowered, inputs)."""
+    graph = make_fx(fn)(*inputs)
     names = [n.name for n in graph.graph.nodes if n.op == "placeholder"]
     lowered = lower_graph(
         graph,
         inputs,
         config=config,
         precision=Precision("matmult", "bf16"),
-        constants=names[1:5],  # the weights and biases, as torch.compile under no_grad gives
+        constants=names[1 : 1 + constants],
         passes=passes,
     )
     return lowered, inputs
@@ -174,17 +180,7 @@ def _lower_gated(m: int, k: int, f: int, config, passes="all"):
         torch.randn(k, f, generator=g) / f**0.5,
         torch.randn(m, k, generator=g),
     ]
-    graph = make_fx(_gated)(*inputs)
-    names = [n.name for n in graph.graph.nodes if n.op == "placeholder"]
-    lowered = lower_graph(
-        graph,
-        inputs,
-        config=config,
-        precision=Precision("matmult", "bf16"),
-        constants=names[1:4],
-        passes=passes,
-    )
-    return lowered, inputs
+    return _lower_with_constants(_gated, inputs, 3, config, passes)  # the three weights
 
 
 def test_a_gated_mlp_is_one_kernel_with_both_up_products_and_computes_what_apart_does():
