@@ -15,14 +15,13 @@ import os
 import socket
 import threading
 import uuid
-from collections.abc import Callable
 from datetime import timedelta
 from typing import Any
 
 import numpy as np
 
 from hwsim.errors import HwsimError
-from hwsim.machine.collectives import Release, release_of
+from hwsim.machine.collectives import Arrival, release_of
 from hwsim.machine.thread_fabric import ThreadFabric
 
 _IN_PROCESS: dict[str, ThreadFabric] = {}
@@ -70,19 +69,10 @@ class StoreFabric:
     def __init__(self, store: Any, timeout: timedelta) -> None:
         self.store, self.timeout = store, timeout
 
-    def join(
-        self,
-        key: tuple[Any, ...],
-        what: str,
-        rank: int,
-        size: int,
-        arrival: int,
-        duration: int,
-        values: np.ndarray | None,
-        release: Callable[[Release], None],
-    ) -> None:
+    def join(self, arrival: Arrival) -> None:
+        key, what, rank, size = arrival.key, arrival.what, arrival.rank, arrival.size
         name = f"hwsim/c/{key[1]}"
-        self.store.set(f"{name}/{rank}", _encode(arrival, duration, what, values))
+        self.store.set(f"{name}/{rank}", _encode(*arrival.timing()[:2], what, arrival.values))
         keys = [f"{name}/{r}" for r in range(size)]
         try:
             self.store.wait(keys, self.timeout)
@@ -102,4 +92,4 @@ class StoreFabric:
         if self.store.add(f"{name}/read", 1) == size:  # the last reader tidies up
             for k in [*keys, f"{name}/read"]:
                 self.store.delete_key(k)
-        release(release_of([(m[0], m[1], m[3]) for m in members]))
+        arrival.release(release_of([(m[0], m[1], m[3]) for m in members]))

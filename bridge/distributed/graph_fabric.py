@@ -15,15 +15,13 @@ then recorded on the clock (``RankClock.end_graph``).
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from dataclasses import replace
 from typing import Any
-
-import numpy as np
 
 from hwsim.bridge.distributed.clock import CollectiveRun, RankClock
 from hwsim.bridge.lowerings.collectives import hwsim_group
 from hwsim.errors import HwsimError
-from hwsim.machine.collectives import Release
+from hwsim.machine.collectives import Arrival, Release
 from hwsim.trace.communication import busy_intervals
 
 
@@ -37,17 +35,8 @@ class GraphFabric:
         self._next = 0
         self.seqs: list[int] = []  # each collective's number on its group, in run order
 
-    def join(
-        self,
-        key: tuple[Any, ...],
-        what: str,
-        rank: int,
-        size: int,
-        arrival: int,
-        duration: int,
-        values: np.ndarray | None,
-        release: Callable[[Release], None],
-    ) -> None:
+    def join(self, arrival: Arrival) -> None:
+        key, rank = arrival.key, arrival.rank
         if self._next >= len(self._groups):
             raise HwsimError(f"collective {key}: the graph lowered {len(self._groups)} only")
         group = self._groups[self._next]
@@ -59,12 +48,12 @@ class GraphFabric:
             )
         seq = next(group._seq)
         self.seqs.append(seq)
-        at = max(self.base + arrival, self.comm_free)
+        at = max(self.base + arrival.tick, self.comm_free)
         got: list[Release] = []
-        group.fabric.join((group.cores, seq), what, rank, size, at, duration, values, got.append)
+        group.fabric.join(replace(arrival, key=(group.cores, seq), tick=at, release=got.append))
         [done] = got
         b = self.base
-        release(Release(done.start - b, done.end - b, tuple(a - b for a in done.arrivals),
+        arrival.release(Release(done.start - b, done.end - b, tuple(a - b for a in done.arrivals),
                         done.sources))  # fmt: skip
 
 

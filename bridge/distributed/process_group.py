@@ -39,6 +39,7 @@ from hwsim.bridge.distributed.clock import (
 )
 from hwsim.bridge.distributed.fabric import fabric_for
 from hwsim.errors import HwsimError
+from hwsim.machine.collectives import Arrival
 
 _OPS: Any = ReduceOp.RedOpType  # its members are pybind attributes the stubs do not list
 _REDUCE: dict[Any, Callable[..., Any]] = {
@@ -161,12 +162,14 @@ class HwsimProcessGroup(dist.ProcessGroup):
         values = values.copy()  # the other ranks read it after this rank overwrote its tensor
         got: list[Any] = []
         if in_reference_run():  # a check's CPU reference: exact values, no time
-            self.fabric.join((self.cores, seq), f"reference {kind} of {what}", self._rank,
-                             self._size, arrival, 0, values, got.append)  # fmt: skip
+            self.fabric.join(Arrival((self.cores, seq), f"reference {kind} of {what}", self._rank,
+                                     self._size, arrival, 0, values, got.append))  # fmt: skip
             return got[0].sources, clock.now
         self.fabric.join(
-            (self.cores, seq), f"{kind} of {what}", self._rank, self._size, arrival, duration,
-            values, got.append,
+            Arrival(
+                (self.cores, seq), f"{kind} of {what}", self._rank, self._size, arrival, duration,
+                values, got.append,
+            )
         )  # fmt: skip
         [release] = got
         clock.collective_ran(

@@ -48,53 +48,54 @@ class Release:
     sources: list[np.ndarray] | None
 
 
-class Fabric(Protocol):
-    """Where the ranks of a collective meet. ``key`` names the collective (the group and the
+@dataclass(frozen=True)
+class Arrival:
+    """One rank arriving at a collective. ``key`` names the collective (the group and the
     collective's number among this core's collectives on it); ``what`` describes it (kind,
-    bytes): every rank must give the same. ``release`` is called with the ``Release`` once all
+    bytes): every rank must give the same; ``tick`` is when it arrives and ``duration`` the
+    collective's modelled ticks on this rank (ticks of this rank's run); ``values`` its source
+    values (None in timing-only runs). ``release`` is called with the ``Release`` once all
     ``size`` ranks have joined (at once, or later from another rank's ``join``)."""
 
-    def join(
-        self,
-        key: tuple[Any, ...],
-        what: str,
-        rank: int,
-        size: int,
-        arrival: int,
-        duration: int,
-        values: np.ndarray | None,
-        release: Callable[[Release], None],
-    ) -> None: ...
+    key: tuple[Any, ...]
+    what: str
+    rank: int
+    size: int
+    tick: int
+    duration: int
+    values: np.ndarray | None
+    release: Callable[[Release], None]
+
+    def timing(self) -> tuple[int, int, np.ndarray | None]:
+        """(tick, duration, values): what ``release_of`` reads of each rank."""
+        return self.tick, self.duration, self.values
+
+
+class Fabric(Protocol):
+    """Where the ranks of a collective meet (``Arrival``)."""
+
+    def join(self, arrival: Arrival) -> None: ...
 
 
 class LocalFabric:
     """Ranks that are cores of one run: the last to arrive releases them all."""
 
     def __init__(self) -> None:
-        self._pending: dict[tuple[Any, ...], dict[int, tuple[Any, ...]]] = {}
+        self._pending: dict[tuple[Any, ...], dict[int, Arrival]] = {}
         self._what: dict[tuple[Any, ...], tuple[int, str]] = {}
 
-    def join(
-        self,
-        key: tuple[Any, ...],
-        what: str,
-        rank: int,
-        size: int,
-        arrival: int,
-        duration: int,
-        values: np.ndarray | None,
-        release: Callable[[Release], None],
-    ) -> None:
+    def join(self, arrival: Arrival) -> None:
+        key = arrival.key
         members = self._pending.setdefault(key, {})
-        check_member(self._what, members, key, what, rank)
-        members[rank] = (arrival, duration, values, release)
-        if len(members) < size:
+        check_member(self._what, members, arrival)
+        members[arrival.rank] = arrival
+        if len(members) < arrival.size:
             return
         del self._pending[key], self._what[key]
-        order = [members[r] for r in range(size)]
-        done = release_of(order)
+        order = [members[r] for r in range(arrival.size)]
+        done = release_of([member.timing() for member in order])
         for member in order:
-            member[3](done)
+            member.release(done)
 
     def waiting(self) -> list[str]:
         """The collectives some ranks wait at, for a deadlock message."""
@@ -102,13 +103,10 @@ class LocalFabric:
 
 
 def check_member(
-    whats: dict[tuple[Any, ...], tuple[int, str]],
-    members: dict[int, Any],
-    key: tuple[Any, ...],
-    what: str,
-    rank: int,
+    whats: dict[tuple[Any, ...], tuple[int, str]], members: dict[int, Any], arrival: Arrival
 ) -> None:
-    """Refuse a rank joining ``key`` with another collective than the first rank's, or twice."""
+    """Refuse a rank joining a collective with another one than the first rank's, or twice."""
+    key, what, rank = arrival.key, arrival.what, arrival.rank
     first = whats.setdefault(key, (rank, what))
     if first[1] != what:
         raise HwsimError(
@@ -119,13 +117,19 @@ def check_member(
         raise HwsimError(f"collective {key}: rank {rank} arrived twice")
 
 
-def release_of(order: list[tuple[Any, ...]]) -> Release:
-    """The release of a collective whose ranks (in rank order) joined with (arrival, duration,
-    values, ...): it starts at the latest arrival and lasts the longest duration."""
+def release_of(order: list[tuple[int, int, np.ndarray | None]]) -> Release:
+    """The release of a collective whose ranks (in rank order) joined with (arrival tick,
+    duration, values): it starts at the latest arrival and lasts the longest duration."""
     arrivals = tuple(m[0] for m in order)
     start = max(arrivals)
-    sources = None if order[0][2] is None else [m[2] for m in order]
-    return Release(start, start + max(m[1] for m in order), arrivals, sources)
+    sources = [m[2] for m in order if m[2] is not None]  # every rank's, or none (timing only)
+    if sources and len(sources) != len(order):
+        raise HwsimError(
+            f"collective: {len(sources)} of {len(order)} ranks gave values; run every rank with "
+            "numerics or none"
+        )
+    end = start + max(m[1] for m in order)
+    return Release(start, end, arrivals, sources if sources else None)
 
 
 class CollectiveRunner:
@@ -231,8 +235,10 @@ class CollectiveRunner:
         )
         what = f"{instruction.kind} of {instruction.nbytes} B"
         self.fabric.join(
-            (instruction.group, seq), what, instruction.rank, len(instruction.group), now,
-            duration, values, self._released,
+            Arrival(
+                (instruction.group, seq), what, instruction.rank, len(instruction.group), now,
+                duration, values, self._released,
+            )
         )  # fmt: skip
         if self._release is None:
             self._waiting = True

@@ -13,15 +13,13 @@ rank that never arrives is reported after ``timeout_s`` of wall time.
 from __future__ import annotations
 
 import threading
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from typing import Any
-
-import numpy as np
 
 from hwsim.config import HardwareConfig
 from hwsim.cost import CostModel
 from hwsim.errors import HwsimError
-from hwsim.machine.collectives import Release, check_member, release_of
+from hwsim.machine.collectives import Arrival, Release, check_member, release_of
 from hwsim.program import Program
 
 
@@ -40,21 +38,12 @@ class ThreadFabric:
         self._done: dict[tuple[Any, ...], tuple[Release, set[int]]] = {}
         self._error: BaseException | None = None
 
-    def join(
-        self,
-        key: tuple[Any, ...],
-        what: str,
-        rank: int,
-        size: int,
-        arrival: int,
-        duration: int,
-        values: np.ndarray | None,
-        release: Callable[[Release], None],
-    ) -> None:
+    def join(self, arrival: Arrival) -> None:
+        key, rank, size = arrival.key, arrival.rank, arrival.size
         with self._cond:
             members = self._pending.setdefault(key, {})
-            check_member(self._what, members, key, what, rank)
-            members[rank] = (arrival, duration, values)
+            check_member(self._what, members, arrival)
+            members[rank] = arrival.timing()
             if len(members) == size:
                 del self._pending[key], self._what[key]
                 self._done[key] = (release_of([members[r] for r in range(size)]), set())
@@ -75,7 +64,7 @@ class ThreadFabric:
             taken.add(rank)
             if len(taken) == size:
                 del self._done[key]
-        release(done)
+        arrival.release(done)
 
     def abort(self, error: BaseException) -> None:
         """A rank failed: every rank waiting, or arriving later, raises naming ``error``."""

@@ -14,6 +14,7 @@ import torch.multiprocessing as mp
 
 from hwsim.bridge.distributed.fabric import StoreFabric, _encode
 from hwsim.errors import HwsimError
+from hwsim.machine.collectives import Arrival
 from tests.torch_distributed.spawned_ranks import TinyMlp, rank_main, tiny_batch
 
 
@@ -57,8 +58,10 @@ def test_the_store_fabric_exchanges_arrivals_and_values_and_tidies_its_keys():
 
     def join(rank: int) -> None:
         values = np.arange(3, dtype=np.float32) + 10 * rank
-        fabric.join(((0, 1), 0), "all_reduce of 12 B", rank, 2, 100 * (rank + 1), 40, values,
-                    lambda release: released.__setitem__(rank, release))  # fmt: skip
+        fabric.join(
+            Arrival(((0, 1), 0), "all_reduce of 12 B", rank, 2, 100 * (rank + 1), 40, values,
+                    lambda release: released.__setitem__(rank, release))
+        )  # fmt: skip
 
     threads = [threading.Thread(target=join, args=(r,)) for r in range(2)]
     for thread in threads:
@@ -77,4 +80,4 @@ def test_the_store_fabric_refuses_ranks_running_different_collectives():
     fabric = StoreFabric(store, timedelta(seconds=30))
     store.set("hwsim/c/0/1", _encode(0, 1, "all_gather of 4 B", None))
     with pytest.raises(HwsimError, match="rank 1 runs all_gather of 4 B"):
-        fabric.join(((0, 1), 0), "all_reduce of 4 B", 0, 2, 0, 1, None, lambda r: None)
+        fabric.join(Arrival(((0, 1), 0), "all_reduce of 4 B", 0, 2, 0, 1, None, lambda r: None))
