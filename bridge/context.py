@@ -166,6 +166,9 @@ class LoweringContext:
         #: outside one), so a fallback that lowers its groups apart can release between them
         #: what the graph's own nodes apart would (``release_all_but``).
         self.needed_after: set[str] | None = None
+        #: xᵀ of a norm's rows kept in SBUF for the matmuls that read them, by the norm's
+        #: output tensor (``tiling.prologue``); dropped (its SBUF freed) when the value dies.
+        self.transposed: dict[str, Any] = {}
 
     # ---- sizes --------------------------------------------------------------------------------
     @property
@@ -212,6 +215,8 @@ class LoweringContext:
         graph lowering calls this after each node with the tensors live values still use).
         Residency forgets the dead values too (a store still pending for one is elided)."""
         self.queues.release_dead(live_tiles)
+        for name in [n for n in self.transposed if n not in live_tiles]:
+            del self.transposed[name]
         if self.arena is None:
             return
         for name in [n for n in self.arena.live if n not in live_tiles]:
@@ -221,6 +226,7 @@ class LoweringContext:
         """Free tensor ``tensor``, which no later op reads, as ``release_all_but`` would after
         its last reader (a value made and consumed inside one node: a fallback's)."""
         self.queues.forget(tensor)
+        self.transposed.pop(tensor, None)
         if self.arena is not None and tensor in self.arena.live:
             self.arena.free(tensor)
 

@@ -22,7 +22,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable, Sequence
-from typing import Any
+from typing import Any, Protocol
 
 import torch
 
@@ -188,10 +188,12 @@ def layer_norm(
     bias: HbmValue | None,
     eps: float,
     with_stats: bool,
+    taken: RowsTaken | None = None,
 ) -> tuple[HbmValue, tuple[HbmValue, HbmValue] | None]:
     """LayerNorm's output and, ``with_stats``, its (mean, 1/std) values; without them (nothing
     uses them: ``passes.reduction_fusion``) no row statistic is stored. ``ctx.out`` is the
-    node's three metas, or the output's alone without stats."""
+    node's three metas, or the output's alone without stats. ``taken``: a consumer of each
+    result tile on chip (``passes.norm_prologue``), which may also say it is not stored."""
     out_meta = ctx.out[0] if with_stats else ctx.out
     dims = list(range(x.ndim - normalized_dims, x.ndim))
     out = ctx.new_value(out_meta.shape, out_meta.dtype)
@@ -231,18 +233,25 @@ def layer_norm(
             nisa.tensor_tensor(result, xn, affine[-1], AluOp.add)
         if weight is None and bias is None:
             nisa.tensor_copy(result, xn)
-        ctx.queues.store(tile.ap(0, out), result)
+        _give(ctx, taken, tile, out, result)
 
     _row_driver(ctx, x, dims, outputs, extras, finish, apply)
     return out, stats
 
 
-def rms_norm(ctx: LoweringContext, x: HbmValue, weight: HbmValue | None, eps: float) -> HbmValue:
+def rms_norm(
+    ctx: LoweringContext,
+    x: HbmValue,
+    weight: HbmValue | None,
+    eps: float,
+    taken: RowsTaken | None = None,
+) -> HbmValue:
     """RMS norm over the last dim, ``[w *] x * rsqrt(mean(x ** 2) + eps)``, as one row pass
     (``passes.reduction_fusion`` lowers Llama's decomposed chain with it): the row's mean and
     population variance from ``bn_stats``/``bn_aggr`` give mean(x ** 2) = var + mean ** 2, then
     per row tile 1/rms = ``activation(rsqrt, var + mean ** 2, bias=eps)`` and one VectorE
-    instruction ``(x * 1/rms) * w`` (``tensor_scalar`` without a weight)."""
+    instruction ``(x * 1/rms) * w`` (``tensor_scalar`` without a weight). ``taken``: as
+    ``layer_norm``'s."""
     meta: TensorMeta = ctx.out
     out = ctx.new_value(meta.shape, meta.dtype)
     dims = [x.ndim - 1]
@@ -265,10 +274,30 @@ def rms_norm(ctx: LoweringContext, x: HbmValue, weight: HbmValue | None, eps: fl
             nisa.scalar_tensor_tensor(result, xt, AluOp.multiply, rstd, AluOp.multiply, loaded[1])
         else:
             nisa.tensor_scalar(result, xt, AluOp.multiply, rstd)
-        ctx.queues.store(tile.ap(0, out), result)
+        _give(ctx, taken, tile, out, result)
 
     _row_driver(ctx, x, dims, [out], extras, finish, apply)
     return out
+
+
+class RowsTaken(Protocol):
+    """A consumer of a norm's result tiles on chip (``tiling.prologue``)."""
+
+    #: Whether the rows are stored to HBM too (something else reads them there).
+    store: bool
+
+    def take(self, tile: TileRef, out: HbmValue, result: View) -> None:
+        """Use result tile ``result`` (rows ``tile`` of ``out``) while it is in SBUF."""
+
+
+def _give(
+    ctx: LoweringContext, taken: RowsTaken | None, tile: TileRef, out: HbmValue, result: View
+) -> None:
+    """A result tile to HBM (unless its consumer on chip says not to) and to that consumer."""
+    if taken is None or taken.store:
+        ctx.queues.store(tile.ap(0, out), result)
+    if taken is not None:
+        taken.take(tile, out, result)
 
 
 def _correction(kwargs: dict[str, Any]) -> float:

@@ -28,6 +28,9 @@ gave (torch.compile's partitions, ``hwsim export``, ``hwsim run FILE.py``: every
     mlp            an up-projection with its activation and the down-projection that alone
                    reads it become one kernel: the hidden activation stays in SBUF
                    (``passes.mlp_fusion``, ``tiling.mlp``)
+    norm_prologue  a layer or RMS norm whose rows feed matmuls of prepared weights transposes
+                   them into one xᵀ in SBUF that those matmuls read in place; rows nothing
+                   else reads are never stored (``passes.norm_prologue``, ``tiling.prologue``)
     residency      (while lowering) a value an op stores and a later op loads back stays in
                    SBUF: the load reads the tile in place, and a store nothing else reads is
                    never emitted (``bridge.residency``)
@@ -187,6 +190,7 @@ from hwsim.bridge.passes.attention_fusion import fuse_attention  # noqa: E402  (
 from hwsim.bridge.passes.conv_bn import fuse_conv_bn  # noqa: E402  (after GraphPass: no cycle)
 from hwsim.bridge.passes.fusion import fuse  # noqa: E402
 from hwsim.bridge.passes.mlp_fusion import fuse_mlps  # noqa: E402
+from hwsim.bridge.passes.norm_prologue import fuse_norm_prologues  # noqa: E402
 from hwsim.bridge.passes.prepare_constants import (  # noqa: E402
     CONSTANTS_KEY,
     prepare_constants,
@@ -218,6 +222,11 @@ PIPELINE: tuple[GraphPass, ...] = (
     GraphPass("conv_bn", fuse_conv_bn, "eval batch norm and ReLU on the conv's PSUM evacuation"),
     GraphPass("fusion", fuse, "elementwise chains and matmul epilogues in one pass over SBUF"),
     GraphPass("mlp", fuse_mlps, "up-projection, activation and down-projection as one kernel"),
+    GraphPass(
+        "norm_prologue",
+        fuse_norm_prologues,
+        "a norm's rows transposed on chip for the matmuls that read them",
+    ),
 )
 #: Passes that act while the graph lowers rather than on the graph (``lower_graph`` reads the
 #: selection): ``residency`` keeps values in SBUF between ops (``bridge.residency``);

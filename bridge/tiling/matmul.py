@@ -34,6 +34,7 @@ from dataclasses import dataclass
 
 from hwsim import lang
 from hwsim.bridge.context import LoweringContext
+from hwsim.bridge.errors import BridgeError
 from hwsim.bridge.tiling.space import hbm_ap
 from hwsim.bridge.values import HbmValue, PreparedMatrix
 from hwsim.dtypes import DType
@@ -339,6 +340,13 @@ class MatmulTiler:
         a tile of ``ring``, or ``into`` (a view of a larger tile, filled by plain loads)."""
         tk = self.lim.tile_k
         tiles = cdiv(kc, tk)
+        on_chip = self.transposed(operand, k0)
+        if on_chip is not None:  # a norm's rows, transposed in its prologue
+            block = on_chip[:, k0 // tk : k0 // tk + tiles, x0 : x0 + xc]
+            if into is None:
+                return block
+            nisa.tensor_copy(into, block)
+            return into
         dst = into if into is not None else ring((tk, tiles, xc), self.dtype, lang.sbuf)  # type: ignore[misc]
         if operand.transposed():
             # The loader reads [X rows, K cols] blocks of the operand's transpose (K contiguous),
@@ -366,6 +374,23 @@ class MatmulTiler:
             src = hbm_ap(view, base + full * tile_step, w, k_stride, (xc,), (x_stride,))
             self.ctx.queues.load(dst[:w, full, :], src)
         return dst
+
+    def transposed(self, operand: KOperand, k0: int = 0) -> Operand | None:
+        """The norm prologue's xᵀ (``tiling.prologue``) that is ``operand`` in this product's
+        dtype, for K from ``k0`` (a whole K tile), or None; an error if the norm's rows were
+        never stored and it is not that."""
+        held = self.ctx.transposed.get(operand.view.tile.name)
+        if held is None:
+            return None
+        found = held.operand(operand.view, self.dtype) if k0 % self.lim.tile_k == 0 else None
+        if found is None and not held.store:
+            raise BridgeError(
+                f"{operand.view.tile.name} is only on chip, as xᵀ in "
+                f"{held.dtype.name}, and this matmul reads it as {operand.view.shape} with "
+                f"strides {operand.view.strides} in {self.dtype.name} "
+                "(passes.norm_prologue admitted a reader it does not feed)"
+            )
+        return found
 
     def _epilogue(
         self,

@@ -128,13 +128,20 @@ class MlpTiler(MatmulTiler):
         most = max(sum(mt for _, mt in group) for group in plan.groups)
         # One xᵀ and one hᵀ for every group (allocated once: no group waits for the bytes of
         # the last one's tiles to be given back, and SBUF does not fragment between groups).
-        x_t = lang.ndarray((lim.tile_k, k_tiles, most), self.dtype, lang.sbuf, name="mlp_xT")
+        # xᵀ already on chip (a norm's prologue, ``tiling.prologue``) is read in place.
+        on_chip = self.transposed(lhs)
+        x_t: Operand | None = None
+        if on_chip is None:
+            x_t = lang.ndarray((lim.tile_k, k_tiles, most), self.dtype, lang.sbuf, name="mlp_xT")
         h_t = lang.ndarray((lim.tile_k, f_tiles, most), self.dtype, lang.sbuf, name="mlp_hT")
         for group in plan.groups:
             g0 = group[0][0]
             rows = sum(mt for _, mt in group)
-            for m0, mt in group:
-                self._load(lhs, None, 0, k, m0, mt, into=x_t[:, :, m0 - g0 : m0 - g0 + mt])
+            if on_chip is not None:
+                x_t = on_chip[:, :, g0 : g0 + rows]
+            for m0, mt in group if on_chip is None else ():
+                self._load(lhs, None, 0, k, m0, mt, into=x_t[:, :, m0 - g0 : m0 - g0 + mt])  # type: ignore[index]
+            assert x_t is not None
             for n0, width in w1.layout.blocks():
                 block = stream.load(w1, n0)
                 block_u = None if wu is None else stream.load(wu, n0)

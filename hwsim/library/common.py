@@ -336,18 +336,26 @@ class TransposedLoader:
             self.queues.load(
                 staging, src[row0 + r0 : row0 + r0 + r, col0 : col0 + cols], engine=engine
             )
-            group = max(1, self.bank_bytes // (r * src.dtype.itemsize))
-            for g0 in range(0, len(pieces), group):
-                part = pieces[g0 : g0 + group]
-                ps = self.psum((tk, len(part), r), src.dtype, lang.psum)
-                for i, (c, w) in enumerate(part):
-                    nisa.nc_transpose(ps[:w, i, :], staging[:, c : c + w])
-                full = sum(1 for _, w in part if w == tk)
-                if full:
-                    self.copy(dst[:, g0 : g0 + full, r0 : r0 + r], ps[:, 0:full, :])
-                if full < len(part):
-                    w = part[-1][1]
-                    self.copy(dst[:w, g0 + full, r0 : r0 + r], ps[:w, full, :])
+            self.transpose(dst, staging, r0, r)
+
+    def transpose(self, dst: Operand, rows: Operand, r0: int, r: int) -> None:
+        """dst[:w_j, j, r0:r0+r] = rows[:, j*tile_k : ...]ᵀ for SBUF ``rows`` [r, cols]
+        (r <= tile_m): TensorE transposes into PSUM (several per bank, in ``rows``' dtype),
+        one copy per bank back into ``dst`` (casting to its dtype)."""
+        tk = self.lim.tile_k
+        pieces = chunks(rows.shape[1], tk)
+        group = max(1, self.bank_bytes // (r * rows.dtype.itemsize))
+        for g0 in range(0, len(pieces), group):
+            part = pieces[g0 : g0 + group]
+            ps = self.psum((tk, len(part), r), rows.dtype, lang.psum)
+            for i, (c, w) in enumerate(part):
+                nisa.nc_transpose(ps[:w, i, :], rows[:, c : c + w])
+            full = sum(1 for _, w in part if w == tk)
+            if full:
+                self.copy(dst[:, g0 : g0 + full, r0 : r0 + r], ps[:, 0:full, :])
+            if full < len(part):
+                w = part[-1][1]
+                self.copy(dst[:w, g0 + full, r0 : r0 + r], ps[:w, full, :])
 
 
 #: Row tiles in flight for row-wise kernels: load, compute and store of three tiles overlap;
