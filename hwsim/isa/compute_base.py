@@ -109,7 +109,7 @@ def check_arithmetic(instruction: ComputeInstruction, **ops: AluOp) -> None:
         if AluOp(op) in kernels.INTEGER_ONLY_OPS:
             instruction.fail(
                 f"{name}={AluOp(op).name} is a bitvec op; {instruction.OPCODE} takes arithmetic "
-                "ops [S15]"
+                "ops [S15] (tensor_scalar and tensor_tensor take bitvec ops)"
             )
 
 
