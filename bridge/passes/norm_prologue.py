@@ -24,7 +24,7 @@ from hwsim.bridge.passes.fused_kinds import group_tag, register_fused
 from hwsim.bridge.passes.fusion import RESHAPES, FusedKernel, Ref
 from hwsim.bridge.passes.mlp_fusion import MlpKernel
 from hwsim.bridge.passes.prepare_constants import PreparedWeight
-from hwsim.bridge.passes.reduction_fusion import RowKernel, lower_row_kernel
+from hwsim.bridge.passes.reduction_fusion import RowKernel, _outputs, lower_row_kernel
 
 aten = torch.ops.aten
 
@@ -108,17 +108,9 @@ def _readers(norm: fx.Node) -> tuple[list[fx.Node], bool]:
     return matmuls, others
 
 
-def _output_nodes(gm: fx.GraphModule) -> set[fx.Node]:
-    found: set[fx.Node] = set()
-    for node in gm.graph.nodes:
-        if node.op == "output":
-            found |= {n for n in pytree.tree_leaves(node.args[0]) if isinstance(n, fx.Node)}
-    return found
-
-
 def fuse_norm_prologues(gm: fx.GraphModule) -> dict[str, int]:
     """Make each norm whose rows a prepared-weight matmul reads a ``NormPrologue``."""
-    outputs = _output_nodes(gm)
+    outputs = _outputs(gm)
     fused = unstored = 0
     for node in gm.graph.nodes:
         kernel = node.target

@@ -13,7 +13,7 @@ from hwsim.bridge.passes.norm_prologue import NormPrologue
 from hwsim.bridge.precision import Precision
 from hwsim.bridge.tiling.prologue import PROLOGUE_SBUF_SHARE
 from hwsim.config.loader import load_config
-from hwsim.isa.dma_ops import DmaCopy
+from tests.bridge.test_bridge_mlp_fusion import _hbm_bytes
 
 F32 = 4
 linear = torch.nn.functional.linear
@@ -67,18 +67,6 @@ def _lower(fn, inputs, config="trn1", passes="all"):
         constants=names[1:],
         passes=passes,
     )
-
-
-def _hbm_bytes(program) -> dict[str, int]:
-    """Bytes each HBM tensor's DMAs moved (read or written)."""
-    moved: dict[str, int] = {}
-    for stream in program.cores[0].streams.values():
-        for ins in stream:
-            if isinstance(ins, DmaCopy):
-                for ap in (ins.src, ins.dst):
-                    if ap.memory.name == "HBM":
-                        moved[ap.tensor] = moved.get(ap.tensor, 0) + ap.nbytes
-    return moved
 
 
 def _count(program, opcode: str) -> int:
