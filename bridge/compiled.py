@@ -236,7 +236,7 @@ class SimPartition(torch.nn.Module):
         )
         nodes = {n.name: n for n in self.gm.graph.nodes}
         for node, time in run.op_times.items():
-            sources = node.split("+")  # a fused group's instructions name all its nodes
+            sources = time.members or (node,)  # a fused group's time is all its nodes'
             weights = [own_cost_cycles(nodes.get(source)) for source in sources]
             total = sum(weights)
             for source, weight in zip(sources, weights, strict=True):

@@ -23,6 +23,7 @@ from rich.table import Table
 
 from hwsim import strict_json
 from hwsim.bridge.precision import ErrorStats
+from hwsim.isa.origin import Tag
 from hwsim.outputs_guard import OutputFolder, claim_folder, output_file
 from hwsim.report.console import PIPED_WIDTH, report_console
 from hwsim.trace.records import Trace
@@ -56,6 +57,8 @@ class OpTime:
     end_ns: float = 0.0
     instructions: int = 0
     dma_engines: int = 16
+    #: The graph nodes this time is of: the node, or a fused group's members (``Origin``).
+    members: tuple[str, ...] = ()
     #: The op's share of the run's wall time: each moment any engine or DMA engine is busy is
     #: divided evenly among the ops busy then, so the shares of a run's ops sum to the time
     #: something was busy (``op_times``), never more than the run.
@@ -71,16 +74,17 @@ class OpTime:
 
 
 def op_times(trace: Trace) -> dict[str, OpTime]:
-    """Per node name (from the instruction tag ``op/node:source``), the op's simulated time."""
+    """Per node name (the ``Origin`` in the instruction's tag: ``bridge.identity``), the op's
+    simulated time; an instruction of no node by its tag's scope (``_owner``)."""
     to_ns = 1000 / trace.base_mhz
     dma_engines = trace.config.dma.engines if trace.config is not None else 16
     times: dict[str, OpTime] = defaultdict(lambda: OpTime(dma_engines=dma_engines))
     owner: dict[tuple[int, str, int], str] = {}
     for record in trace.instructions:
-        tag = record.instruction.tag or record.instruction.OPCODE
-        key = tag.split(":", 1)[0].rpartition("/")[2]  # "op/node:source" -> node
+        key, members = _owner(record.instruction.tag, record.instruction.OPCODE)
         owner[(record.core, record.engine, record.pc)] = key
         op = times[key]
+        op.members = members
         busy_ns = (record.end_tick - record.start_tick) * to_ns
         op.engine_ns[record.engine] = op.engine_ns.get(record.engine, 0.0) + busy_ns
         op.start_ns = min(op.start_ns, record.start_tick * to_ns)
@@ -98,6 +102,17 @@ def op_times(trace: Trace) -> dict[str, OpTime]:
     for key, ticks in wall_shares(intervals).items():
         times[key].share_ns = ticks * to_ns
     return dict(times)
+
+
+def _owner(tag: str, opcode: str) -> tuple[str, tuple[str, ...]]:
+    """Whose time an instruction is, and the graph nodes that stands for: its node
+    (``Origin.node``; a fused group's members), else its tag's scope (the kernel's name),
+    else its tag or opcode as it is."""
+    origin = tag.origin if isinstance(tag, Tag) else None
+    if origin is not None:
+        return origin.node, origin.members or (origin.node,)
+    key = (tag.scope if isinstance(tag, Tag) else tag) or opcode
+    return key, (key,)
 
 
 def wall_shares(busy: list[tuple[int, int, str]]) -> dict[str, float]:
