@@ -23,6 +23,17 @@ from rich.table import Table
 
 from hwsim import strict_json
 from hwsim.bridge.precision import ErrorStats
+from hwsim.bridge.report_records import (
+    CompileSeen,
+    GenerationRow,
+    GraphRow,
+    OutputCheck,
+    PassEffectsRow,
+    PipelineRow,
+    Row,
+    RunRow,
+    TimelineRow,
+)
 from hwsim.isa.origin import Tag
 from hwsim.outputs_guard import OutputFolder, claim_folder, output_file
 from hwsim.report.console import PIPED_WIDTH, report_console
@@ -215,7 +226,7 @@ def _keep_worst(records: list[OutputRecord], record: OutputRecord) -> None:
 
 @dataclass
 class Report:
-    """Everything a bridge run records. Append-only while the run goes on."""
+    """Everything a bridge run records. Append-only while the run goes on, through ``add``."""
 
     mode: str  # 'compile' or 'eager'
     config: str
@@ -244,15 +255,43 @@ class Report:
     #: simulated ns, and the programs lowered during decoding (recompiles).
     generations: list[dict[str, Any]] = field(default_factory=list)
 
-    def add_output(self, record: OutputRecord) -> None:
-        """Record an output check; a later check of the same output keeps the worse one."""
-        _keep_worst(self.outputs, record)
+    # ---- the one way in ------------------------------------------------------------------------
+    def add(self, *records: OpRecord | OutputCheck | CompileSeen | Row) -> None:
+        """Record what a part of the run saw (``bridge.report_records``): an op, an output
+        check (a later check of the same output keeps the worse one unless ``worst`` is off),
+        a compile's id and graph breaks, or a row of runs, graphs, pipelines, pass effects,
+        timelines or generations. Nothing else writes the report's lists."""
+        for record in records:
+            if isinstance(record, OpRecord):
+                self.ops.append(record)
+            elif isinstance(record, OutputCheck):
+                checks = {"graph": self.outputs, "eager": self.eager_outputs}
+                into = checks.get(record.against, self.gradients)
+                if record.worst:
+                    _keep_worst(into, record.record)
+                else:
+                    into.append(record.record)
+            elif isinstance(record, CompileSeen):
+                if record.compile_id is not None:
+                    self.compile_ids.append(record.compile_id)
+                for reason, count in record.graph_breaks.items():
+                    self.graph_breaks[reason] = self.graph_breaks.get(reason, 0) + count
+            else:
+                self._rows_of(record).append(record.row())
 
-    def add_eager_output(self, record: OutputRecord) -> None:
-        _keep_worst(self.eager_outputs, record)
-
-    def add_gradient(self, record: OutputRecord) -> None:
-        _keep_worst(self.gradients, record)
+    def _rows_of(self, record: Row) -> list[dict[str, Any]]:
+        rows: dict[type, list[dict[str, Any]]] = {
+            RunRow: self.runs,
+            GraphRow: self.graphs,
+            PipelineRow: self.pipelines,
+            PassEffectsRow: self.pass_effects,
+            TimelineRow: self.timelines,
+            GenerationRow: self.generations,
+        }
+        found = rows.get(type(record))
+        if found is None:
+            raise TypeError(f"a Report records no {type(record).__name__}")
+        return found
 
     # ---- queries ------------------------------------------------------------------------------
     def fallbacks(self) -> list[OpRecord]:
