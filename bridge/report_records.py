@@ -29,8 +29,15 @@ class RunRow:
         return {"graph": self.graph} | self.values
 
 
+class _FieldRow:
+    """A record whose saved row is its fields, by name, in declaration order."""
+
+    def row(self) -> dict[str, Any]:
+        return dict(self.__dict__)
+
+
 @dataclass(frozen=True)
-class GraphRow:
+class GraphRow(_FieldRow):
     """One graph handed to the backend: its kind and how its nodes were split."""
 
     graph: str
@@ -39,9 +46,6 @@ class GraphRow:
     simulator: int
     cpu: int
     partitions: int
-
-    def row(self) -> dict[str, Any]:
-        return dict(self.__dict__)
 
 
 @dataclass(frozen=True)
@@ -70,16 +74,13 @@ class PassEffectsRow:
 
 
 @dataclass(frozen=True)
-class TimelineRow:
+class TimelineRow(_FieldRow):
     """One call of a graph run partly on the CPU: simulated and host time end to end."""
 
     graph: str
     call: int
     simulated_ns: float
     cpu_host_ns: float
-
-    def row(self) -> dict[str, Any]:
-        return dict(self.__dict__)
 
 
 @dataclass(frozen=True)
