@@ -17,6 +17,7 @@ import torch
 from torch.fx.experimental.proxy_tensor import make_fx
 
 from hwsim.bridge.graph_lowering import lower_graph
+from hwsim.errors import SavedProgramError
 from hwsim.isa.origin import Origin, Tag, origin_of
 from hwsim.trace.chrome import write_chrome_events
 from hwsim.workloads.program_archive import content_hash
@@ -107,20 +108,39 @@ def test_a_saved_program_keeps_its_origins_and_a_format_2_file_loads(linear, tmp
     assert loaded == _tags(lowered.program)
     assert [origin_of(t) for t in loaded] == [origin_of(t) for t in _tags(lowered.program)]
 
-    with zipfile.ZipFile(path) as archive:  # as a format 2 file: no origins
+    old = _rewritten(path, tmp_path / "old.hwprog", lambda d: d.pop("origins"), version=2)
+    plain = _tags(load_program(old))  # a format 2 file: no origins, plain tags
+    assert plain == loaded and all(origin_of(t) is None for t in plain)
+
+
+def test_an_origin_that_does_not_match_its_tag_is_refused(linear, tmp_path) -> None:
+    path = save_program(linear[0].program, tmp_path / "linear.hwprog")
+
+    def edit(document):
+        document["origins"][0]["origin"]["node"] = "elsewhere"
+
+    bad = _rewritten(path, tmp_path / "bad.hwprog", edit)
+    says = r"origins\[0\]\.tag: tag '.*' does not start with its origin's 'addmm/elsewhere:'"
+    with pytest.raises(SavedProgramError, match=says):
+        load_program(bad)
+
+
+def _rewritten(path: Path, to: Path, edit, version: int | None = None) -> Path:
+    """``path``'s archive with its document edited (and its manifest's version set), rehashed."""
+    with zipfile.ZipFile(path) as archive:
         entries = {name: archive.read(name) for name in archive.namelist()}
     document = json.loads(entries["program.json"])
-    del document["origins"]
+    edit(document)
     entries["program.json"] = json.dumps(document).encode()
     manifest = json.loads(entries.pop("manifest.json"))
-    manifest |= {"version": 2, "sha256": content_hash(entries)}
-    old = Path(tmp_path / "old.hwprog")
-    with zipfile.ZipFile(old, "w") as archive:
+    manifest["sha256"] = content_hash(entries)
+    if version is not None:
+        manifest["version"] = version
+    with zipfile.ZipFile(to, "w") as archive:
         archive.writestr("manifest.json", json.dumps(manifest))
         for name, data in entries.items():
             archive.writestr(name, data)
-    plain = _tags(load_program(old))
-    assert plain == loaded and all(origin_of(t) is None for t in plain)
+    return to
 
 
 def test_a_fused_mlp_is_timed_as_its_member_nodes() -> None:
