@@ -4,7 +4,7 @@ Every instruction the bridge emits carries, in its tag, the ``Origin`` (``hwsim.
 the node it was lowered for: ``op`` (the ATen op's short name, ``addmm``; a fused group's kind,
 ``fused[add+gelu]``), ``node`` (the FX node's name; a fused group's members joined by ``+``) and
 ``members`` (a fused group's nodes). ``LoweringContext.node`` tags with it; the trace's Ops track,
-the plots' colours and the report's per-op times (``report.op_times``) read it back as fields.
+the plots' colours and the report's per-op times (``bridge.op_times``) read it back as fields.
 This module is the one place the bridge makes them.
 """
 

@@ -49,9 +49,10 @@ from hwsim.engines import engine_names
 from hwsim.errors import SavedProgramError
 from hwsim.isa.ap import MAX_FREE_DIMS, AccessPattern, MemorySpace
 from hwsim.isa.base import ISA, Instruction
-from hwsim.isa.origin import Origin, Tag
+from hwsim.isa.origin import Tag
 from hwsim.program import Allocation, CoreProgram, HbmTensorDecl, Program
 from hwsim.workloads.program_archive import MAX_PROGRAM_BYTES, ArrayReader, ArrayWriter
+from hwsim.workloads.program_origins import decode_origins, encode_origins
 from hwsim.workloads.program_semaphores import check_semaphores
 from hwsim.workloads.typed_json import (
     NON_FINITE,
@@ -390,41 +391,8 @@ def encode_program(program: Program) -> tuple[dict[str, Any], ArrayWriter]:
         _check_core(item, i, len(cores))
         document["allocations"].append(_at(allocation.encode, item, "allocations", i))
     document["meta"] = _at(lambda m: _encode_meta(m, arrays), program.meta, "meta")
-    document["origins"] = _encode_origins(program)
+    document["origins"] = encode_origins(program)
     return document, arrays
-
-
-def _encode_origins(program: Program) -> list[dict[str, Any]]:
-    """Each distinct tag text with an ``Origin`` (a bridge node's), and that origin: what the
-    instructions' tags, written as their text, carried as fields."""
-    origin = codec_for(Origin)
-    found: dict[str, Origin] = {}
-    for core in program.cores:
-        for _, _, instruction in core.instructions():
-            tag = instruction.tag
-            if type(tag) is Tag and tag.origin is not None and tag not in found:
-                found[str(tag)] = tag.origin
-    return [{"tag": text, "origin": origin.encode(o)} for text, o in found.items()]
-
-
-def _decode_origins(data: Any) -> dict[str, Tag]:
-    """The typed tag of each tag text ``origins`` lists (``_encode_origins``)."""
-    if type(data) is not list:
-        raise FieldError(f"expected a list of tag origins, got {describe(data)}")
-    origin = codec_for(Origin)
-    tags: dict[str, Tag] = {}
-    for i, item in enumerate(data):
-        if type(item) is not dict or set(item) != {"tag", "origin"} or type(item["tag"]) is not str:
-            raise _error_at(f'expected {{"tag": TEXT, "origin": {{...}}}}, got {describe(item)}', i)
-        text = item["tag"]
-        found = _at(origin.decode, item["origin"], i, "origin")
-        scope = f"{found.label}:"
-        if not text.startswith(scope):
-            raise _error_at(f"tag {text!r} does not start with its origin's {scope!r}", i, "tag")
-        if text in tags:
-            raise _error_at(f"tag {text!r} is listed twice", i, "tag")
-        tags[text] = Tag(found.label, text[len(scope) :], found)
-    return tags
 
 
 def decode_program(document: Any, arrays: ArrayReader) -> Program:
@@ -437,7 +405,7 @@ def decode_program(document: Any, arrays: ArrayReader) -> Program:
         what = "missing" if odd in _DOCUMENT_KEYS else "unknown key"
         keys = ", ".join(_DOCUMENT_KEYS) + ("" if what == "missing" else "; origins is optional")
         raise FieldError(f"{what} (a program has {keys})").inside(odd)
-    tags = _at(_decode_origins, document.get("origins", []), "origins")
+    tags = _at(decode_origins, document.get("origins", []), "origins")
     decls = _decl_codec(None, arrays)
     hbm = _checked_hbm(
         [_at(decls.decode, data, "hbm", i) for i, data in enumerate(_list_at(document, "hbm"))]
