@@ -65,7 +65,7 @@ def analyze(
     report = Report("analyze", "-", {}, "-")
     for node, verdict in analyze_graph(graph.graph).items():
         if verdict.op != "getitem":
-            report.ops.append(op_record(node, verdict))
+            report.add(op_record(node, verdict))
     if show:
         report.print(console)
     return report

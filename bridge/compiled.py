@@ -35,6 +35,7 @@ from hwsim.bridge.precision import (
     lazy_leaves,
 )
 from hwsim.bridge.report import SUMMARY_KEYS, OpRecord, OutputRecord, Report
+from hwsim.bridge.report_records import OutputCheck, PassEffectsRow, PipelineRow, RunRow
 from hwsim.errors import HwsimError
 
 
@@ -172,8 +173,7 @@ class SimPartition(torch.nn.Module):
     ) -> None:
         """The pass pipeline's log, what autotune chose, and (``measure_passes``) each pass's
         measured effect."""
-        extra = {"autotune": tuned} if tuned is not None else {}
-        self.report.pipelines.append({"graph": self.name} | lowered.pipeline | extra)
+        self.report.add(PipelineRow(self.name, lowered.pipeline, tuned))
         if self.options.measure_passes:
             from hwsim.bridge.passes.effects import pass_effects
 
@@ -188,7 +188,7 @@ class SimPartition(torch.nn.Module):
                 memory_plan=self.options.memory_plan,
                 constants=self.constants,
             )
-            self.report.pass_effects.append({"graph": self.name, "rows": rows})
+            self.report.add(PassEffectsRow(self.name, rows))
 
     def _to_cpu(self, error: Unsupported) -> None:
         self._cpu = error
@@ -228,15 +228,18 @@ class SimPartition(torch.nn.Module):
     def _record(self, run: GraphRun, lowered: LoweredGraph) -> None:
         summary = run.result.summary
         memory = lowered.memory.to_dict() if lowered.memory is not None else {}
-        self.report.runs.append(
-            {"graph": self.name, "phase": self.report.phase_of(self.name), "call": self._calls}
-            | summary.values_of(SUMMARY_KEYS)
-            | {k: v for k, v in memory.items() if k.startswith("hbm_")}
-            | {"runtime_overhead_ns": lowered.runtime_overhead().total_ns}
+        self.report.add(
+            RunRow(
+                self.name,
+                {"phase": self.report.phase_of(self.name), "call": self._calls}
+                | summary.values_of(SUMMARY_KEYS)
+                | {k: v for k, v in memory.items() if k.startswith("hbm_")}
+                | {"runtime_overhead_ns": lowered.runtime_overhead().total_ns},
+            )
         )
         nodes = {n.name: n for n in self.gm.graph.nodes}
         for node, time in run.op_times.items():
-            sources = node.split("+")  # a fused group's instructions name all its nodes
+            sources = time.members or (node,)  # a fused group's time is all its nodes'
             weights = [own_cost_cycles(nodes.get(source)) for source in sources]
             total = sum(weights)
             for source, weight in zip(sources, weights, strict=True):
@@ -291,4 +294,4 @@ class SimPartition(torch.nn.Module):
                 vs_fp32,
                 problem,
             )
-            self.report.add_output(record)
+            self.report.add(OutputCheck(record, "graph"))

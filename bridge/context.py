@@ -20,6 +20,7 @@ import torch
 
 from hwsim import lang
 from hwsim.bridge.errors import BridgeError
+from hwsim.bridge.identity import node_identity
 from hwsim.bridge.memory_plan import HbmArena
 from hwsim.bridge.precision import Precision
 from hwsim.bridge.residency import ResidentQueues
@@ -27,6 +28,7 @@ from hwsim.bridge.residency.broadcast import row_pool_bytes
 from hwsim.bridge.values import HbmValue
 from hwsim.config import HardwareConfig
 from hwsim.dtypes import DType
+from hwsim.isa.origin import Origin
 from hwsim.library.common import Limits, limits
 
 if TYPE_CHECKING:
@@ -268,31 +270,25 @@ class LoweringContext:
         call: Any = None,
         *,
         escapes: bool = False,
-        tag: str | None = None,
+        tag: Origin | None = None,
     ) -> Iterator[None]:
-        """Lower one node: tag its instructions with the node name and expose its metadata.
+        """Lower one node: tag its instructions with the node's identity and expose its metadata.
 
-        ``lang.tag_scope`` tags every instruction emitted meanwhile
-        ``f"{op}/{node}:{source line}"`` (op: the ATen op's name, e.g. ``addmm``), so the trace
-        attributes each instruction (and its DMA transfers) to the node and op it came from.
+        ``lang.tag_scope`` tags every instruction emitted meanwhile with the node's ``Origin``
+        (``bridge.identity``: op, e.g. ``addmm``, and node name; shown as
+        ``op/node:source line``), so the trace attributes each instruction (and its DMA
+        transfers) to the node and op it came from.
         ``escapes``: the node's value is a graph output, so its values get bytes of their own.
-        ``tag``: the tag instead (a fused group's: every source node's name).
+        ``tag``: the identity instead (a fused group's, naming every source node: ``group_tag``).
         """
         saved = self.node_name, self.out, self.call, self._escapes
         self.node_name, self.out, self.call, self._escapes = name, out, call, escapes
         self._names = itertools.count()
-        label = _op_label(call.op) if call is not None else "copy"
         try:
-            with lang.tag_scope(tag or f"{label}/{name}"):  # plots colour by op, reports by node
-                yield
+            with lang.tag_scope(tag or node_identity(name, call)):  # plots colour by op,
+                yield  # reports by node
         finally:
             self.node_name, self.out, self.call, self._escapes = saved
-
-
-def _op_label(op: Any) -> str:
-    """``aten.addmm.default`` -> ``addmm``; any other callable by its name."""
-    name = getattr(op, "__name__", None) or str(op)
-    return str(name).split(".")[0]
 
 
 def _prod(shape: tuple[int, ...]) -> int:

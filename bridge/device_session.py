@@ -21,6 +21,7 @@ import torch
 from hwsim.bridge.device_memory import MEMORY
 from hwsim.bridge.offload import HwsimMode
 from hwsim.bridge.report import OpRecord, Report
+from hwsim.bridge.report_records import RunRow
 from hwsim.config import HardwareConfig
 
 #: Transfer directions, as they appear in the report's op column.
@@ -92,7 +93,7 @@ class DeviceSession:
         ns = transfer_ns(self.config, nbytes)
         node = self.runner.node_name("h2d" if direction == TO_DEVICE else "d2h")
         shape = str(list(tensor.shape))
-        self.report.ops.append(
+        self.report.add(
             OpRecord(
                 node,
                 direction,
@@ -103,15 +104,17 @@ class DeviceSession:
                 span_ns=ns,
             )
         )
-        self.report.runs.append(
-            {
-                "graph": node,
-                "total_ns": ns,
-                "instructions": 0,
-                "mfu_pct": 0.0,
-                "hbm_bytes": nbytes,
-                "bottleneck": "host link",
-            }
+        self.report.add(
+            RunRow(
+                node,
+                {
+                    "total_ns": ns,
+                    "instructions": 0,
+                    "mfu_pct": 0.0,
+                    "hbm_bytes": nbytes,
+                    "bottleneck": "host link",
+                },
+            )
         )
         totals = self.transfers[direction]
         totals.count += 1

@@ -31,6 +31,8 @@ from typing import Any
 import torch
 from torch import fx
 
+from hwsim.bridge.report_records import CompileSeen, GraphRow
+
 _GRAPH_IDS = itertools.count()
 #: Names of the graphs dynamo hands the backend (each becomes AOTAutograd graphs ``graph<n>``).
 _MODEL_IDS = itertools.count()
@@ -181,16 +183,19 @@ def _note_compile(report: Any) -> list[str]:
 
     _GRAPHS_BEFORE[0] = int(counters["stats"]["unique_graphs"])
     compile_id = CompileContext.current_compile_id()
+    seen = None
     if compile_id is not None and compile_id.frame_id is not None:
-        report.compile_ids.append((compile_id.frame_id, compile_id.frame_compile_id or 0))
+        seen = (compile_id.frame_id, compile_id.frame_compile_id or 0)
     met = []
+    breaks: dict[str, int] = {}
     for reason, count in counters["graph_break"].items():
         new = count - _BREAKS_SEEN.get(reason, 0)
         if new > 0:
             key = _short_reason(reason)
-            report.graph_breaks[key] = report.graph_breaks.get(key, 0) + new
+            breaks[key] = breaks.get(key, 0) + new
             met.append(reason)
         _BREAKS_SEEN[reason] = count
+    report.add(CompileSeen(seen, breaks))
     return met
 
 
@@ -249,7 +254,7 @@ def _left_on_cpu(options: Any, refusal: Any) -> None:
     apply_fallback(options, refusal)
     record = OpRecord(f"graph_break{len(options.report.ops)}", refusal.op, "cpu")
     record.reason, record.detail = refusal.reason.value, refusal.detail
-    options.report.ops.append(record)
+    options.report.add(record)
 
 
 def _symbolic(value: Any) -> bool:
@@ -409,7 +414,7 @@ class _Compiler:
         for node, verdict in verdicts.items():
             if verdict.op != "getitem":
                 records[verdict.node] = op_record(node, verdict, phase)
-        report.ops.extend(records.values())
+        report.add(*records.values())
         unsupported = [v for v in verdicts.values() if not v.supported and v.op != "getitem"]
         for verdict in unsupported:
             assert verdict.unsupported is not None
@@ -435,14 +440,6 @@ class _Compiler:
                     setattr(split, child, sim)
                     parts += 1
             runner = MixedGraph(split, name, self.options, records)
-        report.graphs.append(
-            {
-                "graph": name,
-                "kind": kind,
-                "nodes": len(records),
-                "simulator": sum(r.status == "simulator" for r in records.values()),
-                "cpu": len(unsupported),
-                "partitions": parts,
-            }
-        )
+        simulator = sum(r.status == "simulator" for r in records.values())
+        report.add(GraphRow(name, kind, len(records), simulator, len(unsupported), parts))
         return runner

@@ -47,6 +47,7 @@ from hwsim.bridge.precision import (
     lazy_leaves,
 )
 from hwsim.bridge.report import OutputRecord
+from hwsim.bridge.report_records import OutputCheck
 
 _MODULE_PART = re.compile(r"\._(?:modules|parameters|buffers)\['([^']+)'\]")
 
@@ -172,7 +173,8 @@ class EagerChecked:
             for (name, tensor), old, new in zip(state, before, written, strict=True):
                 if not (torch.equal(old, new) and torch.equal(old, tensor)):
                     label = f"{self.name}.updated[{name}]"
-                    report.add_eager_output(_record(label, new, tensor.detach(), self.options))
+                    record = _record(label, new, tensor.detach(), self.options)
+                    report.add(OutputCheck(record, "eager"))
                 tensor.copy_(new)
         return outputs
 
@@ -188,7 +190,7 @@ class EagerChecked:
         if len(got) != len(want):
             record = _record(f"{self.name}.outputs", None, None, self.options)
             record.reference_error = f"{len(got)} outputs, eager gives {len(want)}"
-            report.eager_outputs.append(record)
+            report.add(OutputCheck(record, "eager", worst=False))
             return
         for i, (g, w) in enumerate(zip(got, want, strict=True)):
             if isinstance(w, torch.Tensor) and isinstance(g, torch.Tensor):
@@ -198,7 +200,7 @@ class EagerChecked:
                 record = _record(
                     f"{self.name}.out{i}", g, w, self.options, cast=cast, exact=exact, path=path
                 )
-                report.add_eager_output(record)
+                report.add(OutputCheck(record, "eager"))
                 _refuse_int32_overflow(record, g, w)
 
 
@@ -402,7 +404,7 @@ class _Probe:
                 self.check.options,
                 cancellation=functools.partial(exact, k),
             )
-            report.add_gradient(record)
+            report.add(OutputCheck(record, "gradient"))
         self.got, self.want, self.reference_inputs, self.tangents = [], [], [], {}
         self.reference_args, self.leaf_of = [], []
 

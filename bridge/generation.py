@@ -34,6 +34,7 @@ from typing import Any
 import torch
 from rich.table import Table
 
+from hwsim.bridge.report_records import GenerationRow
 from hwsim.units import time_text
 
 #: Default multiple the static cache's length is rounded up to.
@@ -163,7 +164,7 @@ def generate(
     record.new_tokens = int(tokens.shape[-1]) - (1 if model.config.is_encoder_decoder else prompt)
     target = report if report is not None else _default_report(on_device)
     if target is not None:
-        target.generations.append(record.to_dict())
+        target.add(GenerationRow(record.to_dict()))
     return output, record
 
 

@@ -82,4 +82,4 @@ def _record_on_cpu(gm: fx.GraphModule, options: Any, refusal: Any) -> None:
         if node.op == "call_function":
             record = OpRecord(node.name, op_name(node.target), "cpu", refusal.reason.value)
             record.detail = refusal.detail
-            options.report.ops.append(record)
+            options.report.add(record)

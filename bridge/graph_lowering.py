@@ -52,6 +52,7 @@ from hwsim.bridge.dtypes import (
 from hwsim.bridge.errors import BridgeError, Reason, Unsupported
 from hwsim.bridge.lowerings import flash_attention as _flash_attention  # noqa: F401  (its kind)
 from hwsim.bridge.memory_plan import HbmArena, Lifetimes, MemoryStats, memory_stats
+from hwsim.bridge.op_times import OpTime, op_times
 from hwsim.bridge.passes import PassSelection, run_pipeline
 from hwsim.bridge.passes.floor import Floor, graph_floor
 from hwsim.bridge.passes.fused_kinds import fused_lowering
@@ -59,7 +60,6 @@ from hwsim.bridge.passes.fusion import FusedKernel
 from hwsim.bridge.passes.prepare_constants import PreparedLayout, PreparedWeight
 from hwsim.bridge.precision import Precision
 from hwsim.bridge.registry import OpCall, check_support
-from hwsim.bridge.report import OpTime, op_times
 from hwsim.bridge.runtime import RuntimeOverhead, runtime_overhead
 from hwsim.bridge.tiling import copy_tiles
 from hwsim.bridge.tiling.weights import block_columns, weight_block_bytes

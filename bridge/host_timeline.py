@@ -24,6 +24,7 @@ from torch import fx
 from hwsim.bridge.fx_interpreter import Interpreter
 from hwsim.bridge.options import BridgeOptions
 from hwsim.bridge.report import OpRecord
+from hwsim.bridge.report_records import TimelineRow
 
 
 class _Timeline(Interpreter):
@@ -85,14 +86,7 @@ class MixedGraph:
         self.calls += 1
         report = self.options.report
         assert report is not None
-        report.timelines.append(
-            {
-                "graph": self.name,
-                "call": self.calls,
-                "simulated_ns": timeline.simulated_ns,
-                "cpu_host_ns": timeline.host_ns,
-            }
-        )
+        report.add(TimelineRow(self.name, self.calls, timeline.simulated_ns, timeline.host_ns))
         if self.options.trace is not None:
             self._write(timeline)
             report.save(self.options.trace)

@@ -40,6 +40,7 @@ from hwsim.bridge.options import BridgeOptions, apply_fallback
 from hwsim.bridge.precision import cast_floats, judged_with_exact, lazy_leaves
 from hwsim.bridge.registry import OpCall, check_support
 from hwsim.bridge.report import SUMMARY_KEYS, OpRecord, Report
+from hwsim.bridge.report_records import RunRow
 from hwsim.bridge.tie_order import UNINITIALIZED, canonical
 from hwsim.errors import HwsimError
 
@@ -118,12 +119,12 @@ class HwsimMode(TorchDispatchMode):
         node = f"{func.__name__.split('.')[0]}#{next(self._calls)}"
         shapes = " x ".join(str(list(t.shape)) for t in call.input_tensors())
         if self.is_view(func, expected):
-            self.report.ops.append(OpRecord(node, op_name(func), "view", shapes=shapes))
+            self.report.add(OpRecord(node, op_name(func), "view", shapes=shapes))
             return expected
         lowered = self._lower(call)
         if isinstance(lowered, Unsupported):
             apply_fallback(self.options, lowered, node)
-            self.report.ops.append(
+            self.report.add(
                 OpRecord(node, op_name(func), "cpu", lowered.reason.value, lowered.detail, shapes)
             )
             # Where torch leaves the order of ties open (sort, topk), a fallback gives the one
@@ -133,7 +134,7 @@ class HwsimMode(TorchDispatchMode):
         inputs = call.input_tensors()
         run = lowered.run(inputs, initcheck=self.options.initcheck)
         summary = run.result.summary
-        self.report.runs.append({"graph": node} | summary.values_of(SUMMARY_KEYS))
+        self.report.add(RunRow(node, summary.values_of(SUMMARY_KEYS)))
         record = OpRecord(
             node,
             op_name(func),
@@ -158,7 +159,7 @@ class HwsimMode(TorchDispatchMode):
             )
             if self._cast(func) or _low_precision(expected):
                 record.error["vs_fp32_max_abs"] = self._vs_fp32(func, args, kwargs, run.outputs)
-        self.report.ops.append(record)
+        self.report.add(record)
         return list(run.outputs) if isinstance(expected, list) else run.outputs
 
     def is_view(self, func: Any, result: Any = None) -> bool:

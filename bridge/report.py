@@ -1,19 +1,18 @@
 """What a bridge run reports: ops lowered or run on the CPU (and why), per-output error against
 the CPU, the top ops by simulated time, and the simulator's summary — as JSON and rich tables.
 
-Per-op simulated time comes from the trace: every instruction is tagged with the FX node that
-emitted it (``LoweringContext.node``), and every DMA transfer belongs to the instruction that
-triggered it. An op's ``sim_ns`` is its bound time — the busiest of its resources (each engine's
-busy time, and the DMA engines' busy time divided by their number) — which is what it would take
-alone with perfect overlap; ``span_ns`` is first start to last end in the whole-graph schedule,
-where ops overlap each other.
+Per-op simulated time comes from the trace (``bridge.op_times``): every instruction's tag carries
+the FX node that emitted it (``LoweringContext.node``), and every DMA transfer belongs to the
+instruction that triggered it. An op's ``sim_ns`` is its bound time — the busiest of its
+resources (each engine's busy time, and the DMA engines' busy time divided by their number) —
+which is what it would take alone with perfect overlap; ``span_ns`` is first start to last end
+in the whole-graph schedule, where ops overlap each other.
 """
 
 from __future__ import annotations
 
 import io
 import re
-from collections import defaultdict
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
@@ -23,9 +22,19 @@ from rich.table import Table
 
 from hwsim import strict_json
 from hwsim.bridge.precision import ErrorStats
+from hwsim.bridge.report_records import (
+    CompileSeen,
+    GenerationRow,
+    GraphRow,
+    OutputCheck,
+    PassEffectsRow,
+    PipelineRow,
+    Row,
+    RunRow,
+    TimelineRow,
+)
 from hwsim.outputs_guard import OutputFolder, claim_folder, output_file
 from hwsim.report.console import PIPED_WIDTH, report_console
-from hwsim.trace.records import Trace
 
 #: Columns of the report's text (``Report.text``): the width report tables get when piped.
 WIDE = PIPED_WIDTH
@@ -44,84 +53,6 @@ SUMMARY_KEYS = (
     "over_floor",
     "floor_binding",
 )
-
-
-@dataclass
-class OpTime:
-    """Simulated time of one op (node) in a run, in ns."""
-
-    engine_ns: dict[str, float] = field(default_factory=dict)
-    dma_ns: float = 0.0  # summed over DMA engines
-    start_ns: float = float("inf")
-    end_ns: float = 0.0
-    instructions: int = 0
-    dma_engines: int = 16
-    #: The op's share of the run's wall time: each moment any engine or DMA engine is busy is
-    #: divided evenly among the ops busy then, so the shares of a run's ops sum to the time
-    #: something was busy (``op_times``), never more than the run.
-    share_ns: float = 0.0
-
-    @property
-    def bound_ns(self) -> float:
-        return max([*self.engine_ns.values(), self.dma_ns / max(1, self.dma_engines)], default=0.0)
-
-    @property
-    def span_ns(self) -> float:
-        return max(0.0, self.end_ns - self.start_ns) if self.instructions else 0.0
-
-
-def op_times(trace: Trace) -> dict[str, OpTime]:
-    """Per node name (from the instruction tag ``op/node:source``), the op's simulated time."""
-    to_ns = 1000 / trace.base_mhz
-    dma_engines = trace.config.dma.engines if trace.config is not None else 16
-    times: dict[str, OpTime] = defaultdict(lambda: OpTime(dma_engines=dma_engines))
-    owner: dict[tuple[int, str, int], str] = {}
-    for record in trace.instructions:
-        tag = record.instruction.tag or record.instruction.OPCODE
-        key = tag.split(":", 1)[0].rpartition("/")[2]  # "op/node:source" -> node
-        owner[(record.core, record.engine, record.pc)] = key
-        op = times[key]
-        busy_ns = (record.end_tick - record.start_tick) * to_ns
-        op.engine_ns[record.engine] = op.engine_ns.get(record.engine, 0.0) + busy_ns
-        op.start_ns = min(op.start_ns, record.start_tick * to_ns)
-        op.end_ns = max(op.end_ns, record.done_tick * to_ns)
-        op.instructions += 1
-    intervals: list[tuple[int, int, str]] = [
-        (r.start_tick, r.end_tick, owner[(r.core, r.engine, r.pc)]) for r in trace.instructions
-    ]
-    for piece in trace.dma:
-        key = owner.get((piece.core, piece.trigger_engine, piece.trigger_pc), "?")
-        op = times[key]
-        op.dma_ns += (piece.end_tick - piece.start_tick) * to_ns
-        op.end_ns = max(op.end_ns, piece.end_tick * to_ns)
-        intervals.append((piece.start_tick, piece.end_tick, key))
-    for key, ticks in wall_shares(intervals).items():
-        times[key].share_ns = ticks * to_ns
-    return dict(times)
-
-
-def wall_shares(busy: list[tuple[int, int, str]]) -> dict[str, float]:
-    """Ticks of wall time per owner: every stretch of time is divided evenly among the owners
-    with an interval (start, end, owner) covering it; stretches nobody covers go to nobody.
-    One sweep over the sorted interval ends."""
-    events: list[tuple[int, int, str]] = []
-    for start, end, key in busy:
-        if end > start:
-            events += [(start, 1, key), (end, -1, key)]
-    events.sort(key=lambda e: (e[0], e[1]))
-    shares: dict[str, float] = defaultdict(float)
-    active: dict[str, int] = defaultdict(int)
-    last = events[0][0] if events else 0
-    for tick, delta, key in events:
-        if tick > last and active:
-            each = (tick - last) / len(active)
-            for owner in active:
-                shares[owner] += each
-        last = tick
-        active[key] += delta
-        if active[key] == 0:
-            del active[key]
-    return dict(shares)
 
 
 @dataclass
@@ -200,7 +131,7 @@ def _keep_worst(records: list[OutputRecord], record: OutputRecord) -> None:
 
 @dataclass
 class Report:
-    """Everything a bridge run records. Append-only while the run goes on."""
+    """Everything a bridge run records. Append-only while the run goes on, through ``add``."""
 
     mode: str  # 'compile' or 'eager'
     config: str
@@ -229,15 +160,43 @@ class Report:
     #: simulated ns, and the programs lowered during decoding (recompiles).
     generations: list[dict[str, Any]] = field(default_factory=list)
 
-    def add_output(self, record: OutputRecord) -> None:
-        """Record an output check; a later check of the same output keeps the worse one."""
-        _keep_worst(self.outputs, record)
+    # ---- the one way in ------------------------------------------------------------------------
+    def add(self, *records: OpRecord | OutputCheck | CompileSeen | Row) -> None:
+        """Record what a part of the run saw (``bridge.report_records``): an op, an output
+        check (a later check of the same output keeps the worse one unless ``worst`` is off),
+        a compile's id and graph breaks, or a row of runs, graphs, pipelines, pass effects,
+        timelines or generations. Nothing else writes the report's lists."""
+        for record in records:
+            if isinstance(record, OpRecord):
+                self.ops.append(record)
+            elif isinstance(record, OutputCheck):
+                checks = {"graph": self.outputs, "eager": self.eager_outputs}
+                into = checks.get(record.against, self.gradients)
+                if record.worst:
+                    _keep_worst(into, record.record)
+                else:
+                    into.append(record.record)
+            elif isinstance(record, CompileSeen):
+                if record.compile_id is not None:
+                    self.compile_ids.append(record.compile_id)
+                for reason, count in record.graph_breaks.items():
+                    self.graph_breaks[reason] = self.graph_breaks.get(reason, 0) + count
+            else:
+                self._rows_of(record).append(record.row())
 
-    def add_eager_output(self, record: OutputRecord) -> None:
-        _keep_worst(self.eager_outputs, record)
-
-    def add_gradient(self, record: OutputRecord) -> None:
-        _keep_worst(self.gradients, record)
+    def _rows_of(self, record: Row) -> list[dict[str, Any]]:
+        rows: dict[type, list[dict[str, Any]]] = {
+            RunRow: self.runs,
+            GraphRow: self.graphs,
+            PipelineRow: self.pipelines,
+            PassEffectsRow: self.pass_effects,
+            TimelineRow: self.timelines,
+            GenerationRow: self.generations,
+        }
+        found = rows.get(type(record))
+        if found is None:
+            raise TypeError(f"a Report records no {type(record).__name__}")
+        return found
 
     # ---- queries ------------------------------------------------------------------------------
     def fallbacks(self) -> list[OpRecord]:

@@ -180,19 +180,8 @@ def batch_norm_eval(
     momentum: float,
     eps: float,
 ) -> tuple[HbmValue, HbmValue, HbmValue]:
-    """(out, empty, empty): batch norm with the running statistics."""
-    return _eval(ctx, x, weight, bias, running_mean, running_var, eps)
-
-
-def _eval(
-    ctx: LoweringContext,
-    x: HbmValue,
-    weight: HbmValue | None,
-    bias: HbmValue | None,
-    running_mean: HbmValue,
-    running_var: HbmValue,
-    eps: float,
-) -> tuple[HbmValue, HbmValue, HbmValue]:
+    """(out, empty, empty): batch norm with the running statistics (``momentum`` unused: no
+    statistics are updated)."""
     out_meta, mean_meta, rstd_meta = ctx.out
     out = ctx.new_value(out_meta.shape, out_meta.dtype)
     dtype = ctx.tile_dtype(x.dtype)
@@ -266,7 +255,7 @@ def native_batch_norm(
     update in place): (out, save_mean, save_invstd) as ``_native_batch_norm_legit_functional``."""
     if not training:
         assert running_mean is not None and running_var is not None  # _native_check
-        return _eval(ctx, x, weight, bias, running_mean, running_var, eps)
+        return batch_norm_eval(ctx, x, weight, bias, running_mean, running_var, momentum, eps)
     return _train(ctx, x, weight, bias, None, momentum, eps)
 
 

@@ -31,8 +31,10 @@ def _ranks(rank: int, *positions: int):
 
 
 @register_lowering(aten.mm.default, check=_ranks(2, 0, 1))
+@register_lowering(aten.bmm.default, check=_ranks(3, 0, 1))
 def mm(ctx: LoweringContext, a: HbmValue, b: HbmValue) -> HbmValue:
-    """out[M, N] = a[M, K] @ b[K, N]."""
+    """out[M, N] = a[M, K] @ b[K, N]; bmm: out[B, M, N] = a[B, M, K] @ b[B, K, N], one 2-D
+    product per batch."""
     meta: TensorMeta = ctx.out
     out = ctx.new_value(meta.shape, meta.dtype)
     emit_matmul(ctx, a, b, out)
@@ -54,13 +56,4 @@ def addmm(
     out = ctx.new_value(meta.shape, meta.dtype)
     scaled_bias = bias.expand(meta.shape) if beta != 0 else None  # beta=0 ignores bias (torch)
     emit_matmul(ctx, a, b, out, bias=scaled_bias, alpha=float(alpha), beta=float(beta))
-    return out
-
-
-@register_lowering(aten.bmm.default, check=_ranks(3, 0, 1))
-def bmm(ctx: LoweringContext, a: HbmValue, b: HbmValue) -> HbmValue:
-    """out[B, M, N] = a[B, M, K] @ b[B, K, N], one 2-D product per batch."""
-    meta: TensorMeta = ctx.out
-    out = ctx.new_value(meta.shape, meta.dtype)
-    emit_matmul(ctx, a, b, out)
     return out

@@ -34,8 +34,8 @@ from typing import Any, TypeGuard
 
 import torch
 from torch import fx
-from torch.utils import _pytree as pytree
 
+from hwsim.bridge.passes.fused_nodes import graph_outputs, insert_fused
 from hwsim.bridge.passes.fusion import RESHAPES, FusedKernel, Member, member_records
 from hwsim.bridge.passes.rewrites import _pure
 
@@ -418,11 +418,7 @@ def _replace(gm: fx.GraphModule, match: _Match) -> None:
         match.safe,
     )
     kernel = FusedAttention(records, plan)
-    with gm.graph.inserting_after(last):
-        fused = gm.graph.call_function(kernel, tuple(outside))
-    fused.meta = dict(last.meta)
-    fused.meta["fused_nodes"] = [m.name for m in members]
-    last.replace_all_uses_with(fused)
+    insert_fused(gm, kernel, outside, last, [m.name for m in members])
     for m in sorted(match.dead, key=order.__getitem__, reverse=True):
         gm.graph.erase_node(m)
     for m in reversed(members):
@@ -431,10 +427,7 @@ def _replace(gm: fx.GraphModule, match: _Match) -> None:
 
 def fuse_attention(gm: fx.GraphModule) -> dict[str, int]:
     """Replace every attention pattern (module docstring) by one fused node."""
-    outputs: set[fx.Node] = set()
-    for node in gm.graph.nodes:
-        if node.op == "output":
-            outputs |= {n for n in pytree.tree_leaves(node.args[0]) if isinstance(n, fx.Node)}
+    outputs = graph_outputs(gm)
     matches: list[_Match] = []
     taken: set[fx.Node] = set()
     _DEAD.update(_dead_nodes(gm.graph))

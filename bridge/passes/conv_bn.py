@@ -29,8 +29,9 @@ from torch.utils import _pytree as pytree
 
 from hwsim.bridge.errors import Unsupported
 from hwsim.bridge.passes.fused_kinds import group_tag, register_fused
+from hwsim.bridge.passes.fused_nodes import graph_outputs
 from hwsim.bridge.passes.fusion import FusedKernel, Member, _replace, _supported
-from hwsim.bridge.passes.reduction_fusion import _outputs, _val
+from hwsim.bridge.passes.reduction_fusion import _val
 from hwsim.bridge.registry import OpCall, check_support
 
 aten = torch.ops.aten
@@ -124,7 +125,7 @@ def _kernel(relu: bool) -> Callable[[list[Member]], FusedKernel]:
 
 def fuse_conv_bn(gm: fx.GraphModule) -> dict[str, int]:
     """Replace every matched conv + batch norm [+ ReLU] (module docstring) by one node."""
-    outputs = _outputs(gm)
+    outputs = graph_outputs(gm)
     order = {n: i for i, n in enumerate(gm.graph.nodes)}
     counts = {"conv_bn": 0, "conv_bn_relu": 0}
     for node in list(gm.graph.nodes):

@@ -19,6 +19,9 @@ from collections.abc import Callable
 from typing import Any
 
 from hwsim.bridge.errors import BridgeError, DuplicateLoweringError
+from hwsim.bridge.identity import group_tag
+
+__all__ = ["FUSED_LOWERINGS", "fused_lowering", "group_tag", "register_fused"]
 
 #: fn(ctx, kernel, outside, escapes) -> the fused node's value.
 FusedLowering = Callable[[Any, Any, list[Any], bool], Any]
@@ -51,9 +54,3 @@ def fused_lowering(target: Any) -> FusedLowering:
             f"(bridge.passes.fused_kinds.register_fused); registered: {known}"
         )
     return found
-
-
-def group_tag(kernel: Any) -> str:
-    """The tag of a group's instructions: its kind and every source node
-    (``fused[add+gelu]/add_3+gelu_1``)."""
-    return f"{kernel.__name__}/{'+'.join(kernel.node_names)}"

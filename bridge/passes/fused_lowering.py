@@ -41,6 +41,7 @@ from hwsim.bridge.tiling.matmul import HbmMatrix
 from hwsim.bridge.tiling.space import plan
 from hwsim.bridge.values import HbmValue, contiguous_strides
 from hwsim.dtypes import DType
+from hwsim.isa.origin import Origin
 from hwsim.lang import isa as nisa
 from hwsim.library.common import BufferRing
 
@@ -153,7 +154,7 @@ def _lower_one_by_one(
 
 
 def _capture_members(
-    ctx: LoweringContext, members: list[Member], outside: list[Any], values: list[Any], tag: str
+    ctx: LoweringContext, members: list[Member], outside: list[Any], values: list[Any], tag: Origin
 ) -> list[Step]:
     capture = Capture()
     ctx.capture = capture
@@ -181,7 +182,7 @@ def _capture_members(
 
 
 def _lower_group(
-    ctx: LoweringContext, kernel: FusedKernel, outside: list[Any], escapes: bool, tag: str
+    ctx: LoweringContext, kernel: FusedKernel, outside: list[Any], escapes: bool, tag: Origin
 ) -> HbmValue:
     members = kernel.members
     anchor = kernel.anchor

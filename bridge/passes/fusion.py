@@ -27,6 +27,7 @@ from torch import fx
 from torch.utils import _pytree as pytree
 
 from hwsim.bridge.errors import Unsupported
+from hwsim.bridge.passes.fused_nodes import graph_outputs, insert_fused
 from hwsim.bridge.registry import LOWERINGS, OpCall, check_support
 
 aten = torch.ops.aten
@@ -269,22 +270,14 @@ def _replace(
     records, outside = member_records(members)
     last = members[-1]
     kernel = (kernel_of or FusedKernel)(records)
-    with gm.graph.inserting_after(last):
-        fused = gm.graph.call_function(kernel, tuple(outside))
-    fused.meta = dict(last.meta)
-    fused.meta["fused_nodes"] = [m.name for m in members]
-    last.replace_all_uses_with(fused)
+    insert_fused(gm, kernel, outside, last, [m.name for m in members])
     for m in reversed(members):
         gm.graph.erase_node(m)
 
 
 def fuse(gm: fx.GraphModule) -> dict[str, int]:
     """Replace every group (module docstring) by one fused node."""
-    outputs: set[fx.Node] = set()
-    for node in gm.graph.nodes:
-        if node.op == "output":
-            outputs |= {n for n in pytree.tree_leaves(node.args[0]) if isinstance(n, fx.Node)}
-    groups = _groups(gm.graph, outputs)
+    groups = _groups(gm.graph, graph_outputs(gm))
     for members in groups:
         _replace(gm, members)
     epilogues = sum(1 for g in groups if g[0].target in MATMULS)

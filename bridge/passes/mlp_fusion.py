@@ -27,6 +27,7 @@ from torch import fx
 from torch.utils import _pytree as pytree
 
 from hwsim.bridge.passes.fused_kinds import group_tag, register_fused
+from hwsim.bridge.passes.fused_nodes import insert_fused
 from hwsim.bridge.passes.fusion import RESHAPES, FusedKernel, Inner, Member, Ref
 from hwsim.bridge.passes.prepare_constants import PreparedWeight
 
@@ -244,11 +245,7 @@ def fuse_mlps(gm: fx.GraphModule) -> dict[str, int]:
             up_kernel, cast(FusedKernel, down.target), index, shape, product, product_index, view
         )
         rest = [a for i, a in enumerate(down.args) if i != index]
-        with gm.graph.inserting_after(down):
-            fused = gm.graph.call_function(kernel, (*up_args, *rest))
-        fused.meta = dict(down.meta)
-        fused.meta["fused_nodes"] = kernel.node_names
-        down.replace_all_uses_with(fused)
+        insert_fused(gm, kernel, (*up_args, *rest), down, kernel.node_names)
         gm.graph.erase_node(down)
         if reshape is not None:
             gm.graph.erase_node(reshape)

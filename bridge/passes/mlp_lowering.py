@@ -28,6 +28,7 @@ from hwsim.bridge.registry import LOWERINGS
 from hwsim.bridge.tiling.matmul import stationary_kept
 from hwsim.bridge.tiling.mlp import MlpDoesNotFit, MlpTiler, plan_rows, working_bytes
 from hwsim.bridge.values import HbmValue, PreparedMatrix
+from hwsim.isa.origin import Origin
 from hwsim.library.common import BufferRing
 
 
@@ -42,7 +43,7 @@ def _anchor_operands(member: Any, outside: list[Any]) -> tuple[Any, Any, Any]:
 
 
 def _steps(
-    ctx: LoweringContext, group: FusedKernel, outside: list[Any], tag: str
+    ctx: LoweringContext, group: FusedKernel, outside: list[Any], tag: Origin
 ) -> tuple[_StepProgram, Any]:
     """The group's members after its anchor as a step program over the anchor's value."""
     anchor = group.anchor
@@ -123,7 +124,7 @@ def _gated_product(
 
 
 def emit_mlp(
-    ctx: LoweringContext, kernel: MlpKernel, outside: list[Any], escapes: bool, tag: str
+    ctx: LoweringContext, kernel: MlpKernel, outside: list[Any], escapes: bool, tag: Origin
 ) -> HbmValue:
     """The MLP kernel into a new value; FusionFallback (nothing emitted) if it cannot be."""
     up_args, down_args = kernel.split(outside, None)

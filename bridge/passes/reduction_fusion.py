@@ -39,6 +39,7 @@ from torch.utils import _pytree as pytree
 from typing_extensions import TypeIs
 
 from hwsim.bridge.passes.fused_kinds import group_tag, register_fused
+from hwsim.bridge.passes.fused_nodes import graph_outputs
 from hwsim.bridge.passes.fusion import FusedKernel, Member, _replace
 
 aten = torch.ops.aten
@@ -306,14 +307,6 @@ _STARTS: dict[Any, tuple[Callable[[fx.Node, fx.GraphModule], Match | None], ...]
 }
 
 
-def _outputs(gm: fx.GraphModule) -> set[fx.Node]:
-    outputs: set[fx.Node] = set()
-    for node in gm.graph.nodes:
-        if node.op == "output":
-            outputs |= {n for n in pytree.tree_leaves(node.args[0]) if isinstance(n, fx.Node)}
-    return outputs
-
-
 def _kernel(kind: str, params: dict[str, Any], members: list[fx.Node]):
     """A factory for ``fusion._replace``: the RowKernel over the member records, with the
     indices (into the fused node's arguments) of a norm's weight (and bias)."""
@@ -340,7 +333,7 @@ def _kernel(kind: str, params: dict[str, Any], members: list[fx.Node]):
 
 def fuse_reductions(gm: fx.GraphModule) -> dict[str, int]:
     """Replace every matched chain (module docstring) by one ``RowKernel`` node."""
-    outputs = _outputs(gm)
+    outputs = graph_outputs(gm)
     order = {n: i for i, n in enumerate(gm.graph.nodes)}
     gone: set[fx.Node] = set()
     counts = {"softmax": 0, "lse_softmax": 0, "rms_norm": 0, "layer_norm": 0}

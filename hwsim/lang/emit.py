@@ -15,6 +15,7 @@ from hwsim.engines import BUILTIN_ENGINES
 from hwsim.errors import IllegalInstructionError
 from hwsim.isa.ap import AccessPattern, MemorySpace
 from hwsim.isa.base import ISA, Instruction
+from hwsim.isa.origin import Origin, Tag
 from hwsim.lang.allocator import OutOfMemoryError
 from hwsim.lang.kernel import current, source_location
 from hwsim.lang.replay import keyable
@@ -39,8 +40,8 @@ def emit(opcode: str, engine: str, **fields: Any) -> Instruction:
     for name, value in fields.items():  # in place: ``fields`` is this call's own dict
         if isinstance(value, _TILE_KINDS):
             fields[name] = value.ap()
-    where = (context.name, source_location())
-    tag = _TAGS.get(where) or _new_tag(where)
+    where = (context.name, id(context.origin), source_location())
+    tag = _TAGS.get(where) or _new_tag(where, context.origin)
     replays = context.replays
     key = None
     recording = context.recording
@@ -82,16 +83,18 @@ def emit(opcode: str, engine: str, **fields: Any) -> Instruction:
 
 _TILE_KINDS = (Tile, View)
 
-#: ``name:file:line`` tags by (tag name, source location): one string per kernel line, not one
-#: per instruction (at 1M instructions, about 90 MB of copies).
-_TAGS: dict[tuple[str, str], str] = {}
+#: ``name:file:line`` tags by (tag name, id of the origin, source location): one per kernel
+#: line, not one per instruction (at 1M instructions, about 90 MB of copies). Keyed by the
+#: origin's id, not its value (hashing it per instruction costs): the tag holds the origin, so
+#: while the entry exists that id is not reused.
+_TAGS: dict[tuple[str, int, str], Tag] = {}
 _MAX_TAGS = 1 << 16
 
 
-def _new_tag(key: tuple[str, str]) -> str:
+def _new_tag(key: tuple[str, int, str], origin: Origin | None) -> Tag:
     if len(_TAGS) >= _MAX_TAGS:
         _TAGS.clear()
-    tag = _TAGS[key] = f"{key[0]}:{key[1]}"
+    tag = _TAGS[key] = Tag(key[0], key[2], origin)
     return tag
 
 

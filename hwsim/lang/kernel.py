@@ -29,6 +29,7 @@ from hwsim.dtypes import dtype as lookup_dtype
 from hwsim.errors import HwsimError, IllegalInstructionError
 from hwsim.isa.ap import MemorySpace
 from hwsim.isa.base import Instruction
+from hwsim.isa.origin import Origin
 from hwsim.lang.allocator import SBUF_ALIGN_BYTES, Block, Pool
 from hwsim.lang.blocks import ParDim, block_ndarray, split_block_dims
 from hwsim.lang.deferral import allocate_block
@@ -114,6 +115,8 @@ class KernelContext:
         kernel_code: CodeType | None = None,
     ) -> None:
         self.name = name
+        #: The graph node the instructions emitted now are for (``tag_scope``; None: none).
+        self.origin: Origin | None = None
         #: The kernel function's code: where ``source_location`` stops inside hwsim.
         self.kernel_code = kernel_code
         self.config = config
@@ -265,17 +268,21 @@ def current() -> KernelContext:
 
 
 @contextlib.contextmanager
-def tag_scope(name: str) -> Iterator[None]:
+def tag_scope(name: str | Origin) -> Iterator[None]:
     """Tag the instructions emitted inside the block ``name:<source line>`` instead of the
-    kernel's name, e.g. with the PyTorch op a lowering is emitting, so traces attribute each
-    instruction (and its DMA transfers) to it."""
+    kernel's name, so traces attribute each instruction (and its DMA transfers) to it. Given an
+    ``Origin`` (the graph node a front end is lowering), the scope is its ``label`` and every
+    tag carries it as ``Tag.origin`` (``hwsim.isa.origin``)."""
     context = current()
-    saved = context.name
-    context.name = name
+    saved = context.name, context.origin
+    if isinstance(name, Origin):
+        context.name, context.origin = name.label, name
+    else:
+        context.name, context.origin = name, None
     try:
         yield
     finally:
-        context.name = saved
+        context.name, context.origin = saved
 
 
 def source_location() -> str:

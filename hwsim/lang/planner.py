@@ -36,6 +36,7 @@ from hwsim.dtypes import DType
 from hwsim.isa.ap import AccessPattern, MemorySpace, contiguous
 from hwsim.isa.base import Instruction
 from hwsim.isa.dma_ops import DmaCopy
+from hwsim.isa.origin import Tag
 from hwsim.lang.allocator import Block, OutOfMemoryError, Pool, placement_starts
 from hwsim.lang.spill_policy import (
     Backing,
@@ -521,10 +522,13 @@ class MemoryPlanner:
         if pool.memory != MemorySpace.SBUF.value:
             return f"{base}. PSUM is not spilled (DMA cannot reach it): free or reuse a PSUM tile"
         names = ", ".join(s.block.name for s in pinned) or block.name
-        which = (
-            f"{at.OPCODE} at {at.tag.split(':', 1)[-1]}" if at is not None else "one instruction"
-        )
+        which = f"{at.OPCODE} at {_location(at.tag)}" if at is not None else "one instruction"
         return (
             f"{base}. Spilling cannot help: the operands of {which} ({names}) do not fit "
             f"together in {pool.memory.upper()}; use smaller tiles"
         )
+
+
+def _location(tag: str) -> str:
+    """The source line a tag names (a tag written by hand: its text after the first colon)."""
+    return tag.location if isinstance(tag, Tag) else tag.split(":", 1)[-1]

@@ -39,6 +39,7 @@ from hwsim.dtypes import DType
 from hwsim.isa.ap import AccessPattern, MemorySpace
 from hwsim.isa.base import Instruction
 from hwsim.isa.dma_ops import DgeMode, DmaCopy
+from hwsim.isa.origin import Tag
 from hwsim.lang.allocator import Block
 
 #: The engines that trigger compiler-made DMAs, with the hardware DGE where there is one: spill
@@ -201,7 +202,7 @@ def remade(backing: Backing, slot: TileSlot, where: str) -> Instruction:
     )
     tag = backing.instruction.tag
     if backing.kind != "load":  # a deferred load keeps its own tag: it is the kernel's load
-        tag = f"{tag.split(':', 1)[0]}:{backing.kind}:{where}"
+        tag = _tag_at(tag, f"{backing.kind}:{where}")
     # without the synchronisation the builder gave the original (it adds this one's own)
     return dataclasses.replace(
         backing.instruction, **{backing.field: moved}, tag=tag, waits=(), signals=()
@@ -266,3 +267,11 @@ def _overlaps(ap: AccessPattern, slot: TileSlot) -> bool:
         return False
     low, high = ap.byte_span()
     return low < place.offset + place.size and place.offset < high
+
+
+def _tag_at(tag: str, location: str) -> str:
+    """``tag``'s scope and origin at ``location`` (a tag written by hand: its text up to the
+    first colon is its scope)."""
+    if isinstance(tag, Tag):
+        return tag.at(location)
+    return f"{tag.split(':', 1)[0]}:{location}"

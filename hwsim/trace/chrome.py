@@ -45,6 +45,7 @@ import numpy as np
 from hwsim import strict_json
 from hwsim.engines import COLLECTIVE_ENGINE
 from hwsim.isa.ap import AccessPattern
+from hwsim.isa.origin import origin_of
 from hwsim.trace import extra_tracks
 from hwsim.trace.analysis import (
     Dependencies,
@@ -241,7 +242,7 @@ class _Writer:
             f'"opcode":{json_str(f.opcode)}',
             f'"profiler_opcode":{json_str(f.profiler_opcode)}',
             f'"operands":{json_str(instruction.describe())}',
-            f'"tag":{json_str(f.tag)}',
+            f'"tag":{json_str(f.tag)}{origin_args(f.tag)}',
             f'"flops":{f.flops}',
         ]
         for m, memory in enumerate(MEMORIES):
@@ -358,7 +359,7 @@ class _Writer:
                 (
                     json.dumps(f.opcode),
                     f'"trigger":"{engine}[{pc}]","direction":"{src}->{dst}",'
-                    f'"tag":{json.dumps(f.tag)}',
+                    f'"tag":{json.dumps(f.tag)}{origin_args(f.tag)}',
                 )
             )
         d = self.dma_spans
@@ -486,6 +487,15 @@ def _attribute_fields(cls: type) -> tuple[str, ...]:
         names = tuple(f.name for f in dataclasses.fields(cls) if f.name not in skip)
         _ATTRIBUTE_FIELDS[cls] = names
     return names
+
+
+def origin_args(tag: str) -> str:
+    """The typed parts of a tag with an ``Origin`` as args after ``"tag"`` (``,"op":...,
+    "node":...``: what a timeline colours by and the graph node), "" for any other tag."""
+    origin = origin_of(tag)
+    if origin is None:
+        return ""
+    return f',"op":{json_str(origin.op)},"node":{json_str(origin.node)}'
 
 
 def json_str(text: str) -> str:

@@ -8,6 +8,7 @@ from collections.abc import Callable
 from typing import Any
 
 from hwsim.engines import engine_label
+from hwsim.isa.origin import origin_of
 from hwsim.trace.analysis import Dependencies, engine_of_code
 from hwsim.trace.facts import FactsMemo
 from hwsim.trace.records import Trace
@@ -121,9 +122,6 @@ def write_op_spans(
 
 
 def _members(tag: str) -> list[str]:
-    """The graph nodes of a fused group's tag (``fused[add+gelu]/add_3+gelu_1``: the bridge's
-    ``group_tag``), or [] for a single op."""
-    head, _, nodes = tag.partition("/")
-    if head.startswith("fused[") and nodes:
-        return [node for node in nodes.split("+") if node]
-    return []
+    """The graph nodes of a fused group's tag (``Origin.members``), or [] for a single op."""
+    origin = origin_of(tag)
+    return list(origin.members) if origin is not None else []

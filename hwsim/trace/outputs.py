@@ -21,6 +21,7 @@ import numpy as np
 
 from hwsim import strict_json
 from hwsim.errors import HwsimError
+from hwsim.isa.origin import origin_of
 from hwsim.trace.analysis import (
     Dependencies,
     cores_of,
@@ -150,10 +151,10 @@ def default_run_dir(workload: str = "run", root: str | Path = TRACES_DIR) -> Pat
 
 
 def colour_key(tag: str) -> str:
-    """What a slice is coloured by: a tag ``group/detail:source`` by its group (the bridge tags
-    ``op/node``, so a model's timeline is coloured by ATen op), any other tag as it is."""
-    head, slash, _ = tag.partition("/")
-    return head if slash and ":" not in head else tag
+    """What a slice is coloured by: an instruction of a graph node by its op (``Origin.op``: a
+    model's timeline is coloured by ATen op), any other by its tag."""
+    origin = origin_of(tag)
+    return origin.op if origin is not None else tag
 
 
 def run_data(trace: Trace, summary: RunSummary | None = None) -> RunData:
@@ -347,7 +348,7 @@ def load_run(path: str | Path) -> RunData:
                 moved.append(float(args.get("bytes", 0)) if event.get("cat") == "dma" else 0.0)
                 wait_ticks = args.get("start_tick", 0) - args.get("queued_tick", 0)
                 queued.append(starts[-1] - max(0, wait_ticks) * ns_per_tick)
-                key = colour_key(args.get("tag") or event.get("name", ""))
+                key = args.get("op") or args.get("tag") or event.get("name", "")
                 keys_col.append(keys.setdefault(key, len(keys)))
             elif ph == "C":
                 for value in event["args"].values():

@@ -2,7 +2,7 @@
 
 Entries (docs/export.md):
 
-- ``manifest.json``: ``{"format": "hwsim.program", "version": 2, "sha256": ..., "hwsim": ...}``;
+- ``manifest.json``: ``{"format": "hwsim.program", "version": 3, "sha256": ..., "hwsim": ...}``;
 - ``program.json``: the program as data (``hwsim.workloads.program_codec``);
 - ``arrays/<n>.npy``: every array the document references as ``{"npy": NAME, "dtype": D}``,
   written by ``np.save`` without pickles and read by ``np.load(allow_pickle=False)`` after its
@@ -37,8 +37,11 @@ from hwsim.errors import SavedProgramError
 from hwsim.workloads.typed_json import FieldError, describe
 
 FORMAT = "hwsim.program"
-#: Version 1 was a pickle (``hwsim.program/1``); 2 is this zip of JSON and arrays.
-FORMAT_VERSION = 2
+#: Version 1 was a pickle (``hwsim.program/1``); 2 is this zip of JSON and arrays; 3 adds the
+#: tags' origins (``program_codec``: a format 2 file reads as one without them).
+FORMAT_VERSION = 3
+#: The oldest version this hwsim reads.
+OLDEST_ZIP_VERSION = 2
 MANIFEST, DOCUMENT = "manifest.json", "program.json"
 _ARRAY_NAME = re.compile(r"arrays/(0|[1-9][0-9]{0,8})\.npy")
 #: More than any Trainium chip's HBM (trn3: 144 GiB): the uncompressed entries of a file, and the
@@ -288,10 +291,10 @@ def _read_manifest(path: Path, data: bytes) -> dict[str, Any]:
             f"{path}: written by a newer hwsim (format {version}; this hwsim reads up to "
             f"{FORMAT_VERSION}): upgrade hwsim, or export the program again with this one"
         )
-    if version != FORMAT_VERSION:
+    if version < OLDEST_ZIP_VERSION:
         raise SavedProgramError(
-            f"{path}: format {version} is not a zip format (this hwsim reads format "
-            f"{FORMAT_VERSION}); export the program again"
+            f"{path}: format {version} is not a zip format (this hwsim reads formats "
+            f"{OLDEST_ZIP_VERSION} to {FORMAT_VERSION}); export the program again"
         )
     known = {"format", "version", "sha256", "hwsim"}
     if set(manifest) != known:

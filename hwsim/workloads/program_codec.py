@@ -5,7 +5,8 @@ The document (``program.json`` of a ``.hwprog``, see ``program_archive``)::
     {"hbm": [{"name", "shape", "dtype", "kind", "values", "address_bytes"}, ...],
      "cores": [{"streams": {ENGINE: [INSTRUCTION, ...], ...}}, ...],
      "allocations": [{"core", "memory", "name", "start_partition", ...}, ...],
-     "meta": {...}}
+     "meta": {...},
+     "origins": [{"tag": TEXT, "origin": {"op", "node", "members"}}, ...]}
 
 An instruction is ``{"opcode": OPCODE, FIELD: VALUE, ...}`` with every dataclass field of the
 class registered in ``hwsim.isa.base.ISA`` under OPCODE, each written by ``typed_json`` from its
@@ -14,6 +15,10 @@ declared type: access patterns as objects of their plain fields, enums (``AluOp`
 instruction class: a new instruction is saved as soon as it is registered, and one whose fields
 ``typed_json`` cannot express is refused when first saved, naming the class and the field.
 Array values (HBM initial values, arrays in ``meta``) are ``.npy`` entries referenced by name.
+An instruction's tag is written as its text; ``origins`` lists, once per tag text, the graph node
+a tag stands for (``hwsim.isa.origin``: a bridge program's), so a loaded program's trace and
+report attribute its instructions as the program built in memory would. A format 2 document has
+no ``origins`` (its tags load as plain text).
 
 ``meta`` is JSON with three tagged forms for what JSON lacks: ``{"$tuple": [...]}``,
 ``{"$array": REFERENCE}`` and ``{"$float": "Infinity" | "-Infinity" | "NaN"}``; so its keys may
@@ -44,8 +49,10 @@ from hwsim.engines import engine_names
 from hwsim.errors import SavedProgramError
 from hwsim.isa.ap import MAX_FREE_DIMS, AccessPattern, MemorySpace
 from hwsim.isa.base import ISA, Instruction
+from hwsim.isa.origin import Tag
 from hwsim.program import Allocation, CoreProgram, HbmTensorDecl, Program
 from hwsim.workloads.program_archive import MAX_PROGRAM_BYTES, ArrayReader, ArrayWriter
+from hwsim.workloads.program_origins import decode_origins, encode_origins
 from hwsim.workloads.program_semaphores import check_semaphores
 from hwsim.workloads.typed_json import (
     NON_FINITE,
@@ -62,6 +69,8 @@ from hwsim.workloads.typed_json import (
 )
 
 _DOCUMENT_KEYS = ("hbm", "cores", "allocations", "meta")
+#: Keys a document may lack: ``origins`` came with format 3 (a format 2 document has none).
+_OPTIONAL_KEYS = ("origins",)
 _MAX_DIMS = 32  # numpy's limit on array dimensions (before numpy 2)
 _MAX_META_DEPTH = 64
 _ON_CHIP = ("sbuf", "psum")
@@ -210,7 +219,9 @@ def encode_instruction(
     return out
 
 
-def decode_instruction(data: Any) -> Instruction:
+def decode_instruction(data: Any, tags: dict[str, Tag] | None = None) -> Instruction:
+    """The instruction ``data`` describes; ``tags``: the typed tag of each tag text that has
+    one (the document's ``origins``)."""
     if type(data) is not dict:
         raise FieldError(f"expected an instruction object, got {describe(data)}")
     opcode = data.get("opcode")
@@ -223,6 +234,8 @@ def decode_instruction(data: Any) -> Instruction:
         raise FieldError(f"unknown opcode {opcode!r}{hint}").inside("opcode")
     codec = instruction_codec(cls)
     values = decode_fields(data, codec.fields, codec.names, f"a {opcode} instruction")
+    if tags:
+        values["tag"] = tags.get(values["tag"], values["tag"])
     try:
         return cls(**values)
     except (TypeError, ValueError, ArithmeticError) as exc:
@@ -378,6 +391,7 @@ def encode_program(program: Program) -> tuple[dict[str, Any], ArrayWriter]:
         _check_core(item, i, len(cores))
         document["allocations"].append(_at(allocation.encode, item, "allocations", i))
     document["meta"] = _at(lambda m: _encode_meta(m, arrays), program.meta, "meta")
+    document["origins"] = encode_origins(program)
     return document, arrays
 
 
@@ -385,16 +399,19 @@ def decode_program(document: Any, arrays: ArrayReader) -> Program:
     """The program a checked document describes; ``FieldError`` naming the first bad field."""
     if type(document) is not dict:
         raise FieldError(f"expected the program object, got {describe(document)}")
-    if set(document) != set(_DOCUMENT_KEYS):
-        odd = sorted(set(document) ^ set(_DOCUMENT_KEYS))[0]
+    given = set(document) - set(_OPTIONAL_KEYS)
+    if given != set(_DOCUMENT_KEYS):
+        odd = sorted(given ^ set(_DOCUMENT_KEYS))[0]
         what = "missing" if odd in _DOCUMENT_KEYS else "unknown key"
-        raise FieldError(f"{what} (a program has {', '.join(_DOCUMENT_KEYS)})").inside(odd)
+        keys = ", ".join(_DOCUMENT_KEYS) + ("" if what == "missing" else "; origins is optional")
+        raise FieldError(f"{what} (a program has {keys})").inside(odd)
+    tags = _at(decode_origins, document.get("origins", []), "origins")
     decls = _decl_codec(None, arrays)
     hbm = _checked_hbm(
         [_at(decls.decode, data, "hbm", i) for i, data in enumerate(_list_at(document, "hbm"))]
     )
     cores = [
-        _at(_decode_core, data, "cores", c, hbm=hbm)
+        _at(_decode_core, data, "cores", c, hbm=hbm, tags=tags)
         for c, data in enumerate(_list_at(document, "cores"))
     ]
     allocation = codec_for(Allocation)
@@ -412,7 +429,9 @@ def decode_program(document: Any, arrays: ArrayReader) -> Program:
     return Program(hbm=hbm, cores=cores, allocations=allocations, meta=meta)
 
 
-def _decode_core(data: Any, hbm: dict[str, HbmTensorDecl]) -> CoreProgram:
+def _decode_core(
+    data: Any, hbm: dict[str, HbmTensorDecl], tags: dict[str, Tag] | None = None
+) -> CoreProgram:
     if type(data) is not dict or set(data) != {"streams"}:
         raise FieldError(f'expected {{"streams": {{ENGINE: [...]}}}}, got {describe(data)}')
     streams_data = data["streams"]
@@ -426,7 +445,7 @@ def _decode_core(data: Any, hbm: dict[str, HbmTensorDecl]) -> CoreProgram:
         decoded = []
         for pc, item in enumerate(stream):
             where = ("streams", engine, pc)
-            instruction = _at(decode_instruction, item, *where)
+            instruction = _at(decode_instruction, item, *where, tags=tags)
             _at(_check_placed, instruction, *where, engine=engine, hbm=hbm)
             _at(check_semaphores, instruction, *where)
             decoded.append(instruction)

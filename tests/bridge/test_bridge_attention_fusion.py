@@ -15,6 +15,7 @@ from hwsim.bridge.graph_lowering import lower_graph
 from hwsim.bridge.passes import PassSelection, run_pipeline
 from hwsim.bridge.passes.attention_fusion import FusedAttention
 from hwsim.bridge.precision import Precision, compare
+from hwsim.isa.origin import origin_of
 
 FP32 = torch.float32
 
@@ -96,10 +97,10 @@ def test_matched_and_equal_to_eager(fn, extra):
 def test_every_instruction_of_the_kernel_carries_all_its_source_nodes():
     inputs = [*_inputs(*SHAPES * 3), _causal_mask(40, 40)]
     _, run = _run(sdpa, inputs)
-    tags = {r.instruction.tag.split(":")[0] for r in run.result.trace.instructions}
-    fused = [t for t in tags if t.startswith("fused[attention]/")]
-    assert len(fused) == 1
-    names = fused[0].split("/", 1)[1].split("+")
+    origins = {origin_of(r.instruction.tag) for r in run.result.trace.instructions}
+    fused = [o for o in origins if o is not None and o.op == "fused[attention]"]
+    assert len(fused) == 1 and fused[0].node == "+".join(fused[0].members)
+    names = fused[0].members
     assert names[0] == "bmm" and "amax" in names and "bmm_1" in names and "exp_1" in names
 
 

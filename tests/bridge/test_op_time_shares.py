@@ -11,7 +11,7 @@ from __future__ import annotations
 import pytest
 import torch
 
-from hwsim.bridge.report import wall_shares
+from hwsim.bridge.op_times import wall_shares
 
 
 def test_overlapping_intervals_split_their_overlap() -> None:

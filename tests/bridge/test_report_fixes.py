@@ -14,6 +14,7 @@ from hwsim import bridge
 from hwsim.bridge import dynamo
 from hwsim.bridge.precision import TOLERANCES, compare
 from hwsim.bridge.report import OutputRecord, Report
+from hwsim.bridge.report_records import OutputCheck
 
 FP32 = TOLERANCES["fp32"]
 
@@ -34,9 +35,8 @@ def test_a_failed_matched_precision_reference_shows_in_the_printed_table():
     report = Report("compile", "trn2", {"compute": "bf16", "accumulate": "fp32"}, "cpu")
     stats = compare(torch.ones(2), torch.ones(2), TOLERANCES["bf16"])
     problem = "matched-precision reference: RuntimeError: expected bf16; judged against own dtypes"
-    report.add_output(
-        OutputRecord("graph0.out0", (2,), "torch.float32", "bf16", stats, None, problem)
-    )
+    record = OutputRecord("graph0.out0", (2,), "torch.float32", "bf16", stats, None, problem)
+    report.add(OutputCheck(record, "graph"))
     text = str(report)
     assert "REFERENCE FAILED [1]" in text
     assert "expected bf16" in text  # the reason itself, in the caption

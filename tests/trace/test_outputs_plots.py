@@ -103,9 +103,12 @@ def test_default_run_dir(tmp_path: Path) -> None:
 
 
 def test_colour_keys_group_bridge_tags_by_op() -> None:
+    from hwsim.isa.origin import Origin, Tag
     from hwsim.trace.outputs import colour_key
 
-    assert colour_key("addmm/addmm_2:common.py:146") == "addmm"
-    assert colour_key("softmax/_softmax:common.py:9") == "softmax"
+    assert colour_key(Tag("addmm/addmm_2", "common.py:146", Origin("addmm", "addmm_2"))) == "addmm"
+    softmax = Tag("softmax/_softmax", "common.py:9", Origin("softmax", "_softmax"))
+    assert colour_key(softmax) == "softmax"
+    assert colour_key("addmm/addmm_2:common.py:146") == "addmm/addmm_2:common.py:146"  # text
     assert colour_key("load_a:matmul.py:42") == "load_a:matmul.py:42"  # no group: as it is
     assert colour_key("nc_matmul") == "nc_matmul"

@@ -141,7 +141,7 @@ def test_a_newer_format_is_named_with_both_versions(saved: Path, tmp_path: Path)
         archive.writestr("manifest.json", json.dumps(manifest))
         archive.writestr("program.json", b"{a format this hwsim cannot read")
     assert _load_error(path) == (
-        f"{path}: written by a newer hwsim (format 7; this hwsim reads up to 2): upgrade hwsim, "
+        f"{path}: written by a newer hwsim (format 7; this hwsim reads up to 3): upgrade hwsim, "
         "or export the program again with this one"
     )
 

@@ -212,7 +212,7 @@ def test_the_file_is_a_zip_of_json_and_npy_arrays_and_is_reproducible(tmp_path: 
         raise AssertionError(f"non-standard JSON constant {name}")
 
     document = json.loads(entries["program.json"], parse_constant=refuse)
-    assert set(document) == {"hbm", "cores", "allocations", "meta"}
+    assert set(document) == {"hbm", "cores", "allocations", "meta", "origins"}
     for name in names[2:]:  # plain arrays: readable without pickles
         np.load(io.BytesIO(entries[name]), allow_pickle=False)
     again = save_program(program, tmp_path / "b.hwprog")
