@@ -21,10 +21,11 @@ from torch import fx
 from torch.utils import _pytree as pytree
 
 from hwsim.bridge.passes.fused_kinds import group_tag, register_fused
+from hwsim.bridge.passes.fused_nodes import graph_outputs
 from hwsim.bridge.passes.fusion import RESHAPES, FusedKernel, Ref
 from hwsim.bridge.passes.mlp_fusion import MlpKernel
 from hwsim.bridge.passes.prepare_constants import PreparedWeight
-from hwsim.bridge.passes.reduction_fusion import RowKernel, _outputs, lower_row_kernel
+from hwsim.bridge.passes.reduction_fusion import RowKernel, lower_row_kernel
 
 aten = torch.ops.aten
 
@@ -110,7 +111,7 @@ def _readers(norm: fx.Node) -> tuple[list[fx.Node], bool]:
 
 def fuse_norm_prologues(gm: fx.GraphModule) -> dict[str, int]:
     """Make each norm whose rows a prepared-weight matmul reads a ``NormPrologue``."""
-    outputs = _outputs(gm)
+    outputs = graph_outputs(gm)
     fused = unstored = 0
     for node in gm.graph.nodes:
         kernel = node.target

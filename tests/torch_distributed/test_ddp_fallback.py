@@ -78,10 +78,10 @@ def test_a_data_dependent_op_under_ddp_is_refused_under_error():
 
 
 def test_a_data_dependent_op_under_ddp_is_in_the_report_under_cpu():
-    """The break's op is in the report of the rank that compiled the graph it broke. Rank
-    threads share dynamo's compiled code, so which rank compiled it (and so whose report has it)
-    varies from run to run, and ``last_report()`` is the process's latest, not the calling
-    rank's: the test reads every report this step made."""
+    """The break's op is in the report of each rank that compiled the graph it broke. Rank
+    threads share dynamo's compiled code, so which ranks compiled it (one, or each of them when
+    they reach the compile together) varies from run to run, and ``last_report()`` is the
+    process's latest, not the calling rank's: the test reads every report this step made."""
     torch.manual_seed(0)
     x = torch.randn(2, 128)
     before = {id(report) for report in hwsim.bridge.dynamo.reports()}  # alive: ids unique
@@ -90,7 +90,8 @@ def test_a_data_dependent_op_under_ddp_is_in_the_report_under_cpu():
     for _, total, _ in ranks:
         assert total["graphs"] > 0
     cpu_ops = [record.op for report in made for record in report.fallbacks()]
-    assert cpu_ops == ["aten.nonzero.default"]
+    assert set(cpu_ops) == {"aten.nonzero.default"}
+    assert 1 <= len(cpu_ops) <= len(ranks)
 
 
 def _graph() -> fx.GraphModule:
