@@ -19,6 +19,7 @@ from typing import TYPE_CHECKING, Any
 import torch
 
 from hwsim import lang
+from hwsim.bridge.core_split import CoreSplit
 from hwsim.bridge.errors import BridgeError
 from hwsim.bridge.memory_plan import HbmArena
 from hwsim.bridge.precision import Precision
@@ -60,6 +61,13 @@ class TilingOptions:
     #: blocks up to 24 KiB (a whole 768-wide K of 2,048 bf16 columns, or 3,072 rows of 512).
     weight_ring_share: float = 3 / 8
     weight_block_share: float = 1 / 8
+    #: Physical cores a graph is lowered for (``bridge.lnc``): 1, or up to the config's
+    #: ``chip.cores_per_logical_core``; None takes the config's (trn2: 2, trn1: 1).
+    lnc: int | None = None
+    #: An op whose outputs hold fewer bytes stays on core 0 at lnc > 1: a named assumption,
+    #: about where a barrier between the cores (a remote semaphore write each way, and the
+    #: wait for the op's last stores) costs more than half the op saves.
+    lnc_min_split_bytes: int = 128 * 1024
 
 
 @dataclass(frozen=True)
@@ -166,6 +174,9 @@ class LoweringContext:
         #: outside one), so a fallback that lowers its groups apart can release between them
         #: what the graph's own nodes apart would (``release_all_but``).
         self.needed_after: set[str] | None = None
+        #: Which output units of the node being lowered this physical core emits (all of them
+        #: at LNC=1; ``bridge.lnc``).
+        self.split = CoreSplit()
 
     # ---- sizes --------------------------------------------------------------------------------
     @property

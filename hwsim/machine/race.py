@@ -83,6 +83,8 @@ class RaceChecker:
     def _record(
         self, core: int, instruction: Any, thread: str, clock: dict[str, int], label: str
     ) -> None:
+        if getattr(instruction, "ORDERS_ONLY", False):  # a barrier: it orders, touches nothing
+            return
         epoch = clock[thread]
         writes = instruction.writes()
         written = {id(ap) for ap in writes}
