@@ -186,7 +186,10 @@ class LoweringContext:
     def partitions_for(self, inputs: Sequence[Any]) -> int:
         """Partitions an elementwise op's tiles should use: ``pmax``, or, when an input sits
         in SBUF as row blocks of fewer rows (a matmul's [M, N] tiles, M < pmax), that many,
-        so the op reads those tiles in place instead of reloading them in another layout."""
+        so the op reads those tiles in place instead of reloading them in another layout. At
+        LNC > 1 always ``pmax``: every core must plan the same tiles (``bridge.lnc``)."""
+        if self.split.cores > 1:
+            return self.pmax
         for value in inputs:
             if isinstance(value, HbmValue) and value.is_contiguous() and value.offset == 0:
                 rows = self.queues.rows_of(value.tile.name, value.tile.shape[0])
@@ -209,8 +212,8 @@ class LoweringContext:
         name = f"%{self.node_name or 'value'}" + (f".{n}" if n else "")
         elements = max(1, _prod(shape))
         tile = lang.ndarray((elements,), dtype, buffer=lang.hbm, name=name)
-        if not self._escapes:  # a value only later nodes read: its stores may be elided
-            self.queues.deferrable.add(name)
+        if not self._escapes and self.split.cores == 1:  # a value only later nodes read: its
+            self.queues.deferrable.add(name)  # stores may be elided (not when cores share it)
         if self.arena is not None and not self._escapes:
             placement = self.arena.allocate(name, elements * dtype.itemsize)
             earlier = [self._placed[n] for n in placement.reuses if n in self._placed]

@@ -373,9 +373,8 @@ def lower_graph(
     bindings += _prepared_bindings(fx_graph, bindings, precision, hw, options or TilingOptions())
     tiling = options or TilingOptions()
     plan = LncPlan(_graph_lnc(fx_graph, tiling, hw), tiling.lnc_min_split_bytes)
-    # lowering-time passes (``bridge.residency``): one core's SBUF only (off at lnc > 1)
-    residency = "residency" in selection and plan.cores == 1
-    broadcast_rows = "row_broadcast" in selection and plan.cores == 1
+    residency = "residency" in selection  # lowering-time passes (``bridge.residency``)
+    broadcast_rows = "row_broadcast" in selection
     specs = [lang.TensorSpec((b.span,), b.hw_dtype) for b in bindings]
     while True:
         builds: list[tuple[_GraphBuilder, HbmArena | None, Any]] = []
@@ -437,12 +436,14 @@ def lower_graph(
 
 def _graph_lnc(graph: fx.Graph, tiling: TilingOptions, config: HardwareConfig) -> int:
     """Physical cores the graph is lowered for: the option (``resolve_lnc``), but one for a
-    graph with collectives (a torch.distributed rank's graph meets the others on one core)."""
+    graph with collectives (a torch.distributed rank's graph meets the others on one core) and
+    for one no node of which splits (the other cores would idle: the program is one core's)."""
     lnc = resolve_lnc(tiling.lnc, config)
-    for node in graph.nodes:
-        if node.op == "call_function" and "_c10d_functional" in str(node.target):
-            return 1
-    return lnc
+    plan = LncPlan(lnc, tiling.lnc_min_split_bytes)
+    calls = [n for n in graph.nodes if n.op == "call_function"]
+    if any("_c10d_functional" in str(n.target) for n in calls):
+        return 1
+    return lnc if any(plan.splits(n) for n in calls) else 1  # nothing to split: one core
 
 
 def _merged(first: Any, builds: list[Any]) -> Any:
@@ -611,6 +612,7 @@ class _GraphBuilder:
         self.collective_groups = ctx.collective_groups
         lnc = self.lnc or CoreLowering(0, LncPlan(1, 0))
         ctx.split = lnc.split
+        lnc.forget = ctx.queues.forget
         self.fusion_notes = ctx.fusion_notes
         env: dict[fx.Node, Any] = {}
         inputs = ctx.input_names

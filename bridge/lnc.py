@@ -59,6 +59,7 @@ class SplitEscape(Exception):
     def __init__(self, node: str, why: str) -> None:
         super().__init__(f"node {node} cannot split between cores: {why}")
         self.node = node
+        self.why = why
 
 
 def resolve_lnc(lnc: int | None, config: HardwareConfig) -> int:
@@ -82,7 +83,7 @@ class LncPlan:
 
     cores: int
     min_split_bytes: int
-    unsplit: set[str] = field(default_factory=set)
+    unsplit: dict[str, str] = field(default_factory=dict)  # node -> why it cannot split
     barriers: dict[str, list[str]] = field(default_factory=dict)
     split_nodes: list[str] = field(default_factory=list)
 
@@ -96,7 +97,7 @@ class LncPlan:
         """Forget the builds' decisions; ``escaped``'s node runs on core 0 from now on."""
         if escaped.node in self.unsplit:  # a second escape of one node would loop
             raise BridgeError(f"LNC lowering: {escaped}") from escaped
-        self.unsplit.add(escaped.node)
+        self.unsplit[escaped.node] = escaped.why
         self.barriers.clear()
         self.split_nodes.clear()
 
@@ -106,7 +107,7 @@ class LncPlan:
         return {
             "lnc": self.cores,
             "split": list(self.split_nodes),
-            "unsplit_after_escape": sorted(self.unsplit),
+            "unsplit_after_escape": dict(sorted(self.unsplit.items())),
             "barriers": len(self.barriers),
         }
 
@@ -141,6 +142,8 @@ class CoreLowering:
         self._touched_cores: set[int] = set()  # cores that emitted since the last barrier
         self._tensors: dict[str, None] = {}  # shared tensors touched since (ordered)
         self._inputs: set[str] = set()
+        #: Residency forgets a tensor this core did not really store (a muted node's).
+        self.forget: Callable[[str], None] = lambda name: None
 
     @property
     def cores(self) -> tuple[int, ...]:
@@ -166,12 +169,13 @@ class CoreLowering:
 
         def hook(inner: Callable[..., Instruction], instruction: Instruction, operands: Any):
             if self.core == 0 and not emitted[0] and self._needs_barrier(runs_on):
-                self._barrier(context, node.name, declared)  # (the hook is not in the way)
+                self._barrier(context, node.name, declared)
             emitted[0] += 1
             if split:
                 self._guard(node.name, instruction, written)
-            elif self.core != 0:
-                return instruction  # muted: core 0 runs this node
+            elif self.core != 0:  # muted: core 0 runs this node
+                written.update(a.tensor for a in instruction.writes() if a.memory is HBM)
+                return instruction
             return inner(instruction, operands)
 
         if self.core != 0 and node.name in self.plan.barriers:
@@ -181,6 +185,9 @@ class CoreLowering:
                 yield
         finally:
             self.split.active = False
+        if not split and self.core != 0:
+            for name in written:  # a store residency saw was never emitted here
+                self.forget(name)
         if self.core == 0 and emitted[0]:
             self._touched_cores |= runs_on
             self._note_tensors(args, context, declared)
@@ -196,18 +203,25 @@ class CoreLowering:
         self.plan.barriers[node] = names
         self._touched_cores.clear()
         self._tensors.clear()
-        saved = context.__dict__.pop("emit")  # the barrier goes past this node's hook
-        try:
-            self._emit_barrier(names)
-        finally:
-            context.emit = saved  # type: ignore[method-assign]
+        self._emit_barrier(names)
 
     def _emit_barrier(self, names: Sequence[str]) -> None:
-        hbm = current().builder.program.hbm
+        """Emit the barrier straight to the builder, past every hook on the context's emit: the
+        barrier moves no byte, and residency would take its (ordering) writes for stores that
+        make what SBUF holds of those tensors stale."""
+        context = current()
+        hbm = context.builder.program.hbm
         aps = [_whole(name, hbm[name]) for name in names if name in hbm]
         if not aps:  # nothing shared was touched: order a graph input (read-only) instead
             aps = [_whole(name, decl) for name, decl in list(hbm.items())[:1]]
-        isa_multicore.core_barrier(aps[0], core=self.core, cores=self.cores, more=tuple(aps[1:]))
+        hook = context.__dict__.pop("emit", None)
+        try:
+            isa_multicore.core_barrier(
+                aps[0], core=self.core, cores=self.cores, more=tuple(aps[1:])
+            )
+        finally:
+            if hook is not None:
+                context.emit = hook  # type: ignore[method-assign]
 
     def _guard(self, node: str, instruction: Instruction, written: set[str]) -> None:
         for ap in instruction.reads():
@@ -228,6 +242,9 @@ class CoreLowering:
         for name in context.builder.program.hbm:
             if name not in declared:
                 self._tensors[name] = None
+
+
+HBM = MemorySpace.HBM
 
 
 def _whole(name: str, decl: Any) -> AccessPattern:
