@@ -435,10 +435,16 @@ def lower_graph(
 
 
 def _graph_lnc(graph: fx.Graph, tiling: TilingOptions, config: HardwareConfig) -> int:
-    """Physical cores the graph is lowered for: the option (``resolve_lnc``), but one for a
-    graph with collectives (a torch.distributed rank's graph meets the others on one core) and
-    for one no node of which splits (the other cores would idle: the program is one core's)."""
+    """Physical cores the graph is lowered for: the option (``resolve_lnc``; left at its
+    default, at most the cores of the torch.distributed rank lowering it), but one for a graph
+    with collectives (a rank's graph meets the others on one core) and for one no node of which
+    splits (the other cores would idle: the program is one core's)."""
+    from hwsim.bridge.distributed.clock import current_clock
+
     lnc = resolve_lnc(tiling.lnc, config)
+    clock = current_clock()
+    if clock is not None and tiling.lnc is None:
+        lnc = min(lnc, clock.cores_per_rank)
     plan = LncPlan(lnc, tiling.lnc_min_split_bytes)
     calls = [n for n in graph.nodes if n.op == "call_function"]
     if any("_c10d_functional" in str(n.target) for n in calls):
