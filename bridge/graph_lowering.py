@@ -618,7 +618,7 @@ class _GraphBuilder:
         self.collective_groups = ctx.collective_groups
         lnc = self.lnc or CoreLowering(0, LncPlan(1, 0))
         ctx.split = lnc.split
-        lnc.forget = ctx.queues.forget
+        lnc.queues = ctx.queues
         self.fusion_notes = ctx.fusion_notes
         env: dict[fx.Node, Any] = {}
         inputs = ctx.input_names

@@ -142,8 +142,9 @@ class CoreLowering:
         self._touched_cores: set[int] = set()  # cores that emitted since the last barrier
         self._tensors: dict[str, None] = {}  # shared tensors touched since (ordered)
         self._inputs: set[str] = set()
-        #: Residency forgets a tensor this core did not really store (a muted node's).
-        self.forget: Callable[[str], None] = lambda name: None
+        #: The lowering's DMA queue plan (``LoweringContext.queues``): what residency and the
+        #: row broadcaster remember of a muted node's (dropped) instructions is forgotten.
+        self.queues: Any = None
 
     @property
     def cores(self) -> tuple[int, ...]:
@@ -174,20 +175,26 @@ class CoreLowering:
             if split:
                 self._guard(node.name, instruction, written)
             elif self.core != 0:  # muted: core 0 runs this node
-                written.update(a.tensor for a in instruction.writes() if a.memory is HBM)
+                touched = (*instruction.reads(), *instruction.writes())
+                written.update(a.tensor for a in touched if a.memory is HBM)
                 return instruction
             return inner(instruction, operands)
 
         if self.core != 0 and node.name in self.plan.barriers:
             self._emit_barrier(self.plan.barriers[node.name])
+        broadcaster = getattr(self.queues, "broadcaster", None)
+        placed = broadcaster.mark() if broadcaster is not None else None
         try:
             with _hooked(context, hook):
                 yield
         finally:
             self.split.active = False
-        if not split and self.core != 0:
-            for name in written:  # a store residency saw was never emitted here
-                self.forget(name)
+        if not split and self.core != 0:  # what residency saw loaded or stored is not here
+            forget = getattr(self.queues, "forget", None)
+            for name in written if forget is not None else ():
+                forget(name)
+            if broadcaster is not None:
+                broadcaster.drop_since(placed)
         if self.core == 0 and emitted[0]:
             self._touched_cores |= runs_on
             self._note_tensors(args, context, declared)

@@ -102,6 +102,24 @@ def test_lnc2_values_are_bit_for_bit_those_of_lnc1(passes):
         assert torch.equal(a, b)
 
 
+def _attention(q, k, v):
+    """Attention as a model's graph holds it (the attention pass fuses it into one kernel)."""
+    return torch.softmax(q @ k.transpose(-2, -1) * 0.125, dim=-1) @ v
+
+
+def test_fused_attention_splits_its_query_tiles_with_lnc1_values():
+    torch.manual_seed(2)
+    q, k, v = (torch.randn(1, 4, 512, 64) for _ in range(3))
+    config = load_config("trn2")
+    one = _lower(_attention, [q, k, v], config, TilingOptions(lnc=1), "all").run([q, k, v])
+    pair = _lower(_attention, [q, k, v], config, TilingOptions(lnc=2), "all")
+    assert any(name.startswith("fused_attention") for name in pair.pipeline["lnc"]["split"])
+    assert not pair.pipeline["lnc"]["unsplit_after_escape"]
+    two = pair.run([q, k, v], race_check=True, initcheck=True)
+    assert torch.equal(one.outputs, two.outputs)
+    assert two.result.summary.total_ns < one.result.summary.total_ns
+
+
 def test_the_trace_shows_both_cores_engines(tmp_path):
     from hwsim.trace.chrome import core_pid, engine_tid, iter_events, write_chrome_trace
 
