@@ -13,11 +13,13 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
+from hwsim import kernels
 from hwsim.dtypes import DType, cast
 from hwsim.isa.ap import AccessPattern, MemorySpace
 from hwsim.isa.base import Instruction, MachineSpec
 from hwsim.isa.operands import READ, WRITE, operand
 from hwsim.isa.tensor_ops import as_2d
+from hwsim.kernels import AluOp
 
 if TYPE_CHECKING:
     from hwsim.machine.state import CoreState
@@ -99,6 +101,16 @@ class ComputeInstruction(Instruction):
     def flops(self) -> int:
         reads = self.reads()
         return self.FLOPS_PER_ELEMENT * reads[0].elements if reads else 0
+
+
+def check_arithmetic(instruction: ComputeInstruction, **ops: AluOp) -> None:
+    """Each named op must be an arithmetic (not a bitvec) ALU op."""
+    for name, op in ops.items():
+        if AluOp(op) in kernels.INTEGER_ONLY_OPS:
+            instruction.fail(
+                f"{name}={AluOp(op).name} is a bitvec op; {instruction.OPCODE} takes arithmetic "
+                "ops [S15] (tensor_scalar and tensor_tensor take bitvec ops)"
+            )
 
 
 def read_2d(state: CoreState, ap: AccessPattern, integer: bool) -> np.ndarray:

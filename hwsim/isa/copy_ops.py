@@ -38,6 +38,20 @@ def same_shape(instruction: Instruction, a: AccessPattern, b: AccessPattern, nam
         )
 
 
+def check_two_inputs(
+    instruction: Instruction, src0: AccessPattern, src1: AccessPattern, dst: AccessPattern,
+    source: str,
+) -> None:  # fmt: skip
+    """Two inputs streamed side by side into ``dst``: all three shaped alike, and at most one
+    input in PSUM (``source``: the ISA page that states the rule for this instruction)."""
+    same_shape(instruction, src0, src1, "src0/src1")
+    same_shape(instruction, src0, dst, "src0/dst")
+    if src0.memory is MemorySpace.PSUM and src1.memory is MemorySpace.PSUM:
+        instruction.fail(
+            f"src0 and src1 are both in PSUM; at most one input may be in PSUM [{source}]"
+        )
+
+
 @register("tensor_copy", engines=("vector", "scalar", "gpsimd"), profiler="TENSOR_COPY")
 @dataclass(frozen=True, kw_only=True)
 class TensorCopy(Instruction):

@@ -12,17 +12,18 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from hwsim import kernels
-from hwsim.isa.ap import AccessPattern, MemorySpace
+from hwsim.isa.ap import AccessPattern
 from hwsim.isa.base import MachineSpec, register
 from hwsim.isa.compute_base import (
     ComputeInstruction,
     Scalar,
+    check_arithmetic,
     int32_family,
     read_2d,
     read_scalar,
     write_result,
 )
-from hwsim.isa.copy_ops import same_shape
+from hwsim.isa.copy_ops import check_two_inputs, same_shape
 from hwsim.isa.engine_state import ReduceCmd, accumulators
 from hwsim.isa.operands import READ, WRITE, maybe_operand, operand
 from hwsim.kernels import AluOp, ReduceOp
@@ -32,16 +33,6 @@ if TYPE_CHECKING:
 
 #: Reduce ops of tensor_scalar_reduce [S15] (the current API; the older one also had subtract).
 TENSOR_SCALAR_REDUCE_OPS = frozenset({ReduceOp.add, ReduceOp.multiply, ReduceOp.max, ReduceOp.min})
-
-
-def check_arithmetic(instruction: ComputeInstruction, **ops: AluOp) -> None:
-    """Each named op must be an arithmetic (not a bitvec) ALU op."""
-    for name, op in ops.items():
-        if AluOp(op) in kernels.INTEGER_ONLY_OPS:
-            instruction.fail(
-                f"{name}={AluOp(op).name} is a bitvec op; {instruction.OPCODE} takes arithmetic "
-                "ops [S15]"
-            )
 
 
 @register("tensor_tensor_scan", engines=("vector",), profiler="TENSOR_TENSOR_SCAN")
@@ -74,11 +65,8 @@ class TensorTensorScan(ComputeInstruction):
 
     def check(self, spec: MachineSpec) -> None:
         super().check(spec)
-        same_shape(self, self.src0, self.src1, "src0/src1")
-        same_shape(self, self.src0, self.dst, "src0/dst")
+        check_two_inputs(self, self.src0, self.src1, self.dst, "S16")
         self.check_scalar("initial", self.initial, self.src0)
-        if self.src0.memory is MemorySpace.PSUM and self.src1.memory is MemorySpace.PSUM:
-            self.fail("src0 and src1 are both in PSUM; at most one input may be in PSUM [S16]")
         check_arithmetic(self, op0=self.op0, op1=self.op1)
 
     def execute(self, state: CoreState) -> None:

@@ -21,11 +21,12 @@ from hwsim.isa.compute_base import (
     ComputeInstruction,
     Scalar,
     UnaryCompute,
+    check_arithmetic,
     read_2d,
     read_scalar,
     write_result,
 )
-from hwsim.isa.copy_ops import same_shape
+from hwsim.isa.copy_ops import check_two_inputs, same_shape
 from hwsim.isa.operands import READ, WRITE, maybe_operand, operand
 from hwsim.isa.tensor_ops import as_2d
 from hwsim.kernels import AluOp
@@ -62,10 +63,7 @@ class TensorTensor(ComputeInstruction):
 
     def check(self, spec: MachineSpec) -> None:
         super().check(spec)
-        same_shape(self, self.src0, self.src1, "src0/src1")
-        same_shape(self, self.src0, self.dst, "src0/dst")
-        if self.src0.memory is MemorySpace.PSUM and self.src1.memory is MemorySpace.PSUM:
-            self.fail("src0 and src1 are both in PSUM; at most one input may be in PSUM [S15]")
+        check_two_inputs(self, self.src0, self.src1, self.dst, "S15")
         if AluOp(self.op) is AluOp.power and self.engine != "gpsimd":
             self.fail("op=power runs on GpSimdE only [S15]; use engine='gpsimd'")
         if self._bitvec():
@@ -182,17 +180,9 @@ class ScalarTensorTensor(ComputeInstruction):
 
     def check(self, spec: MachineSpec) -> None:
         super().check(spec)
-        same_shape(self, self.src0, self.src1, "src0/src1")
-        same_shape(self, self.src0, self.dst, "src0/dst")
+        check_two_inputs(self, self.src0, self.src1, self.dst, "S16")
         self.check_scalar("scalar0", self.scalar0, self.src0)
-        if self.src0.memory is MemorySpace.PSUM and self.src1.memory is MemorySpace.PSUM:
-            self.fail("src0 and src1 are both in PSUM; at most one may be in PSUM [S16]")
-        for name, op in (("op0", self.op0), ("op1", self.op1)):
-            if AluOp(op) in kernels.INTEGER_ONLY_OPS:
-                self.fail(
-                    f"{name}={AluOp(op).name} is a bitvec op; scalar_tensor_tensor takes "
-                    "arithmetic ops (use tensor_scalar/tensor_tensor for bitvec ops)"
-                )
+        check_arithmetic(self, op0=self.op0, op1=self.op1)
 
     def execute(self, state: CoreState) -> None:
         out = kernels.scalar_tensor_tensor(

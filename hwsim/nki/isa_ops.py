@@ -10,7 +10,8 @@ from __future__ import annotations
 
 import inspect
 from collections.abc import Callable
-from typing import Any
+from enum import Enum
+from typing import Any, TypeVar
 
 import numpy as np
 
@@ -20,6 +21,8 @@ from hwsim.lang.tiles import psum, sbuf
 from hwsim.nki import pending as pd
 from hwsim.nki import tensor as nt
 from hwsim.nki.state import state
+
+E = TypeVar("E", bound=Enum)
 
 _NUMPY = {
     np.add: "add", np.subtract: "subtract", np.multiply: "multiply", np.divide: "divide",
@@ -52,31 +55,31 @@ def _op_name(op: Any) -> str:
     return str(name)
 
 
+def _member(kind: type[E], name: str, op: Any, call: str, what: str) -> E:
+    """``kind``'s member called ``name`` (``op`` as the kernel wrote it), or an error at
+    ``call`` that lists the valid names."""
+    try:
+        return kind[name]
+    except KeyError:
+        valid = ", ".join(m.name for m in kind)
+        raise nt.fail(call, f"op={op!r} is not {what}; valid: {valid}") from None
+
+
 def alu_op(op: Any, call: str) -> AluOp:
     name = _op_name(op)
-    try:
-        return AluOp[_ALU_NAMES.get(name, name)]
-    except KeyError:
-        raise nt.fail(call, f"op={op!r} is not an ALU operator") from None
+    return _member(AluOp, _ALU_NAMES.get(name, name), op, call, "an ALU operator")
 
 
 def act_op(op: Any, call: str) -> ActivationFunction:
     name = {"bypass": "copy", "identity": "copy", "reciprocal": "reciprocal"}.get(
         _op_name(op), _op_name(op)
     )
-    try:
-        return ActivationFunction[name]
-    except KeyError:
-        valid = ", ".join(m.name for m in ActivationFunction)
-        raise nt.fail(call, f"op={op!r} is not an activation function; valid: {valid}") from None
+    return _member(ActivationFunction, name, op, call, "an activation function")
 
 
 def reduce_op(op: Any, call: str) -> ReduceOp:
     name = _op_name(op)
-    try:
-        return ReduceOp[_ALU_NAMES.get(name, name)]
-    except KeyError:
-        raise nt.fail(call, f"op={op!r} is not a reduction") from None
+    return _member(ReduceOp, _ALU_NAMES.get(name, name), op, call, "a reduction")
 
 
 #: Parameters whose value is an operator, and its kind.

@@ -13,6 +13,7 @@ from __future__ import annotations
 import argparse
 import inspect
 import sys
+from collections.abc import Callable
 from pathlib import Path
 from types import ModuleType
 from typing import Any
@@ -130,38 +131,39 @@ def conformance_section() -> list[str]:
         "",
     ]
     kernels = data.get("kernels", {})
-    if kernels:
-        by_file: dict[str, list[dict[str, Any]]] = {}
-        for outcome in kernels.values():
-            by_file.setdefault(outcome["file"], []).append(outcome)
-        lines += ["### Kernels", "", "| File | Run with correct numbers |", "|---|---|"]
-        lines += [f"| `{f}` | {_rate(o, 'pass')} |" for f, o in sorted(by_file.items())]
-        total = list(kernels.values())
-        lines += ["", f"All: {_rate(total, 'pass')}.", ""]
-        failing = {k: o for k, o in kernels.items() if o["status"] != "pass"}
-        if failing:
-            lines += ["| Kernel | Outcome | Why |", "|---|---|---|"]
-            lines += [
-                f"| `{k}` | {o['status']} | {o['reason'].replace('|', '/')} |"
-                for k, o in sorted(failing.items())
-            ]
-            lines.append("")
-    tests = data.get("unit_tests", {})
-    if tests:
-        by_file = {}
-        for test, outcome in tests.items():
-            by_file.setdefault(test.split("::")[0], []).append(outcome)
-        lines += ["### nki-samples unit tests", "", "| File | Pass |", "|---|---|"]
-        lines += [f"| `{f}` | {_rate(o, 'passed')} |" for f, o in sorted(by_file.items())]
-        lines += ["", f"All: {_rate(list(tests.values()), 'passed')}.", ""]
-        failing = {k: o for k, o in tests.items() if o["status"] != "passed"}
-        if failing:
-            lines += ["| Test | Outcome | Why |", "|---|---|---|"]
-            lines += [
-                f"| `{k}` | {o['status']} | {o['reason'].replace('|', '/')} |"
-                for k, o in sorted(failing.items())
-            ]
-            lines.append("")
+    lines += _outcome_section(
+        "Kernels", "Run with correct numbers", "Kernel", kernels, "pass",
+        file_of=lambda name, outcome: outcome["file"],
+    )  # fmt: skip
+    lines += _outcome_section(
+        "nki-samples unit tests", "Pass", "Test", data.get("unit_tests", {}), "passed",
+        file_of=lambda name, outcome: name.split("::")[0],
+    )  # fmt: skip
+    return lines
+
+
+def _outcome_section(
+    heading: str, rate_column: str, item: str, outcomes: dict[str, dict[str, Any]], passed: str,
+    file_of: Callable[[str, dict[str, Any]], str],
+) -> list[str]:  # fmt: skip
+    """A conformance record's section: the pass rate per file and overall, then each item that
+    did not pass (``passed``: the status that counts as passing) with its reason."""
+    if not outcomes:
+        return []
+    by_file: dict[str, list[dict[str, Any]]] = {}
+    for name, outcome in outcomes.items():
+        by_file.setdefault(file_of(name, outcome), []).append(outcome)
+    lines = [f"### {heading}", "", f"| File | {rate_column} |", "|---|---|"]
+    lines += [f"| `{f}` | {_rate(o, passed)} |" for f, o in sorted(by_file.items())]
+    lines += ["", f"All: {_rate(list(outcomes.values()), passed)}.", ""]
+    failing = {k: o for k, o in outcomes.items() if o["status"] != passed}
+    if failing:
+        lines += [f"| {item} | Outcome | Why |", "|---|---|---|"]
+        lines += [
+            f"| `{k}` | {o['status']} | {o['reason'].replace('|', '/')} |"
+            for k, o in sorted(failing.items())
+        ]
+        lines.append("")
     return lines
 
 

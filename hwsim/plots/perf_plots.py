@@ -12,10 +12,10 @@ import numpy as np
 from hwsim.plots.run_plots import (
     TOP_KEYS,
     _figure,
+    _headings,
     _legend_outside,
     _save,
     _short,
-    _title,
     _total_ns,
     time_unit,
 )
@@ -64,14 +64,14 @@ def plot_ops(run: RunData, path: str | Path | IO[bytes]) -> Path:
     else:
         _legend_outside(ax)
     total_unit, total_scale = time_unit(_total_ns(run))
-    ax.set_title(
+    _headings(
+        fig,
+        ax,
+        run,
+        "Time by op",
         f"run {_total_ns(run) / total_scale:.3g} {total_unit}; bars add time on every engine and "
         "queue, so they can exceed it",
-        fontsize=8,
-        loc="left",
-        color="0.3",
     )
-    fig.suptitle(_title(run, "Time by op"), fontsize=12, x=0.01, ha="left")
     return _save(fig, path)
 
 
@@ -127,12 +127,12 @@ def plot_dma(run: RunData, path: str | Path | IO[bytes]) -> Path:
                       transform=depth_ax.transAxes)  # fmt: skip
     bytes_ax.set_xlim(0, total / scale)
     bytes_ax.set_xlabel(f"time ({unit})")
-    depth_ax.set_title(
+    _headings(
+        fig,
+        depth_ax,
+        run,
+        "DMA queues",
         "a transfer counts from entering its queue to its last piece's end; its bytes while its "
         "pieces move",
-        fontsize=8,
-        loc="left",
-        color="0.3",
     )
-    fig.suptitle(_title(run, "DMA queues"), fontsize=12, x=0.01, ha="left")
     return _save(fig, path)

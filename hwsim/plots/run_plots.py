@@ -71,6 +71,15 @@ def _title(run: RunData, what: str) -> str:
     return f"{what} — {workload} on {config}"
 
 
+def _headings(
+    fig: Figure, ax: Axes, run: RunData, what: str, note: str, wrap: bool = False
+) -> None:
+    """Every plot's two headings: the figure's (what, of which run on which config) and, above
+    the axes, a grey note on how to read them."""
+    ax.set_title(note, fontsize=8, loc="left", color="0.3", wrap=wrap)
+    fig.suptitle(_title(run, what), fontsize=12, x=0.01, ha="left")
+
+
 def time_unit(total_ns: float) -> tuple[str, float]:
     """A readable unit for a span: (name, ns per unit)."""
     if total_ns < 2_000:
@@ -139,13 +148,13 @@ def plot_timeline(run: RunData, path: str | Path | IO[bytes]) -> Path:
             ax.axhline(r - 0.5, color="0.5", linewidth=0.8)
     mode = f"binned: {HEAT_BINS} bins, shade = busy fraction" if dense else "one bar per slice"
     verdict = run.summary.bottleneck
-    ax.set_title(
+    _headings(
+        fig,
+        ax,
+        run,
+        "Engine timeline",
         f"{len(run.slice_row):,} slices ({mode}) · bottleneck: {verdict}",
-        fontsize=8,
-        loc="left",
-        color="0.3",
     )
-    fig.suptitle(_title(run, "Engine timeline"), fontsize=12, x=0.01, ha="left")
     handles = [Patch(color=colour_of[k][:3], label=_short(k)) for k in legend_keys]  # type: ignore[arg-type]
     if top < 0:
         handles.append(Patch(color=_CRITICAL, label="critical path (by resource)"))
@@ -345,14 +354,14 @@ def plot_utilisation(run: RunData, path: str | Path | IO[bytes]) -> Path:
         fontsize=8,
         frameon=False,
     )
-    ax.set_title(
+    _headings(
+        fig,
+        ax,
+        run,
+        "Engine utilisation",
         f"MFU {s.mfu_pct:.1f}% · HFU {s.hfu_pct:.1f}% · MBU {s.mbu_pct:.1f}% · {s.bottleneck}",
-        fontsize=8,
-        loc="left",
-        color="0.3",
         wrap=True,
     )
-    fig.suptitle(_title(run, "Engine utilisation"), fontsize=12, x=0.01, ha="left")
     return _save(fig, path)
 
 
@@ -468,15 +477,15 @@ def plot_memory(run: RunData, path: str | Path | IO[bytes]) -> Path:
     ax.set_xlim(0, total / scale)
     ax.set_xlabel(f"time ({unit})")
     s = run.summary
-    axes[0].set_title(
+    _headings(
+        fig,
+        axes[0],
+        run,
+        "Memory",
         f"SBUF peak {s.memory_stats('sbuf').peak_pct:.1f}% · PSUM peak "
         f"{s.memory_stats('psum').peak_pct:.1f}% · MBU {s.mbu_pct:.1f}% "
         "(buffer live from first to last use; HBM binned)",
-        fontsize=8,
-        loc="left",
-        color="0.3",
     )
-    fig.suptitle(_title(run, "Memory"), fontsize=12, x=0.01, ha="left")
     return _save(fig, path)
 
 
@@ -567,13 +576,13 @@ def plot_roofline(run: RunData, path: str | Path | IO[bytes]) -> Path:
     ax.set_ylabel("achieved TFLOP/s")
     ax.grid(which="both", color="0.9", linewidth=0.5)
     ax.legend(loc="lower right", fontsize=7, frameon=True, framealpha=0.9)
-    ax.set_title(
+    _headings(
+        fig,
+        ax,
+        run,
+        "Roofline",
         f"MFU {s.mfu_pct:.1f}% · HFU {s.hfu_pct:.1f}% · MBU {s.mbu_pct:.1f}%{_cores_note(s)}",
-        fontsize=8,
-        loc="left",
-        color="0.3",
     )
-    fig.suptitle(_title(run, "Roofline"), fontsize=12, x=0.01, ha="left")
     return _save(fig, path)
 
 

@@ -25,8 +25,9 @@ import difflib
 import enum
 import types
 import typing
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
+from itertools import repeat
 from typing import Any
 
 import numpy as np
@@ -240,32 +241,33 @@ def _literal_codec(values: tuple[Any, ...]) -> Codec:
 # ---- containers ---------------------------------------------------------------------------------
 
 
+def _convert_each(converters: Iterable[Callable[[Any], Any]], values: Iterable[Any]) -> list[Any]:
+    """Each value through its converter (pairs in order, as many as there are values); a
+    ``FieldError`` names the position it came from."""
+    out: list[Any] = []
+    try:
+        for convert, value in zip(converters, values, strict=False):  # converters may repeat
+            out.append(convert(value))
+    except FieldError as exc:
+        raise exc.inside(len(out)) from None
+    return out
+
+
 def _tuple_codec(args: tuple[Any, ...]) -> Codec:
     if len(args) == 2 and args[1] is Ellipsis:
         return _variadic_tuple_codec(codec_for(args[0]))
     members = [codec_for(a) for a in args]
+    encoders, decoders = [m.encode for m in members], [m.decode for m in members]
 
     def encode(value: Any) -> list[Any]:
         if not isinstance(value, tuple | list) or len(value) != len(members):
             raise FieldError(f"expected {codec.what}, got {type(value).__name__} {value!r}")
-        out = []
-        for i, (member, item) in enumerate(zip(members, value, strict=True)):
-            try:
-                out.append(member.encode(item))
-            except FieldError as exc:
-                raise exc.inside(i) from None
-        return out
+        return _convert_each(encoders, value)
 
     def decode(data: Any) -> tuple[Any, ...]:
         if type(data) is not list or len(data) != len(members):
             raise expected(codec, data)
-        out = []
-        for i, (member, item) in enumerate(zip(members, data, strict=True)):
-            try:
-                out.append(member.decode(item))
-            except FieldError as exc:
-                raise exc.inside(i) from None
-        return tuple(out)
+        return tuple(_convert_each(decoders, data))
 
     inner = ", ".join(m.what.split(" ", 1)[-1] for m in members)
     what = f"a [{inner}] list"
@@ -277,26 +279,14 @@ def _variadic_tuple_codec(item: Codec) -> Codec:
     def encode(value: Any) -> list[Any]:
         if not isinstance(value, tuple | list):
             raise FieldError(f"expected {codec.what}, got {type(value).__name__} {value!r}")
-        out = []
-        for i, element in enumerate(value):
-            try:
-                out.append(item.encode(element))
-            except FieldError as exc:
-                raise exc.inside(i) from None
-        return out
+        return _convert_each(repeat(item.encode), value)
 
     def decode(data: Any) -> tuple[Any, ...]:
         if type(data) is not list:
             raise expected(codec, data)
         if item is _INT and all(type(n) is int and INT64_MIN <= n <= INT64_MAX for n in data):
             return tuple(data)  # the common case (sizes, strides), without a call per element
-        out = []
-        for i, element in enumerate(data):
-            try:
-                out.append(item.decode(element))
-            except FieldError as exc:
-                raise exc.inside(i) from None
-        return tuple(out)
+        return tuple(_convert_each(repeat(item.decode), data))
 
     codec = Codec(
         encode, decode, frozenset({"list"}), f"a list of {item.plural}", f"lists of {item.plural}"

@@ -2,10 +2,12 @@
 newer: dst=), checked against numpy with the race checker."""
 
 import numpy as np
+import pytest
 
 import hwsim.nki as nki
 import hwsim.nki.isa as nisa
 import hwsim.nki.language as nl
+from hwsim.errors import HwsimError
 
 RNG = np.random.default_rng(7)
 A = RNG.standard_normal((128, 64)).astype(np.float32)
@@ -51,3 +53,18 @@ def test_both_generations_agree_with_numpy():
         out, peak = nki.run(kernel, A, B, race_check=True).outputs
         assert np.max(np.abs(out - expected)) < 1e-5, kernel
         assert np.max(np.abs(peak[:, 0] - expected.max(axis=1))) < 1e-5, kernel
+
+
+@nki.jit
+def unknown_reduction(a):
+    out = nl.ndarray((128, 1), dtype=nl.float32, buffer=nl.shared_hbm)
+    nl.store(out, value=nisa.tensor_reduce("median", nl.load(a), axis=1, keepdims=True))
+    return out
+
+
+def test_an_unknown_operator_is_refused_with_the_valid_names():
+    with pytest.raises(HwsimError) as caught:
+        nki.run(unknown_reduction, A)
+    message = str(caught.value)
+    assert "op='median' is not a reduction; valid:" in message, message
+    assert "add" in message.split("valid:")[1] and "max" in message.split("valid:")[1]
