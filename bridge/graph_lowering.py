@@ -212,6 +212,8 @@ class LoweredGraph:
         as physical core ``core_id`` and meets the other ranks through ``fabric``."""
         placement: dict[str, Any] = {}
         if fabric is not None:  # the rank's logical core: its physical cores from core_id
+            if core_id is None:
+                raise BridgeError("a run with a collective fabric needs its rank's core_id")
             cores = len(self.program.cores)
             placement = {"fabric": fabric, "core_ids": [core_id + k for k in range(cores)]}
         with self.run_lock:

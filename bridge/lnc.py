@@ -118,7 +118,7 @@ def splittable_kind(node: fx.Node) -> bool:
 
     if isinstance(node.target, FusedKernel):
         return True
-    lowering = LOWERINGS.get(node.target)  # type: ignore[arg-type]
+    lowering = LOWERINGS.get(node.target)  # type: ignore[call-overload]
     return lowering is not None and lowering.family in SPLIT_FAMILIES
 
 
@@ -191,8 +191,9 @@ class CoreLowering:
             self.split.active = False
         if not split and self.core != 0:  # what residency saw loaded or stored is not here
             forget = getattr(self.queues, "forget", None)
-            for name in written if forget is not None else ():
-                forget(name)
+            if forget is not None:
+                for name in written:
+                    forget(name)
             if broadcaster is not None:
                 broadcaster.drop_since(placed)
         if self.core == 0 and emitted[0]:
