@@ -28,7 +28,7 @@ from hwsim.engines import COLLECTIVE_ENGINE, sequencer_engines
 from hwsim.isa.ap import AccessPattern, MemorySpace
 from hwsim.isa.base import Instruction, MachineSpec, register
 from hwsim.isa.dma_ops import _DmaInstruction
-from hwsim.isa.operands import READ, READ_WRITE, WRITE, operand
+from hwsim.isa.operands import READ, READ_WRITE, WRITE, maybe_operand, operand
 from hwsim.kernels import AluOp
 
 if TYPE_CHECKING:
@@ -97,7 +97,7 @@ class CoreBarrier(_Synchronising):
     peers: tuple[int, ...] = ()
     #: Further shared tensors the barrier orders like ``data`` (a lowered graph's barrier
     #: orders every tensor touched since the previous one: ``hwsim.bridge.lnc``).
-    more: tuple[AccessPattern, ...] = ()
+    more: tuple[AccessPattern, ...] = maybe_operand(READ, default=())
 
     def reads(self) -> tuple[AccessPattern, ...]:
         return (self.data, *self.more)
@@ -120,7 +120,7 @@ class BarrierWait(_Synchronising):
     after it wait for it."""
 
     data: AccessPattern = operand(READ_WRITE)
-    more: tuple[AccessPattern, ...] = ()
+    more: tuple[AccessPattern, ...] = maybe_operand(READ_WRITE, default=())
 
     def reads(self) -> tuple[AccessPattern, ...]:
         return (self.data, *self.more)
