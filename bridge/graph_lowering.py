@@ -398,9 +398,13 @@ def lower_graph(
                 unbounded = lang.TraceLimits.unbounded()
                 built = kernel.build(*specs, config=hw, trace_limits=unbounded)
                 builds.append((builder, arena, built))
-            break
         except SplitEscape as escaped:  # that node runs on core 0: lower again
             plan.restart(escaped)
+            continue
+        if plan.cores > 1 and not plan.split_nodes:  # every candidate escaped: one core's
+            plan = LncPlan(1, plan.min_split_bytes, plan.unsplit, plan.unsplit_kinds)
+            continue
+        break
     lowering, arena, built = builds[0]
     if plan.cores > 1:
         built = _merged(built, [b for _, _, b in builds])

@@ -56,10 +56,11 @@ class SplitEscape(Exception):
     """A split node wrote HBM outside its core's units (or read back what it wrote): lower the
     graph again with ``node`` on core 0."""
 
-    def __init__(self, node: str, why: str) -> None:
+    def __init__(self, node: str, why: str, kind: str = "") -> None:
         super().__init__(f"node {node} cannot split between cores: {why}")
         self.node = node
         self.why = why
+        self.kind = kind
 
 
 def resolve_lnc(lnc: int | None, config: HardwareConfig) -> int:
@@ -84,12 +85,17 @@ class LncPlan:
     cores: int
     min_split_bytes: int
     unsplit: dict[str, str] = field(default_factory=dict)  # node -> why it cannot split
+    #: Kinds of node (``kind_of``) one of which escaped: the others would too (one lowering
+    #: path), so they stay on core 0 without a lowering each to find out.
+    unsplit_kinds: set[str] = field(default_factory=set)
     barriers: dict[str, list[str]] = field(default_factory=dict)
     split_nodes: list[str] = field(default_factory=list)
 
     def splits(self, node: fx.Node) -> bool:
         """Whether ``node`` splits its output units between the cores."""
         if self.cores == 1 or node.name in self.unsplit or not splittable_kind(node):
+            return False
+        if kind_of(node) in self.unsplit_kinds:
             return False
         return output_bytes(node.meta.get("val")) >= self.min_split_bytes
 
@@ -98,6 +104,8 @@ class LncPlan:
         if escaped.node in self.unsplit:  # a second escape of one node would loop
             raise BridgeError(f"LNC lowering: {escaped}") from escaped
         self.unsplit[escaped.node] = escaped.why
+        if escaped.kind:
+            self.unsplit_kinds.add(escaped.kind)
         self.barriers.clear()
         self.split_nodes.clear()
 
@@ -108,6 +116,7 @@ class LncPlan:
             "lnc": self.cores,
             "split": list(self.split_nodes),
             "unsplit_after_escape": dict(sorted(self.unsplit.items())),
+            "unsplit_kinds": sorted(self.unsplit_kinds),
             "barriers": len(self.barriers),
         }
 
@@ -120,6 +129,19 @@ def splittable_kind(node: fx.Node) -> bool:
         return True
     lowering = LOWERINGS.get(node.target)  # type: ignore[call-overload]
     return lowering is not None and lowering.family in SPLIT_FAMILIES
+
+
+def kind_of(node: fx.Node) -> str:
+    """What lowers ``node``: a fused group's kind (its class, save the plain elementwise
+    groups, told apart by their ops), else its ATen op."""
+    from hwsim.bridge.passes.fusion import FusedKernel
+
+    target = node.target
+    if type(target) is FusedKernel:
+        return str(getattr(target, "__name__", "fused"))
+    if isinstance(target, FusedKernel):
+        return type(target).__name__
+    return str(target)
 
 
 def output_bytes(value: Any) -> int:
@@ -173,7 +195,7 @@ class CoreLowering:
                 self._barrier(context, node.name, declared)
             emitted[0] += 1
             if split:
-                self._guard(node.name, instruction, written)
+                self._guard(node, instruction, written)
             elif self.core != 0:  # muted: core 0 runs this node
                 touched = (*instruction.reads(), *instruction.writes())
                 written.update(a.tensor for a in touched if a.memory is HBM)
@@ -231,14 +253,18 @@ class CoreLowering:
             if hook is not None:
                 context.emit = hook  # type: ignore[method-assign]
 
-    def _guard(self, node: str, instruction: Instruction, written: set[str]) -> None:
+    def _guard(self, node: fx.Node, instruction: Instruction, written: set[str]) -> None:
         for ap in instruction.reads():
             if ap.memory is MemorySpace.HBM and ap.tensor in written:
-                raise SplitEscape(node, f"it reads back {ap.tensor}, which it wrote")
+                raise SplitEscape(
+                    node.name, f"it reads back {ap.tensor}, which it wrote", kind_of(node)
+                )
         for ap in instruction.writes():
             if ap.memory is MemorySpace.HBM:
                 if self.split.outside:
-                    raise SplitEscape(node, f"it writes {ap.tensor} outside its tiles")
+                    raise SplitEscape(
+                        node.name, f"it writes {ap.tensor} outside its tiles", kind_of(node)
+                    )
                 written.add(ap.tensor)
 
     def _note_tensors(self, args: Sequence[Any], context: KernelContext, declared: set[str]):

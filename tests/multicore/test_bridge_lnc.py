@@ -160,6 +160,10 @@ def test_an_op_that_cannot_split_safely_runs_on_core_0_with_the_same_values():
     run = graph.run([x], race_check=True, initcheck=True)
     one = _lower(norm, [x], load_config("trn2"), TilingOptions(lnc=1)).run([x])
     assert torch.equal(run.outputs, one.outputs)
+    # a graph whose every split escaped is one core's program, as at LNC=1
+    alone = _lower(lambda a: torch.linalg.vector_norm(a, dim=1), [x], load_config("trn2"))
+    assert len(alone.program.cores) == 1 and alone.pipeline["lnc"]["lnc"] == 1
+    assert alone.pipeline["lnc"]["unsplit_kinds"] == ["aten.linalg_vector_norm.default"]
 
 
 @pytest.mark.parametrize("dim", [0, 1])
