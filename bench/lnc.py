@@ -1,6 +1,7 @@
-"""LNC=2: an NKI kernel written for a grid of 2 over rows, on one core and on the pair.
+"""LNC=2: an NKI kernel split over rows, and the bridge's graphs, on one core and on the pair.
 
     .venv/bin/python bench/lnc.py [--config trn2] [--rows 4096] [--cols 2048] [--passes 8]
+                                  [--matmul 2048] [--layers 2] [--seq 512] [--no-bridge]
 
 The kernel splits its rows between ``nl.program_id(0)`` instances; launched as ``kernel[nl.nc(2)]``
 the two instances run in parallel on the two physical cores of the logical NeuronCore, launched
@@ -11,6 +12,14 @@ to 2x faster (printed; fixed latencies and the HBM stack the pair shares keep it
 A second kernel moves a [128, cols] fp32 tile between the pair with ``nisa.sendrecv`` and prints
 the exchange's cost as the timeline shows it: the transfer pieces on each core's DMA queues and
 the span from the later core reaching the exchange to both exchanges completing.
+
+The bridge (``bridge.lnc``): a large linear layer (x[M, K] @ W[K, N] + b, then gelu; the
+compiler's default auto-cast multiplies in bf16) lowered with the option ``lnc=1`` and ``lnc=2``,
+and a GPT-2 model (``--layers`` blocks of GPT-2 small, ``--seq`` tokens) through
+``torch.compile(backend="hwsim")`` both ways: simulated time, speed-up, and which ops split.
+Outputs must be equal bit for bit. No target: the printed speed-up says how far below 2x the
+pair stays (both cores stream the operands they share from one HBM stack, the pair meets at a
+barrier between ops that read each other's halves, small ops run on one core).
 """
 
 from __future__ import annotations
@@ -90,12 +99,72 @@ def exchange(config: str, cols: int) -> dict[str, float]:
     }
 
 
+def bridge_matmul(config: str, size: int) -> dict[str, object]:
+    """A [size, size] @ [size, size] linear + gelu graph at lnc=1 and lnc=2."""
+    import torch
+    from torch.fx.experimental.proxy_tensor import make_fx
+
+    from hwsim.bridge.context import TilingOptions
+    from hwsim.bridge.graph_lowering import lower_graph
+
+    def linear_gelu(x, w, b):  # type: ignore[no-untyped-def]
+        return torch.nn.functional.gelu(torch.addmm(b, x, w))
+
+    gen = torch.Generator().manual_seed(0)
+    inputs = [torch.randn(size, size, generator=gen) for _ in range(2)]
+    inputs.append(torch.randn(size, generator=gen))
+    graph = make_fx(linear_gelu)(*inputs)
+    runs, plans = {}, {}
+    for lnc in (1, 2):
+        lowered = lower_graph(graph, inputs, config=config, options=TilingOptions(lnc=lnc))
+        runs[lnc] = lowered.run(inputs)
+        plans[lnc] = lowered.pipeline["lnc"]
+    one, two = (runs[k].result.summary.total_ns for k in (1, 2))
+    return {
+        "one_ns": one,
+        "two_ns": two,
+        "equal": bool(torch.equal(runs[1].outputs, runs[2].outputs)),
+        "plan": plans[2],
+    }
+
+
+def bridge_model(config: str, layers: int, seq: int) -> dict[str, object]:
+    """GPT-2 small's first ``layers`` blocks, ``seq`` tokens, compiled with lnc=1 and lnc=2."""
+    import torch
+    import transformers
+
+    import hwsim.bridge as bridge
+
+    cfg = transformers.GPT2Config(n_layer=layers, use_cache=False)
+    torch.manual_seed(0)
+    model = transformers.GPT2Model(cfg).eval()
+    ids = torch.randint(0, cfg.vocab_size, (1, seq), generator=torch.Generator().manual_seed(0))
+    times, outputs = {}, {}
+    for lnc in (1, 2):
+        options = {"config": config, "fallback": "error", "check": False, "lnc": lnc}
+        torch._dynamo.reset()
+        compiled = torch.compile(model, backend="hwsim", options=options)
+        with torch.no_grad():
+            outputs[lnc] = compiled(input_ids=ids).last_hidden_state
+        runs = bridge.last_report().runs
+        times[lnc] = sum(run["total_ns"] for run in runs)
+    return {
+        "one_ns": times[1],
+        "two_ns": times[2],
+        "equal": bool(torch.equal(outputs[1], outputs[2])),
+    }
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--config", default="trn2")
     parser.add_argument("--rows", type=int, default=4096)
     parser.add_argument("--cols", type=int, default=2048)
     parser.add_argument("--passes", type=int, default=8)
+    parser.add_argument("--matmul", type=int, default=2048, help="the bridge's linear layer size")
+    parser.add_argument("--layers", type=int, default=2, help="GPT-2 small blocks")
+    parser.add_argument("--seq", type=int, default=512, help="GPT-2 tokens")
+    parser.add_argument("--no-bridge", action="store_true", help="the NKI kernels only")
     args = parser.parse_args()
     began = time.perf_counter()
     one, two, half, equal = speedup(args.config, args.rows, args.cols, args.passes)
@@ -111,6 +180,21 @@ def main() -> None:
           f"{swap['pieces']:.0f} DMA pieces on {swap['cores']:.0f} cores, "
           f"{swap['reached_to_done_ns']:.0f} ns from both cores reaching it to both transfers "
           f"done (kernel {swap['total_ns'] / 1e3:.1f} µs)")  # fmt: skip
+    if not args.no_bridge:
+        mm = bridge_matmul(args.config, args.matmul)
+        plan = mm["plan"]
+        assert isinstance(plan, dict)
+        print(f"bridge: gelu(x @ W + b), [{args.matmul}]^3 fp32 (bf16 matmul) on {args.config}: "
+              f"lnc=1 {float(mm['one_ns']) / 1e3:.1f} µs, lnc=2 {float(mm['two_ns']) / 1e3:.1f} "
+              f"µs, speed-up {float(mm['one_ns']) / float(mm['two_ns']):.2f}x (outputs equal: "
+              f"{mm['equal']}; split: {', '.join(plan['split'])}; barriers "
+              f"{plan['barriers']})")  # fmt: skip
+        gpt = bridge_model(args.config, args.layers, args.seq)
+        print(f"bridge: GPT-2 small, {args.layers} blocks, {args.seq} tokens, torch.compile on "
+              f"{args.config}: lnc=1 {float(gpt['one_ns']) / 1e3:.1f} µs, lnc=2 "
+              f"{float(gpt['two_ns']) / 1e3:.1f} µs, speed-up "
+              f"{float(gpt['one_ns']) / float(gpt['two_ns']):.2f}x (outputs equal: "
+              f"{gpt['equal']})")  # fmt: skip
     print(f"wall time {time.perf_counter() - began:.1f} s")
 
 

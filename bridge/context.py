@@ -19,6 +19,7 @@ from typing import TYPE_CHECKING, Any
 import torch
 
 from hwsim import lang
+from hwsim.bridge.core_split import CoreSplit
 from hwsim.bridge.errors import BridgeError
 from hwsim.bridge.identity import node_identity
 from hwsim.bridge.memory_plan import HbmArena
@@ -62,6 +63,13 @@ class TilingOptions:
     #: blocks up to 24 KiB (a whole 768-wide K of 2,048 bf16 columns, or 3,072 rows of 512).
     weight_ring_share: float = 3 / 8
     weight_block_share: float = 1 / 8
+    #: Physical cores a graph is lowered for (``bridge.lnc``): 1, or up to the config's
+    #: ``chip.cores_per_logical_core``; None takes the config's (trn2: 2, trn1: 1).
+    lnc: int | None = None
+    #: An op whose outputs hold fewer bytes stays on core 0 at lnc > 1: a named assumption,
+    #: about where a barrier between the cores (a remote semaphore write each way, and the
+    #: wait for the op's last stores) costs more than half the op saves.
+    lnc_min_split_bytes: int = 128 * 1024
 
 
 @dataclass(frozen=True)
@@ -171,6 +179,9 @@ class LoweringContext:
         #: xᵀ of a norm's rows kept in SBUF for the matmuls that read them, by the norm's
         #: output tensor (``tiling.prologue``); dropped (its SBUF freed) when the value dies.
         self.transposed: dict[str, Any] = {}
+        #: Which output units of the node being lowered this physical core emits (all of them
+        #: at LNC=1; ``bridge.lnc``).
+        self.split = CoreSplit()
 
     # ---- sizes --------------------------------------------------------------------------------
     @property
@@ -180,7 +191,10 @@ class LoweringContext:
     def partitions_for(self, inputs: Sequence[Any]) -> int:
         """Partitions an elementwise op's tiles should use: ``pmax``, or, when an input sits
         in SBUF as row blocks of fewer rows (a matmul's [M, N] tiles, M < pmax), that many,
-        so the op reads those tiles in place instead of reloading them in another layout."""
+        so the op reads those tiles in place instead of reloading them in another layout. At
+        LNC > 1 always ``pmax``: every core must plan the same tiles (``bridge.lnc``)."""
+        if self.split.cores > 1:
+            return self.pmax
         for value in inputs:
             if isinstance(value, HbmValue) and value.is_contiguous() and value.offset == 0:
                 rows = self.queues.rows_of(value.tile.name, value.tile.shape[0])
@@ -203,8 +217,8 @@ class LoweringContext:
         name = f"%{self.node_name or 'value'}" + (f".{n}" if n else "")
         elements = max(1, _prod(shape))
         tile = lang.ndarray((elements,), dtype, buffer=lang.hbm, name=name)
-        if not self._escapes:  # a value only later nodes read: its stores may be elided
-            self.queues.deferrable.add(name)
+        if not self._escapes and self.split.cores == 1:  # a value only later nodes read: its
+            self.queues.deferrable.add(name)  # stores may be elided (not when cores share it)
         if self.arena is not None and not self._escapes:
             placement = self.arena.allocate(name, elements * dtype.itemsize)
             earlier = [self._placed[n] for n in placement.reuses if n in self._placed]

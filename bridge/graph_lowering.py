@@ -50,6 +50,7 @@ from hwsim.bridge.dtypes import (
     to_hw,
 )
 from hwsim.bridge.errors import BridgeError, Reason, Unsupported
+from hwsim.bridge.lnc import CoreLowering, LncPlan, SplitEscape, resolve_lnc
 from hwsim.bridge.lowerings import flash_attention as _flash_attention  # noqa: F401  (its kind)
 from hwsim.bridge.memory_plan import HbmArena, Lifetimes, MemoryStats, memory_stats
 from hwsim.bridge.op_times import OpTime, op_times
@@ -210,8 +211,11 @@ class LoweredGraph:
         the ``HWSIM_INITCHECK`` environment variable decides). A graph with collectives runs
         as physical core ``core_id`` and meets the other ranks through ``fabric``."""
         placement: dict[str, Any] = {}
-        if fabric is not None:
-            placement = {"fabric": fabric, "core_ids": [core_id]}
+        if fabric is not None:  # the rank's logical core: its physical cores from core_id
+            if core_id is None:
+                raise BridgeError("a run with a collective fabric needs its rank's core_id")
+            cores = len(self.program.cores)
+            placement = {"fabric": fabric, "core_ids": [core_id + k for k in range(cores)]}
         with self.run_lock:
             self.bind(args)
             _warm_up()
@@ -369,21 +373,41 @@ def lower_graph(
             if node.op == "get_attr":
                 bindings.append(_bind_constant(graph, node))
     bindings += _prepared_bindings(fx_graph, bindings, precision, hw, options or TilingOptions())
-    arena = HbmArena() if memory_plan else None
+    tiling = options or TilingOptions()
+    plan = LncPlan(_graph_lnc(fx_graph, tiling, hw), tiling.lnc_min_split_bytes)
     residency = "residency" in selection  # lowering-time passes (``bridge.residency``)
-    lowering = _GraphBuilder(
-        fx_graph,
-        bindings,
-        precision,
-        options,
-        arena,
-        residency=residency,
-        broadcast_rows="row_broadcast" in selection,
-    )
-    kernel = lowering.kernel(name)
+    broadcast_rows = "row_broadcast" in selection
     specs = [lang.TensorSpec((b.span,), b.hw_dtype) for b in bindings]
-    # hwsim's own lowering of a graph, not a user's loop: no watchdog on its length
-    built = kernel.build(*specs, config=hw, trace_limits=lang.TraceLimits.unbounded())
+    while True:
+        builds: list[tuple[_GraphBuilder, HbmArena | None, Any]] = []
+        try:
+            for core in range(plan.cores):  # one build per physical core (``bridge.lnc``)
+                arena = HbmArena() if memory_plan else None
+                builder = _GraphBuilder(
+                    fx_graph,
+                    bindings,
+                    precision,
+                    options,
+                    arena,
+                    residency=residency,
+                    broadcast_rows=broadcast_rows,
+                    lnc=CoreLowering(core, plan) if plan.cores > 1 else None,
+                )
+                kernel = builder.kernel(name)
+                # hwsim's own lowering of a graph, not a user's loop: no watchdog on its length
+                unbounded = lang.TraceLimits.unbounded()
+                built = kernel.build(*specs, config=hw, trace_limits=unbounded)
+                builds.append((builder, arena, built))
+        except SplitEscape as escaped:  # that node runs on core 0: lower again
+            plan.restart(escaped)
+            continue
+        if plan.cores > 1 and not plan.split_nodes:  # every candidate escaped: one core's
+            plan = LncPlan(1, plan.min_split_bytes, plan.unsplit, plan.unsplit_kinds)
+            continue
+        break
+    lowering, arena, built = builds[0]
+    if plan.cores > 1:
+        built = _merged(built, [b for _, _, b in builds])
     bindings = _mark_unread(bindings, built.program)
     memory = memory_stats(built.program, built.sbuf_peak_bytes, built.psum_peak_bytes, arena)
     built.program.meta["memory"] = memory.to_dict()
@@ -395,6 +419,7 @@ def lower_graph(
         if step["pass"] == "row_broadcast":
             step["rows_broadcast"] = lowering.rows_broadcast
     pipeline = log.to_dict() | {"fusion": lowering.fusion_notes, "residency": lowering.residency}
+    pipeline["lnc"] = plan.to_dict()
     _PROGRAMS_LOWERED[0] += 1
     return LoweredGraph(
         built.program,
@@ -412,6 +437,39 @@ def lower_graph(
         lowering.compute_dtypes,
         _call_input_bytes(bindings, constants),
         collective_groups=lowering.collective_groups,
+    )
+
+
+def _graph_lnc(graph: fx.Graph, tiling: TilingOptions, config: HardwareConfig) -> int:
+    """Physical cores the graph is lowered for: the option (``resolve_lnc``; left at its
+    default, at most the cores of the torch.distributed rank lowering it), but one for a graph
+    with collectives (a rank's graph meets the others on one core) and for one no node of which
+    splits (the other cores would idle: the program is one core's)."""
+    from hwsim.bridge.distributed.clock import current_clock
+
+    lnc = resolve_lnc(tiling.lnc, config)
+    clock = current_clock()
+    if clock is not None and tiling.lnc is None:
+        lnc = min(lnc, clock.cores_per_rank)
+    plan = LncPlan(lnc, tiling.lnc_min_split_bytes)
+    calls = [n for n in graph.nodes if n.op == "call_function"]
+    if any("_c10d_functional" in str(n.target) for n in calls):
+        return 1
+    return lnc if any(plan.splits(n) for n in calls) else 1  # nothing to split: one core
+
+
+def _merged(first: Any, builds: list[Any]) -> Any:
+    """Core 0's build with the program of every core's, all HBM tensors shared (each core's
+    build declares the same ones), and SBUF/PSUM peaks the largest of any core's."""
+    from hwsim.chip import merge_programs
+
+    shared = set(first.program.hbm)
+    program = merge_programs([b.program for b in builds], shared)
+    return dataclasses.replace(
+        first,
+        program=program,
+        sbuf_peak_bytes=max(b.sbuf_peak_bytes for b in builds),
+        psum_peak_bytes=max(b.psum_peak_bytes for b in builds),
     )
 
 
@@ -519,8 +577,10 @@ class _GraphBuilder:
         *,
         residency: bool = False,
         broadcast_rows: bool = False,
+        lnc: CoreLowering | None = None,
     ) -> None:
         self.graph = graph
+        self.lnc = lnc
         self.arena = arena
         self.use_residency = residency
         self.broadcast_rows = broadcast_rows
@@ -562,6 +622,9 @@ class _GraphBuilder:
         )
         self.index_checks = ctx.index_checks
         self.collective_groups = ctx.collective_groups
+        lnc = self.lnc or CoreLowering(0, LncPlan(1, 0))
+        ctx.split = lnc.split
+        lnc.queues = ctx.queues
         self.fusion_notes = ctx.fusion_notes
         env: dict[fx.Node, Any] = {}
         inputs = ctx.input_names
@@ -578,11 +641,15 @@ class _GraphBuilder:
             elif node.op == "call_function":
                 if isinstance(node.target, FusedKernel):
                     ctx.needed_after = lifetimes.needed_after(node, env)
-                env[node] = self._lower(ctx, node, env, lifetimes.escapes(node))
+                args = [env[a] for a in node.all_input_nodes]
+                with lnc.node(node, args, inputs):
+                    env[node] = self._lower(ctx, node, env, lifetimes.escapes(node))
                 ctx.needed_after = None
                 ctx.release_all_but(lifetimes.live_tensors(node, env))
             elif node.op == "output":
-                outputs = self._outputs(ctx, node, env, inputs)
+                args = [env[a] for a in node.all_input_nodes]
+                with lnc.node(node, args, inputs):  # the outputs' copies: on core 0
+                    outputs = self._outputs(ctx, node, env, inputs)
                 ctx.queues.finish()  # stores still deferred are emitted now
                 if self.use_residency:
                     self.residency = ctx.queues.stats.to_dict()

@@ -19,6 +19,10 @@
                once per process (the graphs of one model share it)
     force      write ``trace`` into a non-empty folder that is not ours (default False)
     tiling     TilingOptions or a dict of its fields
+    lnc        physical cores each graph is lowered for (``bridge.lnc``): 1, or up to the
+               config's ``chip.cores_per_logical_core`` (trn2: 2, trn1: 1); default None, the
+               config's, as on the hardware. Large matmul, elementwise, reduction and row ops
+               split their output tiles between the cores; the rest run on the first
     memory_plan  place intermediate values in HBM by lifetime, reusing bytes (default True;
                False gives every value its own bytes, to measure the plan: bridge.memory_plan)
     passes     graph passes before lowering (``bridge.passes``): 'all' (default), 'none', a dict
@@ -36,6 +40,7 @@ An unknown key or value is an error naming it and the valid ones.
 
 from __future__ import annotations
 
+import dataclasses
 import difflib
 import warnings
 from dataclasses import dataclass, field, fields
@@ -44,6 +49,7 @@ from typing import Any
 from hwsim.bridge.autotune import parse_autotune
 from hwsim.bridge.context import TilingOptions
 from hwsim.bridge.errors import FallbackError, Unsupported
+from hwsim.bridge.lnc import resolve_lnc
 from hwsim.bridge.passes import PassSelection
 from hwsim.bridge.precision import RETIRED_OPTION, Precision, retired_precision
 from hwsim.bridge.report import Report
@@ -69,6 +75,8 @@ class BridgeOptions:
     initcheck: bool | None = None
     force: bool = False
     autotune: dict[str, Any] | None = None
+    #: The ``lnc`` option, kept in ``tiling.lnc`` (shown here for the list of valid keys).
+    lnc: int | None = None
 
     @classmethod
     def parse(cls, options: dict[str, Any] | None, mode: str = "compile") -> BridgeOptions:
@@ -94,6 +102,9 @@ class BridgeOptions:
         tiling = given.get("tiling") or TilingOptions()
         if isinstance(tiling, dict):
             tiling = TilingOptions(**tiling)
+        if "lnc" in given:
+            resolve_lnc(given["lnc"], hw)  # a bad value is an error now, naming the valid ones
+            tiling = dataclasses.replace(tiling, lnc=given["lnc"])
         force = _flag(given, "force", False)
         report = given.get("report")
         if report is not None and not isinstance(report, Report):
@@ -116,6 +127,7 @@ class BridgeOptions:
             initcheck=_flag(given, "initcheck", None),
             force=force,
             autotune=parse_autotune(given.get("autotune")),
+            lnc=tiling.lnc,
         )
         if options_.report is None:
             options_.report = Report(

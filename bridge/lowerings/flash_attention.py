@@ -234,7 +234,10 @@ class _Flash:
         s = self.s
         mm, pv = self.ctx.matmul_dtype(q.dtype), self.ctx.matmul_dtype(v.dtype)
         key_tiles = chunks(s.keys, self.pm)
-        for slots in _groups(s, self.group):
+        groups, query_tiles = _groups(s, self.group), chunks(s.queries, self.pm)
+        split = self.ctx.split  # at LNC > 1: this core's head groups, or its query tiles
+        by_groups = len(groups) >= split.cores
+        for slots in split.mine(groups) if by_groups else groups:
             nb, g = slots.nb, slots.g
             kt = self.kts((s.dim, nb, g, s.keys), mm, lang.sbuf)
             vs = []
@@ -247,7 +250,7 @@ class _Flash:
                 vt = self.vs((self.pm, nb, g, s.dim_v), pv, lang.sbuf)
                 self.ctx.queues.load(vt[:rt], _rows(v, slots, r0, rt))
                 vs.append(vt)
-            for q0, qw in chunks(s.queries, self.pm):
+            for q0, qw in query_tiles if by_groups else split.mine(query_tiles):
                 self._query_tile(q, mask, out, slots, q0, qw, kt, vs, mm, pv)
 
     @staticmethod

@@ -95,7 +95,7 @@ def _row_driver(
             loaded.append(t)
         return loaded
 
-    for group in rows.groups:
+    for group in ctx.split.mine(rows.groups):
         if len(group) == 1:  # the whole row in one tile: load once
             loaded = load(group[0], len(rings))
             state = finish(group[0], *_whole_row_stats(loaded[0], stats_ring))

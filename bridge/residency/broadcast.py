@@ -123,6 +123,20 @@ class RowBroadcaster:
         self._placed[key] = row
         return row
 
+    def mark(self) -> tuple[set[str], set[tuple[AccessPattern, str]]]:
+        """What is placed now (``drop_since``)."""
+        return set(self._ones), set(self._placed)
+
+    def drop_since(self, mark: tuple[set[str], set[tuple[AccessPattern, str]]]) -> None:
+        """Forget the ones tiles and rows placed since ``mark``: their instructions were
+        dropped (another core of a logical core ran that node: ``bridge.lnc``), so they are not
+        in this core's SBUF. Their pool columns stay taken."""
+        ones, placed = mark
+        for name in [n for n in self._ones if n not in ones]:
+            del self._ones[name]
+        for key in [k for k in self._placed if k not in placed]:
+            del self._placed[key]
+
     def __call__(self, dst: Tile | View, src: AccessPattern) -> bool:
         """Fill ``dst`` [P, N] with the row ``src`` repeats: the row moved once, TensorE
         replicates it, VectorE evacuates it. False (and nothing emitted) when PSUM has no room

@@ -70,7 +70,7 @@ def map_tiles(
     largest = _largest(tiles)
     loaders = [OperandLoader(ctx, ctx.options.buffers, written=out.name) for _ in inputs]
     results = BufferRing(ctx.options.buffers)
-    for tile in tiles:
+    for tile in ctx.split.mine(tiles):
         shape = (tile.partitions, tile.free_elements)
         srcs = [
             load(tile.ap(i, value), dtypes[i], shape, largest)
@@ -89,13 +89,14 @@ def copy_tiles(ctx: LoweringContext, out: HbmValue, src: HbmValue) -> None:
     def cost(tile: TileRef) -> float:  # the busiest DMA engine's time (its rows split them)
         return transfer_ns(config, tile.ap(1, src), tile.ap(0, out))
 
-    for tile in plan(
+    tiles = plan(
         out.shape,
         [(out.offset, out.strides), (src.offset, src.strides)],
         pmax=ctx.pmax,
         free_budget=budget,
         cost=cost,
-    ):
+    )
+    for tile in ctx.split.mine(tiles):
         nisa.dma_copy(tile.ap(0, out), tile.ap(1, src), queue=ctx.queues.side_queue)
 
 
@@ -128,7 +129,7 @@ def reduce_tiles(
     largest = _largest(tiles)
     loads, partials, accs = (BufferRing(ctx.options.buffers) for _ in range(3))
     acc: Operand | None = None
-    for tile in tiles:
+    for tile in (t for run in ctx.split.mine(_runs(tiles)) for t in run):
         ring_x = loads(
             (tile.partitions, tile.free_elements), tile_dtype, lang.sbuf, max_shape=largest
         )
@@ -145,6 +146,17 @@ def reduce_tiles(
             if scale is not None:
                 nisa.tensor_scalar(acc, acc, AluOp.multiply, scale)
             ctx.queues.store(tile.ap_rows(0, out), acc)
+
+
+def _runs(tiles: list[TileRef]) -> list[list[TileRef]]:
+    """The tiles of a reduction grouped by the output rows they accumulate into (``first`` to
+    ``last``): the units a split hands out whole, so each sum keeps its order."""
+    runs: list[list[TileRef]] = []
+    for tile in tiles:
+        if tile.first or not runs:
+            runs.append([])
+        runs[-1].append(tile)
+    return runs
 
 
 def row_tile_bytes(ctx: LoweringContext, dtype: DType, *, temporaries: int) -> int:
@@ -180,7 +192,7 @@ def row_tiles(
     )
     largest = _largest(tiles)
     loads, stores = BufferRing(ctx.options.buffers), BufferRing(ctx.options.buffers)
-    for tile in tiles:
+    for tile in ctx.split.mine(tiles):
         shape = (tile.partitions, tile.free_elements)
         ring_x = loads(shape, tile_dtype, lang.sbuf, max_shape=largest)
         x = ctx.queues.load_resident(ring_x, tile.ap(1, src))

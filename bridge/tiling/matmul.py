@@ -257,11 +257,14 @@ class MatmulTiler:
             epilogue += n * 4
         per_block = self.k_tiles_per_block(tm, group * tn, transposing, epilogue)
         k_blocks = chunks(k, per_block * lim.tile_k)
-        for m0, mt in chunks(m, lim.tile_m):
+        m_blocks, n_groups = chunks(m, lim.tile_m), chunks(n, group * tn)
+        split = self.ctx.split  # at LNC > 1: this core's M blocks, or N groups when M is one
+        by_rows = len(m_blocks) >= len(n_groups)
+        for m0, mt in split.mine(m_blocks) if by_rows else m_blocks:
             resident = None
             if len(k_blocks) == 1:  # all of K fits: load the stationary block once per M block
                 resident = self._load(lhs, self.lhs_ring, *k_blocks[0], m0, mt)
-            for g0, gw in chunks(n, group * tn):
+            for g0, gw in n_groups if by_rows else split.mine(n_groups):
                 n_tiles = chunks(gw, tn)
                 accs = [self.psum((mt, nt), lang.float32, lang.psum) for _, nt in n_tiles]
                 for kb, (k0, kc) in enumerate(k_blocks):
@@ -311,9 +314,12 @@ class MatmulTiler:
         self._psum_used = True
         bias_rows = self._bias_rows(bias, m, n)
         k_pieces = chunks(k, lim.tile_k)
-        for n0, width in layout.blocks():
+        blocks = list(layout.blocks())
+        split = self.ctx.split  # at LNC > 1: this core's weight blocks, or row blocks
+        by_rows = len(rows) > len(blocks)
+        for n0, width in blocks if by_rows else split.mine(blocks):
             block = stream.load(weight, n0)  # [rows, tiles * width]
-            for m0, mt in rows:
+            for m0, mt in split.mine(rows) if by_rows else rows:
                 stationary = kept.get(m0) or self._load(lhs, ring, 0, k, m0, mt)
                 if keep:
                     kept[m0] = stationary
@@ -450,7 +456,9 @@ def emit_matmul(
     compute = ctx.matmul_dtype(out.dtype)
     tiler = MatmulTiler(ctx, compute)
     batch = out.shape[:-2]
-    for index in itertools.product(*(range(n) for n in batch)):
+    products = list(itertools.product(*(range(n) for n in batch)))
+    split = len(products) >= ctx.split.cores  # at LNC > 1: whole products per core
+    for index in ctx.split.mine(products) if split else products:
         a2, b2, o2 = (_select(v, index) for v in (a, b, out))
         bias2 = _select(bias, index) if bias is not None else None
         tiler.emit(a2, b2, o2, bias2, alpha, beta)

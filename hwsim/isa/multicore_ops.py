@@ -28,7 +28,7 @@ from hwsim.engines import COLLECTIVE_ENGINE, sequencer_engines
 from hwsim.isa.ap import AccessPattern, MemorySpace
 from hwsim.isa.base import Instruction, MachineSpec, register
 from hwsim.isa.dma_ops import _DmaInstruction
-from hwsim.isa.operands import READ, READ_WRITE, WRITE, operand
+from hwsim.isa.operands import READ, READ_WRITE, WRITE, maybe_operand, operand
 from hwsim.kernels import AluOp
 
 if TYPE_CHECKING:
@@ -64,6 +64,8 @@ class _Synchronising(Instruction):
     may name it, it reads and writes nothing (statistics, initcheck)."""
 
     ENGINES: ClassVar[tuple[str, ...]] = ("sync", "gpsimd", "vector", "scalar", "tensor")
+    #: Its operands order other accesses and touch no byte (the race checker skips them).
+    ORDERS_ONLY: ClassVar[bool] = True
 
     def check_operand(
         self, spec: MachineSpec, name: str, ap: AccessPattern, *, is_write: bool
@@ -93,10 +95,20 @@ class CoreBarrier(_Synchronising):
 
     data: AccessPattern = operand(READ)
     peers: tuple[int, ...] = ()
+    #: Further shared tensors the barrier orders like ``data`` (a lowered graph's barrier
+    #: orders every tensor touched since the previous one: ``hwsim.bridge.lnc``).
+    more: tuple[AccessPattern, ...] = maybe_operand(READ, default=())
+
+    def reads(self) -> tuple[AccessPattern, ...]:
+        return (self.data, *self.more)
+
+    def writes(self) -> tuple[AccessPattern, ...]:
+        return ()
 
     def check(self, spec: MachineSpec) -> None:
         super().check(spec)
         _check_v3(self, spec)
+        _check_more(self, spec)
         if not self.peers:
             self.fail("a barrier needs at least one peer core")
 
@@ -108,10 +120,24 @@ class BarrierWait(_Synchronising):
     after it wait for it."""
 
     data: AccessPattern = operand(READ_WRITE)
+    more: tuple[AccessPattern, ...] = maybe_operand(READ_WRITE, default=())
+
+    def reads(self) -> tuple[AccessPattern, ...]:
+        return (self.data, *self.more)
+
+    def writes(self) -> tuple[AccessPattern, ...]:
+        return (self.data, *self.more)
 
     def check(self, spec: MachineSpec) -> None:
         super().check(spec)
         _check_v3(self, spec)
+        _check_more(self, spec)
+
+
+def _check_more(instruction: _Synchronising, spec: MachineSpec) -> None:
+    for ap in getattr(instruction, "more", ()):
+        if not isinstance(ap, AccessPattern) or ap.memory is not MemorySpace.HBM:
+            instruction.fail("operand 'more': a barrier synchronises on shared HBM data [S15]")
 
 
 @register("sendrecv", profiler="DMA_DIRECT2D")

@@ -12,6 +12,7 @@ from typing import Any
 
 from hwsim.engines import COLLECTIVE_ENGINE
 from hwsim.errors import IllegalInstructionError
+from hwsim.isa.ap import AccessPattern
 from hwsim.isa.base import Instruction
 from hwsim.isa.multicore_ops import (
     BARRIER_SEMAPHORE,
@@ -24,12 +25,18 @@ from hwsim.lang.kernel import current, source_location
 
 
 def core_barrier(
-    data: Any, *, core: int, cores: tuple[int, ...] = (0, 1), engine: str = gpsimd_engine
+    data: Any,
+    *,
+    core: int,
+    cores: tuple[int, ...] = (0, 1),
+    engine: str = gpsimd_engine,
+    more: tuple[Any, ...] = (),
 ) -> Instruction:
     """Every core of ``cores`` waits here until all have arrived (``nki.isa.core_barrier``):
     this core (``core``) signals the others' barrier semaphores once its accesses of ``data``
     (shared HBM) are done, then waits for theirs; its later accesses of ``data`` wait for the
-    barrier. Returns the wait."""
+    barrier; ``more``: further shared tensors (tiles, views or HBM access patterns) ordered
+    the same way. Returns the wait."""
     if core not in cores or len(set(cores)) != len(cores):
         raise IllegalInstructionError(
             f"{source_location()}: core_barrier(cores={cores}) must list core {core} once"
@@ -39,9 +46,10 @@ def core_barrier(
     peers = tuple(c for c in cores if c != core)
     context.barriers += 1
     signals = tuple((remote_semaphore(peer, BARRIER_SEMAPHORE), 1) for peer in peers)
-    emit("core_barrier", engine, data=data, peers=peers, signals=signals)
+    also = tuple(p if isinstance(p, AccessPattern) else p.ap() for p in more)
+    emit("core_barrier", engine, data=data, peers=peers, signals=signals, more=also)
     waits = ((BARRIER_SEMAPHORE, context.barriers * len(peers)),)
-    return emit("barrier_wait", engine, data=data, waits=waits)
+    return emit("barrier_wait", engine, data=data, waits=waits, more=also)
 
 
 def sendrecv(

@@ -30,6 +30,12 @@ def _element_bytes(ap: AccessPattern) -> np.ndarray:
     return np.unique((starts[:, None] + np.arange(size)).ravel())
 
 
+def _hbm_bytes(ap: AccessPattern) -> np.ndarray:
+    """Byte offsets within its tensor of every element of an HBM pattern (all partitions)."""
+    rows = np.arange(ap.partitions, dtype=np.int64) * ap.partition_stride * ap.dtype.itemsize
+    return np.unique((rows[:, None] + _element_bytes(ap)[None, :]).ravel())
+
+
 @dataclass(slots=True)
 class _Access:
     region: Region
@@ -83,6 +89,8 @@ class RaceChecker:
     def _record(
         self, core: int, instruction: Any, thread: str, clock: dict[str, int], label: str
     ) -> None:
+        if getattr(instruction, "ORDERS_ONLY", False):  # a barrier: it orders, touches nothing
+            return
         epoch = clock[thread]
         writes = instruction.writes()
         written = {id(ap) for ap in writes}
@@ -116,7 +124,9 @@ class RaceChecker:
     @staticmethod
     def _bytes_overlap(a: _Access, b: _Access) -> bool:
         if a.region.row_bytes != 0 or b.region.row_bytes != 0:
-            return True  # HBM: the box test is exact enough for row-strided tiles
+            # HBM: boxes that overlap may still interleave (the column blocks of a transposed
+            # tile two cores of a pair write): compare the elements themselves
+            return bool(np.intersect1d(_hbm_bytes(a.ap), _hbm_bytes(b.ap)).size)
         return bool(np.intersect1d(_element_bytes(a.ap), _element_bytes(b.ap)).size)
 
     def _report(self, first: _Access, second: _Access) -> None:

@@ -30,6 +30,11 @@ HAND_WRITTEN = {
     ("nonzero_with_count", "writes"),
     ("nc_stream_shuffle", "reads"),
     ("nc_stream_shuffle", "writes"),
+    # a barrier's further tensors (a tuple of patterns): ``hwsim.bridge.lnc``
+    ("core_barrier", "reads"),
+    ("core_barrier", "writes"),
+    ("barrier_wait", "reads"),
+    ("barrier_wait", "writes"),
 }
 
 
