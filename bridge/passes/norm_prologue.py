@@ -147,11 +147,17 @@ def lower_norm_prologue(ctx: Any, kernel: NormPrologue, outside: list[Any], esca
     compute = ctx.matmul_dtype(meta.dtype)
     need = prologue_bytes(m, k, ctx.limits.tile_k, compute)
     budget = int(ctx.limits.sbuf_bytes * PROLOGUE_SBUF_SHARE)
+    why = None
     if need > budget:
         why = (
             f"xᵀ of {m} rows of {k} takes {need} bytes per partition, past the prologue's "
             f"{budget} (PROLOGUE_SBUF_SHARE of SBUF)"
         )
+    elif ctx.split.cores > 1:
+        # xᵀ would live in one core's SBUF while the matmuls that read it split their rows
+        # between the cores of the logical core: the other core would read SBUF nothing wrote.
+        why = f"the graph is lowered for {ctx.split.cores} cores (LNC); xᵀ stays on one core"
+    if why is not None:
         ctx.fusion_notes.append({"group": kernel.node_names, "fused": False, "why": why})
         return lower_row_kernel(ctx, kernel.row, outside, escapes)
     store = kernel.store_rows or escapes

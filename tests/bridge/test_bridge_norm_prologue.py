@@ -7,6 +7,7 @@ from __future__ import annotations
 import torch
 from torch.fx.experimental.proxy_tensor import make_fx
 
+from hwsim.bridge.context import TilingOptions
 from hwsim.bridge.graph_lowering import lower_graph
 from hwsim.bridge.passes import PASS_NAMES
 from hwsim.bridge.passes.norm_prologue import NormPrologue
@@ -54,7 +55,7 @@ def _inputs(fn, m: int, k: int, seed: int = 0) -> list[torch.Tensor]:
     return [x, *rows(2), *weights(1), *rows(1)]
 
 
-def _lower(fn, inputs, config="trn1", passes="all"):
+def _lower(fn, inputs, config="trn1", passes="all", options=None):
     """``fn`` lowered at bf16 auto-cast with every input but x a constant (torch.compile's
     weights under no_grad)."""
     graph = make_fx(fn)(*inputs)
@@ -66,6 +67,7 @@ def _lower(fn, inputs, config="trn1", passes="all"):
         precision=Precision("matmult", "bf16"),
         constants=names[1:],
         passes=passes,
+        options=options,
     )
 
 
@@ -176,3 +178,19 @@ def test_the_prologue_node_interprets_as_the_graph():
     kernels = [n.target for n in gm.graph.nodes if isinstance(n.target, NormPrologue)]
     assert len(kernels) == 1 and kernels[0].store_rows
     torch.testing.assert_close(gm(*inputs), _post_norm(*inputs))
+
+
+def test_at_lnc2_the_norm_lowers_alone_and_every_core_reads_only_what_it_wrote():
+    """The matmuls that read xᵀ split their rows between the cores of a logical core, and xᵀ
+    would be in one core's SBUF: the norm lowers alone (its rows through HBM or residency), the
+    initcheck finds no read of unwritten SBUF, and the values are LNC=1's."""
+    inputs = _inputs(_pre_norm, 256, 256)
+    pair = _lower(_pre_norm, inputs, "trn2", options=TilingOptions(lnc=2, lnc_min_split_bytes=0))
+    notes = pair.pipeline["fusion"]
+    assert not [n for n in notes if n.get("prologue")]
+    assert any("LNC" in n.get("why", "") for n in notes if not n["fused"])
+    assert pair.pipeline["lnc"]["split"]  # the projections do split
+    one = _lower(_pre_norm, inputs, "trn2", options=TilingOptions(lnc=1))
+    got = pair.run(inputs, race_check=True, initcheck=True)
+    for a, b in zip(_outputs(got), _outputs(one.run(inputs)), strict=True):
+        assert torch.equal(a, b)
