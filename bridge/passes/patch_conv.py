@@ -47,7 +47,7 @@ def patch_shape(node: fx.Node) -> tuple[int, ...] | None:
     xv, wv = _val(x), _val(w)
     if xv is None or wv is None or xv.ndim != 4 or wv.ndim != 4:
         return None
-    if transposed or int(groups) != 1:  # type: ignore[call-overload]
+    if transposed or groups != 1:
         return None
     kh, kw = int(wv.shape[2]), int(wv.shape[3])
     if _ints(stride) != [kh, kw] or any(_ints(padding)) or _ints(dilation) != [1, 1]:

@@ -100,6 +100,7 @@ def _flattening_view(node: fx.Node, weight: fx.Node) -> bool:
     source, value = weight.meta.get("val"), node.meta.get("val")
     if not (isinstance(source, torch.Tensor) and source.is_contiguous() and _two_d(node)):
         return False
+    assert isinstance(value, torch.Tensor)  # _two_d
     return tuple(value.shape) == (source.shape[0], source.numel() // max(1, source.shape[0]))
 
 
