@@ -15,9 +15,12 @@ compile time, and the matmul streams it (``tiling.weights``).
 The patch gather is an ``[N, C, OH, kh, OW, kw] -> [N, OH, OW, C, kh, kw]`` permuted view of
 the image made contiguous (a ``clone``: one strided DMA copy whose runs are ``kw`` elements,
 of the image's size, a few hundred KB for ViT), and the result ``[N*OH*OW, co]`` is permuted
-back to the convolution's NCHW layout the same way. Each copy is one graph node, lowered by the
-bridge's copy lowering. Only the convolution node is replaced; a conv whose output feeds an eval
-batch norm is left to ``conv_bn``.
+back to the convolution's NCHW layout the same way — unless the conv's only reader is a patch
+embedding's ``flatten(2).transpose(1, 2)``, whose [N, patches, co] tokens are the product's own
+rows: then that permuted view is the product, and nothing is copied. Each copy is one graph
+node, lowered by the bridge's copy lowering (the gather is not folded into the matmul's loads:
+their access patterns take 2-D operands). A conv whose output feeds an eval batch norm is left
+to ``conv_bn``.
 """
 
 from __future__ import annotations
@@ -31,6 +34,8 @@ from torch._subclasses.fake_tensor import FakeTensor, FakeTensorMode
 from hwsim.bridge.passes.conv_bn import _match as conv_bn_match
 
 aten = torch.ops.aten
+
+_VIEWS = (aten.view.default, aten._unsafe_view.default, aten.reshape.default)
 
 
 def _ints(values: Any) -> list[int]:
@@ -115,12 +120,38 @@ def _rewrite(graph: fx.Graph, conv: fx.Node, shape: tuple[int, ...]) -> None:
             product = add(aten.mm.default, patches, weight_t)
         else:
             product = add(aten.addmm.default, bias, patches, weight_t)
+        tokens = _tokens_view(conv, n, co, oh * ow)
+        if tokens is not None:  # ViT's flatten(2).transpose(1, 2): the product's own layout
+            out = add(aten.view.default, product, [n, oh * ow, co])
+            tokens.replace_all_uses_with(out)
+            flat = tokens.args[0]
+            graph.erase_node(tokens)
+            graph.erase_node(flat)  # type: ignore[arg-type]
+            graph.erase_node(conv)
+            return
         rows = add(aten.view.default, product, [n, oh, ow, co])
         nchw = add(aten.permute.default, rows, [0, 3, 1, 2])
         out = add(aten.clone.default, nchw, memory_format=torch.contiguous_format)
-    for node in (image, permuted, gathered, patches, matrix, weight_t, product, rows, nchw, out):
-        node.meta.setdefault("stack_trace", conv.meta.get("stack_trace"))
-        if "nn_module_stack" in conv.meta:
-            node.meta["nn_module_stack"] = conv.meta["nn_module_stack"]
     conv.replace_all_uses_with(out)
     graph.erase_node(conv)
+
+
+def _tokens_view(conv: fx.Node, n: int, co: int, patches: int) -> fx.Node | None:
+    """The ``permute(view(conv, [n, co, patches]), [0, 2, 1])`` that alone reads the conv (a
+    patch embedding's tokens), if it does: the matmul's [n * patches, co] rows are it."""
+    users = list(conv.users)
+    if len(users) != 1 or users[0].target not in _VIEWS or users[0].args[0] is not conv:
+        return None
+    flat = users[0]
+    if _ints(flat.args[1]) != [n, co, patches] or len(flat.users) != 1:
+        return None
+    (tokens,) = flat.users
+    if tokens.target is aten.permute.default:
+        swaps_last_two = _ints(tokens.args[1]) == [0, 2, 1]
+    else:
+        dims = [d for d in tokens.args[1:3] if isinstance(d, int)]
+        pair = sorted(d % 3 for d in dims)
+        swaps_last_two = tokens.target is aten.transpose.int and pair == [1, 2]
+    if not swaps_last_two or any(u.op == "output" for u in tokens.users):
+        return None  # a graph output keeps the strides torch gives it
+    return tokens

@@ -143,3 +143,22 @@ def test_a_conv_feeding_a_batch_norm_is_left_to_conv_bn():
     assert steps["patch_conv"]["patch_convs"] == 0 and steps["conv_bn"]["conv_bn_relu"] == 1
     (got,) = lowered.run(examples, race_check=True).outputs
     assert compare(got, model(x), Precision("none").tolerance(torch.float32)).ok
+
+
+def test_a_patch_embeddings_tokens_are_the_products_rows():
+    """ViT's ``conv(x).flatten(2).transpose(1, 2)``: no copy of the output, the same values."""
+
+    def fn(x, w, b):
+        return F.conv2d(x, w, b, stride=4).flatten(2).transpose(1, 2) * 2.0
+
+    inputs = _inputs(X, W, B)
+    graph = make_fx(fn)(*inputs)
+    names = [n.name for n in graph.graph.nodes if n.op == "placeholder"]
+    gm, _ = run_pipeline(graph, PassSelection.all(), constants=names[1:])
+    targets = [n.target for n in gm.graph.nodes if n.op == "call_function"]
+    assert targets.count(aten.clone.default) == 1  # the patch gather only
+    precision = Precision("matmult", "bf16")
+    lowered = _lower(fn, inputs, precision)
+    got = lowered.run(inputs, race_check=True).outputs
+    want = fn(*inputs)
+    assert compare(got, want, precision.tolerance(want.dtype)).ok
