@@ -282,12 +282,14 @@ class PreparedLayout:
             from hwsim.kernels.weights import arrange_blocks
 
             bits = _BITS[source.element_size()]
-            matrix_bits = source.detach().contiguous().view(bits).numpy()
+            # an N-D source (a patch convolution's weight) is its [N, K] matrix, row-major
+            matrix = source.detach().contiguous().reshape(self.n, self.k)
+            matrix_bits = matrix.view(bits).numpy()
             arranged_bits = arrange_blocks(
                 matrix_bits, self.k, self.n, self.rows, self.block, transposed=True
             )
             return torch.from_numpy(arranged_bits).view(source.dtype)
-        matrix = source.detach()
+        matrix = source.detach().reshape(self.k, self.n)
         rows, tiles = self.rows, self.tiles
         arranged = matrix.new_empty(self.elements)
         full, rest = divmod(self.k, rows)  # whole K tiles, rows of the last partial one

@@ -10,6 +10,9 @@ gave (torch.compile's partitions, ``hwsim export``, ``hwsim run FILE.py``: every
                    or collapses to one view; a clone to its source's layout is its source)
     constant_fold  nodes that depend on no graph input (``arange``/``le``/``where`` mask chains)
                    are computed once at compile time and become tensor constants
+    patch_conv     a convolution whose stride is its kernel (no padding, dilation or groups:
+                   a patch embedding) becomes patches @ Wᵀ + b, contracting over C*KH*KW rows
+                   (``passes.patch_conv``)
     prepare_constants
                    the model's weights feeding matmuls are cast to the matmul's dtype and laid
                    out as TensorE reads them, once, at compile time; the program only streams
@@ -191,6 +194,7 @@ from hwsim.bridge.passes.conv_bn import fuse_conv_bn  # noqa: E402  (after Graph
 from hwsim.bridge.passes.fusion import fuse  # noqa: E402
 from hwsim.bridge.passes.mlp_fusion import fuse_mlps  # noqa: E402
 from hwsim.bridge.passes.norm_prologue import fuse_norm_prologues  # noqa: E402
+from hwsim.bridge.passes.patch_conv import patch_convs_to_matmul  # noqa: E402
 from hwsim.bridge.passes.prepare_constants import (  # noqa: E402
     CONSTANTS_KEY,
     prepare_constants,
@@ -208,6 +212,9 @@ PIPELINE: tuple[GraphPass, ...] = (
     GraphPass("cse", common_subexpressions, "common-subexpression elimination"),
     GraphPass("views", cancel_views, "view/permute/transpose cancellation"),
     GraphPass("constant_fold", fold_constants, "mask-building subgraphs folded to constants"),
+    GraphPass(
+        "patch_conv", patch_convs_to_matmul, "patch convolutions (stride = kernel) as matmuls"
+    ),
     GraphPass(
         "prepare_constants",
         prepare_constants,
