@@ -1,14 +1,18 @@
 """TensorE kernels (nc_matmul into PSUM, nc_transpose) with NumPy twins.
 
-The fast path calls NumPy's BLAS sgemm directly rather than a Numba loop: a 128x128x512 tile is
-~17 MFLOP and BLAS runs it at full speed, so a tiled simulated matmul costs about what one big
-``np.matmul`` costs. (Numba's own ``np.dot`` would need SciPy, which ``kernels`` does not use.)
+A matmul's products are summed as a PE column sums them: each output element adds its K products
+one after another, in partition order, in fp32 (a Numba loop). BLAS (``np.matmul``) would be about
+2.5x faster, but its summation order depends on the host's BLAS kernel, on the call's N and M and
+on the element's place in the call: the same math tiled two ways, or run on two machines, gave
+results that differ in the last bit. With a fixed order the simulated values depend only on what
+the program computes, never on the host or on how a lowering split the free dimensions (as on the
+hardware, where a column's sum does not depend on its neighbours). Products of bf16 operands are
+exact in fp32, so for them no host's fused multiply-add can change a bit either.
 """
 
 from __future__ import annotations
 
-import threading
-
+import numba
 import numpy as np
 
 
@@ -47,31 +51,55 @@ def matmul_accumulate(
     """TensorE ``nc_matmul`` into PSUM, in place: ``acc = (acc if accumulate else 0) + S.T @ V``.
 
     acc: f32[M, N] (written in place); stationary S: f32[K, M]; moving V: f32[K, N]; K is the
-    partition (contraction) axis. The product is accumulated in fp32 by sgemm (its summation
-    order and FMA use are BLAS's), then added to ``acc`` with one fp32 rounding.
+    partition (contraction) axis. Each element's K products are summed in partition order in
+    fp32 (the module docstring says why), then added to ``acc`` with one fp32 rounding.
     """
     stationary, moving = _matmul_operands(acc, stationary, moving)
+    _column_sums(
+        acc, np.ascontiguousarray(stationary), np.ascontiguousarray(moving), bool(accumulate)
+    )
+
+
+@numba.njit(cache=True, boundscheck=False)
+def _column_sums(
+    acc: np.ndarray, stationary: np.ndarray, moving: np.ndarray, accumulate: bool
+) -> None:
+    """``acc[m, n] (+)= sum over k in order of stationary[k, m] * moving[k, n]``, in fp32.
+
+    k runs outside n so that the inner loop walks a moving row and two column buffers
+    contiguously (it vectorises across n, each element's sum keeping its own order); two output
+    rows at a time read each moving row once for both.
+    """
+    k_size, m_size = stationary.shape
+    n_size = moving.shape[1]
+    columns = np.empty((2, n_size), np.float32)
+    first, second = columns[0], columns[1]
+    for m in range(0, m_size, 2):
+        pair = m + 1 < m_size
+        for n in range(n_size):
+            first[n] = np.float32(0.0)
+            second[n] = np.float32(0.0)
+        for k in range(k_size):
+            weight_first = stationary[k, m]
+            weight_second = stationary[k, m + 1] if pair else np.float32(0.0)
+            row = moving[k]
+            for n in range(n_size):
+                value = row[n]
+                first[n] += weight_first * value
+                second[n] += weight_second * value
+        _store_column(acc[m], first, accumulate)
+        if pair:
+            _store_column(acc[m + 1], second, accumulate)
+
+
+@numba.njit(cache=True, inline="always")
+def _store_column(out: np.ndarray, column: np.ndarray, accumulate: bool) -> None:
     if accumulate:
-        product = _scratch(acc.shape)
-        np.matmul(stationary.T, moving, out=product)
-        np.add(acc, product, out=acc)
+        for n in range(out.shape[0]):
+            out[n] += column[n]
     else:
-        np.matmul(stationary.T, moving, out=acc)
-
-
-_local = threading.local()
-_MAX_SCRATCH_SHAPES = 8
-
-
-def _scratch(shape: tuple[int, ...]) -> np.ndarray:
-    """A reusable fp32 buffer of ``shape`` for this thread: saves a 256 KiB allocation per call."""
-    buffers: dict[tuple[int, ...], np.ndarray] = _local.__dict__.setdefault("buffers", {})
-    buffer = buffers.get(shape)
-    if buffer is None:
-        if len(buffers) >= _MAX_SCRATCH_SHAPES:
-            buffers.clear()  # bound the memory held when tile shapes vary a lot
-        buffer = buffers[shape] = np.empty(shape, np.float32)
-    return buffer
+        for n in range(out.shape[0]):
+            out[n] = column[n]
 
 
 def matmul_accumulate_ref(

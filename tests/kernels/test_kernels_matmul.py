@@ -59,6 +59,44 @@ def test_matmul_reference_is_rounded_float64() -> None:
     assert_exact(acc, expected, "reference")
 
 
+def test_matmul_sums_each_column_in_partition_order_in_fp32() -> None:
+    # A PE column adds its K products one after another; the kernel must give exactly that
+    # order's fp32 result (BLAS's blocked order differs in the last bit for many elements).
+    rng = np.random.default_rng(3)
+    stationary, moving = mixed_f32(rng, (128, 16)), mixed_f32(rng, (128, 64))
+    expected = np.zeros((16, 64), np.float32)
+    with np.errstate(all="ignore"):
+        for k in range(128):
+            expected += stationary[k][:, None] * moving[k][None, :]
+    acc = np.empty((16, 64), np.float32)
+    K.matmul_accumulate(acc, stationary, moving, False)
+    assert_exact(acc, expected, "partition-order fp32 sum")
+
+
+@pytest.mark.parametrize("n_chunk", [1, 3, 64, 100, 128])
+def test_matmul_values_do_not_depend_on_how_the_free_dims_are_split(n_chunk: int) -> None:
+    # The same product computed as one [128 x 512] matmul and as column or row chunks (two
+    # lowerings tiling one op differently) must agree to the bit, on any host.
+    rng = np.random.default_rng(4)
+    stationary, moving = moderate_f32(rng, (128, 128)), moderate_f32(rng, (128, 512))
+    whole = np.empty((128, 512), np.float32)
+    K.matmul_accumulate(whole, stationary, moving, False)
+    by_columns = np.empty_like(whole)
+    for start in range(0, 512, n_chunk):
+        cols = slice(start, min(start + n_chunk, 512))
+        chunk = np.empty((128, cols.stop - start), np.float32)
+        K.matmul_accumulate(chunk, stationary, moving[:, cols], False)
+        by_columns[:, cols] = chunk
+    assert_exact(by_columns, whole, f"columns in chunks of {n_chunk}")
+    by_rows = np.empty_like(whole)
+    for start in range(0, 128, 32):
+        rows = slice(start, start + 32)
+        chunk = np.empty((32, 512), np.float32)
+        K.matmul_accumulate(chunk, stationary[:, rows], moving, False)
+        by_rows[rows] = chunk
+    assert_exact(by_rows, whole, "rows in chunks of 32")
+
+
 def test_matmul_accumulates_over_contraction_tiles() -> None:
     # How TensorE builds a K = 512 product: four K = 128 matmuls into one PSUM accumulator.
     rng = np.random.default_rng(2)
