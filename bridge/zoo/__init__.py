@@ -24,6 +24,20 @@ VOCAB = 512
 WIDTH, HEADS, KV_HEADS, FFN, LAYERS, POSITIONS = 64, 4, 2, 128, 2, 64
 
 
+def standard_sizes(**extra: Any) -> dict[str, Any]:
+    """The config keywords BERT- and Llama-shaped configs share (sizes above), plus ``extra``."""
+    return {
+        "hidden_size": WIDTH,
+        "intermediate_size": FFN,
+        "num_hidden_layers": LAYERS,
+        "num_attention_heads": HEADS,
+        "vocab_size": VOCAB,
+        "max_position_embeddings": POSITIONS,
+        "pad_token_id": 0,
+        **extra,
+    }
+
+
 @dataclass(frozen=True)
 class ZooModel:
     """One architecture: its config, its model class, and what to feed it.

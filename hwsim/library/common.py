@@ -17,6 +17,7 @@ from hwsim.dtypes import DType
 from hwsim.dtypes import dtype as lookup_dtype
 from hwsim.errors import HwsimError
 from hwsim.isa.ap import AccessPattern, MemorySpace
+from hwsim.kernels.ops import AluOp, ReduceOp
 from hwsim.lang import isa as nisa
 from hwsim.lang.tiles import Buffer, Tile, View
 
@@ -178,6 +179,46 @@ class Evacuator:
             nisa.activation(dst, lang.ActivationFunction.copy, src)
         else:
             nisa.tensor_copy(dst, src)
+
+
+def transpose_chunks(
+    copy: Evacuator,
+    p: Operand,
+    group: list[tuple[int, int]],
+    ps: Operand,
+    pt: Operand,
+    g0: int,
+    width: int,
+) -> None:
+    """pᵀ of the column chunks ``group`` ((start, width) each) of p, for p @ v through TensorE.
+
+    One TensorE transpose per chunk into PSUM ``ps[:, i, :]``, then copied to ``pt[:, g0 + i, :]``:
+    the chunks ``width`` wide in one copy, a narrower last one alone."""
+    for i, (c0, cw) in enumerate(group):
+        nisa.nc_transpose(ps[:cw, i, :], p[:, c0 : c0 + cw])
+    full = sum(1 for _, cw in group if cw == width)
+    if full:
+        copy(pt[:, g0 : g0 + full, :], ps[:, 0:full, :])
+    if full < len(group):
+        cw = group[-1][1]
+        copy(pt[:cw, g0 + full, :], ps[:cw, full, :])
+
+
+#: The ALU op that merges two partial results of a reduction.
+COMBINE = {ReduceOp.add: AluOp.add, ReduceOp.max: AluOp.max, ReduceOp.min: AluOp.min}
+
+
+def reduce_into(
+    acc: Operand, src: Operand, op: ReduceOp, *, first: bool, partials: BufferRing
+) -> None:
+    """Reduce src [P, F] along its free axis into acc [P, 1]: the first chunk of a row block
+    writes acc, a later one reduces into a tile of ``partials`` that is then merged into acc."""
+    if first:
+        nisa.tensor_reduce(acc, op, src)
+    else:
+        part = partials(acc.shape, acc.dtype, lang.sbuf)
+        nisa.tensor_reduce(part, op, src)
+        nisa.tensor_tensor(acc, acc, part, COMBINE[op])
 
 
 def partition_broadcast(src: Tile, partitions: int) -> AccessPattern:
