@@ -43,7 +43,7 @@ from hwsim.dtypes import DType
 from hwsim.kernels.ops import ActivationFunction as Act
 from hwsim.kernels.ops import AluOp, ReduceOp
 from hwsim.lang import isa as nisa
-from hwsim.library.common import BufferRing, Evacuator, cdiv, chunks, transpose_chunks
+from hwsim.library.common import BufferRing, Evacuator, cdiv, chunks
 
 #: Score of a masked position (as ``hwsim.library.attention``): finite, so the running max
 #: never meets -inf - -inf, and exp(MASKED - max) is exactly 0 in fp32.
@@ -402,7 +402,14 @@ class _Flash:
         for g0 in range(0, len(subs), per_bank):
             group = subs[g0 : g0 + per_bank]
             ps = self.t_psum((pm, len(group), qw), pv, lang.psum, max_shape=(pm, per_bank, pm))
-            transpose_chunks(self.copy, p, group, ps, pt, g0, pm)
+            for i, (c0, cw) in enumerate(group):
+                nisa.nc_transpose(ps[:cw, i, :], p[:, c0 : c0 + cw])
+            full = sum(1 for _, cw in group if cw == pm)
+            if full:
+                self.copy(pt[:, g0 : g0 + full, :], ps[:, 0:full, :])
+            if full < len(group):
+                cw = group[-1][1]
+                self.copy(pt[:cw, g0 + full, :], ps[:cw, full, :])
         yield
         out = self.o_psum((qw, self.s.dim_v), HW_FP32, lang.psum, max_shape=(pm, self.s.dim_v))
         for c, (c0, cw) in enumerate(subs):

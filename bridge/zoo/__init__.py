@@ -18,6 +18,8 @@ from typing import Any
 
 import torch
 
+from hwsim.registry import add_unique
+
 #: Vocabulary of the language models (as ``bridge.models``).
 VOCAB = 512
 #: Width, heads and layers shared by the transformer configs.
@@ -120,9 +122,7 @@ ZOO: dict[str, ZooModel] = {}
 
 
 def register(model: ZooModel) -> None:
-    if model.name in ZOO:
-        raise ValueError(f"zoo model {model.name!r} is registered twice")
-    ZOO[model.name] = model
+    add_unique(ZOO, model.name, model, "zoo model")
 
 
 def _load() -> None:

@@ -37,7 +37,6 @@ from hwsim.library.common import (
     limits,
     require,
     row_tiles,
-    transpose_chunks,
 )
 
 #: Score value of masked positions: exp(scale * MASKED - max) is exactly 0 in fp32.
@@ -244,7 +243,14 @@ class _Head:
             ps = self.t_psum(
                 (tk, len(group), qw), self.dt, lang.psum, max_shape=(tk, per_bank, self.q_max)
             )
-            transpose_chunks(self.copy, p, group, ps, pt, g0, tk)
+            for i, (c0, cw) in enumerate(group):
+                nisa.nc_transpose(ps[:cw, i, :], p[:, c0 : c0 + cw])
+            full = sum(1 for _, cw in group if cw == tk)
+            if full:
+                self.copy(pt[:, g0 : g0 + full, :], ps[:, 0:full, :])
+            if full < len(group):
+                cw = group[-1][1]
+                self.copy(pt[:cw, g0 + full, :], ps[:cw, full, :])
         yield True
         pv = self.o_psum((qw, self.d), lang.float32, lang.psum, max_shape=(self.q_max, self.d))
         for c, (c0, cw) in enumerate(subs):

@@ -181,29 +181,6 @@ class Evacuator:
             nisa.tensor_copy(dst, src)
 
 
-def transpose_chunks(
-    copy: Evacuator,
-    p: Operand,
-    group: list[tuple[int, int]],
-    ps: Operand,
-    pt: Operand,
-    g0: int,
-    width: int,
-) -> None:
-    """pᵀ of the column chunks ``group`` ((start, width) each) of p, for p @ v through TensorE.
-
-    One TensorE transpose per chunk into PSUM ``ps[:, i, :]``, then copied to ``pt[:, g0 + i, :]``:
-    the chunks ``width`` wide in one copy, a narrower last one alone."""
-    for i, (c0, cw) in enumerate(group):
-        nisa.nc_transpose(ps[:cw, i, :], p[:, c0 : c0 + cw])
-    full = sum(1 for _, cw in group if cw == width)
-    if full:
-        copy(pt[:, g0 : g0 + full, :], ps[:, 0:full, :])
-    if full < len(group):
-        cw = group[-1][1]
-        copy(pt[:cw, g0 + full, :], ps[:cw, full, :])
-
-
 #: The ALU op that merges two partial results of a reduction.
 COMBINE = {ReduceOp.add: AluOp.add, ReduceOp.max: AluOp.max, ReduceOp.min: AluOp.min}
 

@@ -77,9 +77,17 @@ def matmul_blocked(lhsT, rhs, TILES_IN_BLOCK_M=2):
     out = lang.ndarray((m, n), lhsT.dtype, buffer=lang.hbm, name="out")
     k_tiles = chunks(k, lim.tile_k)
     for mb0, mb in chunks(m, lim.tile_m * TILES_IN_BLOCK_M):
-        lhsT_tiles = _load_k_tiles(lhsT, k_tiles, mb0, mb)
+        lhsT_tiles = []
+        for k0, kt in k_tiles:
+            tile = lang.ndarray((kt, mb), lhsT.dtype)
+            nisa.dma_copy(tile, lhsT[k0 : k0 + kt, mb0 : mb0 + mb])
+            lhsT_tiles.append(tile)
         for n0, nt in chunks(n, lim.tile_n):
-            rhs_tiles = _load_k_tiles(rhs, k_tiles, n0, nt)
+            rhs_tiles = []
+            for k0, kt in k_tiles:
+                tile = lang.ndarray((kt, nt), rhs.dtype)
+                nisa.dma_copy(tile, rhs[k0 : k0 + kt, n0 : n0 + nt])
+                rhs_tiles.append(tile)
             for m0, mt in chunks(mb, lim.tile_m):
                 ps = lang.ndarray((mt, nt), lang.float32, buffer=lang.psum)
                 for i, (a, b) in enumerate(zip(lhsT_tiles, rhs_tiles, strict=True)):
@@ -138,13 +146,3 @@ def matmul_optimized(
     queues = DmaQueues()
     OptimizedMatmul(lhsT_loader(lhsT, queues), k, m, rhs, out, blocking, queues).emit()
     return out
-
-
-def _load_k_tiles(x: Tile, k_tiles: list[tuple[int, int]], col0: int, cols: int) -> list[Tile]:
-    """Columns col0 .. col0 + cols of x [K, *] in SBUF, one tile (and one DMA) per K chunk."""
-    tiles = []
-    for k0, kt in k_tiles:
-        tile = lang.ndarray((kt, cols), x.dtype)
-        nisa.dma_copy(tile, x[k0 : k0 + kt, col0 : col0 + cols])
-        tiles.append(tile)
-    return tiles
