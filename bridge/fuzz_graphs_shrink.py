@@ -7,6 +7,7 @@ from collections.abc import Iterator
 from typing import Any
 
 from hwsim.bridge.fuzz_graphs import BINARY, value_shapes
+from hwsim.fuzz.shrink import ops_without
 
 
 def candidates(spec: dict[str, Any]) -> Iterator[dict[str, Any]]:
@@ -55,15 +56,8 @@ def _without(spec: dict[str, Any], value: int, replacement: int) -> dict[str, An
         v = replacement if v == value else v
         return v - 1 if v > value else v
 
-    inputs = len(spec["inputs"])
-    ops = []
-    for j, op in enumerate(spec["ops"]):
-        if inputs + j == value:
-            continue
-        new = list(op)
-        for slot in _slots(op):
-            new[slot] = renumber(op[slot])
-        ops.append(new)
+    ops = ops_without(spec["ops"], len(spec["inputs"]), value, _slots, renumber)
+    assert ops is not None  # renumber maps every value
     kept = [s for i, s in enumerate(spec["inputs"]) if i != value]
     return {
         **spec,

@@ -41,7 +41,8 @@ from torch.utils._python_dispatch import _disable_current_modes
 
 from hwsim.bridge.context import IndexCheck
 from hwsim.bridge.dtypes import MOVABLE_DTYPES
-from hwsim.bridge.graph_lowering import InputBinding, LoweredGraph, OutputBinding
+from hwsim.bridge.graph_bindings import InputBinding, OutputBinding
+from hwsim.bridge.graph_lowering import LoweredGraph
 from hwsim.bridge.memory_plan import MemoryStats
 from hwsim.bridge.passes.floor import Floor
 from hwsim.bridge.values import PreparedLayout

@@ -47,19 +47,10 @@ def tiny_gpt2(attention: str = "sdpa") -> torch.nn.Module:
 
 def tiny_llama(attention: str = "sdpa", kv_heads: int = 2) -> torch.nn.Module:
     """Llama with grouped-query attention (4 query heads over ``kv_heads`` KV heads)."""
-    transformers = _transformers()
     torch.manual_seed(0)
-    config = transformers.LlamaConfig(
-        hidden_size=128,
-        intermediate_size=256,
-        num_hidden_layers=2,
-        num_attention_heads=4,
-        num_key_value_heads=kv_heads,
-        vocab_size=VOCAB,
-        max_position_embeddings=POSITIONS,
-    )
+    config = _language_config("LlamaConfig", num_key_value_heads=kv_heads)
     config._attn_implementation = attention
-    return transformers.LlamaForCausalLM(config).eval()
+    return _transformers().LlamaForCausalLM(config).eval()
 
 
 def tokens(batch: int, seq: int, seed: int = 0) -> torch.Tensor:
@@ -110,15 +101,7 @@ class TinyResNet(nn.Module):
 
 def tiny_resnet() -> nn.Module:
     torch.manual_seed(0)
-    model = TinyResNet()
-    for module in model.modules():  # statistics a trained model would have, not 0 and 1
-        if isinstance(module, nn.BatchNorm2d):
-            assert module.running_mean is not None and module.running_var is not None
-            module.running_mean.uniform_(-0.5, 0.5)
-            module.running_var.uniform_(0.5, 1.5)
-            module.weight.data.uniform_(0.5, 1.5)
-            module.bias.data.uniform_(-0.5, 0.5)
-    return model.eval()
+    return _trained_statistics(TinyResNet()).eval()
 
 
 class InvertedResidual(nn.Module):
@@ -188,26 +171,27 @@ def _trained_statistics(model: nn.Module) -> nn.Module:
     return model
 
 
-def _encoder_config(name: str) -> Any:
-    transformers = _transformers()
-    return getattr(transformers, name)(
+def _language_config(name: str, **extra: Any) -> Any:
+    """``transformers.<name>`` at the sizes the tiny language models share, plus ``extra``."""
+    return getattr(_transformers(), name)(
         hidden_size=128,
+        intermediate_size=256,
         num_hidden_layers=2,
         num_attention_heads=4,
-        intermediate_size=256,
         vocab_size=VOCAB,
         max_position_embeddings=POSITIONS,
+        **extra,
     )
 
 
 def tiny_bert() -> nn.Module:
     torch.manual_seed(0)
-    return _transformers().BertModel(_encoder_config("BertConfig")).eval()
+    return _transformers().BertModel(_language_config("BertConfig")).eval()
 
 
 def tiny_roberta() -> nn.Module:
     torch.manual_seed(0)
-    return _transformers().RobertaModel(_encoder_config("RobertaConfig")).eval()
+    return _transformers().RobertaModel(_language_config("RobertaConfig")).eval()
 
 
 def tiny_t5() -> nn.Module:
@@ -221,17 +205,8 @@ def tiny_t5() -> nn.Module:
 
 def tiny_mixtral() -> nn.Module:
     """Mixtral with 4 experts, 2 per token (transformers' default grouped-mm experts)."""
-    transformers = _transformers()
     torch.manual_seed(0)
-    config = transformers.MixtralConfig(
-        hidden_size=128,
-        intermediate_size=256,
-        num_hidden_layers=2,
-        num_attention_heads=4,
-        num_key_value_heads=2,
-        vocab_size=VOCAB,
-        max_position_embeddings=POSITIONS,
-        num_local_experts=4,
-        num_experts_per_tok=2,
+    config = _language_config(
+        "MixtralConfig", num_key_value_heads=2, num_local_experts=4, num_experts_per_tok=2
     )
-    return transformers.MixtralForCausalLM(config).eval()
+    return _transformers().MixtralForCausalLM(config).eval()

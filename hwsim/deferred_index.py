@@ -146,14 +146,24 @@ def slot(table, k0, k1, k2):
         i = (i + 1) & mask
 
 
+@numba.njit(cache=True, inline="always")
+def _next_row(counts, counter, rows, table):
+    """The next free row of a table, counted by ``counts[counter]``; NONE if all ``rows`` are
+    taken (status set: ``table`` is full)."""
+    n = counts[counter]
+    if n == rows:
+        counts[N_FULL] = 1 + table
+        return NONE
+    counts[counter] = n + 1
+    return n
+
+
 @numba.njit(cache=True)
 def new_bucket(counts, b_head, b_tail, b_next):
     """An empty bucket (both lists), or NONE if the table is full (status set)."""
-    b = counts[N_BUCKETS]
-    if b == b_head.shape[0]:
-        counts[N_FULL] = 1 + C_BUCKETS
+    b = _next_row(counts, N_BUCKETS, b_head.shape[0], C_BUCKETS)
+    if b == NONE:
         return NONE
-    counts[N_BUCKETS] = b + 1
     for kind in range(2):
         b_head[b, kind] = NONE
         b_tail[b, kind] = NONE
@@ -186,11 +196,9 @@ def bucket_of(key, row_bin, col_bin, bins, counts, b_head, b_tail, b_next, k_fir
 @numba.njit(cache=True)
 def append(bucket, kind, a, counts, nodes, b_head, b_tail):
     """Add access ``a`` at the end of a bucket's ``kind`` list; False: the node table is full."""
-    n = counts[N_NODES]
-    if n == nodes.shape[0]:
-        counts[N_FULL] = 1 + C_NODES
+    n = _next_row(counts, N_NODES, nodes.shape[0], C_NODES)
+    if n == NONE:
         return False
-    counts[N_NODES] = n + 1
     nodes[n, ACC] = a
     nodes[n, 1] = NONE
     if b_tail[bucket, kind] == NONE:
@@ -204,11 +212,9 @@ def append(bucket, kind, a, counts, nodes, b_head, b_tail):
 @numba.njit(cache=True)
 def new_access(region, wch, wval, counts, acc):
     """A new live access, or NONE if the table is full."""
-    a = counts[N_ACC]
-    if a == acc.shape[0]:
-        counts[N_FULL] = 1 + C_ACC
+    a = _next_row(counts, N_ACC, acc.shape[0], C_ACC)
+    if a == NONE:
         return NONE
-    counts[N_ACC] = a + 1
     acc[a, REGION] = region
     acc[a, WCH] = wch
     acc[a, WVAL] = wval
@@ -227,11 +233,9 @@ def set_reader(a, channel, value, counts, acc, rd):
             rd[node, VAL] = value
             return True
         node = rd[node, NEXT]
-    n = counts[N_RD]
-    if n == rd.shape[0]:
-        counts[N_FULL] = 1 + C_RD
+    n = _next_row(counts, N_RD, rd.shape[0], C_RD)
+    if n == NONE:
         return False
-    counts[N_RD] = n + 1
     rd[n, CH] = channel
     rd[n, VAL] = value
     rd[n, NEXT] = acc[a, RHEAD]

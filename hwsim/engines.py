@@ -16,6 +16,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Literal
 
+from hwsim.registry import add_unique
+
 if TYPE_CHECKING:
     from hwsim.config.schema import HardwareConfig
 
@@ -80,10 +82,7 @@ _PORTS: dict[str, SharedPort] = {}
 
 def register_engine(spec: EngineSpec) -> EngineSpec:
     """Add an engine after those registered so far (hardware order); duplicates are errors."""
-    if spec.name in _ENGINES:
-        raise ValueError(f"engine '{spec.name}' is already registered")
-    _ENGINES[spec.name] = spec
-    return spec
+    return add_unique(_ENGINES, spec.name, spec, "engine")
 
 
 def unregister_engine(name: str) -> None:
@@ -94,10 +93,7 @@ def unregister_engine(name: str) -> None:
 
 
 def register_port(port: SharedPort) -> SharedPort:
-    if port.name in _PORTS:
-        raise ValueError(f"shared port '{port.name}' is already registered")
-    _PORTS[port.name] = port
-    return port
+    return add_unique(_PORTS, port.name, port, "shared port")
 
 
 def engine_names() -> tuple[str, ...]:

@@ -12,7 +12,7 @@ collective's simulated end (``clock.RankClock``).
 from __future__ import annotations
 
 import itertools
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from typing import Any
 
 import numpy as np
@@ -287,11 +287,7 @@ class HwsimProcessGroup(dist.ProcessGroup):
     def all_gather_single_coalesced(
         self, outputs: list[torch.Tensor], inputs: list[torch.Tensor], opts: Any = None
     ) -> SimWork:
-        work = None
-        for out, input in zip(outputs, inputs, strict=True):
-            work = self.all_gather_single(out, input, opts)
-        assert work is not None
-        return work
+        return _pair_by_pair(self.all_gather_single, outputs, inputs, opts)
 
     def reduce_scatter_single(
         self, output: torch.Tensor, input: torch.Tensor, opts: Any = None
@@ -311,21 +307,14 @@ class HwsimProcessGroup(dist.ProcessGroup):
     def reduce_scatter(  # type: ignore[override]
         self, outputs: list[torch.Tensor], inputs: list[list[torch.Tensor]], opts: Any = None
     ) -> SimWork:
-        work = None
-        for out, chunks in zip(outputs, inputs, strict=True):
-            flat = torch.cat([c.detach().reshape(-1) for c in chunks])
-            work = self.reduce_scatter_single(out, flat, opts)
-        assert work is not None
-        return work
+        # a generator: each input is flattened just before its collective, as one at a time
+        flat = (torch.cat([c.detach().reshape(-1) for c in chunks]) for chunks in inputs)
+        return _pair_by_pair(self.reduce_scatter_single, outputs, flat, opts)
 
     def reduce_scatter_single_coalesced(
         self, outputs: list[torch.Tensor], inputs: list[torch.Tensor], opts: Any = None
     ) -> SimWork:
-        work = None
-        for out, input in zip(outputs, inputs, strict=True):
-            work = self.reduce_scatter_single(out, input, opts)
-        assert work is not None
-        return work
+        return _pair_by_pair(self.reduce_scatter_single, outputs, inputs, opts)
 
     def all_to_all_single(
         self,
@@ -416,3 +405,18 @@ def create_process_group(options: Any, pg_options: Any) -> HwsimProcessGroup:
         set_current(clock)
     fabric = fabric_for(options.store, rank, size, options.timeout)
     return HwsimProcessGroup(rank, size, global_ranks, fabric, clock)
+
+
+def _pair_by_pair(
+    single: Callable[[torch.Tensor, torch.Tensor, Any], SimWork],
+    outputs: list[torch.Tensor],
+    inputs: Iterable[torch.Tensor],
+    opts: Any,
+) -> SimWork:
+    """A coalesced collective as its single-tensor form on each (output, input) pair in turn;
+    the last pair's work, which ends last."""
+    work = None
+    for out, input in zip(outputs, inputs, strict=True):
+        work = single(out, input, opts)
+    assert work is not None
+    return work

@@ -40,7 +40,7 @@ from hwsim.bridge.tiling.space import hbm_ap
 from hwsim.bridge.values import HbmValue
 from hwsim.kernels.ops import AluOp, ReduceOp
 from hwsim.lang import isa as nisa
-from hwsim.library.common import BufferRing, chunks
+from hwsim.library.common import BufferRing, chunks, reduce_into
 
 aten = torch.ops.aten
 
@@ -115,12 +115,7 @@ def histc(ctx: LoweringContext, x: HbmValue, *_: Any, **__: Any) -> HbmValue:
             else:
                 nisa.tensor_scalar(hit, xt, AluOp.is_lt, hi)
                 nisa.scalar_tensor_tensor(hit, xt, AluOp.is_ge, lo, AluOp.multiply, hit)
-            if j == 0:
-                nisa.tensor_reduce(count, ReduceOp.add, hit)
-            else:
-                part = parts((bt, 1), lang.float32, lang.sbuf)
-                nisa.tensor_reduce(part, ReduceOp.add, hit)
-                nisa.tensor_tensor(count, count, part, AluOp.add)
+            reduce_into(count, hit, ReduceOp.add, first=j == 0, partials=parts)
         ctx.queues.store(hbm_ap(out, out.offset + b0, bt, 1, (), ()), count)
     return out
 

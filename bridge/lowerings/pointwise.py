@@ -43,18 +43,23 @@ from hwsim.library.common import BufferRing
 
 aten = torch.ops.aten
 
-register_unary(aten.relu.default, Act.relu)
-register_unary(aten.tanh.default, Act.tanh)
-register_unary(aten.sigmoid.default, Act.sigmoid)
-register_unary(aten.silu.default, Act.silu)
-register_unary(aten.exp.default, Act.exp)
-register_unary(aten.log.default, Act.log)
-register_unary(aten.sqrt.default, Act.sqrt)
-register_unary(aten.rsqrt.default, Act.rsqrt)
-register_unary(aten.reciprocal.default, Act.reciprocal)
-register_unary(aten.erf.default, Act.erf)
-register_unary(aten.sin.default, Act.sin)
-register_unary(aten.cos.default, Act.cos)
+#: ATen ops that are the ScalarE activation function of the same name.
+_ACTIVATIONS = [
+    "relu",
+    "tanh",
+    "sigmoid",
+    "silu",
+    "exp",
+    "log",
+    "sqrt",
+    "rsqrt",
+    "reciprocal",
+    "erf",
+    "sin",
+    "cos",
+]
+for _name in _ACTIVATIONS:
+    register_unary(getattr(aten, _name).default, Act[_name])
 register_alu_unary(aten.neg.default, AluOp.multiply, -1.0)
 
 register_binary(aten.add.Tensor, AluOp.add)

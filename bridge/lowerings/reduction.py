@@ -72,28 +72,19 @@ def _reduce(
     return out
 
 
-@register_lowering(aten.sum.dim_IntList, check=_dtype_check)
+# The ``.default`` overloads reduce every dim: they pass no ``dim``.
+@register_lowering(aten.sum.dim_IntList, aten.sum.default, check=_dtype_check)
 def sum_dims(
     ctx: LoweringContext, x: HbmValue, dim: Any = None, keepdim: bool = False, **_: Any
 ) -> HbmValue:
     return _reduce(ctx, x, dim, keepdim, ReduceOp.add, mean=False)
 
 
-@register_lowering(aten.sum.default, check=_dtype_check)
-def sum_all(ctx: LoweringContext, x: HbmValue, **_: Any) -> HbmValue:
-    return _reduce(ctx, x, None, False, ReduceOp.add, mean=False)
-
-
-@register_lowering(aten.mean.dim, check=_dtype_check)
+@register_lowering(aten.mean.dim, aten.mean.default, check=_dtype_check)
 def mean_dims(
     ctx: LoweringContext, x: HbmValue, dim: Any = None, keepdim: bool = False, **_: Any
 ) -> HbmValue:
     return _reduce(ctx, x, dim, keepdim, ReduceOp.add, mean=True)
-
-
-@register_lowering(aten.mean.default, check=_dtype_check)
-def mean_all(ctx: LoweringContext, x: HbmValue, **_: Any) -> HbmValue:
-    return _reduce(ctx, x, None, False, ReduceOp.add, mean=True)
 
 
 @register_lowering(aten.amax.default, dtypes=NUMERIC_DTYPES)

@@ -45,7 +45,7 @@ from hwsim.bridge.tiling.space import hbm_ap, plan
 from hwsim.bridge.values import HbmValue
 from hwsim.kernels.ops import AluOp, ReduceOp
 from hwsim.lang import isa as nisa
-from hwsim.library.common import BufferRing, Evacuator, chunks
+from hwsim.library.common import BufferRing, Evacuator, chunks, reduce_into
 
 aten = torch.ops.aten
 
@@ -178,12 +178,7 @@ def _scatter_last_wins(ctx: LoweringContext, out: HbmValue, index: HbmValue, src
             nisa.iota(rank, offset=n0 + 1, channel_multiplier=0, steps=(1,))
             # (ids == g) * (n + 1), then its max along the free axis
             nisa.scalar_tensor_tensor(rank, ids, AluOp.is_equal, g_col, AluOp.multiply, rank)
-            if j == 0:
-                nisa.tensor_reduce(best, ReduceOp.max, rank)
-            else:
-                part = partials((gt, 1), lang.float32, lang.sbuf)
-                nisa.tensor_reduce(part, ReduceOp.max, rank)
-                nisa.tensor_tensor(best, best, part, AluOp.max)
+            reduce_into(best, rank, ReduceOp.max, first=j == 0, partials=partials)
         ctx.queues.store(hbm_ap(winner, winner.offset + g0, gt, 1, (), ()), best)
     # source row of each target (winner - 1, clamped to 0 where nothing writes it)
     pick = ctx.new_value((g_rows,), HW_INT32)

@@ -28,12 +28,9 @@ from hwsim.bridge.values import HbmValue
 from hwsim.kernels.ops import ActivationFunction as Act
 from hwsim.kernels.ops import AluOp, ReduceOp
 from hwsim.lang import isa as nisa
-from hwsim.library.common import BufferRing
+from hwsim.library.common import COMBINE, BufferRing
 
 aten = torch.ops.aten
-
-#: How the per-tile partials of each kind of norm combine.
-_COMBINE = {ReduceOp.add: AluOp.add, ReduceOp.max: AluOp.max, ReduceOp.min: AluOp.min}
 
 
 def _norm_check(call: OpCall) -> None:
@@ -115,7 +112,7 @@ def linalg_vector_norm(
         else:
             part = partials((tile.partitions, 1), lang.float32, lang.sbuf, max_shape=(rows, 1))
             _partial(part, scratch, xt, p)
-            nisa.tensor_tensor(acc, acc, part, _COMBINE[_reduce_op(p)])
+            nisa.tensor_tensor(acc, acc, part, COMBINE[_reduce_op(p)])
         if tile.last:
             _root(acc, p)
             ctx.queues.store(tile.ap_rows(0, broadcast), acc)

@@ -82,7 +82,10 @@ def _only_user(node: fx.Node) -> fx.Node | None:
     return users[0] if len(users) == 1 else None
 
 
-def _match(conv: fx.Node) -> tuple[list[fx.Node], bool] | None:
+def match_conv_bn(conv: fx.Node) -> tuple[list[fx.Node], bool] | None:
+    """The nodes ``fuse_conv_bn`` replaces at ``conv`` (the conv, its batch norm and the batch
+    norm's getitems, then the ReLU if one follows) and whether a ReLU follows; None if it leaves
+    the conv alone. ``patch_conv`` leaves the convs this matches to this pass."""
     bn = _only_user(conv)
     if bn is None or bn.target is not _BN_EVAL or bn.args[0] is not conv:
         return None
@@ -131,7 +134,7 @@ def fuse_conv_bn(gm: fx.GraphModule) -> dict[str, int]:
     for node in list(gm.graph.nodes):
         if node.op != "call_function" or node.target is not aten.convolution.default:
             continue
-        match = _match(node)
+        match = match_conv_bn(node)
         if match is None:
             continue
         members, relu = match

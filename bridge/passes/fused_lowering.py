@@ -110,7 +110,7 @@ def _virtual(value: HbmValue) -> bool:
 
 
 def _meta(value: Any) -> Any:
-    from hwsim.bridge.graph_lowering import _meta as graph_meta
+    from hwsim.bridge.graph_builder import node_meta as graph_meta
 
     return graph_meta(value)
 

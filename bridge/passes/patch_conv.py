@@ -31,7 +31,7 @@ import torch
 from torch import fx
 from torch._subclasses.fake_tensor import FakeTensor, FakeTensorMode
 
-from hwsim.bridge.passes.conv_bn import _match as conv_bn_match
+from hwsim.bridge.passes.conv_bn import match_conv_bn
 
 aten = torch.ops.aten
 
@@ -62,7 +62,7 @@ def patch_shape(node: fx.Node) -> tuple[int, ...] | None:
     n, c, h, width = (int(s) for s in xv.shape)
     if h % kh or width % kw:
         return None  # a ragged last patch (the conv drops it): not a pure reshape
-    if conv_bn_match(node) is not None:
+    if match_conv_bn(node) is not None:
         return None  # conv_bn folds the batch norm into the conv's evacuation
     return (n, c, h // kh, kh, width // kw, kw, int(wv.shape[0]))
 

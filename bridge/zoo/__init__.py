@@ -18,10 +18,26 @@ from typing import Any
 
 import torch
 
+from hwsim.registry import add_unique
+
 #: Vocabulary of the language models (as ``bridge.models``).
 VOCAB = 512
 #: Width, heads and layers shared by the transformer configs.
 WIDTH, HEADS, KV_HEADS, FFN, LAYERS, POSITIONS = 64, 4, 2, 128, 2, 64
+
+
+def standard_sizes(**extra: Any) -> dict[str, Any]:
+    """The config keywords BERT- and Llama-shaped configs share (sizes above), plus ``extra``."""
+    return {
+        "hidden_size": WIDTH,
+        "intermediate_size": FFN,
+        "num_hidden_layers": LAYERS,
+        "num_attention_heads": HEADS,
+        "vocab_size": VOCAB,
+        "max_position_embeddings": POSITIONS,
+        "pad_token_id": 0,
+        **extra,
+    }
 
 
 @dataclass(frozen=True)
@@ -106,9 +122,7 @@ ZOO: dict[str, ZooModel] = {}
 
 
 def register(model: ZooModel) -> None:
-    if model.name in ZOO:
-        raise ValueError(f"zoo model {model.name!r} is registered twice")
-    ZOO[model.name] = model
+    add_unique(ZOO, model.name, model, "zoo model")
 
 
 def _load() -> None:

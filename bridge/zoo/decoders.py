@@ -15,6 +15,7 @@ from hwsim.bridge.zoo import (
     ZooModel,
     config_of,
     register,
+    standard_sizes,
     token_ids,
 )
 
@@ -24,18 +25,8 @@ def _causal_inputs() -> dict[str, Any]:
 
 
 def _llama_like(**extra: Any) -> dict[str, Any]:
-    """The keyword arguments Llama-shaped configs share."""
-    return {
-        "hidden_size": WIDTH,
-        "intermediate_size": FFN,
-        "num_hidden_layers": LAYERS,
-        "num_attention_heads": HEADS,
-        "num_key_value_heads": KV_HEADS,
-        "vocab_size": VOCAB,
-        "max_position_embeddings": POSITIONS,
-        "pad_token_id": 0,
-        **extra,
-    }
+    """The keyword arguments Llama-shaped configs share: grouped-query attention."""
+    return standard_sizes(**{"num_key_value_heads": KV_HEADS, **extra})
 
 
 def _decoder(name: str, title: str, config: str, model: str, family: str = "decoder", **kw: Any):

@@ -17,6 +17,7 @@ from hwsim.bridge.zoo import (
     floats,
     padding_mask,
     register,
+    standard_sizes,
     token_ids,
 )
 
@@ -24,19 +25,6 @@ from hwsim.bridge.zoo import (
 def _encoder_inputs() -> dict[str, Any]:
     """Batch 2 x 12 tokens, the second row left-padded by 3 (a real padding mask)."""
     return {"input_ids": token_ids(2, 12), "attention_mask": padding_mask(2, 12, 3)}
-
-
-def _bert_like(**extra: Any) -> dict[str, Any]:
-    return {
-        "hidden_size": WIDTH,
-        "num_hidden_layers": LAYERS,
-        "num_attention_heads": HEADS,
-        "intermediate_size": FFN,
-        "vocab_size": VOCAB,
-        "max_position_embeddings": POSITIONS,
-        "pad_token_id": 0,
-        **extra,
-    }
 
 
 def _model(
@@ -56,25 +44,25 @@ def _encoder(name: str, title: str, config: str, model: str, **kw: Any) -> None:
     _model(name, title, config, model, _encoder_inputs, "last_hidden_state", "encoder", **kw)
 
 
-_encoder("bert", "BERT", "BertConfig", "BertModel", **_bert_like())
-_encoder("roberta", "RoBERTa", "RobertaConfig", "RobertaModel", **_bert_like())
-_encoder("xlm_roberta", "XLM-RoBERTa", "XLMRobertaConfig", "XLMRobertaModel", **_bert_like())
-_encoder("electra", "ELECTRA", "ElectraConfig", "ElectraModel", **_bert_like(embedding_size=32))
-_encoder("albert", "ALBERT", "AlbertConfig", "AlbertModel", **_bert_like(embedding_size=32))
-_encoder("mpnet", "MPNet", "MPNetConfig", "MPNetModel", **_bert_like())
+_encoder("bert", "BERT", "BertConfig", "BertModel", **standard_sizes())
+_encoder("roberta", "RoBERTa", "RobertaConfig", "RobertaModel", **standard_sizes())
+_encoder("xlm_roberta", "XLM-RoBERTa", "XLMRobertaConfig", "XLMRobertaModel", **standard_sizes())
+_encoder("electra", "ELECTRA", "ElectraConfig", "ElectraModel", **standard_sizes(embedding_size=32))
+_encoder("albert", "ALBERT", "AlbertConfig", "AlbertModel", **standard_sizes(embedding_size=32))
+_encoder("mpnet", "MPNet", "MPNetConfig", "MPNetModel", **standard_sizes())
 _encoder(
     "deberta_v2",
     "DeBERTa-v2",
     "DebertaV2Config",
     "DebertaV2Model",
-    **_bert_like(relative_attention=True, pos_att_type=["p2c", "c2p"], position_buckets=16),
+    **standard_sizes(relative_attention=True, pos_att_type=["p2c", "c2p"], position_buckets=16),
 )
 _encoder(
     "modernbert",
     "ModernBERT",
     "ModernBertConfig",
     "ModernBertModel",
-    **_bert_like(local_attention=8, global_attn_every_n_layers=2),
+    **standard_sizes(local_attention=8, global_attn_every_n_layers=2),
 )
 _encoder(
     "distilbert",

@@ -18,6 +18,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from hwsim.advise.evidence import Evidence
+from hwsim.registry import add_unique
 
 #: The DMA guide's minimum recommended descriptor size ("≥ 2 KiB per partition") [S11][S12].
 MIN_DESCRIPTOR_BYTES = 2048
@@ -63,13 +64,7 @@ RULES: dict[str, Rule] = {}
 
 
 def rule(name: str) -> Callable[[Rule], Rule]:
-    def register(fn: Rule) -> Rule:
-        if name in RULES:
-            raise ValueError(f"advisor rule {name} registered twice")
-        RULES[name] = fn
-        return fn
-
-    return register
+    return lambda fn: add_unique(RULES, name, fn, "advisor rule")
 
 
 def _dma_path_ns(ev: Evidence) -> float:

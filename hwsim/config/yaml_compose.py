@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable
-from typing import Any, NoReturn
+from typing import Any, NoReturn, TypeVar
 
 from yaml.composer import Composer
 from yaml.constructor import SafeConstructor
@@ -65,6 +65,7 @@ _NON_JSON_TAGS = {
     _TAG + "pairs": "a list of pairs (!!pairs)",
 }
 _JSON_TYPES = "strings, numbers, true/false, null, lists and mappings"
+_Collection = TypeVar("_Collection", SequenceNode, MappingNode)
 #: Longest text of a value or key quoted in a message.
 _QUOTE_CHARS = 40
 
@@ -176,14 +177,19 @@ class _CheckingComposer(Composer):
                 "use fewer aliases or write the values out" if alias else "split it",
             )
 
-    def compose_sequence_node(self, anchor: Any) -> SequenceNode:
+    def _open_collection(self, kind: type[_Collection], anchor: Any) -> _Collection:
+        """The node a sequence or mapping start event opens (tagged as PyYAML would), anchored."""
         start = self.get_event()
         tag = start.tag
         if tag is None or tag == "!":
-            tag = self.resolve(SequenceNode, None, start.implicit)
-        node = SequenceNode(tag, [], start.start_mark, None, flow_style=start.flow_style)
+            tag = self.resolve(kind, None, start.implicit)
+        node = kind(tag, [], start.start_mark, None, flow_style=start.flow_style)
         if anchor is not None:
             self.anchors[anchor] = node
+        return node
+
+    def compose_sequence_node(self, anchor: Any) -> SequenceNode:
+        node = self._open_collection(SequenceNode, anchor)
         while not self.check_event(SequenceEndEvent):
             self._path.append(len(node.value))
             node.value.append(self.compose_node(node, len(node.value)))
@@ -192,13 +198,7 @@ class _CheckingComposer(Composer):
         return node
 
     def compose_mapping_node(self, anchor: Any) -> MappingNode:
-        start = self.get_event()
-        tag = start.tag
-        if tag is None or tag == "!":
-            tag = self.resolve(MappingNode, None, start.implicit)
-        node = MappingNode(tag, [], start.start_mark, None, flow_style=start.flow_style)
-        if anchor is not None:
-            self.anchors[anchor] = node
+        node = self._open_collection(MappingNode, anchor)
         first_line: dict[str, int] = {}
         while not self.check_event(MappingEndEvent):
             key = self.compose_node(node, None)

@@ -14,6 +14,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 from hwsim.config.schema import TensorEngineConfig
+from hwsim.registry import add_unique
 
 
 @dataclass(frozen=True, slots=True)
@@ -63,14 +64,7 @@ TENSOR_TIMING_MODELS: dict[str, TensorTimingModel] = {}
 
 def register_tensor_model(name: str) -> Callable[[TensorTimingModel], TensorTimingModel]:
     """Register a TensorE timing model under ``name``; a duplicate name is an error."""
-
-    def decorate(model: TensorTimingModel) -> TensorTimingModel:
-        if name in TENSOR_TIMING_MODELS:
-            raise ValueError(f"TensorE timing model '{name}' is already registered")
-        TENSOR_TIMING_MODELS[name] = model
-        return model
-
-    return decorate
+    return lambda model: add_unique(TENSOR_TIMING_MODELS, name, model, "TensorE timing model")
 
 
 @register_tensor_model("closed_form")

@@ -13,7 +13,7 @@ generator draws its choices through it, ``hwsim.fuzz.spec``.)
 from __future__ import annotations
 
 import copy
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from typing import Any
 
 from hwsim.fuzz.spec import OPERAND_SLOTS, FuzzError, check_spec, value_shapes
@@ -117,17 +117,9 @@ def _without_value(
         return v - 1 if v > value else v
 
     inputs = spec["inputs"]
-    ops = []
-    for j, op in enumerate(spec["ops"]):
-        if inputs + j == value:
-            continue
-        new = list(op)
-        for slot in _operand_slots(op):
-            mapped = renumber(op[slot])
-            if mapped is None:
-                return None
-            new[slot] = mapped
-        ops.append(new)
+    ops = ops_without(spec["ops"], inputs, value, _operand_slots, renumber)
+    if ops is None:
+        return None
     outputs = []
     for out in spec["outputs"]:
         mapped = renumber(out)
@@ -144,6 +136,30 @@ def _without_value(
 
 def _operand_slots(op: list[Any]) -> tuple[int, ...]:
     return OPERAND_SLOTS[op[0]]
+
+
+def ops_without(
+    ops: list[list[Any]],
+    first_op_value: int,
+    value: int,
+    slots: Callable[[list[Any]], Sequence[int]],
+    renumber: Callable[[int], int | None],
+) -> list[list[Any]] | None:
+    """A graph spec's ops without the one making ``value`` (op j makes value
+    ``first_op_value + j``), each operand (at ``slots(op)``) mapped through ``renumber``; None if
+    ``renumber`` maps one to None (a value that must be unused is used)."""
+    out = []
+    for j, op in enumerate(ops):
+        if first_op_value + j == value:
+            continue
+        new = list(op)
+        for slot in slots(op):
+            mapped = renumber(op[slot])
+            if mapped is None:
+                return None
+            new[slot] = mapped
+        out.append(new)
+    return out
 
 
 # ---- the reproduction file ----------------------------------------------------------------------

@@ -307,24 +307,51 @@ class View:
             partition_stride = 0
         sizes = tuple(self.dims[a][1] for a in free_axes) or (1,)
         free_strides = tuple(strides[a] * self.dims[a][2] for a in free_axes) or (1,)
-        if len(sizes) > MAX_FREE_DIMS:  # only then merge dims that are contiguous together
-            sizes, free_strides = _merge_free_dims(sizes, free_strides)
-        if len(sizes) > MAX_FREE_DIMS:
-            raise IllegalInstructionError(
-                f"{tile.name}: view {list(self.shape)} needs {len(sizes)} free dims "
-                f"(hardware access patterns have at most {MAX_FREE_DIMS})"
-            )
-        return AccessPattern(
-            tile.memory,
-            tile.dtype,
+        return view_pattern(
+            tile,
+            self.shape,
             start_partition,
             partitions,
+            partition_stride,
             tile.offset_bytes + base_elements * size,
             sizes,
             free_strides,
-            partition_stride,
-            tile.name if tile.memory is MemorySpace.HBM else "",
         )
+
+
+def view_pattern(
+    tile: Tile,
+    shape: tuple[int, ...],
+    start_partition: int,
+    partitions: int,
+    partition_stride: int,
+    offset_bytes: int,
+    sizes: tuple[int, ...],
+    strides: tuple[int, ...],
+    hint: str = "",
+) -> AccessPattern:
+    """The access pattern of a view of ``tile`` (``shape``) with these free dims (elements);
+    adjacent dims contiguous together are merged only when there are more than the hardware's
+    ``MAX_FREE_DIMS``, and more that do not merge are an error (``hint``: what to do instead)."""
+    if len(sizes) > MAX_FREE_DIMS:
+        sizes, strides = _merge_free_dims(sizes, strides)
+    if len(sizes) > MAX_FREE_DIMS:
+        raise IllegalInstructionError(
+            f"{tile.name}: view {list(shape)} needs {len(sizes)} free dims "
+            f"(hardware access patterns have at most {MAX_FREE_DIMS}, and the strides "
+            f"{list(strides)} do not merge){hint}"
+        )
+    return AccessPattern(
+        tile.memory,
+        tile.dtype,
+        start_partition,
+        partitions,
+        offset_bytes,
+        sizes,
+        strides,
+        partition_stride,
+        tile.name if tile.memory is MemorySpace.HBM else "",
+    )
 
 
 def _merge_free_dims(

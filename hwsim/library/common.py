@@ -17,6 +17,7 @@ from hwsim.dtypes import DType
 from hwsim.dtypes import dtype as lookup_dtype
 from hwsim.errors import HwsimError
 from hwsim.isa.ap import AccessPattern, MemorySpace
+from hwsim.kernels.ops import AluOp, ReduceOp
 from hwsim.lang import isa as nisa
 from hwsim.lang.tiles import Buffer, Tile, View
 
@@ -178,6 +179,23 @@ class Evacuator:
             nisa.activation(dst, lang.ActivationFunction.copy, src)
         else:
             nisa.tensor_copy(dst, src)
+
+
+#: The ALU op that merges two partial results of a reduction.
+COMBINE = {ReduceOp.add: AluOp.add, ReduceOp.max: AluOp.max, ReduceOp.min: AluOp.min}
+
+
+def reduce_into(
+    acc: Operand, src: Operand, op: ReduceOp, *, first: bool, partials: BufferRing
+) -> None:
+    """Reduce src [P, F] along its free axis into acc [P, 1]: the first chunk of a row block
+    writes acc, a later one reduces into a tile of ``partials`` that is then merged into acc."""
+    if first:
+        nisa.tensor_reduce(acc, op, src)
+    else:
+        part = partials(acc.shape, acc.dtype, lang.sbuf)
+        nisa.tensor_reduce(part, op, src)
+        nisa.tensor_tensor(acc, acc, part, COMBINE[op])
 
 
 def partition_broadcast(src: Tile, partitions: int) -> AccessPattern:

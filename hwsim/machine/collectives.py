@@ -30,7 +30,7 @@ from hwsim.errors import HwsimError
 from hwsim.isa.multicore_ops import Collective
 from hwsim.machine.initcheck import InitChecker
 from hwsim.machine.prepare import Durations, PreparedCore, StaticSteps
-from hwsim.machine.process import Wakeup
+from hwsim.machine.process import EngineLoop, Wakeup
 from hwsim.machine.semaphores import SemaphoreBank
 from hwsim.machine.state import CoreState
 from hwsim.trace.records import CollectiveRecord
@@ -132,7 +132,7 @@ def release_of(order: list[tuple[int, int, np.ndarray | None]]) -> Release:
     return Release(start, end, arrivals, sources if sources else None)
 
 
-class CollectiveRunner:
+class CollectiveRunner(EngineLoop):
     """One core's collective engine as a SimPy process (the simulator's engine-runner shape:
     ``stream``, ``chain_ready``, ``durations``, ``finished``, ``end_tick``)."""
 
@@ -169,13 +169,6 @@ class CollectiveRunner:
         self._release: Release | None = None
         self._waiting = False
         self._seq: dict[tuple[int, ...], int] = {}
-
-    @property
-    def pc(self) -> int:
-        return len(self.chain_ready)
-
-    def start(self) -> None:
-        self.wakeup = Wakeup(self.env, self.steps())
 
     def steps(self) -> Generator[None, Any, None]:
         try:

@@ -61,3 +61,24 @@ class Wakeup(simpy.Timeout):
         now, so that once it returns to SimPy's loop the generator (at its last yield) and the
         run's per-pc state its frame holds are freed, not kept in a cycle until a collection."""
         self.resumes.clear()  # SimPy's loop is iterating it: it has called its one callback
+
+
+class EngineLoop:
+    """An engine's loop as the simulator drives it: ``steps`` runs the stream, ``chain_ready``
+    holds one tick per instruction started, and ``start`` makes the ``Wakeup`` that runs it."""
+
+    env: simpy.Environment
+    chain_ready: Any  # array('q')
+    wakeup: Wakeup
+
+    @property
+    def pc(self) -> int:
+        """The instruction the engine is at: the first not yet started."""
+        return len(self.chain_ready)
+
+    def start(self) -> None:
+        """Make the engine's loop and the ``Wakeup`` that starts it at tick 0 and resumes it."""
+        self.wakeup = Wakeup(self.env, self.steps())
+
+    def steps(self) -> Generator[None, Any, None]:
+        raise NotImplementedError

@@ -48,7 +48,7 @@ from hwsim.machine.prepare import (
     costs_of_core,
     prepare_core,
 )
-from hwsim.machine.process import Wakeup
+from hwsim.machine.process import EngineLoop, Wakeup
 from hwsim.machine.race import RaceChecker
 from hwsim.machine.semaphores import LOG_ENTRY, SemaphoreBank
 from hwsim.machine.state import CoreState, Hbm
@@ -363,7 +363,7 @@ def _instruction_columns(runners: list[_EngineRunner]) -> InstructionColumns:
     )
 
 
-class _EngineRunner:
+class _EngineRunner(EngineLoop):
     """One engine's SimPy process and what it needs; holds no statistics (the trace does)."""
 
     def __init__(
@@ -399,15 +399,6 @@ class _EngineRunner:
         #: Whether the loop ran to its end, and the last tick it reached.
         self.finished = False
         self.end_tick = 0
-
-    @property
-    def pc(self) -> int:
-        """The instruction the engine is at: the first not yet started."""
-        return len(self.chain_ready)
-
-    def start(self) -> None:
-        """Make the engine's loop and the ``Wakeup`` that starts it at tick 0 and resumes it."""
-        self.wakeup = Wakeup(self.env, self.steps())
 
     def steps(self) -> Generator[None, Any, None]:
         """The engine's loop, started and resumed by its ``Wakeup`` (``hwsim.machine.process``):

@@ -20,7 +20,7 @@ from typing import Any
 
 from hwsim.errors import IllegalInstructionError
 from hwsim.isa.ap import MAX_FREE_DIMS, AccessPattern, MemorySpace
-from hwsim.lang.tiles import Tile, View, _merge_free_dims
+from hwsim.lang.tiles import Tile, View, view_pattern
 
 _IDS = itertools.count(1 << 40)  # iterator ids of patterns' own dimensions (apart from nl's)
 
@@ -130,28 +130,17 @@ class PatternView(View):
             (partitions, partition_stride), free = dims[0], dims[1:]
             start = 0
         free = [d for d in free if d[0] != 1] or [(1, 1)]
-        sizes = tuple(n for n, _ in free)
-        strides = tuple(s for _, s in free)
-        if len(sizes) > MAX_FREE_DIMS:
-            sizes, strides = _merge_free_dims(sizes, strides)
-        if len(sizes) > MAX_FREE_DIMS:
-            raise IllegalInstructionError(
-                f"{tile.name}: view {list(self.shape)} needs {len(sizes)} free dims "
-                f"(hardware access patterns have at most {MAX_FREE_DIMS}, and the strides "
-                f"{list(strides)} do not merge); hwsim.nki does not split one instruction into "
-                "several over such a view: index it in pieces of at most "
-                f"{MAX_FREE_DIMS} free dims (docs/nki.md)"
-            )
-        return AccessPattern(
-            tile.memory,
-            tile.dtype,
+        return view_pattern(
+            tile,
+            self.shape,
             start,
             partitions,
-            tile.offset_bytes + base * size,
-            sizes,
-            strides,
             partition_stride,
-            tile.name if tile.memory is MemorySpace.HBM else "",
+            tile.offset_bytes + base * size,
+            tuple(n for n, _ in free),
+            tuple(s for _, s in free),
+            hint="; hwsim.nki does not split one instruction into several over such a view: "
+            f"index it in pieces of at most {MAX_FREE_DIMS} free dims (docs/nki.md)",
         )
 
 

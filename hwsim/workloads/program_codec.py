@@ -40,6 +40,7 @@ import difflib
 import enum
 import math
 import typing
+from collections.abc import Callable, Iterable
 from typing import Any
 
 import numpy as np
@@ -264,12 +265,7 @@ def _encode_meta(value: Any, arrays: ArrayWriter, depth: int = 0) -> Any:
     if isinstance(value, np.ndarray):
         return {"$array": arrays.add(value)}
     if isinstance(value, list | tuple):
-        items = []
-        for i, item in enumerate(value):
-            try:
-                items.append(_encode_meta(item, arrays, depth + 1))
-            except FieldError as exc:
-                raise exc.inside(i) from None
+        items = _each_item(value, lambda item: _encode_meta(item, arrays, depth + 1))
         return {"$tuple": items} if isinstance(value, tuple) else items
     if isinstance(value, dict):
         out = {}
@@ -330,10 +326,15 @@ def _decode_tag(key: str, item: Any, arrays: ArrayReader, depth: int) -> Any:
 
 
 def _decode_items(items: list[Any], arrays: ArrayReader, depth: int) -> list[Any]:
+    return _each_item(items, lambda item: _decode_meta(item, arrays, depth + 1))
+
+
+def _each_item(items: Iterable[Any], convert: Callable[[Any], Any]) -> list[Any]:
+    """``convert`` of each item in turn; its error says at which index."""
     out = []
     for i, item in enumerate(items):
         try:
-            out.append(_decode_meta(item, arrays, depth + 1))
+            out.append(convert(item))
         except FieldError as exc:
             raise exc.inside(i) from None
     return out

@@ -240,7 +240,8 @@ def test_every_field_of_a_lowering_is_stored_or_named_as_not_stored(store):
     disk as its default: wrong values in the next process, no error."""
     import dataclasses
 
-    from hwsim.bridge.graph_lowering import InputBinding, LoweredGraph, OutputBinding
+    from hwsim.bridge.graph_bindings import InputBinding, OutputBinding
+    from hwsim.bridge.graph_lowering import LoweredGraph
 
     def names(cls: type) -> set[str]:
         return {f.name for f in dataclasses.fields(cls)}
