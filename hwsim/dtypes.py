@@ -127,7 +127,14 @@ def to_compute(values: np.ndarray) -> np.ndarray:
     """Values as the engines compute on them: floats widen exactly to fp32, ints stay integers."""
     if values.dtype.kind in "iu":
         return values
+    if values.dtype == _BF16_NUMPY:  # its 16 bits are an fp32's upper half: twice as fast
+        widened = values.view(np.uint16).astype(np.uint32)
+        widened <<= np.uint32(16)
+        return widened.view(np.float32)
     return values.astype(np.float32, copy=False)
+
+
+_BF16_NUMPY = np.dtype(ml_dtypes.bfloat16)
 
 
 def cast(values: np.ndarray, target: DType) -> np.ndarray:

@@ -14,7 +14,7 @@ import dataclasses
 import struct
 from array import array
 from bisect import bisect_left
-from collections.abc import Generator, Sequence
+from collections.abc import Collection, Generator, Sequence
 from dataclasses import dataclass, field
 from itertools import count
 from typing import Any
@@ -85,6 +85,7 @@ def run(
     rules: RuleConstants | None = None,
     fabric: Fabric | None = None,
     core_ids: Sequence[int] | None = None,
+    inputs_read_in_place: Collection[str] = (),
 ) -> RunResult:
     """Simulate ``program`` on ``config``.
 
@@ -98,6 +99,9 @@ def run(
     initcheck=True reports every read of never-written memory (InitCheckError, at the end of
     the run; ``hwsim.machine.initcheck``); None takes it from ``HWSIM_INITCHECK`` (0 or 1).
     rules: the cost rule constants (``hwsim.cost.parameters``); default: the config generation's.
+    inputs_read_in_place: HBM inputs whose values the run reads where they are instead of
+    copying them (``Hbm.add``'s ``read_in_place``): arrays nothing else writes, such as weights
+    the caller prepared for this run; the program must not write them.
     """
     if isinstance(config, str):
         config = load_config(config)
@@ -124,7 +128,14 @@ def run(
         owner = owners.get(decl.name)
         stack = 0 if owner is None else _stack_of(config, ids[owner])
         hbm.add(
-            decl.name, decl.shape, decl.dtype, values, stack, planned=planned, initialised=written
+            decl.name,
+            decl.shape,
+            decl.dtype,
+            values,
+            stack,
+            planned=planned,
+            initialised=written,
+            read_in_place=decl.name in inputs_read_in_place,
         )
     race = RaceChecker() if race_check else None
     init = InitChecker() if initcheck_enabled(initcheck, numerics) else None

@@ -94,10 +94,15 @@ class Hbm:
         *,
         planned: bool = False,
         initialised: bool | None = None,
+        read_in_place: bool = False,
     ) -> HbmTensor:
         """Declare a tensor; a ``planned`` one lives in the scratch arena (``reserve_arena``),
         whose bytes are counted once, not per tensor. ``initialised``: whether initcheck counts
-        its bytes as written from the start (default: when ``values`` are given)."""
+        its bytes as written from the start (default: when ``values`` are given).
+        ``read_in_place``: ``values`` (a contiguous array of exactly the tensor's dtype and
+        size, which nothing writes) become the tensor's bytes, read-only, instead of being
+        copied in; a write to the tensor then raises. Copying hundreds of MB of weights into
+        fresh memory costs a first run most of a second in page faults."""
         if name in self.tensors:
             raise MemoryAccessError(f"HBM tensor '{name}' is declared twice")
         nbytes = int(np.prod(shape, dtype=np.int64)) * dtype.itemsize
@@ -106,7 +111,11 @@ class Hbm:
         if initialised is None:
             initialised = values is not None
         tensor = HbmTensor(name, tuple(shape), dtype, nbytes, stack, initialised)
-        if values is not None:
+        if values is not None and read_in_place and _readable_in_place(values, dtype, nbytes):
+            data = values.reshape(-1).view(np.uint8)
+            data.flags.writeable = False  # a view of its own: the caller's array is unchanged
+            tensor.__dict__["data"] = data  # (the cached property's slot)
+        elif values is not None:
             tensor.as_array()[...] = cast(np.asarray(values).reshape(shape), dtype)
         self.tensors[name] = tensor
         return tensor
@@ -122,6 +131,16 @@ class Hbm:
                 f"{self.capacity_bytes_per_stack - self.used_bytes[stack]} B free"
             )
         self.used_bytes[stack] += nbytes
+
+
+def _readable_in_place(values: np.ndarray, dtype: DType, nbytes: int) -> bool:
+    """Whether ``values`` can be an HBM tensor's bytes as they are (``Hbm.add``)."""
+    return (
+        isinstance(values, np.ndarray)
+        and values.dtype == dtype.numpy
+        and values.flags.c_contiguous
+        and values.nbytes == nbytes
+    )
 
 
 class CoreState:
@@ -241,6 +260,12 @@ class CoreState:
     def write(self, ap: AccessPattern, values: np.ndarray) -> None:
         """Store values into the operand, casting to its dtype with hardware rounding."""
         target = self.view(ap)
+        if not target.flags.writeable:  # only an HBM input read in place is (``Hbm.add``)
+            raise MemoryAccessError(
+                f"HBM tensor '{ap.tensor}' is an input the run reads in place, from its "
+                "caller's memory: the program must not write it (run it without "
+                "inputs_read_in_place to let it write a copy)"
+            )
         if not (isinstance(values, np.ndarray) and values.shape == target.shape):
             values = np.broadcast_to(values, target.shape)
         target[...] = cast(values, ap.dtype)
