@@ -247,6 +247,15 @@ class ResidentQueues(DmaQueues):
         self.load(dst, src, engine=engine)
         return dst
 
+    def serves_on_chip(self, dst: Operand, src: Source) -> bool:
+        """Whether ``load(dst, src)`` would copy tiles still in SBUF instead of moving HBM
+        bytes (nothing is emitted)."""
+        if not self._active():
+            return False
+        if self._forwardable(dst, src, exact_shape=False) is not None:
+            return True
+        return self._pieces(dst, src, copy=True) is not None
+
     def load(self, dst: Operand, src: Source, *, engine: str = "sync") -> None:
         """``DmaQueues.load``; with residency, a load of bytes stores or loads left in SBUF
         (float dtypes, same dtype throughout, same partitions) becomes on-chip copies on
