@@ -53,12 +53,16 @@ def row_pool_bytes(
     meets them, unknown here. The pool is the widest row, or more when the rows would not fit
     in any order: first fit leaves at most one partition half full or less, so a pool of C
     bytes takes every row when ``2 x total / C + 1 <= partitions``. Every byte it reserves is
-    taken from every tiler's SBUF, hence no more than that."""
+    taken from every tiler's SBUF, hence no more than that. It also holds the [P, P] ones
+    tile the broadcasts' matmuls read (``RowBroadcaster.ones``), which lives as long as the
+    program: unreserved, it overflowed SBUF where the tilers used all they were given (BERT-base
+    at batch 16), and the kernel fell back to placing every tile by the planner."""
     wide = [b for b in (w * ROW_POOL_ITEMSIZE for w in row_widths) if b >= ROW_BROADCAST_MIN_BYTES]
     if not wide:
         return 0
     fits_any_order = -(-2 * sum(wide) // max(1, partitions - 1))
-    pool = -(-max(max(wide), fits_any_order) // SBUF_LINE_BYTES) * SBUF_LINE_BYTES
+    rows = max(max(wide), fits_any_order)
+    pool = -(-(rows + partitions * ROW_POOL_ITEMSIZE) // SBUF_LINE_BYTES) * SBUF_LINE_BYTES
     share = int(sbuf_bytes_per_partition * ROW_POOL_SHARE) // SBUF_LINE_BYTES * SBUF_LINE_BYTES
     return min(pool, share)
 

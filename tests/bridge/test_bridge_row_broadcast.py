@@ -81,9 +81,11 @@ def test_no_wide_row_reserves_no_pool():
 
 def test_the_pool_is_the_widest_row_when_every_row_fits_beside_it():
     """ViT-base: per layer nine 768-wide rows and one 3072-wide bias, 12 layers: 479 KiB of
-    fp32 rows, which 128 partitions of 12 KiB (the widest row) hold in any order."""
+    fp32 rows, which 128 partitions of 12 KiB (the widest row) hold in any order; beside them,
+    the ones tile."""
     vit = [768] * 9 * 12 + [3072] * 12
-    assert row_pool_bytes(vit, 128, TRN1_SBUF) == 3072 * 4
+    ones = 128 * 4  # the [P, P] fp32 ones tile the broadcasts read
+    assert row_pool_bytes(vit, 128, TRN1_SBUF) == 3072 * 4 + ones
     assert row_pool_bytes(vit, 128, TRN1_SBUF) < TRN1_SBUF * ROW_POOL_SHARE
 
 
@@ -92,8 +94,8 @@ def test_the_pool_grows_past_the_widest_row_so_every_row_fits():
     pool of C bytes on 128 partitions holds them when 2 x 800 KiB / C + 1 <= 128."""
     rows = [1024] * 200
     total = 200 * 4096
-    assert -(-2 * total // 127) == 12_901  # in whole 128-byte lines: 12,928
-    assert row_pool_bytes(rows, 128, TRN1_SBUF) == 12_928
+    assert -(-2 * total // 127) == 12_901  # and the ones tile's 512, in 128-byte lines: 13,440
+    assert row_pool_bytes(rows, 128, TRN1_SBUF) == 13_440
 
 
 def test_the_pool_takes_no_more_than_its_share_of_sbuf():
