@@ -109,6 +109,7 @@ class LoweringContext:
         residency: bool = False,
         broadcast_rows: bool = False,
         weight_dtypes: Sequence[DType] = (),
+        input_row_widths: Sequence[int] = (),
     ) -> None:
         self.precision = precision
         self.options = options
@@ -129,9 +130,13 @@ class LoweringContext:
             for dtype in dict.fromkeys(weight_dtypes):
                 self.weights.reserve(dtype)
             reserved += self.weights.sbuf_bytes * len(set(weight_dtypes))
+        pool = 0
         if broadcast_rows and self.weights is not None:  # the pool the rows of the weights'
-            # graph inputs stay in (residency.broadcast: used when the weights stream)
-            reserved += row_pool_bytes(self.config.sbuf.bytes_per_partition)
+            # graph inputs stay in (residency.broadcast: used when the weights stream), as
+            # large as those rows (``input_row_widths``, elements) need
+            sbuf = self.config.sbuf
+            pool = row_pool_bytes(input_row_widths, sbuf.partitions, sbuf.bytes_per_partition)
+            reserved += pool
         if reserved * 2 > self.limits.sbuf_bytes:  # the tilers' budgets would be (near) zero
             raise BridgeError(
                 f"the weight ring and row pool take {reserved} of the {self.limits.sbuf_bytes} "
@@ -147,6 +152,7 @@ class LoweringContext:
             budget_bytes=budget,
             broadcast_rows=broadcast_rows,
             weight_stream=self.weights is not None,
+            row_pool_bytes=pool,
         )
         self.node_name = ""
         self.out: Any = None  # TensorMeta or tuple of them, for the node being lowered

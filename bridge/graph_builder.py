@@ -24,6 +24,7 @@ from hwsim.bridge.passes.fusion import FusedKernel
 from hwsim.bridge.passes.prepare_constants import PreparedWeight
 from hwsim.bridge.precision import Precision
 from hwsim.bridge.registry import OpCall, check_support
+from hwsim.bridge.residency.broadcast import input_rows
 from hwsim.bridge.tiling import copy_tiles
 from hwsim.bridge.values import HbmValue, PreparedMatrix
 from hwsim.dtypes import dtype as hw_dtype
@@ -96,6 +97,7 @@ class GraphBuilder:
             residency=self.use_residency,
             broadcast_rows=self.broadcast_rows,
             weight_dtypes=[hw_dtype(b.prepared.dtype) for b in self.bindings if b.prepared],
+            input_row_widths=input_rows(b.shape for b in self.bindings if not b.prepared),
         )
         self.index_checks = ctx.index_checks
         self.collective_groups = ctx.collective_groups

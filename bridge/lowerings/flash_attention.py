@@ -161,6 +161,29 @@ def _rows(value: HbmValue, slots: _Slots, r0: int, rows: int) -> Any:
     return hbm_ap(value, offset, rows, s2, sizes, (s0, s1, s3))
 
 
+def _load_rows(ctx: LoweringContext, dst: Any, value: HbmValue, slots: _Slots, r0: int) -> None:
+    """dst [rows, nb, g, cols] = ``_rows(value, ...)``: one load across the heads, or one per
+    head where residency holds each head's rows in SBUF and not the heads together (q, k after
+    a rotary embedding, which computes [B, H, S, D] a head at a time): on-chip copies instead
+    of the values stored and moved back by a DMA of one descriptor per head and row."""
+    rows = dst.shape[0]
+    whole = _rows(value, slots, r0, rows)
+    s0, s1, s2, s3 = value.strides
+    per_head = []
+    for bi, hi in slots.heads():
+        offset = value.offset + (slots.b0 + bi) * s0 + (slots.h0 + hi) * s1 + r0 * s2
+        head = hbm_ap(value, offset, rows, s2, (value.shape[3],), (s3,))
+        per_head.append((dst[:, bi, hi, :], head))
+    queues = ctx.queues
+    if len(per_head) == 1 or queues.serves_on_chip(dst, whole):
+        queues.load(dst, whole)
+    elif all(queues.serves_on_chip(d, head) for d, head in per_head):
+        for d, head in per_head:
+            queues.load(d, head)
+    else:
+        queues.load(dst, whole)
+
+
 @dataclass(frozen=True)
 class _Slots:
     """A group of heads on chip together: batches b0..b0+nb, heads h0..h0+g of each."""
@@ -245,10 +268,10 @@ class _Flash:
                 rows = self.staging(
                     (rt, nb, g, s.dim), mm, lang.sbuf, max_shape=(self.pm, nb, g, s.dim)
                 )
-                self.ctx.queues.load(rows, _rows(k, slots, r0, rt))
+                _load_rows(self.ctx, rows, k, slots, r0)
                 self._transposed(kt, rows, slots, rt, r0, mm)
                 vt = self.vs((self.pm, nb, g, s.dim_v), pv, lang.sbuf)
-                self.ctx.queues.load(vt[:rt], _rows(v, slots, r0, rt))
+                _load_rows(self.ctx, vt[:rt], v, slots, r0)
                 vs.append(vt)
             for q0, qw in query_tiles if by_groups else split.mine(query_tiles):
                 self._query_tile(q, mask, out, slots, q0, qw, kt, vs, mm, pv)
@@ -301,7 +324,7 @@ class _Flash:
         s, pm = self.s, self.pm
         nb, g = slots.nb, slots.g
         rows = self.q_rings[0]((qw, nb, g, s.dim), mm, lang.sbuf, max_shape=(pm, nb, g, s.dim))
-        self.ctx.queues.load(rows, _rows(q, slots, q0, qw))
+        _load_rows(self.ctx, rows, q, slots, q0)
         qt = self.q_rings[1]((s.dim, nb, g, qw), mm, lang.sbuf, max_shape=(s.dim, nb, g, pm))
         self._transposed(qt, rows, slots, qw, 0, mm)
         o = self.outs((qw, nb, g, s.dim_v), out.dtype, lang.sbuf, max_shape=(pm, nb, g, s.dim_v))

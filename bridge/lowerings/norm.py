@@ -30,9 +30,11 @@ from hwsim import lang
 from hwsim.bridge.context import LoweringContext, TensorMeta
 from hwsim.bridge.lowerings.reduction import reduced_dims
 from hwsim.bridge.registry import register_lowering
+from hwsim.bridge.tiling.broadcast import repeats_rows_of
 from hwsim.bridge.tiling.rows import plan_rows, row_budget
 from hwsim.bridge.tiling.space import TileRef
 from hwsim.bridge.values import HbmValue
+from hwsim.isa.ap import AccessPattern
 from hwsim.isa.compute_base import BN_STATS_FMAX
 from hwsim.kernels import BN_GROUP_WIDTH, BN_STATS_WIDTH
 from hwsim.kernels.ops import ActivationFunction as Act
@@ -86,12 +88,20 @@ def _row_driver(
     stats_ring = BufferRing(ctx.options.buffers)
     first_x = len(outputs)
 
+    held: dict[int, tuple[AccessPattern, View]] = {}  # per operand: what its ring holds last
+
     def load(tile: TileRef, count: int) -> list[View]:
         loaded = []
         for k, ring in enumerate(rings[:count]):
+            ap = tile.ap(first_x + k, operands[first_x + k])
+            last = held.get(k)
+            if last is not None and repeats_rows_of(ap, last[0]):  # a gamma's row again
+                loaded.append(last[1][: ap.partitions])
+                continue
             shape = (tile.partitions, tile.free_elements)
             t = ring(shape, tile_dtype, lang.sbuf, max_shape=rows.largest)
-            ctx.queues.load(t, tile.ap(first_x + k, operands[first_x + k]))
+            ctx.queues.load(t, ap)
+            held[k] = (ap, t)
             loaded.append(t)
         return loaded
 

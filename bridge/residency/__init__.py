@@ -192,6 +192,7 @@ class ResidentQueues(DmaQueues):
         budget_bytes: int = 0,
         broadcast_rows: bool = False,
         weight_stream: bool = False,
+        row_pool_bytes: int = 0,
     ):
         super().__init__(load_queues=load_queues)
         #: With a weight stream (``tiling.weights``) the Sync engine triggers weight DMAs only;
@@ -203,8 +204,10 @@ class ResidentQueues(DmaQueues):
         #: ``row_broadcast`` lowering pass); ``stream``: the weight stream, which moves the
         #: rows of graph inputs (biases, gammas) ahead of their use.
         self.broadcast_rows = broadcast_rows
+        #: ``row_pool_bytes``: per partition, the pool rows of graph inputs stay in (the
+        #: context reserved it; 0: every row moves into a tile of its own when needed).
         self.broadcaster = RowBroadcaster(
-            self._load_row, set(), self._load_constant, pooled=weight_stream
+            self._load_row, set(), self._load_constant, pool_bytes=row_pool_bytes
         )
         self.budget_bytes = budget_bytes
         self.stats = ResidencyStats()
@@ -243,6 +246,15 @@ class ResidentQueues(DmaQueues):
             self.stats.loads_missed += 1
         self.load(dst, src, engine=engine)
         return dst
+
+    def serves_on_chip(self, dst: Operand, src: Source) -> bool:
+        """Whether ``load(dst, src)`` would copy tiles still in SBUF instead of moving HBM
+        bytes (nothing is emitted)."""
+        if not self._active():
+            return False
+        if self._forwardable(dst, src, exact_shape=False) is not None:
+            return True
+        return self._pieces(dst, src, copy=True) is not None
 
     def load(self, dst: Operand, src: Source, *, engine: str = "sync") -> None:
         """``DmaQueues.load``; with residency, a load of bytes stores or loads left in SBUF

@@ -16,7 +16,8 @@ operands whose dtype TensorE multiplies are broadcast so; values are exact (1 x 
 
 from __future__ import annotations
 
-from collections.abc import Callable
+import math
+from collections.abc import Callable, Iterable
 from dataclasses import replace
 
 from hwsim import lang
@@ -32,14 +33,44 @@ Operand = Tile | View
 #: Bytes of one partition's row at which broadcasting on chip beats the replicating DMA
 #: (module docstring): an engineering crossover of the trn1 rates, not a hardware constant.
 ROW_BROADCAST_MIN_BYTES = 2048
-#: Share of SBUF the pool the rows of graph inputs stay in for the program takes
+#: Most of SBUF the pool the rows of graph inputs stay in for the program may take
 #: (``RowBroadcaster``): on trn1 16 KiB per partition, 2 MiB of rows on 128 partitions.
 ROW_POOL_SHARE = 1 / 12
+#: Bytes of a row element in the pool, for sizing it before the lowering knows each row's
+#: dtype: fp32's, the widest float TensorE multiplies (a row lands in its consumer's dtype).
+ROW_POOL_ITEMSIZE = 4
+#: The pool is whole 128-byte lines of a partition, as the weight ring is.
+SBUF_LINE_BYTES = 128
 
 
-def row_pool_bytes(sbuf_bytes_per_partition: int) -> int:
-    """Bytes per partition of the row pool on an SBUF of that many bytes per partition."""
-    return int(sbuf_bytes_per_partition * ROW_POOL_SHARE)
+def row_pool_bytes(
+    row_widths: Iterable[int], partitions: int, sbuf_bytes_per_partition: int
+) -> int:
+    """Bytes per partition of a pool that holds every row of ``row_widths`` (elements) that is
+    wide enough to be broadcast on chip, at most ``ROW_POOL_SHARE`` of SBUF (0: no such row).
+
+    Rows are placed first-fit by partition (``RowBroadcaster.row``) in the order the lowering
+    meets them, unknown here. The pool is the widest row, or more when the rows would not fit
+    in any order: first fit leaves at most one partition half full or less, so a pool of C
+    bytes takes every row when ``2 x total / C + 1 <= partitions``. Every byte it reserves is
+    taken from every tiler's SBUF, hence no more than that. It also holds the [P, P] ones
+    tile the broadcasts' matmuls read (``RowBroadcaster.ones``), which lives as long as the
+    program: unreserved, it overflowed SBUF where the tilers used all they were given (BERT-base
+    at batch 16), and the kernel fell back to placing every tile by the planner."""
+    wide = [b for b in (w * ROW_POOL_ITEMSIZE for w in row_widths) if b >= ROW_BROADCAST_MIN_BYTES]
+    if not wide:
+        return 0
+    fits_any_order = -(-2 * sum(wide) // max(1, partitions - 1))
+    rows = max(max(wide), fits_any_order)
+    pool = -(-(rows + partitions * ROW_POOL_ITEMSIZE) // SBUF_LINE_BYTES) * SBUF_LINE_BYTES
+    share = int(sbuf_bytes_per_partition * ROW_POOL_SHARE) // SBUF_LINE_BYTES * SBUF_LINE_BYTES
+    return min(pool, share)
+
+
+def input_rows(shapes: Iterable[tuple[int, ...]]) -> list[int]:
+    """Widths (elements) of the graph inputs that are one row (every dim but one of size 1: a
+    bias, a norm's gamma, a [1, S] mask): the rows the pool may hold for the program."""
+    return [math.prod(shape) for shape in shapes if shape and math.prod(shape) == max(shape)]
 
 
 def broadcasts(dst: object, src: object) -> bool:
@@ -61,11 +92,12 @@ class RowBroadcaster:
 
     A row of a graph input (a bias, a gamma: constant for the run) is moved once, by the
     trigger engine ``constant_engine``, into a place of its own in a pool that lives as long as
-    the program: ``ROW_POOL_SHARE`` of every partition, rows placed first-fit by partition (a
-    768-wide fp32 row takes 3 KiB of one partition: BERT-base's ~120 rows fit in 3.8 MiB of
-    the 24 MiB). Its DMA then depends on nothing and runs ahead with the weights. TensorE
-    contracts the row's partition with a ones row on the same partition. Any other row is
-    moved by ``load_row`` into a tile of its own, when it is needed.
+    the program: ``pool_bytes`` of every partition (``row_pool_bytes``: sized to the rows the
+    graph's inputs hold), rows placed first-fit by partition (a 768-wide fp32 row takes 3 KiB
+    of one partition: BERT-base's ~120 rows fit in 12 KiB of each of 128 partitions). Its DMA
+    then depends on nothing and runs ahead with the weights. TensorE contracts the row's
+    partition with a ones row on the same partition. Any other row (or one the pool has no room
+    for) is moved by ``load_row`` into a tile of its own, when it is needed.
     """
 
     def __init__(
@@ -74,12 +106,12 @@ class RowBroadcaster:
         constants: set[str],
         load_constant: Callable[[Operand, AccessPattern], None],
         *,
-        pooled: bool = True,
+        pool_bytes: int = 0,
     ) -> None:
         self.load_row = load_row
-        #: Whether rows of graph inputs go to the pool (the lowering reserved its SBUF: it does
-        #: so for graphs whose weights stream, the models this is for).
-        self.pooled = pooled
+        #: Bytes per partition of the pool rows of graph inputs go to (the lowering reserved
+        #: them: it does so for graphs whose weights stream, the models this is for); 0: none.
+        self.pool_bytes = pool_bytes
         self.constants = constants
         self.load_constant = load_constant
         self._ones: dict[str, Tile] = {}
@@ -105,10 +137,10 @@ class RowBroadcaster:
         if found is not None:
             return found
         width = ap.free_elements
-        columns = row_pool_bytes(lang.config().sbuf.bytes_per_partition) // dtype.itemsize
+        columns = self.pool_bytes // dtype.itemsize
         fill = self._fill.setdefault(dtype.name, [0] * lang.config().sbuf.partitions)
         partition = next((p for p, used in enumerate(fill) if used + width <= columns), None)
-        if not self.pooled or ap.tensor not in self.constants or partition is None:
+        if ap.tensor not in self.constants or partition is None:
             tile = lang.ndarray((1, width), dtype, lang.sbuf)
             self.load_row(tile, ap)
             return tile

@@ -241,3 +241,76 @@ def test_keys_beyond_sbuf_lower_the_members_one_by_one():
     lowered, _ = _run(unmasked, inputs)
     notes = [n for n in lowered.pipeline["fusion"] if "bmm" in n["group"]]
     assert notes and notes[0]["fused"] is False and "SBUF" in notes[0]["why"]
+
+
+def _rotated_attention(x, wq, wk, cos, sin):
+    """Llama's attention: q and k projected, split into heads ([B, H, S, D]) and rotated
+    (``q * cos + rotate_half(q) * sin``), v a head split of x."""
+    b, s, hd = x.shape
+
+    def heads(t):
+        return t.view(b, s, 4, hd // 4).transpose(1, 2)
+
+    def rotated(t):
+        half = t.shape[-1] // 2
+        return t * cos + torch.cat((-t[..., half:], t[..., :half]), -1) * sin
+
+    q, k = rotated(heads(x @ wq)), rotated(heads(x @ wk))
+    return F.scaled_dot_product_attention(q, k, heads(x))
+
+
+class _Queues:
+    """Records loads; ``held`` says which source patterns SBUF still holds."""
+
+    def __init__(self, held) -> None:
+        self.held, self.loads = held, []
+
+    def serves_on_chip(self, dst, src) -> bool:
+        return self.held(src)
+
+    def load(self, dst, src) -> None:
+        self.loads.append((dst.shape, src.free_sizes, src.offset_bytes))
+
+
+def _head_loads(held) -> list:
+    """The loads ``_load_rows`` emits for 128 rows of q [1, 4, 128, 64] (fp32, each head a
+    block of its own, as a rotary embedding leaves q) when SBUF holds what ``held`` says."""
+    from types import SimpleNamespace
+
+    import numpy as np
+
+    from hwsim.bridge.dtypes import HW_FP32
+    from hwsim.bridge.lowerings.flash_attention import _load_rows, _Slots
+
+    q = SimpleNamespace(
+        dtype=HW_FP32,
+        name="q",
+        shape=(1, 4, 128, 64),
+        strides=(32768, 8192, 64, 1),
+        offset=0,
+    )
+    queues = _Queues(held)
+    _load_rows(SimpleNamespace(queues=queues), np.zeros((128, 1, 4, 64)), q, _Slots(0, 1, 0, 4), 0)
+    return queues.loads
+
+
+def test_rotated_heads_are_loaded_a_head_at_a_time_only_where_sbuf_holds_them():
+    """One load across the heads, unless SBUF holds each head's rows and not the heads
+    together (a rotary embedding computed a head at a time): then a load per head, each an
+    on-chip copy, instead of the values stored and moved back by a DMA of a descriptor per
+    head and row."""
+    whole = [((128, 1, 4, 64), (1, 4, 64), 0)]
+    assert _head_loads(lambda src: False) == whole
+    assert _head_loads(lambda src: len(src.free_sizes) > 1) == whole
+    per_head = [((128, 64), (64,), h * 8192 * 4) for h in range(4)]
+    assert _head_loads(lambda src: len(src.free_sizes) == 1) == per_head
+    assert _head_loads(lambda src: src.offset_bytes == 0 and len(src.free_sizes) == 1) == whole
+
+
+def test_rotated_attention_computes_what_eager_does():
+    inputs = _inputs((1, 128, 256), (256, 256), (256, 256), (128, 64), (128, 64))
+    lowered = lower_graph(_graph(_rotated_attention, inputs), inputs, config="trn1")
+    assert [s["attention"] for s in lowered.pipeline["steps"] if s["pass"] == "attention"] == [1]
+    # the projections contract 256 fp32 products in TensorE's order: not eager's bits
+    got = lowered.run(inputs).outputs
+    torch.testing.assert_close(got, _rotated_attention(*inputs), rtol=1e-3, atol=2e-4)

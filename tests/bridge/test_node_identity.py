@@ -147,9 +147,9 @@ def test_a_fused_mlp_is_timed_as_its_member_nodes() -> None:
     """An MLP group's kind (``fused[mlp:...]``) holds a colon: read back from the tag's text it
     gave the key 'fused[mlp' and no node; as a field it is the group's nodes."""
     from hwsim.config import load_config
-    from tests.bridge.test_bridge_mlp_fusion import SMALL_SBUF, _lower_gated
+    from tests.bridge.test_bridge_mlp_fusion import GATED_SBUF, _lower_gated
 
-    lowered, inputs = _lower_gated(512, 128, 2048, load_config("trn1", SMALL_SBUF))
+    lowered, inputs = _lower_gated(512, 128, 2048, load_config("trn1", GATED_SBUF))
     run = lowered.run(inputs)
     origins = {origin_of(r.instruction.tag) for r in run.result.trace.instructions}
     (mlp,) = [o for o in origins if o is not None and o.op.startswith("fused[mlp:")]
