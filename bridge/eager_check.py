@@ -38,7 +38,7 @@ from torch.utils import _pytree as pytree
 from hwsim.bridge.auto_cast import reference_casts
 from hwsim.bridge.device_tensor import host_reference
 from hwsim.bridge.distributed.clock import reference_runs
-from hwsim.bridge.dtypes import INT32_MAX, INT32_MIN, Int64RangeError
+from hwsim.bridge.dtypes import Int64RangeError, int64_representable
 from hwsim.bridge.precision import (
     compare,
     float64_copy,
@@ -205,12 +205,13 @@ class EagerChecked:
 
 
 def _refuse_int32_overflow(record: OutputRecord, got: torch.Tensor, want: torch.Tensor) -> None:
-    """The device holds int64 as int32: an int64 output eager PyTorch computes outside int32
-    (2^30 * 4) comes out wrapped, a wrong result the check knows for certain (not a rounding
-    difference), so it raises instead of only marking the report."""
+    """The device holds int64 as int32 (``bridge.dtypes``): an int64 output eager PyTorch
+    computes outside what that holds (2^30 * 4) comes out wrapped, a wrong result the check
+    knows for certain (not a rounding difference), so it raises instead of only marking the
+    report."""
     if got.dtype != torch.int64 or want.dtype != torch.int64 or record.stats.ok:
         return
-    outside = (want < INT32_MIN) | (want > INT32_MAX)
+    outside = ~int64_representable(want)
     if not bool(outside.any()):
         return
     example = int(want[outside].flatten()[0])

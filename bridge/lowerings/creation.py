@@ -20,7 +20,14 @@ import torch
 
 from hwsim import lang
 from hwsim.bridge.context import LoweringContext, TensorMeta
-from hwsim.bridge.dtypes import HW_FP32, HW_INT32, MOVABLE_DTYPES, Int64RangeError, check_int32
+from hwsim.bridge.dtypes import (
+    HW_FP32,
+    HW_INT32,
+    MOVABLE_DTYPES,
+    Int64RangeError,
+    check_int32,
+    int64_on_device,
+)
 from hwsim.bridge.errors import Reason, Unsupported
 from hwsim.bridge.registry import OpCall, register_lowering
 from hwsim.bridge.tiling import plan
@@ -47,8 +54,10 @@ def fill_scalar(call: OpCall, value: Any) -> float:
     if dtype == torch.bool:
         return 1.0 if value else 0.0
     if not dtype.is_floating_point:
+        what = f"fill value of a {dtype} tensor"
+        check = int64_on_device if dtype == torch.int64 else check_int32
         try:
-            return float(check_int32(int(value), f"fill value of a {dtype} tensor"))
+            return float(check(int(value), what))
         except Int64RangeError as error:
             raise Unsupported(call.op, Reason.DTYPE, str(error)) from None
     return float(value)
@@ -151,12 +160,13 @@ def _arange_check(call: OpCall) -> None:
     if dtype == torch.bool:
         raise Unsupported(call.op, Reason.DTYPE, "arange of bool")
     integral = all(float(v).is_integer() for v in (start, step))
+    check = int64_on_device if dtype == torch.int64 else check_int32  # ``bridge.dtypes``
     try:
-        check_int32(int(start), "arange start")
-        check_int32(int(end), "arange end")
+        check(int(start), "arange start")
+        check(int(end), "arange end")
         if integral:
             count = math.prod(call.output_tensors()[0].shape)
-            check_int32(int(start) + int(step) * count, "arange's element index times step")
+            check(int(start) + int(step) * count, "arange's element index times step")
     except Int64RangeError as error:
         raise Unsupported(call.op, Reason.DTYPE, str(error)) from None
     if not dtype.is_floating_point and not integral:

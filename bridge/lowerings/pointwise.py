@@ -214,7 +214,7 @@ def clamp_tensor(
 INTEGRAL_FP32 = float(2**23)
 
 
-def _rounding_scratch(ctx: LoweringContext, default: DType = HW_FP32):
+def rounding_scratch(ctx: LoweringContext, default: DType = HW_FP32):
     """Scratch tiles shaped like a tile, ``default`` dtype unless asked (6 live at most)."""
     ring = BufferRing(2 * ctx.options.buffers)
 
@@ -271,7 +271,7 @@ def _register_rounding(op: OpOverload, name: str) -> None:
     def lower(ctx: LoweringContext, x: HbmValue) -> HbmValue:
         if not ctx.out.dtype.is_float:  # integers are already integral: a copy, as in torch
             return pointwise(ctx, [x], lambda dst, srcs: nisa.tensor_copy(dst, srcs[0]))
-        scratch = _rounding_scratch(ctx)
+        scratch = rounding_scratch(ctx)
         return pointwise(ctx, [x], lambda dst, srcs: emit(scratch, dst, srcs[0]))
 
     lower.__qualname__ = f"rounding[{name}]"
@@ -296,7 +296,7 @@ def round_decimals(ctx: LoweringContext, x: HbmValue, *, decimals: int = 0) -> H
     an fp32 immediate as in torch's float kernel: 6 instructions."""
     ten_pow = float(torch.tensor(10.0 ** abs(decimals), dtype=torch.float32))
     pre, post = (AluOp.multiply, AluOp.divide) if decimals >= 0 else (AluOp.divide, AluOp.multiply)
-    scratch = _rounding_scratch(ctx)
+    scratch = rounding_scratch(ctx)
 
     def compute(dst: Operand, srcs: list[Operand]) -> None:
         scaled = scratch(dst)
@@ -335,7 +335,7 @@ def div_mode(
         return pointwise(
             ctx, [x, y], lambda dst, s: nisa.tensor_tensor(dst, s[0], s[1], AluOp.divide)
         )
-    scratch = _rounding_scratch(ctx, ctx.tile_dtype(ctx.out.dtype))
+    scratch = rounding_scratch(ctx, ctx.tile_dtype(ctx.out.dtype))
 
     def compute(dst: Operand, srcs: list[Operand]) -> None:
         x, y = srcs
@@ -370,7 +370,7 @@ def _int_div_mode(ctx: LoweringContext, a: HbmValue, b: HbmValue, mode: str | No
         raise Unsupported(
             ctx.call.op, Reason.DTYPE, "an integer result needs rounding_mode 'trunc' or 'floor'"
         )
-    scratch = _rounding_scratch(ctx)
+    scratch = rounding_scratch(ctx)
 
     def compute(dst: Operand, srcs: list[Operand]) -> None:
         q = scratch(dst)

@@ -19,7 +19,7 @@ from torch import fx
 from torch._subclasses.fake_tensor import FakeTensor, unset_fake_temporarily
 from torch.utils import _pytree as pytree
 
-from hwsim.bridge.dtypes import INT32_MAX, INT32_MIN, MOVABLE_DTYPES
+from hwsim.bridge.dtypes import MOVABLE_DTYPES, int64_representable
 
 aten = torch.ops.aten
 
@@ -255,11 +255,11 @@ def _fold(gm: fx.GraphModule) -> dict[str, int]:
 
 def _representable(value: Any) -> bool:
     """Whether a folded value can be a device input as is: a movable dtype, and int64 values
-    within int32 (else the device ops stay, and refuse the value as they would unfolded)."""
+    the device holds (else the device ops stay, and refuse the value as they would unfolded)."""
     if not isinstance(value, torch.Tensor) or value.dtype not in MOVABLE_DTYPES:
         return False
     if value.dtype == torch.int64 and value.numel():
-        return bool(value.min() >= INT32_MIN and value.max() <= INT32_MAX)
+        return bool(int64_representable(value).all())
     return True
 
 

@@ -308,3 +308,10 @@ def test_int64_inputs_that_are_read_are_still_range_checked():
     big = torch.tensor([2**40, 1], dtype=torch.long).to("hwsim")
     with pytest.raises(Exception, match="outside int32"):
         big + 1
+
+
+def test_a_cast_of_infinities_to_int64_on_the_device_equals_the_cpus():
+    device.configure("tiny", fallback="error")
+    x = torch.tensor([-float("inf"), float("inf"), float("nan"), -2.5, 7.9])
+    got = x.to("hwsim").to(torch.long).cpu()
+    assert torch.equal(got, x.to(torch.long))  # INT64_MIN for the first three
