@@ -26,7 +26,7 @@ from hwsim.builder import ProgramBuilder
 from hwsim.config import HardwareConfig, load_config
 from hwsim.dtypes import DType
 from hwsim.dtypes import dtype as lookup_dtype
-from hwsim.errors import HwsimError, IllegalInstructionError
+from hwsim.errors import HwsimError, IllegalInstructionError, set_inside
 from hwsim.isa.ap import MemorySpace
 from hwsim.isa.base import Instruction
 from hwsim.isa.origin import Origin
@@ -258,13 +258,11 @@ class KernelContext:
 
 
 def current() -> KernelContext:
-    context = _CURRENT.get()
-    if context is None:
-        raise HwsimError(
-            "kernel-language calls must run inside a function decorated with @hwsim.lang.kernel "
-            "(while it is being built or run)"
-        )
-    return context
+    return set_inside(
+        _CURRENT,
+        "kernel-language calls must run inside a function decorated with @hwsim.lang.kernel "
+        "(while it is being built or run)",
+    )
 
 
 @contextlib.contextmanager
