@@ -2,9 +2,13 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from enum import StrEnum
+from typing import Any, TypeVar
 
 from hwsim.errors import HwsimError
+
+T = TypeVar("T")
 
 
 class Reason(StrEnum):
@@ -33,7 +37,20 @@ class Unsupported(BridgeError):
 
 
 class DuplicateLoweringError(BridgeError):
-    """A lowering was registered twice for one ATen overload."""
+    """A lowering was registered twice for one ATen overload (or one fused kind)."""
+
+
+def register_once(
+    table: dict[Any, T], key: Any, entry: T, what: str, where: Callable[[T], str]
+) -> None:
+    """``table[key] = entry``; a ``DuplicateLoweringError`` naming both places (``where``) if
+    ``what`` (the key as a message names it) already has a lowering."""
+    if key in table:
+        raise DuplicateLoweringError(
+            f"{what} already has a lowering ({where(table[key])}); "
+            f"{where(entry)} registers it again"
+        )
+    table[key] = entry
 
 
 class FallbackError(BridgeError):

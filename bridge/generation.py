@@ -99,19 +99,16 @@ class Generation:
         return sum(s.loop_programs for s in self.steps[2:])
 
     def to_dict(self) -> dict[str, Any]:
+        fields = asdict(self)
+        steps = fields.pop("steps")
         return {
-            "front_door": self.front_door,
-            "cache": self.cache,
-            "prompt_tokens": self.prompt_tokens,
-            "new_tokens": self.new_tokens,
-            "batch": self.batch,
-            "max_cache_len": self.max_cache_len,
+            **fields,
             "prefill_ns": self.prefill_ns,
             "decode_ns": self.decode_ns,
             "decode_mean_ns": self.decode_mean_ns,
             "recompiles": self.recompiles,
             "loop_recompiles": self.loop_recompiles,
-            "steps": [asdict(s) for s in self.steps],
+            "steps": steps,
         }
 
 

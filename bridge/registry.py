@@ -28,6 +28,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
+from operator import attrgetter
 from typing import Any
 
 import torch
@@ -36,7 +37,7 @@ from torch.utils import _pytree as pytree
 
 from hwsim.bridge.context import LoweringContext, TensorMeta
 from hwsim.bridge.dtypes import FLOAT_DTYPES, HW_INT32, INT32_MAX, INT32_MIN, NUMERIC_DTYPES
-from hwsim.bridge.errors import BridgeError, DuplicateLoweringError, Reason, Unsupported
+from hwsim.bridge.errors import BridgeError, Reason, Unsupported, register_once
 from hwsim.bridge.tiling import map_tiles
 from hwsim.bridge.tiling.drivers import Operand, TileCompute
 from hwsim.bridge.values import HbmValue
@@ -119,12 +120,7 @@ def register_lowering(
             lowering = Lowering(
                 op, fn, family_name, dtypes, check, value_dependent_checked, reads_inputs, empty_ok
             )
-            if op in LOWERINGS:
-                raise DuplicateLoweringError(
-                    f"{op} already has a lowering ({LOWERINGS[op].where}); "
-                    f"{lowering.where} registers it again"
-                )
-            LOWERINGS[op] = lowering
+            register_once(LOWERINGS, op, lowering, str(op), attrgetter("where"))
         return fn
 
     return decorator

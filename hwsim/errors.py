@@ -8,11 +8,15 @@ message), so a 400 KB value never becomes a 400 KB error line.
 from __future__ import annotations
 
 import re
+from contextvars import ContextVar
+from typing import TypeVar
 
 #: Characters of one unbroken value kept in a message (its start and end), and of a message.
 MAX_VALUE_CHARS = 80
 MAX_MESSAGE_CHARS = 2000
 _LONG_VALUE = re.compile(rf"\S{{{MAX_VALUE_CHARS * 2 + 1},}}")
+
+T = TypeVar("T")
 
 
 def shorten(text: str, limit: int = MAX_VALUE_CHARS) -> str:
@@ -79,3 +83,12 @@ class IncompatibleProgramError(WorkloadError):
 class SavedProgramError(WorkloadError):
     """A saved program file is unreadable, corrupted, from a newer hwsim, malformed, or an old
     pickle (which is never loaded)."""
+
+
+def set_inside(var: ContextVar[T | None], outside: str) -> T:
+    """The value of ``var``, which a kernel sets while it is built or run; a call from outside
+    that scope (none set) is a ``HwsimError`` saying ``outside``: where such calls must run."""
+    value = var.get()
+    if value is None:
+        raise HwsimError(outside)
+    return value

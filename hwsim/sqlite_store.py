@@ -12,58 +12,56 @@ from __future__ import annotations
 import sqlite3
 from collections.abc import Sequence
 from pathlib import Path
+from typing import ClassVar
 
 #: Seconds a writer waits for another process's transaction (several processes may share a file).
 BUSY_TIMEOUT_S = 30
 
 
-def open_store(
-    path: Path | None,
-    *,
-    what: str,
-    meta_table: str,
-    schema: str,
-    tables: Sequence[str],
-    error: type[Exception],
-) -> sqlite3.Connection:
-    """An open connection to the store at ``path`` (created if missing), whose ``meta_table``
-    holds ``schema`` under the key 'schema' and whose ``tables`` (CREATE TABLE IF NOT EXISTS
-    statements) exist. ``what`` names the store in messages ('a tuner cache'); problems raise
-    ``error``."""
-    where = ":memory:" if path is None else str(path)
-    if path is not None:
-        if path.exists() and not path.is_file():
-            raise error(f"{where}: not {what} database (not a regular file); give a file path")
-        path.parent.mkdir(parents=True, exist_ok=True)
-    try:
-        db = sqlite3.connect(where, timeout=BUSY_TIMEOUT_S)
-        _init(db, where, what, meta_table, schema, tables, error)
-    except sqlite3.DatabaseError as exc:
-        raise error(f"{where}: not {what} database ({exc})") from None
-    return db
+class SqliteStore:
+    """A store file of one kind, which a subclass declares: ``WHAT`` names it in messages ('a
+    tuner cache'), ``META_TABLE`` holds its ``SCHEMA`` under the key 'schema', ``TABLES`` are
+    its CREATE TABLE IF NOT EXISTS statements, problems raise ``ERROR``. Opening it (``path``;
+    ``None`` keeps it in memory) creates the file and its tables if missing."""
 
+    WHAT: ClassVar[str]
+    META_TABLE: ClassVar[str]
+    SCHEMA: ClassVar[str]
+    TABLES: ClassVar[Sequence[str]]
+    ERROR: ClassVar[type[Exception]]
 
-def _init(
-    db: sqlite3.Connection,
-    where: str,
-    what: str,
-    meta_table: str,
-    schema: str,
-    tables: Sequence[str],
-    error: type[Exception],
-) -> None:
-    with db:
-        found = {row[0] for row in db.execute("SELECT name FROM sqlite_master")}
-        if found and meta_table not in found:
-            raise error(f"{where}: an SQLite file, but not {what} database of hwsim")
-        db.execute(f"CREATE TABLE IF NOT EXISTS {meta_table} (key TEXT PRIMARY KEY, value)")
-        for statement in tables:
-            db.execute(statement)
-        row = db.execute(f"SELECT value FROM {meta_table} WHERE key='schema'").fetchone()
-        if row is None:
-            db.execute(f"INSERT INTO {meta_table} VALUES ('schema', ?)", (schema,))
-        elif row[0] != schema:
-            raise error(
-                f"{where}: {what} database of another hwsim (schema {str(row[0])[:40]!r}, this "
-                f"one reads {schema!r}); use a new file"
-            )
+    def __init__(self, path: str | Path | None) -> None:
+        self.path = Path(path) if path is not None else None
+        where = ":memory:" if self.path is None else str(self.path)
+        if self.path is not None:
+            if self.path.exists() and not self.path.is_file():
+                raise self.ERROR(
+                    f"{where}: not {self.WHAT} database (not a regular file); give a file path"
+                )
+            self.path.parent.mkdir(parents=True, exist_ok=True)
+        try:
+            self.db = sqlite3.connect(where, timeout=BUSY_TIMEOUT_S)
+            self._init(where)
+        except sqlite3.DatabaseError as exc:
+            raise self.ERROR(f"{where}: not {self.WHAT} database ({exc})") from None
+
+    def close(self) -> None:
+        self.db.close()
+
+    def _init(self, where: str) -> None:
+        meta, error = self.META_TABLE, self.ERROR
+        with self.db as db:
+            found = {row[0] for row in db.execute("SELECT name FROM sqlite_master")}
+            if found and meta not in found:
+                raise error(f"{where}: an SQLite file, but not {self.WHAT} database of hwsim")
+            db.execute(f"CREATE TABLE IF NOT EXISTS {meta} (key TEXT PRIMARY KEY, value)")
+            for statement in self.TABLES:
+                db.execute(statement)
+            row = db.execute(f"SELECT value FROM {meta} WHERE key='schema'").fetchone()
+            if row is None:
+                db.execute(f"INSERT INTO {meta} VALUES ('schema', ?)", (self.SCHEMA,))
+            elif row[0] != self.SCHEMA:
+                raise error(
+                    f"{where}: {self.WHAT} database of another hwsim (schema "
+                    f"{str(row[0])[:40]!r}, this one reads {self.SCHEMA!r}); use a new file"
+                )

@@ -44,7 +44,7 @@ from hwsim.library.common import BufferRing
 aten = torch.ops.aten
 
 #: ATen ops that are the ScalarE activation function of the same name.
-_ACTIVATIONS = [
+ACTIVATIONS = [
     "relu",
     "tanh",
     "sigmoid",
@@ -58,7 +58,7 @@ _ACTIVATIONS = [
     "sin",
     "cos",
 ]
-for _name in _ACTIVATIONS:
+for _name in ACTIVATIONS:
     register_unary(getattr(aten, _name).default, Act[_name])
 register_alu_unary(aten.neg.default, AluOp.multiply, -1.0)
 

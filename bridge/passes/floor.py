@@ -30,6 +30,7 @@ import torch
 from torch import fx
 from torch.utils import _pytree as pytree
 
+from hwsim.bridge.lowerings.pointwise import ACTIVATIONS
 from hwsim.bridge.precision import Precision
 from hwsim.bridge.registry import LOWERINGS
 from hwsim.config import HardwareConfig
@@ -38,24 +39,10 @@ from hwsim.report import peaks
 
 aten = torch.ops.aten
 
-#: Ops whose elementwise work is a ScalarE activation function (``lowerings.pointwise``).
+#: Ops whose elementwise work is a ScalarE activation function (``lowerings.pointwise``): the
+#: activations of the same name, GELU, and abs.
 SCALAR_OPS = frozenset(
-    {
-        aten.exp.default,
-        aten.tanh.default,
-        aten.sigmoid.default,
-        aten.silu.default,
-        aten.gelu.default,
-        aten.log.default,
-        aten.sqrt.default,
-        aten.rsqrt.default,
-        aten.erf.default,
-        aten.sin.default,
-        aten.cos.default,
-        aten.relu.default,
-        aten.reciprocal.default,
-        aten.abs.default,
-    }
+    {*(getattr(aten, name).default for name in ACTIVATIONS), aten.gelu.default, aten.abs.default}
 )
 #: Families whose nodes move or name data without elementwise compute.
 _FREE_FAMILIES = frozenset({"views"})

@@ -16,9 +16,10 @@ and must register, so a new kind never falls through to another kind's lowering 
 from __future__ import annotations
 
 from collections.abc import Callable
+from operator import attrgetter
 from typing import Any
 
-from hwsim.bridge.errors import BridgeError, DuplicateLoweringError
+from hwsim.bridge.errors import BridgeError, register_once
 from hwsim.bridge.identity import group_tag
 
 __all__ = ["FUSED_LOWERINGS", "fused_lowering", "group_tag", "register_fused"]
@@ -33,12 +34,8 @@ def register_fused(kind: type) -> Callable[[FusedLowering], FusedLowering]:
     """Register the lowering of fused kind ``kind`` (one per kind)."""
 
     def register(fn: FusedLowering) -> FusedLowering:
-        if kind in FUSED_LOWERINGS:
-            raise DuplicateLoweringError(
-                f"fused kind {kind.__name__} already has a lowering "
-                f"({FUSED_LOWERINGS[kind].__qualname__})"
-            )
-        FUSED_LOWERINGS[kind] = fn
+        what = f"fused kind {kind.__name__}"
+        register_once(FUSED_LOWERINGS, kind, fn, what, attrgetter("__qualname__"))
         return fn
 
     return register

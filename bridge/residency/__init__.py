@@ -36,7 +36,7 @@ from __future__ import annotations
 
 import os
 from collections.abc import Iterable
-from dataclasses import dataclass, field, replace
+from dataclasses import asdict, dataclass, field, replace
 from typing import Any
 
 from hwsim import lang
@@ -84,19 +84,7 @@ class ResidencyStats:
     backed_off: bool = False
 
     def to_dict(self) -> dict[str, Any]:
-        return {
-            "stores_recorded": self.stores_recorded,
-            "loads_forwarded": self.loads_forwarded,
-            "bytes_forwarded": self.bytes_forwarded,
-            "loads_missed": self.loads_missed,
-            "loads_copied": self.loads_copied,
-            "stores_elided": self.stores_elided,
-            "bytes_elided": self.bytes_elided,
-            "values_resident": len(self.values_resident),
-            "sbuf_bytes_held_peak": self.sbuf_bytes_held_peak,
-            "records_reclaimed": self.records_reclaimed,
-            "backed_off": self.backed_off,
-        }
+        return {**asdict(self), "values_resident": len(self.values_resident)}
 
 
 #: Instructions this module emits on a lowering's behalf are tagged with the lowering's line

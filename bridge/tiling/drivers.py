@@ -10,6 +10,7 @@ one; loads are triggered by the Sync engine, stores by GpSimdE (``DmaQueues``).
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
+from typing import Any
 
 from hwsim import lang
 from hwsim.bridge.context import LoweringContext
@@ -81,6 +82,15 @@ def map_tiles(
         ctx.queues.store(tile.ap(0, out), dst)
 
 
+def _plan_pair(
+    ctx: LoweringContext, shape: Sequence[int], out: HbmValue, src: HbmValue, **how: Any
+) -> list[TileRef]:
+    """Tiles of ``shape`` over ``out`` (operand 0 of each tile: ``tile.ap(0, out)``) and ``src``
+    (operand 1) on up to ``ctx.pmax`` partitions; ``how``: the rest of ``plan``'s options."""
+    layouts = [(out.offset, out.strides), (src.offset, src.strides)]
+    return plan(shape, layouts, pmax=ctx.pmax, **how)
+
+
 def copy_tiles(ctx: LoweringContext, out: HbmValue, src: HbmValue) -> None:
     """out = src (any strides, dtype cast by the DMA), one HBM -> HBM DMA per tile."""
     budget = ctx.free_budget(1, 4) * ctx.pmax  # no SBUF involved: tiles only bound descriptors
@@ -89,13 +99,7 @@ def copy_tiles(ctx: LoweringContext, out: HbmValue, src: HbmValue) -> None:
     def cost(tile: TileRef) -> float:  # the busiest DMA engine's time (its rows split them)
         return transfer_ns(config, tile.ap(1, src), tile.ap(0, out))
 
-    tiles = plan(
-        out.shape,
-        [(out.offset, out.strides), (src.offset, src.strides)],
-        pmax=ctx.pmax,
-        free_budget=budget,
-        cost=cost,
-    )
+    tiles = _plan_pair(ctx, out.shape, out, src, free_budget=budget, cost=cost)
     for tile in ctx.split.mine(tiles):
         nisa.dma_copy(tile.ap(0, out), tile.ap(1, src), queue=ctx.queues.side_queue)
 
@@ -119,13 +123,7 @@ def reduce_tiles(
     tile_dtype = ctx.tile_dtype(src.dtype)
     acc_dtype, engine = (lang.float32, "vector") if tile_dtype.is_float else ("int32", "gpsimd")
     budget = ctx.free_budget(1, tile_dtype.itemsize)
-    tiles = plan(
-        src.shape,
-        [(out.offset, out.strides), (src.offset, src.strides)],
-        pmax=ctx.pmax,
-        free_budget=budget,
-        reduce_dims=reduce_dims,
-    )
+    tiles = _plan_pair(ctx, src.shape, out, src, free_budget=budget, reduce_dims=reduce_dims)
     largest = _largest(tiles)
     loads, partials, accs = (BufferRing(ctx.options.buffers) for _ in range(3))
     acc: Operand | None = None
@@ -182,13 +180,8 @@ def row_tiles(
     beforehand, for ops that can go by chunks)."""
     tile_dtype = ctx.tile_dtype(src.dtype)
     budget = row_budget(ctx, row_tile_bytes(ctx, src.dtype, temporaries=temporaries))
-    tiles = plan(
-        src.shape,
-        [(out.offset, out.strides), (src.offset, src.strides)],
-        pmax=ctx.pmax,
-        free_budget=budget,
-        reduce_dims=(dim,),
-        whole_free=True,
+    tiles = _plan_pair(
+        ctx, src.shape, out, src, free_budget=budget, reduce_dims=(dim,), whole_free=True
     )
     largest = _largest(tiles)
     loads, stores = BufferRing(ctx.options.buffers), BufferRing(ctx.options.buffers)

@@ -9,13 +9,10 @@ from __future__ import annotations
 
 import json
 import time
-from pathlib import Path
 from typing import Any
 
 from hwsim.fuzz.spec import FuzzError
-from hwsim.sqlite_store import open_store
-
-SCHEMA = "hwsim.fuzz/1"
+from hwsim.sqlite_store import SqliteStore
 
 
 def _checked(kind: str, text: str | None) -> dict[str, Any] | None:
@@ -24,23 +21,18 @@ def _checked(kind: str, text: str | None) -> dict[str, Any] | None:
     return load_kind(kind).check_spec(json.loads(text)) if text else None
 
 
-class FuzzStore:
+class FuzzStore(SqliteStore):
     """Open (or create) a results file; ``None`` keeps results in memory only."""
 
-    def __init__(self, path: str | Path | None) -> None:
-        self.path = Path(path) if path is not None else None
-        self.db = open_store(
-            self.path,
-            what="a fuzz",
-            meta_table="fuzz_meta",
-            schema=SCHEMA,
-            tables=[
-                "CREATE TABLE IF NOT EXISTS cases (seed INTEGER, idx INTEGER, config TEXT, "
-                "kind TEXT, spec TEXT, status TEXT, failures TEXT, shrunk TEXT, wall_s REAL, "
-                "cpu_s REAL, created REAL, PRIMARY KEY (seed, idx, config))"
-            ],
-            error=FuzzError,
-        )
+    WHAT = "a fuzz"
+    META_TABLE = "fuzz_meta"
+    SCHEMA = "hwsim.fuzz/1"
+    TABLES = (
+        "CREATE TABLE IF NOT EXISTS cases (seed INTEGER, idx INTEGER, config TEXT, "
+        "kind TEXT, spec TEXT, status TEXT, failures TEXT, shrunk TEXT, wall_s REAL, "
+        "cpu_s REAL, created REAL, PRIMARY KEY (seed, idx, config))",
+    )
+    ERROR = FuzzError
 
     def done(self, seed: int, config: str) -> set[int]:
         rows = self.db.execute("SELECT idx FROM cases WHERE seed=? AND config=?", (seed, config))
@@ -90,6 +82,3 @@ class FuzzStore:
             except (ValueError, TypeError, FuzzError) as exc:
                 raise FuzzError(f"{self.path}: case {idx} is damaged ({exc}); delete it") from None
         return out
-
-    def close(self) -> None:
-        self.db.close()

@@ -19,7 +19,7 @@ from hwsim.isa.ap import AccessPattern, MemorySpace
 from hwsim.isa.base import Instruction, MachineSpec
 from hwsim.isa.operands import READ, WRITE, operand
 from hwsim.isa.tensor_ops import as_2d
-from hwsim.kernels import AluOp
+from hwsim.kernels import AluOp, ReduceOp
 
 if TYPE_CHECKING:
     from hwsim.machine.state import CoreState
@@ -161,3 +161,14 @@ def scalar_bits(value: float, ap: AccessPattern) -> int:
 class UnaryCompute(ComputeInstruction):
     dst: AccessPattern = operand(WRITE)
     src: AccessPattern = operand(READ, nki="data")
+
+
+@dataclass(frozen=True, kw_only=True)
+class ReduceCompute(UnaryCompute):
+    """A reduction of ``src`` into ``dst`` by ``op``; a bitvec op (bitwise_or/and) needs
+    integer tensors."""
+
+    op: ReduceOp
+
+    def _bitvec(self) -> bool:
+        return ReduceOp(self.op) in kernels.INTEGER_ONLY_REDUCE_OPS

@@ -7,8 +7,9 @@ Elements move bit for bit (``kernels.gather``). An index outside its table is a
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, replace
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
@@ -49,8 +50,12 @@ def partition_runs(ap: AccessPattern, rows: list[int]) -> tuple[AccessPattern, .
     return tuple(runs)
 
 
-def _index_error(instruction: ComputeInstruction, err: IndexError) -> MemoryAccessError:
-    return MemoryAccessError(f"{instruction.label()}: {err}")
+def _gathered(instruction: ComputeInstruction, gather: Callable[..., Any], *args: Any) -> Any:
+    """``gather(*args)``; an index out of range is the instruction's ``MemoryAccessError``."""
+    try:
+        return gather(*args)
+    except IndexError as err:
+        raise MemoryAccessError(f"{instruction.label()}: {err}") from None
 
 
 def check_gpsimd_groups(instruction: ComputeInstruction, **operands: AccessPattern) -> None:
@@ -121,15 +126,14 @@ class LocalGather(ComputeInstruction):
 
     def execute(self, state: CoreState) -> None:
         index = read_bits(state, self.index)
-        try:
-            out = kernels.local_gather(
-                read_bits(state, self.src_buffer),
-                index,
-                self.num_elem_per_idx,
-                self.valid_indices(),
-            )
-        except IndexError as err:
-            raise _index_error(self, err) from None
+        out = _gathered(
+            self,
+            kernels.local_gather,
+            read_bits(state, self.src_buffer),
+            index,
+            self.num_elem_per_idx,
+            self.valid_indices(),
+        )
         write_bits(state, self.dst, out)
 
 
@@ -168,11 +172,8 @@ class NcNGather(ComputeInstruction):
             self.fail("dst must have data's dtype: nc_n_gather converts nothing [S15]")
 
     def execute(self, state: CoreState) -> None:
-        try:
-            out = kernels.n_gather(read_bits(state, self.data), read_bits(state, self.indices))
-        except IndexError as err:
-            raise _index_error(self, err) from None
-        write_bits(state, self.dst, out)
+        data, indices = read_bits(state, self.data), read_bits(state, self.indices)
+        write_bits(state, self.dst, _gathered(self, kernels.n_gather, data, indices))
 
 
 @register("nc_stream_shuffle", engines=("vector",), profiler="STREAM_SHUFFLE")

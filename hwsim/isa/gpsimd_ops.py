@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING
 from hwsim import kernels
 from hwsim.isa.ap import AccessPattern, MemorySpace
 from hwsim.isa.base import MachineSpec, register
-from hwsim.isa.compute_base import ComputeInstruction, read_2d, write_result
+from hwsim.isa.compute_base import ComputeInstruction, ReduceCompute, read_2d, write_result
 from hwsim.isa.operands import READ, WRITE, operand, param
 from hwsim.kernels import AluOp, ReduceOp
 
@@ -104,7 +104,7 @@ PARTITION_REDUCE_OPS = frozenset(
 
 @register("tensor_partition_reduce", engines=("gpsimd",), profiler="PARTITION_REDUCE")
 @dataclass(frozen=True, kw_only=True)
-class TensorPartitionReduce(ComputeInstruction):
+class TensorPartitionReduce(ReduceCompute):
     """dst[1, N] = reduce of src[P, N] across its partitions (partition 0 first).
 
     Bitwise ops need integer tensors; arithmetic runs natively in 32-bit integers when every
@@ -119,13 +119,6 @@ class TensorPartitionReduce(ComputeInstruction):
 
     NKI_ARGS = "dst, op, data"
     FLOPS_PER_ELEMENT = 1
-
-    dst: AccessPattern = operand(WRITE)
-    src: AccessPattern = operand(READ, nki="data")
-    op: ReduceOp
-
-    def _bitvec(self) -> bool:
-        return ReduceOp(self.op) in kernels.INTEGER_ONLY_REDUCE_OPS
 
     def check(self, spec: MachineSpec) -> None:
         super().check(spec)

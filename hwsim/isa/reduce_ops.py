@@ -8,16 +8,14 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from hwsim import kernels
-from hwsim.isa.ap import AccessPattern
 from hwsim.isa.base import MachineSpec, register
 from hwsim.isa.compute_base import (
     BN_STATS_FMAX,
-    ComputeInstruction,
+    ReduceCompute,
     UnaryCompute,
     read_2d,
     write_result,
 )
-from hwsim.isa.operands import READ, WRITE, operand
 from hwsim.kernels import ReduceOp
 
 if TYPE_CHECKING:
@@ -26,7 +24,7 @@ if TYPE_CHECKING:
 
 @register("tensor_reduce", engines=("vector",), profiler="REDUCE")
 @dataclass(frozen=True, kw_only=True)
-class TensorReduce(ComputeInstruction):
+class TensorReduce(ReduceCompute):
     """dst[P, kept] = reduce of src over its ``axes`` innermost free dims (1..4), optionally
     negated (arithmetic ops only). Arithmetic ops reduce in fp32; bitwise_or/and need integers.
 
@@ -36,14 +34,8 @@ class TensorReduce(ComputeInstruction):
     NKI_ARGS = "dst, op, data, *, axes, negate"
     FLOPS_PER_ELEMENT = 1
 
-    dst: AccessPattern = operand(WRITE)
-    src: AccessPattern = operand(READ, nki="data")
-    op: ReduceOp
     axes: int = 1
     negate: bool = False
-
-    def _bitvec(self) -> bool:
-        return ReduceOp(self.op) in kernels.INTEGER_ONLY_REDUCE_OPS
 
     def check(self, spec: MachineSpec) -> None:
         super().check(spec)

@@ -29,6 +29,7 @@ def allocate_block(
     """The block for a new on-chip tile: first fit now, or (when it does not fit, or the
     kernel is already deferred) a provisional one the planner places later; with
     ``defer=False``, OutOfMemoryError instead if it does not fit now."""
+    context.state_changes += 1  # the kernel's state changed (``hwsim.lang.repeat``)
     pool = context.pools[memory]
     size = math.prod(shape[1:]) * dt.itemsize
     rows = shape[0] if pool.partitions else None

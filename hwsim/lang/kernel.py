@@ -26,7 +26,7 @@ from hwsim.builder import ProgramBuilder
 from hwsim.config import HardwareConfig, load_config
 from hwsim.dtypes import DType
 from hwsim.dtypes import dtype as lookup_dtype
-from hwsim.errors import HwsimError, IllegalInstructionError
+from hwsim.errors import HwsimError, IllegalInstructionError, set_inside
 from hwsim.isa.ap import MemorySpace
 from hwsim.isa.base import Instruction
 from hwsim.isa.origin import Origin
@@ -226,20 +226,6 @@ class KernelContext:
         else:
             self.planner.record_call(fn)
 
-    def allocate(
-        self,
-        memory: MemorySpace,
-        name: str,
-        shape: tuple[int, ...],
-        dt: DType,
-        where: str,
-        offset: int | None,
-        defer: bool = True,
-    ) -> Block:
-        """The block for a new on-chip tile (``hwsim.lang.deferral.allocate_block``)."""
-        self.state_changes += 1
-        return allocate_block(self, memory, name, shape, dt, where, offset, defer)
-
     def release(self, memory: MemorySpace, block: Block) -> None:
         """A tile's Python object died: free its block now, or record it for the planner."""
         self.state_changes += 1
@@ -258,13 +244,11 @@ class KernelContext:
 
 
 def current() -> KernelContext:
-    context = _CURRENT.get()
-    if context is None:
-        raise HwsimError(
-            "kernel-language calls must run inside a function decorated with @hwsim.lang.kernel "
-            "(while it is being built or run)"
-        )
-    return context
+    return set_inside(
+        _CURRENT,
+        "kernel-language calls must run inside a function decorated with @hwsim.lang.kernel "
+        "(while it is being built or run)",
+    )
 
 
 @contextlib.contextmanager
@@ -379,7 +363,7 @@ def ndarray(
             f"dimension is the partition dimension and must be <= {partitions}"
         )
     tile_name = name or context.fresh_name(memory.value)
-    block = context.allocate(memory, tile_name, shape, dt, where, offset, defer)
+    block = allocate_block(context, memory, tile_name, shape, dt, where, offset, defer)
     tile = Tile(
         tile_name,
         shape,

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import itertools
 from dataclasses import dataclass, replace
+from operator import itemgetter
 from typing import Any
 
 import numpy as np
@@ -342,21 +343,10 @@ class Grid(tuple):
     """What ``nl.mgrid[...]`` gives: a tuple of index expressions, also as ``.p`` (the
     partition index) and ``.x``, ``.y``, ``.z`` (the free indices), as NKI kernels write them."""
 
-    @property
-    def p(self) -> IndexExpr:
-        return self[0]
-
-    @property
-    def x(self) -> IndexExpr:
-        return self[1]
-
-    @property
-    def y(self) -> IndexExpr:
-        return self[2]
-
-    @property
-    def z(self) -> IndexExpr:
-        return self[3]
+    p = property(itemgetter(0))
+    x = property(itemgetter(1))
+    y = property(itemgetter(2))
+    z = property(itemgetter(3))
 
 
 class _MGrid:

@@ -19,7 +19,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
-from hwsim.errors import HwsimError
+from hwsim.errors import set_inside
 from hwsim.lang.kernel import current
 
 _STATE: contextvars.ContextVar[NkiState | None] = contextvars.ContextVar("hwsim_nki", default=None)
@@ -222,13 +222,11 @@ class NkiState:
 
 
 def state() -> NkiState:
-    found = _STATE.get()
-    if found is None:
-        raise HwsimError(
-            "nki.language / nki.isa calls must run inside an NKI kernel (a function decorated "
-            "with @nki.jit, run with nki.simulate(kernel)(...), hwsim.nki.run or `hwsim nki`)"
-        )
-    return found
+    return set_inside(
+        _STATE,
+        "nki.language / nki.isa calls must run inside an NKI kernel (a function decorated "
+        "with @nki.jit, run with nki.simulate(kernel)(...), hwsim.nki.run or `hwsim nki`)",
+    )
 
 
 def active() -> NkiState | None:

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import math
 import weakref
+from collections.abc import Callable
 from typing import Any
 
 import numpy as np
@@ -31,6 +32,24 @@ from hwsim.nki.state import Allocation, PsumGroup, Slot, state, user_site
 
 def fail(call: str, message: str) -> IllegalInstructionError:
     return IllegalInstructionError(f"{source_location()}: {call}: {message}")
+
+
+def _operator(name: str, reverse: bool = False) -> Callable[[NkiTensor, Any], NkiTensor]:
+    """A Python operator as ``nl.<name>(tile, other)`` (reverse: ``nl.<name>(other, tile)``)."""
+
+    def apply(self: NkiTensor, other: Any) -> NkiTensor:
+        return self._op(name, other, reverse)
+
+    return apply
+
+
+def _inplace_operator(name: str) -> Callable[[NkiTensor, Any], NkiTensor]:
+    """An augmented assignment (``tile += other``) as ``nl.<name>`` written into the tile."""
+
+    def apply(self: NkiTensor, other: Any) -> NkiTensor:
+        return self._inplace(name, other)
+
+    return apply
 
 
 class NkiTensor:
@@ -296,44 +315,15 @@ class NkiTensor:
             else language_ops.binary(name, self, other)
         )
 
-    def __add__(self, o: Any) -> NkiTensor:
-        return self._op("add", o)
-
-    def __radd__(self, o: Any) -> NkiTensor:
-        return self._op("add", o, True)
-
-    def __sub__(self, o: Any) -> NkiTensor:
-        return self._op("subtract", o)
-
-    def __rsub__(self, o: Any) -> NkiTensor:
-        return self._op("subtract", o, True)
-
-    def __mul__(self, o: Any) -> NkiTensor:
-        return self._op("multiply", o)
-
-    def __rmul__(self, o: Any) -> NkiTensor:
-        return self._op("multiply", o, True)
-
-    def __truediv__(self, o: Any) -> NkiTensor:
-        return self._op("divide", o)
-
-    def __rtruediv__(self, o: Any) -> NkiTensor:
-        return self._op("divide", o, True)
+    __add__, __radd__ = _operator("add"), _operator("add", reverse=True)
+    __sub__, __rsub__ = _operator("subtract"), _operator("subtract", reverse=True)
+    __mul__, __rmul__ = _operator("multiply"), _operator("multiply", reverse=True)
+    __truediv__, __rtruediv__ = _operator("divide"), _operator("divide", reverse=True)
+    __gt__, __ge__ = _operator("greater"), _operator("greater_equal")
+    __lt__, __le__ = _operator("less"), _operator("less_equal")
 
     def __neg__(self) -> NkiTensor:
         return self._op("multiply", -1.0)
-
-    def __gt__(self, o: Any) -> NkiTensor:
-        return self._op("greater", o)
-
-    def __ge__(self, o: Any) -> NkiTensor:
-        return self._op("greater_equal", o)
-
-    def __lt__(self, o: Any) -> NkiTensor:
-        return self._op("less", o)
-
-    def __le__(self, o: Any) -> NkiTensor:
-        return self._op("less_equal", o)
 
     def _inplace(self, name: str, other: Any) -> NkiTensor:
         from hwsim.nki import language_ops
@@ -347,14 +337,9 @@ class NkiTensor:
         language_ops.binary(name, self, other, dst=self)
         return self
 
-    def __iadd__(self, o: Any) -> NkiTensor:
-        return self._inplace("add", o)
-
-    def __isub__(self, o: Any) -> NkiTensor:
-        return self._inplace("subtract", o)
-
-    def __imul__(self, o: Any) -> NkiTensor:
-        return self._inplace("multiply", o)
+    __iadd__ = _inplace_operator("add")
+    __isub__ = _inplace_operator("subtract")
+    __imul__ = _inplace_operator("multiply")
 
 
 class Indirect:

@@ -8,27 +8,23 @@ allocator reusing freed space) count once. See ``allocation_lifetimes`` and ``oc
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import TYPE_CHECKING, Any, NamedTuple
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
+from hwsim.program import Allocation
 from hwsim.trace.records import Trace
 
 if TYPE_CHECKING:
     from hwsim.trace.facts import FactsMemo
 
 
-class AllocationLife(NamedTuple):
+@dataclass(frozen=True)
+class AllocationLife(Allocation):
     """When a named SBUF/PSUM buffer held data: first start .. last done of the instructions whose
     operands overlap it (first_tick = last_tick = -1 if none did), and where it lives."""
 
-    core: int
-    memory: str
-    name: str
-    start_partition: int
-    partitions: int
-    offset_bytes: int
-    size_bytes: int  # per partition
     first_tick: int
     last_tick: int
 

@@ -11,13 +11,10 @@ from __future__ import annotations
 import json
 import time
 from dataclasses import asdict, dataclass
-from pathlib import Path
 from typing import Any
 
-from hwsim.sqlite_store import open_store
+from hwsim.sqlite_store import SqliteStore
 from hwsim.tune.space import TuneError
-
-SCHEMA = "hwsim.tune/1"
 
 
 @dataclass(frozen=True)
@@ -37,24 +34,19 @@ class Outcome:
         return self.status == "ok"
 
 
-class TuneCache:
+class TuneCache(SqliteStore):
     """Open (or create) a cache file; ``None`` keeps results in memory only."""
 
-    def __init__(self, path: str | Path | None) -> None:
-        self.path = Path(path) if path is not None else None
-        self.db = open_store(
-            self.path,
-            what="a tuner cache",
-            meta_table="tune_meta",
-            schema=SCHEMA,
-            tables=[
-                "CREATE TABLE IF NOT EXISTS candidates (kernel TEXT, point TEXT, "
-                "config_hash TEXT, status TEXT, total_ns REAL, bottleneck TEXT, error TEXT, "
-                "wall_s REAL, instructions INTEGER, created REAL, "
-                "PRIMARY KEY (kernel, point, config_hash))"
-            ],
-            error=TuneError,
-        )
+    WHAT = "a tuner cache"
+    META_TABLE = "tune_meta"
+    SCHEMA = "hwsim.tune/1"
+    TABLES = (
+        "CREATE TABLE IF NOT EXISTS candidates (kernel TEXT, point TEXT, "
+        "config_hash TEXT, status TEXT, total_ns REAL, bottleneck TEXT, error TEXT, "
+        "wall_s REAL, instructions INTEGER, created REAL, "
+        "PRIMARY KEY (kernel, point, config_hash))",
+    )
+    ERROR = TuneError
 
     def get(self, kernel: str, point: str, config_hash: str) -> Outcome | None:
         row = self.db.execute(
@@ -100,9 +92,6 @@ class TuneCache:
             {"point": json.loads(p), "status": s, "total_ns": t, "bottleneck": b, "error": e}
             for p, s, t, b, e in cursor
         ]
-
-    def close(self) -> None:
-        self.db.close()
 
 
 def outcome_dict(outcome: Outcome) -> dict[str, Any]:

@@ -19,6 +19,30 @@ def test_duplicate_registration_is_rejected_naming_both():
     assert before == LOWERINGS
 
 
+def test_duplicate_fused_kind_is_rejected_naming_both():
+    from hwsim.bridge.passes.fused_kinds import FUSED_LOWERINGS, register_fused
+
+    class Kind:
+        pass
+
+    def first(ctx, kernel, outside, escapes):
+        return None
+
+    def second(ctx, kernel, outside, escapes):
+        return None
+
+    register_fused(Kind)(first)
+    try:
+        with pytest.raises(
+            DuplicateLoweringError,
+            match=r"fused kind Kind already has a lowering \(.*first\); .*second registers it",
+        ):
+            register_fused(Kind)(second)
+        assert FUSED_LOWERINGS[Kind] is first
+    finally:
+        del FUSED_LOWERINGS[Kind]
+
+
 def test_packets_must_name_an_overload():
     with pytest.raises(TypeError, match="overload"):
         register_lowering(aten.relu)(lambda ctx, x: x)
