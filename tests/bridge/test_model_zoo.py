@@ -19,7 +19,7 @@ import torch._dynamo
 from torch import nn
 
 from hwsim import bridge
-from hwsim.bridge.precision import TOLERANCES, compare
+from hwsim.bridge.precision import CANCELLATION_NOISE_FACTOR, TOLERANCES, compare
 
 pytest.importorskip("transformers")
 
@@ -126,8 +126,11 @@ LR = 0.05
 #: A gradient that is zero in exact arithmetic (a key projection's bias: softmax does not see
 #: a shift of every score of a row) comes out of fp32 as rounding noise, eager's and ours
 #: alike. It is that noise when the float64 gradient is below eager's distance from it, and
-#: ours is within NOISE_FACTOR of that distance (measured: 0.7x-2x on BERT and ViT).
-NOISE_FACTOR = 4.0
+#: ours is within the report's own factor of that distance (the one judgement of a
+#: cancellation, ``precision.CANCELLATION_NOISE_FACTOR``). TensorE sums each column's products
+#: one partition after another, as a PE column does, where the CPU's BLAS sums in blocks: the
+#: noise differs by a factor (measured on ViT's key biases: 2.0x and 6.3x eager's).
+NOISE_FACTOR = CANCELLATION_NOISE_FACTOR
 
 
 def _distance(a: torch.Tensor, b: torch.Tensor) -> float:
