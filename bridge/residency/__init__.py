@@ -447,28 +447,50 @@ class ResidentQueues(DmaQueues):
             return None
         return record if _free_shape(want) == _free_shape(have) else None
 
+    def rows_on_chip(self, src: Source, rows: int, align: int) -> list[tuple[Operand, int]] | None:
+        """``DmaQueues.rows_on_chip``: the resident tiles whose columns make up ``src``, read
+        in place (no copy into a tile of the reader's own)."""
+        if not self._active():
+            return None
+        pieces = self._covering(_key(_ap(src)), 0, rows, _ap(src).dtype, copy=False)
+        if pieces is None or any(first % align for _, _, (first, _) in pieces):
+            return None
+        for record, _, _ in pieces:
+            self._hit(record, 0)
+        self.stats.loads_forwarded += 1
+        self.stats.bytes_forwarded += _ap(src).nbytes
+        return [(record.operand[:, a:b], first) for record, (a, b), (first, _) in pieces]
+
     def _pieces(
         self, dst: Operand, src: Source, *, copy: bool = False
     ) -> list[tuple[_Record, tuple[int, int], tuple[int, int]]] | None:
-        """Resident tiles whose columns make up a dense [rows, columns] load: per piece, the
-        record, its column range and the matching columns of ``dst``; None unless they cover
-        every column. Each tile must sit on ``dst``'s partitions, with the same dtype (and
-        ``copy``: a float dtype, which an engine copy moves exactly)."""
+        """Resident tiles whose columns make up a dense [rows, columns] load into ``dst``
+        (``_covering``)."""
         if not isinstance(dst, (Tile, View)):
             return None
         if len(dst.shape) != 2 and (not copy or _flat(_ap(dst)) is None):
             return None
+        want = _ap(dst)
+        if want.memory is not MemorySpace.SBUF:
+            return None
         key = _key(_ap(src))
+        return self._covering(key, want.start_partition, want.partitions, want.dtype, copy=copy)
+
+    def _covering(
+        self, key: AccessPattern, start_partition: int, partitions: int, dtype: Any, *, copy: bool
+    ) -> list[tuple[_Record, tuple[int, int], tuple[int, int]]] | None:
+        """Resident tiles whose columns make up the dense [rows, columns] HBM block ``key``:
+        per piece, the record, its column range and the matching columns of the block; None
+        unless they cover every column. Each tile must sit on partitions [start_partition,
+        +partitions) in the block's dtype, and the reader's ``dtype`` must be it too (or,
+        ``copy``, both float dtypes, which an engine copy moves exactly)."""
         records = self._by_tensor.get(key.tensor)
         box = _box(key)
         if not records or box is None:
             return None
-        want = _ap(dst)
-        if want.memory is not MemorySpace.SBUF:
+        if copy and not (dtype.is_float and key.dtype.is_float):
             return None
-        if copy and not (want.dtype.is_float and key.dtype.is_float):
-            return None
-        if not copy and want.dtype != key.dtype:  # read in place: no cast may be skipped
+        if not copy and dtype != key.dtype:  # read in place: no cast may be skipped
             return None
         rows, (c0, c1) = box[:3], box[3:]
         item = key.dtype.itemsize
@@ -481,8 +503,8 @@ class ResidentQueues(DmaQueues):
             and c0 < b[4]
             and r.key.dtype == key.dtype
             and r.sbuf_ap.dtype == key.dtype
-            and r.sbuf_ap.start_partition == want.start_partition
-            and r.sbuf_ap.partitions == want.partitions
+            and r.sbuf_ap.start_partition == start_partition
+            and r.sbuf_ap.partitions == partitions
             and len(r.operand.shape) == 2
         ]
         pieces, cursor = [], c0

@@ -163,6 +163,14 @@ class DmaQueues:
     def store(self, dst: Source, src: Operand) -> None:
         nisa.dma_copy(dst, src, engine=self.store_engine, queue=self.store_queue)
 
+    def rows_on_chip(self, src: Source, rows: int, align: int) -> list[tuple[Operand, int]] | None:
+        """SBUF tiles that already hold ``src``, a [rows, columns] block, on partitions
+        [0, rows) in its dtype, for a reader that can use them where they are: per piece, the
+        tile's columns and the first column of ``src`` they hold (a multiple of ``align``).
+        None: nothing holds it, and it must be loaded (plain queues keep nothing on chip)."""
+        del src, rows, align
+        return None
+
 
 class Evacuator:
     """Copy PSUM results to SBUF, alternating VectorE and ScalarE so neither limits TensorE.
@@ -349,11 +357,18 @@ class TransposedLoader:
                     engine=engine,
                 )
             return
+        tk = self.lim.tile_k
         for r0, r in chunks(rows, min(self.lim.tile_m, self.lim.pmax)):
+            block = src[row0 + r0 : row0 + r0 + r, col0 : col0 + cols]
+            held = self.queues.rows_on_chip(block, r, tk)
+            if held is not None:  # transposed from where it is: a staging copy would add an
+                # engine pass, and a staging buffer whose reuse waits for its last reader
+                for rows_held, first in held:
+                    tiles = cdiv(rows_held.shape[1], tk)
+                    self.transpose(dst[:, first // tk : first // tk + tiles, :], rows_held, r0, r)
+                continue
             staging = self.staging((r, cols), src.dtype, lang.sbuf)
-            self.queues.load(
-                staging, src[row0 + r0 : row0 + r0 + r, col0 : col0 + cols], engine=engine
-            )
+            self.queues.load(staging, block, engine=engine)
             self.transpose(dst, staging, r0, r)
 
     def transpose(self, dst: Operand, rows: Operand, r0: int, r: int) -> None:

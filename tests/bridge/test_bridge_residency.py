@@ -14,9 +14,10 @@ from hwsim import lang
 from hwsim.bridge.graph_lowering import lower_graph
 from hwsim.bridge.passes import PASS_NAMES, PassSelection
 from hwsim.bridge.residency import ResidentQueues
+from hwsim.isa.copy_ops import TensorCopy
 from hwsim.isa.dma_ops import DmaCopy
 from hwsim.lang import isa as nisa
-from hwsim.library.common import BufferRing, DmaQueues
+from hwsim.library.common import BufferRing, DmaQueues, TransposedLoader
 
 
 def _dmas(program, tensor: str | None = None) -> list[DmaCopy]:
@@ -333,3 +334,44 @@ def test_a_resident_value_gives_its_sbuf_to_an_op_that_needs_it_instead_of_backi
     assert stats.records_reclaimed == 2 and not stats.backed_off and seen["planner"] is None
     assert seen["dst"] and stats.stores_elided == 0  # read back from HBM, its store was kept
     np.testing.assert_array_equal(result.outputs[0], x)
+
+
+def test_a_transposing_load_of_resident_tiles_transposes_them_where_they_are():
+    """The TensorE path of ``TransposedLoader`` reads a value that stores left in SBUF (here in
+    two column pieces) in place: no staging tile and no on-chip copy into one, whose buffer
+    would have to wait for the last reader of the memory it reuses."""
+    seen = {}
+
+    def body(x):
+        queues = ResidentQueues(enabled=True, budget_bytes=1 << 17)
+        mid = lang.ndarray((128, 256), lang.float32, lang.hbm, name="mid")
+        out = lang.ndarray((256, 128), lang.float32, lang.hbm, name="out")
+        left, right = (lang.ndarray((128, 128), lang.float32) for _ in range(2))
+        queues.load(left, x[:, 0:128])
+        queues.load(right, x[:, 128:256])
+        nisa.tensor_scalar(left, left, lang.AluOp.add, 1.0)
+        nisa.tensor_scalar(right, right, lang.AluOp.add, 2.0)
+        queues.store(mid[:, 0:128], left)
+        queues.store(mid[:, 128:256], right)
+        transposed = lang.ndarray((128, 2, 128), lang.float32)  # [k, K tiles, rows]
+        TransposedLoader(queues, mode="tensor").load(transposed, mid, 0, 128, 0, 256)
+        for j in range(2):
+            queues.store(out[j * 128 : (j + 1) * 128, :], transposed[:, j, :])
+        queues.finish()
+        seen["stats"] = queues.stats
+        seen["sources"] = {id(left): left, id(right): right}
+        return out
+
+    x = np.arange(128 * 256, dtype=np.float32).reshape(128, 256) / 7
+    result = _run_kernel(body, x)
+    streams = result.program.cores[0].streams
+    assert [ins for ins in streams["gpsimd"] if isinstance(ins, TensorCopy)] == []
+    assert [d for d in _dmas(result.program, "mid") if d.src.tensor == "mid"] == []
+    transposes = [ins for ins in streams["tensor"] if ins.OPCODE == "nc_transpose"]
+    assert len(transposes) == 2
+    read = {ins.reads()[0].offset_bytes for ins in transposes}
+    held = {t.block.offset for t in seen["sources"].values()}
+    assert read == held  # each transpose read a stored tile, not a copy of it
+    assert seen["stats"].loads_forwarded == 1 and seen["stats"].loads_copied == 0
+    expected = (x + np.where(np.arange(256) < 128, 1.0, 2.0).astype(np.float32)).T
+    np.testing.assert_array_equal(result.outputs[0], expected)
