@@ -1,4 +1,4 @@
-"""Tests of matmul_accumulate and transpose; a benchmark of the tiled matmul against np.matmul."""
+"""Tests of matmul_accumulate (its fixed summation order, bit for bit) and transpose."""
 
 from __future__ import annotations
 
