@@ -2,7 +2,7 @@
 
 A matmul's products are summed as a PE column sums them: each output element adds its K products
 one after another, in partition order, in fp32 (a Numba loop that keeps a block of sums in vector
-registers, each lane one element's running sum). BLAS (``np.matmul``) is about 10% faster, but
+registers, each lane one element's running sum). BLAS (``np.matmul``) is about 20% faster, but
 its summation order depends on the host's BLAS kernel, on the call's N and M and on the element's
 place in the call: the same math tiled two ways, or run on two machines, gave results that differ
 in the last bit. With a fixed order the simulated values depend only on what the program computes,
