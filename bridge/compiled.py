@@ -35,7 +35,13 @@ from hwsim.bridge.precision import (
     lazy_leaves,
 )
 from hwsim.bridge.report import SUMMARY_KEYS, OpRecord, OutputRecord, Report
-from hwsim.bridge.report_records import OutputCheck, PassEffectsRow, PipelineRow, RunRow
+from hwsim.bridge.report_records import (
+    OutputCheck,
+    PassEffectsRow,
+    PipelineRow,
+    RunOpTimes,
+    RunRow,
+)
 from hwsim.errors import HwsimError
 
 
@@ -238,16 +244,9 @@ class SimPartition(torch.nn.Module):
             )
         )
         nodes = {n.name: n for n in self.gm.graph.nodes}
-        for node, time in run.op_times.items():
-            sources = time.members or (node,)  # a fused group's time is all its nodes'
-            weights = [own_cost_cycles(nodes.get(source)) for source in sources]
-            total = sum(weights)
-            for source, weight in zip(sources, weights, strict=True):
-                record = self.records.get(source)
-                if record is not None:  # a group's share of the run, by each member's own cost
-                    part = weight / total if total else 1 / len(sources)
-                    record.sim_ns, record.span_ns = time.share_ns * part, time.span_ns
-                    record.instructions = time.instructions
+        timed = {m for node, time in run.op_times.items() for m in (time.members or (node,))}
+        own_costs = {name: own_cost_cycles(nodes.get(name)) for name in timed}
+        self.report.add(RunOpTimes(self.records, run.op_times, own_costs))
 
     def _check(self, actual: Any, args: tuple[Any, ...]) -> None:
         """Compare with the graph on the CPU with the run's casts (judged) and in fp32."""

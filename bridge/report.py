@@ -30,6 +30,7 @@ from hwsim.bridge.report_records import (
     PassEffectsRow,
     PipelineRow,
     Row,
+    RunOpTimes,
     RunRow,
     TimelineRow,
 )
@@ -119,6 +120,21 @@ class OutputRecord:
         }
 
 
+def _time_ops(run: RunOpTimes) -> None:
+    """Each op record's time in the run: its node's, or its share of its fused group's, divided
+    among the members by their own costs (evenly when none has a cost)."""
+    for node, time in run.times.items():
+        sources = time.members or (node,)  # a fused group's time is all its nodes'
+        weights = [run.own_costs.get(source, 0.0) for source in sources]
+        total = sum(weights)
+        for source, weight in zip(sources, weights, strict=True):
+            record = run.records.get(source)
+            if record is not None:
+                part = weight / total if total else 1 / len(sources)
+                record.sim_ns, record.span_ns = time.share_ns * part, time.span_ns
+                record.instructions = time.instructions
+
+
 def _keep_worst(records: list[OutputRecord], record: OutputRecord) -> None:
     """Add ``record``, or replace the one of the same name if it is at least as bad."""
     for i, known in enumerate(records):
@@ -161,14 +177,17 @@ class Report:
     generations: list[dict[str, Any]] = field(default_factory=list)
 
     # ---- the one way in ------------------------------------------------------------------------
-    def add(self, *records: OpRecord | OutputCheck | CompileSeen | Row) -> None:
+    def add(self, *records: OpRecord | OutputCheck | CompileSeen | RunOpTimes | Row) -> None:
         """Record what a part of the run saw (``bridge.report_records``): an op, an output
         check (a later check of the same output keeps the worse one unless ``worst`` is off),
-        a compile's id and graph breaks, or a row of runs, graphs, pipelines, pass effects,
-        timelines or generations. Nothing else writes the report's lists."""
+        a compile's id and graph breaks, a run's time per op (onto that graph's op records), or
+        a row of runs, graphs, pipelines, pass effects, timelines or generations. Nothing else
+        writes the report's lists or the ops' times."""
         for record in records:
             if isinstance(record, OpRecord):
                 self.ops.append(record)
+            elif isinstance(record, RunOpTimes):
+                _time_ops(record)
             elif isinstance(record, OutputCheck):
                 checks = {"graph": self.outputs, "eager": self.eager_outputs}
                 into = checks.get(record.against, self.gradients)

@@ -10,11 +10,13 @@ record says by its fields what it holds. ``OpRecord`` and ``OutputRecord`` live 
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Literal
 
 if TYPE_CHECKING:
-    from hwsim.bridge.report import OutputRecord
+    from hwsim.bridge.op_times import OpTime
+    from hwsim.bridge.report import OpRecord, OutputRecord
 
 
 @dataclass(frozen=True)
@@ -112,6 +114,21 @@ class OutputCheck:
     record: OutputRecord
     against: Literal["graph", "eager", "gradient"]
     worst: bool = True
+
+
+@dataclass(frozen=True)
+class RunOpTimes:
+    """One run's simulated time per op, for the op records of the graph it ran.
+
+    ``records``: that graph's op records by node name (those it added to the report);
+    ``times``: the run's time per node or fused group (``bridge.op_times.op_times``);
+    ``own_costs``: what each timed node costs on its own (``bridge.compiled.own_cost_cycles``),
+    by which the report divides a fused group's time among its members. The report sets each
+    record's ``sim_ns``, ``span_ns`` and ``instructions`` from it: the last run's times."""
+
+    records: Mapping[str, OpRecord]
+    times: Mapping[str, OpTime]
+    own_costs: Mapping[str, float]
 
 
 #: Every record ``Report.add`` takes besides OpRecord.

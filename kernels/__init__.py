@@ -2,8 +2,9 @@
 
 Operands arrive as fp32 (float dtypes) or int64 (integer dtypes) arrays flattened to ``[P, N]``
 (P = partitions); results are fp32/int64 and hwsim casts them to the destination dtype. This
-package imports only numpy, numba and the standard library. Call ``warm_up()`` once before timing
-anything so that JIT compilation (or loading the on-disk cache) is not counted as simulation time.
+package imports only numpy, numba (with llvmlite, numba's code generator) and the standard
+library. Call ``warm_up()`` once before timing anything so that JIT compilation (or loading the
+on-disk cache) is not counted as simulation time.
 """
 
 from __future__ import annotations

@@ -11,7 +11,9 @@ from __future__ import annotations
 import pytest
 import torch
 
-from hwsim.bridge.op_times import wall_shares
+from hwsim.bridge.op_times import OpTime, wall_shares
+from hwsim.bridge.report import OpRecord, Report
+from hwsim.bridge.report_records import RunOpTimes
 
 
 def test_overlapping_intervals_split_their_overlap() -> None:
@@ -27,6 +29,33 @@ def test_one_owner_on_several_engines_counts_once() -> None:
 def test_empty_and_zero_length_intervals() -> None:
     assert wall_shares([]) == {}
     assert wall_shares([(3, 3, "a")]) == {}
+
+
+def _timed(share_ns: float, members: tuple[str, ...] = ()) -> OpTime:
+    return OpTime(start_ns=10.0, end_ns=50.0, instructions=3, members=members, share_ns=share_ns)
+
+
+def test_the_report_sets_each_op_record_from_a_runs_times() -> None:
+    report = Report("compile", "trn2", {}, "error")
+    records = {name: OpRecord(name, "aten.op", "simulator") for name in ("mm", "a", "b", "c")}
+    report.add(*records.values())
+    run = RunOpTimes(
+        records,
+        {"mm": _timed(30.0), "fused_0": _timed(12.0, ("a", "b")), "fused_1": _timed(8.0, ("c",))},
+        {"mm": 5.0, "a": 1.0, "b": 3.0, "c": 0.0},
+    )
+    report.add(run)
+    times = {r.node: (r.sim_ns, r.span_ns, r.instructions) for r in report.ops}
+    # a fused group divided by its members' own costs (1:3); a group whose members cost
+    # nothing, evenly
+    assert times == {
+        "mm": (30.0, 40.0, 3),
+        "a": (3.0, 40.0, 3),
+        "b": (9.0, 40.0, 3),
+        "c": (8.0, 40.0, 3),
+    }
+    report.add(RunOpTimes(records, {"mm": _timed(7.0)}, {"mm": 5.0}))  # a later call's times
+    assert records["mm"].sim_ns == 7.0 and records["a"].sim_ns == 3.0
 
 
 class _Mlp(torch.nn.Module):

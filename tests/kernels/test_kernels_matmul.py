@@ -1,7 +1,8 @@
-"""Tests of matmul_accumulate and transpose; a benchmark of the tiled matmul against np.matmul."""
+"""Tests of matmul_accumulate (its fixed summation order, bit for bit) and transpose."""
 
 from __future__ import annotations
 
+import ml_dtypes
 import numpy as np
 import pytest
 from helpers import assert_exact, assert_within_sum_bound, mixed_f32, moderate_f32
@@ -71,6 +72,90 @@ def test_matmul_sums_each_column_in_partition_order_in_fp32() -> None:
     acc = np.empty((16, 64), np.float32)
     K.matmul_accumulate(acc, stationary, moving, False)
     assert_exact(acc, expected, "partition-order fp32 sum")
+
+
+def _partition_order_sum(
+    start: np.ndarray, stationary: np.ndarray, moving: np.ndarray, accumulate: bool
+) -> np.ndarray:
+    """The specification, one NumPy step per partition: every product rounded to fp32, then
+    added to its element's running fp32 sum (from +0.0); the sum then added to PSUM once."""
+    total = np.zeros(start.shape, np.float32)
+    with np.errstate(all="ignore"):
+        for k in range(stationary.shape[0]):
+            total = total + stationary[k][:, None] * moving[k][None, :]
+        return start + total if accumulate else total
+
+
+def _assert_same_bits(actual: np.ndarray, expected: np.ndarray, what: str) -> None:
+    """Every bit the same (-0.0 is not +0.0), except that any NaN matches any NaN."""
+    assert actual.shape == expected.shape and actual.dtype == expected.dtype == np.float32
+    nan = np.isnan(expected)
+    assert np.array_equal(np.isnan(actual), nan), f"{what}: NaN in different places"
+    differ = actual.view(np.uint32)[~nan] != expected.view(np.uint32)[~nan]
+    assert not differ.any(), (
+        f"{what}: {int(differ.sum())} of {differ.size} elements differ in their bits, first "
+        f"{actual[~nan][differ][0]!r} vs {expected[~nan][differ][0]!r}"
+    )
+
+
+def _operands_of_kind(rng: np.random.Generator, shape: tuple[int, int], kind: str) -> np.ndarray:
+    """fp32 arrays holding values of one operand dtype (or fp32 with infinities and -0.0)."""
+    if kind == "fp32":
+        return mixed_f32(rng, shape)
+    if kind == "fp32_specials":
+        values = mixed_f32(rng, shape)
+        pick = rng.integers(0, 16, size=shape)
+        values[pick == 0] = np.inf
+        values[pick == 1] = -np.inf
+        values[pick == 2] = -0.0
+        values[pick == 3] = np.float32(1e-40)  # subnormal
+        return values
+    narrow = {"bf16": ml_dtypes.bfloat16, "fp8_e4m3": ml_dtypes.float8_e4m3fn}[kind]
+    return (rng.standard_normal(shape) * 3.0).astype(narrow).astype(np.float32)
+
+
+# Shapes around the kernel's register blocks (4 output rows x 16 columns): whole blocks, partial
+# blocks of rows and columns, one element, and K = 0 (nothing summed: PSUM gets +0.0).
+BLOCK_EDGE_SHAPES = [(128, 128, 512), (5, 7, 37), (3, 4, 16), (2, 3, 15), (1, 1, 1), (17, 9, 33)]
+
+
+@pytest.mark.parametrize("shape", [*BLOCK_EDGE_SHAPES, (0, 5, 17)])
+@pytest.mark.parametrize("kind", ["fp32", "fp32_specials", "bf16", "fp8_e4m3"])
+@pytest.mark.parametrize("accumulate", [False, True])
+def test_matmul_is_the_partition_order_sum_bit_for_bit(
+    shape: tuple[int, int, int], kind: str, accumulate: bool
+) -> None:
+    k, m, n = shape
+    rng = np.random.default_rng([k, m, n, len(kind)])
+    stationary = _operands_of_kind(rng, (k, m), kind)
+    moving = _operands_of_kind(rng, (k, n), kind)
+    start = mixed_f32(rng, (m, n))
+    start[0, 0] = -0.0  # -0.0 + +0.0 is +0.0: the add into PSUM happens even for a zero sum
+    acc = start.copy()
+    K.matmul_accumulate(acc, stationary, moving, accumulate)
+    expected = _partition_order_sum(start, stationary, moving, accumulate)
+    _assert_same_bits(acc, expected, f"{kind} {shape} accumulate={accumulate}")
+
+
+def test_matmul_rounds_each_product_before_adding_it() -> None:
+    # Element (m, n) sums -a_m*b_n and then +a_m*b_n. Rounded separately (as specified) the two
+    # products are exact negatives and the sum is +0.0; a fused multiply-add would add the exact
+    # second product to the rounded first and leave the rounding error of a_m*b_n, which is not
+    # zero for any of these operands. Shapes leave partial register blocks in both directions.
+    rng = np.random.default_rng(7)
+    m, n = 7, 37
+    a = rng.uniform(1.0, 2.0, m).astype(np.float32)
+    b = rng.uniform(1.0, 2.0, n).astype(np.float32)
+    exact = a.astype(np.float64)[:, None] * b.astype(np.float64)[None, :]  # fp32 products fit
+    assert np.all(exact != exact.astype(np.float32)), "every product must be inexact in fp32"
+    stationary, moving = np.stack([-a, a]), np.stack([b, b])
+    acc = np.full((m, n), np.nan, np.float32)
+    K.matmul_accumulate(acc, stationary, moving, False)
+    _assert_same_bits(acc, np.zeros((m, n), np.float32), "unfused product-then-sum")
+    start = mixed_f32(rng, (m, n))
+    acc = start.copy()
+    K.matmul_accumulate(acc, stationary, moving, True)
+    _assert_same_bits(acc, start + np.float32(0.0), "unfused, accumulated")
 
 
 @pytest.mark.parametrize("n_chunk", [1, 3, 64, 100, 128])
