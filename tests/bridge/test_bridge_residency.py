@@ -237,20 +237,27 @@ def test_forwarding_keeps_the_numbers(selection):
     torch.testing.assert_close(lowered.run(args).outputs, expected, rtol=1e-5, atol=1e-5)
 
 
+def _stored_in_two_halves(queues: ResidentQueues, x):
+    """x + 1 (left columns) and x + 2 (right columns), each half loaded, computed and stored
+    through ``queues`` into HBM tensor ``mid``, so the stores leave both halves resident."""
+    rows, width = x.shape
+    half = width // 2
+    mid = lang.ndarray((rows, width), lang.float32, lang.hbm, name="mid")
+    left, right = (lang.ndarray((rows, half), lang.float32) for _ in range(2))
+    for tile, columns, addend in ((left, slice(0, half), 1.0), (right, slice(half, width), 2.0)):
+        queues.load(tile, x[:, columns])
+        nisa.tensor_scalar(tile, tile, lang.AluOp.add, addend)
+        queues.store(mid[:, columns], tile)
+    return mid, left, right
+
+
 def test_column_ranges_of_resident_tiles_are_read_in_place_or_copied_together():
     seen = {}
 
     def body(x):
         queues = ResidentQueues(enabled=True, budget_bytes=1 << 16)
-        mid = lang.ndarray((64, 32), lang.float32, lang.hbm, name="mid")
+        mid, _, right = _stored_in_two_halves(queues, x)
         out = lang.ndarray((64, 32), lang.float32, lang.hbm, name="out")
-        left, right = lang.ndarray((64, 16), lang.float32), lang.ndarray((64, 16), lang.float32)
-        queues.load(left, x[:, 0:16])
-        queues.load(right, x[:, 16:32])
-        nisa.tensor_scalar(left, left, lang.AluOp.add, 1.0)
-        nisa.tensor_scalar(right, right, lang.AluOp.add, 2.0)
-        queues.store(mid[:, 0:16], left)
-        queues.store(mid[:, 16:32], right)
         part = queues.load_resident(lang.ndarray((64, 8), lang.float32), mid[:, 20:28])
         seen["view"] = part.tile is right  # columns of one resident tile: a view of it
         whole = lang.ndarray((64, 32), lang.float32)
@@ -344,15 +351,8 @@ def test_a_transposing_load_of_resident_tiles_transposes_them_where_they_are():
 
     def body(x):
         queues = ResidentQueues(enabled=True, budget_bytes=1 << 17)
-        mid = lang.ndarray((128, 256), lang.float32, lang.hbm, name="mid")
+        mid, left, right = _stored_in_two_halves(queues, x)
         out = lang.ndarray((256, 128), lang.float32, lang.hbm, name="out")
-        left, right = (lang.ndarray((128, 128), lang.float32) for _ in range(2))
-        queues.load(left, x[:, 0:128])
-        queues.load(right, x[:, 128:256])
-        nisa.tensor_scalar(left, left, lang.AluOp.add, 1.0)
-        nisa.tensor_scalar(right, right, lang.AluOp.add, 2.0)
-        queues.store(mid[:, 0:128], left)
-        queues.store(mid[:, 128:256], right)
         transposed = lang.ndarray((128, 2, 128), lang.float32)  # [k, K tiles, rows]
         TransposedLoader(queues, mode="tensor").load(transposed, mid, 0, 128, 0, 256)
         for j in range(2):
