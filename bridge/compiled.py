@@ -36,6 +36,8 @@ from hwsim.bridge.precision import (
 )
 from hwsim.bridge.report import SUMMARY_KEYS, OpRecord, OutputRecord, Report
 from hwsim.bridge.report_records import (
+    ComputeDtypes,
+    GraphOnCpu,
     OutputCheck,
     PassEffectsRow,
     PipelineRow,
@@ -155,10 +157,7 @@ class SimPartition(torch.nn.Module):
                     stored=None if ranks else (digest, self.options.config),
                 )
                 self._record_pipeline(self._lowered[key], args, tuned)
-                for node, dtype in self._lowered[key].compute_dtypes.items():
-                    record = self.records.get(node)
-                    if record is not None:
-                        record.compute_dtype = dtype
+                self.report.add(ComputeDtypes(self.records, self._lowered[key].compute_dtypes))
             except HwsimError as error:  # Unsupported, or the kernel build failing (OOM, …)
                 problem = as_unsupported(error, self.name)
                 apply_fallback(self.options, problem, self.name)
@@ -198,11 +197,10 @@ class SimPartition(torch.nn.Module):
 
     def _to_cpu(self, error: Unsupported) -> None:
         self._cpu = error
-        for node in self.gm.graph.nodes:
-            record = self.records.get(node.name)
-            if record is not None:
-                record.status, record.reason = "cpu", error.reason.value
-                record.detail = f"its subgraph {self.name} failed to lower: {error}"
+        nodes = (self.records.get(node.name) for node in self.gm.graph.nodes)
+        detail = f"its subgraph {self.name} failed to lower: {error}"
+        records = [record for record in nodes if record is not None]
+        self.report.add(GraphOnCpu(records, error.reason.value, detail))
 
     def forward(self, *args: Any) -> Any:
         lowered = None if self._cpu is not None else self._lower(list(args))

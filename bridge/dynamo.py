@@ -252,9 +252,8 @@ def _left_on_cpu(options: Any, refusal: Any) -> None:
     from hwsim.bridge.report import OpRecord
 
     apply_fallback(options, refusal)
-    record = OpRecord(f"graph_break{len(options.report.ops)}", refusal.op, "cpu")
-    record.reason, record.detail = refusal.reason.value, refusal.detail
-    options.report.add(record)
+    name = f"graph_break{len(options.report.ops)}"
+    options.report.add(OpRecord(name, refusal.op, "cpu", refusal.reason.value, refusal.detail))
 
 
 def _symbolic(value: Any) -> bool:

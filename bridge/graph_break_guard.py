@@ -80,6 +80,5 @@ def _record_on_cpu(gm: fx.GraphModule, options: Any, refusal: Any) -> None:
 
     for node in gm.graph.nodes:
         if node.op == "call_function":
-            record = OpRecord(node.name, op_name(node.target), "cpu", refusal.reason.value)
-            record.detail = refusal.detail
-            options.report.add(record)
+            op = op_name(node.target)
+            options.report.add(OpRecord(node.name, op, "cpu", refusal.reason.value, refusal.detail))

@@ -24,7 +24,7 @@ from torch import fx
 from hwsim.bridge.fx_interpreter import Interpreter
 from hwsim.bridge.options import BridgeOptions
 from hwsim.bridge.report import OpRecord
-from hwsim.bridge.report_records import TimelineRow
+from hwsim.bridge.report_records import HostTimes, TimelineRow
 
 
 class _Timeline(Interpreter):
@@ -35,6 +35,7 @@ class _Timeline(Interpreter):
         self.now_ns = 0.0
         self.simulated_ns = 0.0
         self.host_ns = 0.0
+        self.host_ns_by_node: dict[str, float] = {}
 
     def run_node(self, n: fx.Node) -> Any:
         if n.op not in ("call_function", "call_module") or n.target is operator.getitem:
@@ -55,7 +56,7 @@ class _Timeline(Interpreter):
             args = {"runs_on": "cpu (host wall time)", "node": n.name}
             if record is not None:
                 args |= {"reason": record.reason, "detail": record.detail}
-                record.host_ns = wall_ns
+                self.host_ns_by_node[n.name] = wall_ns
             duration = wall_ns
             self.host_ns += duration
         end = self.now_ns + duration
@@ -86,7 +87,10 @@ class MixedGraph:
         self.calls += 1
         report = self.options.report
         assert report is not None
-        report.add(TimelineRow(self.name, self.calls, timeline.simulated_ns, timeline.host_ns))
+        report.add(
+            HostTimes(self.records, timeline.host_ns_by_node),
+            TimelineRow(self.name, self.calls, timeline.simulated_ns, timeline.host_ns),
+        )
         if self.options.trace is not None:
             self._write(timeline)
             report.save(self.options.trace)

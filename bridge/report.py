@@ -24,8 +24,11 @@ from hwsim import strict_json
 from hwsim.bridge.precision import ErrorStats
 from hwsim.bridge.report_records import (
     CompileSeen,
+    ComputeDtypes,
     GenerationRow,
+    GraphOnCpu,
     GraphRow,
+    HostTimes,
     OutputCheck,
     PassEffectsRow,
     PipelineRow,
@@ -135,6 +138,28 @@ def _time_ops(run: RunOpTimes) -> None:
                 record.instructions = time.instructions
 
 
+#: What ``Report.add`` takes to change op records it already holds.
+OpUpdate = RunOpTimes | ComputeDtypes | GraphOnCpu | HostTimes
+
+
+def _update_ops(update: OpUpdate) -> None:
+    if isinstance(update, RunOpTimes):
+        _time_ops(update)
+    elif isinstance(update, ComputeDtypes):
+        for node, dtype in update.dtypes.items():
+            record = update.records.get(node)
+            if record is not None:
+                record.compute_dtype = dtype
+    elif isinstance(update, GraphOnCpu):
+        for record in update.records:
+            record.status, record.reason, record.detail = "cpu", update.reason, update.detail
+    else:
+        for node, wall_ns in update.wall_ns.items():
+            record = update.records.get(node)
+            if record is not None:
+                record.host_ns = wall_ns
+
+
 def _keep_worst(records: list[OutputRecord], record: OutputRecord) -> None:
     """Add ``record``, or replace the one of the same name if it is at least as bad."""
     for i, known in enumerate(records):
@@ -177,17 +202,18 @@ class Report:
     generations: list[dict[str, Any]] = field(default_factory=list)
 
     # ---- the one way in ------------------------------------------------------------------------
-    def add(self, *records: OpRecord | OutputCheck | CompileSeen | RunOpTimes | Row) -> None:
-        """Record what a part of the run saw (``bridge.report_records``): an op, an output
-        check (a later check of the same output keeps the worse one unless ``worst`` is off),
-        a compile's id and graph breaks, a run's time per op (onto that graph's op records), or
-        a row of runs, graphs, pipelines, pass effects, timelines or generations. Nothing else
-        writes the report's lists or the ops' times."""
+    def add(self, *records: OpRecord | OpUpdate | OutputCheck | CompileSeen | Row) -> None:
+        """Record what a part of the run saw (``bridge.report_records``): an op, what became
+        of ops already recorded (a run's time per op, the dtypes a lowering computes them in,
+        their graph falling back to the CPU, their host times), an output check (a later check
+        of the same output keeps the worse one unless ``worst`` is off), a compile's id and
+        graph breaks, or a row of runs, graphs, pipelines, pass effects, timelines or
+        generations. Nothing else writes the report's lists or its op records."""
         for record in records:
             if isinstance(record, OpRecord):
                 self.ops.append(record)
-            elif isinstance(record, RunOpTimes):
-                _time_ops(record)
+            elif isinstance(record, RunOpTimes | ComputeDtypes | GraphOnCpu | HostTimes):
+                _update_ops(record)
             elif isinstance(record, OutputCheck):
                 checks = {"graph": self.outputs, "eager": self.eager_outputs}
                 into = checks.get(record.against, self.gradients)

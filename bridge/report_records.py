@@ -10,7 +10,7 @@ record says by its fields what it holds. ``OpRecord`` and ``OutputRecord`` live 
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Literal
 
@@ -129,6 +129,34 @@ class RunOpTimes:
     records: Mapping[str, OpRecord]
     times: Mapping[str, OpTime]
     own_costs: Mapping[str, float]
+
+
+@dataclass(frozen=True)
+class ComputeDtypes:
+    """A graph lowered: the dtype each of its ops computes in under auto-cast
+    (``LoweredGraph.compute_dtypes``, node -> 'bf16'), onto the graph's op records by node name."""
+
+    records: Mapping[str, OpRecord]
+    dtypes: Mapping[str, str]
+
+
+@dataclass(frozen=True)
+class GraphOnCpu:
+    """A graph that failed to lower and runs on the CPU: its op records become CPU ops, each
+    with the refusal's reason and a detail naming the graph."""
+
+    records: Sequence[OpRecord]
+    reason: str
+    detail: str
+
+
+@dataclass(frozen=True)
+class HostTimes:
+    """One call of a graph run partly on the CPU (``bridge.host_timeline``): each CPU op's host
+    wall time, onto its op record (the last call's)."""
+
+    records: Mapping[str, OpRecord]
+    wall_ns: Mapping[str, float]
 
 
 #: Every record ``Report.add`` takes besides OpRecord.

@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import ast
+from pathlib import Path
+
 import pytest
 import torch
 
@@ -9,7 +12,10 @@ from hwsim.bridge.precision import TOLERANCES, compare
 from hwsim.bridge.report import OpRecord, OutputRecord, Report
 from hwsim.bridge.report_records import (
     CompileSeen,
+    ComputeDtypes,
+    GraphOnCpu,
     GraphRow,
+    HostTimes,
     OutputCheck,
     PipelineRow,
     RunRow,
@@ -74,3 +80,45 @@ def test_compiles_add_their_ids_and_graph_breaks() -> None:
 def test_a_record_of_no_known_kind_is_refused() -> None:
     with pytest.raises(TypeError, match="a Report records no dict"):
         _report().add({"graph": "graph0"})  # type: ignore[arg-type]
+
+
+def test_what_becomes_of_recorded_ops_reaches_them_through_add() -> None:
+    report = _report()
+    mm = OpRecord("mm", "aten.mm.default", "simulator")
+    relu = OpRecord("relu", "aten.relu.default", "simulator")
+    report.add(mm, relu)
+    records = {"mm": mm, "relu": relu}
+    report.add(ComputeDtypes(records, {"mm": "bf16", "not_recorded": "bf16"}))
+    assert (mm.compute_dtype, relu.compute_dtype) == ("bf16", "")
+    report.add(GraphOnCpu([mm, relu], "shape", "its subgraph graph0 failed to lower: K > 4096"))
+    assert [(r.status, r.reason) for r in report.fallbacks()] == [("cpu", "shape")] * 2
+    assert relu.detail == "its subgraph graph0 failed to lower: K > 4096"
+    report.add(HostTimes(records, {"relu": 1500.0}), HostTimes(records, {"relu": 900.0}))
+    assert (mm.host_ns, relu.host_ns) == (0.0, 900.0)  # the last call's
+    assert report.ops == [mm, relu]
+
+
+#: Fields of an op record the report sets once the record is in it (through ``add``).
+REPORT_OWNED = {"status", "reason", "detail", "sim_ns", "span_ns", "instructions"}
+REPORT_OWNED |= {"compute_dtype", "host_ns"}
+
+
+def test_no_bridge_module_but_the_report_sets_a_recorded_ops_fields() -> None:
+    """Building the report in one place: a part of the bridge hands the report a typed record
+    of what happened to its ops, and never assigns their fields itself."""
+    bridge = Path(__file__).resolve().parents[2] / "bridge"
+    found = []
+    for path in sorted(bridge.rglob("*.py")):
+        if path.name == "report.py" and path.parent == bridge:
+            continue
+        for node in ast.walk(ast.parse(path.read_text(), str(path))):
+            targets = node.targets if isinstance(node, ast.Assign) else []
+            for target in targets:
+                for leaf in target.elts if isinstance(target, ast.Tuple) else [target]:
+                    if (
+                        isinstance(leaf, ast.Attribute)
+                        and leaf.attr in REPORT_OWNED
+                        and not (isinstance(leaf.value, ast.Name) and leaf.value.id == "self")
+                    ):
+                        found.append(f"{path.relative_to(bridge.parent)}:{node.lineno} {leaf.attr}")
+    assert found == []
