@@ -31,7 +31,7 @@ are counted per rank (what one rank sends over each class of link).
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from fractions import Fraction
 from typing import Literal
 
@@ -54,12 +54,15 @@ class Place:
 @dataclass(frozen=True)
 class CollectiveCost:
     """One collective's modelled cost: the algorithm, its steps, its duration (ns, after every
-    rank arrived) and the bytes one rank sends over each class of link."""
+    rank arrived), the bytes one rank sends over each class of link, and the bytes one rank
+    reads and writes in HBM (its steps' bytes times their HBM touches): what it takes of its
+    stack's bandwidth beside the DMA engines (``hwsim.machine.dma.DmaSystem.reserve``)."""
 
     algorithm: str
     steps: int
     duration_ns: Fraction
     link_bytes: dict[str, int] = field(default_factory=dict)
+    hbm_bytes: int = 0
 
 
 @dataclass(frozen=True)
@@ -201,7 +204,7 @@ class CollectiveCosts:
             hop = self.topology.hop(sender, receiver, cores_per_rank, all_chips=False)
             touches = self.config.collectives.hbm_touches_per_copy_byte
             step = _step_ns(hop, Fraction(nbytes), touches)
-            return CollectiveCost("direct", 1, step + launch, {hop.link: nbytes})
+            return CollectiveCost("direct", 1, step + launch, {hop.link: nbytes}, nbytes * touches)
         plan = _Plan(self, kind, nbytes, group, cores_per_rank)
         names = ALGORITHMS if choice == "auto" else (choice,)
         options = [cost for name in names if (cost := plan.cost(name)) is not None]
@@ -211,9 +214,7 @@ class CollectiveCosts:
                 f"({_WHY.get(choice, '')}); use auto or ring"
             )
         best = min(options, key=lambda c: (c.duration_ns, ALGORITHMS.index(c.algorithm)))
-        return CollectiveCost(
-            best.algorithm, best.steps, best.duration_ns + launch, best.link_bytes
-        )
+        return replace(best, duration_ns=best.duration_ns + launch)
 
 
 _WHY = {
@@ -282,14 +283,15 @@ class _Plan:
     def _ring(self) -> CollectiveCost:
         """Every rank sends to its ring successor: N - 1 steps of one chunk per phase."""
         hops = [self.hop(i, i + 1) for i in range(self.n)]
-        total, steps, sent = Fraction(0), 0, _Bytes()
+        total, steps, sent, hbm = Fraction(0), 0, _Bytes(), Fraction(0)
         for phase in self.phases():
             step = max(self.step_ns(h, self.chunk, self.touches(phase)) for h in hops)
             total += step * (self.n - 1)
             steps += self.n - 1
+            hbm += self.chunk * self.touches(phase) * (self.n - 1)
             for h in hops:
                 sent.add(h.link, self.chunk * (self.n - 1) / self.n)
-        return CollectiveCost("ring", steps, total, sent.rounded())
+        return CollectiveCost("ring", steps, total, sent.rounded(), round(hbm))
 
     def _mesh(self) -> CollectiveCost:
         """One step per phase: each rank writes its chunk to every peer at once; a chip's
@@ -319,7 +321,9 @@ class _Plan:
         phases = len(self.phases())
         total = per_phase * phases
         sent.scale(phases)
-        return CollectiveCost("mesh", phases, total, sent.rounded())
+        touches = max(self.touches(p) for p in self.phases())
+        hbm = (self.n - 1) * self.chunk * touches * phases
+        return CollectiveCost("mesh", phases, total, sent.rounded(), round(hbm))
 
     def _rdh(self) -> CollectiveCost | None:
         """Recursive halving (reduce phases) and doubling (copy phases): log2 N steps each,
@@ -328,17 +332,18 @@ class _Plan:
         if n & (n - 1) or self.kind == "all_to_all":
             return None
         rounds = int(math.log2(n))
-        total, steps, sent = Fraction(0), 0, _Bytes()
+        total, steps, sent, hbm = Fraction(0), 0, _Bytes(), Fraction(0)
         buffer = self.chunk * n  # everything one rank holds at the start of a halving
         for phase in self.phases():
             for k in range(rounds):
                 size = buffer / 2 ** (k + 1)
                 hops = [self.hop(i, i ^ (1 << k)) for i in range(n)]
                 total += max(self.step_ns(h, size, self.touches(phase)) for h in hops)
+                hbm += size * self.touches(phase)
                 for h in hops:
                     sent.add(h.link, size / n)
                 steps += 1
-        return CollectiveCost("rdh", steps, total, sent.rounded())
+        return CollectiveCost("rdh", steps, total, sent.rounded(), round(hbm))
 
     def _kangaring(self) -> CollectiveCost | None:
         """The ring over the primary rank of each pair on a chip: N/2 - 1 steps of two chunks
@@ -354,20 +359,22 @@ class _Plan:
         m = len(primaries)
         hops = [self.hop(primaries[i], primaries[(i + 1) % m]) for i in range(m)]
         pair = self.hop(0, 1)
-        total, steps, sent = Fraction(0), 0, _Bytes()
+        total, steps, sent, hbm = Fraction(0), 0, _Bytes(), Fraction(0)
         for phase in self.phases():
             cut = Fraction(2, 3) if phase == "reduce" else Fraction(3, 4)
             touches = self.touches(phase) * cut
+            hbm += self.chunk * touches  # the step within the pair
             if m > 1:
                 step = max(self.step_ns(h, 2 * self.chunk, touches) for h in hops)
                 total += step * (m - 1)
                 steps += m - 1
+                hbm += 2 * self.chunk * touches * (m - 1)
                 for h in hops:
                     sent.add(h.link, 2 * self.chunk * (m - 1) / self.n)
             total += self.step_ns(pair, self.chunk, touches)
             steps += 1
             sent.add(pair.link, self.chunk / 2)
-        return CollectiveCost("kangaring", steps, total, sent.rounded())
+        return CollectiveCost("kangaring", steps, total, sent.rounded(), round(hbm))
 
 
 class _Bytes:

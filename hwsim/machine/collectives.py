@@ -7,7 +7,9 @@ releases them all: the collective starts at the latest arrival and ends after th
 ranks' modelled durations (``hwsim.cost.collectives``, one per rank: a permute's transfers
 differ); each rank's destination gets its values (``Collective.combine``) and its semaphores
 update at the end. Its engine is busy from start to end; the time from its own arrival to the
-start is waiting for its peers.
+start is waiting for its peers. At its start it holds its core's HBM stack for the bytes it reads
+and writes there (``CollectiveCost.hbm_bytes``), as a DMA piece does: the core's DMAs that start
+after it wait for that bandwidth.
 
 Two fabrics: ``LocalFabric`` joins the cores of one run (a chip or several, one SimPy clock);
 a ``Fabric`` of the caller's joins ranks simulated elsewhere (``torch.distributed`` ranks, each
@@ -28,6 +30,7 @@ from simpy.events import NORMAL
 from hwsim.cost import CostModel, InstructionCost
 from hwsim.errors import HwsimError
 from hwsim.isa.multicore_ops import Collective
+from hwsim.machine.dma import DmaSystem
 from hwsim.machine.initcheck import InitChecker
 from hwsim.machine.prepare import Durations, PreparedCore, StaticSteps
 from hwsim.machine.process import EngineLoop, Wakeup
@@ -151,11 +154,12 @@ class CollectiveRunner(EngineLoop):
         fabric: Fabric,
         model: CostModel,
         init: InitChecker | None = None,
+        dma: DmaSystem | None = None,
     ) -> None:
         self.env, self.core, self.core_id, self.engine = env, core, core_id, engine
         self.stream, self.static, self.costs = stream, static, costs
         self.sems, self.state, self.numerics = sems, state, numerics
-        self.fabric, self.model, self.init = fabric, model, init
+        self.fabric, self.model, self.init, self.dma = fabric, model, init, dma
         self.chain_ready = array("q")  # per pc: the collective's start
         self._ends: list[int] = []
         self.records: list[CollectiveRecord] = []
@@ -189,6 +193,7 @@ class CollectiveRunner(EngineLoop):
                 yield from self._sleep_until(now)
                 instruction = self.stream[pc]
                 release = yield from self._arrive(pc, instruction, now, cost.issue_ticks)
+                yield from self._sleep_until(release.start)
                 self._finish(pc, instruction, now, release, signals)
                 now = release.end
                 yield from self._sleep_until(now)
@@ -267,6 +272,8 @@ class CollectiveRunner(EngineLoop):
             instruction.cores_per_rank, instruction.algorithm or None,
             (instruction.rank, instruction.send_to),
         )  # fmt: skip
+        if self.dma is not None:
+            self.dma.reserve(self.core, release.start, cost.hbm_bytes)
         self.records.append(
             CollectiveRecord(
                 self.core, pc, str(instruction.kind), cost.algorithm, instruction.nbytes,

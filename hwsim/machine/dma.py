@@ -114,6 +114,7 @@ class DmaSystem:
         hbm_denominator: int,
         cores_per_stack: int,
         stack_of_core: Sequence[int] | None = None,
+        hbm_units_per_byte: int = 0,
     ) -> None:
         """``stack_of_core[k]``: the HBM stack core k's transfers use (default: cores
         ``k * cores_per_stack ..`` share stack k; a run placing its cores on chosen physical
@@ -132,8 +133,10 @@ class DmaSystem:
         ] = {}
         #: (plan, whether symmetric) per plan id: the plan is kept so its id stays its own.
         self._symmetric_memo: dict[int, tuple[TransferPlan, bool]] = {}
-        #: When each stack's HBM bandwidth is next free, in 1/hbm_denominator ticks.
+        #: When each stack's HBM bandwidth is next free, in 1/hbm_denominator ticks; one byte
+        #: holds it ``hbm_units_per_byte`` of those (``reserve``).
         self.hbm_denominator = hbm_denominator
+        self.hbm_units_per_byte = hbm_units_per_byte
         self.stack_free_units = [0] * (max(self.stack_of_core, default=0) + 1)
         self.queue_last_completion: dict[tuple[int, int], int] = {}
         self.groups: list[list[_Group]] = [[_Group(c, list(range(engines)))] for c in range(cores)]
@@ -196,6 +199,16 @@ class DmaSystem:
         else:
             items.append(item)
         self._settle(group, now)
+
+    def reserve(self, core: int, tick: int, nbytes: int) -> None:
+        """Hold core ``core``'s HBM stack for ``nbytes`` from ``tick`` on (after what is already
+        reserved), as a DMA piece does when it enters service: a collective's HBM reads and
+        writes, so that the DMAs starting after it wait for the bandwidth it takes."""
+        if nbytes <= 0:
+            return
+        stack = self.stack_of_core[core]
+        begin = max(tick * self.hbm_denominator, self.stack_free_units[stack])
+        self.stack_free_units[stack] = begin + nbytes * self.hbm_units_per_byte
 
     # ---- service ------------------------------------------------------------------------------
     def _start(self, group: _Group, item: _Item, now: int) -> None:

@@ -253,6 +253,7 @@ def _simulate(
                     env, core, core_ids[core], engine, core_program.streams[engine],  # type: ignore[arg-type]
                     static,
                     costs.costs[engine], sems, state, numerics, fabric or local, model, init,
+                    dma,
                 )  # fmt: skip
             else:
                 runner = _EngineRunner(
@@ -322,6 +323,7 @@ def _make_dma_system(
         hbm_denominator=model.dma.hbm_ticks_per_byte.denominator,
         cores_per_stack=model.config.hbm.cores_per_stack,
         stack_of_core=stack_of_core,
+        hbm_units_per_byte=model.dma.hbm_ticks_per_byte.numerator,
     )
 
 

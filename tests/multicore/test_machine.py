@@ -11,6 +11,7 @@ import pytest
 from hwsim import lang
 from hwsim.chip import merge_programs, spmd
 from hwsim.config import load_config
+from hwsim.cost import CostModel
 from hwsim.errors import DeadlockError, HwsimError, IllegalInstructionError
 from hwsim.lang import isa as nisa
 from hwsim.machine.simulator import run
@@ -364,3 +365,66 @@ def test_the_report_splits_each_core_into_compute_and_exposed_communication():
         ]["cores"][0]["exposed_ns"]
         == 2 * 164 + 50
     )  # nothing else ran: all of it exposed
+
+
+#: tiny's two cores on their one HBM stack (8 B/ns, 1/8 tick a byte), with HBM touches on: a
+#: reduced byte costs two touches, a forwarded byte one.
+TOUCHING = load_config(
+    "tiny",
+    overrides={
+        **TWO_CORES,
+        "collectives.hbm_touches_per_copy_byte": 1,
+        "collectives.hbm_touches_per_reduce_byte": 2,
+    },
+)
+
+
+@pytest.mark.parametrize(
+    ("algorithm", "ranks", "hbm_bytes"),
+    [
+        # 2 ranks, B = 2 KiB, chunks of 1 KiB: one reduce step (2 touches), one copy step (1)
+        ("ring", 2, 1024 * 2 + 1024 * 1),
+        # 4 ranks, B = 4 KiB, chunks of 1 KiB: 3 reduce steps and 3 copy steps
+        ("ring", 4, 3 * 1024 * 2 + 3 * 1024 * 1),
+        # halving moves 2 KiB then 1 KiB (reduce), doubling the same (copy)
+        ("rdh", 4, (2048 + 1024) * 2 + (2048 + 1024) * 1),
+        # each of 2 phases writes its chunk to 3 peers, at the larger touches
+        ("mesh", 4, 2 * 3 * 1024 * 2),
+    ],
+)
+def test_a_collective_counts_the_hbm_bytes_each_rank_reads_and_writes(algorithm, ranks, hbm_bytes):
+    cost = CostModel.for_config(TOUCHING).collectives.of(
+        "all_reduce", 1024 * ranks, tuple(range(ranks)), algorithm=algorithm
+    )
+    assert (cost.algorithm, cost.hbm_bytes) == (algorithm, hbm_bytes)
+    permute = CostModel.for_config(TOUCHING).collectives.of("permute", 4096, (0, 1))
+    assert permute.hbm_bytes == 4096  # one touch a byte
+
+
+def test_a_collective_holds_its_hbm_stack_and_the_dmas_after_it_wait():
+    """Both ranks' all-reduce starts at tick 0 and holds the stack they share for its HBM bytes
+    (3,072 B each: 384 ticks); core 0's store, triggered at 148 after four VectorE ops, reaches
+    its engines at 248 and needs 2 KiB of the stack (256 ticks) after both reservations."""
+    x = np.ones((32, 16), np.float32)
+
+    @lang.kernel
+    def rank_kernel(x, core):
+        out = lang.ndarray(x.shape, x.dtype, buffer=lang.hbm, name="y")
+        nisa.collective("all_reduce", out, x, group=(0, 1), rank=core)
+        if core == 0:
+            tile = lang.ndarray(x.shape, x.dtype, buffer=lang.sbuf)
+            nisa.memset(tile, 1.0)
+            for _ in range(3):
+                nisa.tensor_scalar(tile, tile, lang.AluOp.multiply, 1.0)
+            lang.store(lang.ndarray(x.shape, x.dtype, buffer=lang.hbm, name="w"), tile)
+        return out
+
+    def store_ticks(config):
+        program = spmd(lambda k: rank_kernel.build(x, k, config=config).program, 2, shared={"x"})
+        result = run(program, config)
+        assert {r.start_tick for r in result.trace.collectives} == {0}
+        return {(d.start_tick, d.end_tick) for d in result.trace.dma}
+
+    untouched = load_config("tiny", overrides=TWO_CORES)  # the collective reads no HBM
+    assert store_ticks(untouched) == {(248, 248 + 2048 // 8)}
+    assert store_ticks(TOUCHING) == {(248, 2 * 3072 // 8 + 2048 // 8)}
