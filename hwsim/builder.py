@@ -47,13 +47,12 @@ import numpy as np
 
 from hwsim import deferred_deps
 from hwsim.deferred_deps import BIN_BYTES, BIN_ROWS, MAX_BINS
-from hwsim.dtypes import DType
 from hwsim.engines import engine_names
 from hwsim.errors import HwsimError, IllegalInstructionError
 from hwsim.isa.ap import AccessPattern, MemorySpace
 from hwsim.isa.base import STATIC_TWIN, Instruction
 from hwsim.isa.regions import Region, hbm_interval, region_of
-from hwsim.program import Allocation, CoreProgram, HbmTensorDecl, Program, TensorKind
+from hwsim.program import Allocation, CoreProgram, HbmTensorDecl, Program
 
 #: The tracker's identity cache of operand facts is cleared when it reaches this many entries
 #: (a bound on its memory; the by-value cache behind it keeps every fact).
@@ -584,17 +583,7 @@ class ProgramBuilder:
         #: and HBM operands are looked at per instruction).
         self.last_replay: Replay | None = None
 
-    # ---- data -------------------------------------------------------------------------------
-    def hbm_tensor(
-        self,
-        name: str,
-        shape: tuple[int, ...],
-        dtype: DType,
-        kind: TensorKind = "scratch",
-        values: np.ndarray | None = None,
-    ) -> HbmTensorDecl:
-        return self.program.add_tensor(name, shape, dtype, kind, values)
-
+    # ---- data (HBM tensors are declared on ``self.program``: ``Program.add_tensor``) ---------
     def place_hbm(
         self, tensor: str, address_bytes: int, earlier: Sequence[str], core: int = 0
     ) -> None:

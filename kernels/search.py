@@ -208,13 +208,13 @@ def range_select_ref(x, bound0, bound1, op0, op1, range_start, on_false):
 
 
 @numba.njit(cache=True)
-def _select_reduce_jit(
-    pred: np.ndarray, on_true: np.ndarray, on_false: np.ndarray, reverse: bool, out: np.ndarray
+def _select_jit(
+    pred: np.ndarray, on_true: np.ndarray, otherwise: np.ndarray, reverse: bool, out: np.ndarray
 ) -> None:
-    for p in range(on_true.shape[0]):
-        for i in range(on_true.shape[1]):
-            take = (pred[p, i] != 0) != reverse
-            out[p, i] = on_true[p, i] if take else on_false[p]
+    # out = on_true where pred is nonzero (zero if reverse), else otherwise; all [P, N]
+    for p in range(out.shape[0]):
+        for i in range(out.shape[1]):
+            out[p, i] = on_true[p, i] if (pred[p, i] != 0) != reverse else otherwise[p, i]
 
 
 def _select_operands(
@@ -233,7 +233,8 @@ def select_reduce(
     else on_false[p]. pred int64[P, N]; on_true f32[P, N]; on_false f32[P] or a scalar."""
     pred, on_true, on_false = _select_operands(pred, on_true, on_false)
     out = np.empty_like(on_true)
-    _select_reduce_jit(pred, on_true, on_false, bool(reverse), out)
+    otherwise = np.broadcast_to(on_false[:, None], on_true.shape)
+    _select_jit(pred, on_true, otherwise, bool(reverse), out)
     return out
 
 
@@ -244,15 +245,6 @@ def select_reduce_ref(
     pred, on_true, on_false = _select_operands(pred, on_true, on_false)
     take = (pred != 0) != bool(reverse)
     return np.where(take, on_true, on_false[:, None])
-
-
-@numba.njit(cache=True)
-def _copy_predicated_jit(
-    old: np.ndarray, src: np.ndarray, pred: np.ndarray, reverse: bool, out: np.ndarray
-) -> None:
-    for p in range(old.shape[0]):
-        for i in range(old.shape[1]):
-            out[p, i] = src[p, i] if (pred[p, i] != 0) != reverse else old[p, i]
 
 
 def _copy_operands(
@@ -273,7 +265,7 @@ def copy_predicated(
     else the destination's old bits. All int64[P, N] (the elements' bits as unsigned integers)."""
     old, src, pred = _copy_operands(old, src, pred)
     out = np.empty_like(old)
-    _copy_predicated_jit(old, src, pred, bool(reverse), out)
+    _select_jit(pred, src, old, bool(reverse), out)
     return out
 
 

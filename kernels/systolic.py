@@ -357,29 +357,27 @@ def _shift_weights(shadow, stationary, tile, load_len, step, f, load_edge):
     # One load cycle: the plane shifts f positions away from the load edge and f new weights
     # enter at it, farthest-destination first, so after load_len cycles weight i sits at i.
     k0, kt, m0, mt = tile[0], tile[1], tile[2], tile[3]
-    n_rows, n_cols = shadow.shape
     if load_edge == _LEFT:
-        for r in range(n_rows):
-            for c in range(n_cols - 1, f - 1, -1):
-                shadow[r, c] = shadow[r, c - f]
-            for i in range(f):
-                col = f - 1 - i
-                if col >= n_cols:
-                    continue
-                dest = load_len * f - 1 - (step * f + i)
-                ok = r < kt and 0 <= dest < mt
-                shadow[r, col] = stationary[k0 + r, m0 + dest] if ok else 0.0
-    else:
-        for c in range(n_cols):
-            for r in range(n_rows - 1, f - 1, -1):
-                shadow[r, c] = shadow[r - f, c]
-            for i in range(f):
-                row = f - 1 - i
-                if row >= n_rows:
-                    continue
-                dest = load_len * f - 1 - (step * f + i)
-                ok = c < mt and 0 <= dest < kt
-                shadow[row, c] = stationary[k0 + dest, m0 + c] if ok else 0.0
+        _shift_from_left(shadow, stationary, k0, kt, m0, mt, load_len, step, f)
+    else:  # the top edge's rows are the left edge's columns of the transposed planes
+        _shift_from_left(shadow.T, stationary.T, m0, mt, k0, kt, load_len, step, f)
+
+
+@numba.njit(cache=True)
+def _shift_from_left(shadow, stationary, r0, rt, c0, ct, load_len, step, f):
+    # Every row shifts f columns right; the f new columns come from stationary[r0 + r, c0 + dest]
+    # (zero outside the tile's rt x ct).
+    n_rows, n_cols = shadow.shape
+    for r in range(n_rows):
+        for c in range(n_cols - 1, f - 1, -1):
+            shadow[r, c] = shadow[r, c - f]
+        for i in range(f):
+            col = f - 1 - i
+            if col >= n_cols:
+                continue
+            dest = load_len * f - 1 - (step * f + i)
+            ok = r < rt and 0 <= dest < ct
+            shadow[r, col] = stationary[r0 + r, c0 + dest] if ok else 0.0
 
 
 @numba.njit(cache=True)

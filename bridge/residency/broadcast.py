@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable, Iterable
-from dataclasses import replace
+from dataclasses import KW_ONLY, dataclass, field, replace
 
 from hwsim import lang
 from hwsim.dtypes import DType
@@ -87,6 +87,7 @@ def broadcasts(dst: object, src: object) -> bool:
     return src.free_elements * src.dtype.itemsize >= ROW_BROADCAST_MIN_BYTES
 
 
+@dataclass(eq=False)
 class RowBroadcaster:
     """Partition broadcasts on chip for one program (module docstring).
 
@@ -100,25 +101,19 @@ class RowBroadcaster:
     for) is moved by ``load_row`` into a tile of its own, when it is needed.
     """
 
-    def __init__(
-        self,
-        load_row: Callable[[Operand, AccessPattern], None],
-        constants: set[str],
-        load_constant: Callable[[Operand, AccessPattern], None],
-        *,
-        pool_bytes: int = 0,
-    ) -> None:
-        self.load_row = load_row
-        #: Bytes per partition of the pool rows of graph inputs go to (the lowering reserved
-        #: them: it does so for graphs whose weights stream, the models this is for); 0: none.
-        self.pool_bytes = pool_bytes
-        self.constants = constants
-        self.load_constant = load_constant
-        self._ones: dict[str, Tile] = {}
-        self._pools: dict[str, Tile] = {}
-        self._fill: dict[str, list[int]] = {}  # per dtype, per partition: columns used
-        self._placed: dict[tuple[AccessPattern, str], Operand] = {}
-        self.count = 0
+    load_row: Callable[[Operand, AccessPattern], None]
+    constants: set[str]
+    load_constant: Callable[[Operand, AccessPattern], None]
+    _: KW_ONLY
+    #: Bytes per partition of the pool rows of graph inputs go to (the lowering reserved
+    #: them: it does so for graphs whose weights stream, the models this is for); 0: none.
+    pool_bytes: int = 0
+    _ones: dict[str, Tile] = field(default_factory=dict, init=False)
+    _pools: dict[str, Tile] = field(default_factory=dict, init=False)
+    #: Per dtype, per partition: the pool's columns used.
+    _fill: dict[str, list[int]] = field(default_factory=dict, init=False)
+    _placed: dict[tuple[AccessPattern, str], Operand] = field(default_factory=dict, init=False)
+    count: int = field(default=0, init=False)  # rows broadcast on chip
 
     def ones(self, dtype: DType) -> Tile:
         """[P, P] ones: row p is the stationary of a row on partition p."""

@@ -349,7 +349,7 @@ def ndarray(
         raise IllegalInstructionError(f"{where}: ndarray shape () must be non-empty")
     if buffer is hbm or buffer.memory is MemorySpace.HBM:
         tensor_name = name or context.fresh_name("hbm")
-        context.builder.hbm_tensor(tensor_name, shape, dt, "scratch")
+        context.builder.program.add_tensor(tensor_name, shape, dt, "scratch")
         return Tile(tensor_name, shape, dt, hbm)
     memory = buffer.memory
     partitions = (
@@ -481,11 +481,11 @@ class Kernel:
     def _input(self, context: KernelContext, param: str, value: Any) -> Any:
         if isinstance(value, TensorSpec):
             dt = lookup_dtype(value.dtype)
-            context.builder.hbm_tensor(param, tuple(value.shape), dt, "input")
+            context.builder.program.add_tensor(param, tuple(value.shape), dt, "input")
             return Tile(param, tuple(value.shape), dt, hbm)
         if isinstance(value, np.ndarray):
             dt = _dtype_of_array(value)
-            context.builder.hbm_tensor(param, value.shape, dt, "input", value)
+            context.builder.program.add_tensor(param, value.shape, dt, "input", value)
             return Tile(param, value.shape, dt, hbm)
         return value  # a Python value (scalar, flag, tile size): the kernel specialises on it
 

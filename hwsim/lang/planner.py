@@ -506,7 +506,7 @@ class MemoryPlanner:
             if name in taken:  # tiles may share a name (name= in a loop)
                 name = f"{name}.{sum(t.startswith(name) for t in taken)}"
             slot.spill_tensor = name
-            self.context.builder.hbm_tensor(
+            self.context.builder.program.add_tensor(
                 slot.spill_tensor, (rows, slot.elements), slot.dtype, "scratch"
             )
         return contiguous(

@@ -154,6 +154,24 @@ T, D, F = 512, 512, 2048
 S, HEAD = 1024, 128
 IMAGES, CHANNELS, SIDE = 1, 128, 32
 
+
+def _row_norm(
+    kernel: Kernel, reference: Callable[..., np.ndarray], params: tuple[str, ...]
+) -> LibraryWorkload:
+    """A norm of each row of x [ROWS, COLS] fp32, with per-column ``params`` (gamma, beta)."""
+    return LibraryWorkload(
+        kernel.name,
+        f"{kernel.name} of [{ROWS}, {COLS}] fp32 with {', '.join(params)}",
+        kernel,
+        lambda rng: (
+            _normal(rng, (ROWS, COLS), np.float32, 2.0),
+            *(_normal(rng, (COLS,), np.float32) for _ in params),
+        ),
+        reference,
+        0,
+    )
+
+
 WORKLOADS = [
     _matmul(matmul_basic, "matmul, one tile at a time"),
     _matmul(matmul_blocked, "matmul with stationary reuse"),
@@ -169,29 +187,8 @@ WORKLOADS = [
         softmax_reference,
         0,
     ),
-    LibraryWorkload(
-        "layernorm",
-        f"layernorm of [{ROWS}, {COLS}] fp32 with gamma, beta",
-        layernorm,
-        lambda rng: (
-            _normal(rng, (ROWS, COLS), np.float32, 2.0),
-            _normal(rng, (COLS,), np.float32),
-            _normal(rng, (COLS,), np.float32),
-        ),
-        layernorm_reference,
-        0,
-    ),
-    LibraryWorkload(
-        "rmsnorm",
-        f"rmsnorm of [{ROWS}, {COLS}] fp32 with gamma",
-        rmsnorm,
-        lambda rng: (
-            _normal(rng, (ROWS, COLS), np.float32, 2.0),
-            _normal(rng, (COLS,), np.float32),
-        ),
-        rmsnorm_reference,
-        0,
-    ),
+    _row_norm(layernorm, layernorm_reference, ("gamma", "beta")),
+    _row_norm(rmsnorm, rmsnorm_reference, ("gamma",)),
     LibraryWorkload(
         "mlp",
         f"GELU MLP x [{T}, {D}] @ w1 [{D}, {F}] @ w2 [{F}, {D}] bf16",

@@ -199,7 +199,7 @@ def shared_constant(constant: Any, dtype: Any = None, **kw: Any) -> NkiTensor:
     dt = hw_dtype(dtype)
     context = current()
     name = context.fresh_name("const")
-    context.builder.hbm_tensor(name, array.shape, dt, "input", array.astype(dt.numpy))
+    context.builder.program.add_tensor(name, array.shape, dt, "input", array.astype(dt.numpy))
     return NkiTensor(Tile(name, array.shape, dt, hbm))
 
 

@@ -175,8 +175,8 @@ class _Writer:
         self.dma_spans = dma_spans(self.trace, deps.transfers)
         self._metadata()
         # the derived tracks first: their temporaries are gone before the operand spans grow
-        extra_tracks.write_critical_path(self.trace, deps, self.events.emit, self.ns, self.us)
-        extra_tracks.write_op_spans(self.trace, self.facts, self.events.emit, self.ns, self.us)
+        extra_tracks.write_critical_path(self, deps)
+        extra_tracks.write_op_spans(self)
         spans = OperandSpans()
         self._instructions(deps, spans)
         self._collective_flows()

@@ -5,13 +5,15 @@ from __future__ import annotations
 
 import json
 from collections.abc import Callable
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from hwsim.engines import engine_label
 from hwsim.isa.origin import origin_of
 from hwsim.trace.analysis import Dependencies, engine_of_code
-from hwsim.trace.facts import FactsMemo
 from hwsim.trace.records import Trace
+
+if TYPE_CHECKING:
+    from hwsim.trace.chrome import _Writer
 
 Emit = Callable[[str], None]
 
@@ -40,20 +42,15 @@ def _resource_label(code: int) -> str:
     return {-1: "DMA", -2: "startup"}.get(code) or engine_label(engine_of_code(code))
 
 
-def write_critical_path(
-    trace: Trace,
-    deps: Dependencies,
-    emit: Emit,
-    ns: Callable[[int], int],
-    us: Callable[[int], str],
-) -> None:
+def write_critical_path(writer: _Writer, deps: Dependencies) -> None:
     """One "Critical path" track per core the path visits, on top: a slice per link, named by
     its resource, over the link's share of the run (``critical_links``), with the record's own
     engine, pc and ticks as args."""
     from hwsim.trace.chrome import CRITICAL_TID, core_pid
     from hwsim.trace.critical_path import critical_path_columns
 
-    c = critical_path_columns(trace, deps)
+    emit, ns, us = writer.events.emit, writer.ns, writer.us
+    c = critical_path_columns(writer.trace, deps)
     for core in sorted(set(c.core.tolist())):
         _track(emit, core_pid(core), CRITICAL_TID, "Critical path", "critical", -1)
     labels: dict[int, str] = {}
@@ -69,21 +66,16 @@ def write_critical_path(
         )
 
 
-def write_op_spans(
-    trace: Trace,
-    facts: FactsMemo,
-    emit: Emit,
-    ns: Callable[[int], int],
-    us: Callable[[int], str],
-) -> None:
+def write_op_spans(writer: _Writer) -> None:
     """Per core, an "Ops" track: one span per source tag (a bridge run tags each instruction with
     its op and graph node), from its first instruction's start to its last one's end, with the
     instruction count, busy time and engines as args. Tags whose spans partly overlap (pipelined
     ops) go on further lanes, "Ops (2)", ...; a fused group's tag lists its members."""
     from hwsim.trace.chrome import OPS_TID_BASE, core_pid, host_lanes
 
+    emit, ns, us, facts = writer.events.emit, writer.ns, writer.us, writer.facts
     spans: dict[tuple[int, str], dict[str, Any]] = {}
-    for rec in trace.instructions:
+    for rec in writer.trace.instructions:
         tag = facts(rec.instruction).tag
         if not tag:
             continue

@@ -142,7 +142,7 @@ def run_single(
         aps[name] = alloc.take(tile)
     for name, tile in inputs.items():
         free = tile.shape[1:] or (1,)
-        builder.hbm_tensor(f"in_{name}", tile.shape, tile.dtype, "input", tile.values)
+        builder.program.add_tensor(f"in_{name}", tile.shape, tile.dtype, "input", tile.values)
         hbm = contiguous(MemorySpace.HBM, tile.dtype, tile.shape[0], free, tensor=f"in_{name}")
         if tile.memory is SBUF:
             dma(aps[name], hbm)
@@ -154,7 +154,7 @@ def run_single(
     readers: dict[str, Instruction] = {}
     for name, tile in outputs.items():
         free = tile.shape[1:] or (1,)
-        builder.hbm_tensor(f"out_{name}", tile.shape, tile.dtype, "output")
+        builder.program.add_tensor(f"out_{name}", tile.shape, tile.dtype, "output")
         hbm = contiguous(MemorySpace.HBM, tile.dtype, tile.shape[0], free, tensor=f"out_{name}")
         if tile.memory is SBUF:
             readers[name] = dma(hbm, aps[name])
@@ -290,14 +290,14 @@ class SmallProgram:
     def load(self, name: str, values: np.ndarray, dtype: DType, start: int = 0) -> AccessPattern:
         values = np.asarray(values)
         tile = self.tile(values.shape[0], values.shape[1:], dtype, start)
-        self.b.hbm_tensor(name, values.shape, dtype, "input", values)
+        self.b.program.add_tensor(name, values.shape, dtype, "input", values)
         hbm = contiguous(MemorySpace.HBM, dtype, values.shape[0], values.shape[1:], tensor=name)
         self.queue += 1
         self.b.emit(DmaCopy(engine="sync", dst=tile, src=hbm, queue=self.queue % 4))
         return tile
 
     def store(self, name: str, tile: AccessPattern) -> None:
-        self.b.hbm_tensor(name, tile.shape, tile.dtype, "output")
+        self.b.program.add_tensor(name, tile.shape, tile.dtype, "output")
         hbm = contiguous(MemorySpace.HBM, tile.dtype, tile.partitions, tile.free_sizes, tensor=name)
         self.queue += 1
         if tile.memory is PSUM:

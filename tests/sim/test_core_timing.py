@@ -142,7 +142,9 @@ def dma_program(transfers: int, fp32_cols: int = 64) -> Program:
     b = ProgramBuilder()
     for i in range(transfers):
         name = f"x{i}"
-        b.hbm_tensor(name, (32, fp32_cols), FP32, "input", np.zeros((32, fp32_cols), np.float32))
+        b.program.add_tensor(
+            name, (32, fp32_cols), FP32, "input", np.zeros((32, fp32_cols), np.float32)
+        )
         b.emit(
             DmaCopy(
                 engine="sync",
@@ -197,7 +199,7 @@ def test_two_transfers_contend_for_hbm_by_the_modelled_amount():
 def test_consumer_of_a_dma_starts_exactly_at_its_completion():
     config = load_config("tiny", {"hbm.bandwidth_bytes_per_ns_per_stack": 10_000})
     b = ProgramBuilder()
-    b.hbm_tensor("x", (32, 64), FP32, "input", np.ones((32, 64), np.float32))
+    b.program.add_tensor("x", (32, 64), FP32, "input", np.ones((32, 64), np.float32))
     tile = contiguous(SBUF, FP32, 32, 64)
     b.emit(DmaCopy(engine="sync", dst=tile, src=contiguous(HBM, FP32, 32, 64, tensor="x")))
     b.emit(
@@ -350,7 +352,7 @@ def test_two_cores_share_their_hbm_stack():
 
     def program(cores):
         b = ProgramBuilder(cores=cores)
-        b.hbm_tensor("x", (128, 64), FP32, "input", np.zeros((128, 64), np.float32))
+        b.program.add_tensor("x", (128, 64), FP32, "input", np.zeros((128, 64), np.float32))
         for core in range(cores):
             b.emit(
                 DmaCopy(
@@ -374,8 +376,8 @@ def placed_program(place: bool) -> Program:
     """A long read of scratch ``a`` on queue 0 (triggered by sync) and a write of scratch ``c``
     on queue 1 (triggered by gpsimd). Nothing relates them unless ``c`` is placed over ``a``."""
     b = ProgramBuilder()
-    b.hbm_tensor("a", (32, 1024), FP32, "scratch")
-    b.hbm_tensor("c", (32, 1024), FP32, "scratch")
+    b.program.add_tensor("a", (32, 1024), FP32, "scratch")
+    b.program.add_tensor("c", (32, 1024), FP32, "scratch")
     b.emit(
         DmaCopy(
             engine="sync",
@@ -418,7 +420,7 @@ def test_triggers_from_two_engines_on_one_queue_complete_in_emission_order():
     1) would read its tile before it arrives."""
     b = ProgramBuilder()
     for name in ("x", "y"):
-        b.hbm_tensor(name, (32, 64), FP32, "input", np.ones((32, 64), np.float32))
+        b.program.add_tensor(name, (32, 64), FP32, "input", np.ones((32, 64), np.float32))
     busy_src = contiguous(SBUF, FP32, 32, 1024, offset_bytes=4096)
     busy_dst = contiguous(SBUF, FP32, 32, 1024, offset_bytes=8192)
     b.emit(TensorCopy(engine="scalar", dst=busy_dst, src=busy_src))
@@ -445,7 +447,7 @@ def test_a_dma_trigger_before_the_producer_does_not_count_as_the_producer():
     # MIN_II 16 cycles = 32 ticks), then a copy reading B: it waits for the copy's pipeline fill,
     # (16 + 10) cycles = 52 ticks after its start, not for the trigger's.
     b = ProgramBuilder()
-    b.hbm_tensor("x", (32, 4), FP32, "input", np.zeros((32, 4), np.float32))
+    b.program.add_tensor("x", (32, 4), FP32, "input", np.zeros((32, 4), np.float32))
     a_tile, b_tile, c_tile = (contiguous(SBUF, FP32, 32, 4, offset_bytes=o) for o in (0, 64, 128))
     dst = contiguous(SBUF, FP32, 32, 4, offset_bytes=256)
     b.emit(DmaCopy(engine="vector", dst=dst, src=contiguous(HBM, FP32, 32, 4, tensor="x")))

@@ -58,9 +58,9 @@ def gather_program(
     width = COLS * stride
     b = ProgramBuilder()
     table = np.arange(ROWS * width, dtype=np.float32).reshape(ROWS, width) / 8
-    b.hbm_tensor("table", (ROWS, width), table_dtype, "input", table)
-    b.hbm_tensor("idx", (p, 1), INT32, "input", np.asarray(indices, np.int32).reshape(p, 1))
-    b.hbm_tensor("out", (p, COLS), FP32, "output")
+    b.program.add_tensor("table", (ROWS, width), table_dtype, "input", table)
+    b.program.add_tensor("idx", (p, 1), INT32, "input", np.asarray(indices, np.int32).reshape(p, 1))
+    b.program.add_tensor("out", (p, COLS), FP32, "output")
     idx = contiguous(SBUF, INT32, p, 1)
     rows = contiguous(SBUF, dst_dtype, p, COLS, offset_bytes=64)
     copy = contiguous(SBUF, FP32, p, COLS, offset_bytes=192)
@@ -184,9 +184,9 @@ def test_gather_waits_for_a_write_anywhere_in_the_table():
     # A scratch table is written by a DMA (queue 0) in rows the builder cannot know are read:
     # the gather reads the whole table, so it waits for that write's completion.
     b = ProgramBuilder()
-    b.hbm_tensor("src", (2, COLS), FP32, "input", np.ones((2, COLS), np.float32))
-    b.hbm_tensor("table", (ROWS, COLS), FP32, "scratch")
-    b.hbm_tensor("idx", (4, 1), INT32, "input", np.array([[38], [39], [38], [0]], np.int32))
+    b.program.add_tensor("src", (2, COLS), FP32, "input", np.ones((2, COLS), np.float32))
+    b.program.add_tensor("table", (ROWS, COLS), FP32, "scratch")
+    b.program.add_tensor("idx", (4, 1), INT32, "input", np.array([[38], [39], [38], [0]], np.int32))
     staged = contiguous(SBUF, FP32, 2, COLS, offset_bytes=256)
     b.emit(DmaCopy(engine="sync", dst=staged, src=contiguous(HBM, FP32, 2, COLS, tensor="src")))
     last_rows = AccessPattern(HBM, FP32, 0, 2, 38 * COLS * 4, (COLS,), (1,), COLS, "table")

@@ -93,7 +93,7 @@ def test_efficiency_slows_a_transfer_by_its_descriptor_size():
     # write (4 B: the 256-byte floor, 128 ns) = 1152 ns after the 100 ns start latency.
     config = load_config("tiny", {**FAST_HBM, "dma.descriptor_efficiency": {256: 0.5}})
     b = ProgramBuilder()
-    b.hbm_tensor("x", (32, 64), FP32, "input", np.zeros((32, 64), np.float32))
+    b.program.add_tensor("x", (32, 64), FP32, "input", np.zeros((32, 64), np.float32))
     b.emit(
         DmaCopy(
             engine="sync",
@@ -114,7 +114,7 @@ def two_transfers(
     b = ProgramBuilder()
     for i, (queue, rows) in enumerate(zip(queues, partitions, strict=True)):
         name = f"x{i}"
-        b.hbm_tensor(name, (rows, 64), FP32, "input", np.zeros((rows, 64), np.float32))
+        b.program.add_tensor(name, (rows, 64), FP32, "input", np.zeros((rows, 64), np.float32))
         b.emit(
             DmaCopy(
                 engine=engines[i],
@@ -167,7 +167,7 @@ def test_an_engine_with_no_rows_still_writes_the_semaphore_and_the_groups_split(
 # ---- DGE modes ----------------------------------------------------------------------------------
 def dge_program(engine: str, mode: DgeMode, count: int = 1):
     b = ProgramBuilder()
-    b.hbm_tensor("x", (32, 64), FP32, "input", np.zeros((32, 64), np.float32))
+    b.program.add_tensor("x", (32, 64), FP32, "input", np.zeros((32, 64), np.float32))
     for i in range(count):
         b.emit(
             DmaCopy(

@@ -316,9 +316,9 @@ def test_tensor_copy_legality():
 def _dma_run(src_values, src_dtype, dst_dtype, transpose=False, config="tiny"):
     b = ProgramBuilder()
     p, f = src_values.shape
-    b.hbm_tensor("x", (p, f), src_dtype, "input", src_values)
+    b.program.add_tensor("x", (p, f), src_dtype, "input", src_values)
     out_shape = (f, p) if transpose else (p, f)
-    b.hbm_tensor("y", out_shape, dst_dtype, "output")
+    b.program.add_tensor("y", out_shape, dst_dtype, "output")
     tile = contiguous(MemorySpace.SBUF, dst_dtype, out_shape[0], out_shape[1])
     cls = DmaTranspose if transpose else DmaCopy
     b.emit(cls(engine="sync", dst=tile, src=contiguous(HBM, src_dtype, p, f, tensor="x"), queue=0))
@@ -373,7 +373,7 @@ def test_hbm_out_of_bounds_and_unknown_tensor_are_errors():
     from hwsim.errors import MemoryAccessError
 
     b = ProgramBuilder()
-    b.hbm_tensor("x", (4, 4), FP32, "input", np.zeros((4, 4), np.float32))
+    b.program.add_tensor("x", (4, 4), FP32, "input", np.zeros((4, 4), np.float32))
     b.emit(
         DmaCopy(
             engine="sync",

@@ -220,13 +220,13 @@ def test_range_select_chains_through_the_accumulator():
     }
     values = {"x": x, "b0": np.zeros((8, 1)), "b1": np.full((8, 1), 40.0)}
     for q, (name, v) in enumerate(values.items()):
-        b.hbm_tensor(name, v.shape, F, "input", v)
+        b.program.add_tensor(name, v.shape, F, "input", v)
         hbm = contiguous(MemorySpace.HBM, F, *v.shape, tensor=name)
         b.emit(DmaCopy(engine="sync", dst=tiles[name], src=hbm, queue=q))
     b.emit(_range_select(tiles, ReduceCmd.reset_reduce, start=0))
     b.emit(_range_select(tiles, ReduceCmd.reduce, start=16))
     b.emit(_range_select(tiles, ReduceCmd.reduce, res=tiles["r"], start=32))
-    b.hbm_tensor("out", (8, 1), F, "output")
+    b.program.add_tensor("out", (8, 1), F, "output")
     b.emit(
         DmaCopy(
             engine="sync",

@@ -142,8 +142,8 @@ def test_parameters_are_set_by_name_and_reach_the_cost():
 
 def test_a_run_uses_the_rules_it_is_given():
     b = ProgramBuilder()
-    b.hbm_tensor("x", (32, 64), FP32, "input", np.ones((32, 64), np.float32))
-    b.hbm_tensor("y", (32, 64), FP32, "output")
+    b.program.add_tensor("x", (32, 64), FP32, "input", np.ones((32, 64), np.float32))
+    b.program.add_tensor("y", (32, 64), FP32, "output")
     instruction = reciprocal()
     b.emit(
         DmaCopy(engine="sync", dst=instruction.src, src=contiguous(HBM, FP32, 32, 64, tensor="x"))

@@ -67,7 +67,7 @@ def random_program(seed: int, *, deferred: bool, cores: int = 1, length: int = 1
     builder = ProgramBuilder(cores, deferred=deferred)
     for name, kind in TENSORS.items():
         values = np.zeros((ROWS, COLS), np.float32) if kind == "input" else None
-        builder.hbm_tensor(name, (ROWS, COLS), FP32, kind, values)  # type: ignore[arg-type]
+        builder.program.add_tensor(name, (ROWS, COLS), FP32, kind, values)  # type: ignore[arg-type]
     reused: list[list[AccessPattern]] = [[] for _ in range(cores)]
     placed = False
     for step in range(length):

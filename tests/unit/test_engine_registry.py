@@ -72,8 +72,10 @@ def toy_engine():
 
 def toy_program():
     b = ProgramBuilder()
-    b.hbm_tensor("x", (32, 64), FP32, "input", np.arange(32 * 64, dtype=np.float32).reshape(32, 64))
-    b.hbm_tensor("y", (32, 64), FP32, "output")
+    b.program.add_tensor(
+        "x", (32, 64), FP32, "input", np.arange(32 * 64, dtype=np.float32).reshape(32, 64)
+    )
+    b.program.add_tensor("y", (32, 64), FP32, "output")
     from hwsim.isa.dma_ops import DmaCopy
 
     a, c, d = (contiguous(SBUF, FP32, 32, 64, offset_bytes=o) for o in (0, 256, 512))
