@@ -17,7 +17,7 @@
 files; ``hwsim nki FILE.py:KERNEL`` runs one from the command line. docs/nki.md.
 """
 
-from hwsim.nki import compiler, isa, language, typing
+from hwsim.nki import collectives, compiler, isa, language, typing
 from hwsim.nki.install import install, uninstall
 from hwsim.nki.kernel import (
     NkiKernel,
@@ -26,6 +26,7 @@ from hwsim.nki.kernel import (
     benchmark,
     jit,
     last_run,
+    per_rank,
     profile,
     run,
     simulate,
@@ -41,12 +42,14 @@ __all__ = [
     "NkiTensor",
     "baremetal",
     "benchmark",
+    "collectives",
     "compiler",
     "install",
     "isa",
     "jit",
     "language",
     "last_run",
+    "per_rank",
     "profile",
     "run",
     "simulate",

@@ -18,7 +18,7 @@ from hwsim.errors import HwsimError
 
 #: Alias prefix -> the hwsim module it stands for.
 _ALIASES = {"nki": "hwsim.nki", "neuronxcc.nki": "hwsim.nki"}
-_SUBMODULES = ("language", "isa", "typing", "compiler")
+_SUBMODULES = ("language", "isa", "typing", "compiler", "collectives")
 
 
 class _Finder(importlib.abc.MetaPathFinder, importlib.abc.Loader):

@@ -8,7 +8,9 @@ A grid dimension ``nl.nc(n)`` (LNC=2: ``kernel[nl.nc(2)]``) runs its instances o
 cores of the logical NeuronCore *in parallel*: the kernel is built once per core (its
 ``program_id`` along that dimension is the core) and the builds run as one program
 (``hwsim.chip.merge_programs``), sharing the kernel's inputs and HBM tensors; ``nisa.sendrecv``
-and ``nisa.core_barrier`` work between them.
+and ``nisa.core_barrier`` work between them. A run with ``ranks=N`` builds the kernel once per
+rank, rank r on physical core r (``nki.collectives.rank_id``), its arguments the run's or its own
+(``per_rank``), and runs the builds as one program whose collectives meet across the cores.
 """
 
 from __future__ import annotations
@@ -76,9 +78,12 @@ class NkiKernel:
 
         return int(np.prod([int(g) for g in self.grid if isinstance(g, nc)] or [1]))
 
-    def lang_kernel(self, notes: list[str], extra: dict[str, Any], core: int = 0) -> Kernel:
+    def lang_kernel(
+        self, notes: list[str], extra: dict[str, Any], core: int = 0, rank: int = 0
+    ) -> Kernel:
         """The kernel-language kernel that builds this one on physical core ``core`` of its
-        launch (its instances in order; along ``nl.nc`` dimensions only the core's own)."""
+        launch (its instances in order; along ``nl.nc`` dimensions only the core's own), for
+        rank ``rank`` of a multi-rank run."""
         grid_sizes = tuple(int(g) for g in self.grid) or (1,)
         from hwsim.nki.language import nc
 
@@ -109,7 +114,7 @@ class NkiKernel:
             try:
                 wrapped = {_ORIGINAL.get(k, k): _wrap(v) for k, v in call_args.items()}
                 returned = None
-                nki_state.core = core
+                nki_state.core, nki_state.rank = core, rank
                 for ids in itertools.product(*ranges):
                     nki_state.program_ids, nki_state.grid = ids, grid_sizes
                     nki_state.grid_ndim = len(self.grid)
@@ -218,7 +223,7 @@ def _kernel(kernel: Any) -> NkiKernel:
 class NkiRun:
     """One simulated run: ``outputs`` (numpy), ``latency_ns``, ``summary``, ``write(DIR)``."""
 
-    outputs: tuple[np.ndarray, ...]
+    outputs: tuple[np.ndarray, ...]  # rank 0's in a multi-rank run
     latency_ns: float
     summary: RunSummary
     trace: Any
@@ -226,10 +231,18 @@ class NkiRun:
     notes: list[str] = field(default_factory=list)
     #: The kernel returned several outputs (``result()`` gives a tuple even of one).
     tuple_output: bool = False
+    #: A multi-rank run (``ranks=N``): each rank's outputs, in rank order.
+    rank_outputs: tuple[tuple[np.ndarray, ...], ...] = ()
 
     def result(self) -> Any:
-        """The outputs as the kernel returned them: one array, or a tuple."""
-        return self.outputs[0] if len(self.outputs) == 1 and not self.tuple_output else self.outputs
+        """The outputs as the kernel returned them: one array, or a tuple; a multi-rank run's,
+        a list of those, one per rank."""
+        if self.rank_outputs:
+            return [self._as_returned(outputs) for outputs in self.rank_outputs]
+        return self._as_returned(self.outputs)
+
+    def _as_returned(self, outputs: tuple[np.ndarray, ...]) -> Any:
+        return outputs[0] if len(outputs) == 1 and not self.tuple_output else outputs
 
     def write(self, directory: str | Path, force: bool = False) -> dict[str, Path]:
         """Trace, summary, tables and plots, as ``hwsim run --out DIR`` writes them."""
@@ -246,7 +259,9 @@ def run(kernel: Any, *args: Any, **kwargs: Any) -> NkiRun:
     kernel has a parameter named ``config`` of its own); ``schedule``: the instruction order
     (``hwsim.schedule``: ``program``, ``list``, ``best``; None: the kernel language's default),
     honouring ``no_reorder`` and ``sequential_range``; ``initcheck``: reads of never-written
-    memory raise (on by default with numerics; off with False or ``HWSIM_INITCHECK=0``). Other
+    memory raise (on by default with numerics; off with False or ``HWSIM_INITCHECK=0``);
+    ``ranks``: run N ranks of the kernel, one per physical core, whose ``nki.collectives`` meet
+    (``per_rank`` arguments differ by rank; ``result()`` is then a list, one per rank). Other
     keywords are the kernel's."""
     options, kwargs = split_options(kernel, dict(kwargs))
     return _run(_kernel(kernel), args, kwargs, **options)
@@ -261,6 +276,7 @@ def _run(
     race_check: bool = False,
     initcheck: bool | None = None,
     schedule: str | None = None,
+    ranks: int = 1,
 ) -> NkiRun:
     from hwsim.kernels import warm_up
     from hwsim.machine.initcheck import front_door
@@ -271,7 +287,10 @@ def _run(
     hw = load_config(config) if isinstance(config, str) else config
     warm_up()
     kwargs = {_RENAMED.get(k, k): v for k, v in kwargs.items()}
-    built, program = _build(nk, hw, notes, extra, args, kwargs, schedule)
+    if ranks != 1 or any(isinstance(a, PerRank) for a in (*args, *kwargs.values())):
+        built, program = _build_ranks(nk, hw, notes, extra, args, kwargs, schedule, ranks)
+    else:
+        built, program = _build(nk, hw, notes, extra, args, kwargs, schedule)
     if not built.outputs:  # the older convention: the outputs are arguments it writes
         built.outputs = _written_arguments(program, nk.fn.__name__)
         extra["output_views"] = [(0, tuple(program.hbm[n].shape)) for n in built.outputs]
@@ -284,12 +303,17 @@ def _run(
         race_check=race_check,
         initcheck=front_door(initcheck, numerics),  # on unless asked off (a front door)
     )
-    outputs: tuple[np.ndarray, ...] = ()
+    rank_outputs: list[tuple[np.ndarray, ...]] = []
     if numerics:
         views = extra["output_views"]
-        outputs = tuple(
-            _as_returned(result.outputs[n], *v) for n, v in zip(built.outputs, views, strict=True)
-        )
+        for rank in range(ranks):
+            names = [n if rank == 0 else f"c{rank}.{n}" for n in built.outputs]
+            rank_outputs.append(
+                tuple(
+                    _as_returned(result.outputs[n], *v) for n, v in zip(names, views, strict=True)
+                )
+            )
+    outputs = rank_outputs[0] if rank_outputs else ()
     # the compiler options without effect here travel with the summary (``summary.json``)
     summary = dataclasses.replace(
         result.summary, extras={**result.summary.extras, "nki_notes": notes}
@@ -302,6 +326,7 @@ def _run(
         program,
         notes,
         tuple_output=len(built.outputs) > 1,
+        rank_outputs=tuple(rank_outputs) if ranks > 1 else (),
     )
 
 
@@ -337,8 +362,67 @@ def _build(
     return builds[0], merge_programs([b.program for b in builds], shared)
 
 
+@dataclass(frozen=True)
+class PerRank:
+    """An argument of a multi-rank run that differs by rank (``per_rank``)."""
+
+    values: tuple[Any, ...]
+
+
+def per_rank(values: Any) -> PerRank:
+    """``hwsim.nki.per_rank([x0, x1, ...])``: an argument of a ``ranks=N`` run whose value rank
+    r gets is ``values[r]`` (the other arguments every rank gets as given)."""
+    return PerRank(tuple(values))
+
+
+def _build_ranks(
+    nk: NkiKernel,
+    hw: HardwareConfig,
+    notes: list[str],
+    extra: dict[str, Any],
+    args: tuple[Any, ...],
+    kwargs: dict[str, Any],
+    schedule: str | None,
+    ranks: int,
+) -> tuple[Any, Any]:
+    """The kernel built for each of ``ranks`` ranks (rank r on physical core r, its arguments
+    its own), merged into one program: every tensor is the rank's own (``c<r>.<name>``)."""
+    if isinstance(ranks, bool) or not isinstance(ranks, int) or ranks < 1:
+        raise HwsimError(f"ranks={ranks!r}: the number of ranks of the run, an int >= 1")
+    if nk.cores > 1:
+        raise HwsimError(
+            f"ranks={ranks} with launch grid {list(nk.grid)}: a multi-rank run gives each rank "
+            "one physical core; run the nl.nc grid with ranks=1, or the ranks without it"
+        )
+    for where, value in [*enumerate(args), *kwargs.items()]:
+        if isinstance(value, PerRank) and len(value.values) != ranks:
+            raise HwsimError(
+                f"argument {where}: per_rank holds {len(value.values)} values for {ranks} ranks; "
+                "give one per rank"
+            )
+
+    def of(rank: int, value: Any) -> Any:
+        return value.values[rank] if isinstance(value, PerRank) else value
+
+    builds = []
+    for rank in range(ranks):
+        rank_args = tuple(of(rank, a) for a in args)
+        rank_kwargs = {k: of(rank, v) for k, v in kwargs.items()}
+        kernel = nk.lang_kernel(notes, extra, 0, rank)
+        builds.append(kernel.build(*rank_args, config=hw, schedule=schedule, **rank_kwargs))
+    if not builds[0].outputs:
+        raise HwsimError(
+            f"kernel {nk.fn.__name__} returned nothing: a multi-rank run needs the kernel to "
+            "return its outputs (nl.ndarray(..., buffer=nl.shared_hbm))"
+        )
+    notes.append(f"{ranks} ranks ran in parallel, rank r on physical core r")
+    from hwsim.chip import merge_programs
+
+    return builds[0], merge_programs([b.program for b in builds], ())
+
+
 #: Options of a simulated run (``run``'s keywords), as opposed to the kernel's own arguments.
-RUN_OPTIONS = ("config", "numerics", "race_check", "initcheck", "schedule")
+RUN_OPTIONS = ("config", "numerics", "race_check", "initcheck", "schedule", "ranks")
 
 
 def split_options(kernel: Any, kwargs: dict[str, Any]) -> tuple[dict[str, Any], dict[str, Any]]:

@@ -111,6 +111,8 @@ class NkiState:
         self.program_ids: tuple[int, ...] = (0,)
         #: The physical core of the logical NeuronCore this build is for (``nl.nc`` grids).
         self.core = 0
+        #: The rank this build is for in a multi-rank run (``nki.collectives.rank_id``).
+        self.rank = 0
         self.grid: tuple[int, ...] = (1,)
         #: Dimensions of the launch grid as given (0: launched without one).
         self.grid_ndim = 0

@@ -18,7 +18,7 @@ from pathlib import Path
 from types import ModuleType
 from typing import Any
 
-from hwsim.nki import isa, language
+from hwsim.nki import collectives, isa, language
 from hwsim.nki.language import NlOp
 
 DOC = Path(__file__).resolve().parents[2] / "docs" / "nki-support.md"
@@ -33,7 +33,8 @@ _KIND = {
 #: Module attributes that are imports or helpers, not NKI names.
 _SKIP = {"annotations", "Any", "Iterator", "Buffer", "Tile", "NkiTensor", "PendingMatmul",
          "NlOp", "ops", "lisa", "np", "contextlib", "state", "allocate", "fail", "current",
-         "call", "nt", "pd", "enum", "ReduceCmd", "MemorySpace", "UNSUPPORTED", "sbuf"}  # fmt: skip
+         "call", "nt", "pd", "enum", "ReduceCmd", "MemorySpace", "UNSUPPORTED", "sbuf",
+         "Sequence", "dataclass", "CollectiveKind", "alu_op"}  # fmt: skip
 
 
 def _summary(value: Any) -> str:
@@ -90,6 +91,16 @@ def render() -> str:
     lines += [
         f"| `nisa.{n}` | not supported (raises) | {why} |" for n, why in isa.UNSUPPORTED.items()
     ]
+    lines += ["", "## nki.collectives (`ncc`)", ""]
+    lines += ["Run a kernel with `ranks=N` (`nki.simulate(kernel, ranks=4)(...)`): docs/nki.md."]
+    lines += [""]
+    lines += ["| Name | Status | What it is here |", "|---|---|---|"]
+    lines += [f"| `ncc.{n}` | supported | {_summary(getattr(collectives, n))} |"
+              for n in _names(collectives)]  # fmt: skip
+    lines += [
+        f"| `ncc.{n}` | not supported (raises) | {why} |"
+        for n, why in collectives.UNSUPPORTED.items()
+    ]
     lines += [
         "",
         "## nki",
@@ -98,6 +109,7 @@ def render() -> str:
         "|---|---|",
         "| `nki.jit` | supported; options accepted, `buffers=` is the simulator's |",
         "| `nki.simulate`, `nki.simulate_kernel`, `nki.baremetal` | supported: numpy outputs |",
+        "| `ranks=N` (run option), `hwsim.nki.per_rank` | this simulator's multi-rank run |",
         "| `nki.benchmark` | supported: `benchmark_result.nc_latency` in µs (simulated) |",
         "| `nki.profile` | supported: writes the trace to `working_directory` |",
         "| `nki.typing` | `tensor`, `mutable_tensor`, `scalar`: accepted, feed `hwsim nki` |",
