@@ -1,14 +1,19 @@
-"""DDP training steps of GPT-2 on N simulated NeuronCores through the "hwsim" backend.
+"""DDP or FSDP2 training steps of GPT-2 on N simulated NeuronCores through the "hwsim" backend.
 
     .venv/bin/python bench/distributed.py [--model tiny|small] [--ranks 8] [--config trn2]
                                           [--bucket-mb 25] [--seq 64] [--steps 2]
+                                          [--shared-weights] [--fsdp2]
 
 Unmodified DDP code (``DDP(model)``, then ``torch.compile(ddp, backend="hwsim")``, fallback
 'error') runs on ``ranks`` threads of this process, each rank a simulated core, each with its own
-sequence, for ``steps`` backward passes (gradients zeroed between them). Prints the last step's
-gradients' largest difference from eager's full-batch gradients (target: within fp32
-tolerance), then per rank and step the compute, communication, overlapped and exposed
-communication, the step's time and bytes per link, and the wall time.
+sequence, for ``steps`` backward passes (gradients zeroed between them). ``--fsdp2`` runs FSDP2
+instead: ``fully_shard`` on each GPT-2 block and on the root over a CPU device mesh, each block
+compiled with ``block.compile(backend="hwsim")`` (fallback 'error'); the root's own ops (the
+embeddings, the final layer norm, the LM head and the loss) run eagerly on the CPU, untimed.
+Prints the last step's gradients' largest difference from eager's full-batch gradients
+(FSDP2's gathered from the shards; target: within fp32 tolerance), then per rank and step the
+compute, communication, overlapped and exposed communication, the step's time and bytes per
+link, and the ranks' wall time with the process's peak resident memory.
 
 DDP's first step all-reduces every gradient in one bucket after the whole backward (PyTorch
 builds its size-capped buckets from the order the gradients became ready in that step), so
@@ -19,6 +24,7 @@ from __future__ import annotations
 
 import argparse
 import copy
+import resource
 import time
 from typing import Any
 
@@ -35,6 +41,7 @@ MODELS = {
     "small": {"n_layer": 12, "n_embd": 768, "n_head": 12, "vocab_size": 50257, "n_positions": 1024},
 }
 TOLERANCE = 1e-4  # largest |grad - eager grad| accepted (fp32 sums in another order)
+OPTIONS = {"fallback": "error", "auto_cast": "none"}
 
 
 def _rank_copy(base: torch.nn.Module, shared: bool) -> torch.nn.Module:
@@ -47,7 +54,28 @@ def _rank_copy(base: torch.nn.Module, shared: bool) -> torch.nn.Module:
     return copy.deepcopy(base, memo)
 
 
-def main() -> None:
+def _ddp(model: torch.nn.Module, args: argparse.Namespace) -> Any:
+    ddp = DistributedDataParallel(
+        model, bucket_cap_mb=args.bucket_mb, init_sync=not args.shared_weights,
+        gradient_as_bucket_view=args.shared_weights,
+    )  # fmt: skip
+    return torch.compile(ddp, backend="hwsim", options=OPTIONS)
+
+
+def _fsdp2(model: torch.nn.Module, ranks: int) -> Any:
+    """``model`` sharded by FSDP2 over a CPU mesh of ``ranks``, its blocks compiled."""
+    from torch.distributed.device_mesh import init_device_mesh
+    from torch.distributed.fsdp import fully_shard
+
+    mesh = init_device_mesh("cpu", (ranks,))
+    for block in model.transformer.h:
+        fully_shard(block, mesh=mesh)
+        block.compile(backend="hwsim", options=OPTIONS)
+    fully_shard(model, mesh=mesh)
+    return model
+
+
+def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--model", choices=MODELS, default="tiny")
     parser.add_argument("--ranks", type=int, default=8)
@@ -58,9 +86,18 @@ def main() -> None:
     parser.add_argument(
         "--shared-weights", action="store_true",
         help="rank threads read one copy of the (identical) parameters; gradients live in "
-        "DDP's buckets (gradient_as_bucket_view)",
+        "DDP's buckets (gradient_as_bucket_view); FSDP2 shards them anyway",
     )  # fmt: skip
-    args = parser.parse_args()
+    parser.add_argument(
+        "--fsdp2", action="store_true",
+        help="FSDP2 (fully_shard each block and the root, blocks compiled) instead of DDP",
+    )  # fmt: skip
+    return parser.parse_args(argv)
+
+
+def run(args: argparse.Namespace) -> tuple[float, list[dict[str, Any]], float]:
+    """The last step's largest |grad - eager grad| over the ranks, each rank's report (taken
+    before the gradients were gathered for the check) and the ranks' wall time, s."""
     api.configure(args.config)
     torch.manual_seed(0)
     config = transformers.GPT2Config(
@@ -77,32 +114,35 @@ def main() -> None:
 
     def rank_step(rank: int) -> tuple[float, dict[str, Any]]:
         model = _rank_copy(base, args.shared_weights)
-        ddp = DistributedDataParallel(
-            model, bucket_cap_mb=args.bucket_mb, init_sync=not args.shared_weights,
-            gradient_as_bucket_view=args.shared_weights,
-        )  # fmt: skip
-        step = torch.compile(
-            ddp, backend="hwsim", options={"fallback": "error", "auto_cast": "none"}
-        )
+        step = _fsdp2(model, args.ranks) if args.fsdp2 else _ddp(model, args)
         mine = ids[rank : rank + 1]
         for _ in range(args.steps):
             model.zero_grad()
             step(mine, labels=mine, use_cache=False).loss.backward()
-        grads = model.named_parameters()
-        worst = max((p.grad - reference[n]).abs().max().item() for n, p in grads)
-        return worst, api.report()
+        report = api.report()
+        worst = 0.0
+        for name, p in model.named_parameters():  # every rank gathers FSDP2's shards in turn
+            grad = p.grad.full_tensor() if args.fsdp2 else p.grad
+            worst = max(worst, (grad - reference[name]).abs().max().item())
+        return worst, report
 
     start = time.perf_counter()
     results = run_threads(rank_step, args.ranks)
     wall_s = time.perf_counter() - start
-    worst = max(diff for diff, _ in results)
+    return max(diff for diff, _ in results), [report for _, report in results], wall_s
+
+
+def main() -> None:
+    args = parse_args()
+    worst, reports, wall_s = run(args)
     verdict = "ok" if worst <= TOLERANCE else "FAIL"
-    print(f"GPT-2 {args.model}, DDP over {args.ranks} ranks on {args.config}, seq {args.seq}, "
+    mode = "FSDP2" if args.fsdp2 else "DDP"
+    print(f"GPT-2 {args.model}, {mode} over {args.ranks} ranks on {args.config}, seq {args.seq}, "
           f"{args.steps} steps")  # fmt: skip
     print(f"gradients vs eager: max |diff| {worst:.3g} (target <= {TOLERANCE:g}) {verdict}")
     print(f"{'rank':>4} {'step':>4} {'compute us':>11} {'comm us':>9} {'overlap us':>10} "
           f"{'exposed us':>10} {'step us':>9} {'colls':>5}  bytes per link")  # fmt: skip
-    for _, report in results:
+    for report in reports:
         for step_index, split in report["steps"].items():
             print(
                 f"{report['rank']:>4} {step_index:>4} {split['compute_ns'] / 1e3:>11.1f} "
@@ -110,7 +150,8 @@ def main() -> None:
                 f"{split['exposed_ns'] / 1e3:>10.1f} {split['time_ns'] / 1e3:>9.1f} "
                 f"{split['collectives']:>5}  {split['link_bytes']}"
             )
-    print(f"wall time {wall_s:.1f} s")
+    peak_gb = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1e6  # Linux: kB
+    print(f"wall time {wall_s:.1f} s, peak resident memory {peak_gb:.1f} GB")
 
 
 if __name__ == "__main__":

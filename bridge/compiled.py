@@ -21,6 +21,7 @@ from torch.utils import _pytree as pytree
 from hwsim.bridge.auto_cast import reference_casts, run_graph
 from hwsim.bridge.distributed.clock import current_clock, reference_runs
 from hwsim.bridge.distributed.graph_fabric import run_on_rank
+from hwsim.bridge.distributed.rank_gate import graph_run_permit
 from hwsim.bridge.errors import Unsupported, as_unsupported
 from hwsim.bridge.graph_lowering import GraphRun, LoweredGraph, lower_graph
 from hwsim.bridge.lowering_cache import LOWERED, graph_digest
@@ -207,9 +208,15 @@ class SimPartition(torch.nn.Module):
         self.last_total_ns = None
         if lowered is None:
             return self.gm(*args)
+        if lowered.collective_groups:  # its collectives meet the other ranks' as it runs
+            return self._run(lowered, args)
+        with graph_run_permit():  # rank threads: no more at once than CPUs
+            return self._run(lowered, args)
+
+    def _run(self, lowered: LoweredGraph, args: tuple[Any, ...]) -> Any:
         clock = current_clock()  # a "hwsim" torch.distributed rank: its clock takes the time
         phase = self.report.phase_of(self.name)
-        if lowered.collective_groups:  # its collectives meet the other ranks' as it runs
+        if lowered.collective_groups:
             run = run_on_rank(lowered, list(args), clock, self.name, phase, self.options)
         else:
             run = lowered.run(list(args), initcheck=self.options.initcheck)

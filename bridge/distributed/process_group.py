@@ -5,8 +5,9 @@ Every collective gathers each rank's tensor (as numpy, in rank order) through th
 duration (``CostModel.collectives``: the same cost the simulator's collective instructions take),
 then every rank computes its result from the same inputs in the same order: reductions in fp32
 (fp64 for fp64 tensors, int64 for integers), rank 0 first, as the simulator's ``Collective``
-does. The returned ``Work`` is complete; its ``wait()`` makes the rank's compute wait for the
-collective's simulated end (``clock.RankClock``).
+does (ranks on threads of one process compute a reduction once for all:
+``shared_reduction``). The returned ``Work`` is complete; its ``wait()`` makes the rank's
+compute wait for the collective's simulated end (``clock.RankClock``).
 """
 
 from __future__ import annotations
@@ -38,8 +39,10 @@ from hwsim.bridge.distributed.clock import (
     set_current,
 )
 from hwsim.bridge.distributed.fabric import fabric_for
+from hwsim.bridge.distributed.shared_reduction import reduced_once
 from hwsim.errors import HwsimError
 from hwsim.machine.collectives import Arrival
+from hwsim.machine.thread_fabric import ThreadFabric
 
 _OPS: Any = ReduceOp.RedOpType  # its members are pybind attributes the stubs do not list
 _REDUCE: dict[Any, Callable[..., Any]] = {
@@ -130,6 +133,7 @@ class HwsimProcessGroup(dist.ProcessGroup):
         self.fabric, self.clock = fabric, clock
         self.cores = tuple(g * clock.cores_per_rank for g in global_ranks)
         self._seq = itertools.count()
+        self._last_seq = -1  # the number of the collective exchanged last
 
     @property
     def group_name(self) -> str:  # type: ignore[override]
@@ -151,15 +155,18 @@ class HwsimProcessGroup(dist.ProcessGroup):
     # ---- the one exchange every collective goes through ------------------------------------
 
     def _exchange(
-        self, kind: str, nbytes: int, values: np.ndarray, what: str
+        self, kind: str, nbytes: int, values: np.ndarray, what: str, *, copy: bool = True
     ) -> tuple[list[np.ndarray], int]:
-        """Every rank's ``values`` in rank order, and the collective's simulated end tick."""
+        """Every rank's ``values`` in rank order, and the collective's simulated end tick.
+        ``copy``: the other ranks may read ``values`` after this rank overwrote its tensor."""
         clock = self.clock
         cost = clock.model.collectives.of(kind, nbytes, self.cores, clock.cores_per_rank)  # type: ignore[arg-type]
         duration = clock.model.timebase.ns_to_ticks(cost.duration_ns)
         seq = next(self._seq)
+        self._last_seq = seq
         arrival = clock.arrival()
-        values = values.copy()  # the other ranks read it after this rank overwrote its tensor
+        if copy:
+            values = values.copy()
         got: list[Any] = []
         if in_reference_run():  # a check's CPU reference: exact values, no time
             self.fabric.join(Arrival((self.cores, seq), f"reference {kind} of {what}", self._rank,
@@ -194,13 +201,18 @@ class HwsimProcessGroup(dist.ProcessGroup):
                              "max, min, product are)")  # fmt: skip
         wide = tensor.detach().to(_reduce_dtype(tensor)).contiguous().reshape(-1).numpy()
         what = f"{nbytes} B {tensor.dtype} {op}"
-        sources, end = self._exchange(kind, nbytes, wide, what)
-        total = sources[0].copy()
-        for values in sources[1:]:
-            _REDUCE[op](total, values, out=total)
-        if op == _OPS.AVG:
-            total = total / self._size
-        return total, end
+        threads = isinstance(self.fabric, ThreadFabric)  # one result for every rank's thread
+        sources, end = self._exchange(kind, nbytes, wide, what, copy=not threads)
+
+        def combine() -> np.ndarray:
+            total = sources[0].copy()
+            for values in sources[1:]:
+                _REDUCE[op](total, values, out=total)
+            return total / self._size if op == _OPS.AVG else total
+
+        if not threads:
+            return combine(), end
+        return reduced_once((id(self.fabric), self.cores, self._last_seq), self._size, combine), end
 
     # ---- collectives ------------------------------------------------------------------------
 
