@@ -19,7 +19,7 @@ quality of service is a NeuronCore-v4 feature the cost model does not take).
 from __future__ import annotations
 
 import enum
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -107,18 +107,6 @@ def all_reduce(
     _run("all_reduce", srcs, dsts, replica_group, 0, op)
 
 
-def all_gather(
-    srcs: Sequence[Any],
-    dsts: Sequence[Any],
-    replica_group: ReplicaGroup,
-    collective_dim: int,
-    priority: int | None = None,
-    name: str | None = None,
-) -> None:
-    """Every rank of a rank-list gets their srcs concatenated in rank order."""
-    _run("all_gather", srcs, dsts, replica_group, collective_dim)
-
-
 def reduce_scatter(
     srcs: Sequence[Any],
     dsts: Sequence[Any],
@@ -132,16 +120,29 @@ def reduce_scatter(
     _run("reduce_scatter", srcs, dsts, replica_group, collective_dim, op)
 
 
-def all_to_all(
-    srcs: Sequence[Any],
-    dsts: Sequence[Any],
-    replica_group: ReplicaGroup,
-    collective_dim: int,
-    priority: int | None = None,
-    name: str | None = None,
-) -> None:
-    """Rank i's dst chunk j is rank j's src chunk i."""
-    _run("all_to_all", srcs, dsts, replica_group, collective_dim)
+def _moving(kind: str, doc: str) -> Callable[..., None]:
+    """A collective that moves values along ``collective_dim`` without reducing them (NKI's
+    all_gather and all_to_all take the same arguments)."""
+
+    def collective(
+        srcs: Sequence[Any],
+        dsts: Sequence[Any],
+        replica_group: ReplicaGroup,
+        collective_dim: int,
+        priority: int | None = None,
+        name: str | None = None,
+    ) -> None:
+        _run(kind, srcs, dsts, replica_group, collective_dim)
+
+    collective.__name__ = collective.__qualname__ = kind
+    collective.__doc__ = doc
+    return collective
+
+
+all_gather = _moving(
+    "all_gather", "Every rank of a rank-list gets their srcs concatenated in rank order."
+)
+all_to_all = _moving("all_to_all", "Rank i's dst chunk j is rank j's src chunk i.")
 
 
 def collective_permute(
@@ -227,14 +228,6 @@ UNSUPPORTED = {
 
 
 def __getattr__(name: str) -> Any:
-    if name in UNSUPPORTED:
-
-        def unsupported(*args: Any, **kwargs: Any) -> Any:
-            raise nt.fail(
-                f"nki.collectives.{name}",
-                f"not supported by hwsim.nki: {UNSUPPORTED[name]}; all_reduce, all_gather, "
-                "reduce_scatter, all_to_all and collective_permute are (docs/nki-support.md)",
-            )
-
-        return unsupported
-    raise AttributeError(f"hwsim.nki.collectives has no '{name}' (docs/nki-support.md lists names)")
+    """An NKI name this simulator lacks: calling it is one clear error naming the kernel line."""
+    hint = "; all_reduce, all_gather, reduce_scatter, all_to_all and collective_permute run"
+    return nt.unsupported_name("collectives", "nki.collectives", UNSUPPORTED, name, hint)

@@ -407,13 +407,5 @@ def sendrecv(
 
 
 def __getattr__(name: str) -> Any:
-    if name in UNSUPPORTED:
-
-        def unsupported(*args: Any, **kwargs: Any) -> Any:
-            raise nt.fail(
-                f"nisa.{name}",
-                f"not supported by hwsim.nki: {UNSUPPORTED[name]} (docs/nki-support.md)",
-            )
-
-        return unsupported
-    raise AttributeError(f"hwsim.nki.isa has no '{name}' (docs/nki-support.md lists names)")
+    """An NKI name this simulator lacks: calling it is one clear error naming the kernel line."""
+    return nt.unsupported_name("isa", "nisa", UNSUPPORTED, name)

@@ -287,10 +287,7 @@ def _run(
     hw = load_config(config) if isinstance(config, str) else config
     warm_up()
     kwargs = {_RENAMED.get(k, k): v for k, v in kwargs.items()}
-    if ranks != 1 or any(isinstance(a, PerRank) for a in (*args, *kwargs.values())):
-        built, program = _build_ranks(nk, hw, notes, extra, args, kwargs, schedule, ranks)
-    else:
-        built, program = _build(nk, hw, notes, extra, args, kwargs, schedule)
+    built, program = _build(nk, hw, notes, extra, args, kwargs, schedule, ranks)
     if not built.outputs:  # the older convention: the outputs are arguments it writes
         built.outputs = _written_arguments(program, nk.fn.__name__)
         extra["output_views"] = [(0, tuple(program.hbm[n].shape)) for n in built.outputs]
@@ -330,38 +327,6 @@ def _run(
     )
 
 
-def _build(
-    nk: NkiKernel,
-    hw: HardwareConfig,
-    notes: list[str],
-    extra: dict[str, Any],
-    args: tuple[Any, ...],
-    kwargs: dict[str, Any],
-    schedule: str | None,
-) -> tuple[Any, Any]:
-    """The kernel built (core 0's build) and the program to run: one build per physical core
-    of its launch, merged, sharing the kernel's inputs, outputs and HBM tensors."""
-    cores = nk.cores
-    if cores > hw.chip.cores_per_logical_core:
-        raise HwsimError(
-            f"launch grid {list(nk.grid)} runs on {cores} physical cores; a logical NeuronCore "
-            f"of {hw.chip.name} has {hw.chip.cores_per_logical_core} "
-            "(chip.cores_per_logical_core)"
-        )
-    builds = [
-        nk.lang_kernel(notes, extra, core).build(*args, config=hw, schedule=schedule, **kwargs)
-        for core in range(cores)
-    ]
-    if cores == 1:
-        return builds[0], builds[0].program
-    from hwsim.chip import merge_programs
-
-    first = builds[0].program
-    shared = {n for n, d in first.hbm.items() if d.kind in ("input", "output")}
-    shared.update(extra.get("shared_hbm", []))
-    return builds[0], merge_programs([b.program for b in builds], shared)
-
-
 @dataclass(frozen=True)
 class PerRank:
     """An argument of a multi-rank run that differs by rank (``per_rank``)."""
@@ -375,7 +340,7 @@ def per_rank(values: Any) -> PerRank:
     return PerRank(tuple(values))
 
 
-def _build_ranks(
+def _build(
     nk: NkiKernel,
     hw: HardwareConfig,
     notes: list[str],
@@ -383,10 +348,55 @@ def _build_ranks(
     args: tuple[Any, ...],
     kwargs: dict[str, Any],
     schedule: str | None,
-    ranks: int,
+    ranks: int = 1,
 ) -> tuple[Any, Any]:
-    """The kernel built for each of ``ranks`` ranks (rank r on physical core r, its arguments
-    its own), merged into one program: every tensor is the rank's own (``c<r>.<name>``)."""
+    """The kernel built (the first build) and the program to run. One build per physical core
+    of its launch, merged, sharing the kernel's inputs, outputs and HBM tensors; or, with
+    ``ranks`` > 1, one build per rank (rank r on physical core r, its arguments its own:
+    ``per_rank``), merged with every tensor the rank's own (``c<r>.<name>``)."""
+    multi_rank = ranks != 1 or any(isinstance(a, PerRank) for a in (*args, *kwargs.values()))
+    if multi_rank:
+        _check_ranks(nk, ranks, args, kwargs)
+        places = [(0, rank) for rank in range(ranks)]
+    elif nk.cores > hw.chip.cores_per_logical_core:
+        raise HwsimError(
+            f"launch grid {list(nk.grid)} runs on {nk.cores} physical cores; a logical "
+            f"NeuronCore of {hw.chip.name} has {hw.chip.cores_per_logical_core} "
+            "(chip.cores_per_logical_core)"
+        )
+    else:
+        places = [(core, 0) for core in range(nk.cores)]
+
+    def of(rank: int, value: Any) -> Any:
+        return value.values[rank] if isinstance(value, PerRank) else value
+
+    builds = []
+    for core, rank in places:
+        rank_args, rank_kwargs = (
+            [of(rank, a) for a in args],
+            {k: of(rank, v) for k, v in kwargs.items()},
+        )
+        kernel = nk.lang_kernel(notes, extra, core, rank)
+        builds.append(kernel.build(*rank_args, config=hw, schedule=schedule, **rank_kwargs))
+    if len(builds) == 1:
+        return builds[0], builds[0].program
+    from hwsim.chip import merge_programs
+
+    if multi_rank:
+        if not builds[0].outputs:
+            raise HwsimError(
+                f"kernel {nk.fn.__name__} returned nothing: a multi-rank run needs the kernel "
+                "to return its outputs (nl.ndarray(..., buffer=nl.shared_hbm))"
+            )
+        notes.append(f"{ranks} ranks ran in parallel, rank r on physical core r")
+        return builds[0], merge_programs([b.program for b in builds], ())
+    first = builds[0].program
+    shared = {n for n, d in first.hbm.items() if d.kind in ("input", "output")}
+    shared.update(extra.get("shared_hbm", []))
+    return builds[0], merge_programs([b.program for b in builds], shared)
+
+
+def _check_ranks(nk: NkiKernel, ranks: int, args: tuple[Any, ...], kwargs: dict[str, Any]):
     if isinstance(ranks, bool) or not isinstance(ranks, int) or ranks < 1:
         raise HwsimError(f"ranks={ranks!r}: the number of ranks of the run, an int >= 1")
     if nk.cores > 1:
@@ -400,25 +410,6 @@ def _build_ranks(
                 f"argument {where}: per_rank holds {len(value.values)} values for {ranks} ranks; "
                 "give one per rank"
             )
-
-    def of(rank: int, value: Any) -> Any:
-        return value.values[rank] if isinstance(value, PerRank) else value
-
-    builds = []
-    for rank in range(ranks):
-        rank_args = tuple(of(rank, a) for a in args)
-        rank_kwargs = {k: of(rank, v) for k, v in kwargs.items()}
-        kernel = nk.lang_kernel(notes, extra, 0, rank)
-        builds.append(kernel.build(*rank_args, config=hw, schedule=schedule, **rank_kwargs))
-    if not builds[0].outputs:
-        raise HwsimError(
-            f"kernel {nk.fn.__name__} returned nothing: a multi-rank run needs the kernel to "
-            "return its outputs (nl.ndarray(..., buffer=nl.shared_hbm))"
-        )
-    notes.append(f"{ranks} ranks ran in parallel, rank r on physical core r")
-    from hwsim.chip import merge_programs
-
-    return builds[0], merge_programs([b.program for b in builds], ())
 
 
 #: Options of a simulated run (``run``'s keywords), as opposed to the kernel's own arguments.

@@ -47,7 +47,7 @@ from hwsim.nki.index import arange, ds, mgrid
 from hwsim.nki.masking import honours_constant_mask
 from hwsim.nki.pending import PendingMatmul
 from hwsim.nki.state import state
-from hwsim.nki.tensor import NkiTensor, allocate, fail
+from hwsim.nki.tensor import NkiTensor, allocate, fail, unsupported_name
 
 # ---- buffers --------------------------------------------------------------------------------
 shared_hbm = private_hbm = hbm
@@ -461,13 +461,4 @@ UNSUPPORTED = {
 
 def __getattr__(name: str) -> Any:
     """An NKI name this simulator lacks: calling it is one clear error naming the kernel line."""
-    if name in UNSUPPORTED:
-
-        def unsupported(*args: Any, **kwargs: Any) -> Any:
-            raise fail(
-                f"nl.{name}",
-                f"not supported by hwsim.nki: {UNSUPPORTED[name]} (docs/nki-support.md)",
-            )
-
-        return unsupported
-    raise AttributeError(f"hwsim.nki.language has no '{name}' (docs/nki-support.md lists names)")
+    return unsupported_name("language", "nl", UNSUPPORTED, name)

@@ -34,7 +34,8 @@ _KIND = {
 _SKIP = {"annotations", "Any", "Iterator", "Buffer", "Tile", "NkiTensor", "PendingMatmul",
          "NlOp", "ops", "lisa", "np", "contextlib", "state", "allocate", "fail", "current",
          "call", "nt", "pd", "enum", "ReduceCmd", "MemorySpace", "UNSUPPORTED", "sbuf",
-         "Sequence", "dataclass", "CollectiveKind", "alu_op"}  # fmt: skip
+         "Sequence", "Callable", "dataclass", "CollectiveKind", "alu_op",
+         "unsupported_name"}  # fmt: skip
 
 
 def _summary(value: Any) -> str:

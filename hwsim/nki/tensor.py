@@ -34,6 +34,26 @@ def fail(call: str, message: str) -> IllegalInstructionError:
     return IllegalInstructionError(f"{source_location()}: {call}: {message}")
 
 
+def unsupported_name(
+    module: str, prefix: str, table: dict[str, str], name: str, hint: str = ""
+) -> Callable[..., Any]:
+    """An NKI module's ``__getattr__``: a documented name this simulator lacks (``table``: name
+    -> why) is a callable whose call is one clear error naming the kernel line; any other name
+    is an AttributeError."""
+    if name not in table:
+        raise AttributeError(
+            f"hwsim.nki.{module} has no '{name}' (docs/nki-support.md lists names)"
+        )
+
+    def unsupported(*args: Any, **kwargs: Any) -> Any:
+        raise fail(
+            f"{prefix}.{name}",
+            f"not supported by hwsim.nki: {table[name]}{hint} (docs/nki-support.md)",
+        )
+
+    return unsupported
+
+
 def _operator(name: str, reverse: bool = False) -> Callable[[NkiTensor, Any], NkiTensor]:
     """A Python operator as ``nl.<name>(tile, other)`` (reverse: ``nl.<name>(other, tile)``)."""
 
