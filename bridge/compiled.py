@@ -219,9 +219,12 @@ class SimPartition(torch.nn.Module):
         if lowered.collective_groups:
             run = run_on_rank(lowered, list(args), clock, self.name, phase, self.options)
         else:
-            run = lowered.run(list(args), initcheck=self.options.initcheck)
+            start = clock.begin_graph(phase) if clock is not None else 0
+            held = clock.hbm_held(start) if clock is not None else []
+            run = lowered.run(list(args), initcheck=self.options.initcheck, hbm_held=held)
             if clock is not None:
-                clock.graph_ran(self.name, phase, float(run.result.summary.total_ns))
+                total = clock.ns_to_ticks(float(run.result.summary.total_ns))
+                clock.end_graph(self.name, phase, start, total, hbm_held=held)
         self.last_total_ns = float(run.result.summary.total_ns)
         self._calls += 1
         self._record(run, lowered)

@@ -121,10 +121,13 @@ class LoweredGraph:
         initcheck: bool | None = None,
         fabric: Any = None,
         core_id: int | None = None,
+        hbm_held: Sequence[tuple[int, int]] = (),
     ) -> GraphRun:
         """Simulate on ``args``; ``initcheck`` as in ``hwsim.machine.simulator.run`` (None:
         the ``HWSIM_INITCHECK`` environment variable decides). A graph with collectives runs
-        as physical core ``core_id`` and meets the other ranks through ``fabric``."""
+        as physical core ``core_id`` and meets the other ranks through ``fabric``.
+        ``hbm_held``: (tick, bytes) the rank's collectives running beside the graph take of
+        its HBM stack (``RankClock.hbm_held``)."""
         placement: dict[str, Any] = {}
         if fabric is not None:  # the rank's logical core: its physical cores from core_id
             if core_id is None:
@@ -141,6 +144,7 @@ class LoweredGraph:
                 race_check=race_check,
                 initcheck=initcheck,
                 inputs_read_in_place=self._input_names,
+                hbm_held=[(0, tick, nbytes) for tick, nbytes in hbm_held],
                 **placement,
             )
             for binding in self.inputs:  # views of the callers' tensors (``storage_view``)

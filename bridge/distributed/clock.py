@@ -12,6 +12,11 @@ rank's compute waits for a collective when the program waits for it:
   still running: DDP waits for its gradient all-reduces when backward ends, through futures the
   backend cannot see, and nothing after the backward may read a gradient before its reduction.
 
+A collective takes its bytes of the rank's HBM stack: a graph that starts while some of the
+rank's collectives still run has their remaining HBM bytes reserved on its stack
+(``RankClock.hbm_held``), so its DMAs wait for that bandwidth as they would beside the
+collective on the hardware. The collective itself keeps its modelled duration.
+
 Steps: a forward graph that runs after a backward or optimizer graph starts a new step.
 """
 
@@ -42,6 +47,9 @@ class ComputeRun:
     #: The compute engines' busy intervals, for a graph whose collectives ran inside it (its
     #: span then holds communication too); None: the whole span is compute.
     busy: tuple[tuple[int, int], ...] | None = None
+    #: What the rank's collectives running beside it took of its HBM stack: (tick from the
+    #: graph's start, bytes) each (``RankClock.hbm_held``).
+    hbm_held: tuple[tuple[int, int], ...] = ()
 
 
 @dataclass(frozen=True)
@@ -59,6 +67,9 @@ class CollectiveRun:
     start_tick: int
     end_tick: int
     link_bytes: dict[str, int]
+    #: Bytes this rank's part reads and writes in HBM (``CollectiveCost.hbm_bytes``): what it
+    #: takes of its core's HBM stack while a graph runs beside it (``RankClock.hbm_held``).
+    hbm_bytes: int = 0
 
 
 @dataclass
@@ -107,6 +118,23 @@ class RankClock:
                 self._await_all()
             return self.now
 
+    def hbm_held(self, start_tick: int) -> list[tuple[int, int]]:
+        """What the rank's collectives still running at ``start_tick`` take of its HBM stack,
+        for a graph starting then: (tick from the graph's start, bytes) per collective, each
+        reserved on the stack at that tick (``hwsim.machine.dma.DmaSystem.reserve``) as it
+        would be at the collective's start. One that started before the graph holds the share
+        of its bytes its remaining time carries, from the graph's start."""
+        held = []
+        for run in self.collectives:
+            if run.end_tick <= start_tick or run.hbm_bytes <= 0:
+                continue
+            if run.start_tick >= start_tick:
+                held.append((run.start_tick - start_tick, run.hbm_bytes))
+            else:
+                left = run.end_tick - start_tick
+                held.append((0, run.hbm_bytes * left // (run.end_tick - run.start_tick)))
+        return held
+
     def end_graph(
         self,
         graph: str,
@@ -115,13 +143,16 @@ class RankClock:
         duration_ticks: int,
         busy: list[tuple[int, int]] | None = None,
         collectives: list[CollectiveRun] = (),  # type: ignore[assignment]
+        hbm_held: list[tuple[int, int]] = (),  # type: ignore[assignment]
     ) -> None:
         """The graph begun at ``start`` took ``duration_ticks``; ``busy`` and ``collectives``
-        (ticks of this clock) are those of a graph whose collectives ran inside it."""
+        (ticks of this clock) are those of a graph whose collectives ran inside it; ``hbm_held``
+        what the rank's collectives beside it took of its HBM stack."""
         with self.lock:
             self.now = start + duration_ticks
             kept = tuple(busy) if busy is not None else None
-            self.computes.append(ComputeRun(graph, phase, self.step, start, self.now, kept))
+            held = tuple(hbm_held)
+            self.computes.append(ComputeRun(graph, phase, self.step, start, self.now, kept, held))
             for run in collectives:
                 self.collectives.append(run)
                 self.comm_free = max(self.comm_free, run.end_tick)

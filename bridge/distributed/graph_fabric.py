@@ -74,7 +74,10 @@ def run_on_rank(
         )
     base = clock.begin_graph(phase)
     fabric = GraphFabric(clock, lowered.collective_groups, base)
-    run = lowered.run(args, initcheck=options.initcheck, fabric=fabric, core_id=clock.core_id)
+    held = clock.hbm_held(base)
+    run = lowered.run(
+        args, initcheck=options.initcheck, fabric=fabric, core_id=clock.core_id, hbm_held=held
+    )
     trace = run.result.trace
     compute, _ = busy_intervals(trace)
     compute = [(base + start, base + end) for start, end in compute]
@@ -86,5 +89,5 @@ def run_on_rank(
         for r, seq in zip(sorted(trace.collectives, key=lambda r: r.pc), fabric.seqs, strict=True)
     ]  # fmt: skip
     end = clock.ns_to_ticks(float(run.result.summary.total_ns))
-    clock.end_graph(graph, phase, base, end, compute, runs)
+    clock.end_graph(graph, phase, base, end, compute, runs, held)
     return run

@@ -182,7 +182,7 @@ class HwsimProcessGroup(dist.ProcessGroup):
         clock.collective_ran(
             CollectiveRun(
                 kind, cost.algorithm, nbytes, self.cores, self._rank, seq, clock.step, arrival,
-                release.start, release.end, dict(cost.link_bytes),
+                release.start, release.end, dict(cost.link_bytes), cost.hbm_bytes,
             )
         )  # fmt: skip
         assert release.sources is not None

@@ -210,6 +210,15 @@ class DmaSystem:
         begin = max(tick * self.hbm_denominator, self.stack_free_units[stack])
         self.stack_free_units[stack] = begin + nbytes * self.hbm_units_per_byte
 
+    def reserve_at(self, core: int, tick: int, nbytes: int) -> None:
+        """``reserve`` when the run reaches ``tick`` (now if it has)."""
+        if not 0 <= core < len(self.stack_of_core) or tick < 0:
+            raise ValueError(f"HBM held on core {core} at tick {tick}: no such core or tick")
+        if tick <= self.env.now:
+            self.reserve(core, int(self.env.now), nbytes)
+        else:
+            _TimedCall(self.env, tick, self.reserve, (core, tick, nbytes))
+
     # ---- service ------------------------------------------------------------------------------
     def _start(self, group: _Group, item: _Item, now: int) -> None:
         """``item`` becomes its queue's head: it enters service and reserves HBM."""

@@ -86,6 +86,7 @@ def run(
     fabric: Fabric | None = None,
     core_ids: Sequence[int] | None = None,
     inputs_read_in_place: Collection[str] = (),
+    hbm_held: Sequence[tuple[int, int, int]] = (),
 ) -> RunResult:
     """Simulate ``program`` on ``config``.
 
@@ -102,6 +103,9 @@ def run(
     inputs_read_in_place: HBM inputs whose values the run reads where they are instead of
     copying them (``Hbm.add``'s ``read_in_place``): arrays nothing else writes, such as weights
     the caller prepared for this run; the program must not write them.
+    hbm_held: (program core, tick, bytes) that work beside the run (a rank's collectives between
+    its graphs) takes of that core's HBM stack from that tick on, reserved as a DMA piece
+    reserves it (``DmaSystem.reserve``): the run's DMAs starting after it wait for it.
     """
     if isinstance(config, str):
         config = load_config(config)
@@ -142,7 +146,7 @@ def run(
     with cyclic_gc_paused():
         try:
             runners, banks = _simulate(
-                env, model, program, hbm, trace, numerics, race, init, fabric, ids
+                env, model, program, hbm, trace, numerics, race, init, fabric, ids, hbm_held
             )
         except HwsimError as error:  # uninitialised reads before it may be what went wrong
             if init is not None:
@@ -218,10 +222,13 @@ def _simulate(
     init: InitChecker | None,
     fabric: Fabric | None,
     core_ids: list[int],
+    hbm_held: Sequence[tuple[int, int, int]] = (),
 ) -> tuple[list[Any], list[SemaphoreBank]]:
     """Prepare every engine's stream, run the clock until nothing is left to do."""
     spec = model.spec
     dma = _make_dma_system(env, model, [_stack_of(model.config, core) for core in core_ids])
+    for core, tick, nbytes in hbm_held:
+        dma.reserve_at(core, tick, nbytes)
     runners: list[Any] = []
     banks: list[SemaphoreBank] = []
     states: list[CoreState] = []

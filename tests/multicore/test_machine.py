@@ -428,3 +428,35 @@ def test_a_collective_holds_its_hbm_stack_and_the_dmas_after_it_wait():
     untouched = load_config("tiny", overrides=TWO_CORES)  # the collective reads no HBM
     assert store_ticks(untouched) == {(248, 248 + 2048 // 8)}
     assert store_ticks(TOUCHING) == {(248, 2 * 3072 // 8 + 2048 // 8)}
+
+
+def test_hbm_held_beside_a_run_delays_the_dmas_after_it():
+    """Work beside the run (a rank's collective between its graphs) holding 3,072 B of the
+    stack from tick 0 (384 ticks at 8 B/ns) and 800 B from tick 700 (100 ticks). The 2 KiB load
+    reaches its engines at 100 (start latency) and needs the stack for 256 ticks after the
+    first hold: it ends at 384 + 256 = 640. The store, triggered then, reaches its engines at
+    740, after the second hold began at 700 (the stack free at 800): it ends at 800 + 256."""
+    x = np.ones((32, 16), np.float32)
+
+    @lang.kernel
+    def copy_through(x):
+        tile = lang.load(x)
+        out = lang.ndarray(x.shape, x.dtype, buffer=lang.hbm, name="y")
+        lang.store(out, tile)
+        return out
+
+    program = copy_through.build(x, config=TINY).program
+    alone = _transfer_spans(run(program, TINY))
+    held = _transfer_spans(run(program, TINY, hbm_held=[(0, 0, 3072), (0, 700, 800)]))
+    assert alone == [(100, 100 + 256), (456, 456 + 256)]  # HBM-bound, the stack free
+    assert held == [(100, 384 + 256), (740, 800 + 256)]
+
+
+def _transfer_spans(result):
+    """(first piece's start, last piece's end) of each DMA transfer, in start order."""
+    spans: dict[tuple[str, int], tuple[int, int]] = {}
+    for d in result.trace.dma:
+        key = (d.trigger_engine, d.trigger_pc)
+        start, end = spans.get(key, (d.start_tick, d.end_tick))
+        spans[key] = (min(start, d.start_tick), max(end, d.end_tick))
+    return sorted(spans.values())

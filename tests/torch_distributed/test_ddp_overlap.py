@@ -93,3 +93,36 @@ def test_ddp_bucket_all_reduces_overlap_the_remaining_backward_exactly():
         assert step["time_ns"] == pytest.approx(ns(compute + comm - overlap), rel=1e-12, abs=0)
     ticks = [[(c.start_tick, c.end_tick) for c in clock.collectives] for clock in clocks]
     assert ticks[0] == ticks[1]  # both ranks agree on every collective
+    for clock in clocks:  # a graph beside a running all-reduce waits for the HBM it takes
+        first_step = {c.graph: c.end_tick - c.start_tick for c in clock.computes if c.step == 0}
+        beside = [c for c in clock.computes if c.step == 1 and c.hbm_held]
+        assert beside and all(c.phase == "backward" for c in beside)
+        for c in clock.computes:
+            if c.step == 1:
+                # every all-reduce that had arrived when the graph began holds its part; one
+                # queued then behind another may be held too (from its own start)
+                held, known = set(c.hbm_held), _held(clock, c.start_tick, arrived_only=True)
+                assert set(known) <= held <= set(_held(clock, c.start_tick))
+                took = c.end_tick - c.start_tick
+                if c.hbm_held:  # the same graph ran alone in step 0
+                    assert took > first_step[c.graph]
+                else:
+                    assert took == first_step[c.graph]
+
+
+def _held(clock, start: int, arrived_only: bool = False) -> list[tuple[int, int]]:
+    """By hand: each all-reduce still running at ``start`` holds its HBM bytes from its own
+    start, or, begun before ``start``, the part its remaining time carries, from ``start``
+    (``arrived_only``: only those that had arrived at the collective engine by ``start``)."""
+    held = []
+    for c in clock.collectives:
+        cost = clock.model.collectives.of("all_reduce", c.nbytes, (0, 1))
+        if arrived_only and c.arrival_tick > start:
+            continue
+        if c.end_tick > start and cost.hbm_bytes:
+            if c.start_tick >= start:
+                held.append((c.start_tick - start, cost.hbm_bytes))
+            else:
+                part = cost.hbm_bytes * (c.end_tick - start) // (c.end_tick - c.start_tick)
+                held.append((0, part))
+    return held
