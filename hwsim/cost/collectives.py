@@ -363,7 +363,7 @@ class _Plan:
         for phase in self.phases():
             cut = Fraction(2, 3) if phase == "reduce" else Fraction(3, 4)
             touches = self.touches(phase) * cut
-            hbm += self.chunk * touches  # the step within the pair
+            hbm += self.chunk * touches  # the step within the pair (and the ring: a primary's)
             if m > 1:
                 step = max(self.step_ns(h, 2 * self.chunk, touches) for h in hops)
                 total += step * (m - 1)
