@@ -64,8 +64,6 @@ def test_no_more_ranks_run_a_graph_at_once_than_the_gate_has_permits(monkeypatch
     import threading
     import time
 
-    from torch.nn.parallel import DistributedDataParallel as DDP
-
     from hwsim.bridge import compiled
     from hwsim.bridge.distributed import rank_gate
 
@@ -87,21 +85,10 @@ def test_no_more_ranks_run_a_graph_at_once_than_the_gate_has_permits(monkeypatch
 
     monkeypatch.setattr(compiled.SimPartition, "_run", counted_run)
     torch.manual_seed(0)
-    base = _Mlp()
+    reference = _Mlp()  # the same parameters as _ddp_step's model (seeded alike)
     x = torch.randn(8, 16, generator=torch.Generator().manual_seed(1))
-    reference = _Mlp()
-    reference.load_state_dict(base.state_dict())
     reference(x).square().mean().backward()
-
-    def step(rank: int) -> dict[str, torch.Tensor]:
-        model = _Mlp()
-        model.load_state_dict(base.state_dict())
-        options = {"fallback": "error", "auto_cast": "none"}
-        ddp = torch.compile(DDP(model), backend="hwsim", options=options)
-        ddp(x[2 * rank : 2 * rank + 2]).square().mean().backward()
-        return {k: p.grad for k, p in model.named_parameters()}
-
-    for grads in run_threads(step, 4):
+    for grads in _ddp_step(4):
         for name, p in reference.named_parameters():
             torch.testing.assert_close(grads[name], p.grad, rtol=1e-5, atol=1e-6)
     assert most[0] == 1
