@@ -64,7 +64,8 @@ class TilingOptions:
     weight_ring_share: float = 3 / 8
     weight_block_share: float = 1 / 8
     #: Physical cores a graph is lowered for (``bridge.lnc``): 1, or up to the config's
-    #: ``chip.cores_per_logical_core``; None takes the config's (trn2: 2, trn1: 1).
+    #: ``chip.cores_per_logical_core``; None: the config's (trn2: 2, trn1: 1) where that
+    #: lowering simulates faster than one core's, else one (each graph lowered both ways).
     lnc: int | None = None
     #: An op whose outputs hold fewer bytes stays on core 0 at lnc > 1: a named assumption,
     #: about where a barrier between the cores (a remote semaphore write each way, and the

@@ -297,36 +297,47 @@ def lower_graph(
     residency = "residency" in selection  # lowering-time passes (``bridge.residency``)
     broadcast_rows = "row_broadcast" in selection
     specs = [lang.TensorSpec((b.span,), b.hw_dtype) for b in bindings]
-    while True:
-        builds: list[tuple[GraphBuilder, HbmArena | None, Any]] = []
-        try:
-            for core in range(plan.cores):  # one build per physical core (``bridge.lnc``)
-                arena = HbmArena() if memory_plan else None
-                builder = GraphBuilder(
-                    fx_graph,
-                    bindings,
-                    precision,
-                    options,
-                    arena,
-                    residency=residency,
-                    broadcast_rows=broadcast_rows,
-                    lnc=CoreLowering(core, plan) if plan.cores > 1 else None,
-                )
-                kernel = builder.kernel(name)
-                # hwsim's own lowering of a graph, not a user's loop: no watchdog on its length
-                unbounded = lang.TraceLimits.unbounded()
-                built = kernel.build(*specs, config=hw, trace_limits=unbounded)
-                builds.append((builder, arena, built))
-        except SplitEscape as escaped:  # that node runs on core 0: lower again
-            plan.restart(escaped)
-            continue
-        if plan.cores > 1 and not plan.split_nodes:  # every candidate escaped: one core's
-            plan = LncPlan(1, plan.min_split_bytes, plan.unsplit, plan.unsplit_kinds)
-            continue
-        break
-    lowering, arena, built = builds[0]
-    if plan.cores > 1:
-        built = _merged(built, [b for _, _, b in builds])
+
+    def lower_for(plan: LncPlan) -> tuple[LncPlan, GraphBuilder, HbmArena | None, Any]:
+        """The graph lowered for ``plan``'s cores (again with a node on core 0 after each
+        ``SplitEscape``): (the plan as it ended, core 0's builder and arena, the build whose
+        program is every core's)."""
+        while True:
+            builds: list[tuple[GraphBuilder, HbmArena | None, Any]] = []
+            try:
+                for core in range(plan.cores):  # one build per physical core (``bridge.lnc``)
+                    arena = HbmArena() if memory_plan else None
+                    builder = GraphBuilder(
+                        fx_graph,
+                        bindings,
+                        precision,
+                        options,
+                        arena,
+                        residency=residency,
+                        broadcast_rows=broadcast_rows,
+                        lnc=CoreLowering(core, plan) if plan.cores > 1 else None,
+                    )
+                    kernel = builder.kernel(name)
+                    # hwsim's own lowering of a graph, not a user's loop: no watchdog on its length
+                    unbounded = lang.TraceLimits.unbounded()
+                    built = kernel.build(*specs, config=hw, trace_limits=unbounded)
+                    builds.append((builder, arena, built))
+            except SplitEscape as escaped:  # that node runs on core 0: lower again
+                plan.restart(escaped)
+                continue
+            if plan.cores > 1 and not plan.split_nodes:  # every candidate escaped: one core's
+                plan = LncPlan(1, plan.min_split_bytes, plan.unsplit, plan.unsplit_kinds)
+                continue
+            lowering, arena, built = builds[0]
+            if plan.cores > 1:
+                built = _merged(built, [b for _, _, b in builds])
+            return plan, lowering, arena, built
+
+    plan, lowering, arena, built = lower_for(plan)
+    if plan.cores > 1 and tiling.lnc is None:  # the cores were not asked for: keep the faster
+        plan, lowering, arena, built = _faster_of(
+            (plan, lowering, arena, built), lower_for(LncPlan(1, plan.min_split_bytes)), hw
+        )
     bindings = mark_unread(bindings, built.program)
     memory = memory_stats(built.program, built.sbuf_peak_bytes, built.psum_peak_bytes, arena)
     built.program.meta["memory"] = memory.to_dict()
@@ -375,6 +386,30 @@ def _graph_lnc(graph: fx.Graph, tiling: TilingOptions, config: HardwareConfig) -
     if any("_c10d_functional" in str(n.target) for n in calls):
         return 1
     return lnc if any(plan.splits(n) for n in calls) else 1  # nothing to split: one core
+
+
+def _faster_of(
+    split: tuple[LncPlan, Any, Any, Any], one: tuple[LncPlan, Any, Any, Any], config: HardwareConfig
+) -> tuple[LncPlan, Any, Any, Any]:
+    """Of a graph lowered for the logical core's cores and for one, the lowering whose program
+    runs faster (timing-only, on ``config``); one core's on a tie. The compiler decides how a
+    graph uses the cores of an LNC; a small graph that would lose more at the barriers and to
+    the split's shared operands than the second core gains keeps to one, as a compiler given
+    both cores would not produce a program slower than one core's (an assumption: how
+    neuronx-cc decides is not published). Both times go to the pipeline log
+    (``LncPlan.timed``)."""
+    from hwsim.machine.simulator import run
+
+    def ticks(lowered: tuple[LncPlan, Any, Any, Any]) -> int:
+        program = lowered[3].program
+        return int(
+            run(program, config, numerics=False, initcheck=False, summarize=False).trace.end_tick
+        )
+
+    split_ticks, one_ticks = ticks(split), ticks(one)
+    kept = split if split_ticks < one_ticks else one
+    kept[0].timed = {f"lnc{split[0].cores}_ticks": split_ticks, "lnc1_ticks": one_ticks}
+    return kept
 
 
 def _merged(first: Any, builds: list[Any]) -> Any:

@@ -24,6 +24,12 @@ this node runs on are more than core 0 alone, every core emits ``core_barrier`` 
 shared tensor touched or placed since the last barrier (``LncPlan.barriers``): what a node
 reads that another core wrote, and bytes the memory plan reuses that another core still read,
 are ordered by it. Nodes that run on core 0 one after another need none.
+
+Whether a graph uses the pair at all: with the option ``lnc`` left at None, a graph that has a
+node to split is lowered both for the logical core's cores and for one, each is simulated
+timing-only, and the faster program is kept (one core's on a tie;
+``graph_lowering._faster_of``); the pipeline log's ``lnc`` entry gives both times (``timed``).
+An ``lnc`` given explicitly lowers for that many cores.
 """
 
 from __future__ import annotations
@@ -90,6 +96,9 @@ class LncPlan:
     unsplit_kinds: set[str] = field(default_factory=set)
     barriers: dict[str, list[str]] = field(default_factory=dict)
     split_nodes: list[str] = field(default_factory=list)
+    #: When the cores were the bridge's choice (option ``lnc`` left at None): each lowering's
+    #: timing-only run, ``lnc<N>_ticks`` and ``lnc1_ticks`` (``graph_lowering._faster_of``).
+    timed: dict[str, int] = field(default_factory=dict)
 
     def splits(self, node: fx.Node) -> bool:
         """Whether ``node`` splits its output units between the cores."""
@@ -118,7 +127,7 @@ class LncPlan:
             "unsplit_after_escape": dict(sorted(self.unsplit.items())),
             "unsplit_kinds": sorted(self.unsplit_kinds),
             "barriers": len(self.barriers),
-        }
+        } | ({"timed": dict(self.timed)} if self.timed else {})
 
 
 def splittable_kind(node: fx.Node) -> bool:

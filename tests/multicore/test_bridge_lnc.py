@@ -189,3 +189,42 @@ def test_the_lnc_option_defaults_to_the_configs_logical_core():
     x, w = torch.randn(256, 512), torch.randn(512, 512)
     assert len(_lower(_relu_mm, [x, w], load_config("trn2"), TilingOptions()).program.cores) == 2
     assert len(_lower(_relu_mm, [x, w], load_config("trn1"), TilingOptions()).program.cores) == 1
+
+
+def _end_tick(lowered):
+    from hwsim.machine.simulator import run
+
+    return run(lowered.program, lowered.config, numerics=False).trace.end_tick
+
+
+@pytest.mark.parametrize(
+    ("fn", "shapes", "cores"),
+    [
+        # a [256, 128] chain: four ops of 128 KiB, three barriers between the halves cost more
+        # than the second core saves
+        (lambda a: ((a * 2.0).relu() + 1.0).sigmoid(), [(256, 128)], 1),
+        # a [2048, 1024] x [1024, 1024] matmul: each core's half takes about half the time
+        (_relu_mm, [(2048, 1024), (1024, 1024)], 2),
+    ],
+)
+def test_left_to_the_bridge_a_graph_keeps_its_faster_lowering(fn, shapes, cores):
+    """``lnc`` at None: the graph is lowered for the pair and for one core, each simulated
+    timing-only, and the faster kept; the log's times are those of the explicit lowerings."""
+    trn2 = load_config("trn2")
+    inputs = [torch.randn(*shape) for shape in shapes]
+    chosen = _lower(fn, inputs, trn2, TilingOptions())
+    one = _lower(fn, inputs, trn2, TilingOptions(lnc=1))
+    pair = _lower(fn, inputs, trn2, TilingOptions(lnc=2))
+    timed = chosen.pipeline["lnc"]["timed"]
+    assert timed == {"lnc2_ticks": _end_tick(pair), "lnc1_ticks": _end_tick(one)}
+    assert (timed["lnc2_ticks"] < timed["lnc1_ticks"]) == (cores == 2)
+    assert len(chosen.program.cores) == cores and chosen.pipeline["lnc"]["lnc"] == cores
+    assert _end_tick(chosen) == min(timed.values())
+    assert torch.equal(chosen.run(inputs).outputs, one.run(inputs).outputs)
+
+
+def test_an_lnc_given_explicitly_is_not_second_guessed():
+    x = torch.randn(256, 128)
+    pair = _lower(lambda a: ((a * 2.0).relu() + 1.0).sigmoid(), [x], load_config("trn2"),
+                  TilingOptions(lnc=2))  # fmt: skip
+    assert len(pair.program.cores) == 2 and "timed" not in pair.pipeline["lnc"]
