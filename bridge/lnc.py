@@ -53,9 +53,13 @@ from hwsim.lang import isa_multicore
 from hwsim.lang.kernel import KernelContext, current
 
 #: Lowering families whose HBM writes all go through the split-aware tile drivers: elementwise
-#: maps and comparisons, dtype casts, matmuls, reductions over free axes and row ops (softmax,
-#: layer norm). Fused groups (``passes.fusion``) split too. Every other op runs on core 0.
-SPLIT_FAMILIES = frozenset({"pointwise", "compare", "casts", "matmul", "reduction", "norm"})
+#: maps and comparisons, dtype casts, matmuls, reductions over free axes, row ops (softmax,
+#: layer norm) and copies into slices (cat, stack, repeat). Fused groups (``passes.fusion``:
+#: maps, epilogues, attention, the MLP kernel by row groups) split too. Every other op runs on
+#: core 0.
+SPLIT_FAMILIES = frozenset(
+    {"pointwise", "compare", "casts", "matmul", "reduction", "norm", "concat"}
+)
 
 
 class SplitEscape(Exception):

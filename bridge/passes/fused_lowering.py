@@ -314,7 +314,7 @@ class _StepProgram:
         rings = [BufferRing(self.buffers) for _ in self.steps[:-1]]
         rings.append(ctx.queues.result_ring(self.buffers))  # the last step's tiles are stored
         casts = BufferRing(self.buffers)
-        for tile in tiles:
+        for tile in ctx.split.mine(tiles):  # at LNC > 1: this core's block of tiles
             tile_shape = (tile.partitions, tile.free_elements)
 
             def load(i: int, dtype: DType, tile: Any = tile, tile_shape: Any = tile_shape) -> Any:

@@ -134,7 +134,7 @@ class MlpTiler(MatmulTiler):
         if on_chip is None:
             x_t = lang.ndarray((lim.tile_k, k_tiles, most), self.dtype, lang.sbuf, name="mlp_xT")
         h_t = lang.ndarray((lim.tile_k, f_tiles, most), self.dtype, lang.sbuf, name="mlp_hT")
-        for group in plan.groups:
+        for group in self.ctx.split.mine(plan.groups):  # at LNC > 1: this core's row groups
             g0 = group[0][0]
             rows = sum(mt for _, mt in group)
             if on_chip is not None:

@@ -131,6 +131,39 @@ def test_when_the_hidden_does_not_fit_the_rows_go_in_groups_and_the_weights_stre
     assert not lowered.pipeline["residency"]["backed_off"]  # the kernel never overflowed SBUF
 
 
+def test_at_lnc2_each_core_takes_its_row_groups_and_streams_both_weights_for_them():
+    """Two row groups on a pair of cores: one each (no write outside them, no race), each core
+    streaming both weights once for its group, with the values of one core."""
+    from hwsim.bridge.context import TilingOptions
+
+    m, k, f = 1024, 128, 2048
+    config = load_config("trn2", SMALL_SBUF)
+    g = torch.Generator().manual_seed(0)
+    inputs = [torch.randn(m, k, generator=g), torch.randn(f, k, generator=g) / k**0.5]
+    inputs += [torch.randn(f, generator=g), torch.randn(k, f, generator=g) / f**0.5]
+    inputs += [torch.randn(k, generator=g), torch.randn(m, k, generator=g)]
+    graph = make_fx(_mlp)(*inputs)
+    names = [n.name for n in graph.graph.nodes if n.op == "placeholder"]
+
+    def lowered(lnc):
+        return lower_graph(graph, inputs, config=config, precision=Precision("matmult", "bf16"),
+                           constants=names[1:5], options=TilingOptions(lnc=lnc))  # fmt: skip
+
+    pair, one = lowered(2), lowered(1)
+    assert [n.get("mlp_row_groups") for n in pair.pipeline["fusion"] if "mlp_row_groups" in n] == [
+        2
+    ]
+    assert any(name.startswith("fused_mlp") for name in pair.pipeline["lnc"]["split"])
+    assert not pair.pipeline["lnc"]["unsplit_after_escape"]
+    for core in (0, 1):
+        streams = pair.program.cores[core].streams.values()
+        weights = [ap for s in streams for i in s if isinstance(i, DmaCopy) for ap in (i.src,)
+                   if ap.memory.name == "HBM" and ap.tensor.endswith("__prepared_t")]  # fmt: skip
+        assert sum(ap.nbytes for ap in weights) == 2 * k * f * BF16  # W1 and W2, once each
+    two = pair.run(inputs, race_check=True, initcheck=True).outputs
+    assert torch.equal(two, one.run(inputs).outputs)
+
+
 def test_a_row_block_that_cannot_fit_lowers_the_two_matmuls_apart_and_says_why():
     config = load_config("trn1", SMALL_SBUF)
     lowered, inputs = _lower(128, 128, 16384, config)  # hᵀ alone: 128 x 256 bytes a partition

@@ -102,6 +102,34 @@ def test_lnc2_values_are_bit_for_bit_those_of_lnc1(passes):
         assert torch.equal(a, b)
 
 
+def _rotary(q, cos, sin):
+    """Llama's rotate_half and the rotary sum: a negated half, a cat along the last dim, then a
+    stack and a repeat (each a copy into its slice of a new tensor)."""
+    half = q.shape[-1] // 2
+    rotated = torch.cat((-q[..., half:], q[..., :half]), dim=-1)
+    mixed = q * cos + rotated * sin
+    return torch.stack((mixed, rotated), dim=1), mixed[:, :1].repeat(1, 3, 1, 1)
+
+
+@pytest.mark.parametrize("passes", ["none", "all"])
+def test_copies_and_fused_maps_split_between_the_cores_with_lnc1_values(passes):
+    """cat, stack and repeat copy each input's tiles into their slice of the output, each core
+    its share of every input's tiles; a fused elementwise group (the rotary sum, with the pass
+    pipeline) hands each core a block of its output tiles. No write outside them, no race."""
+    torch.manual_seed(2)
+    q, cos, sin = torch.randn(4, 8, 128, 64), torch.randn(128, 64), torch.randn(128, 64)
+    config = load_config("trn2")
+    one = _lower(_rotary, [q, cos, sin], config, TilingOptions(lnc=1), passes).run([q, cos, sin])
+    pair = _lower(_rotary, [q, cos, sin], config, TilingOptions(lnc=2), passes)
+    split = set(pair.pipeline["lnc"]["split"])
+    assert {"cat", "stack", "repeat"} <= split
+    assert any(name.startswith("fused_") for name in split) == (passes == "all")
+    assert not pair.pipeline["lnc"]["unsplit_after_escape"]
+    two = pair.run([q, cos, sin], race_check=True, initcheck=True)
+    for a, b in zip(one.outputs, two.outputs, strict=True):
+        assert torch.equal(a, b)
+
+
 def _attention(q, k, v):
     """Attention as a model's graph holds it (the attention pass fuses it into one kernel)."""
     return torch.softmax(q @ k.transpose(-2, -1) * 0.125, dim=-1) @ v
