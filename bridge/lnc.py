@@ -101,8 +101,8 @@ class LncPlan:
     barriers: dict[str, list[str]] = field(default_factory=dict)
     split_nodes: list[str] = field(default_factory=list)
     #: When the cores were the bridge's choice (option ``lnc`` left at None): each lowering's
-    #: timing-only run, ``lnc<N>_ticks`` and ``lnc1_ticks`` (``graph_lowering._faster_of``).
-    timed: dict[str, int] = field(default_factory=dict)
+    #: timing-only run in ns, ``lnc<N>_ns`` and ``lnc1_ns`` (``graph_lowering._faster_of``).
+    timed: dict[str, float] = field(default_factory=dict)
 
     def splits(self, node: fx.Node) -> bool:
         """Whether ``node`` splits its output units between the cores."""
