@@ -16,6 +16,7 @@ from hwsim.errors import IllegalInstructionError
 from hwsim.isa.ap import AccessPattern, MemorySpace
 from hwsim.isa.base import ISA, Instruction
 from hwsim.isa.origin import Origin, Tag
+from hwsim.lang import wide_views
 from hwsim.lang.allocator import OutOfMemoryError
 from hwsim.lang.kernel import current, source_location
 from hwsim.lang.replay import keyable
@@ -32,6 +33,10 @@ def emit(opcode: str, engine: str, **fields: Any) -> Instruction:
     the earlier instruction (``hwsim.lang.replay``), unless something stands between this call
     and the builder: the memory planner, an instruction scheduler, or a hook on the context's
     ``emit``."""
+    sliced = wide_views.pieces(opcode, fields)
+    if sliced is not None:  # views wider than an access pattern: one instruction per slice
+        emitted = [emit(opcode, engine, **piece) for piece in sliced]
+        return emitted[-1]
     context = current()
     context.watchdog.count()
     for hook in context.before_emit:

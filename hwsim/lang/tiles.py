@@ -180,6 +180,11 @@ class View:
     def __repr__(self) -> str:
         return f"{self.tile.name}{list(self.shape)}"
 
+    def element_slice(self, dim: int, index: int) -> View:
+        """This view with dimension ``dim`` narrowed to its element ``index`` (kept, of size
+        1): one slice of an instruction cut along ``dim`` (``hwsim.lang.wide_views``)."""
+        return self[(slice(None),) * dim + (slice(index, index + 1),)]
+
     def __getitem__(self, index: Any) -> View:
         tile = self.tile
         key = _index_key(index)
@@ -319,6 +324,10 @@ class View:
         )
 
 
+class TooManyFreeDims(IllegalInstructionError):
+    """A view whose free dims do not merge into an access pattern's ``MAX_FREE_DIMS``."""
+
+
 def view_pattern(
     tile: Tile,
     shape: tuple[int, ...],
@@ -336,7 +345,7 @@ def view_pattern(
     if len(sizes) > MAX_FREE_DIMS:
         sizes, strides = _merge_free_dims(sizes, strides)
     if len(sizes) > MAX_FREE_DIMS:
-        raise IllegalInstructionError(
+        raise TooManyFreeDims(
             f"{tile.name}: view {list(shape)} needs {len(sizes)} free dims "
             f"(hardware access patterns have at most {MAX_FREE_DIMS}, and the strides "
             f"{list(strides)} do not merge){hint}"

@@ -108,6 +108,18 @@ class PatternView(View):
     def _name(self) -> str:
         return f"{self.tile.name} (pattern {list(self.shape)})"
 
+    def element_slice(self, dim: int, index: int) -> View:
+        """The pattern with the iterator of result dimension ``dim`` held at its element
+        ``index``: every axis that iterator indexes moves with it."""
+        var = self.pattern.dims[dim]
+        if var is None:  # a dimension of one element: nothing to narrow
+            return self
+        ranges = tuple(
+            (v, first + index, 1) if v == var else (v, first, n)
+            for v, first, n in self.pattern.ranges
+        )
+        return PatternView(self.tile, replace(self.pattern, ranges=ranges))
+
     def ap(self) -> AccessPattern:
         key = (self.dims, self.tile.start_partition, self.tile.offset_bytes)
         found = self.tile._aps.get(key)
@@ -139,7 +151,7 @@ class PatternView(View):
             tile.offset_bytes + base * size,
             tuple(n for n, _ in free),
             tuple(s for _, s in free),
-            hint="; hwsim.nki does not split one instruction into several over such a view: "
+            hint="; elementwise instructions are cut into slices that fit, others are not: "
             f"index it in pieces of at most {MAX_FREE_DIMS} free dims (docs/nki.md)",
         )
 
