@@ -6,8 +6,9 @@ merge; the Neuron compiler then emits the instruction once per slice of the oute
 ``pieces`` does the same for instructions whose every output element depends only on the same
 element of each input (and on per-partition operands): it cuts the views along their outermost
 free dimension of more than one element, again until each piece fits. Operands a piece does not
-cut (a per-partition scalar or bias) are passed whole. Any other instruction, or operands whose
-shapes do not line up, keeps the error: splitting it could change what it computes.
+cut (a per-partition scalar or bias) are passed whole; an operand broadcast along the cut
+dimension is a view of stride 0 there, cut like the others. Any other instruction, or operands
+whose shapes do not line up, keeps the error: cutting it could change what it computes.
 """
 
 from __future__ import annotations

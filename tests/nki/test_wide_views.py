@@ -94,3 +94,25 @@ def test_an_instruction_that_is_not_elementwise_keeps_the_error():
     x = RNG.standard_normal((128, 4, 4, 4)).astype(np.float32)
     with pytest.raises(IllegalInstructionError, match="needs 6 free dims"):
         nki.run(window_sums, x)
+
+
+@nki.jit
+def windows_plus_row(x, r):
+    """x[p, a + y, b + z, c + w] + r[p, 0, 0, c, y, z, w] in one tensor_tensor: the second
+    operand is broadcast along a and b (stride 0), the dims the instruction is cut along."""
+    out = nl.ndarray((128, 2, 2, 2, 3, 3, 3), dtype=nl.float32, buffer=nl.shared_hbm)
+    tile, row = nl.load(x), nl.load(r)
+    p, a, b, c, y, z, w = nl.mgrid[0:128, 0:2, 0:2, 0:2, 0:3, 0:3, 0:3]
+    nl.store(out, value=nl.add(tile[p, a + y, b + z, c + w], row))
+    return out
+
+
+def test_an_operand_broadcast_along_the_cut_dims_reads_the_same_bytes_in_every_slice():
+    x = RNG.standard_normal((128, 4, 4, 4)).astype(np.float32)
+    r = RNG.standard_normal((128, 1, 1, 2, 3, 3, 3)).astype(np.float32)
+    run = nki.run(windows_plus_row, x, r, race_check=True)
+    assert np.array_equal(run.outputs[0], _want(x) / 2.0 + r)
+    added = [
+        i for s in run.program.cores[0].streams.values() for i in s if i.OPCODE == "tensor_tensor"
+    ]
+    assert len(added) == 4 and len({i.src1.offset_bytes for i in added}) == 1  # r read whole
