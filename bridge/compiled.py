@@ -92,6 +92,13 @@ def _returns(value: Any) -> Callable[[], Any]:
     return lambda: value
 
 
+def _cores(lowered: LoweredGraph) -> dict[str, Any]:
+    """The physical cores a graph's program runs on, and whether the bridge chose them (the
+    option ``lnc`` left unset: the faster of the pair's and one core's lowering)."""
+    plan = lowered.pipeline.get("lnc", {})
+    return {"cores": len(lowered.program.cores), "cores_chosen": "timed" in plan}
+
+
 class SimPartition(torch.nn.Module):
     """Runs ``gm`` on the simulator (see module docstring)."""
 
@@ -248,7 +255,8 @@ class SimPartition(torch.nn.Module):
                 {"phase": self.report.phase_of(self.name), "call": self._calls}
                 | summary.values_of(SUMMARY_KEYS)
                 | {k: v for k, v in memory.items() if k.startswith("hbm_")}
-                | {"runtime_overhead_ns": lowered.runtime_overhead().total_ns},
+                | {"runtime_overhead_ns": lowered.runtime_overhead().total_ns}
+                | _cores(lowered),
             )
         )
         nodes = {n.name: n for n in self.gm.graph.nodes}

@@ -318,11 +318,19 @@ def _phases(report: Report) -> Table | None:
     return table
 
 
+def _cores_text(run: dict[str, Any]) -> str:
+    """The physical cores a run's program used, "(chosen)" when the bridge chose them."""
+    cores = run.get("cores")
+    if cores is None:  # a host transfer, an eager op
+        return ""
+    return f"{cores} (chosen)" if run.get("cores_chosen") else str(cores)
+
+
 def _runs(report: Report) -> Table | None:
     if not report.runs:
         return None
     table = Table(title="simulator runs", title_justify="left")
-    for column in ("graph", "phase", "total", "instructions", "MFU %", "HBM traffic"):
+    for column in ("graph", "phase", "cores", "total", "instructions", "MFU %", "HBM traffic"):
         table.add_column(column)
     table.add_column("HBM peak")
     table.add_column("bottleneck")
@@ -330,6 +338,7 @@ def _runs(report: Report) -> Table | None:
         table.add_row(
             str(run.get("graph", "")),
             str(run.get("phase", "")),
+            _cores_text(run),
             time_text(run.get("total_ns", 0.0)),
             str(run.get("instructions", "")),
             f"{run.get('mfu_pct', 0.0):.2f}",

@@ -263,3 +263,22 @@ def test_an_lnc_given_explicitly_is_not_second_guessed():
     pair = _lower(lambda a: ((a * 2.0).relu() + 1.0).sigmoid(), [x], load_config("trn2"),
                   TilingOptions(lnc=2))  # fmt: skip
     assert len(pair.program.cores) == 2 and "timed" not in pair.pipeline["lnc"]
+
+
+def test_the_report_says_how_many_cores_each_run_used_and_whether_the_bridge_chose():
+    import hwsim.bridge as bridge
+
+    def layer(a, b):
+        return torch.relu(a @ b)
+
+    x, w = torch.randn(2048, 1024), torch.randn(1024, 1024)
+    for options, cores, chosen in (({}, 2, True), ({"lnc": 1}, 1, False)):
+        torch._dynamo.reset()
+        compiled = torch.compile(layer, backend="hwsim", options={"config": "trn2"} | options)
+        compiled(x, w)
+        run = bridge.last_report().runs[-1]
+        assert (run["cores"], run["cores_chosen"]) == (cores, chosen)
+        text = bridge.last_report().text()
+        runs = text[text.index("simulator runs") :].splitlines()
+        row = next(line for line in runs if f" {run['graph']} " in line)
+        assert (f"{cores} (chosen)" if chosen else f" {cores} ") in row
