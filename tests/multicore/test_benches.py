@@ -55,3 +55,12 @@ def test_lnc2_pair_runs_half_the_work_each_in_parallel() -> None:
     swap = bench.exchange("trn2", 512)
     assert swap["bytes"] == 2 * 128 * 512 * 4 and swap["cores"] == 2
     assert swap["reached_to_done_ns"] > 0
+
+
+def test_the_bridge_choice_is_never_slower_than_either_forced_lowering() -> None:
+    """bench/lnc.py's GPT-2 rows on one block: the choice left to the bridge keeps each graph's
+    faster lowering, so the model is no slower than with lnc=1 or lnc=2 forced; outputs equal."""
+    bench = _load("lnc")
+    gpt = bench.bridge_model("trn2", 1, 128)
+    assert gpt["equal"]
+    assert gpt["chosen_ns"] == min(gpt["one_ns"], gpt["two_ns"])  # one graph: one of the two
