@@ -30,6 +30,7 @@ from hwsim.library import matmul_block_free, matmul_hoisted, matmul_tiled
 from hwsim.library.tutorial_matmul import matmul_fully_optimized
 from hwsim.machine.simulator import RunResult, run
 from hwsim.program import Program
+from hwsim.schedule import COMPILER_SCHEDULE, resolve_schedule
 
 ROOT = Path(__file__).resolve().parents[1]
 THIRD_PARTY = ROOT / "third_party"
@@ -80,7 +81,10 @@ def nki_program(fn: Any, args: tuple[Any, ...], config: HardwareConfig) -> Progr
 
 
 def lang_program(kernel: Any, args: tuple[Any, ...], config: HardwareConfig) -> Program:
-    return kernel.build(*args, config=config).program
+    """A twin's program, ordered as the NKI compiler orders its verbatim kernel (a
+    kernel-language kernel keeps program order unless asked; ``hwsim.schedule``)."""
+    policy = resolve_schedule(None, COMPILER_SCHEDULE)
+    return kernel.build(*args, config=config, schedule=policy).program
 
 
 # ---- what a case measures ----------------------------------------------------------------------

@@ -425,11 +425,14 @@ class KernelResult:
 class Kernel:
     """A kernel-language function. ``build(...)`` lowers it; calling it builds and runs it."""
 
-    def __init__(self, fn: Callable[..., Any]) -> None:
+    def __init__(self, fn: Callable[..., Any], default_schedule: str = "program") -> None:
         self.fn = fn
         self.name = fn.__name__
         self.signature = inspect.signature(fn)
         self.__doc__ = fn.__doc__
+        #: The policy of a build that names none and finds no ``$HWSIM_SCHEDULE``
+        #: (``hwsim.schedule.COMPILER_SCHEDULE`` for an NKI kernel).
+        self.default_schedule = default_schedule
 
     def build(
         self,
@@ -442,10 +445,11 @@ class Kernel:
         """Lower the kernel to a program. schedule: the order instructions are emitted in
         (``hwsim.schedule.SCHEDULES``: ``program`` order; ``list`` scheduled by the cost
         model; ``best``, the fastest candidate when simulated); None takes
-        ``$HWSIM_SCHEDULE``, else ``program``. trace_limits: how far running the kernel's
+        ``$HWSIM_SCHEDULE``, else the kernel's ``default_schedule`` (``program``; an NKI
+        kernel's is the compiler's, ``best``). trace_limits: how far running the kernel's
         Python may go (``hwsim.lang.watchdog``; None: the process's limits)."""
         hw = load_config(config) if isinstance(config, str) else config
-        policy = resolve_schedule(schedule)
+        policy = resolve_schedule(schedule, self.default_schedule)
         context = KernelContext(self.name, hw, policy, self.fn.__code__)
         watchdog = Watchdog(self.name, trace_limits or current_limits(), source_location)
         context.watchdog = watchdog

@@ -33,6 +33,7 @@ from hwsim.lang.kernel import Kernel, current, skip_frames_of
 from hwsim.lang.tiles import Tile
 from hwsim.nki import state as st
 from hwsim.nki.tensor import NkiTensor
+from hwsim.schedule import COMPILER_SCHEDULE
 from hwsim.units import time_text
 
 if TYPE_CHECKING:
@@ -134,7 +135,7 @@ class NkiKernel:
 
         body.__signature__ = _build_signature(fn)  # type: ignore[attr-defined]
         body.__name__ = fn.__name__
-        return Kernel(body)
+        return Kernel(body, default_schedule=COMPILER_SCHEDULE)
 
 
 #: Kernel parameters whose names the kernel language's ``build`` keeps for itself, and what
@@ -257,12 +258,13 @@ def run(kernel: Any, *args: Any, **kwargs: Any) -> NkiRun:
 
     ``config``: trn1, trn2, trn3, tiny, a YAML path or a HardwareConfig (``hw_config=`` when the
     kernel has a parameter named ``config`` of its own); ``schedule``: the instruction order
-    (``hwsim.schedule``: ``program``, ``list``, ``best``; None: the kernel language's default),
-    honouring ``no_reorder`` and ``sequential_range``; ``initcheck``: reads of never-written
-    memory raise (on by default with numerics; off with False or ``HWSIM_INITCHECK=0``);
-    ``ranks``: run N ranks of the kernel, one per physical core, whose ``nki.collectives`` meet
-    (``per_rank`` arguments differ by rank; ``result()`` is then a list, one per rank). Other
-    keywords are the kernel's."""
+    (``hwsim.schedule``: ``program``, ``list``, ``best``; None: ``$HWSIM_SCHEDULE``, else the
+    NKI compiler's, ``hwsim.schedule.COMPILER_SCHEDULE``: ``best``), honouring ``no_reorder``
+    and ``sequential_range``; ``initcheck``: reads of never-written memory raise (on by
+    default with numerics; off with False or ``HWSIM_INITCHECK=0``); ``ranks``: run N ranks
+    of the kernel, one per physical core, whose ``nki.collectives`` meet (``per_rank``
+    arguments differ by rank; ``result()`` is then a list, one per rank). Other keywords are
+    the kernel's."""
     options, kwargs = split_options(kernel, dict(kwargs))
     return _run(_kernel(kernel), args, kwargs, **options)
 

@@ -354,7 +354,7 @@ class nc(spmd_dim):
 @contextlib.contextmanager
 def no_reorder() -> Iterator[None]:
     """Keep the block's instructions in program order among themselves: the kernel language's
-    ``no_reorder`` (honoured by a scheduled build, ``schedule="list"``), and recorded in the
+    ``no_reorder`` (honoured by a scheduled build, the default), and recorded in the
     program's meta (``nki_no_reorder``, per-engine pcs under program order)."""
     from hwsim.lang.scheduling import no_reorder as lang_no_reorder
     from hwsim.nki.state import NkiState, user_site

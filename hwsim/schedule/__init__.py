@@ -40,11 +40,20 @@ from hwsim.schedule.stream import Barrier, InstructionStream, Item, PlaceHbm, re
 SCHEDULES = ("program", "list", "best")
 #: Environment variable naming the policy of builds that do not choose one.
 SCHEDULE_ENV = "HWSIM_SCHEDULE"
+#: The policy of an NKI kernel's build (``hwsim.nki``) that chooses none: the NKI compiler
+#: reorders instructions that have no data dependency and schedules them itself (HARDWARE.md
+#: §4 [S24]), with a performance simulation of its own behind its choices (its DMA prefetch
+#: "rolls back performance simulation state" [S39]). ``best`` is that: the list scheduler's
+#: orders and program order, each simulated, the fastest kept. Kernel-language kernels
+#: (``hwsim.lang``: the library, written in their issue order, and the bridge's lowerings,
+#: where build time counts) keep program order unless asked.
+COMPILER_SCHEDULE = "best"
 
 
-def resolve_schedule(schedule: str | None) -> str:
-    """The policy a build uses: ``schedule``, else ``$HWSIM_SCHEDULE``, else ``program``."""
-    name = schedule if schedule is not None else os.environ.get(SCHEDULE_ENV, "program")
+def resolve_schedule(schedule: str | None, default: str = "program") -> str:
+    """The policy a build uses: ``schedule``, else ``$HWSIM_SCHEDULE``, else ``default`` (the
+    front end's: ``program`` for the kernel language, ``COMPILER_SCHEDULE`` for NKI)."""
+    name = schedule if schedule is not None else os.environ.get(SCHEDULE_ENV, default)
     if name not in SCHEDULES:
         where = "schedule=" if schedule is not None else f"${SCHEDULE_ENV}="
         raise HwsimError(
@@ -90,6 +99,7 @@ def reorder(
 
 
 __all__ = [
+    "COMPILER_SCHEDULE",
     "SCHEDULES",
     "SCHEDULE_ENV",
     "Barrier",

@@ -56,11 +56,16 @@ def simulated_best(
     template: ProgramBuilder, stream: InstructionStream, config: HardwareConfig
 ) -> ProgramBuilder:
     """A builder holding ``template``'s tensors and allocations and ``stream`` emitted in the
-    candidate order that runs fastest on ``config`` (timing-only; program order on a tie)."""
+    candidate order that runs fastest on ``config`` (timing-only; program order on a tie);
+    ``template`` itself when program order is the only candidate."""
     from hwsim.machine.simulator import run
 
+    candidates = candidate_orders(stream, config)
+    if len(candidates) == 1:  # no order but the program's: nothing to simulate
+        replay(template, stream.items, candidates[0][0])
+        return template
     best: tuple[int, ProgramBuilder] | None = None
-    for order, _ in candidate_orders(stream, config):
+    for order, _ in candidates:
         # Deferred: the waits of each candidate come from one compiled pass (the same waits).
         builder = ProgramBuilder(len(template.program.cores), deferred=True)
         program = builder.program

@@ -144,7 +144,8 @@ def masked_rows(x):
 
 def test_masks_narrow_and_no_reorder_is_recorded():
     x = np.random.default_rng(0).standard_normal((100, 64)).astype(np.float32)
-    result = nki.run(masked_rows, x, race_check=True)
+    # the region's pcs are recorded under program order (a scheduled build moves them)
+    result = nki.run(masked_rows, x, race_check=True, schedule="program")
     assert np.max(np.abs(result.outputs[0] - np.exp(x))) < 1e-5
     regions = result.program.meta["nki_no_reorder"]
     assert len(regions) == 1 and regions[0]["line"].startswith("test_frontdoor.py:")

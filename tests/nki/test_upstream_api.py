@@ -132,7 +132,7 @@ def test_direct_allocation_places_tiles_where_the_kernel_says():
         return out
 
     a = RNG.random((128, 256), np.float32)
-    run = nki.run(kernel, a)
+    run = nki.run(kernel, a, schedule="program")  # the loads in the order they were written
     np.testing.assert_array_equal(run.outputs[0], a)
     loads = [i for i in run.program.cores[0].streams["sync"] if type(i).__name__ == "DmaCopy"]
     # block i at 4096 + (i mod 2) * 256 bytes (64 fp32 per partition): the modulo placement
@@ -166,7 +166,7 @@ def test_a_tile_declared_in_a_traced_loop_body_is_where_the_first_iteration_put_
         return out
 
     a = RNG.random((128, 256), np.float32)
-    run = nki.run(kernel, a)
+    run = nki.run(kernel, a, schedule="program")  # the loads in the order they were written
     np.testing.assert_array_equal(run.outputs[0], a)
     loads = [i for i in run.program.cores[0].streams["sync"] if type(i).__name__ == "DmaCopy"]
     places = [ld.dst.offset_bytes for ld in loads if ld.dst.memory.value == "sbuf"]
