@@ -23,6 +23,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
+import numpy as np
+
 from hwsim.errors import HwsimError
 
 #: Allocation granularity in SBUF (bytes per partition). Assumption: keeps every dtype aligned
@@ -65,6 +67,57 @@ class Block:
             other.start_partition,
             other.partitions or pool_partitions,
         )
+
+
+def least_recent_cover(
+    live: list[Block],
+    dead: list[tuple[Block, int]],
+    need: int,
+    rows: int,
+    starts: tuple[int, ...],
+    offsets: list[int],
+    capacity: int,
+    pool_partitions: int,
+) -> tuple[int, int, int] | None:
+    """Where a tile of ``need`` bytes in ``rows`` partitions (0: all) can go without touching
+    ``live`` blocks, among the byte ``offsets`` (ascending) and partition ``starts``: the place
+    whose latest-used ``dead`` block it covers (block, last use) was used longest ago, then the
+    lowest offset, then the first start. Returns (that last use or -1, offset, start), or None.
+    All trial places at once, as arrays: a memory planner asks this for every placement."""
+    offs = np.array([o for o in offsets if o + need <= capacity], dtype=np.int64)
+    if not len(offs):
+        return None
+    ends = offs + need
+
+    def columns(blocks: list[Block]) -> tuple[np.ndarray, ...]:
+        lo = np.array([b.offset for b in blocks], dtype=np.int64)
+        hi = lo + np.array([b.size for b in blocks], dtype=np.int64)
+        p0 = np.array([b.start_partition for b in blocks], dtype=np.int64)
+        p1 = p0 + np.array([b.partitions or pool_partitions for b in blocks], dtype=np.int64)
+        return lo, hi, p0, p1
+
+    def covering(cols: tuple[np.ndarray, ...], start: int) -> np.ndarray:
+        lo, hi, p0, p1 = cols
+        hit = (lo[None, :] < ends[:, None]) & (offs[:, None] < hi[None, :])
+        if pool_partitions:  # a partition-aware pool: the rows must meet too
+            hit &= ((p0 < start + (rows or pool_partitions)) & (start < p1))[None, :]
+        return hit
+
+    live_cols = columns(live)
+    dead_cols = columns([b for b, _ in dead])
+    last = np.array([used for _, used in dead], dtype=np.int64)
+    best: tuple[int, int, int] | None = None
+    for start in starts:
+        free = ~covering(live_cols, start).any(axis=1)
+        if not free.any():
+            continue
+        latest = np.where(covering(dead_cols, start), last[None, :], -1).max(axis=1, initial=-1)
+        latest = np.where(free, latest, np.iinfo(np.int64).max)
+        index = int(np.argmin(latest))  # the first minimum: the lowest offset among equals
+        key = (int(latest[index]), int(offs[index]), start)
+        if best is None or key < best:
+            best = key
+    return best
 
 
 def _rows_overlap(start0: int, count0: int, start1: int, count1: int) -> bool:

@@ -37,7 +37,13 @@ from hwsim.isa.ap import AccessPattern, MemorySpace, contiguous
 from hwsim.isa.base import Instruction
 from hwsim.isa.dma_ops import DmaCopy
 from hwsim.isa.origin import Tag
-from hwsim.lang.allocator import Block, OutOfMemoryError, Pool, placement_starts
+from hwsim.lang.allocator import (
+    Block,
+    OutOfMemoryError,
+    Pool,
+    least_recent_cover,
+    placement_starts,
+)
 from hwsim.lang.spill_policy import (
     Backing,
     SpillStats,
@@ -380,22 +386,10 @@ class MemoryPlanner:
             {0, *(s.place.offset for s in dead if s.place is not None)}
             | {b.offset + b.size for b in live}
         )
-        best: tuple[int, int, int] | None = None
-        for start in starts:
-            for offset in offsets:
-                if offset + need > pool.capacity:
-                    break
-                trial = Block(pool.memory, name, offset, need, where, True, start, rows or 0)
-                if any(b.overlaps(trial, pool.partitions) for b in live):
-                    continue
-                covered = [
-                    s
-                    for s in dead
-                    if s.place is not None and s.place.overlaps(trial, pool.partitions)
-                ]
-                key = (max((s.last_used for s in covered), default=-1), offset, start)
-                if best is None or key < best:
-                    best = key
+        covers = [(s.place, s.last_used) for s in dead if s.place is not None]
+        best = least_recent_cover(
+            live, covers, need, rows or 0, starts, offsets, pool.capacity, pool.partitions
+        )
         if rotate is not None and (best is None or rotate.last_used <= best[0]):
             old = rotate.place
             assert old is not None
