@@ -60,6 +60,7 @@ def test_an_nki_kernel_is_built_under_the_compilers_schedule(monkeypatch):
     # the compiler's order interleaves groups across PSUM banks, and is faster
     assert min(_group_runs(scheduled)) == 1
     assert scheduled.latency_ns < program.latency_ns
+    assert scheduled.latency_ns == _run("best").latency_ns  # the default is best, to the tick
 
 
 def test_the_compilers_schedule_never_loses_to_program_order_and_computes_the_same():
