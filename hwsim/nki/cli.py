@@ -31,6 +31,7 @@ from hwsim.workloads.registry import NumericsVerdict
 
 def register(commands: argparse._SubParsersAction) -> None:
     from hwsim.cli.main import add_config_arguments, add_kernel_arguments, add_out_argument
+    from hwsim.schedule import SCHEDULES
 
     parser = commands.add_parser("nki", help="run an NKI kernel file: FILE.py:KERNEL")
     parser.add_argument("target", help="FILE.py:KERNEL")
@@ -40,6 +41,13 @@ def register(commands: argparse._SubParsersAction) -> None:
     parser.add_argument("--timing-only", action="store_true", help="skip numerics (for sweeps)")
     parser.add_argument("--shape", action="append", default=[], metavar="NAME=AxB[:dtype]")
     parser.add_argument("--force", action="store_true", help="write into a non-empty --out")
+    parser.add_argument(
+        "--schedule",
+        choices=SCHEDULES,
+        default=None,
+        help="instruction order: program (as written), list, best (default: $HWSIM_SCHEDULE, "
+        "else the NKI compiler's: best, reordered and checked by simulation)",
+    )
     parser.add_argument("--force-install", action="store_true",
                         help="shadow an installed real nki/neuronxcc in this process")  # fmt: skip
     add_kernel_arguments(parser)  # the tracing watchdog's limits and --no-initcheck
@@ -169,7 +177,12 @@ def main(args: argparse.Namespace) -> int:
         with limits_within(args.max_instructions, args.trace_timeout):  # the tracing watchdog's
             initcheck = False if args.no_initcheck else None  # None: on (a front door)
             result = run(
-                kernel, *inputs, config=config, numerics=not args.timing_only, initcheck=initcheck
+                kernel,
+                *inputs,
+                config=config,
+                numerics=not args.timing_only,
+                initcheck=initcheck,
+                schedule=args.schedule,
             )
     except InitCheckError as exc:  # on by default here: say how to run without it
         raise InitCheckError(f"{exc}; {INITCHECK_HINT}", exc.findings) from exc
@@ -188,12 +201,24 @@ def main(args: argparse.Namespace) -> int:
     latency = time_text(result.latency_ns)
     print(f"{name}: latency {latency} on {getattr(config, 'name', args.config)}")
     print(f"bottleneck: {result.summary.bottleneck}")
+    print(f"instruction order: {_order_text(result.program)}")
     for note in result.notes:
         print(f"note: {note}")
     if result.summary.numerics_ok is not None:
         print(f"numerics: {result.summary.numerics_text()}")
     print(f"wrote {result.summary.out_dir}")
     return 0 if ok else 1
+
+
+def _order_text(program: Any) -> str:
+    """How the run's instructions were ordered (``hwsim.schedule``)."""
+    policy = program.meta.get("schedule", "program")
+    return {
+        "program": "program order (as written)",
+        "list": "list scheduled (the cost model's estimate)",
+        "best": "scheduled as the NKI compiler does (the fastest of program order and the list "
+        "schedules, simulated; --schedule program for the order as written)",
+    }.get(policy, policy)
 
 
 #: Error allowed against ``KERNEL_reference``, relative to the largest expected value.

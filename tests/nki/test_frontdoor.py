@@ -78,7 +78,28 @@ def test_never_seen_file_through_the_cli(tmp_path, capsys):
     printed = capsys.readouterr().out
     assert code == 0, printed
     assert "latency" in printed and "numerics: OK" in printed
+    assert "instruction order: scheduled as the NKI compiler does" in printed
     assert any(p.name.startswith("trace") for p in out.iterdir()), list(out.iterdir())
+
+
+def test_cli_schedule_chooses_the_instruction_order(tmp_path, capsys):
+    """``--schedule program`` runs the kernel as written; the summary's latency is that run's."""
+    target = f"{NEVER_SEEN}:scale_bias_relu"
+    try:
+        code = main(["nki", target, "--schedule", "program", "-o", str(tmp_path / "p"), "--json"])
+        assert code == 0
+        as_written = json.loads(capsys.readouterr().out)
+        assert main(["nki", target, "--schedule", "program", "-o", str(tmp_path / "q")]) == 0
+        assert "instruction order: program order (as written)" in capsys.readouterr().out
+        nki.install()
+        spec = importlib.util.spec_from_file_location("nki_never_seen_s", NEVER_SEEN)
+        module = importlib.util.module_from_spec(spec)
+        spec.loader.exec_module(module)
+        inputs = module.scale_bias_relu_inputs()
+        same = nki.run(module.scale_bias_relu, *inputs, config="trn2", schedule="program")
+    finally:
+        nki.uninstall()
+    assert as_written["total_ns"] == same.latency_ns
 
 
 def test_cli_json_and_timing_only(tmp_path, capsys):
