@@ -101,3 +101,34 @@ def test_the_cache_keeps_at_most_max_programs() -> None:
 def test_timing_only_gemm_build_matches_the_full_build() -> None:
     config = load_config("trn2")
     assert _streams(GEMM.build(config, False)) == _streams(GEMM.build(config, True))
+
+
+def test_an_nki_kernel_under_the_compilers_schedule_is_lowered_per_timing_config() -> None:
+    """The compiler's schedule (``best``) is chosen by simulating on the config, so its program
+    depends on every timing field: no point reuses another's order. Program order depends on
+    the layout fields alone and is lowered once for points that differ in HBM bandwidth."""
+    from hwsim.lang import TensorSpec
+    from hwsim.nki.kernel import _kernel
+    from hwsim.nki.upstream import kernel
+
+    block_all = (
+        Path(__file__).resolve().parents[2] / "third_party/neuron-sdk-docs-db1586c3/nki/"
+        "how-to-guides/kernel-optimization/block_all.py"
+    )
+    nk = _kernel(kernel(block_all, "matrix_multiply_kernel"))
+    blocks = {"TILES_IN_BLOCK_M": 2, "TILES_IN_BLOCK_N": 2, "TILES_IN_BLOCK_K": 2}
+    specs = (TensorSpec((512, 512), "fp32"), TensorSpec((512, 2048), "fp32"))
+
+    def build(schedule: str) -> Callable[[HardwareConfig], Program]:
+        return lambda config: (
+            nk.lang_kernel([], {}).build(*specs, config=config, schedule=schedule, **blocks).program
+        )
+
+    for schedule, builds in (("program", 1), ("best", 2)):
+        cache = ProgramCache()
+        for bandwidth in (725, 500):
+            config = load_config("trn2", {"hbm.bandwidth_bytes_per_ns_per_stack": bandwidth})
+            cache.get("block_all", build(schedule), config)
+        assert (cache.builds, cache.hits) == (builds, 2 - builds), schedule
+    _, reads = build_recorded(build("best"), load_config("trn2"))
+    assert WHOLE in reads
