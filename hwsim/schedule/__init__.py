@@ -43,7 +43,7 @@ SCHEDULE_ENV = "HWSIM_SCHEDULE"
 #: The policy of an NKI kernel's build (``hwsim.nki``) that chooses none: the NKI compiler
 #: reorders instructions that have no data dependency and schedules them itself (HARDWARE.md
 #: §4 [S24]), with a performance simulation of its own behind its choices (its DMA prefetch
-#: "rolls back performance simulation state" [S39]). ``best`` is that: the list scheduler's
+#: keeps "performance simulation state" [S39]). ``best`` is that: the list scheduler's
 #: orders and program order, each simulated, the fastest kept. Kernel-language kernels
 #: (``hwsim.lang``: the library, written in their issue order, and the bridge's lowerings,
 #: where build time counts) keep program order unless asked.
