@@ -15,14 +15,18 @@ planner replays them knowing the whole program, so it knows every tile's next an
    policy (``hwsim.lang.spill_policy``: re-read an input, refill a constant, or spill to HBM;
    Belady's choice of victim; loads deferred to their use when they would only push out tiles
    needed sooner). Instructions after a tile came back address its new place.
-4. If the operands of one instruction alone do not fit, or PSUM is over-allocated (DMA cannot
-   reach PSUM, so PSUM is never spilled), the kernel is rejected, as NKI rejects it, with an
-   ``OutOfMemoryError`` naming the kernel line.
+4. A PSUM tile leaves PSUM the same way, chosen by the same rule, but DMA cannot reach PSUM:
+   a VectorE copy moves its contents to an SBUF tile (which may itself be spilled to HBM) and
+   another copies them back before its next use (a constant is refilled instead). This is an
+   assumption: how neuronx-cc moves PSUM tiles out is not documented.
+5. If the operands of one instruction alone do not fit, the kernel is rejected, as NKI rejects
+   it, with an ``OutOfMemoryError`` naming the kernel line.
 
-Spill traffic is ordinary, timed DMA: the builder orders it like any other access (RAW/WAR/WAW on
-the addresses involved), it shows in the trace with the tags ``spill:``, ``reload:``, ``reread:``
-and ``refill:`` and the tile, and ``BuiltKernel.spill`` / the run summary count it (in total and
-per tile: ``sbuf_spill``, ``sbuf_spill_by_tile``).
+Spill traffic is ordinary, timed DMA (PSUM's, VectorE copies): the builder orders it like any
+other access (RAW/WAR/WAW on the addresses involved), it shows in the trace with the tags
+``spill:``, ``reload:``, ``reread:``, ``refill:``, ``psum-out:`` and ``psum-in:`` and the tile,
+and ``BuiltKernel.spill`` / the run summary count it (in total and per tile: ``sbuf_spill``,
+``sbuf_spill_by_tile``).
 """
 
 from __future__ import annotations
@@ -46,6 +50,7 @@ from hwsim.lang.allocator import (
 )
 from hwsim.lang.spill_policy import (
     Backing,
+    PsumCopy,
     SpillStats,
     SpillStore,
     TileSlot,
@@ -86,6 +91,8 @@ class MemoryPlanner:
         #: PSUM bank (by byte offset) -> event index of the last use of the tile that held it
         #: last (``_place_rotating``).
         self.bank_last_use: dict[int, int] = {}
+        #: The event being placed (its index in ``events``).
+        self.now = 0
 
     # ---- recording (while the kernel function runs) -----------------------------------------
     def adopt(self, block: Block, dtype: DType, elements: int, memory: MemorySpace) -> None:
@@ -174,6 +181,7 @@ class MemoryPlanner:
                     slot.uses.append([index, needs])
 
     def _emit(self, index: int, instruction: Instruction, placed: tuple[Any, ...]) -> None:
+        self.now = index
         slots = [self.slots[id(block)] for _, block, _, _ in placed]
         written_ids = {id(ap) for ap in instruction.writes()}
         read_ids = {id(ap) for ap in instruction.reads()}
@@ -187,7 +195,9 @@ class MemoryPlanner:
                 ap = getattr(instruction, name)
                 overwritten = writing and id(ap) not in read_ids and whole(slot, ap)
                 if slot.holds_data and not overwritten:
-                    self._bring_back(slot)
+                    self._bring_back(slot, pinned)
+                if slot.psum_copy is not None:  # overwritten whole: its copy is not needed
+                    self._drop_psum_copy(slot)
         instruction = self._relocated(instruction, placed, slots)
         for (name, _, _, _), slot, writing in zip(placed, slots, writes, strict=True):
             if writing:  # its spill copy is stale; backed only if filled whole (spill_policy)
@@ -289,7 +299,7 @@ class MemoryPlanner:
             chosen = victim(self._candidates(pool, pinned), after)
             if chosen is None:
                 raise OutOfMemoryError(self._reject_message(slot, pinned, at))
-            self._evict(chosen)
+            self._evict(chosen, pinned)
             place = pool.try_allocate(*args)
         slot.last_start = place.start_partition
         slot.place = place
@@ -351,9 +361,8 @@ class MemoryPlanner:
         return list(self.resident.setdefault(pool.memory, {}).values())
 
     def _candidates(self, pool: Pool, pinned: tuple[TileSlot, ...]) -> list[TileSlot]:
-        """Tiles that may leave ``pool`` (SBUF only: DMA cannot reach PSUM)."""
-        if pool.memory != MemorySpace.SBUF.value:
-            return []
+        """Tiles that may leave ``pool``: any whose contents are needed and that the current
+        instruction does not use."""
         return [s for s in self._resident(pool) if s not in pinned and s.contents_needed]
 
     def _reuse_dead(
@@ -429,8 +438,12 @@ class MemoryPlanner:
             slot.place = None
             del self.resident[pool.memory][id(slot)]
 
-    def _evict(self, slot: TileSlot) -> None:
-        """Take a live tile off chip: a spill store unless it is backed or its copy current."""
+    def _evict(self, slot: TileSlot, pinned: tuple[TileSlot, ...] = ()) -> None:
+        """Take a live tile off chip: a spill store unless it is backed or its copy current; a
+        PSUM tile to an SBUF copy (``_psum_out``)."""
+        if slot.memory is MemorySpace.PSUM and slot.backing is None and slot.holds_data:
+            self._psum_out(slot, pinned)
+            return
         if slot.holds_data and not slot.spill_current and slot.backing is None:
             hbm = self._spill_ap(slot)
             self._dma(SpillStore, slot, "spill", dst=hbm, src=self._on_chip_ap(slot))
@@ -440,9 +453,61 @@ class MemoryPlanner:
             slot.spill_current = True
         self._release(slot)
 
-    def _bring_back(self, slot: TileSlot) -> None:
+    def _psum_out(self, slot: TileSlot, pinned: tuple[TileSlot, ...]) -> None:
+        """Copy a PSUM tile's contents to a new SBUF tile (VectorE) and free its banks."""
+        sbuf = self.context.pools[MemorySpace.SBUF]
+        rows = slot.block.tile_partitions
+        nbytes = slot.elements * slot.dtype.itemsize
+        block = Block(
+            sbuf.memory,
+            f"{slot.block.name}.psum_copy",
+            0,
+            sbuf.rounded(nbytes),
+            slot.block.where,
+            False,
+            0,
+            rows,
+            slot.dtype,
+            slot.elements,
+            rows,
+        )
+        copy = TileSlot(block, slot.dtype, slot.elements, MemorySpace.SBUF)
+        copy.uses.append([slot.next_use, True])
+        self.slots[id(block)] = copy
+        self._place(copy, pinned)
+        self._psum_copy(slot, "psum-out", dst=self._on_chip_ap(copy), src=self._on_chip_ap(slot))
+        copy.holds_data, copy.last_used = True, self.now
+        slot.psum_copy = copy
+        self.stats.psum_evictions += 1
+        self._release(slot)
+
+    def _drop_psum_copy(self, slot: TileSlot) -> None:
+        copy = slot.psum_copy
+        assert copy is not None
+        copy.uses.clear()
+        copy.holds_data, copy.spill_current = False, False
+        self._release(copy)
+        slot.psum_copy = None
+
+    def _psum_copy(
+        self, slot: TileSlot, what: str, *, dst: AccessPattern, src: AccessPattern
+    ) -> None:
+        tag = f"{self.context.name}:{what}:{slot.label}"
+        self.context.emit_placed(PsumCopy(engine="vector", tag=tag, dst=dst, src=src))
+        self.stats.tile(slot.label).psum_copied_bytes += dst.nbytes
+
+    def _bring_back(self, slot: TileSlot, pinned: tuple[TileSlot, ...] = ()) -> None:
         """Re-make a tile's contents where it was just placed: the load that was deferred, a
-        re-read, a refill, or a reload from the spill area."""
+        re-read, a refill, a reload from the spill area, or a PSUM tile's copy back from SBUF."""
+        if slot.psum_copy is not None:
+            copy = slot.psum_copy
+            if copy.place is None:  # spilled to HBM meanwhile: back to SBUF first
+                self._place(copy, (*pinned, slot))
+                self._bring_back(copy)
+            self._psum_copy(slot, "psum-in", dst=self._on_chip_ap(slot), src=self._on_chip_ap(copy))
+            self.stats.psum_restores += 1
+            self._drop_psum_copy(slot)
+            return
         traffic = self.stats.tile(slot.label)
         backing = slot.backing
         if backing is None or slot.spill_current:
@@ -513,8 +578,6 @@ class MemoryPlanner:
         pool = self._pool(slot)
         block = slot.block
         base = pool.oom_message(block.name, block.size, block.where, block.partitions or None)
-        if pool.memory != MemorySpace.SBUF.value:
-            return f"{base}. PSUM is not spilled (DMA cannot reach it): free or reuse a PSUM tile"
         names = ", ".join(s.block.name for s in pinned) or block.name
         which = f"{at.OPCODE} at {_location(at.tag)}" if at is not None else "one instruction"
         return (

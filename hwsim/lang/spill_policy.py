@@ -38,6 +38,7 @@ from typing import Any
 from hwsim.dtypes import DType
 from hwsim.isa.ap import AccessPattern, MemorySpace
 from hwsim.isa.base import Instruction
+from hwsim.isa.copy_ops import TensorCopy
 from hwsim.isa.dma_ops import DgeMode, DmaCopy
 from hwsim.isa.origin import Tag
 from hwsim.lang.allocator import Block
@@ -47,6 +48,15 @@ from hwsim.lang.allocator import Block
 #: qSyncSpillReload queues [S10][S21]; a NeuronCore-v3 DGE block per sequencer [S2][S13]), each
 #: on a queue of its own, so a store that waits for the tile's last writer holds up no load.
 STORE_ENGINE, RELOAD_ENGINE = "scalar", "sync"
+
+
+class PsumCopy(TensorCopy):
+    """A PSUM tile moved to SBUF or back by the memory planner (DMA cannot reach PSUM, so an
+    engine copies it): copies whatever the tile holds, written or not, so initcheck does not
+    count it as a read."""
+
+    def initcheck_reads(self, state: Any) -> tuple[AccessPattern, ...]:
+        return ()
 
 
 class SpillStore(DmaCopy):
@@ -80,6 +90,8 @@ class TileSlot:
     #: The partition it started at when last placed: a reload goes back there if it can, so
     #: instructions that need operands on the same partitions keep them there.
     last_start: int = 0
+    #: A PSUM tile's contents while it is out of PSUM: the SBUF tile an engine copied them to.
+    psum_copy: TileSlot | None = None
 
     @property
     def label(self) -> str:
@@ -117,6 +129,7 @@ class TileTraffic:
     reread_bytes: int = 0
     refills: int = 0
     deferred_loads: int = 0
+    psum_copied_bytes: int = 0  # PSUM -> SBUF and back, by engine copies
 
 
 @dataclass
@@ -133,10 +146,18 @@ class SpillStats:
     refills: int = 0
     deferred_loads: int = 0
     freed_after_last_use: int = 0
+    #: PSUM tiles copied out to SBUF (to make room in PSUM) and back.
+    psum_evictions: int = 0
+    psum_restores: int = 0
     by_tile: dict[str, TileTraffic] = field(default_factory=dict)
 
     def as_dict(self) -> dict[str, int]:
-        return {k: v for k, v in dataclasses.asdict(self).items() if k != "by_tile"}
+        """The counters (PSUM's only when it spilled: most kernels never do)."""
+        return {
+            k: v
+            for k, v in dataclasses.asdict(self).items()
+            if k != "by_tile" and (v or not k.startswith("psum_"))
+        }
 
     def tile(self, name: str) -> TileTraffic:
         found = self.by_tile.get(name)

@@ -317,6 +317,10 @@ def _run(
     summary = dataclasses.replace(
         result.summary, extras={**result.summary.extras, "nki_notes": notes}
     )
+    if built.spill:  # what the memory planner moved (the first core's build), as hwsim.lang's
+        summary = dataclasses.replace(
+            summary, sbuf_spill=built.spill, sbuf_spill_by_tile=built.spill_by_tile
+        )
     return NkiRun(
         outputs,
         float(summary.total_ns),

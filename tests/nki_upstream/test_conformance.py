@@ -25,10 +25,6 @@ DEFAULT = {
 #: Kernels that stop with an error today, and why (docs/nki-support.md); a fix makes the
 #: strict xfail fail, so the list is kept true.
 KNOWN = {
-    "reference/allocated_attention": "mod_alloc addresses past the end of SBUF at this shape",
-    "reference/rmsnorm_quant": "a matmul result assigned into a wider PSUM view than its mask",
-    "tutorials/attention_fwd_performance.attn_fwd_v3": "a PSUM tensor larger than PSUM",
-    "contributed/interpolate_trilinear_fwd": "views of more than 4 free dimensions",
     "contributed/pipelined_attention": "the file launches flash_fwd[0]: a grid of no instances",
 }
 
